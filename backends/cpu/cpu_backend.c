@@ -1,0 +1,240 @@
+/* cpu.so: entry points, probe, device, memory and (synchronous) streams.
+ * Kernels live in ops_*.c. */
+#define _GNU_SOURCE
+#include "cpu_ops.h"
+
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include <cblas.h>
+
+/* OpenBLAS's thread control (declared in its cblas.h on Debian, redeclared
+ * here so that other CBLAS headers still compile). */
+void openblas_set_num_threads(int num_threads);
+
+const esmtb_host *cpu_host;
+
+esmtb_status cpu_fail(esmtb_status status, const char *fmt, ...) {
+  char msg[512];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  if (cpu_host && cpu_host->set_error) cpu_host->set_error("%s", msg);
+  return status;
+}
+
+static uint64_t meminfo_kb(const char *key) {
+  FILE *f = fopen("/proc/meminfo", "r");
+  if (!f) return 0;
+  char line[256];
+  uint64_t v = 0;
+  size_t klen = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (strncmp(line, key, klen) == 0 && line[klen] == ':') {
+      v = strtoull(line + klen + 1, NULL, 10);
+      break;
+    }
+  fclose(f);
+  return v;
+}
+
+static void cpu_model_name(char *out, size_t cap) {
+  snprintf(out, cap, "CPU");
+  FILE *f = fopen("/proc/cpuinfo", "r");
+  if (!f) return;
+  char line[512];
+  while (fgets(line, sizeof line, f)) {
+    if (strncmp(line, "model name", 10) == 0) {
+      char *colon = strchr(line, ':');
+      if (colon) {
+        colon++;
+        while (*colon == ' ') colon++;
+        colon[strcspn(colon, "\n")] = '\0';
+        snprintf(out, cap, "%s", colon);
+      }
+      break;
+    }
+  }
+  fclose(f);
+}
+
+static esmtb_status cpu_probe(const esmtb_job *job, esmtb_probe *out) {
+  (void)job;
+  if (!out) return cpu_fail(1, "cpu probe: out is NULL");
+  memset(out, 0, sizeof *out);
+  out->struct_size = sizeof *out;
+  out->available = 1;
+  out->score = 10;
+  out->device_count = 1;
+  esmtb_device_desc *d = &out->devices[0];
+  cpu_model_name(d->name, sizeof d->name);
+  long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
+  d->total_bytes = (pages > 0 && page > 0) ? (uint64_t)pages * (uint64_t)page : 0;
+  d->free_bytes = meminfo_kb("MemAvailable") * 1024u;
+  snprintf(out->reason, sizeof out->reason, "fp32 on %ld threads",
+           sysconf(_SC_NPROCESSORS_ONLN));
+  return 0;
+}
+
+static esmtb_status cpu_open(const esmtb_open_options *opts, esmtb_device **out) {
+  if (!out) return cpu_fail(1, "cpu open: out is NULL");
+  *out = NULL;
+  esmtb_device *dev = calloc(1, sizeof *dev);
+  if (!dev) return cpu_fail(2, "cpu open: out of memory");
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  dev->num_threads = (opts && opts->num_threads > 0) ? opts->num_threads : (int)(cores > 0 ? cores : 1);
+  dev->memory_limit = opts ? opts->device_memory_limit : 0;
+  openblas_set_num_threads(dev->num_threads);
+  *out = dev;
+  return 0;
+}
+
+static void cpu_close(esmtb_device *dev) { free(dev); }
+
+static esmtb_status cpu_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes) {
+  esmtb_probe p;
+  cpu_probe(NULL, &p);
+  uint64_t total = p.devices[0].total_bytes, avail = p.devices[0].free_bytes;
+  if (dev && dev->memory_limit) {
+    total = dev->memory_limit;
+    avail = dev->allocated < total ? total - dev->allocated : 0;
+  }
+  if (free_bytes) *free_bytes = avail;
+  if (total_bytes) *total_bytes = total;
+  return 0;
+}
+
+/* Allocations carry a 64-byte header with their size so that free() can
+ * keep the memory-limit accounting exact; the payload stays 64-aligned. */
+#define HDR 64
+
+static esmtb_status cpu_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out) {
+  (void)kind;
+  if (!dev || !out) return cpu_fail(1, "cpu alloc: NULL argument");
+  *out = NULL;
+  if (dev->memory_limit && dev->allocated + bytes > dev->memory_limit)
+    return cpu_fail(2, "cpu alloc: %zu bytes would exceed the memory limit (%llu of %llu in use)",
+                    bytes, (unsigned long long)dev->allocated,
+                    (unsigned long long)dev->memory_limit);
+  size_t total = ((bytes + HDR + 63) / 64) * 64;
+  unsigned char *p = aligned_alloc(64, total);
+  if (!p) return cpu_fail(2, "cpu alloc: out of host memory allocating %zu bytes", bytes);
+  memcpy(p, &bytes, sizeof bytes);
+  dev->allocated += bytes;
+  *out = p + HDR;
+  return 0;
+}
+
+static void cpu_free(esmtb_device *dev, esmtb_mem_kind kind, void *ptr) {
+  (void)kind;
+  if (!ptr) return;
+  unsigned char *p = (unsigned char *)ptr - HDR;
+  size_t bytes;
+  memcpy(&bytes, p, sizeof bytes);
+  if (dev) dev->allocated -= bytes;
+  free(p);
+}
+
+static esmtb_status cpu_memset(esmtb_device *dev, void *dst, int value, size_t bytes,
+                               esmtb_stream *s) {
+  (void)dev; (void)s;
+  if (bytes) memset(dst, value, bytes);
+  return 0;
+}
+
+static esmtb_status cpu_copy(esmtb_device *dev, void *dst, const void *src, size_t bytes,
+                             esmtb_copy_kind kind, esmtb_stream *s) {
+  (void)dev; (void)kind; (void)s;
+  if (bytes) memmove(dst, src, bytes);
+  return 0;
+}
+
+/* Work runs synchronously on the calling thread, so streams and events are
+ * tokens that only need distinct addresses. */
+struct esmtb_stream { int unused; };
+struct esmtb_event { int unused; };
+
+static esmtb_status cpu_stream_create(esmtb_device *dev, esmtb_stream **out) {
+  (void)dev;
+  *out = calloc(1, sizeof **out);
+  return *out ? 0 : cpu_fail(2, "cpu stream_create: out of memory");
+}
+static void cpu_stream_destroy(esmtb_device *dev, esmtb_stream *s) { (void)dev; free(s); }
+static esmtb_status cpu_stream_sync(esmtb_device *dev, esmtb_stream *s) {
+  (void)dev; (void)s;
+  return 0;
+}
+static esmtb_status cpu_event_create(esmtb_device *dev, esmtb_event **out) {
+  (void)dev;
+  *out = calloc(1, sizeof **out);
+  return *out ? 0 : cpu_fail(2, "cpu event_create: out of memory");
+}
+static void cpu_event_destroy(esmtb_device *dev, esmtb_event *e) { (void)dev; free(e); }
+static esmtb_status cpu_event_record(esmtb_device *dev, esmtb_event *e, esmtb_stream *s) {
+  (void)dev; (void)e; (void)s;
+  return 0;
+}
+static esmtb_status cpu_stream_wait_event(esmtb_device *dev, esmtb_stream *s, esmtb_event *e) {
+  (void)dev; (void)e; (void)s;
+  return 0;
+}
+static esmtb_status cpu_event_sync(esmtb_device *dev, esmtb_event *e) {
+  (void)dev; (void)e;
+  return 0;
+}
+
+static const esmtb_ops g_cpu_ops = {
+    .abi_major = ESMTB_ABI_MAJOR,
+    .abi_minor = ESMTB_ABI_MINOR,
+    .struct_size = sizeof(esmtb_ops),
+    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32,
+    .name = "cpu",
+    .description = "fp32 on the host: OpenBLAS GEMMs, OpenMP kernels",
+    .probe = cpu_probe,
+    .open = cpu_open,
+    .close = cpu_close,
+    .mem_info = cpu_mem_info,
+    .alloc = cpu_alloc,
+    .free = cpu_free,
+    .memset_async = cpu_memset,
+    .copy_async = cpu_copy,
+    .stream_create = cpu_stream_create,
+    .stream_destroy = cpu_stream_destroy,
+    .stream_sync = cpu_stream_sync,
+    .event_create = cpu_event_create,
+    .event_destroy = cpu_event_destroy,
+    .event_record = cpu_event_record,
+    .stream_wait_event = cpu_stream_wait_event,
+    .event_sync = cpu_event_sync,
+    .gemm = cpu_gemm,
+    .embed_forward = cpu_embed_forward,
+    .embed_backward = cpu_embed_backward,
+    .layernorm_forward = cpu_layernorm_forward,
+    .layernorm_backward = cpu_layernorm_backward,
+    .add = cpu_add,
+    .gelu_backward = cpu_gelu_backward,
+    .bias_grad = cpu_bias_grad,
+    .attention_forward = cpu_attention_forward,
+    .attention_backward = cpu_attention_backward,
+    .xent = cpu_xent,
+    .adamw = cpu_adamw,
+    .sumsq = cpu_sumsq,
+    .scale = cpu_scale,
+    .convert = cpu_convert,
+    .allreduce = NULL,
+};
+
+ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {
+  cpu_host = host;
+  return &g_cpu_ops;
+}
+
+/* Always runnable, and the lowest priority: any usable GPU wins. */
+ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job) {
+  (void)job;
+  return 10;
+}

@@ -1,0 +1,54 @@
+/* The CPU backend's device object and the op entry points, one file per op
+ * family (ops_*.c). All math is fp32; args with other dtypes are refused. */
+#ifndef ESMTRAIN_CPU_OPS_H
+#define ESMTRAIN_CPU_OPS_H
+
+#include "esmtrain/backend.h"
+
+#define CPU_HIDDEN __attribute__((visibility("hidden")))
+
+struct esmtb_device {
+  int num_threads;             /* threads for OpenMP loops and OpenBLAS */
+  uint64_t memory_limit;       /* bytes, 0 = none */
+  uint64_t allocated;          /* live bytes from alloc() */
+};
+
+/* The host services handed to esmt_backend_init (for set_error/log). */
+CPU_HIDDEN extern const esmtb_host *cpu_host;
+
+/* Report an error through the host and return `status`. */
+CPU_HIDDEN esmtb_status cpu_fail(esmtb_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
+/* Refuse anything but fp32 activations. */
+#define CPU_REQUIRE_F32(dt, op)                                                   \
+  do {                                                                            \
+    if ((dt) != ESMTB_F32) return cpu_fail(8, "cpu backend: %s supports only fp32", op); \
+  } while (0)
+
+CPU_HIDDEN esmtb_status cpu_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_embed_forward(esmtb_device *dev, const esmtb_embed_args *a,
+                                          esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_embed_backward(esmtb_device *dev, const esmtb_embed_args *a,
+                                           esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_layernorm_forward(esmtb_device *dev, const esmtb_layernorm_args *a,
+                                              esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_layernorm_backward(esmtb_device *dev, const esmtb_layernorm_args *a,
+                                               esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_args *a,
+                                          esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_bias_grad(esmtb_device *dev, const esmtb_bias_grad_args *a,
+                                      esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
+                                              esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
+                                               esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a,
+                                    esmtb_stream *s);
+
+#endif

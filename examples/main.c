@@ -1,0 +1,58 @@
+/* esmtrain-example: the command-line driver of libesmtrain. */
+#include "cli.h"
+
+#include <stdio.h>
+#include <string.h>
+
+static const struct {
+  const char *name;
+  cli_command_fn fn;
+  const char *help;
+} k_commands[] = {
+    {"probe", cmd_probe, "list backends, devices and CPU features; exit 0 if one is usable"},
+};
+#define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])
+
+void cli_error(const char *what, esmt_status st) {
+  fprintf(stderr, "esmtrain-example: %s: %s (%s)\n", what, esmt_last_error(),
+          esmt_status_string(st));
+}
+
+void cli_log_stderr(void *user, esmt_log_level level, const char *message) {
+  (void)user;
+  static const char *const names[] = {"debug", "info", "warn", "error", "none"};
+  fprintf(stderr, "[%s] %s\n", names[level <= ESMT_LOG_NONE ? level : ESMT_LOG_NONE], message);
+}
+
+const char *cli_bytes(uint64_t bytes, char *buf, int cap) {
+  static const char *const units[] = {"B", "KiB", "MiB", "GiB", "TiB"};
+  double v = (double)bytes;
+  int u = 0;
+  while (v >= 1024.0 && u < 4) { v /= 1024.0; u++; }
+  snprintf(buf, (size_t)cap, u ? "%.1f %s" : "%.0f %s", v, units[u]);
+  return buf;
+}
+
+static void usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example <command> [options]\n\ncommands:\n");
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    fprintf(f, "  %-10s %s\n", k_commands[i].name, k_commands[i].help);
+  fprintf(f, "\nlibesmtrain %s. Run 'esmtrain-example <command> --help' for options.\n",
+          esmt_version_string());
+}
+
+int main(int argc, char **argv) {
+  if (argc < 2 || strcmp(argv[1], "--help") == 0 || strcmp(argv[1], "-h") == 0) {
+    usage(argc < 2 ? stderr : stdout);
+    return argc < 2 ? 2 : 0;
+  }
+  if (strcmp(argv[1], "--version") == 0) {
+    printf("esmtrain-example (libesmtrain %s)\n", esmt_version_string());
+    return 0;
+  }
+  for (size_t i = 0; i < N_COMMANDS; i++)
+    if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].fn(argc - 2, argv + 2);
+  fprintf(stderr, "esmtrain-example: unknown command '%s'\n\n", argv[1]);
+  usage(stderr);
+  return 2;
+}

@@ -1,0 +1,396 @@
+/*
+ * esmtrain backend plugin ABI.
+ *
+ * A backend is a shared object exporting two C symbols:
+ *
+ *   const esmtb_ops *esmt_backend_init(const esmtb_host *host);
+ *   int              esmt_backend_score(const esmtb_job *job);
+ *
+ * `esmt_backend_init` returns a static, versioned table of function
+ * pointers (or NULL, having called host->set_error). `esmt_backend_score`
+ * says how well the backend suits this machine and job: 0 = cannot run
+ * here, higher = better; the registry picks the highest. Neither may abort
+ * or exit; a GPU backend on a machine without a driver returns score 0 and
+ * reports the reason through probe().
+ *
+ * Memory model. A backend hands out opaque "device pointers" (void *). The
+ * core does byte arithmetic on them (base + offset) but never dereferences
+ * them unless ops->caps has ESMTB_CAP_HOST_ADDRESSABLE. Ordering is by
+ * streams: every op takes an esmtb_stream; ops on one stream run in order;
+ * events order work across streams. A NULL stream is the device's default
+ * stream.
+ *
+ * Layouts. Matrices are row-major. Activations are [rows, cols] with
+ * rows = tokens (B*T). Parameters, gradients and optimizer moments are fp32
+ * in flat buffers; activations are in the dtype the op's args name.
+ *
+ * ABI policy (docs/ABI.md): a minor version may only append fields to the
+ * END of esmtb_ops and of args structs (each args struct carries
+ * struct_size) and add new optional ops (NULL = not implemented). Anything
+ * else - reordering, removing, changing a signature or meaning - is a major
+ * version. The core refuses a table whose abi_major differs from its own or
+ * whose struct_size is smaller than the minimum it needs.
+ */
+#ifndef ESMTRAIN_BACKEND_H
+#define ESMTRAIN_BACKEND_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+#define ESMTB_ABI_MAJOR 1
+#define ESMTB_ABI_MINOR 0
+
+#if defined(__GNUC__)
+#  define ESMTB_EXPORT __attribute__((visibility("default")))
+#else
+#  define ESMTB_EXPORT
+#endif
+
+/* Status codes are the public esmt_status values (0 = OK). */
+typedef int esmtb_status;
+
+typedef enum esmtb_dtype {
+  ESMTB_F32 = 0,
+  ESMTB_F16 = 1,
+  ESMTB_BF16 = 2,
+  ESMTB_I32 = 3,
+  ESMTB_U8 = 4
+} esmtb_dtype;
+
+typedef enum esmtb_mem_kind {
+  ESMTB_MEM_DEVICE = 0,      /* memory the ops compute on */
+  ESMTB_MEM_PINNED_HOST = 1  /* page-locked host memory for fast async copies */
+} esmtb_mem_kind;
+
+typedef enum esmtb_copy_kind {
+  ESMTB_COPY_H2D = 0,
+  ESMTB_COPY_D2H = 1,
+  ESMTB_COPY_D2D = 2
+} esmtb_copy_kind;
+
+typedef enum esmtb_caps {
+  ESMTB_CAP_HOST_ADDRESSABLE = 1u << 0, /* device pointers are host pointers */
+  ESMTB_CAP_F32 = 1u << 1,
+  ESMTB_CAP_F16 = 1u << 2,
+  ESMTB_CAP_BF16 = 1u << 3,
+  ESMTB_CAP_MULTI_DEVICE = 1u << 4      /* implements allreduce */
+} esmtb_caps;
+
+typedef struct esmtb_device esmtb_device; /* one opened device (backend-defined) */
+typedef struct esmtb_stream esmtb_stream;
+typedef struct esmtb_event esmtb_event;
+
+/* Services the core offers a backend. Valid for the process lifetime. */
+typedef struct esmtb_host {
+  uint32_t struct_size;
+  uint32_t abi_major, abi_minor;  /* of the core */
+  /* Record the error message for the calling thread (printf format). */
+  void (*set_error)(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+  /* Log one line at an esmt_log_level. */
+  void (*log)(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
+} esmtb_host;
+
+/* The job a backend is scored for; zeros mean unknown. */
+typedef struct esmtb_job {
+  uint32_t struct_size;
+  uint64_t param_count;
+  int seq_len;
+  int micro_batch;
+} esmtb_job;
+
+#define ESMTB_MAX_DEVICES 16
+
+typedef struct esmtb_device_desc {
+  char name[128];
+  int cc_major, cc_minor;
+  uint64_t total_bytes, free_bytes;
+} esmtb_device_desc;
+
+typedef struct esmtb_probe {
+  uint32_t struct_size;
+  int available;             /* 1 when it can run here */
+  int score;                 /* 0 when unavailable */
+  char reason[256];          /* why not available, or a note */
+  int device_count;
+  esmtb_device_desc devices[ESMTB_MAX_DEVICES];
+} esmtb_probe;
+
+typedef struct esmtb_open_options {
+  uint32_t struct_size;
+  int device_index;          /* which device (GPU ordinal); 0 for cpu */
+  int num_threads;           /* host threads the backend may use; 0 = all */
+  uint64_t device_memory_limit; /* bytes; 0 = no limit */
+} esmtb_open_options;
+
+/* ------------------------------------------------------------------------ */
+/* Op arguments. Every struct starts with struct_size (set by the core).    */
+/* ------------------------------------------------------------------------ */
+
+/* C[m,n] = alpha * op(A)[m,k] . op(B)[k,n] + beta * C (+ bias[n]) then the
+ * epilogue. op(X) = X or X^T per trans_*. Row-major with leading dims.
+ * A linear layer y = x W^T + b is: A = x [m,k], B = W [n,k], trans_b = 1.
+ * With epilogue GELU and `pre` non-NULL, the pre-activation is stored in
+ * `pre` (same shape/ld as C) for the backward pass. The bias is only valid
+ * with beta == 0. a/b/c share `dtype`; accumulation is fp32. */
+typedef enum esmtb_epilogue { ESMTB_EPI_NONE = 0, ESMTB_EPI_GELU = 1 } esmtb_epilogue;
+
+typedef struct esmtb_gemm_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  int trans_a, trans_b;
+  int m, n, k;
+  float alpha, beta;
+  const void *a; int lda;
+  const void *b; int ldb;
+  void *c; int ldc;
+  const void *bias;          /* [n] or NULL */
+  esmtb_epilogue epilogue;
+  void *pre;                 /* GELU pre-activation out, or NULL */
+} esmtb_gemm_args;
+
+/* Embedding with ESM-2 token dropout (always on):
+ *   out[r] = E[tok[r]] * s_b, 0 where tok == mask_id or tok == pad_id,
+ *   s_b = (1 - mask_ratio_train) / (1 - m_b / n_b), n_b = non-pad tokens of
+ *   row b, m_b = mask tokens of row b. `row_scale` [B] receives s_b.
+ * Backward: dE[tok[r]] += dout[r] * s_b for non-mask, non-pad r. */
+typedef struct esmtb_embed_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;         /* of out/dout */
+  int B, T, d;
+  const int32_t *tokens;     /* device, [B*T] */
+  const void *E;             /* device, [V,d] in `dtype` */
+  void *out;                 /* [B*T,d] */
+  float *row_scale;          /* device [B] */
+  int mask_id, pad_id;
+  float mask_ratio_train;    /* 0.12 = 0.15 * 0.8 for ESM-2 */
+  /* backward only */
+  const void *dout;          /* [B*T,d] */
+  float *dE;                 /* [V,d] fp32, accumulated */
+} esmtb_embed_args;
+
+/* LayerNorm over the last dim d of [N,d], eps, biased variance; fp32 math.
+ * Forward saves mean/rstd [N] (fp32). Backward: dx (+)= , dw += , db += .
+ * With accumulate_dx, dx += grad (residual stream), else dx = grad. */
+typedef struct esmtb_layernorm_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;         /* of x/out/dout/dx */
+  int N, d;
+  float eps;
+  const void *x;
+  const float *w, *b;        /* [d] fp32 */
+  void *out;
+  float *mean, *rstd;        /* [N] */
+  /* backward only */
+  const void *dout;
+  void *dx;
+  int accumulate_dx;
+  float *dw, *db;            /* [d] fp32, accumulated */
+} esmtb_layernorm_args;
+
+/* y = a + b elementwise over n values (y may alias a or b). */
+typedef struct esmtb_add_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  size_t n;
+  const void *a, *b;
+  void *y;
+} esmtb_add_args;
+
+/* dpre = dout * gelu'(pre), elementwise over n (exact erf GELU). */
+typedef struct esmtb_gelu_backward_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  size_t n;
+  const void *pre, *dout;
+  void *dpre;
+} esmtb_gelu_backward_args;
+
+/* db[j] += sum_r dy[r, j] over rows (bias gradient, fp32 accumulate). */
+typedef struct esmtb_bias_grad_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  int rows, cols;
+  const void *dy;
+  float *db;
+} esmtb_bias_grad_args;
+
+/* Multi-head self-attention core (no projections) for right-padded rows:
+ *   qkv [B*T, 3*H*hd]: per token q heads, then k heads, then v heads.
+ *   q is scaled by `scale` BEFORE rotary; rotary (split-half, position =
+ *   index in the row) applies to q and k from fp32 tables cos/sin
+ *   [T, hd/2]; keys j >= seq_len[b] are masked; softmax in fp32;
+ *   out [B*T, H*hd] = concat over heads of P.v. Query rows t >= seq_len[b]
+ *   are padding: out there is 0 and they get no gradient.
+ *   lse [B*H*T] (fp32) receives each row's log-sum-exp for backward.
+ * Never materialises B*H*T*T. Backward writes dqkv (same layout as qkv). */
+typedef struct esmtb_attention_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  int B, T, H, hd;
+  float scale;
+  const int32_t *seq_len;    /* device [B], 1..T */
+  const float *rope_cos, *rope_sin; /* device [T, hd/2] */
+  const void *qkv;
+  void *out;
+  float *lse;
+  /* backward only */
+  const void *dout;
+  void *dqkv;
+} esmtb_attention_args;
+
+/* Fused softmax cross-entropy over [N, V] logits with int32 labels
+ * (label < 0 = ignored). loss_sum (device fp32 scalar) += sum of
+ * -log softmax at labelled rows; dlogits = (softmax - onehot) * grad_scale
+ * on labelled rows and 0 elsewhere (dlogits may alias logits). */
+typedef struct esmtb_xent_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  int N, V;
+  const void *logits;
+  const int32_t *labels;
+  float *loss_sum;
+  void *dlogits;             /* NULL: forward only */
+  float grad_scale;          /* usually 1 / (selected count) */
+} esmtb_xent_args;
+
+/* One contiguous run of a flat parameter buffer with its own decay. */
+typedef struct esmtb_segment {
+  size_t offset, count;      /* in elements */
+  float weight_decay;
+} esmtb_segment;
+
+/* AdamW (decoupled decay) over segments of flat fp32 buffers:
+ *   g = grads * grad_scale; m = b1 m + (1-b1) g; v = b2 v + (1-b2) g^2;
+ *   p -= lr * (wd * p + (m / bc1) / (sqrt(v / bc2) + eps))
+ * with bc1 = 1 - b1^step, bc2 = 1 - b2^step. If params_lowp is non-NULL,
+ * the updated weights are also written there in `lowp_dtype`. */
+typedef struct esmtb_adamw_args {
+  uint32_t struct_size;
+  int n_segments;
+  const esmtb_segment *segments; /* host array */
+  float *params;
+  const float *grads;
+  float *m, *v;
+  float lr, beta1, beta2, eps;
+  int64_t step;              /* 1-based */
+  float grad_scale;
+  void *params_lowp;
+  esmtb_dtype lowp_dtype;
+} esmtb_adamw_args;
+
+/* *out (device fp32 scalar) += sum of x[i]^2 over n fp32 values, with the
+ * partial sums reduced in a fixed order (deterministic). */
+typedef struct esmtb_sumsq_args {
+  uint32_t struct_size;
+  size_t n;
+  const float *x;
+  float *out;
+} esmtb_sumsq_args;
+
+/* x[i] *= factor (fp32, n values). */
+typedef struct esmtb_scale_args {
+  uint32_t struct_size;
+  size_t n;
+  float *x;
+  float factor;
+} esmtb_scale_args;
+
+/* dst = src converted between dtypes (e.g. fp32 master -> fp16 copy). */
+typedef struct esmtb_convert_args {
+  uint32_t struct_size;
+  size_t n;
+  const void *src; esmtb_dtype src_dtype;
+  void *dst; esmtb_dtype dst_dtype;
+} esmtb_convert_args;
+
+/* Sum `buf` (n values of dtype) across all ranks of the backend's
+ * communicator, in place. Only ESMTB_CAP_MULTI_DEVICE backends. */
+typedef struct esmtb_allreduce_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  size_t n;
+  void *buf;
+} esmtb_allreduce_args;
+
+/* ------------------------------------------------------------------------ */
+/* The ops table                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef struct esmtb_ops {
+  uint32_t abi_major;        /* ESMTB_ABI_MAJOR the backend was built with */
+  uint32_t abi_minor;
+  uint32_t struct_size;      /* sizeof(esmtb_ops) the backend was built with */
+  uint32_t caps;             /* esmtb_caps */
+  const char *name;          /* "cpu", "turing_fp16", ... */
+  const char *description;
+
+  /* Availability, devices and score for this machine and job. */
+  esmtb_status (*probe)(const esmtb_job *job, esmtb_probe *out);
+
+  /* Device lifecycle. */
+  esmtb_status (*open)(const esmtb_open_options *opts, esmtb_device **out);
+  void (*close)(esmtb_device *dev);
+  esmtb_status (*mem_info)(esmtb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+
+  /* Memory. */
+  esmtb_status (*alloc)(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out);
+  void (*free)(esmtb_device *dev, esmtb_mem_kind kind, void *ptr);
+  esmtb_status (*memset_async)(esmtb_device *dev, void *dst, int value, size_t bytes,
+                               esmtb_stream *s);
+  esmtb_status (*copy_async)(esmtb_device *dev, void *dst, const void *src, size_t bytes,
+                             esmtb_copy_kind kind, esmtb_stream *s);
+
+  /* Ordering. */
+  esmtb_status (*stream_create)(esmtb_device *dev, esmtb_stream **out);
+  void (*stream_destroy)(esmtb_device *dev, esmtb_stream *s);
+  esmtb_status (*stream_sync)(esmtb_device *dev, esmtb_stream *s);
+  esmtb_status (*event_create)(esmtb_device *dev, esmtb_event **out);
+  void (*event_destroy)(esmtb_device *dev, esmtb_event *e);
+  esmtb_status (*event_record)(esmtb_device *dev, esmtb_event *e, esmtb_stream *s);
+  esmtb_status (*stream_wait_event)(esmtb_device *dev, esmtb_stream *s, esmtb_event *e);
+  esmtb_status (*event_sync)(esmtb_device *dev, esmtb_event *e);
+
+  /* ESM-2 ops (NULL = not implemented by this backend). */
+  esmtb_status (*gemm)(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s);
+  esmtb_status (*embed_forward)(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s);
+  esmtb_status (*embed_backward)(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s);
+  esmtb_status (*layernorm_forward)(esmtb_device *dev, const esmtb_layernorm_args *a,
+                                    esmtb_stream *s);
+  esmtb_status (*layernorm_backward)(esmtb_device *dev, const esmtb_layernorm_args *a,
+                                     esmtb_stream *s);
+  esmtb_status (*add)(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s);
+  esmtb_status (*gelu_backward)(esmtb_device *dev, const esmtb_gelu_backward_args *a,
+                                esmtb_stream *s);
+  esmtb_status (*bias_grad)(esmtb_device *dev, const esmtb_bias_grad_args *a, esmtb_stream *s);
+  esmtb_status (*attention_forward)(esmtb_device *dev, const esmtb_attention_args *a,
+                                    esmtb_stream *s);
+  esmtb_status (*attention_backward)(esmtb_device *dev, const esmtb_attention_args *a,
+                                     esmtb_stream *s);
+  esmtb_status (*xent)(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s);
+  esmtb_status (*adamw)(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
+  esmtb_status (*sumsq)(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s);
+  esmtb_status (*scale)(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
+  esmtb_status (*convert)(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s);
+  esmtb_status (*allreduce)(esmtb_device *dev, const esmtb_allreduce_args *a, esmtb_stream *s);
+} esmtb_ops;
+
+/* Entry symbols a backend exports (names are the ABI). */
+#define ESMTB_INIT_SYMBOL "esmt_backend_init"
+#define ESMTB_SCORE_SYMBOL "esmt_backend_score"
+
+typedef const esmtb_ops *(*esmtb_init_fn)(const esmtb_host *host);
+typedef int (*esmtb_score_fn)(const esmtb_job *job);
+
+/* What a backend defines (declared here so its definitions are checked). */
+ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host);
+ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif /* ESMTRAIN_BACKEND_H */

@@ -1,0 +1,41 @@
+/* Backend registry: finds backend shared objects, checks their ABI, probes
+ * them for this machine and job, and chooses one. */
+#ifndef ESMTRAIN_REGISTRY_H
+#define ESMTRAIN_REGISTRY_H
+
+#include "internal.h"
+
+typedef struct esmt_backend_entry {
+  char path[512];
+  char name[32];
+  char description[128];
+  char reason[256];          /* why it did not load / is unavailable */
+  void *handle;              /* dlopen handle, NULL when not loaded */
+  const esmtb_ops *ops;      /* NULL when not loaded */
+  int loaded;
+  int score;
+  esmtb_probe probe;
+} esmt_backend_entry;
+
+typedef struct esmt_registry {
+  esmt_backend_entry *entries;
+  int count, cap;
+  int chosen;                /* index into entries, -1 when none */
+  char searched[1024];       /* the directories searched, for messages */
+} esmt_registry;
+
+/* Search `path` (colon-separated) if non-NULL, else $ESMTRAIN_BACKEND_PATH,
+ * else the installed and next-to-library dirs; load and probe everything.
+ * Fails only when nothing loadable was found in any searched directory. */
+ESMT_HIDDEN esmt_status esmt_registry_load(esmt_registry *r, const char *path,
+                                           const esmtb_job *job, const esmt_logger *lg);
+
+/* Choose `forced` (NULL: $ESMTRAIN_BACKEND, else the highest score). */
+ESMT_HIDDEN esmt_status esmt_registry_choose(esmt_registry *r, const char *forced);
+
+ESMT_HIDDEN void esmt_registry_release(esmt_registry *r);
+
+/* Size of esmtb_ops in ABI 1.0: the least a backend table may have. */
+#define ESMTB_OPS_MIN_SIZE sizeof(esmtb_ops)
+
+#endif

@@ -1,0 +1,38 @@
+#!/usr/bin/env bash
+# Stage an install of the build tree, then build an out-of-tree consumer
+# with pkg-config and with find_package(esmtrain), and run both: each must
+# find the installed cpu backend. Usage: test_install.sh SRC_DIR BUILD_DIR
+set -euo pipefail
+src=$1 build=$2
+stage=$(mktemp -d /tmp/esmt-install-XXXXXX)
+trap 'rm -rf "$stage"' EXIT
+
+cmake --install "$build" --prefix "$stage" >/dev/null
+test -f "$stage/include/esmtrain/esmtrain.h"
+test -f "$stage/lib/esmtrain/backends/cpu.so" || test -f "$stage"/lib*/esmtrain/backends/cpu.so
+libdir=$(dirname "$(ls "$stage"/lib*/libesmtrain.so | head -1)")
+
+echo "== pkg-config consumer"
+export PKG_CONFIG_PATH="$libdir/pkgconfig"
+flags=$(pkg-config --define-variable=prefix="$stage" --cflags --libs esmtrain)
+echo "pkg-config: $flags"
+cc -std=c11 -Wall -Werror "$src/examples/consumer/consumer.c" $flags -Wl,-rpath,"$libdir" \
+   -o "$stage/consumer-pc"
+"$stage/consumer-pc" "$stage/"
+
+echo "== find_package consumer"
+cmake -S "$src/examples/consumer" -B "$stage/consumer-build" -DCMAKE_PREFIX_PATH="$stage" \
+      -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$stage/consumer-build" >/dev/null
+"$stage/consumer-build/consumer" "$stage/"
+
+echo "== SameMajorVersion: asking for major 99 must fail"
+mkdir -p "$stage/v99" && cat > "$stage/v99/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.22)
+project(v99 LANGUAGES C)
+find_package(esmtrain 99 REQUIRED)
+CM
+if cmake -S "$stage/v99" -B "$stage/v99/b" -DCMAKE_PREFIX_PATH="$stage" >/dev/null 2>&1; then
+  echo "find_package(esmtrain 99) unexpectedly succeeded" >&2; exit 1
+fi
+echo "install consumer test passed"

@@ -1,0 +1,32 @@
+/* Helpers shared by the cmocka suites. */
+#ifndef ESMT_TEST_UTIL_H
+#define ESMT_TEST_UTIL_H
+
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <cmocka.h>
+
+#include "esmtrain/backend.h"
+
+/* $ESMT_TEST_BACKEND_DIR (set by ctest), or fails the test. */
+const char *test_backend_dir(void);
+
+/* $ESMT_TEST_SRC_DIR: the source tree root. */
+const char *test_src_dir(void);
+
+/* dlopen <backend dir>/<name>.so and return its ops table (host services
+ * print errors to stderr). Fails the test when it cannot. */
+const esmtb_ops *test_load_backend(const char *name);
+
+/* The last message a backend loaded by test_load_backend reported. */
+const char *test_backend_error(void);
+
+/* Make a fresh empty temporary directory; returns a static path. */
+const char *test_mkdtemp(void);
+
+/* rm -rf a directory made by test_mkdtemp. */
+void test_rmtree(const char *dir);
+
+#endif
