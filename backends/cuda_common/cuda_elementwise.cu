@@ -1,0 +1,107 @@
+// Dtype-generic kernels both GPU backends use: scale, sum of squares
+// (deterministic two-pass reduction), and dtype conversion.
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
+#include "cuda_device.h"
+
+__global__ void scale_kernel(float *x, size_t n, float f) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    x[i] *= f;
+}
+
+// Fixed grid and block sizes make the summation order independent of the
+// launch, so the result is bitwise reproducible.
+#define SUMSQ_BLOCKS 256
+#define SUMSQ_THREADS 256
+
+__global__ void sumsq_partial(const float *x, size_t n, float *partial) {
+  __shared__ float sh[SUMSQ_THREADS];
+  float acc = 0.f;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    acc += x[i] * x[i];
+  sh[threadIdx.x] = acc;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) partial[blockIdx.x] = sh[0];
+}
+
+__global__ void sumsq_final(const float *partial, float *out) {
+  __shared__ float sh[SUMSQ_BLOCKS];
+  sh[threadIdx.x] = partial[threadIdx.x];
+  __syncthreads();
+  for (int s = SUMSQ_BLOCKS / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) *out += sh[0];
+}
+
+template <typename T> __device__ float to_f32(T v);
+template <> __device__ float to_f32<float>(float v) { return v; }
+template <> __device__ float to_f32<__half>(__half v) { return __half2float(v); }
+template <> __device__ float to_f32<__nv_bfloat16>(__nv_bfloat16 v) { return __bfloat162float(v); }
+template <typename T> __device__ T from_f32(float v);
+template <> __device__ float from_f32<float>(float v) { return v; }
+template <> __device__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
+template <> __device__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
+
+template <typename S, typename D>
+__global__ void convert_kernel(const S *src, D *dst, size_t n) {
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
+       i += (size_t)gridDim.x * blockDim.x)
+    dst[i] = from_f32<D>(to_f32<S>(src[i]));
+}
+
+static unsigned grid_for(size_t n) {
+  size_t g = (n + 255) / 256;
+  return (unsigned)(g < 65535 ? (g ? g : 1) : 65535);
+}
+
+esmtb_status cuda_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s) {
+  if (!a || (!a->x && a->n)) return cuda_fail(1, "scale: NULL argument");
+  if (!a->n) return 0;
+  scale_kernel<<<grid_for(a->n), 256, 0, cuda_stream_of(s)>>>(a->x, a->n, a->factor);
+  return cuda_check(cudaGetLastError(), "scale");
+}
+
+esmtb_status cuda_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s) {
+  if (!a || !a->out || (!a->x && a->n)) return cuda_fail(1, "sumsq: NULL argument");
+  float *partial = NULL;
+  cudaStream_t st = cuda_stream_of(s);
+  esmtb_status rc = cuda_check(cudaMallocAsync((void **)&partial, SUMSQ_BLOCKS * sizeof(float), st),
+                               "sumsq: scratch");
+  if (rc) return rc;
+  sumsq_partial<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, st>>>(a->x, a->n, partial);
+  sumsq_final<<<1, SUMSQ_BLOCKS, 0, st>>>(partial, a->out);
+  cudaFreeAsync(partial, st);
+  return cuda_check(cudaGetLastError(), "sumsq");
+}
+
+template <typename S>
+static void launch_convert_from(const S *src, void *dst, esmtb_dtype dt, size_t n, cudaStream_t st) {
+  switch (dt) {
+    case ESMTB_F32: convert_kernel<<<grid_for(n), 256, 0, st>>>(src, (float *)dst, n); break;
+    case ESMTB_F16: convert_kernel<<<grid_for(n), 256, 0, st>>>(src, (__half *)dst, n); break;
+    default: convert_kernel<<<grid_for(n), 256, 0, st>>>(src, (__nv_bfloat16 *)dst, n); break;
+  }
+}
+
+esmtb_status cuda_convert(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s) {
+  if (!a || (a->n && (!a->src || !a->dst))) return cuda_fail(1, "convert: NULL argument");
+  int ok_src = a->src_dtype <= ESMTB_BF16, ok_dst = a->dst_dtype <= ESMTB_BF16;
+  if (!ok_src || !ok_dst) return cuda_fail(8, "convert: only f32/f16/bf16 are supported");
+  if (!a->n) return 0;
+  cudaStream_t st = cuda_stream_of(s);
+  switch (a->src_dtype) {
+    case ESMTB_F32: launch_convert_from((const float *)a->src, a->dst, a->dst_dtype, a->n, st); break;
+    case ESMTB_F16: launch_convert_from((const __half *)a->src, a->dst, a->dst_dtype, a->n, st); break;
+    default: launch_convert_from((const __nv_bfloat16 *)a->src, a->dst, a->dst_dtype, a->n, st); break;
+  }
+  return cuda_check(cudaGetLastError(), "convert");
+}

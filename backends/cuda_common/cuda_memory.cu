@@ -1,0 +1,173 @@
+// Device lifecycle, memory (device and pinned host, with an optional
+// budget), async copies, streams and events over the CUDA runtime.
+#include <stdlib.h>
+
+#include "cuda_device.h"
+
+static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
+  if (!out) return cuda_fail(1, "open: out is NULL");
+  *out = NULL;
+  int ordinal = opts ? opts->device_index : 0;
+  int count = 0;
+  esmtb_status st = cuda_check(cudaGetDeviceCount(&count), "open: cudaGetDeviceCount");
+  if (st) return st;
+  if (ordinal < 0 || ordinal >= count)
+    return cuda_fail(1, "open: device %d does not exist (%d CUDA devices)", ordinal, count);
+  st = cuda_check(cudaSetDevice(ordinal), "open: cudaSetDevice");
+  if (st) return st;
+  esmtb_device *dev = (esmtb_device *)calloc(1, sizeof *dev);
+  if (!dev) return cuda_fail(2, "open: out of host memory");
+  dev->ordinal = ordinal;
+  dev->num_threads = opts ? opts->num_threads : 0;
+  dev->memory_limit = opts ? opts->device_memory_limit : 0;
+  *out = dev;
+  return 0;
+}
+
+static void c_close(esmtb_device *dev) {
+  if (!dev) return;
+  cudaSetDevice(dev->ordinal);
+  cudaDeviceSynchronize();
+  free(dev);
+}
+
+static esmtb_status c_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes) {
+  size_t f = 0, t = 0;
+  cudaSetDevice(dev->ordinal);
+  esmtb_status st = cuda_check(cudaMemGetInfo(&f, &t), "mem_info");
+  if (st) return st;
+  if (dev->memory_limit) {
+    unsigned long long left = dev->memory_limit > dev->allocated ? dev->memory_limit - dev->allocated : 0;
+    if (left < f) f = left;
+    t = dev->memory_limit;
+  }
+  if (free_bytes) *free_bytes = f;
+  if (total_bytes) *total_bytes = t;
+  return 0;
+}
+
+// Device allocations carry their size in a 256-byte prefix so free() keeps
+// the budget exact; the payload keeps cudaMalloc's 256-byte alignment.
+#define PREFIX 256
+
+static esmtb_status c_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out) {
+  if (!dev || !out) return cuda_fail(1, "alloc: NULL argument");
+  *out = NULL;
+  cudaSetDevice(dev->ordinal);
+  if (kind == ESMTB_MEM_PINNED_HOST)
+    return cuda_check(cudaMallocHost(out, bytes ? bytes : 1), "alloc: cudaMallocHost");
+  if (dev->memory_limit && dev->allocated + bytes > dev->memory_limit)
+    return cuda_fail(2, "alloc: %zu bytes would exceed device_memory_limit (%llu of %llu in use)",
+                     bytes, dev->allocated, dev->memory_limit);
+  char *p = NULL;
+  esmtb_status st = cuda_check(cudaMalloc((void **)&p, bytes + PREFIX), "alloc: cudaMalloc");
+  if (st) return st;
+  unsigned long long n = bytes;
+  st = cuda_check(cudaMemcpy(p, &n, sizeof n, cudaMemcpyHostToDevice), "alloc: size record");
+  if (st) { cudaFree(p); return st; }
+  dev->allocated += bytes;
+  *out = p + PREFIX;
+  return 0;
+}
+
+static void c_free(esmtb_device *dev, esmtb_mem_kind kind, void *ptr) {
+  if (!ptr) return;
+  cudaSetDevice(dev->ordinal);
+  if (kind == ESMTB_MEM_PINNED_HOST) { cudaFreeHost(ptr); return; }
+  char *p = (char *)ptr - PREFIX;
+  unsigned long long n = 0;
+  if (cudaMemcpy(&n, p, sizeof n, cudaMemcpyDeviceToHost) == cudaSuccess) dev->allocated -= n;
+  cudaFree(p);
+}
+
+static esmtb_status c_memset(esmtb_device *dev, void *dst, int value, size_t bytes, esmtb_stream *s) {
+  return cuda_check(cudaMemsetAsync(dst, value, bytes, cuda_stream_of(s)), "memset_async");
+}
+
+static esmtb_status c_copy(esmtb_device *dev, void *dst, const void *src, size_t bytes,
+                           esmtb_copy_kind kind, esmtb_stream *s) {
+  cudaMemcpyKind k = kind == ESMTB_COPY_H2D   ? cudaMemcpyHostToDevice
+                     : kind == ESMTB_COPY_D2H ? cudaMemcpyDeviceToHost
+                                              : cudaMemcpyDeviceToDevice;
+  return cuda_check(cudaMemcpyAsync(dst, src, bytes, k, cuda_stream_of(s)), "copy_async");
+}
+
+static esmtb_status c_stream_create(esmtb_device *dev, esmtb_stream **out) {
+  cudaStream_t s;
+  esmtb_status st = cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream_create");
+  *out = st ? NULL : (esmtb_stream *)s;
+  return st;
+}
+static void c_stream_destroy(esmtb_device *dev, esmtb_stream *s) {
+  if (s) cudaStreamDestroy(cuda_stream_of(s));
+}
+static esmtb_status c_stream_sync(esmtb_device *dev, esmtb_stream *s) {
+  return cuda_check(cudaStreamSynchronize(cuda_stream_of(s)), "stream_sync");
+}
+static esmtb_status c_event_create(esmtb_device *dev, esmtb_event **out) {
+  cudaEvent_t e;
+  esmtb_status st = cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event_create");
+  *out = st ? NULL : (esmtb_event *)e;
+  return st;
+}
+static void c_event_destroy(esmtb_device *dev, esmtb_event *e) {
+  if (e) cudaEventDestroy((cudaEvent_t)e);
+}
+static esmtb_status c_event_record(esmtb_device *dev, esmtb_event *e, esmtb_stream *s) {
+  return cuda_check(cudaEventRecord((cudaEvent_t)e, cuda_stream_of(s)), "event_record");
+}
+static esmtb_status c_stream_wait_event(esmtb_device *dev, esmtb_stream *s, esmtb_event *e) {
+  return cuda_check(cudaStreamWaitEvent(cuda_stream_of(s), (cudaEvent_t)e, 0), "stream_wait_event");
+}
+static esmtb_status c_event_sync(esmtb_device *dev, esmtb_event *e) {
+  return cuda_check(cudaEventSynchronize((cudaEvent_t)e), "event_sync");
+}
+
+// Defined in cuda_elementwise.cu.
+esmtb_status cuda_scale(esmtb_device *, const esmtb_scale_args *, esmtb_stream *);
+esmtb_status cuda_sumsq(esmtb_device *, const esmtb_sumsq_args *, esmtb_stream *);
+esmtb_status cuda_convert(esmtb_device *, const esmtb_convert_args *, esmtb_stream *);
+
+void cuda_fill_common_ops(esmtb_ops *ops) {
+  ops->open = c_open;
+  ops->close = c_close;
+  ops->mem_info = c_mem_info;
+  ops->alloc = c_alloc;
+  ops->free = c_free;
+  ops->memset_async = c_memset;
+  ops->copy_async = c_copy;
+  ops->stream_create = c_stream_create;
+  ops->stream_destroy = c_stream_destroy;
+  ops->stream_sync = c_stream_sync;
+  ops->event_create = c_event_create;
+  ops->event_destroy = c_event_destroy;
+  ops->event_record = c_event_record;
+  ops->stream_wait_event = c_stream_wait_event;
+  ops->event_sync = c_event_sync;
+  ops->scale = cuda_scale;
+  ops->sumsq = cuda_sumsq;
+  ops->convert = cuda_convert;
+}
+
+int cuda_ops_complete(const esmtb_ops *ops, const char **missing) {
+  struct { const void *fn; const char *name; } need[] = {
+      {(const void *)ops->gemm, "gemm"},
+      {(const void *)ops->embed_forward, "embed_forward"},
+      {(const void *)ops->embed_backward, "embed_backward"},
+      {(const void *)ops->layernorm_forward, "layernorm_forward"},
+      {(const void *)ops->layernorm_backward, "layernorm_backward"},
+      {(const void *)ops->add, "add"},
+      {(const void *)ops->gelu_backward, "gelu_backward"},
+      {(const void *)ops->bias_grad, "bias_grad"},
+      {(const void *)ops->attention_forward, "attention_forward"},
+      {(const void *)ops->attention_backward, "attention_backward"},
+      {(const void *)ops->xent, "xent"},
+      {(const void *)ops->adamw, "adamw"},
+  };
+  for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
+    if (!need[i].fn) {
+      if (missing) *missing = need[i].name;
+      return 0;
+    }
+  return 1;
+}
