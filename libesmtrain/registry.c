@@ -154,7 +154,7 @@ static int scan_dir(esmt_registry *r, const char *dir, const esmtb_job *job,
     if (names[n]) n++;
   }
   closedir(d);
-  qsort(names, (size_t)n, sizeof *names, cmp_names); /* deterministic order */
+  if (n > 1) qsort(names, (size_t)n, sizeof *names, cmp_names); /* deterministic order */
   for (int i = 0; i < n; i++) {
     char path[PATH_MAX];
     snprintf(path, sizeof path, "%s/%s", dir, names[i]);

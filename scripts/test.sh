@@ -1,0 +1,25 @@
+#!/usr/bin/env bash
+# Install what is needed, build, and run every test: the normal build (with
+# the GPU backends when a CUDA toolkit is present; GPU tests skip without a
+# GPU) and then the whole suite again under AddressSanitizer + UBSan.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+bash scripts/setup_deps.sh
+jobs=$(nproc)
+
+echo "== build (Release, warnings as errors)"
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DESMT_WERROR=ON >/dev/null
+cmake --build build -j"$jobs"
+echo "== tests"
+(cd build && ctest --output-on-failure -j"$jobs")
+
+echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
+cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
+      -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-asan -j"$jobs"
+echo "== tests under sanitizers"
+export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
+export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
+(cd build-asan && ctest --output-on-failure -j"$jobs")
+echo "== all tests passed"
