@@ -200,7 +200,8 @@ typedef struct esmtb_add_args {
   void *y;
 } esmtb_add_args;
 
-/* dpre = dout * gelu'(pre), elementwise over n (exact erf GELU). */
+/* dpre = dout * gelu'(pre), elementwise over n (exact erf GELU); dpre may
+ * alias dout. */
 typedef struct esmtb_gelu_backward_args {
   uint32_t struct_size;
   esmtb_dtype dtype;

@@ -233,6 +233,159 @@ ESMT_API esmt_status esmt_context_backend_info(const esmt_context *ctx, int inde
 /* Name of the chosen backend; static for the context's lifetime. */
 ESMT_API const char *esmt_context_backend_name(const esmt_context *ctx);
 
+/* ------------------------------------------------------------------------ */
+/* Model: the ESM-2 masked-LM graph on the context's backend                 */
+/* ------------------------------------------------------------------------ */
+
+/* Token ids of the fixed ESM-2 alphabet that the model API relies on. */
+enum {
+  ESMT_TOKEN_CLS = 0,
+  ESMT_TOKEN_PAD = 1,
+  ESMT_TOKEN_EOS = 2,
+  ESMT_TOKEN_UNK = 3,
+  ESMT_TOKEN_MASK = 32,
+  ESMT_VOCAB_SIZE = 33,
+  ESMT_LABEL_IGNORE = -100  /* label of a position that is not scored */
+};
+
+typedef struct esmt_model_config {
+  uint32_t struct_size;
+  int num_layers;           /* L */
+  int hidden_size;          /* d */
+  int num_heads;            /* H; d % H == 0 and d/H even (rotary) */
+  int ffn_size;             /* 0 = 4 * d */
+  int vocab_size;           /* 33 for ESM-2 */
+  int max_positions;        /* longest row, cls/eos included; 1024 for ESM-2 */
+  float layer_norm_eps;     /* 1e-5 */
+  float mask_ratio_train;   /* token dropout constant, 0.15 * 0.8 */
+} esmt_model_config;
+
+#define ESMT_MODEL_CONFIG_INIT \
+  { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f }
+
+/* Fill *cfg with a named ESM-2 size: esm2_t6_8M, esm2_t12_35M, esm2_t30_150M,
+ * esm2_t33_650M, esm2_t36_3B, esm2_t48_15B. cfg->struct_size must be set.
+ * An unknown name is ESMT_ERR_INVALID_ARGUMENT naming the closest preset. */
+ESMT_API esmt_status esmt_model_config_preset(const char *name, esmt_model_config *cfg);
+
+/* Parameter count of a config (the tied decoder counted once). */
+ESMT_API esmt_status esmt_model_config_param_count(const esmt_model_config *cfg,
+                                                   uint64_t *count);
+
+typedef struct esmt_model esmt_model;
+
+/* Build a model on the context's backend with HF-style initialisation from
+ * `seed`: normal(0, 0.02) weights and embedding, zero biases, LayerNorm
+ * 1/0, the <pad> embedding row zero. Gradients and AdamW moments start at
+ * zero. The context must outlive the model. */
+ESMT_API esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg,
+                                       uint64_t seed, esmt_model **out);
+
+ESMT_API void esmt_model_destroy(esmt_model *model);
+
+/* The config the model was built with (copied into *cfg, up to its size). */
+ESMT_API esmt_status esmt_model_get_config(const esmt_model *model, esmt_model_config *cfg);
+
+/* Which flat buffer a tensor accessor addresses. */
+typedef enum esmt_buffer {
+  ESMT_BUF_PARAMS = 0,      /* fp32 master weights */
+  ESMT_BUF_GRADS = 1,       /* fp32 gradients */
+  ESMT_BUF_ADAM_M = 2,      /* AdamW first moment */
+  ESMT_BUF_ADAM_V = 3       /* AdamW second moment */
+} esmt_buffer;
+
+typedef struct esmt_tensor_info {
+  uint32_t struct_size;
+  char name[96];            /* Hugging Face EsmForMaskedLM name */
+  int ndim;
+  int64_t shape[4];
+  uint64_t numel;
+  uint64_t offset;          /* element offset in the flat fp32 buffers */
+} esmt_tensor_info;
+
+/* Number of named tensors (HF names; lm_head.decoder.weight is the tied
+ * embedding and is not listed separately). */
+ESMT_API esmt_status esmt_model_tensor_count(const esmt_model *model, int *count);
+
+/* Name, shape and offset of tensor `index`. */
+ESMT_API esmt_status esmt_model_tensor_info(const esmt_model *model, int index,
+                                            esmt_tensor_info *info);
+
+/* Index of the tensor named `name`, or ESMT_ERR_INVALID_ARGUMENT. Accepts
+ * "lm_head.decoder.weight" as an alias of the embedding. */
+ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char *name,
+                                            int *index);
+
+/* Copy `count` fp32 values of a named tensor out of / into a buffer. count
+ * must equal the tensor's numel. */
+ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
+                                            esmt_buffer which, float *dst, uint64_t count);
+ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
+                                             esmt_buffer which, const float *src,
+                                             uint64_t count);
+
+/* Total parameter count (= length of every flat buffer). */
+ESMT_API esmt_status esmt_model_param_count(const esmt_model *model, uint64_t *count);
+
+/* One micro-batch of right-padded rows. */
+typedef struct esmt_batch {
+  uint32_t struct_size;
+  int batch;                /* B rows */
+  int seq_len;              /* T positions per row, <= max_positions */
+  const int32_t *tokens;    /* [B*T] ids; rows right-padded with ESMT_TOKEN_PAD */
+  const int32_t *labels;    /* [B*T] target id, or ESMT_LABEL_IGNORE; NULL = none */
+  /* Divide the summed loss (and gradients) by this many selected positions;
+   * 0 = the selected count of this batch (the mean). The trainer passes the
+   * count of the whole update when accumulating micro-batches. */
+  double loss_normalizer;
+} esmt_batch;
+
+#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0 }
+
+typedef struct esmt_forward_result {
+  uint32_t struct_size;
+  double loss;              /* summed CE / normalizer; 0 when nothing selected */
+  double loss_sum;          /* summed CE over selected positions */
+  uint64_t selected;        /* positions with a label */
+  uint64_t real_tokens;     /* non-pad positions */
+} esmt_forward_result;
+
+#define ESMT_FORWARD_RESULT_INIT { sizeof(esmt_forward_result), 0.0, 0.0, 0, 0 }
+
+/* Forward pass: loss over the labelled positions; logits [B*T*V] copied out
+ * when `logits` is non-NULL (pad positions are 0). Keeps the activations
+ * for esmt_model_backward. */
+ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
+                                        esmt_forward_result *result, float *logits);
+
+/* Backward pass of the last forward: ADDS d(loss)/d(param) to the gradient
+ * buffer (both paths into the tied embedding). */
+ESMT_API esmt_status esmt_model_backward(esmt_model *model);
+
+/* Set every gradient to zero. */
+ESMT_API esmt_status esmt_model_zero_grad(esmt_model *model);
+
+typedef struct esmt_adamw_config {
+  uint32_t struct_size;
+  double lr;
+  double beta1, beta2;      /* 0.9, 0.98 */
+  double eps;               /* 1e-8 */
+  double weight_decay;      /* 0.01, decoupled */
+  int decay_biases_and_norms; /* 1: decay every tensor (ESM-2); 0: skip biases/LN */
+  double grad_scale;        /* multiply gradients by this first (clipping); 1 */
+} esmt_adamw_config;
+
+#define ESMT_ADAMW_CONFIG_INIT { sizeof(esmt_adamw_config), 4e-4, 0.9, 0.98, 1e-8, 0.01, 1, 1.0 }
+
+/* One AdamW update from the gradient buffer; `step` is 1-based (bias
+ * correction). Does not clear the gradients. */
+ESMT_API esmt_status esmt_model_adamw_step(esmt_model *model, const esmt_adamw_config *cfg,
+                                           int64_t step);
+
+/* sqrt(sum of squared gradients) over all parameters, fp32 accumulation
+ * in a fixed order. */
+ESMT_API esmt_status esmt_model_grad_norm(esmt_model *model, double *norm);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,111 @@
+/* The ESM-2 model object: config, flat parameter layout, device buffers
+ * and the activation arena. The graph itself is in model_forward.c and
+ * model_backward.c; nothing else in the core knows the architecture. */
+#ifndef ESMTRAIN_MODEL_H
+#define ESMTRAIN_MODEL_H
+
+#include "context.h"
+
+/* Element offsets of one layer's tensors in the flat fp32 buffers. q, k
+ * and v are adjacent so that one GEMM computes all three. */
+typedef struct esmt_layer_offsets {
+  uint64_t ln1_w, ln1_b;     /* attention.LayerNorm */
+  uint64_t qkv_w, qkv_b;     /* query/key/value weight [3d,d], bias [3d] */
+  uint64_t out_w, out_b;     /* attention.output.dense */
+  uint64_t ln2_w, ln2_b;     /* LayerNorm before the FFN */
+  uint64_t fc1_w, fc1_b;     /* intermediate.dense [F,d] */
+  uint64_t fc2_w, fc2_b;     /* output.dense [d,F] */
+} esmt_layer_offsets;
+
+typedef struct esmt_layout {
+  esmt_tensor_info *tensors; /* HF names, shapes, offsets */
+  int count;
+  uint64_t total;            /* elements in each flat buffer */
+  uint64_t embed;            /* word_embeddings [V,d], also the tied decoder */
+  esmt_layer_offsets *layers;
+  uint64_t lnf_w, lnf_b;     /* emb_layer_norm_after */
+  uint64_t head_w, head_b;   /* lm_head.dense */
+  uint64_t head_ln_w, head_ln_b;
+  uint64_t out_b;            /* lm_head.bias [V] */
+} esmt_layout;
+
+/* Build the layout of a validated config; frees with esmt_layout_free. */
+ESMT_HIDDEN esmt_status esmt_layout_build(const esmt_model_config *cfg, esmt_layout *out);
+ESMT_HIDDEN void esmt_layout_free(esmt_layout *l);
+
+/* Reject impossible configs with a message naming the field. */
+ESMT_HIDDEN esmt_status esmt_model_config_validate(const esmt_model_config *cfg);
+
+/* Activations of one micro-batch of N = B*T rows (device pointers), carved
+ * from one allocation. Per-layer arrays have L entries (res has L+1). */
+typedef struct esmt_activations {
+  int32_t *tokens, *labels, *seq_len;
+  float *row_scale;
+  float *loss_sum;
+  float **res;               /* residual stream entering layer l; res[L] is the output */
+  float **res_mid;           /* after attention, before the FFN */
+  float **ln1, **ln1_mean, **ln1_rstd;
+  float **qkv, **attn, **lse;
+  float **ln2, **ln2_mean, **ln2_rstd;
+  float **fc1_pre, **fc1_out;
+  float *lnf, *lnf_mean, *lnf_rstd;
+  float *head_pre, *head_act, *head_ln, *head_mean, *head_rstd;
+  float *logits, *dlogits;
+  /* backward scratch */
+  float *d_wide;             /* [N, max(F, 3d)] */
+  float *d_narrow;           /* [N, d] */
+  float *d_resid;            /* [N, d] gradient of the residual stream */
+  float *tmp;                /* [N, d] projection outputs before the residual add */
+} esmt_activations;
+
+/* Bytes of the activation arena for B x T (also used by the planner). */
+ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T);
+
+struct esmt_model {
+  esmt_context *ctx;
+  const esmtb_ops *ops;
+  esmtb_device *dev;
+  esmtb_stream *stream;      /* NULL: the device's default stream */
+  esmt_model_config cfg;
+  int L, d, H, hd, F, V;
+  esmt_layout layout;
+  float *params, *grads, *adam_m, *adam_v;  /* device, layout.total each */
+  float *rope_cos, *rope_sin;               /* device [max_positions, hd/2] */
+  float *scalar;                            /* device fp32 scratch for reductions */
+
+  /* activation arena, sized for act_rows rows and act_B rows of sequences */
+  void *arena;
+  uint64_t arena_bytes;
+  int act_B, act_T;
+  esmt_activations act;
+  float **act_ptr_tables;    /* host storage behind the per-layer arrays */
+
+  /* what the last forward saw, for backward */
+  int have_forward;
+  int B, T;
+  uint64_t selected;
+  double normalizer;
+  int32_t *host_seq_len;     /* [act_B] */
+};
+
+/* Make the activation arena fit B x T (reallocates when it is too small). */
+ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
+
+/* The graph. */
+ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);
+
+/* HF-style seeded initialisation of the parameter buffer. */
+ESMT_HIDDEN esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed);
+
+/* Call a backend op and turn a failure into "<where>: <op>: <message>". */
+#define ESMT_OP(m, op, args, where)                                                 \
+  do {                                                                              \
+    if (!(m)->ops->op)                                                              \
+      return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s does not implement %s", \
+                       where, (m)->ops->name, #op);                                 \
+    esmtb_status op_st_ = (m)->ops->op((m)->dev, &(args), (m)->stream);             \
+    if (op_st_) return esmt_fail_prefix((esmt_status)op_st_, "%s: %s: ", where, #op);\
+  } while (0)
+
+#endif

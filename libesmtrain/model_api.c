@@ -1,0 +1,400 @@
+/* Public model API: lifecycle, tensor access, forward/backward entry
+ * points (host-side checks and transfers), AdamW and the gradient norm. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+
+#define MODEL_CONFIG_MIN_SIZE sizeof(esmt_model_config)
+
+static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
+  esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
+  if (st)
+    return esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
+                            (double)bytes / 1048576.0);
+  return ESMT_OK;
+}
+
+/* fp32 split-half rotary tables: angle = p * inv_freq[c], inv_freq rounded
+ * to fp32 as the reference computes it, cos/sin evaluated in double. */
+static esmt_status build_rope(esmt_model *m) {
+  const int P = m->cfg.max_positions, half = m->hd / 2;
+  uint64_t bytes = (uint64_t)P * (uint64_t)half * sizeof(float);
+  float *c = malloc(bytes), *s = malloc(bytes);
+  esmt_status st = ESMT_OK;
+  if (!c || !s) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_model_create: rotary tables");
+  for (int i = 0; i < half && st == ESMT_OK; i++) {
+    float inv = (float)(1.0 / pow(10000.0, (2.0 * i) / (double)m->hd));
+    for (int p = 0; p < P; p++) {
+      double ang = (double)p * (double)inv;
+      c[(size_t)p * half + i] = (float)cos(ang);
+      s[(size_t)p * half + i] = (float)sin(ang);
+    }
+  }
+  if (st == ESMT_OK) st = dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
+  if (st == ESMT_OK) st = dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
+  if (st == ESMT_OK) {
+    esmtb_status cs = m->ops->copy_async(m->dev, m->rope_cos, c, bytes, ESMTB_COPY_H2D, m->stream);
+    if (!cs) cs = m->ops->copy_async(m->dev, m->rope_sin, s, bytes, ESMTB_COPY_H2D, m->stream);
+    if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+    if (cs) st = esmt_fail_prefix((esmt_status)cs, "esmt_model_create: rotary tables: ");
+  }
+  free(c);
+  free(s);
+  return st;
+}
+
+esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
+                              esmt_model **out) {
+  const char *fn = "esmt_model_create";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(ctx && cfg, fn, "ctx and cfg must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size,
+                                     MODEL_CONFIG_MIN_SIZE);
+  if (st) return st;
+  if ((st = esmt_model_config_validate(cfg))) return esmt_fail_prefix(st, "%s: ", fn);
+  esmt_model *m = calloc(1, sizeof *m);
+  if (!m) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  m->ctx = ctx;
+  m->ops = ctx->backend->ops;
+  m->cfg = *cfg;
+  m->cfg.struct_size = sizeof m->cfg;
+  if (!m->cfg.ffn_size) m->cfg.ffn_size = 4 * cfg->hidden_size;
+  m->L = cfg->num_layers;
+  m->d = cfg->hidden_size;
+  m->H = cfg->num_heads;
+  m->hd = m->d / m->H;
+  m->F = m->cfg.ffn_size;
+  m->V = cfg->vocab_size;
+
+  esmtb_open_options oo = {sizeof oo, 0, ctx->num_threads, 0};
+  esmtb_status bs = m->ops->open ? m->ops->open(&oo, &m->dev) : ESMT_ERR_UNSUPPORTED;
+  if (bs) {
+    st = esmt_fail_prefix((esmt_status)bs, "%s: opening backend %s: ", fn, m->ops->name);
+    esmt_model_destroy(m);
+    return st;
+  }
+  st = esmt_layout_build(&m->cfg, &m->layout);
+  uint64_t bytes = m->layout.total * sizeof(float);
+  if (!st) st = dev_alloc(m, bytes, (void **)&m->params, "parameters");
+  if (!st) st = dev_alloc(m, bytes, (void **)&m->grads, "gradients");
+  if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "AdamW first moments");
+  if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
+  if (!st) st = dev_alloc(m, 256, (void **)&m->scalar, "scratch");
+  if (!st) {
+    float *bufs[] = {m->grads, m->adam_m, m->adam_v};
+    for (int i = 0; i < 3 && !st; i++) {
+      bs = m->ops->memset_async(m->dev, bufs[i], 0, bytes, m->stream);
+      if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+    }
+  }
+  if (!st) st = build_rope(m);
+  if (!st) st = esmt_model_init_params(m, seed);
+  if (st) {
+    esmt_model_destroy(m);
+    return st;
+  }
+  esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
+                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s", m->L, m->d,
+                  m->H, m->F, (unsigned long long)m->layout.total, m->ops->name);
+  *out = m;
+  return ESMT_OK;
+}
+
+void esmt_model_destroy(esmt_model *m) {
+  if (!m) return;
+  if (m->dev) {
+    if (m->stream || m->ops->stream_sync) m->ops->stream_sync(m->dev, m->stream);
+    void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->scalar,
+                    m->rope_cos, m->rope_sin, m->arena};
+    for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+      if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
+    m->ops->close(m->dev);
+  }
+  esmt_layout_free(&m->layout);
+  free(m->act_ptr_tables);
+  free(m->host_seq_len);
+  free(m);
+}
+
+esmt_status esmt_model_get_config(const esmt_model *m, esmt_model_config *cfg) {
+  const char *fn = "esmt_model_get_config";
+  ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size,
+                                     MODEL_CONFIG_MIN_SIZE);
+  if (st) return st;
+  uint32_t size = cfg->struct_size;
+  memcpy(cfg, &m->cfg, size < sizeof *cfg ? size : sizeof *cfg);
+  cfg->struct_size = size;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_param_count(const esmt_model *m, uint64_t *count) {
+  ESMT_CHECK_ARG(m && count, "esmt_model_param_count", "model and count must not be NULL");
+  *count = m->layout.total;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_tensor_count(const esmt_model *m, int *count) {
+  ESMT_CHECK_ARG(m && count, "esmt_model_tensor_count", "model and count must not be NULL");
+  *count = m->layout.count;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_tensor_info(const esmt_model *m, int index, esmt_tensor_info *info) {
+  const char *fn = "esmt_model_tensor_info";
+  ESMT_CHECK_ARG(m && info, fn, "model and info must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_tensor_info", info->struct_size, sizeof *info);
+  if (st) return st;
+  if (index < 0 || index >= m->layout.count)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: index %d out of range [0, %d)", fn, index,
+                     m->layout.count);
+  uint32_t size = info->struct_size;
+  *info = m->layout.tensors[index];
+  info->struct_size = size;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_find_tensor(const esmt_model *m, const char *name, int *index) {
+  const char *fn = "esmt_model_find_tensor";
+  ESMT_CHECK_ARG(m && name && index, fn, "model, name and index must not be NULL");
+  if (strcmp(name, "lm_head.decoder.weight") == 0) name = "esm.embeddings.word_embeddings.weight";
+  for (int i = 0; i < m->layout.count; i++)
+    if (strcmp(m->layout.tensors[i].name, name) == 0) {
+      *index = i;
+      return ESMT_OK;
+    }
+  return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: the model has no tensor named '%s'", fn, name);
+}
+
+static float *buffer_of(esmt_model *m, esmt_buffer which) {
+  switch (which) {
+    case ESMT_BUF_PARAMS: return m->params;
+    case ESMT_BUF_GRADS: return m->grads;
+    case ESMT_BUF_ADAM_M: return m->adam_m;
+    case ESMT_BUF_ADAM_V: return m->adam_v;
+    default: return NULL;
+  }
+}
+
+static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer which, void *host,
+                               uint64_t count, int to_device, const char *fn) {
+  ESMT_CHECK_ARG(m && name && host, fn, "model, name and data must not be NULL");
+  int idx;
+  esmt_status st = esmt_model_find_tensor(m, name, &idx);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  float *buf = buffer_of(m, which);
+  if (!buf) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: unknown buffer %d", fn, (int)which);
+  const esmt_tensor_info *t = &m->layout.tensors[idx];
+  if (count != t->numel)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: '%s' has %llu values, not %llu", fn, name,
+                     (unsigned long long)t->numel, (unsigned long long)count);
+  esmtb_status cs = to_device
+      ? m->ops->copy_async(m->dev, buf + t->offset, host, count * sizeof(float), ESMTB_COPY_H2D, m->stream)
+      : m->ops->copy_async(m->dev, host, buf + t->offset, count * sizeof(float), ESMTB_COPY_D2H, m->stream);
+  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: '%s': ", fn, name);
+  if (to_device && which == ESMT_BUF_PARAMS) m->have_forward = 0;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_read_tensor(esmt_model *m, const char *name, esmt_buffer which, float *dst,
+                                   uint64_t count) {
+  return tensor_copy(m, name, which, dst, count, 0, "esmt_model_read_tensor");
+}
+
+esmt_status esmt_model_write_tensor(esmt_model *m, const char *name, esmt_buffer which,
+                                    const float *src, uint64_t count) {
+  return tensor_copy(m, name, which, (void *)src, count, 1, "esmt_model_write_tensor");
+}
+
+/* Check a batch on the host: ids, right padding, labels; fill seq_len. */
+static esmt_status check_batch(esmt_model *m, const esmt_batch *b, esmt_forward_result *r) {
+  const char *fn = "esmt_model_forward";
+  uint64_t selected = 0, real = 0;
+  for (int i = 0; i < b->batch; i++) {
+    const int32_t *tok = b->tokens + (size_t)i * b->seq_len;
+    const int32_t *lab = b->labels ? b->labels + (size_t)i * b->seq_len : NULL;
+    int len = 0;
+    for (int t = 0; t < b->seq_len; t++) {
+      if (tok[t] < 0 || tok[t] >= m->V)
+        return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d position %d: token id %d is not "
+                         "in [0, %d)", fn, i, t, tok[t], m->V);
+      if (tok[t] == ESMT_TOKEN_PAD) continue;
+      if (len != t)
+        return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d: token at position %d follows "
+                         "padding (rows must be right-padded)", fn, i, t);
+      len++;
+    }
+    if (len == 0)
+      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d is all padding", fn, i);
+    for (int t = 0; lab && t < b->seq_len; t++) {
+      if (lab[t] == ESMT_LABEL_IGNORE) continue;
+      if (lab[t] < 0 || lab[t] >= m->V)
+        return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d position %d: label %d is neither "
+                         "%d nor in [0, %d)", fn, i, t, lab[t], ESMT_LABEL_IGNORE, m->V);
+      if (t >= len)
+        return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d position %d: a padding position "
+                         "has a label", fn, i, t);
+      selected++;
+    }
+    m->host_seq_len[i] = len;
+    real += (uint64_t)len;
+  }
+  r->selected = selected;
+  r->real_tokens = real;
+  return ESMT_OK;
+}
+
+static esmt_status upload(esmt_model *m, void *dst, const void *src, uint64_t bytes) {
+  esmtb_status cs = m->ops->copy_async(m->dev, dst, src, bytes, ESMTB_COPY_H2D, m->stream);
+  return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_forward: upload: ") : ESMT_OK;
+}
+
+esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_result *result,
+                               float *logits) {
+  const char *fn = "esmt_model_forward";
+  ESMT_CHECK_ARG(m && b, fn, "model and batch must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_batch", b->struct_size, sizeof *b);
+  if (st) return st;
+  if (result && (st = esmt_check_struct(fn, "esmt_forward_result", result->struct_size,
+                                        sizeof *result)))
+    return st;
+  ESMT_CHECK_ARG(b->tokens, fn, "batch->tokens is NULL");
+  if (b->batch < 1 || b->seq_len < 1 || b->seq_len > m->cfg.max_positions)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: batch %d x %d: need batch >= 1 and "
+                     "1 <= seq_len <= max_positions (%d)", fn, b->batch, b->seq_len,
+                     m->cfg.max_positions);
+  if (!(b->loss_normalizer >= 0.0) || !isfinite(b->loss_normalizer))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: loss_normalizer %g must be >= 0", fn,
+                     b->loss_normalizer);
+  m->have_forward = 0;
+  if ((st = esmt_model_reserve(m, b->batch, b->seq_len))) return esmt_fail_prefix(st, "%s: ", fn);
+  esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+  if ((st = check_batch(m, b, &r))) return st;
+  m->B = b->batch;
+  m->T = b->seq_len;
+  m->selected = r.selected;
+  m->normalizer = b->loss_normalizer > 0 ? b->loss_normalizer : (double)r.selected;
+  const uint64_t N = (uint64_t)m->B * (uint64_t)m->T;
+  if ((st = upload(m, m->act.tokens, b->tokens, N * sizeof(int32_t)))) return st;
+  if ((st = upload(m, m->act.seq_len, m->host_seq_len, (uint64_t)m->B * sizeof(int32_t))))
+    return st;
+  if (b->labels) {
+    if ((st = upload(m, m->act.labels, b->labels, N * sizeof(int32_t)))) return st;
+  } else {
+    /* No labels: every position ignored (0xFF.. bytes would be -1; use a fill). */
+    int32_t *ign = malloc(N * sizeof *ign);
+    if (!ign) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    for (uint64_t i = 0; i < N; i++) ign[i] = ESMT_LABEL_IGNORE;
+    st = upload(m, m->act.labels, ign, N * sizeof(int32_t));
+    if (!st) {
+      esmtb_status ss = m->ops->stream_sync(m->dev, m->stream);
+      if (ss) st = esmt_fail_prefix((esmt_status)ss, "%s: ", fn);
+    }
+    free(ign);
+    if (st) return st;
+  }
+  if ((st = esmt_model_run_forward(m))) return st;
+  float loss_sum = 0.0f;
+  esmtb_status cs = m->ops->copy_async(m->dev, &loss_sum, m->act.loss_sum, sizeof loss_sum,
+                                       ESMTB_COPY_D2H, m->stream);
+  if (!cs && logits)
+    cs = m->ops->copy_async(m->dev, logits, m->act.logits, N * (uint64_t)m->V * sizeof(float),
+                            ESMTB_COPY_D2H, m->stream);
+  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: download: ", fn);
+  if (logits) /* padded positions carry no prediction */
+    for (int i = 0; i < m->B; i++)
+      for (int t = m->host_seq_len[i]; t < m->T; t++)
+        memset(logits + ((uint64_t)i * m->T + t) * m->V, 0, (size_t)m->V * sizeof(float));
+  r.loss_sum = loss_sum;
+  r.loss = r.selected ? loss_sum / m->normalizer : 0.0;
+  if (result) {
+    uint32_t size = result->struct_size;
+    *result = r;
+    result->struct_size = size;
+  }
+  m->have_forward = 1;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_backward(esmt_model *m) {
+  const char *fn = "esmt_model_backward";
+  ESMT_CHECK_ARG(m, fn, "model is NULL");
+  if (!m->have_forward)
+    return esmt_fail(ESMT_ERR_STATE, "%s: no forward pass to differentiate (call "
+                     "esmt_model_forward first; weights written since invalidate it)", fn);
+  esmt_status st = esmt_model_run_backward(m);
+  if (st) return st;
+  m->have_forward = 0; /* activations are consumed */
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_zero_grad(esmt_model *m) {
+  ESMT_CHECK_ARG(m, "esmt_model_zero_grad", "model is NULL");
+  esmtb_status cs = m->ops->memset_async(m->dev, m->grads, 0, m->layout.total * sizeof(float),
+                                         m->stream);
+  return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_zero_grad: ") : ESMT_OK;
+}
+
+esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, int64_t step) {
+  const char *fn = "esmt_model_adamw_step";
+  ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_adamw_config", cfg->struct_size, sizeof *cfg);
+  if (st) return st;
+  if (step < 1) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: step %lld must be >= 1", fn,
+                                 (long long)step);
+  if (!(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
+      !(cfg->beta2 >= 0 && cfg->beta2 < 1) || !(cfg->eps > 0) || !(cfg->weight_decay >= 0) ||
+      !isfinite(cfg->grad_scale))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need lr >= 0, 0 <= beta < 1, eps > 0, "
+                     "weight_decay >= 0 and a finite grad_scale", fn);
+  esmtb_segment *segs = malloc((size_t)m->layout.count * sizeof *segs);
+  if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  int n = 0;
+  for (int i = 0; i < m->layout.count; i++) {
+    const esmt_tensor_info *t = &m->layout.tensors[i];
+    float wd = (cfg->decay_biases_and_norms || t->ndim >= 2) ? (float)cfg->weight_decay : 0.0f;
+    if (n && segs[n - 1].weight_decay == wd && segs[n - 1].offset + segs[n - 1].count == t->offset)
+      segs[n - 1].count += t->numel; /* merge runs with the same decay */
+    else
+      segs[n++] = (esmtb_segment){t->offset, t->numel, wd};
+  }
+  esmtb_adamw_args a = {0};
+  a.struct_size = sizeof a;
+  a.n_segments = n;
+  a.segments = segs;
+  a.params = m->params;
+  a.grads = m->grads;
+  a.m = m->adam_m;
+  a.v = m->adam_v;
+  a.lr = (float)cfg->lr;
+  a.beta1 = (float)cfg->beta1;
+  a.beta2 = (float)cfg->beta2;
+  a.eps = (float)cfg->eps;
+  a.step = step;
+  a.grad_scale = (float)cfg->grad_scale;
+  esmtb_status bs = m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream) : ESMT_ERR_UNSUPPORTED;
+  if (!bs) bs = m->ops->stream_sync(m->dev, m->stream); /* segs is read by the op */
+  free(segs);
+  m->have_forward = 0;
+  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;
+}
+
+esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
+  const char *fn = "esmt_model_grad_norm";
+  ESMT_CHECK_ARG(m && norm, fn, "model and norm must not be NULL");
+  esmtb_sumsq_args s = {sizeof s, m->layout.total, m->grads, m->scalar};
+  float sum = 0.0f;
+  esmtb_status bs = m->ops->memset_async(m->dev, m->scalar, 0, sizeof(float), m->stream);
+  if (!bs) bs = m->ops->sumsq ? m->ops->sumsq(m->dev, &s, m->stream) : ESMT_ERR_UNSUPPORTED;
+  if (!bs) bs = m->ops->copy_async(m->dev, &sum, m->scalar, sizeof sum, ESMTB_COPY_D2H, m->stream);
+  if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+  *norm = sqrt((double)sum);
+  return ESMT_OK;
+}

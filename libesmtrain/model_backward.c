@@ -1,0 +1,141 @@
+/* The ESM-2 backward pass, the forward in reverse. Gradients ADD into
+ * m->grads (so micro-batches accumulate); d_resid carries the gradient of
+ * the residual stream from the head down to the embedding. */
+#include "model.h"
+
+#define W(off) (m->params + (off))
+#define G(off) (m->grads + (off))
+
+/* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
+static esmt_status linear_backward(esmt_model *m, const float *x, uint64_t w, uint64_t b,
+                                   const float *dy, float *dx, int N, int in, int out,
+                                   const char *where) {
+  esmtb_gemm_args g = {0};
+  g.struct_size = sizeof g;
+  g.dtype = ESMTB_F32;
+  g.alpha = 1.0f;
+  /* dx[N,in] = dy[N,out] . W[out,in] */
+  g.m = N; g.n = in; g.k = out;
+  g.a = dy; g.lda = out;
+  g.b = W(w); g.ldb = in;
+  g.c = dx; g.ldc = in;
+  ESMT_OP(m, gemm, g, where);
+  /* dW[out,in] += dy^T[out,N] . x[N,in] */
+  esmtb_gemm_args gw = {0};
+  gw.struct_size = sizeof gw;
+  gw.dtype = ESMTB_F32;
+  gw.trans_a = 1;
+  gw.m = out; gw.n = in; gw.k = N;
+  gw.alpha = 1.0f; gw.beta = 1.0f;
+  gw.a = dy; gw.lda = out;
+  gw.b = x; gw.ldb = in;
+  gw.c = G(w); gw.ldc = in;
+  ESMT_OP(m, gemm, gw, where);
+  esmtb_bias_grad_args bg = {sizeof bg, ESMTB_F32, N, out, dy, G(b)};
+  ESMT_OP(m, bias_grad, bg, where);
+  return ESMT_OK;
+}
+
+static esmt_status layernorm_backward(esmt_model *m, const float *x, uint64_t w, uint64_t b,
+                                      const float *mean, const float *rstd, const float *dout,
+                                      float *dx, int accumulate, int N, const char *where) {
+  esmtb_layernorm_args a = {0};
+  a.struct_size = sizeof a;
+  a.dtype = ESMTB_F32;
+  a.N = N; a.d = m->d;
+  a.eps = m->cfg.layer_norm_eps;
+  a.x = x; a.w = W(w); a.b = W(b);
+  a.mean = (float *)mean; a.rstd = (float *)rstd;
+  a.dout = dout; a.dx = dx; a.accumulate_dx = accumulate;
+  a.dw = G(w); a.db = G(b);
+  ESMT_OP(m, layernorm_backward, a, where);
+  return ESMT_OK;
+}
+
+static esmt_status gelu_backward(esmt_model *m, const float *pre, float *d, uint64_t n,
+                                 const char *where) {
+  esmtb_gelu_backward_args a = {sizeof a, ESMTB_F32, n, pre, d, d};
+  ESMT_OP(m, gelu_backward, a, where);
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_run_backward(esmt_model *m) {
+  esmt_activations *a = &m->act;
+  const esmt_layout *ly = &m->layout;
+  const int B = m->B, T = m->T, N = B * T, d = m->d, F = m->F, V = m->V;
+  const uint64_t nd = (uint64_t)N * (uint64_t)d;
+  esmt_status st;
+
+  /* LM head: decoder (tied E), LayerNorm, GELU, dense, final LayerNorm. */
+  if ((st = linear_backward(m, a->head_ln, ly->embed, ly->out_b, a->dlogits, a->d_narrow, N, d,
+                            V, "backward: LM head decoder")))
+    return st;
+  if ((st = layernorm_backward(m, a->head_act, ly->head_ln_w, ly->head_ln_b, a->head_mean,
+                               a->head_rstd, a->d_narrow, a->tmp, 0, N,
+                               "backward: LM head LayerNorm")))
+    return st;
+  if ((st = gelu_backward(m, a->head_pre, a->tmp, nd, "backward: LM head GELU"))) return st;
+  if ((st = linear_backward(m, a->lnf, ly->head_w, ly->head_b, a->tmp, a->d_narrow, N, d, d,
+                            "backward: LM head dense")))
+    return st;
+  if ((st = layernorm_backward(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf_mean, a->lnf_rstd,
+                               a->d_narrow, a->d_resid, 0, N, "backward: final LayerNorm")))
+    return st;
+
+  for (int l = m->L - 1; l >= 0; l--) {
+    const esmt_layer_offsets *o = &ly->layers[l];
+    /* FFN block: d_resid is d res[l+1] on entry and d res_mid[l] after. */
+    if ((st = linear_backward(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->d_resid, a->d_wide, N, F,
+                              d, "backward: FFN down")))
+      return st;
+    if ((st = gelu_backward(m, a->fc1_pre[l], a->d_wide, (uint64_t)N * F, "backward: FFN GELU")))
+      return st;
+    if ((st = linear_backward(m, a->ln2[l], o->fc1_w, o->fc1_b, a->d_wide, a->d_narrow, N, d, F,
+                              "backward: FFN up")))
+      return st;
+    if ((st = layernorm_backward(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2_mean[l],
+                                 a->ln2_rstd[l], a->d_narrow, a->d_resid, 1, N,
+                                 "backward: FFN LayerNorm")))
+      return st;
+    /* Attention block: d_resid becomes d res[l]. */
+    if ((st = linear_backward(m, a->attn[l], o->out_w, o->out_b, a->d_resid, a->d_narrow, N, d,
+                              d, "backward: attention output")))
+      return st;
+    esmtb_attention_args at = {0};
+    at.struct_size = sizeof at;
+    at.dtype = ESMTB_F32;
+    at.B = B; at.T = T; at.H = m->H; at.hd = m->hd;
+    at.scale = (float)(1.0 / __builtin_sqrt((double)m->hd));
+    at.seq_len = a->seq_len;
+    at.rope_cos = m->rope_cos; at.rope_sin = m->rope_sin;
+    at.qkv = a->qkv[l];
+    at.out = a->attn[l];
+    at.lse = a->lse[l];
+    at.dout = a->d_narrow;
+    at.dqkv = a->d_wide;
+    ESMT_OP(m, attention_backward, at, "backward: attention");
+    if ((st = linear_backward(m, a->ln1[l], o->qkv_w, o->qkv_b, a->d_wide, a->d_narrow, N, d,
+                              3 * d, "backward: q/k/v projection")))
+      return st;
+    if ((st = layernorm_backward(m, a->res[l], o->ln1_w, o->ln1_b, a->ln1_mean[l],
+                                 a->ln1_rstd[l], a->d_narrow, a->d_resid, 1, N,
+                                 "backward: attention LayerNorm")))
+      return st;
+  }
+
+  /* Embedding lookup (the second path into the tied E). */
+  esmtb_embed_args e = {0};
+  e.struct_size = sizeof e;
+  e.dtype = ESMTB_F32;
+  e.B = B; e.T = T; e.d = d;
+  e.tokens = a->tokens;
+  e.E = W(ly->embed);
+  e.row_scale = a->row_scale;
+  e.mask_id = ESMT_TOKEN_MASK;
+  e.pad_id = ESMT_TOKEN_PAD;
+  e.mask_ratio_train = m->cfg.mask_ratio_train;
+  e.dout = a->d_resid;
+  e.dE = G(ly->embed);
+  ESMT_OP(m, embed_backward, e, "backward: embedding");
+  return ESMT_OK;
+}

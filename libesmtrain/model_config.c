@@ -1,0 +1,82 @@
+/* ESM-2 size presets and config validation. */
+#include "model.h"
+
+#include <string.h>
+
+typedef struct preset {
+  const char *name;
+  int L, d, H;
+} preset;
+
+/* From the ESM-2 paper / fair-esm pretrained configs (FFN = 4d). */
+static const preset k_presets[] = {
+    {"esm2_t6_8M", 6, 320, 20},      {"esm2_t12_35M", 12, 480, 20},
+    {"esm2_t30_150M", 30, 640, 20},  {"esm2_t33_650M", 33, 1280, 20},
+    {"esm2_t36_3B", 36, 2560, 40},   {"esm2_t48_15B", 48, 5120, 40},
+};
+#define N_PRESETS ((int)(sizeof k_presets / sizeof k_presets[0]))
+
+esmt_status esmt_model_config_preset(const char *name, esmt_model_config *cfg) {
+  const char *fn = "esmt_model_config_preset";
+  ESMT_CHECK_ARG(name && cfg, fn, "name and cfg must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size, sizeof *cfg);
+  if (st) return st;
+  for (int i = 0; i < N_PRESETS; i++) {
+    if (strcmp(name, k_presets[i].name) != 0) continue;
+    esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+    c.num_layers = k_presets[i].L;
+    c.hidden_size = k_presets[i].d;
+    c.num_heads = k_presets[i].H;
+    c.ffn_size = 4 * k_presets[i].d;
+    *cfg = c;
+    return ESMT_OK;
+  }
+  const char *names[N_PRESETS];
+  for (int i = 0; i < N_PRESETS; i++) names[i] = k_presets[i].name;
+  return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: unknown model '%s' (did you mean '%s'?)", fn,
+                   name, esmt_closest(name, names, N_PRESETS));
+}
+
+esmt_status esmt_model_config_validate(const esmt_model_config *c) {
+  const char *fn = "model config";
+  if (c->num_layers < 1 || c->num_layers > 1024)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: num_layers %d is outside [1, 1024]", fn, c->num_layers);
+  if (c->hidden_size < 2 || c->hidden_size > 65536)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: hidden_size %d is outside [2, 65536]", fn,
+                     c->hidden_size);
+  if (c->num_heads < 1 || c->hidden_size % c->num_heads != 0)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: hidden_size %d is not divisible by num_heads %d", fn,
+                     c->hidden_size, c->num_heads);
+  if ((c->hidden_size / c->num_heads) % 2 != 0)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d must be even for rotary embeddings", fn,
+                     c->hidden_size / c->num_heads);
+  if (c->ffn_size < 0 || c->ffn_size > 1 << 20)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: ffn_size %d is invalid", fn, c->ffn_size);
+  if (c->vocab_size != ESMT_VOCAB_SIZE)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: vocab_size must be %d (the ESM-2 alphabet), got %d",
+                     fn, ESMT_VOCAB_SIZE, c->vocab_size);
+  if (c->max_positions < 3 || c->max_positions > 1 << 16)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: max_positions %d is outside [3, 65536]", fn,
+                     c->max_positions);
+  if (!(c->layer_norm_eps > 0.0f) || c->layer_norm_eps > 1e-2f)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: layer_norm_eps %g is outside (0, 0.01]", fn,
+                     (double)c->layer_norm_eps);
+  if (!(c->mask_ratio_train >= 0.0f && c->mask_ratio_train < 1.0f))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: mask_ratio_train %g is outside [0, 1)", fn,
+                     (double)c->mask_ratio_train);
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_config_param_count(const esmt_model_config *cfg, uint64_t *count) {
+  const char *fn = "esmt_model_config_param_count";
+  ESMT_CHECK_ARG(cfg && count, fn, "cfg and count must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size, sizeof *cfg);
+  if (st) return st;
+  st = esmt_model_config_validate(cfg);
+  if (st) return st;
+  uint64_t d = (uint64_t)cfg->hidden_size, V = (uint64_t)cfg->vocab_size;
+  uint64_t F = cfg->ffn_size ? (uint64_t)cfg->ffn_size : 4 * d;
+  uint64_t layer = 2 * d + 3 * d * d + 3 * d + d * d + d + 2 * d + F * d + F + d * F + d;
+  *count = V * d + (uint64_t)cfg->num_layers * layer + 2 * d + d * d + d + 2 * d + V;
+  return ESMT_OK;
+}

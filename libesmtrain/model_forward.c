@@ -1,0 +1,138 @@
+/* The ESM-2 forward pass, top to bottom, as backend op calls
+ * (shared/reference/esm2-spec.md). Inputs are already on the device in
+ * m->act (tokens, labels, seq_len). */
+#include <math.h>
+
+#include "model.h"
+
+#define W(off) (m->params + (off))
+
+/* y[N,out] = x[N,in] . W[out,in]^T + b, optionally GELU (pre-activation kept). */
+static esmt_status linear(esmt_model *m, const float *x, uint64_t w, uint64_t b, float *y,
+                          int N, int in, int out, float *gelu_pre, const char *where) {
+  esmtb_gemm_args g = {0};
+  g.struct_size = sizeof g;
+  g.dtype = ESMTB_F32;
+  g.trans_b = 1;
+  g.m = N; g.n = out; g.k = in;
+  g.alpha = 1.0f;
+  g.a = x; g.lda = in;
+  g.b = W(w); g.ldb = in;
+  g.c = y; g.ldc = out;
+  g.bias = W(b);
+  g.epilogue = gelu_pre ? ESMTB_EPI_GELU : ESMTB_EPI_NONE;
+  g.pre = gelu_pre;
+  ESMT_OP(m, gemm, g, where);
+  return ESMT_OK;
+}
+
+static esmt_status layernorm(esmt_model *m, const float *x, uint64_t w, uint64_t b, float *out,
+                             float *mean, float *rstd, int N, const char *where) {
+  esmtb_layernorm_args a = {0};
+  a.struct_size = sizeof a;
+  a.dtype = ESMTB_F32;
+  a.N = N; a.d = m->d;
+  a.eps = m->cfg.layer_norm_eps;
+  a.x = x; a.w = W(w); a.b = W(b);
+  a.out = out; a.mean = mean; a.rstd = rstd;
+  ESMT_OP(m, layernorm_forward, a, where);
+  return ESMT_OK;
+}
+
+static esmt_status residual_add(esmt_model *m, const float *a, const float *b, float *y,
+                                uint64_t n, const char *where) {
+  esmtb_add_args s = {sizeof s, ESMTB_F32, n, a, b, y};
+  ESMT_OP(m, add, s, where);
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_run_forward(esmt_model *m) {
+  esmt_activations *a = &m->act;
+  const int B = m->B, T = m->T, N = B * T, d = m->d, F = m->F, V = m->V;
+  const uint64_t nd = (uint64_t)N * (uint64_t)d;
+  esmt_status st;
+
+  /* Embedding with token dropout. */
+  esmtb_embed_args e = {0};
+  e.struct_size = sizeof e;
+  e.dtype = ESMTB_F32;
+  e.B = B; e.T = T; e.d = d;
+  e.tokens = a->tokens;
+  e.E = W(m->layout.embed);
+  e.out = a->res[0];
+  e.row_scale = a->row_scale;
+  e.mask_id = ESMT_TOKEN_MASK;
+  e.pad_id = ESMT_TOKEN_PAD;
+  e.mask_ratio_train = m->cfg.mask_ratio_train;
+  ESMT_OP(m, embed_forward, e, "forward: embedding");
+
+  for (int l = 0; l < m->L; l++) {
+    const esmt_layer_offsets *o = &m->layout.layers[l];
+    /* Self-attention block (pre-LN). */
+    if ((st = layernorm(m, a->res[l], o->ln1_w, o->ln1_b, a->ln1[l], a->ln1_mean[l],
+                        a->ln1_rstd[l], N, "forward: attention LayerNorm")))
+      return st;
+    if ((st = linear(m, a->ln1[l], o->qkv_w, o->qkv_b, a->qkv[l], N, d, 3 * d, NULL,
+                     "forward: q/k/v projection")))
+      return st;
+    esmtb_attention_args at = {0};
+    at.struct_size = sizeof at;
+    at.dtype = ESMTB_F32;
+    at.B = B; at.T = T; at.H = m->H; at.hd = m->hd;
+    at.scale = (float)(1.0 / sqrt((double)m->hd));
+    at.seq_len = a->seq_len;
+    at.rope_cos = m->rope_cos; at.rope_sin = m->rope_sin;
+    at.qkv = a->qkv[l];
+    at.out = a->attn[l];
+    at.lse = a->lse[l];
+    ESMT_OP(m, attention_forward, at, "forward: attention");
+    if ((st = linear(m, a->attn[l], o->out_w, o->out_b, a->tmp, N, d, d, NULL,
+                     "forward: attention output")))
+      return st;
+    if ((st = residual_add(m, a->res[l], a->tmp, a->res_mid[l], nd, "forward: residual")))
+      return st;
+    /* Feed-forward block (pre-LN, erf GELU). */
+    if ((st = layernorm(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2[l], a->ln2_mean[l],
+                        a->ln2_rstd[l], N, "forward: FFN LayerNorm")))
+      return st;
+    if ((st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
+                     "forward: FFN up")))
+      return st;
+    if ((st = linear(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->tmp, N, F, d, NULL,
+                     "forward: FFN down")))
+      return st;
+    if ((st = residual_add(m, a->res_mid[l], a->tmp, a->res[l + 1], nd, "forward: residual")))
+      return st;
+  }
+
+  /* Final LayerNorm and the LM head: LN(gelu(x Wd^T + bd)) E^T + b. */
+  const esmt_layout *ly = &m->layout;
+  if ((st = layernorm(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
+                      "forward: final LayerNorm")))
+    return st;
+  if ((st = linear(m, a->lnf, ly->head_w, ly->head_b, a->head_act, N, d, d, a->head_pre,
+                   "forward: LM head dense")))
+    return st;
+  if ((st = layernorm(m, a->head_act, ly->head_ln_w, ly->head_ln_b, a->head_ln, a->head_mean,
+                      a->head_rstd, N, "forward: LM head LayerNorm")))
+    return st;
+  if ((st = linear(m, a->head_ln, ly->embed, ly->out_b, a->logits, N, d, V, NULL,
+                   "forward: LM head decoder")))
+    return st;
+
+  /* Cross-entropy over the selected positions; dlogits for backward are
+   * produced here already, scaled by 1/normalizer. */
+  esmtb_status mst = m->ops->memset_async(m->dev, a->loss_sum, 0, sizeof(float), m->stream);
+  if (mst) return esmt_fail_prefix((esmt_status)mst, "forward: ");
+  esmtb_xent_args x = {0};
+  x.struct_size = sizeof x;
+  x.dtype = ESMTB_F32;
+  x.N = N; x.V = V;
+  x.logits = a->logits;
+  x.labels = a->labels;
+  x.loss_sum = a->loss_sum;
+  x.dlogits = a->dlogits;
+  x.grad_scale = m->normalizer > 0 ? (float)(1.0 / m->normalizer) : 0.0f;
+  ESMT_OP(m, xent, x, "forward: cross-entropy");
+  return ESMT_OK;
+}

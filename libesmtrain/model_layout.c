@@ -1,0 +1,89 @@
+/* The flat parameter layout and its HF-name table. Layer tensors are laid
+ * out so that the q/k/v weights (and biases) are one contiguous [3d, d]
+ * matrix; the names still address each of them separately. */
+#include "model.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+typedef struct builder {
+  esmt_layout *l;
+  int cap;
+  esmt_status st;
+} builder;
+
+static uint64_t add(builder *b, const char *name, int ndim, int64_t s0, int64_t s1) {
+  esmt_layout *l = b->l;
+  uint64_t off = l->total;
+  if (b->st) return off;
+  if (l->count == b->cap) {
+    int cap = b->cap ? 2 * b->cap : 64;
+    esmt_tensor_info *t = realloc(l->tensors, (size_t)cap * sizeof *t);
+    if (!t) {
+      b->st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "model layout: out of memory");
+      return off;
+    }
+    l->tensors = t;
+    b->cap = cap;
+  }
+  esmt_tensor_info *t = &l->tensors[l->count++];
+  memset(t, 0, sizeof *t);
+  t->struct_size = sizeof *t;
+  snprintf(t->name, sizeof t->name, "%s", name);
+  t->ndim = ndim;
+  t->shape[0] = s0;
+  t->shape[1] = ndim > 1 ? s1 : 0;
+  t->numel = (uint64_t)s0 * (uint64_t)(ndim > 1 ? s1 : 1);
+  t->offset = off;
+  l->total += t->numel;
+  return off;
+}
+
+esmt_status esmt_layout_build(const esmt_model_config *c, esmt_layout *l) {
+  memset(l, 0, sizeof *l);
+  builder b = {l, 0, ESMT_OK};
+  const int64_t d = c->hidden_size, V = c->vocab_size;
+  const int64_t F = c->ffn_size ? c->ffn_size : 4 * d;
+  l->layers = calloc((size_t)c->num_layers, sizeof *l->layers);
+  if (!l->layers) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "model layout: out of memory");
+  l->embed = add(&b, "esm.embeddings.word_embeddings.weight", 2, V, d);
+  char n[96];
+  for (int i = 0; i < c->num_layers; i++) {
+    esmt_layer_offsets *o = &l->layers[i];
+#define NAME(fmt) (snprintf(n, sizeof n, "esm.encoder.layer.%d." fmt, i), n)
+    o->ln1_w = add(&b, NAME("attention.LayerNorm.weight"), 1, d, 0);
+    o->ln1_b = add(&b, NAME("attention.LayerNorm.bias"), 1, d, 0);
+    o->qkv_w = add(&b, NAME("attention.self.query.weight"), 2, d, d);
+    add(&b, NAME("attention.self.key.weight"), 2, d, d);
+    add(&b, NAME("attention.self.value.weight"), 2, d, d);
+    o->qkv_b = add(&b, NAME("attention.self.query.bias"), 1, d, 0);
+    add(&b, NAME("attention.self.key.bias"), 1, d, 0);
+    add(&b, NAME("attention.self.value.bias"), 1, d, 0);
+    o->out_w = add(&b, NAME("attention.output.dense.weight"), 2, d, d);
+    o->out_b = add(&b, NAME("attention.output.dense.bias"), 1, d, 0);
+    o->ln2_w = add(&b, NAME("LayerNorm.weight"), 1, d, 0);
+    o->ln2_b = add(&b, NAME("LayerNorm.bias"), 1, d, 0);
+    o->fc1_w = add(&b, NAME("intermediate.dense.weight"), 2, F, d);
+    o->fc1_b = add(&b, NAME("intermediate.dense.bias"), 1, F, 0);
+    o->fc2_w = add(&b, NAME("output.dense.weight"), 2, d, F);
+    o->fc2_b = add(&b, NAME("output.dense.bias"), 1, d, 0);
+#undef NAME
+  }
+  l->lnf_w = add(&b, "esm.encoder.emb_layer_norm_after.weight", 1, d, 0);
+  l->lnf_b = add(&b, "esm.encoder.emb_layer_norm_after.bias", 1, d, 0);
+  l->head_w = add(&b, "lm_head.dense.weight", 2, d, d);
+  l->head_b = add(&b, "lm_head.dense.bias", 1, d, 0);
+  l->head_ln_w = add(&b, "lm_head.layer_norm.weight", 1, d, 0);
+  l->head_ln_b = add(&b, "lm_head.layer_norm.bias", 1, d, 0);
+  l->out_b = add(&b, "lm_head.bias", 1, V, 0);
+  if (b.st) esmt_layout_free(l);
+  return b.st;
+}
+
+void esmt_layout_free(esmt_layout *l) {
+  if (!l) return;
+  free(l->tensors);
+  free(l->layers);
+  memset(l, 0, sizeof *l);
+}
