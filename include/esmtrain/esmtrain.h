@@ -233,6 +233,12 @@ ESMT_API esmt_status esmt_context_backend_info(const esmt_context *ctx, int inde
 /* Name of the chosen backend; static for the context's lifetime. */
 ESMT_API const char *esmt_context_backend_name(const esmt_context *ctx);
 
+/* Measure the chosen backend's GEMM throughput on an m x n x k product in
+ * its compute precision (fp32 on cpu): the best of `repeats` timed runs
+ * after one warm-up, in GFLOP/s. This is the ceiling MFU is quoted against. */
+ESMT_API esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k,
+                                               int repeats, double *gflops);
+
 /* ------------------------------------------------------------------------ */
 /* Model: the ESM-2 masked-LM graph on the context's backend                 */
 /* ------------------------------------------------------------------------ */
