@@ -1,0 +1,48 @@
+#!/usr/bin/env bash
+# One call on a GPU machine: build everything (GPU backends included), run
+# the whole ctest suite, the probe, and the benchmark table; copy logs to
+# $OUT. Carry .gpu-deps (made by tests/gpu/fetch_deps.sh) with the call:
+#   run(command="bash tests/gpu/run_all.sh", carry=[".gpu-deps"])
+set -uo pipefail
+cd "$(dirname "$0")/../.."
+out=${OUT:-/tmp/esmt-gpu-out}
+mkdir -p "$out"
+log() { echo "== $*" | tee -a "$out/summary.txt"; }
+
+# Unpack the Debian packages into a private prefix (never into /).
+deps=/opt/esmt-deps
+if [ -d .gpu-deps ]; then
+  mkdir -p "$deps"
+  for f in .gpu-deps/*.deb; do dpkg-deb -x "$f" "$deps"; done
+  multi=$deps/usr/lib/x86_64-linux-gnu
+  export PKG_CONFIG_PATH=$multi/pkgconfig:$deps/usr/share/pkgconfig:$multi/openblas-pthread/pkgconfig
+  export CMAKE_PREFIX_PATH=$deps/usr
+  export LD_LIBRARY_PATH=$multi:$multi/openblas-pthread:${LD_LIBRARY_PATH:-}
+  export CPATH=$deps/usr/include:$deps/usr/include/x86_64-linux-gnu:$deps/usr/include/x86_64-linux-gnu/openblas-pthread
+  export LIBRARY_PATH=$multi:$multi/openblas-pthread
+  # pkg-config files carry /usr prefixes: point them at the private prefix.
+  for pc in $(find "$deps" -name '*.pc'); do sed -i "s|^prefix=/usr|prefix=$deps/usr|" "$pc"; done
+fi
+
+log "machine"
+nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv | tee -a "$out/summary.txt"
+nvcc --version | tail -1 | tee -a "$out/summary.txt"
+
+log "build (CUDA ON)"
+cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release -DESMT_ENABLE_CUDA=ON -G Ninja \
+  > "$out/configure.log" 2>&1 || { tail -30 "$out/configure.log"; exit 1; }
+cmake --build build-gpu -j16 > "$out/build.log" 2>&1 || { tail -40 "$out/build.log"; exit 1; }
+
+log "probe"
+./build-gpu/bin/esmtrain-example probe 2>&1 | tee -a "$out/summary.txt"
+
+log "ctest"
+(cd build-gpu && ctest --output-on-failure -j8) > "$out/ctest.log" 2>&1
+tail -15 "$out/ctest.log" | tee -a "$out/summary.txt"
+
+log "benchmarks"
+for model in esm2_t6_8M esm2_t12_35M; do
+  ./build-gpu/bin/esmtrain-example bench --model $model --batch 4 --seq 512 --steps 3 2>&1 \
+    | grep -E 'ESMT_RESULT|tokens/s|MFU' | tee -a "$out/summary.txt"
+done
+log "done"
