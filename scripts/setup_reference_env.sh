@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# Install the PyTorch reference environment used by tests/reference/
+# (fixture generation and the PyTorch peer benchmark). Idempotent: does
+# nothing when everything is already there.
+#
+#   Debian:  python3-torch (1.13.1), python3-numpy, python3-pip
+#   PyPI:    fair-esm, transformers (pinned: last line verified with torch 1.13)
+#
+# Everything is for Debian's /usr/bin/python3 (the PATH python3 may be a
+# pyenv interpreter without torch). Needs root (or sudo) for apt-get and for
+# the system-wide pip install.
+set -euo pipefail
+
+PY=/usr/bin/python3
+TRANSFORMERS_VERSION=4.44.2
+FAIR_ESM_VERSION=2.0.0
+DEB_PKGS=(python3-torch python3-numpy python3-pip)
+
+SUDO=""
+if [ "$(id -u)" -ne 0 ]; then SUDO="sudo"; fi
+
+missing=()
+for p in "${DEB_PKGS[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+if [ ${#missing[@]} -gt 0 ]; then
+  echo "setup_reference_env: apt installing ${missing[*]}"
+  # apt-get update only when some package has no install candidate yet
+  need_update=0
+  for p in "${missing[@]}"; do
+    cand=$(apt-cache policy "$p" 2>/dev/null | awk '/Candidate:/{print $2}')
+    if [ -z "$cand" ] || [ "$cand" = "(none)" ]; then need_update=1; fi
+  done
+  if [ "$need_update" -eq 1 ]; then $SUDO apt-get update -qq; fi
+  DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -qq --no-install-recommends "${missing[@]}"
+fi
+
+have_py_pkgs() {
+  "$PY" - "$TRANSFORMERS_VERSION" "$FAIR_ESM_VERSION" <<'EOF' 2>/dev/null
+import sys
+from importlib.metadata import version
+assert version("transformers") == sys.argv[1], "transformers version"
+assert version("fair-esm") == sys.argv[2], "fair-esm version"
+import torch, numpy, esm                     # noqa: F401
+from transformers import EsmForMaskedLM     # noqa: F401
+EOF
+}
+
+if ! have_py_pkgs; then
+  echo "setup_reference_env: pip installing fair-esm==$FAIR_ESM_VERSION transformers==$TRANSFORMERS_VERSION"
+  $SUDO "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --break-system-packages \
+    "fair-esm==$FAIR_ESM_VERSION" "transformers==$TRANSFORMERS_VERSION"
+  have_py_pkgs || { echo "setup_reference_env: python packages still not importable" >&2; exit 1; }
+fi
+
+"$PY" -c 'import torch, transformers, esm, numpy; from importlib.metadata import version as v
+print("setup_reference_env: ok: torch", torch.__version__, "numpy", numpy.__version__,
+      "transformers", transformers.__version__, "fair-esm", v("fair-esm"))'
