@@ -392,6 +392,37 @@ ESMT_API esmt_status esmt_model_adamw_step(esmt_model *model, const esmt_adamw_c
  * in a fixed order. */
 ESMT_API esmt_status esmt_model_grad_norm(esmt_model *model, double *norm);
 
+/* ------------------------------------------------------------------------ */
+/* Learning-rate schedules                                                   */
+/* ------------------------------------------------------------------------ */
+
+typedef enum esmt_schedule_kind {
+  /* Linear warmup to the peak, linear decay to final_lr_fraction * peak
+   * reached at decay_end_fraction * total_steps, then hold (ESM-2). */
+  ESMT_SCHEDULE_ESM2 = 0,
+  /* Linear warmup, then cosine from the peak to final_lr_fraction * peak
+   * at total_steps. */
+  ESMT_SCHEDULE_COSINE = 1,
+  /* Linear warmup, then the peak. */
+  ESMT_SCHEDULE_CONSTANT = 2
+} esmt_schedule_kind;
+
+typedef struct esmt_schedule {
+  uint32_t struct_size;
+  esmt_schedule_kind kind;
+  double peak_lr;             /* 4e-4 */
+  int64_t warmup_steps;       /* 2000; lr = peak * step / warmup while step < warmup */
+  int64_t total_steps;        /* the run's length in updates (decay shapes need it) */
+  double final_lr_fraction;   /* 0.1 */
+  double decay_end_fraction;  /* 0.9 (ESM-2 only) */
+} esmt_schedule;
+
+#define ESMT_SCHEDULE_INIT \
+  { sizeof(esmt_schedule), ESMT_SCHEDULE_ESM2, 4e-4, 2000, 500000, 0.1, 0.9 }
+
+/* Learning rate of update `step` (1-based). */
+ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t step, double *lr);
+
 #ifdef __cplusplus
 }
 #endif
