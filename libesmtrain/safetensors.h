@@ -49,4 +49,33 @@ ESMT_HIDDEN const char *esmt_st_meta_get(const esmt_st_file *f, const char *key)
 ESMT_HIDDEN void esmt_st_to_f32(const esmt_st_tensor *t, float *out);
 ESMT_HIDDEN void esmt_st_to_f64(const esmt_st_tensor *t, double *out);
 
+/* Streaming writer: the header (names, dtypes, shapes, sizes) first, then
+ * the tensors' bytes appended in the same order; finish() checks the byte
+ * count and fsyncs. Writes `path` directly: callers make it atomic by
+ * writing into a temporary directory or name and renaming. */
+typedef struct esmt_st_entry {
+  const char *name;
+  esmt_st_dtype dtype;
+  int ndim;
+  int64_t shape[8];
+} esmt_st_entry;
+
+typedef struct esmt_st_writer esmt_st_writer;
+
+ESMT_HIDDEN esmt_status esmt_st_writer_begin(const char *path, const esmt_st_entry *entries,
+                                             int count, const esmt_st_meta *meta, int meta_count,
+                                             esmt_st_writer **out);
+ESMT_HIDDEN esmt_status esmt_st_writer_append(esmt_st_writer *w, const void *data, uint64_t bytes);
+/* Completes the file (error if fewer bytes were appended than declared);
+ * *crc (may be NULL) receives the zlib crc32 of the whole file. */
+ESMT_HIDDEN esmt_status esmt_st_writer_finish(esmt_st_writer *w, uint32_t *crc);
+
+/* zlib crc32 of a whole file (to verify what finish() reported). */
+ESMT_HIDDEN esmt_status esmt_file_crc32(const char *path, uint32_t *crc);
+/* Abandon and delete a partly written file (NULL accepted). */
+ESMT_HIDDEN void esmt_st_writer_abort(esmt_st_writer *w);
+
+/* Bytes per element of a dtype. */
+ESMT_HIDDEN int esmt_st_dtype_size(esmt_st_dtype dt);
+
 #endif

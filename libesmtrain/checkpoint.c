@@ -1,0 +1,313 @@
+/* Checkpoint directories: atomic save, verification on load, retention.
+ * See checkpoint.h for the layout. */
+#define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "fs_util.h"
+#include "safetensors.h"
+
+#define PATH_CAP 4096
+
+static int is_dir(const char *p) {
+  struct stat sb;
+  return stat(p, &sb) == 0 && S_ISDIR(sb.st_mode);
+}
+
+/* Write a small text file atomically (tmp + fsync + rename + dir fsync). */
+static esmt_status write_small_file(const char *dir, const char *name, const char *text) {
+  char tmp[PATH_CAP], final_path[PATH_CAP];
+  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-%ld", dir, name, (long)getpid());
+  snprintf(final_path, sizeof final_path, "%s/%s", dir, name);
+  int fd = open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+  esmt_status st = esmt_write_all(fd, text, strlen(text), tmp);
+  if (!st && fsync(fd) != 0) st = esmt_fail(ESMT_ERR_IO, "%s: fsync: %s", tmp, strerror(errno));
+  if (close(fd) != 0 && !st) st = esmt_fail(ESMT_ERR_IO, "%s: close: %s", tmp, strerror(errno));
+  if (!st && rename(tmp, final_path) != 0)
+    st = esmt_fail(ESMT_ERR_IO, "%s: rename: %s", final_path, strerror(errno));
+  if (st) unlink(tmp);
+  else st = esmt_fsync_dir(dir);
+  return st;
+}
+
+static esmt_status read_small_file(const char *path, char *out, size_t cap) {
+  FILE *f = fopen(path, "r");
+  if (!f) return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  size_t n = fread(out, 1, cap - 1, f);
+  fclose(f);
+  out[n] = '\0';
+  out[strcspn(out, "\r\n")] = '\0';
+  return ESMT_OK;
+}
+
+static json_t *file_entry(uint32_t crc, const char *path) {
+  struct stat sb;
+  long long size = stat(path, &sb) == 0 ? (long long)sb.st_size : -1;
+  return json_pack("{s:I,s:I}", "crc32", (json_int_t)crc, "bytes", (json_int_t)size);
+}
+
+/* Keep the newest keep_last step-* dirs plus those `latest` and `best` name. */
+static esmt_status prune(const char *ckdir, int keep_last) {
+  if (keep_last <= 0) return ESMT_OK;
+  char latest[256] = "", best[256] = "", path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/latest", ckdir);
+  if (access(path, F_OK) == 0) read_small_file(path, latest, sizeof latest);
+  snprintf(path, sizeof path, "%s/best", ckdir);
+  if (access(path, F_OK) == 0) read_small_file(path, best, sizeof best);
+  DIR *d = opendir(ckdir);
+  if (!d) return esmt_fail(ESMT_ERR_IO, "%s: cannot list: %s", ckdir, strerror(errno));
+  char **names = NULL;
+  int n = 0, cap = 0;
+  struct dirent *de;
+  while ((de = readdir(d))) {
+    if (strncmp(de->d_name, "step-", 5) != 0) continue;
+    if (n == cap) {
+      cap = cap ? 2 * cap : 16;
+      char **nn = realloc(names, (size_t)cap * sizeof *nn);
+      if (!nn) break;
+      names = nn;
+    }
+    if ((names[n] = strdup(de->d_name))) n++;
+  }
+  closedir(d);
+  /* Zero-padded step numbers: lexical order is step order. */
+  for (int i = 1; i < n; i++)
+    for (int j = i; j > 0 && strcmp(names[j - 1], names[j]) > 0; j--) {
+      char *t = names[j]; names[j] = names[j - 1]; names[j - 1] = t;
+    }
+  esmt_status st = ESMT_OK;
+  for (int i = 0; i < n - keep_last; i++) {
+    if (strcmp(names[i], latest) == 0 || strcmp(names[i], best) == 0) continue;
+    snprintf(path, sizeof path, "%s/%s", ckdir, names[i]);
+    if (!st) st = esmt_remove_tree(path);
+  }
+  for (int i = 0; i < n; i++) free(names[i]);
+  free(names);
+  return st;
+}
+
+esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
+                                 const char *trainer_json, int keep_last, char *out_dir,
+                                 size_t cap) {
+  char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
+  esmt_status st = esmt_mkdir_p(ckdir);
+  if (st) return esmt_fail_prefix(st, "saving checkpoint: ");
+  json_error_t jerr;
+  json_t *trainer = json_loads(trainer_json ? trainer_json : "{}", 0, &jerr);
+  if (!trainer) return esmt_fail(ESMT_ERR_INTERNAL, "saving checkpoint: bad trainer state JSON");
+  snprintf(name, sizeof name, "step-%08lld", (long long)step);
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", ckdir, name, (long)getpid());
+  snprintf(final_dir, sizeof final_dir, "%s/%s", ckdir, name);
+  esmt_remove_tree(tmp);
+  if (mkdir(tmp, 0755) != 0) {
+    json_decref(trainer);
+    return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+  }
+
+  /* Moments first into a host buffer, then weights into the same buffer
+   * size again: peak host memory is two flat buffers. */
+  uint64_t n = m->layout.total;
+  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  uint32_t crc_model = 0, crc_opt = 0;
+  if (!a || !b) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: out of host memory");
+  if (!st) st = esmt_flat_download(m, a, m->params);
+  if (!st) {
+    snprintf(path, sizeof path, "%s/model.safetensors", tmp);
+    const float *bufs[] = {a};
+    const char *pre[] = {""};
+    esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
+    st = esmt_write_flat(m, path, bufs, pre, 1, meta, 2, &crc_model);
+  }
+  if (!st) st = esmt_flat_download(m, a, m->adam_m);
+  if (!st) st = esmt_flat_download(m, b, m->adam_v);
+  if (!st) {
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
+    const float *bufs[] = {a, b};
+    const char *pre[] = {"m.", "v."};
+    esmt_st_meta meta[] = {{"producer", "esmtrain"}};
+    st = esmt_write_flat(m, path, bufs, pre, 2, meta, 1, &crc_opt);
+  }
+  free(a);
+  free(b);
+  if (!st) {
+    char mp[PATH_CAP], op[PATH_CAP];
+    snprintf(mp, sizeof mp, "%s/model.safetensors", tmp);
+    snprintf(op, sizeof op, "%s/optimizer.safetensors", tmp);
+    json_t *root = json_pack("{s:s,s:i,s:I,s:{s:o,s:o},s:O}", "format", ESMT_CKPT_FORMAT,
+                             "version", ESMT_CKPT_VERSION, "step", (json_int_t)step, "files",
+                             "model.safetensors", file_entry(crc_model, mp),
+                             "optimizer.safetensors", file_entry(crc_opt, op), "trainer", trainer);
+    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    json_decref(root);
+    if (!text) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: state.json");
+    else st = write_small_file(tmp, "state.json", text);
+    free(text);
+  }
+  json_decref(trainer);
+  if (!st) st = esmt_fsync_dir(tmp);
+  if (!st && is_dir(final_dir)) {
+    /* Re-saving a step: move the old one aside, never delete it first. */
+    char old[PATH_CAP];
+    snprintf(old, sizeof old, "%s/.old-%s-%ld", ckdir, name, (long)getpid());
+    if (rename(final_dir, old) != 0)
+      st = esmt_fail(ESMT_ERR_IO, "%s: rename: %s", final_dir, strerror(errno));
+    else if (rename(tmp, final_dir) != 0) {
+      st = esmt_fail(ESMT_ERR_IO, "%s: rename: %s", final_dir, strerror(errno));
+      rename(old, final_dir);
+    } else {
+      esmt_remove_tree(old);
+    }
+  } else if (!st && rename(tmp, final_dir) != 0) {
+    st = esmt_fail(ESMT_ERR_IO, "%s: rename: %s", final_dir, strerror(errno));
+  }
+  if (!st) st = esmt_fsync_dir(ckdir);
+  if (!st) st = write_small_file(ckdir, "latest", name);
+  if (st) {
+    esmt_remove_tree(tmp);
+    return esmt_fail_prefix(st, "saving checkpoint %s: ", name);
+  }
+  if (out_dir) snprintf(out_dir, cap, "%s", final_dir);
+  return prune(ckdir, keep_last);
+}
+
+esmt_status esmt_checkpoint_mark_best(const char *run_dir, const char *ckpt_dir) {
+  char ckdir[PATH_CAP];
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
+  const char *base = strrchr(ckpt_dir, '/');
+  return write_small_file(ckdir, "best", base ? base + 1 : ckpt_dir);
+}
+
+esmt_status esmt_checkpoint_resolve(const char *spec, char *out, size_t cap) {
+  char path[PATH_CAP], probe[PATH_CAP], name[256];
+  snprintf(path, sizeof path, "%s", spec);
+  size_t len = strlen(path);
+  while (len > 1 && path[len - 1] == '/') path[--len] = '\0';
+  snprintf(probe, sizeof probe, "%s/state.json", path);
+  if (access(probe, F_OK) == 0) { snprintf(out, cap, "%s", path); return ESMT_OK; }
+  /* RUN/checkpoints/latest, RUN/checkpoints, RUN */
+  const char *suffixes[] = {"", "/latest", "/checkpoints/latest"};
+  for (int i = 0; i < 3; i++) {
+    snprintf(probe, sizeof probe, "%s%s", path, suffixes[i]);
+    struct stat sb;
+    if (stat(probe, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
+    esmt_status st = read_small_file(probe, name, sizeof name);
+    if (st) return st;
+    char dir[PATH_CAP];
+    esmt_dirname(probe, dir, sizeof dir);
+    snprintf(out, cap, "%s/%s", dir, name);
+    if (!is_dir(out))
+      return esmt_fail(ESMT_ERR_IO, "%s names checkpoint '%s', which does not exist", probe, name);
+    return ESMT_OK;
+  }
+  return esmt_fail(ESMT_ERR_IO, "'%s' is neither a checkpoint (no state.json) nor a run "
+                   "directory with checkpoints/latest", spec);
+}
+
+/* Parse state.json and check each file's size and crc32. */
+static esmt_status verify(const char *ckpt_dir, json_t **root_out) {
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
+  json_error_t jerr;
+  json_t *root = json_load_file(path, 0, &jerr);
+  if (!root) return esmt_fail(ESMT_ERR_FORMAT, "%s: not valid JSON (%s, line %d)", path, jerr.text,
+                              jerr.line);
+  const char *fmt = json_string_value(json_object_get(root, "format"));
+  json_t *ver = json_object_get(root, "version"), *files = json_object_get(root, "files");
+  esmt_status st = ESMT_OK;
+  if (!fmt || strcmp(fmt, ESMT_CKPT_FORMAT) != 0)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: not an esmtrain checkpoint (format is '%s')", path,
+                   fmt ? fmt : "missing");
+  else if (!json_is_integer(ver) || json_integer_value(ver) != ESMT_CKPT_VERSION)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: checkpoint version %lld, this library reads %d", path,
+                   json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
+                   ESMT_CKPT_VERSION);
+  else if (!json_is_object(files))
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: no 'files' section", path);
+  const char *fname;
+  json_t *entry;
+  if (!st) json_object_foreach(files, fname, entry) {
+    char fp[PATH_CAP];
+    snprintf(fp, sizeof fp, "%s/%s", ckpt_dir, fname);
+    struct stat sb;
+    json_int_t want_bytes = json_integer_value(json_object_get(entry, "bytes"));
+    json_int_t want_crc = json_integer_value(json_object_get(entry, "crc32"));
+    if (stat(fp, &sb) != 0) { st = esmt_fail(ESMT_ERR_IO, "%s: missing", fp); break; }
+    if ((json_int_t)sb.st_size != want_bytes) {
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: %lld bytes, state.json recorded %lld (truncated or "
+                     "replaced)", fp, (long long)sb.st_size, (long long)want_bytes);
+      break;
+    }
+    uint32_t crc = 0;
+    if ((st = esmt_file_crc32(fp, &crc))) break;
+    if ((json_int_t)crc != want_crc) {
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: checksum mismatch (crc32 %08x, recorded %08llx): the "
+                     "file is corrupt", fp, crc, (unsigned long long)want_crc);
+      break;
+    }
+  }
+  if (st) json_decref(root);
+  else *root_out = root;
+  return st;
+}
+
+esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_optimizer,
+                                 char **trainer_json) {
+  json_t *root = NULL;
+  esmt_status st = verify(ckpt_dir, &root);
+  if (st) return esmt_fail_prefix(st, "checkpoint refused: ");
+  uint64_t n = m->layout.total;
+  float *w = malloc(n * sizeof *w), *mm = NULL, *vv = NULL;
+  if (!w) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loading checkpoint: out of host memory");
+  char path[PATH_CAP];
+  esmt_st_file f;
+  if (!st) {
+    snprintf(path, sizeof path, "%s/model.safetensors", ckpt_dir);
+    st = esmt_st_open(path, &f);
+    if (!st) {
+      st = esmt_read_flat(m, &f, path, "", w, 1);
+      esmt_st_close(&f);
+    }
+  }
+  if (!st && with_optimizer) {
+    mm = malloc(n * sizeof *mm);
+    vv = malloc(n * sizeof *vv);
+    if (!mm || !vv) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loading checkpoint: out of memory");
+    snprintf(path, sizeof path, "%s/optimizer.safetensors", ckpt_dir);
+    if (!st) st = esmt_st_open(path, &f);
+    if (!st) {
+      st = esmt_read_flat(m, &f, path, "m.", mm, 0);
+      if (!st) st = esmt_read_flat(m, &f, path, "v.", vv, 0);
+      esmt_st_close(&f);
+    }
+  }
+  char *tj = NULL;
+  if (!st && trainer_json) {
+    tj = json_dumps(json_object_get(root, "trainer"), JSON_COMPACT | JSON_PRESERVE_ORDER);
+    if (!tj) st = esmt_fail(ESMT_ERR_FORMAT, "%s/state.json: no trainer state", ckpt_dir);
+  }
+  /* Everything verified: only now touch the model. */
+  if (!st) st = esmt_flat_upload(m, w, m->params);
+  if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->adam_m);
+  if (!st && with_optimizer) st = esmt_flat_upload(m, vv, m->adam_v);
+  if (!st) m->have_forward = 0;
+  free(w);
+  free(mm);
+  free(vv);
+  json_decref(root);
+  if (st) {
+    free(tj);
+    return esmt_fail_prefix(st, "loading checkpoint: ");
+  }
+  if (trainer_json) *trainer_json = tj;
+  return ESMT_OK;
+}

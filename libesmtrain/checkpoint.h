@@ -1,0 +1,61 @@
+/* Checkpoints: a directory per save,
+ *   <run>/checkpoints/step-00000100/{model.safetensors, optimizer.safetensors, state.json}
+ * written under a temporary name, fsynced, renamed, the parent fsynced; then
+ * <run>/checkpoints/latest (a one-line file naming it) replaced the same
+ * way. Retention keeps the newest N, the one `best` names, and `latest`.
+ * state.json records each file's size and crc32, so truncation or changes
+ * are caught on load. */
+#ifndef ESMTRAIN_CHECKPOINT_H
+#define ESMTRAIN_CHECKPOINT_H
+
+#include "model.h"
+
+#define ESMT_CKPT_FORMAT "esmtrain-checkpoint"
+#define ESMT_CKPT_VERSION 1
+
+/* Save weights, AdamW moments and `trainer_json` (a JSON object the
+ * trainer owns) as step `step`; then prune to keep_last (0 = keep all).
+ * *out_dir (may be NULL) receives the checkpoint's path. On failure nothing
+ * that existed before is touched. */
+ESMT_HIDDEN esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
+                                             const char *trainer_json, int keep_last,
+                                             char *out_dir, size_t cap);
+
+/* Record `ckpt_dir`'s name as the best checkpoint (kept by pruning). */
+ESMT_HIDDEN esmt_status esmt_checkpoint_mark_best(const char *run_dir, const char *ckpt_dir);
+
+/* Turn "RUN", "RUN/checkpoints", "RUN/checkpoints/latest" or a checkpoint
+ * directory into the checkpoint directory's path. */
+ESMT_HIDDEN esmt_status esmt_checkpoint_resolve(const char *spec, char *out, size_t cap);
+
+/* Verify and load a checkpoint into the model: weights always, moments
+ * when with_optimizer. *trainer_json (may be NULL) receives a malloc'ed
+ * copy of the trainer's state. The model is unchanged on failure. */
+ESMT_HIDDEN esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir,
+                                             int with_optimizer, char **trainer_json);
+
+/* Weights only, to/from one safetensors file under HF names. Loading
+ * accepts F32/F16/BF16 tensors, ignores known unused HF keys and refuses
+ * missing, misshaped or non-finite tensors with the tensor's name. */
+ESMT_HIDDEN esmt_status esmt_weights_save(esmt_model *m, const char *path, uint32_t *crc);
+ESMT_HIDDEN esmt_status esmt_weights_load(esmt_model *m, const char *path);
+
+/* Building blocks shared by checkpoints and HF import/export. */
+struct esmt_st_file;
+struct esmt_st_meta;
+/* Whole flat buffer (layout.total floats) device <-> host. */
+ESMT_HIDDEN esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf);
+ESMT_HIDDEN esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf);
+/* One safetensors file holding nbufs flat host buffers, tensor names
+ * prefixed per buffer ("" for weights, "m." / "v." for moments). */
+ESMT_HIDDEN esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const *bufs,
+                                        const char *const *prefixes, int nbufs,
+                                        const struct esmt_st_meta *meta, int nmeta, uint32_t *crc);
+/* Fill `host` (layout order) from tensors "<prefix><name>" of an open
+ * file, checking presence, shape, dtype and finiteness; with strict_extra
+ * any other tensor (but known unused HF keys) is an error. */
+ESMT_HIDDEN esmt_status esmt_read_flat(esmt_model *m, const struct esmt_st_file *f,
+                                       const char *path, const char *prefix, float *host,
+                                       int strict_extra);
+
+#endif

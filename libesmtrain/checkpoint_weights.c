@@ -1,0 +1,138 @@
+/* Weights <-> one safetensors file under HF EsmForMaskedLM names. */
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "checkpoint.h"
+#include "safetensors.h"
+
+/* Copy a whole flat buffer between device and host. */
+static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_device) {
+  uint64_t bytes = m->layout.total * sizeof(float);
+  esmtb_status cs = to_device
+      ? m->ops->copy_async(m->dev, dev_buf, host, bytes, ESMTB_COPY_H2D, m->stream)
+      : m->ops->copy_async(m->dev, host, dev_buf, bytes, ESMTB_COPY_D2H, m->stream);
+  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  return cs ? esmt_fail_prefix((esmt_status)cs, "copying model buffers: ") : ESMT_OK;
+}
+
+esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf) {
+  return flat_copy(m, host, dev_buf, 0);
+}
+esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
+  return flat_copy(m, (float *)host, dev_buf, 1);
+}
+
+esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const *bufs,
+                            const char *const *prefixes, int nbufs, const esmt_st_meta *meta,
+                            int nmeta, uint32_t *crc) {
+  const esmt_layout *ly = &m->layout;
+  int n = ly->count * nbufs;
+  esmt_st_entry *e = calloc((size_t)n, sizeof *e);
+  char **names = calloc((size_t)n, sizeof *names);
+  esmt_status st = ESMT_OK;
+  if (!e || !names) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  for (int b = 0; b < nbufs && !st; b++)
+    for (int i = 0; i < ly->count && !st; i++) {
+      int k = b * ly->count + i;
+      const esmt_tensor_info *t = &ly->tensors[i];
+      size_t len = strlen(prefixes[b]) + strlen(t->name) + 1;
+      names[k] = malloc(len);
+      if (!names[k]) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path); break; }
+      snprintf(names[k], len, "%s%s", prefixes[b], t->name);
+      e[k].name = names[k];
+      e[k].dtype = ESMT_ST_F32;
+      e[k].ndim = t->ndim;
+      e[k].shape[0] = t->shape[0];
+      e[k].shape[1] = t->shape[1];
+    }
+  esmt_st_writer *w = NULL;
+  if (!st) st = esmt_st_writer_begin(path, e, n, meta, nmeta, &w);
+  /* Tensors are contiguous in layout order: each buffer is one append. */
+  for (int b = 0; b < nbufs && !st; b++)
+    st = esmt_st_writer_append(w, bufs[b], ly->total * sizeof(float));
+  if (w) {
+    if (st) esmt_st_writer_abort(w);
+    else st = esmt_st_writer_finish(w, crc);
+  }
+  for (int k = 0; names && k < n; k++) free(names[k]);
+  free(names);
+  free(e);
+  return st;
+}
+
+esmt_status esmt_weights_save(esmt_model *m, const char *path, uint32_t *crc) {
+  float *host = malloc(m->layout.total * sizeof *host);
+  if (!host) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+  esmt_status st = esmt_flat_download(m, host, m->params);
+  const float *bufs[] = {host};
+  const char *prefixes[] = {""};
+  esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
+  if (!st) st = esmt_write_flat(m, path, bufs, prefixes, 1, meta, 2, crc);
+  free(host);
+  return st;
+}
+
+/* HF keys that carry nothing esmtrain trains (spec: legacy/unused). */
+static int ignorable(const char *name) {
+  return strcmp(name, "esm.embeddings.position_embeddings.weight") == 0 ||
+         strcmp(name, "esm.embeddings.position_ids") == 0 || strstr(name, "inv_freq") ||
+         strncmp(name, "esm.contact_head.", 17) == 0 ||
+         strcmp(name, "lm_head.decoder.weight") == 0 || strcmp(name, "lm_head.decoder.bias") == 0;
+}
+
+esmt_status esmt_read_flat(esmt_model *m, const esmt_st_file *f, const char *path,
+                           const char *prefix, float *host, int strict_extra) {
+  const esmt_layout *ly = &m->layout;
+  char key[160];
+  for (int i = 0; i < ly->count; i++) {
+    const esmt_tensor_info *t = &ly->tensors[i];
+    snprintf(key, sizeof key, "%s%s", prefix, t->name);
+    const esmt_st_tensor *s = esmt_st_find(f, key);
+    if (!s) return esmt_fail(ESMT_ERR_FORMAT, "%s: tensor '%s' is missing", path, key);
+    int shape_ok = s->ndim == t->ndim && s->shape[0] == t->shape[0] &&
+                   (t->ndim < 2 || s->shape[1] == t->shape[1]);
+    if (!shape_ok)
+      return esmt_fail(ESMT_ERR_FORMAT, "%s: tensor '%s' has shape [%lld%s%lld], the model needs "
+                       "[%lld%s%lld]", path, key, (long long)s->shape[0], s->ndim > 1 ? ", " : "",
+                       s->ndim > 1 ? (long long)s->shape[1] : 0LL, (long long)t->shape[0],
+                       t->ndim > 1 ? ", " : "", t->ndim > 1 ? (long long)t->shape[1] : 0LL);
+    if (s->dtype != ESMT_ST_F32 && s->dtype != ESMT_ST_F16 && s->dtype != ESMT_ST_BF16 &&
+        s->dtype != ESMT_ST_F64)
+      return esmt_fail(ESMT_ERR_FORMAT, "%s: tensor '%s' is not floating point", path, key);
+    float *dst = host + t->offset;
+    esmt_st_to_f32(s, dst);
+    for (uint64_t k = 0; k < t->numel; k++)
+      if (!isfinite(dst[k]))
+        return esmt_fail(ESMT_ERR_NUMERIC, "%s: tensor '%s' holds a non-finite value at index "
+                         "%llu", path, key, (unsigned long long)k);
+  }
+  if (strict_extra) {
+    for (int i = 0; i < f->count; i++) {
+      const char *name = f->tensors[i].name;
+      int idx;
+      if (ignorable(name)) continue;
+      if (strncmp(name, prefix, strlen(prefix)) == 0 &&
+          esmt_model_find_tensor(m, name + strlen(prefix), &idx) == ESMT_OK)
+        continue;
+      return esmt_fail(ESMT_ERR_FORMAT, "%s: unexpected tensor '%s' (not part of this model)",
+                       path, name);
+    }
+  }
+  return ESMT_OK;
+}
+
+esmt_status esmt_weights_load(esmt_model *m, const char *path) {
+  esmt_st_file f;
+  esmt_status st = esmt_st_open(path, &f);
+  if (st) return st;
+  float *host = malloc(m->layout.total * sizeof *host);
+  if (!host) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
+  if (!st) st = esmt_read_flat(m, &f, path, "", host, 1);
+  if (!st) st = esmt_flat_upload(m, host, m->params);
+  if (!st) m->have_forward = 0;
+  free(host);
+  esmt_st_close(&f);
+  return st;
+}

@@ -1,0 +1,75 @@
+/* See fs_util.h. */
+#define _XOPEN_SOURCE 700
+#include "fs_util.h"
+
+#include <errno.h>
+#include <fcntl.h>
+#include <ftw.h>
+#include <stdio.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+esmt_status esmt_write_all(int fd, const void *data, size_t n, const char *path) {
+  const char *p = data;
+  while (n > 0) {
+    ssize_t w = write(fd, p, n);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0)
+      return esmt_fail(ESMT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (w == 0)
+      return esmt_fail(ESMT_ERR_IO, "%s: write made no progress (disk full?)", path);
+    p += w;
+    n -= (size_t)w;
+  }
+  return ESMT_OK;
+}
+
+esmt_status esmt_fsync_dir(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
+  int rc = fsync(fd);
+  int err = errno;
+  close(fd);
+  if (rc != 0 && err != EINVAL) /* some file systems cannot sync directories */
+    return esmt_fail(ESMT_ERR_IO, "%s: fsync of directory failed: %s", dir, strerror(err));
+  return ESMT_OK;
+}
+
+esmt_status esmt_mkdir_p(const char *dir) {
+  char buf[4096];
+  size_t n = strlen(dir);
+  if (n == 0 || n >= sizeof buf)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "mkdir: bad path '%s'", dir);
+  memcpy(buf, dir, n + 1);
+  for (size_t i = 1; i <= n; i++) {
+    if (buf[i] != '/' && buf[i] != '\0') continue;
+    char c = buf[i];
+    buf[i] = '\0';
+    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+      return esmt_fail(ESMT_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+    struct stat sb;
+    if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
+      return esmt_fail(ESMT_ERR_IO, "%s: exists and is not a directory", buf);
+    buf[i] = c;
+  }
+  return ESMT_OK;
+}
+
+static int remove_entry(const char *path, const struct stat *sb, int flag, struct FTW *ftw) {
+  (void)sb; (void)flag; (void)ftw;
+  return remove(path) == 0 || errno == ENOENT ? 0 : -1;
+}
+
+esmt_status esmt_remove_tree(const char *dir) {
+  if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+    return esmt_fail(ESMT_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
+  return ESMT_OK;
+}
+
+void esmt_dirname(const char *path, char *out, size_t cap) {
+  const char *slash = strrchr(path, '/');
+  if (!slash) { snprintf(out, cap, "."); return; }
+  if (slash == path) { snprintf(out, cap, "/"); return; }
+  snprintf(out, cap, "%.*s", (int)(slash - path), path);
+}

@@ -1,0 +1,23 @@
+/* Small file-system helpers for crash-safe writes: write everything or
+ * fail, fsync files and directories, make directories, remove trees. */
+#ifndef ESMTRAIN_FS_UTIL_H
+#define ESMTRAIN_FS_UTIL_H
+
+#include "internal.h"
+
+/* write(2) until done; EINTR retried; a short write is an error (ENOSPC). */
+ESMT_HIDDEN esmt_status esmt_write_all(int fd, const void *data, size_t n, const char *path);
+
+/* fsync a directory so that a rename/creation inside it is durable. */
+ESMT_HIDDEN esmt_status esmt_fsync_dir(const char *dir);
+
+/* mkdir -p with mode 0755. */
+ESMT_HIDDEN esmt_status esmt_mkdir_p(const char *dir);
+
+/* rm -rf of a directory that esmtrain created (no symlink following). */
+ESMT_HIDDEN esmt_status esmt_remove_tree(const char *dir);
+
+/* Directory part of `path` into out ("." when none). */
+ESMT_HIDDEN void esmt_dirname(const char *path, char *out, size_t cap);
+
+#endif
