@@ -58,8 +58,10 @@ typedef struct esmt_activations {
   float *tmp;                /* [N, d] projection outputs before the residual add */
 } esmt_activations;
 
-/* Bytes of the activation arena for B x T (also used by the planner). */
-ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T);
+/* Bytes of the activation arena for B x T with activations of `esize`
+ * bytes, optionally with per-layer recomputation (also the planner's). */
+ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
+                                           int recompute);
 
 struct esmt_model {
   esmt_context *ctx;

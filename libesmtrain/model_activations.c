@@ -18,11 +18,16 @@ static void *take(carver *c, uint64_t bytes) {
 }
 
 #define F32(n) ((float *)take(c, (uint64_t)(n) * sizeof(float)))
+/* Activations proper are in the compute dtype (esize bytes each); norms'
+ * statistics, softmax log-sum-exps, logits and scalars stay fp32. */
+#define ACT(n) ((float *)take(c, (uint64_t)(n) * esize))
 
 /* Carve for B x T rows; per-layer pointer arrays go into `tables`
- * (13 arrays of L + 1 entries) when non-NULL. */
-static void carve(carver *c, const esmt_model_config *cfg, int B, int T, esmt_activations *a,
-                  float **tables) {
+ * (13 arrays of L + 1 entries) when non-NULL. With `recompute`, only the
+ * residual stream is kept per layer and every other per-layer tensor
+ * aliases one shared set that backward refills layer by layer. */
+static void carve(carver *c, const esmt_model_config *cfg, int B, int T, uint64_t esize,
+                  int recompute, esmt_activations *a, float **tables) {
   const uint64_t N = (uint64_t)B * (uint64_t)T, d = (uint64_t)cfg->hidden_size;
   const uint64_t H = (uint64_t)cfg->num_heads, V = (uint64_t)cfg->vocab_size;
   const uint64_t F = cfg->ffn_size ? (uint64_t)cfg->ffn_size : 4 * d;
@@ -40,12 +45,16 @@ static void carve(carver *c, const esmt_model_config *cfg, int B, int T, esmt_ac
   a->seq_len = (int32_t *)take(c, (uint64_t)B * sizeof(int32_t));
   a->row_scale = F32(B);
   a->loss_sum = F32(1);
+  float *p[12] = {0};
   for (int l = 0; l <= L; l++) {
-    float *res = F32(N * d);
+    float *res = ACT(N * d);
     if (tables) a->res[l] = res;
     if (l == L) break;
-    float *p[] = {F32(N * d), F32(N), F32(N), F32(N * 3 * d), F32(N * d), F32(H * N),
-                  F32(N * d), F32(N), F32(N), F32(N * F),     F32(N * F), F32(N * d)};
+    if (!recompute || l == 0) {
+      float *q[] = {ACT(N * d), F32(N), F32(N), ACT(N * 3 * d), ACT(N * d), F32(H * N),
+                    ACT(N * d), F32(N), F32(N), ACT(N * F),     ACT(N * F), ACT(N * d)};
+      memcpy(p, q, sizeof p);
+    }
     if (tables) {
       a->ln1[l] = p[0]; a->ln1_mean[l] = p[1]; a->ln1_rstd[l] = p[2];
       a->qkv[l] = p[3]; a->attn[l] = p[4]; a->lse[l] = p[5];
@@ -53,20 +62,21 @@ static void carve(carver *c, const esmt_model_config *cfg, int B, int T, esmt_ac
       a->fc1_pre[l] = p[9]; a->fc1_out[l] = p[10]; a->res_mid[l] = p[11];
     }
   }
-  a->lnf = F32(N * d); a->lnf_mean = F32(N); a->lnf_rstd = F32(N);
-  a->head_pre = F32(N * d); a->head_act = F32(N * d);
-  a->head_ln = F32(N * d); a->head_mean = F32(N); a->head_rstd = F32(N);
+  a->lnf = ACT(N * d); a->lnf_mean = F32(N); a->lnf_rstd = F32(N);
+  a->head_pre = ACT(N * d); a->head_act = ACT(N * d);
+  a->head_ln = ACT(N * d); a->head_mean = F32(N); a->head_rstd = F32(N);
   a->logits = F32(N * V);
   a->dlogits = F32(N * V);
-  a->d_wide = F32(N * (F > 3 * d ? F : 3 * d));
-  a->d_narrow = F32(N * d);
-  a->d_resid = F32(N * d);
-  a->tmp = F32(N * d);
+  a->d_wide = ACT(N * (F > 3 * d ? F : 3 * d));
+  a->d_narrow = ACT(N * d);
+  a->d_resid = ACT(N * d);
+  a->tmp = ACT(N * d);
 }
 
-uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T) {
+uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
+                               int recompute) {
   carver c = {NULL, 0};
-  carve(&c, cfg, B, T, NULL, NULL);
+  carve(&c, cfg, B, T, (uint64_t)esize, recompute, NULL, NULL);
   return c.off;
 }
 
@@ -74,7 +84,7 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   if (m->arena && B <= m->act_B && T <= m->act_T) return ESMT_OK;
   /* Grow to cover both the old and the new shape. */
   int nB = B > m->act_B ? B : m->act_B, nT = T > m->act_T ? T : m->act_T;
-  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT);
+  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT, (int)sizeof(float), 0);
   if (m->arena) {
     m->ops->stream_sync(m->dev, m->stream);
     m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->arena);
@@ -99,7 +109,7 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   }
   m->host_seq_len = seq;
   carver c = {arena, 0};
-  carve(&c, &m->cfg, nB, nT, &m->act, m->act_ptr_tables);
+  carve(&c, &m->cfg, nB, nT, sizeof(float), 0, &m->act, m->act_ptr_tables);
   m->arena = arena;
   m->arena_bytes = bytes;
   m->act_B = nB;

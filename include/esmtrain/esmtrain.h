@@ -393,6 +393,68 @@ ESMT_API esmt_status esmt_model_adamw_step(esmt_model *model, const esmt_adamw_c
 ESMT_API esmt_status esmt_model_grad_norm(esmt_model *model, double *norm);
 
 /* ------------------------------------------------------------------------ */
+/* Memory planner                                                            */
+/* ------------------------------------------------------------------------ */
+
+typedef enum esmt_precision {
+  ESMT_PRECISION_FP32 = 0,
+  ESMT_PRECISION_FP16 = 1,   /* fp16 compute copies, fp32 master weights */
+  ESMT_PRECISION_BF16 = 2
+} esmt_precision;
+
+/* Device memory by tensor class. */
+typedef enum esmt_mem_class {
+  ESMT_MEM_COMPUTE_WEIGHTS = 0, /* fp16/bf16 copies the kernels read */
+  ESMT_MEM_MASTER_WEIGHTS = 1,  /* fp32 */
+  ESMT_MEM_GRADIENTS = 2,
+  ESMT_MEM_MOMENTS = 3,         /* AdamW m and v */
+  ESMT_MEM_ACTIVATIONS = 4,     /* kept for backward, plus backward scratch */
+  ESMT_MEM_WORKSPACE = 5,       /* GEMM workspace, reductions, tables */
+  ESMT_MEM_RUNTIME = 6,         /* the runtime's own use (CUDA context) */
+  ESMT_MEM_CLASS_COUNT = 7
+} esmt_mem_class;
+
+typedef struct esmt_plan_request {
+  uint32_t struct_size;
+  esmt_model_config model;
+  int micro_batch;              /* rows; 0 = the largest that fits (at most 256) */
+  int seq_len;                  /* tokens per row, cls/eos included */
+  esmt_precision precision;
+  uint64_t device_budget;       /* bytes the job may use; 0 = unlimited */
+  int offload_optimizer;        /* -1 auto, 0 off, 1 on */
+  int recompute;                /* -1 auto, 0 off, 1 on */
+  uint64_t runtime_overhead;    /* bytes the runtime takes besides allocations */
+} esmt_plan_request;
+
+#define ESMT_PLAN_REQUEST_INIT \
+  { sizeof(esmt_plan_request), ESMT_MODEL_CONFIG_INIT, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0 }
+
+typedef struct esmt_plan {
+  uint32_t struct_size;
+  int fits;                     /* 1 when the plan fits the budget */
+  int micro_batch;
+  int offload_optimizer;        /* master weights, moments, fp32 grads on the host */
+  int recompute;                /* per-layer activation recomputation */
+  uint64_t device[ESMT_MEM_CLASS_COUNT];
+  uint64_t device_total;
+  uint64_t host_pinned;         /* page-locked host memory the plan needs */
+  uint64_t parameters;
+  char advice[512];             /* why it does not fit / what was chosen */
+} esmt_plan;
+
+#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0} }
+
+/* Plan device memory for training: the exact bytes per class for the
+ * requested policy, or, for "auto" fields, the cheapest policy (none, then
+ * recompute, then optimizer offload, then both) and micro-batch that fit.
+ * When nothing fits returns ESMT_ERR_OUT_OF_MEMORY with advice in the
+ * message and in plan->advice (plan filled with the smallest attempt). */
+ESMT_API esmt_status esmt_plan_memory(const esmt_plan_request *request, esmt_plan *plan);
+
+/* Name of a memory class ("activations"). */
+ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
+
+/* ------------------------------------------------------------------------ */
 /* Learning-rate schedules                                                   */
 /* ------------------------------------------------------------------------ */
 

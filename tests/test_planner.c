@@ -1,0 +1,132 @@
+/* Memory planner: exact class sizes, agreement with the real activation
+ * arena, policy choice and micro-batch search, and planned OOM. */
+#include "test_util.h"
+
+#include <string.h>
+
+#include "model.h"
+
+#define GIB (1024ull * 1024ull * 1024ull)
+
+static esmt_plan_request req_for(const char *preset, int B, int T, esmt_precision p, uint64_t budget) {
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  assert_int_equal(esmt_model_config_preset(preset, &r.model), ESMT_OK);
+  r.micro_batch = B;
+  r.seq_len = T;
+  r.precision = p;
+  r.device_budget = budget;
+  return r;
+}
+
+static void test_650m_on_8gb(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t33_650M", 6, 512, ESMT_PRECISION_FP16, 8 * GIB);
+  r.runtime_overhead = 512ull << 20;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_true(p.fits);
+  assert_true(p.offload_optimizer); /* 16 bytes/param alone exceed 8 GiB */
+  assert_int_equal(p.micro_batch, 6);
+  assert_true(p.device_total <= 8 * GIB);
+  assert_int_equal(p.device[ESMT_MEM_MASTER_WEIGHTS], 0);
+  assert_int_equal(p.device[ESMT_MEM_MOMENTS], 0);
+  assert_int_equal(p.device[ESMT_MEM_COMPUTE_WEIGHTS], p.parameters * 2);
+  assert_int_equal(p.host_pinned, p.parameters * 16);
+  uint64_t sum = 0;
+  for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) sum += p.device[i];
+  assert_int_equal(sum, p.device_total);
+  print_message("650M fp16 6x512 in 8 GiB: %.2f GiB, offload %d, recompute %d\n",
+                (double)p.device_total / GIB, p.offload_optimizer, p.recompute);
+  /* Forbidding offload makes it a planned out-of-memory with advice. */
+  r.offload_optimizer = 0;
+  r.recompute = 0;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_OUT_OF_MEMORY);
+  assert_false(p.fits);
+  assert_non_null(strstr(esmt_last_error(), "does not fit"));
+  assert_non_null(strstr(p.advice, "offload"));
+}
+
+static void test_unlimited_budget_is_plain(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t6_8M", 4, 512, ESMT_PRECISION_FP32, 0);
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_false(p.offload_optimizer);
+  assert_false(p.recompute);
+  assert_int_equal(p.device[ESMT_MEM_COMPUTE_WEIGHTS], 0); /* fp32 computes on the master */
+  assert_int_equal(p.device[ESMT_MEM_MASTER_WEIGHTS], p.parameters * 4);
+  assert_int_equal(p.device[ESMT_MEM_GRADIENTS], p.parameters * 4);
+  assert_int_equal(p.device[ESMT_MEM_MOMENTS], p.parameters * 8);
+}
+
+/* The planner's activation bytes are the real arena's. */
+static void test_matches_real_arena(void **state) {
+  (void)state;
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 3; c.hidden_size = 48; c.num_heads = 4; c.max_positions = 64;
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(ctx, &c, 1, &m), ESMT_OK);
+  assert_int_equal(esmt_model_reserve(m, 5, 40), ESMT_OK);
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  r.model = c;
+  r.micro_batch = 5;
+  r.seq_len = 40;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_int_equal(p.device[ESMT_MEM_ACTIVATIONS], m->arena_bytes);
+  uint64_t n = 0;
+  esmt_model_param_count(m, &n);
+  assert_int_equal(p.parameters, n);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
+static void test_recompute_and_auto_batch(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t30_150M", 8, 1024, ESMT_PRECISION_BF16, 0);
+  esmt_plan a = ESMT_PLAN_INIT, b = ESMT_PLAN_INIT;
+  r.recompute = 0;
+  assert_int_equal(esmt_plan_memory(&r, &a), ESMT_OK);
+  r.recompute = 1;
+  assert_int_equal(esmt_plan_memory(&r, &b), ESMT_OK);
+  assert_true(b.device[ESMT_MEM_ACTIVATIONS] * 5 < a.device[ESMT_MEM_ACTIVATIONS]);
+  /* Auto micro-batch: the answer fits and one more row would not. */
+  r = req_for("esm2_t30_150M", 0, 1024, ESMT_PRECISION_BF16, 6 * GIB);
+  r.offload_optimizer = 0;
+  r.recompute = 0;
+  assert_int_equal(esmt_plan_memory(&r, &a), ESMT_OK);
+  assert_true(a.micro_batch >= 1);
+  assert_true(a.device_total <= 6 * GIB);
+  r.micro_batch = a.micro_batch + 1;
+  assert_int_equal(esmt_plan_memory(&r, &b), ESMT_ERR_OUT_OF_MEMORY);
+  assert_true(b.device_total > 6 * GIB);
+}
+
+static void test_misuse(void **state) {
+  (void)state;
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  esmt_plan p = ESMT_PLAN_INIT;
+  r.seq_len = 5000;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
+  r.seq_len = 512;
+  r.model.num_heads = 7;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_CONFIG);
+  assert_int_equal(esmt_plan_memory(NULL, &p), ESMT_ERR_INVALID_ARGUMENT);
+  assert_string_equal(esmt_mem_class_name(ESMT_MEM_ACTIVATIONS), "activations");
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_650m_on_8gb),
+      cmocka_unit_test(test_unlimited_budget_is_plain),
+      cmocka_unit_test(test_matches_real_arena),
+      cmocka_unit_test(test_recompute_and_auto_batch),
+      cmocka_unit_test(test_misuse),
+  };
+  return cmocka_run_group_tests(tests, NULL, NULL);
+}
