@@ -11,6 +11,7 @@ static const struct {
 } k_commands[] = {
     {"probe", cmd_probe, "list backends, devices and CPU features; exit 0 if one is usable"},
     {"plan", cmd_plan, "device memory per tensor class; the policy and micro-batch that fit"},
+    {"bench-adamw", cmd_bench_adamw, "time the AdamW update against memcpy bandwidth"},
     {"bench", cmd_bench, "time training steps on synthetic batches: tokens/s, MFU, memory"},
 };
 #define N_COMMANDS (sizeof k_commands / sizeof k_commands[0])

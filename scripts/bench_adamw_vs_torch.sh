@@ -1,0 +1,20 @@
+#!/usr/bin/env bash
+# Host AdamW: esmtrain beside torch.optim.AdamW(foreach=True) over the same
+# parameter count and threads, plus the memcpy bandwidth measured in the
+# same run. Usage: bench_adamw_vs_torch.sh [THREADS]
+set -euo pipefail
+cd "$(dirname "$0")/.."
+threads=${1:-2}
+bash scripts/setup_deps.sh
+bash scripts/setup_reference_env.sh
+cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build build -j"$(nproc)" >/dev/null
+ours=$(./build/bin/esmtrain-example bench-adamw --threads "$threads" | tee /dev/stderr | grep '^ESMT_ADAMW_RESULT')
+field() { sed -n "s/.*$2=\([^ ]*\).*/\1/p" <<<"$1"; }
+n=$(field "$ours" params)
+theirs=$(/usr/bin/python3 tests/reference/bench_adamw_torch.py --params "$n" --threads "$threads" \
+         | tee /dev/stderr | grep '^TORCH_ADAMW_RESULT')
+awk -v a="$(field "$ours" step_ms)" -v b="$(field "$theirs" step_ms)" -v g="$(field "$ours" gbs)" \
+    -v bw="$(field "$ours" memcpy_gbs)" 'BEGIN {
+  printf "\nesmtrain %.1f ms, torch %.1f ms: %.2fx faster; %.1f GB/s = %.0f%% of memcpy (%.1f GB/s)\n",
+         a, b, b / a, g, 100 * g / bw, bw }'
