@@ -1,0 +1,78 @@
+/* See trainer_update.h. */
+#define _POSIX_C_SOURCE 200809L
+#include "trainer_update.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+#include <time.h>
+
+static double now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+void esmt_micro_batch_count(esmt_micro_batch *mb) {
+  uint64_t sel = 0, real = 0, n = (uint64_t)mb->B * (uint64_t)mb->T;
+  for (uint64_t i = 0; i < n; i++) {
+    real += mb->tokens[i] != ESMT_TOKEN_PAD;
+    sel += mb->labels && mb->labels[i] != ESMT_LABEL_IGNORE;
+  }
+  mb->selected = sel;
+  mb->real_tokens = real;
+}
+
+esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
+                            const esmt_update_params *p, int64_t step, int64_t adam_step,
+                            esmt_update_result *r) {
+  memset(r, 0, sizeof *r);
+  uint64_t selected = 0;
+  for (int i = 0; i < n; i++) {
+    selected += mbs[i].selected;
+    r->real_tokens += mbs[i].real_tokens;
+  }
+  r->selected = selected;
+  esmt_status st = esmt_model_zero_grad(m);
+  if (st) return st;
+  double loss_sum = 0;
+  for (int i = 0; i < n; i++) {
+    esmt_batch b = ESMT_BATCH_INIT;
+    b.batch = mbs[i].B;
+    b.seq_len = mbs[i].T;
+    b.tokens = mbs[i].tokens;
+    b.labels = mbs[i].labels;
+    /* The whole update's count: k micro-batches equal one big batch. */
+    b.loss_normalizer = selected ? (double)selected : 1.0;
+    esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
+    double t0 = now_s();
+    if ((st = esmt_model_forward(m, &b, &fr, NULL))) return st;
+    double t1 = now_s();
+    if ((st = esmt_model_backward(m))) return st;
+    r->t_forward += t1 - t0;
+    r->t_backward += now_s() - t1;
+    loss_sum += fr.loss_sum;
+  }
+  r->loss = selected ? loss_sum / (double)selected : 0.0;
+  double t2 = now_s();
+  if ((st = esmt_model_grad_norm(m, &r->grad_norm))) return st;
+  if (!isfinite(r->loss) || !isfinite(r->grad_norm)) {
+    snprintf(r->skip_reason, sizeof r->skip_reason, "non-finite %s (loss %g, grad norm %g)",
+             !isfinite(r->loss) ? "loss" : "gradient norm", r->loss, r->grad_norm);
+    if (p->nonfinite == ESMT_NONFINITE_ABORT)
+      return esmt_fail(ESMT_ERR_NUMERIC, "update %lld: %s; stopping (train.nonfinite = abort)",
+                       (long long)step, r->skip_reason);
+    r->skipped = 1;
+    esmt_model_zero_grad(m);
+    r->t_optimizer = now_s() - t2;
+    return ESMT_OK;
+  }
+  if ((st = esmt_schedule_lr(&p->schedule, step, &r->lr))) return st;
+  esmt_adamw_config ac = p->adamw;
+  ac.lr = r->lr;
+  ac.grad_scale = 1.0;
+  if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) ac.grad_scale = p->grad_clip / r->grad_norm;
+  if ((st = esmt_model_adamw_step(m, &ac, adam_step))) return st;
+  r->t_optimizer = now_s() - t2;
+  return ESMT_OK;
+}

@@ -1,0 +1,48 @@
+/* One optimizer update from several micro-batches: the loss is normalised
+ * by the selected-token count of the WHOLE update (not averaged per
+ * micro-batch), non-finite losses/norms are caught before the weights are
+ * touched, the global norm is clipped in fp32, then AdamW with the
+ * scheduled learning rate. */
+#ifndef ESMTRAIN_TRAINER_UPDATE_H
+#define ESMTRAIN_TRAINER_UPDATE_H
+
+#include "model.h"
+
+typedef struct esmt_micro_batch {
+  int B, T;
+  int32_t *tokens, *labels;  /* [B*T] host arrays */
+  uint64_t selected, real_tokens;
+} esmt_micro_batch;
+
+typedef enum esmt_nonfinite_policy { ESMT_NONFINITE_SKIP = 0, ESMT_NONFINITE_ABORT = 1 } esmt_nonfinite_policy;
+
+typedef struct esmt_update_params {
+  esmt_adamw_config adamw;   /* lr is replaced by the schedule's */
+  esmt_schedule schedule;
+  double grad_clip;          /* max global norm; 0 = off */
+  esmt_nonfinite_policy nonfinite;
+} esmt_update_params;
+
+typedef struct esmt_update_result {
+  double loss;               /* summed CE / selected of the update */
+  double grad_norm;          /* before clipping */
+  double lr;
+  uint64_t selected, real_tokens;
+  int skipped;               /* 1 when the update was skipped (non-finite) */
+  char skip_reason[96];
+  double t_forward, t_backward, t_optimizer; /* seconds */
+} esmt_update_result;
+
+/* Count selected and real tokens of a micro-batch on the host. */
+ESMT_HIDDEN void esmt_micro_batch_count(esmt_micro_batch *mb);
+
+/* Run update number `step` (1-based, drives the schedule); `adam_step` is
+ * the 1-based count of updates actually applied (AdamW bias correction).
+ * With the skip policy a non-finite loss or norm leaves the weights and
+ * moments untouched and sets r->skipped; with abort it returns
+ * ESMT_ERR_NUMERIC. Gradients are zeroed on entry. */
+ESMT_HIDDEN esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
+                                        const esmt_update_params *p, int64_t step,
+                                        int64_t adam_step, esmt_update_result *r);
+
+#endif
