@@ -1,0 +1,173 @@
+/* CPU kernels: residual add, GELU backward, bias gradient, scale, sum of
+ * squares and dtype conversion. */
+#include <stdlib.h>
+
+#include "cpu_math.h"
+#include "cpu_ops.h"
+
+esmtb_status cpu_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s) {
+  (void)s;
+  if (!a || (a->n && (!a->a || !a->b || !a->y))) return cpu_fail(1, "cpu add: NULL argument");
+  CPU_REQUIRE_F32(a->dtype, "add");
+  const float *x = a->a, *z = a->b;
+  float *y = a->y;
+  const long n = (long)a->n;
+#pragma omp parallel for simd num_threads(dev->num_threads) schedule(static)
+  for (long i = 0; i < n; i++) y[i] = x[i] + z[i];
+  return 0;
+}
+
+esmtb_status cpu_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_args *a,
+                               esmtb_stream *s) {
+  (void)s;
+  if (!a || (a->n && (!a->pre || !a->dout || !a->dpre)))
+    return cpu_fail(1, "cpu gelu_backward: NULL argument");
+  CPU_REQUIRE_F32(a->dtype, "gelu_backward");
+  const float *pre = a->pre, *dout = a->dout;
+  float *dpre = a->dpre;
+  const long n = (long)a->n;
+#pragma omp parallel for simd num_threads(dev->num_threads) schedule(static)
+  for (long i = 0; i < n; i++) dpre[i] = dout[i] * cpu_gelu_grad(pre[i]);
+  return 0;
+}
+
+/* Columns are split between threads, so each db[j] is summed by one thread
+ * in row order: deterministic for any thread count. */
+esmtb_status cpu_bias_grad(esmtb_device *dev, const esmtb_bias_grad_args *a, esmtb_stream *s) {
+  (void)s;
+  if (!a || !a->dy || !a->db) return cpu_fail(1, "cpu bias_grad: NULL argument");
+  CPU_REQUIRE_F32(a->dtype, "bias_grad");
+  if (a->rows < 0 || a->cols <= 0) return cpu_fail(1, "cpu bias_grad: bad shape");
+  const float *dy = a->dy;
+  float *db = a->db;
+  const int rows = a->rows, cols = a->cols;
+  const int block = 64;
+  const int nblocks = (cols + block - 1) / block;
+#pragma omp parallel for num_threads(dev->num_threads) schedule(static)
+  for (int bi = 0; bi < nblocks; bi++) {
+    int c0 = bi * block, c1 = c0 + block < cols ? c0 + block : cols;
+    float acc[64] = {0};
+    for (int r = 0; r < rows; r++) {
+      const float *row = dy + (size_t)r * cols;
+#pragma omp simd
+      for (int c = c0; c < c1; c++) acc[c - c0] += row[c];
+    }
+    for (int c = c0; c < c1; c++) db[c] += acc[c - c0];
+  }
+  return 0;
+}
+
+esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s) {
+  (void)s;
+  if (!a || (a->n && !a->x)) return cpu_fail(1, "cpu scale: NULL argument");
+  float *x = a->x;
+  const float f = a->factor;
+  const long n = (long)a->n;
+#pragma omp parallel for simd num_threads(dev->num_threads) schedule(static)
+  for (long i = 0; i < n; i++) x[i] *= f;
+  return 0;
+}
+
+esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s) {
+  (void)s;
+  if (!a || !a->out || (a->n && !a->x)) return cpu_fail(1, "cpu sumsq: NULL argument");
+  const int parts = dev->num_threads;
+  double *partial = calloc((size_t)parts, sizeof *partial);
+  if (!partial) return cpu_fail(2, "cpu sumsq: out of memory");
+  const float *x = a->x;
+#pragma omp parallel num_threads(parts)
+  {
+    /* Fixed chunks per part and fixed summation order within a chunk. */
+#pragma omp for schedule(static, 1)
+    for (int t = 0; t < parts; t++) {
+      size_t b, e;
+      cpu_chunk(a->n, parts, t, &b, &e);
+      double acc[8] = {0};
+      size_t i = b;
+      for (; i + 8 <= e; i += 8)
+        for (int k = 0; k < 8; k++) acc[k] += (double)x[i + k] * x[i + k];
+      for (; i < e; i++) acc[0] += (double)x[i] * x[i];
+      partial[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
+    }
+  }
+  double total = 0;
+  for (int t = 0; t < parts; t++) total += partial[t];
+  free(partial);
+  *a->out += (float)total;
+  return 0;
+}
+
+static float half_to_float(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000) << 16, e = (h >> 10) & 31, m = h & 1023, bits;
+  if (e == 0) {
+    float v = (float)m * 5.9604644775390625e-8f; /* subnormal: m * 2^-24 */
+    return sign ? -v : v;
+  }
+  bits = e == 31 ? (sign | 0x7f800000u | (m << 13)) : (sign | ((e + 112) << 23) | (m << 13));
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+/* Round to nearest even; overflow saturates to infinity like a cast. */
+static uint16_t float_to_half(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  uint32_t sign = (x >> 16) & 0x8000;
+  uint32_t absx = x & 0x7fffffffu;
+  if (absx >= 0x7f800000u) return (uint16_t)(sign | 0x7c00 | (absx > 0x7f800000u ? 0x200 : 0));
+  if (absx >= 0x477ff000u) return (uint16_t)(sign | 0x7c00); /* >= 65520 rounds to inf */
+  if (absx < 0x38800000u) { /* subnormal half */
+    float v;
+    memcpy(&v, &absx, 4);
+    return (uint16_t)(sign | (uint32_t)lrintf(v * 16777216.0f));
+  }
+  uint32_t mant = absx & 0x7fffff, exp = (absx >> 23) - 112;
+  uint32_t h = (exp << 10) | (mant >> 13);
+  uint32_t rest = mant & 0x1fff;
+  if (rest > 0x1000 || (rest == 0x1000 && (h & 1))) h++;
+  return (uint16_t)(sign | h);
+}
+
+static float bf16_to_float(uint16_t h) {
+  uint32_t bits = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &bits, 4);
+  return f;
+}
+
+static uint16_t float_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40); /* quiet NaN */
+  x += 0x7fffu + ((x >> 16) & 1); /* round to nearest even */
+  return (uint16_t)(x >> 16);
+}
+
+static float load_as_float(const void *p, esmtb_dtype dt, size_t i) {
+  switch (dt) {
+    case ESMTB_F16: return half_to_float(((const uint16_t *)p)[i]);
+    case ESMTB_BF16: return bf16_to_float(((const uint16_t *)p)[i]);
+    default: return ((const float *)p)[i];
+  }
+}
+
+static void store_float(void *p, esmtb_dtype dt, size_t i, float v) {
+  switch (dt) {
+    case ESMTB_F16: ((uint16_t *)p)[i] = float_to_half(v); break;
+    case ESMTB_BF16: ((uint16_t *)p)[i] = float_to_bf16(v); break;
+    default: ((float *)p)[i] = v; break;
+  }
+}
+
+esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s) {
+  (void)s;
+  if (!a || (a->n && (!a->src || !a->dst))) return cpu_fail(1, "cpu convert: NULL argument");
+  if (a->src_dtype > ESMTB_BF16 || a->dst_dtype > ESMTB_BF16)
+    return cpu_fail(8, "cpu convert: only f32, f16 and bf16 are supported");
+  const long n = (long)a->n;
+#pragma omp parallel for num_threads(dev->num_threads) schedule(static)
+  for (long i = 0; i < n; i++)
+    store_float(a->dst, a->dst_dtype, (size_t)i, load_as_float(a->src, a->src_dtype, (size_t)i));
+  return 0;
+}
