@@ -55,6 +55,7 @@ int cmd_probe(int argc, char **argv) {
            info.available ? "available" : "unavailable", info.score, info.path);
     if (info.description[0]) printf("      %s\n", info.description);
     if (!info.available && info.reason[0]) printf("      reason: %s\n", info.reason);
+    if (info.available && info.note[0]) printf("      %s\n", info.note);
     for (int d = 0; d < info.device_count; d++) {
       char total[32], avail[32];
       const esmt_device_info *dev = &info.devices[d];

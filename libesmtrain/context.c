@@ -155,6 +155,8 @@ esmt_status esmt_context_backend_info(const esmt_context *ctx, int index,
   snprintf(info->path, sizeof info->path, "%s", e->path);
   snprintf(info->description, sizeof info->description, "%s", e->description);
   snprintf(info->reason, sizeof info->reason, "%s", e->reason);
+  if (e->loaded && e->probe.available)
+    snprintf(info->note, sizeof info->note, "%s", e->probe.reason);
   info->loaded = e->loaded;
   info->available = e->loaded && e->probe.available;
   info->score = e->score;

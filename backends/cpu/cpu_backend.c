@@ -9,12 +9,6 @@
 #include <string.h>
 #include <unistd.h>
 
-#include <cblas.h>
-
-/* OpenBLAS's thread control (declared in its cblas.h on Debian, redeclared
- * here so that other CBLAS headers still compile). */
-void openblas_set_num_threads(int num_threads);
-
 const esmtb_host *cpu_host;
 
 esmtb_status cpu_fail(esmtb_status status, const char *fmt, ...) {
@@ -75,20 +69,29 @@ static esmtb_status cpu_probe(const esmtb_job *job, esmtb_probe *out) {
   long pages = sysconf(_SC_PHYS_PAGES), page = sysconf(_SC_PAGE_SIZE);
   d->total_bytes = (pages > 0 && page > 0) ? (uint64_t)pages * (uint64_t)page : 0;
   d->free_bytes = meminfo_kb("MemAvailable") * 1024u;
-  snprintf(out->reason, sizeof out->reason, "fp32 on %ld threads",
-           sysconf(_SC_NPROCESSORS_ONLN));
+  esmtb_status st = cpu_blas_load();
+  if (st) {
+    out->available = 0;
+    out->score = 0;
+    snprintf(out->reason, sizeof out->reason, "OpenBLAS could not be loaded");
+    return 0;
+  }
+  snprintf(out->reason, sizeof out->reason, "fp32 on %ld threads, OpenBLAS %s kernels",
+           sysconf(_SC_NPROCESSORS_ONLN), cpu_blas_core());
   return 0;
 }
 
 static esmtb_status cpu_open(const esmtb_open_options *opts, esmtb_device **out) {
   if (!out) return cpu_fail(1, "cpu open: out is NULL");
   *out = NULL;
+  esmtb_status st = cpu_blas_load();
+  if (st) return st;
   esmtb_device *dev = calloc(1, sizeof *dev);
   if (!dev) return cpu_fail(2, "cpu open: out of memory");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   dev->num_threads = (opts && opts->num_threads > 0) ? opts->num_threads : (int)(cores > 0 ? cores : 1);
   dev->memory_limit = opts ? opts->device_memory_limit : 0;
-  openblas_set_num_threads(dev->num_threads);
+  cpu_blas_set_threads(dev->num_threads);
   *out = dev;
   return 0;
 }

@@ -26,6 +26,18 @@ CPU_HIDDEN esmtb_status cpu_fail(esmtb_status status, const char *fmt, ...)
     if ((dt) != ESMTB_F32) return cpu_fail(8, "cpu backend: %s supports only fp32", op); \
   } while (0)
 
+/* OpenBLAS entry points, resolved by cpu_blas_load() (cpu_blas.c). */
+#include <cblas.h>
+typedef void (*cpu_sgemm_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE,
+                             const enum CBLAS_TRANSPOSE, const blasint, const blasint,
+                             const blasint, const float, const float *, const blasint,
+                             const float *, const blasint, const float, float *, const blasint);
+CPU_HIDDEN extern cpu_sgemm_fn cpu_sgemm;
+CPU_HIDDEN esmtb_status cpu_blas_load(void);
+CPU_HIDDEN void cpu_blas_set_threads(int n);
+/* OpenBLAS's kernel family in use ("SkylakeX"). */
+CPU_HIDDEN const char *cpu_blas_core(void);
+
 CPU_HIDDEN esmtb_status cpu_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_embed_forward(esmtb_device *dev, const esmtb_embed_args *a,
                                           esmtb_stream *s);

@@ -1,6 +1,4 @@
 /* CPU kernels: GEMM through OpenBLAS with bias and GELU epilogues. */
-#include <cblas.h>
-
 #include "cpu_math.h"
 #include "cpu_ops.h"
 
@@ -23,7 +21,7 @@ esmtb_status cpu_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream 
     for (int i = 0; i < m; i++) memcpy(c + (size_t)i * a->ldc, bias, (size_t)n * sizeof(float));
     beta = 1.0f;
   }
-  cblas_sgemm(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans,
+  cpu_sgemm(CblasRowMajor, a->trans_a ? CblasTrans : CblasNoTrans,
               a->trans_b ? CblasTrans : CblasNoTrans, m, n, a->k, a->alpha, a->a, a->lda, a->b,
               a->ldb, beta, c, a->ldc);
   if (a->epilogue == ESMTB_EPI_GELU) {

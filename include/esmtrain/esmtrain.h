@@ -220,6 +220,7 @@ typedef struct esmt_backend_info {
   char reason[256];           /* why unavailable / not loaded; "" otherwise */
   int device_count;
   esmt_device_info devices[ESMT_MAX_DEVICES];
+  char note[256];             /* what the probe says of itself (kernels, threads) */
 } esmt_backend_info;
 
 /* Number of backend files the context examined (loaded or not). */
