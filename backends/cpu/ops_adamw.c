@@ -3,7 +3,11 @@
  * segment. This is also the host optimizer used under GPU offload. */
 #include <math.h>
 
+#include <omp.h>
+
+#include "cpu_math.h"
 #include "cpu_ops.h"
+#include "isa_kernels.h"
 
 esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s) {
   (void)s;
@@ -22,16 +26,14 @@ esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_strea
     const esmtb_segment seg = a->segments[sgi];
     float *p = a->params + seg.offset, *m = a->m + seg.offset, *v = a->v + seg.offset;
     const float *g = a->grads + seg.offset;
-    const float decay = 1.0f - lr * seg.weight_decay;
-    const long n = (long)seg.count;
-#pragma omp parallel for simd num_threads(dev->num_threads) schedule(static)
-    for (long i = 0; i < n; i++) {
-      float gi = g[i] * gs;
-      float mi = b1 * m[i] + (1.0f - b1) * gi;
-      float vi = b2 * v[i] + (1.0f - b2) * gi * gi;
-      m[i] = mi;
-      v[i] = vi;
-      p[i] = p[i] * decay - step_size * mi / (sqrtf(vi) * inv_sqrt_bc2 + eps);
+    const cpu_adamw_consts k = {b1, b2, eps, gs, step_size, inv_sqrt_bc2,
+                                1.0f - lr * seg.weight_decay};
+    const cpu_isa_elementwise *kern = cpu_isa()->elementwise;
+#pragma omp parallel num_threads(dev->num_threads)
+    {
+      size_t b, e;
+      cpu_chunk(seg.count, omp_get_num_threads(), omp_get_thread_num(), &b, &e);
+      kern->adamw(p + b, g + b, m + b, v + b, (long)(e - b), &k);
     }
   }
   return 0;

@@ -2,8 +2,20 @@
  * squares and dtype conversion. */
 #include <stdlib.h>
 
+#include <omp.h>
+#include <string.h>
+
 #include "cpu_math.h"
 #include "cpu_ops.h"
+#include "isa_kernels.h"
+
+/* Run kern over [0, n) in one contiguous chunk per thread. */
+#define CHUNKED(dev, n, body)                                            \
+  _Pragma("omp parallel num_threads((dev)->num_threads)") {              \
+    size_t b_, e_;                                                       \
+    cpu_chunk((size_t)(n), omp_get_num_threads(), omp_get_thread_num(), &b_, &e_); \
+    body;                                                                \
+  }
 
 esmtb_status cpu_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s) {
   (void)s;
@@ -11,9 +23,8 @@ esmtb_status cpu_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s
   CPU_REQUIRE_F32(a->dtype, "add");
   const float *x = a->a, *z = a->b;
   float *y = a->y;
-  const long n = (long)a->n;
-#pragma omp parallel for simd num_threads(dev->num_threads) schedule(static)
-  for (long i = 0; i < n; i++) y[i] = x[i] + z[i];
+  const cpu_isa_elementwise *k = cpu_isa()->elementwise;
+  CHUNKED(dev, a->n, k->add(x + b_, z + b_, y + b_, (long)(e_ - b_)));
   return 0;
 }
 
@@ -25,9 +36,8 @@ esmtb_status cpu_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_args
   CPU_REQUIRE_F32(a->dtype, "gelu_backward");
   const float *pre = a->pre, *dout = a->dout;
   float *dpre = a->dpre;
-  const long n = (long)a->n;
-#pragma omp parallel for simd num_threads(dev->num_threads) schedule(static)
-  for (long i = 0; i < n; i++) dpre[i] = dout[i] * cpu_gelu_grad(pre[i]);
+  const cpu_isa_elementwise *k = cpu_isa()->elementwise;
+  CHUNKED(dev, a->n, k->gelu_backward(pre + b_, dout + b_, dpre + b_, (long)(e_ - b_)));
   return 0;
 }
 

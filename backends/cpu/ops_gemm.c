@@ -1,6 +1,8 @@
 /* CPU kernels: GEMM through OpenBLAS with bias and GELU epilogues. */
-#include "cpu_math.h"
+#include <string.h>
+
 #include "cpu_ops.h"
+#include "isa_kernels.h"
 
 esmtb_status cpu_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s) {
   (void)s;
@@ -29,10 +31,7 @@ esmtb_status cpu_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream 
 #pragma omp parallel for num_threads(dev->num_threads) schedule(static)
     for (int i = 0; i < m; i++) {
       float *row = c + (size_t)i * a->ldc;
-      float *prow = pre ? pre + (size_t)i * a->ldc : NULL;
-      if (prow) memcpy(prow, row, (size_t)n * sizeof(float));
-#pragma omp simd
-      for (int j = 0; j < n; j++) row[j] = cpu_gelu(row[j]);
+      cpu_isa()->elementwise->gelu(row, pre ? pre + (size_t)i * a->ldc : NULL, n);
     }
   }
   return 0;

@@ -19,9 +19,10 @@ esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream 
   int bad_label = -1;
 #pragma omp parallel num_threads(nt)
   {
+    /* Chunk by the threads OpenMP actually gave us (never more than nt). */
     int t = omp_get_thread_num();
     size_t r0, r1;
-    cpu_chunk((size_t)N, nt, t, &r0, &r1);
+    cpu_chunk((size_t)N, omp_get_num_threads(), t, &r0, &r1);
     double acc = 0.0;
     for (size_t r = r0; r < r1; r++) {
       const float *z = logits + r * V;
