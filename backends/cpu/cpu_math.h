@@ -12,7 +12,9 @@
 static inline float cpu_expf(float x) {
   x = x < -87.0f ? -87.0f : x;
   x = x > 88.0f ? 88.0f : x;
-  float n = floorf(x * 1.44269504088896341f + 0.5f);
+  /* Round to nearest with the 1.5 * 2^23 trick: no libm call, so the loop
+   * vectorises on every ISA (floorf is a call without SSE4.1). */
+  float n = (x * 1.44269504088896341f + 12582912.0f) - 12582912.0f;
   /* Cody-Waite split of ln 2 keeps r exact enough. */
   float r = x - n * 0.693359375f + n * 2.12194440e-4f;
   float p = 1.9875691500e-4f;
