@@ -122,9 +122,9 @@ static void softmax_rows(float *S, int lds, int L, float *lse) {
   }
 }
 
-static void forward_head(const esmtb_attention_args *a, int b, int h, head_scratch *s,
-                         float *obuf) {
-  const int hd = a->hd, T = a->T, D = a->H * hd, L = a->seq_len[b];
+INLINE void forward_head_impl(const esmtb_attention_args *a, int b, int h, head_scratch *s,
+                              float *obuf, const int hd) {
+  const int T = a->T, D = a->H * hd, L = a->seq_len[b];
   const int lds = T + JB;
   gather_head(a, b, h, L, s, 0);
   float *out = a->out, *lse = a->lse + ((size_t)b * a->H + h) * T;
@@ -146,8 +146,9 @@ static void forward_head(const esmtb_attention_args *a, int b, int h, head_scrat
   }
 }
 
-static void backward_head(const esmtb_attention_args *a, int b, int h, head_scratch *s) {
-  const int hd = a->hd, T = a->T, D = a->H * hd, L = a->seq_len[b], half = hd / 2;
+INLINE void backward_head_impl(const esmtb_attention_args *a, int b, int h, head_scratch *s,
+                               const int hd) {
+  const int T = a->T, D = a->H * hd, L = a->seq_len[b], half = hd / 2;
   const int lds = T + JB;
   gather_head(a, b, h, L, s, 1);
   const float *lse = a->lse + ((size_t)b * a->H + h) * T;
@@ -202,5 +203,30 @@ static void backward_head(const esmtb_attention_args *a, int b, int h, head_scra
   }
 }
 
+
+/* The ESM-2 head sizes get their own copies with hd a constant, so that the
+ * inner loops unroll and the accumulators stay in registers. */
+static void forward_head(const esmtb_attention_args *a, int b, int h, head_scratch *s,
+                         float *obuf) {
+  switch (a->hd) {
+    case 16: forward_head_impl(a, b, h, s, obuf, 16); break;
+    case 24: forward_head_impl(a, b, h, s, obuf, 24); break;
+    case 32: forward_head_impl(a, b, h, s, obuf, 32); break;
+    case 64: forward_head_impl(a, b, h, s, obuf, 64); break;
+    case 128: forward_head_impl(a, b, h, s, obuf, 128); break;
+    default: forward_head_impl(a, b, h, s, obuf, a->hd); break;
+  }
+}
+
+static void backward_head(const esmtb_attention_args *a, int b, int h, head_scratch *s) {
+  switch (a->hd) {
+    case 16: backward_head_impl(a, b, h, s, 16); break;
+    case 24: backward_head_impl(a, b, h, s, 24); break;
+    case 32: backward_head_impl(a, b, h, s, 32); break;
+    case 64: backward_head_impl(a, b, h, s, 64); break;
+    case 128: backward_head_impl(a, b, h, s, 128); break;
+    default: backward_head_impl(a, b, h, s, a->hd); break;
+  }
+}
 
 const cpu_isa_attention ISA_SYMBOL(cpu_isa_attention) = {forward_head, backward_head};
