@@ -102,7 +102,7 @@ int cmd_bench(int argc, char **argv) {
   o.backend = backend;
   o.num_threads = threads;
   o.log = cli_log_stderr;
-  o.log_level = ESMT_LOG_WARN;
+  o.log_level = ESMT_LOG_INFO; /* includes the per-op profile when $ESMT_PROFILE=1 */
   esmt_context *ctx = NULL;
   esmt_model *m = NULL;
   if ((st = esmt_context_create(&o, &ctx))) { cli_error("bench", st); return 1; }

@@ -63,6 +63,15 @@ typedef struct esmt_activations {
 ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
                                            int recompute);
 
+/* Per-op wall time when $ESMT_PROFILE is set (logged at model destroy). */
+#define ESMT_PROFILE_SLOTS 24
+typedef struct esmt_op_profile {
+  int enabled;
+  const char *name[ESMT_PROFILE_SLOTS];
+  double seconds[ESMT_PROFILE_SLOTS];
+  uint64_t calls[ESMT_PROFILE_SLOTS];
+} esmt_op_profile;
+
 struct esmt_model {
   esmt_context *ctx;
   const esmtb_ops *ops;
@@ -88,6 +97,7 @@ struct esmt_model {
   uint64_t selected;
   double normalizer;
   int32_t *host_seq_len;     /* [act_B] */
+  esmt_op_profile profile;
 };
 
 /* Make the activation arena fit B x T (reallocates when it is too small). */
@@ -100,14 +110,20 @@ ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);
 /* HF-style seeded initialisation of the parameter buffer. */
 ESMT_HIDDEN esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed);
 
+ESMT_HIDDEN double esmt_profile_begin(esmt_model *m);
+ESMT_HIDDEN void esmt_profile_end(esmt_model *m, const char *op, double t0);
+ESMT_HIDDEN void esmt_profile_report(esmt_model *m);
+
 /* Call a backend op and turn a failure into "<where>: <op>: <message>". */
 #define ESMT_OP(m, op, args, where)                                                 \
   do {                                                                              \
     if (!(m)->ops->op)                                                              \
       return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s does not implement %s", \
                        where, (m)->ops->name, #op);                                 \
+    double op_t0_ = esmt_profile_begin(m);                                          \
     esmtb_status op_st_ = (m)->ops->op((m)->dev, &(args), (m)->stream);             \
     if (op_st_) return esmt_fail_prefix((esmt_status)op_st_, "%s: %s: ", where, #op);\
+    esmt_profile_end(m, #op, op_t0_);                                               \
   } while (0)
 
 #endif

@@ -69,6 +69,8 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
   m->hd = m->d / m->H;
   m->F = m->cfg.ffn_size;
   m->V = cfg->vocab_size;
+  const char *prof = getenv("ESMT_PROFILE");
+  m->profile.enabled = prof && *prof && strcmp(prof, "0") != 0;
 
   esmtb_open_options oo = {sizeof oo, 0, ctx->num_threads, 0};
   esmtb_status bs = m->ops->open ? m->ops->open(&oo, &m->dev) : ESMT_ERR_UNSUPPORTED;
@@ -106,6 +108,7 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
 
 void esmt_model_destroy(esmt_model *m) {
   if (!m) return;
+  esmt_profile_report(m);
   if (m->dev) {
     if (m->stream || m->ops->stream_sync) m->ops->stream_sync(m->dev, m->stream);
     void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->scalar,

@@ -103,22 +103,22 @@ static void gather_head(const esmtb_attention_args *a, int b, int h, int L, head
   memset(s->Q + (size_t)L * hd, 0, (size_t)RB * hd * sizeof(float));
 }
 
-/* Softmax of RB score rows in place (length L); returns log-sum-exps. */
-static void softmax_rows(float *S, int lds, int L, float *lse) {
+/* exp(S - rowmax) for RB score rows in place (length L): unnormalised
+ * probabilities. Returns each row's log-sum-exp and 1 / sum. */
+static void softmax_rows(float *S, int lds, int L, float *lse, float *inv_sum) {
   for (int r = 0; r < RB; r++) {
     float *s = S + (size_t)r * lds;
     float mx = s[0];
-    for (int j = 1; j < L; j++) mx = s[j] > mx ? s[j] : mx;
+#pragma omp simd reduction(max : mx)
+    for (int j = 0; j < L; j++) mx = s[j] > mx ? s[j] : mx;
     float sum = 0.0f;
 #pragma omp simd reduction(+ : sum)
     for (int j = 0; j < L; j++) {
       s[j] = cpu_expf(s[j] - mx);
       sum += s[j];
     }
-    const float inv = 1.0f / sum;
-#pragma omp simd
-    for (int j = 0; j < L; j++) s[j] *= inv;
     lse[r] = mx + logf(sum);
+    inv_sum[r] = 1.0f / sum;
   }
 }
 
@@ -129,14 +129,16 @@ INLINE void forward_head_impl(const esmtb_attention_args *a, int b, int h, head_
   gather_head(a, b, h, L, s, 0);
   float *out = a->out, *lse = a->lse + ((size_t)b * a->H + h) * T;
   for (int i0 = 0; i0 < L; i0 += RB) {
-    float l4[RB];
+    float l4[RB], inv[RB];
     rows_times_t(s->Q + (size_t)i0 * hd, hd, s->Kt, T, L, s->S, lds);
-    softmax_rows(s->S, lds, L, l4);
+    softmax_rows(s->S, lds, L, l4, inv);
     probs_times(s->S, lds, s->V, hd, L, obuf);
     const int rb = L - i0 < RB ? L - i0 : RB;
     for (int r = 0; r < rb; r++) {
-      memcpy(out + ((size_t)b * T + i0 + r) * D + h * hd, obuf + (size_t)r * hd,
-             (size_t)hd * sizeof(float));
+      float *o = out + ((size_t)b * T + i0 + r) * D + h * hd;
+      const float *src = obuf + (size_t)r * hd;
+#pragma omp simd
+      for (int c = 0; c < hd; c++) o[c] = src[c] * inv[r]; /* normalise here, not per key */
       lse[i0 + r] = l4[r];
     }
   }
