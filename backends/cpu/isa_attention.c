@@ -54,10 +54,14 @@ INLINE void probs_times(const float *P, int lds, const float *X, int hd, int L, 
 INLINE void rank_update(const float *P, int lds, const float *X, int hd, int L, float *Y) {
   for (int j = 0; j < L; j++) {
     float *y = Y + (size_t)j * hd;
-    const float p0 = P[j], p1 = P[lds + j], p2 = P[2 * (size_t)lds + j], p3 = P[3 * (size_t)lds + j];
+    float p[RB];
+    for (int r = 0; r < RB; r++) p[r] = P[(size_t)r * lds + j];
 #pragma omp simd
-    for (int c = 0; c < hd; c++)
-      y[c] += p0 * X[c] + p1 * X[hd + c] + p2 * X[2 * hd + c] + p3 * X[3 * hd + c];
+    for (int c = 0; c < hd; c++) {
+      float acc = y[c];
+      for (int r = 0; r < RB; r++) acc += p[r] * X[r * hd + c];
+      y[c] = acc;
+    }
   }
 }
 
