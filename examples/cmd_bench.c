@@ -55,15 +55,6 @@ static void synth_batch(int32_t *tok, int32_t *lab, int B, int T, uint64_t *s) {
     }
 }
 
-/* Model FLOPs of one training step (forward + backward = 3x forward) on B
- * full rows of T tokens: every matmul weight, plus QK^T and PV. */
-static double step_flops(const esmt_model_config *c, int B, int T) {
-  double d = c->hidden_size, F = c->ffn_size ? c->ffn_size : 4 * d, L = c->num_layers;
-  double matmul_params = L * (4 * d * d + 2 * d * F) + d * d + d * c->vocab_size;
-  double fwd = 2.0 * matmul_params * B * T + 4.0 * L * d * (double)T * T * B;
-  return 3.0 * fwd;
-}
-
 static void usage(void) {
   printf("usage: esmtrain-example bench [--model NAME] [--batch B] [--seq T] [--steps N]\n"
          "                              [--warmup N] [--threads N] [--backend NAME]\n"
@@ -143,7 +134,9 @@ int cmd_bench(int argc, char **argv) {
   if ((st = esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling_after))) goto fail;
   if (ceiling_after > ceiling) ceiling = ceiling_after;
   double tps = (double)tokens / t_all;
-  double achieved = step_flops(&cfg, B, T) * steps / t_all / 1e9;
+  double flops = 0;
+  esmt_model_train_flops(&cfg, B, T, &flops);
+  double achieved = flops * steps / t_all / 1e9;
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
   printf("tokens/s %.0f | step %.1f ms = forward %.1f + backward %.1f + optimizer %.1f ms\n",

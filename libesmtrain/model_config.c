@@ -80,3 +80,18 @@ esmt_status esmt_model_config_param_count(const esmt_model_config *cfg, uint64_t
   *count = V * d + (uint64_t)cfg->num_layers * layer + 2 * d + d * d + d + 2 * d + V;
   return ESMT_OK;
 }
+
+esmt_status esmt_model_train_flops(const esmt_model_config *cfg, int batch, int seq_len,
+                                   double *flops) {
+  const char *fn = "esmt_model_train_flops";
+  ESMT_CHECK_ARG(cfg && flops, fn, "cfg and flops must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size, sizeof *cfg);
+  if (st) return st;
+  if (batch < 0 || seq_len < 0)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: negative batch or seq_len", fn);
+  double d = cfg->hidden_size, F = cfg->ffn_size ? cfg->ffn_size : 4 * d, L = cfg->num_layers;
+  double matmul = L * (4 * d * d + 2 * d * F) + d * d + d * cfg->vocab_size;
+  double B = batch, T = seq_len;
+  *flops = 6.0 * matmul * B * T + 12.0 * L * d * T * T * B;
+  return ESMT_OK;
+}

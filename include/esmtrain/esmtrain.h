@@ -384,6 +384,13 @@ typedef struct esmt_adamw_config {
 
 #define ESMT_ADAMW_CONFIG_INIT { sizeof(esmt_adamw_config), 4e-4, 0.9, 0.98, 1e-8, 0.01, 1, 1.0 }
 
+/* Model FLOPs of one training step (forward + backward) on `batch` rows of
+ * `seq_len` tokens: 6 x matmul weights x tokens + 12 x L x d x T^2 x B for
+ * attention (the usual MFU convention; token dropout, norms and softmax
+ * not counted). */
+ESMT_API esmt_status esmt_model_train_flops(const esmt_model_config *cfg, int batch, int seq_len,
+                                            double *flops);
+
 /* One AdamW update from the gradient buffer; `step` is 1-based (bias
  * correction). Does not clear the gradients. */
 ESMT_API esmt_status esmt_model_adamw_step(esmt_model *model, const esmt_adamw_config *cfg,
@@ -485,6 +492,120 @@ typedef struct esmt_schedule {
 
 /* Learning rate of update `step` (1-based). */
 ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t step, double *lr);
+
+/* ------------------------------------------------------------------------ */
+/* Trainer                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Where micro-batches come from: esmtrain's shard loader, or anything an
+ * application provides. Every callback returns an esmt_status. */
+typedef struct esmt_batch_source {
+  uint32_t struct_size;
+  void *user;
+  /* Fill *batch with the next micro-batch (tokens/labels stay valid until
+   * the next call). ESMT_ERR_STATE means the source is exhausted. */
+  esmt_status (*next)(void *user, esmt_batch *batch);
+  /* Rewind to the beginning (evaluation sources: same batches each time). */
+  esmt_status (*reset)(void *user);
+  /* Position as a JSON value written into buf (for checkpoints), and back. */
+  esmt_status (*save_cursor)(void *user, char *buf, size_t cap);
+  esmt_status (*restore_cursor)(void *user, const char *json);
+} esmt_batch_source;
+
+typedef struct esmt_train_metrics {
+  uint32_t struct_size;
+  int64_t step;               /* updates done (applied or skipped) */
+  double loss;                /* masked-LM loss of the last update */
+  double lr, grad_norm;
+  uint64_t tokens;            /* real (non-pad) tokens trained on so far */
+  double tokens_per_s;        /* over the last update */
+  double mfu;                 /* against options.gemm_ceiling_gflops; 0 if unknown */
+  double step_ms, forward_ms, backward_ms, optimizer_ms, data_ms, overhead_ms;
+  double elapsed_s, eta_s;
+  int64_t skipped;            /* updates skipped for non-finite loss/gradients */
+} esmt_train_metrics;
+
+typedef struct esmt_eval_metrics {
+  uint32_t struct_size;
+  int64_t step;
+  double loss;                /* mean CE over the selected positions */
+  double perplexity;          /* exp(loss) */
+  double accuracy;            /* argmax == label at selected positions */
+  double unigram_perplexity;  /* an amino-acid frequency model on the same positions */
+  uint64_t selected;
+} esmt_eval_metrics;
+
+/* Called after each logged update (eval == NULL) and each evaluation. */
+typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
+                                const esmt_eval_metrics *eval);
+
+typedef struct esmt_trainer_options {
+  uint32_t struct_size;
+  const char *run_dir;        /* checkpoints/ and state live here; NULL = no saving */
+  int64_t max_steps;          /* updates; 0 = until the source ends or a stop */
+  uint64_t tokens_per_update; /* accumulate micro-batches to this many tokens; 0 = one */
+  esmt_adamw_config adamw;
+  esmt_schedule schedule;     /* total_steps defaults to max_steps when 0 */
+  double grad_clip;           /* global-norm clip; 0 = off */
+  int nonfinite_abort;        /* 0: skip the update and count it; 1: stop with an error */
+  int log_every;              /* metrics callback every N updates (0 = never) */
+  int eval_every;             /* evaluate every N updates (0 = never) */
+  int eval_batches;           /* batches per evaluation (0 = the whole source) */
+  int save_every;             /* checkpoint every N updates (0 = only at the end) */
+  int keep_last;              /* checkpoints kept (0 = all); the best is always kept */
+  double max_time_s;          /* stop (and save) after this long; 0 = no limit */
+  double gemm_ceiling_gflops; /* for MFU in the metrics; 0 = not reported */
+  const char *config_text;    /* recorded in checkpoints (e.g. the resolved YAML) */
+  esmt_metrics_fn metrics;
+  void *metrics_user;
+  esmt_progress_fn progress;  /* "train" stage; non-zero return stops cleanly */
+  void *progress_user;
+} esmt_trainer_options;
+
+#define ESMT_TRAINER_OPTIONS_INIT                                                     \
+  { sizeof(esmt_trainer_options), NULL, 0, 0, ESMT_ADAMW_CONFIG_INIT, ESMT_SCHEDULE_INIT, \
+    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL }
+
+typedef struct esmt_trainer esmt_trainer;
+
+/* A trainer drives `model` (which must outlive it) from `train` batches. */
+ESMT_API esmt_status esmt_trainer_create(esmt_model *model, const esmt_trainer_options *opts,
+                                         const esmt_batch_source *train, esmt_trainer **out);
+ESMT_API void esmt_trainer_destroy(esmt_trainer *trainer);
+
+/* Batches for evaluation (reset before every evaluation). */
+ESMT_API esmt_status esmt_trainer_set_eval_source(esmt_trainer *trainer,
+                                                  const esmt_batch_source *eval);
+
+/* One update (accumulating micro-batches to tokens_per_update). */
+ESMT_API esmt_status esmt_trainer_step(esmt_trainer *trainer, esmt_train_metrics *metrics);
+
+/* Evaluate on the eval source (fixed masking: the source's business). */
+ESMT_API esmt_status esmt_trainer_evaluate(esmt_trainer *trainer, esmt_eval_metrics *metrics);
+
+/* Train until max_steps, max_time_s, the end of the data, a progress
+ * callback's cancel or esmt_trainer_request_stop(); evaluates and saves as
+ * configured, and saves a final checkpoint. Returns ESMT_ERR_CANCELLED
+ * (after saving) when stopped early on request. */
+ESMT_API esmt_status esmt_trainer_run(esmt_trainer *trainer);
+
+/* Ask a running esmt_trainer_run to stop after the current update and
+ * save. Async-signal-safe: call it from a SIGINT/SIGTERM handler. */
+ESMT_API void esmt_trainer_request_stop(esmt_trainer *trainer);
+
+/* Save a checkpoint now; *path (may be NULL) receives its directory. */
+ESMT_API esmt_status esmt_trainer_save(esmt_trainer *trainer, char *path, size_t cap);
+
+/* Restore weights, moments, counters, RNG and data position from a
+ * checkpoint ("RUN_DIR", "RUN_DIR/checkpoints/latest" or a checkpoint
+ * directory): training continues exactly where it stopped. */
+ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *checkpoint);
+
+/* Load only the weights of a checkpoint (fresh optimizer, step 0). */
+ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
+
+/* Updates done so far. */
+ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
 
 #ifdef __cplusplus
 }

@@ -1,0 +1,315 @@
+/* Trainer: accumulate micro-batches into updates, log, evaluate, save, and
+ * run until done or asked to stop. */
+#define _POSIX_C_SOURCE 200809L
+#include "trainer.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "checkpoint.h"
+
+double esmt_now_s(void) {
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+}
+
+static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
+
+static esmt_status check_source(const esmt_batch_source *s, const char *fn, const char *what) {
+  if (!s) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s source is NULL", fn, what);
+  esmt_status st = esmt_check_struct(fn, "esmt_batch_source", s->struct_size, sizeof *s);
+  if (st) return st;
+  if (!s->next)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s source has no next()", fn, what);
+  return ESMT_OK;
+}
+
+esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
+                                const esmt_batch_source *train, esmt_trainer **out) {
+  const char *fn = "esmt_trainer_create";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(m && opts, fn, "model and options must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_trainer_options", opts->struct_size, sizeof *opts);
+  if (!st) st = check_source(train, fn, "training");
+  if (st) return st;
+  if (opts->max_steps < 0 || opts->log_every < 0 || opts->eval_every < 0 || opts->save_every < 0 ||
+      opts->keep_last < 0 || opts->eval_batches < 0 || !(opts->grad_clip >= 0) ||
+      !(opts->max_time_s >= 0))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: counts, grad_clip and max_time_s must be >= 0",
+                     fn);
+  esmt_trainer *t = calloc(1, sizeof *t);
+  if (!t) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  t->m = m;
+  t->o = *opts;
+  t->run_dir = dup_or_null(opts->run_dir);
+  t->config_text = dup_or_null(opts->config_text);
+  t->o.run_dir = t->run_dir;
+  t->o.config_text = t->config_text;
+  t->train = *train;
+  t->up.adamw = opts->adamw;
+  t->up.schedule = opts->schedule;
+  if (t->up.schedule.total_steps <= 0 && opts->max_steps > 0)
+    t->up.schedule.total_steps = opts->max_steps;
+  t->up.grad_clip = opts->grad_clip;
+  t->up.nonfinite = opts->nonfinite_abort ? ESMT_NONFINITE_ABORT : ESMT_NONFINITE_SKIP;
+  t->best_eval_loss = INFINITY;
+  t->t_start = esmt_now_s();
+  if ((opts->run_dir && !t->run_dir) || (opts->config_text && !t->config_text)) {
+    esmt_trainer_destroy(t);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  *out = t;
+  return ESMT_OK;
+}
+
+void esmt_trainer_destroy(esmt_trainer *t) {
+  if (!t) return;
+  for (int i = 0; i < t->mb_cap; i++) {
+    free(t->mbs[i].tokens);
+    free(t->mbs[i].labels);
+  }
+  free(t->mbs);
+  free(t->mb_alloc);
+  free(t->eval_logits);
+  free(t->run_dir);
+  free(t->config_text);
+  free(t);
+}
+
+esmt_status esmt_trainer_set_eval_source(esmt_trainer *t, const esmt_batch_source *eval) {
+  ESMT_CHECK_ARG(t, "esmt_trainer_set_eval_source", "trainer is NULL");
+  esmt_status st = check_source(eval, "esmt_trainer_set_eval_source", "evaluation");
+  if (st) return st;
+  t->eval = *eval;
+  t->has_eval = 1;
+  return ESMT_OK;
+}
+
+int64_t esmt_trainer_step_count(const esmt_trainer *t) { return t ? t->step : 0; }
+
+void esmt_trainer_request_stop(esmt_trainer *t) {
+  if (t) t->stop_requested = 1;
+}
+
+/* Copy a source batch into micro-batch slot i (sources may reuse buffers). */
+static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
+  if (i == t->mb_cap) {
+    int cap = t->mb_cap ? 2 * t->mb_cap : 8;
+    esmt_micro_batch *mbs = realloc(t->mbs, (size_t)cap * sizeof *mbs);
+    if (!mbs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    t->mbs = mbs;
+    size_t *alloc = realloc(t->mb_alloc, (size_t)cap * sizeof *alloc);
+    if (!alloc) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    t->mb_alloc = alloc;
+    for (int k = t->mb_cap; k < cap; k++) {
+      memset(&t->mbs[k], 0, sizeof t->mbs[k]);
+      t->mb_alloc[k] = 0;
+    }
+    t->mb_cap = cap;
+  }
+  esmt_micro_batch *mb = &t->mbs[i];
+  size_t n = (size_t)b->batch * (size_t)b->seq_len;
+  if (n > t->mb_alloc[i]) {
+    int32_t *tok = realloc(mb->tokens, n * sizeof *tok);
+    if (tok) mb->tokens = tok;
+    int32_t *lab = realloc(mb->labels, n * sizeof *lab);
+    if (lab) mb->labels = lab;
+    if (!tok || !lab) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    t->mb_alloc[i] = n;
+  }
+  mb->B = b->batch;
+  mb->T = b->seq_len;
+  memcpy(mb->tokens, b->tokens, n * sizeof *mb->tokens);
+  if (b->labels) memcpy(mb->labels, b->labels, n * sizeof *mb->labels);
+  else for (size_t k = 0; k < n; k++) mb->labels[k] = ESMT_LABEL_IGNORE;
+  esmt_micro_batch_count(mb);
+  /* Residue frequencies for the baseline: the original residue at each
+   * real position (the label where the input was masked or replaced). */
+  for (size_t k = 0; k < n; k++) {
+    int32_t id = mb->labels[k] >= 0 ? mb->labels[k] : mb->tokens[k];
+    if (id >= 4 && id < 29) t->aa_counts[id]++;
+  }
+  return ESMT_OK;
+}
+
+esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
+  const char *fn = "esmt_trainer_step";
+  ESMT_CHECK_ARG(t, fn, "trainer is NULL");
+  if (out) {
+    esmt_status st = esmt_check_struct(fn, "esmt_train_metrics", out->struct_size, sizeof *out);
+    if (st) return st;
+  }
+  double t0 = esmt_now_s();
+  /* Gather micro-batches until the update's token budget is reached. */
+  uint64_t tokens = 0;
+  int n = 0;
+  esmt_status st = ESMT_OK;
+  do {
+    esmt_batch b = ESMT_BATCH_INIT;
+    st = t->train.next(t->train.user, &b);
+    if (st == ESMT_ERR_STATE) break; /* the data ended */
+    if (st) return esmt_fail_prefix(st, "%s: reading training batch: ", fn);
+    if ((st = keep_batch(t, n, &b))) return st;
+    tokens += t->mbs[n].real_tokens;
+    n++;
+  } while (tokens < t->o.tokens_per_update);
+  if (n == 0) return esmt_fail(ESMT_ERR_STATE, "%s: the training data is exhausted", fn);
+  double t1 = esmt_now_s();
+  esmt_update_result r;
+  st = esmt_run_update(t->m, t->mbs, n, &t->up, t->step + 1, t->adam_step + 1, &r);
+  if (st) return esmt_fail_prefix(st, "%s: update %lld: ", fn, (long long)(t->step + 1));
+  t->step++;
+  if (r.skipped) {
+    t->skipped++;
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "update %lld skipped: %s",
+                    (long long)t->step, r.skip_reason);
+  } else {
+    t->adam_step++;
+  }
+  t->tokens += r.real_tokens;
+  double t2 = esmt_now_s();
+  if (out) {
+    esmt_train_metrics mt;
+    memset(&mt, 0, sizeof mt);
+    mt.struct_size = out->struct_size;
+    mt.step = t->step;
+    mt.loss = r.loss;
+    mt.lr = r.lr;
+    mt.grad_norm = r.grad_norm;
+    mt.tokens = t->tokens;
+    mt.step_ms = 1e3 * (t2 - t0);
+    mt.data_ms = 1e3 * (t1 - t0);
+    mt.forward_ms = 1e3 * r.t_forward;
+    mt.backward_ms = 1e3 * r.t_backward;
+    mt.optimizer_ms = 1e3 * r.t_optimizer;
+    mt.overhead_ms = mt.step_ms - mt.data_ms - mt.forward_ms - mt.backward_ms - mt.optimizer_ms;
+    mt.tokens_per_s = (double)r.real_tokens / (t2 - t0);
+    if (t->o.gemm_ceiling_gflops > 0) {
+      double flops = 0;
+      for (int i = 0; i < n; i++) {
+        double f = 0;
+        esmt_model_train_flops(&t->m->cfg, t->mbs[i].B, t->mbs[i].T, &f);
+        flops += f;
+      }
+      mt.mfu = flops / (t2 - t0) / 1e9 / t->o.gemm_ceiling_gflops;
+    }
+    mt.elapsed_s = t->elapsed_before + (t2 - t->t_start);
+    if (t->o.max_steps > t->step)
+      mt.eta_s = (double)(t->o.max_steps - t->step) * (t2 - t0);
+    mt.skipped = t->skipped;
+    memcpy(out, &mt, sizeof mt);
+  }
+  return ESMT_OK;
+}
+
+esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
+  const char *fn = "esmt_trainer_save";
+  ESMT_CHECK_ARG(t, fn, "trainer is NULL");
+  if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
+  char *json = NULL;
+  esmt_status st = esmt_trainer_state_to_json(t, &json);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  char dir[4096];
+  st = esmt_checkpoint_save(t->m, t->run_dir, t->step, json, t->o.keep_last, dir, sizeof dir);
+  free(json);
+  if (st) return st;
+  if (path) snprintf(path, cap, "%s", dir);
+  esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "checkpoint saved: %s", dir);
+  return ESMT_OK;
+}
+
+static esmt_status load_checkpoint(esmt_trainer *t, const char *spec, int full, const char *fn) {
+  ESMT_CHECK_ARG(t && spec, fn, "trainer and checkpoint must not be NULL");
+  char dir[4096];
+  esmt_status st = esmt_checkpoint_resolve(spec, dir, sizeof dir);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  char *json = NULL;
+  st = esmt_checkpoint_load(t->m, dir, full, full ? &json : NULL);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  if (full) {
+    st = esmt_trainer_state_from_json(t, json);
+    free(json);
+    if (st) return esmt_fail_prefix(st, "%s: %s: ", fn, dir);
+    t->t_start = esmt_now_s();
+  }
+  esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "%s %s (step %lld)",
+                  full ? "resumed from" : "weights loaded from", dir, (long long)t->step);
+  return ESMT_OK;
+}
+
+esmt_status esmt_trainer_resume(esmt_trainer *t, const char *spec) {
+  return load_checkpoint(t, spec, 1, "esmt_trainer_resume");
+}
+
+esmt_status esmt_trainer_init_from(esmt_trainer *t, const char *spec) {
+  return load_checkpoint(t, spec, 0, "esmt_trainer_init_from");
+}
+
+static int progress_cancel(esmt_trainer *t) {
+  if (!t->o.progress) return 0;
+  esmt_progress p;
+  memset(&p, 0, sizeof p);
+  p.struct_size = sizeof p;
+  p.stage = "train";
+  p.done = (uint64_t)t->step;
+  p.total = t->o.max_steps > 0 ? (uint64_t)t->o.max_steps : 0;
+  p.unit = "steps";
+  p.elapsed_s = t->elapsed_before + (esmt_now_s() - t->t_start);
+  return t->o.progress(t->o.progress_user, &p) != 0;
+}
+
+/* Evaluate, report, and keep the best checkpoint. */
+static esmt_status eval_and_report(esmt_trainer *t) {
+  esmt_eval_metrics em = {.struct_size = sizeof em};
+  esmt_status st = esmt_trainer_evaluate(t, &em);
+  if (st) return st;
+  if (t->o.metrics) t->o.metrics(t->o.metrics_user, NULL, &em);
+  if (t->run_dir && em.loss < t->best_eval_loss) {
+    t->best_eval_loss = em.loss;
+    char dir[4096];
+    if ((st = esmt_trainer_save(t, dir, sizeof dir))) return st;
+    if ((st = esmt_checkpoint_mark_best(t->run_dir, dir))) return st;
+  } else if (em.loss < t->best_eval_loss) {
+    t->best_eval_loss = em.loss;
+  }
+  return ESMT_OK;
+}
+
+esmt_status esmt_trainer_run(esmt_trainer *t) {
+  ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
+  esmt_status st = ESMT_OK;
+  int cancelled = 0, evaluated_at = -1;
+  double run_start = esmt_now_s();
+  while ((t->o.max_steps == 0 || t->step < t->o.max_steps) && !t->stop_requested) {
+    esmt_train_metrics mt = {.struct_size = sizeof mt};
+    st = esmt_trainer_step(t, &mt);
+    if (st == ESMT_ERR_STATE && t->o.max_steps == 0) { st = ESMT_OK; break; } /* data done */
+    if (st) return st; /* the last saved checkpoint stays the good one */
+    if (t->o.metrics && t->o.log_every > 0 &&
+        (t->step % t->o.log_every == 0 || t->step == t->o.max_steps))
+      t->o.metrics(t->o.metrics_user, &mt, NULL);
+    if (t->has_eval && t->o.eval_every > 0 && t->step % t->o.eval_every == 0) {
+      if ((st = eval_and_report(t))) return st;
+      evaluated_at = (int)t->step;
+    }
+    if (t->run_dir && t->o.save_every > 0 && t->step % t->o.save_every == 0 &&
+        (st = esmt_trainer_save(t, NULL, 0)))
+      return st;
+    if (progress_cancel(t)) t->stop_requested = 1;
+    if (t->o.max_time_s > 0 && esmt_now_s() - run_start >= t->o.max_time_s) break;
+  }
+  cancelled = t->stop_requested != 0;
+  if (!cancelled && t->has_eval && t->o.eval_every > 0 && evaluated_at != (int)t->step &&
+      (st = eval_and_report(t)))
+    return st;
+  if (t->run_dir && (st = esmt_trainer_save(t, NULL, 0))) return st;
+  if (cancelled)
+    return esmt_fail(ESMT_ERR_CANCELLED, "esmt_trainer_run: stopped on request at step %lld "
+                     "(checkpoint saved)", (long long)t->step);
+  return ESMT_OK;
+}

@@ -1,0 +1,39 @@
+/* The trainer object (trainer.c: steps and run loop; trainer_eval.c:
+ * evaluation; trainer_state.c: checkpointed state). */
+#ifndef ESMTRAIN_TRAINER_H
+#define ESMTRAIN_TRAINER_H
+
+#include <signal.h>
+
+#include "trainer_update.h"
+
+struct esmt_trainer {
+  esmt_model *m;
+  esmt_trainer_options o;
+  char *run_dir, *config_text;      /* owned copies of the option strings */
+  esmt_batch_source train, eval;
+  int has_eval;
+  esmt_update_params up;
+
+  int64_t step, adam_step, skipped;
+  uint64_t tokens;
+  double elapsed_before;            /* seconds trained before a resume */
+  double t_start;                   /* clock at create/resume */
+  double best_eval_loss;            /* +inf until the first evaluation */
+  uint64_t aa_counts[ESMT_VOCAB_SIZE]; /* residues seen (for the frequency baseline) */
+  volatile sig_atomic_t stop_requested;
+
+  esmt_micro_batch *mbs;            /* owned copies of one update's micro-batches */
+  int mb_count, mb_cap;
+  size_t *mb_alloc;                 /* capacity (elements) of each copy */
+  float *eval_logits;               /* host buffer for evaluation logits */
+  size_t eval_logits_cap;
+};
+
+ESMT_HIDDEN double esmt_now_s(void);
+
+/* Trainer state <-> JSON text (malloc'ed) for checkpoints. */
+ESMT_HIDDEN esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json);
+ESMT_HIDDEN esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *json);
+
+#endif

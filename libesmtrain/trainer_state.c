@@ -1,0 +1,94 @@
+/* The trainer's part of a checkpoint (state.json "trainer"): counters,
+ * the data cursor, residue counts and the configuration text. Weights and
+ * moments are in the safetensors files beside it. */
+#include <jansson.h>
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer.h"
+
+esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
+  json_t *root = json_object();
+  json_t *counts = json_array();
+  for (int a = 0; a < ESMT_VOCAB_SIZE; a++) json_array_append_new(counts, json_integer((json_int_t)t->aa_counts[a]));
+  json_object_set_new(root, "step", json_integer(t->step));
+  json_object_set_new(root, "adam_step", json_integer(t->adam_step));
+  json_object_set_new(root, "skipped", json_integer(t->skipped));
+  json_object_set_new(root, "tokens", json_integer((json_int_t)t->tokens));
+  json_object_set_new(root, "elapsed_s", json_real(t->elapsed_before + (esmt_now_s() - t->t_start)));
+  json_object_set_new(root, "best_eval_loss",
+                      isfinite(t->best_eval_loss) ? json_real(t->best_eval_loss) : json_null());
+  json_object_set_new(root, "aa_counts", counts);
+  json_t *model = json_pack("{s:i,s:i,s:i,s:i,s:i,s:f}", "num_layers", t->m->L, "hidden_size",
+                            t->m->d, "num_heads", t->m->H, "ffn_size", t->m->F, "max_positions",
+                            t->m->cfg.max_positions, "layer_norm_eps",
+                            (double)t->m->cfg.layer_norm_eps);
+  json_object_set_new(root, "model", model);
+  if (t->config_text) json_object_set_new(root, "config", json_string(t->config_text));
+  esmt_status st = ESMT_OK;
+  if (t->train.save_cursor) {
+    char buf[8192];
+    st = t->train.save_cursor(t->train.user, buf, sizeof buf);
+    json_error_t err;
+    json_t *cur = st ? NULL : json_loads(buf, JSON_DECODE_ANY, &err);
+    if (!st && !cur) st = esmt_fail(ESMT_ERR_INTERNAL, "data cursor is not valid JSON");
+    if (cur) json_object_set_new(root, "train_cursor", cur);
+  }
+  *json = st ? NULL : json_dumps(root, JSON_COMPACT | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!st && !*json) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer state: out of memory");
+  return st;
+}
+
+static int get_int(json_t *root, const char *k, json_int_t *v) {
+  json_t *x = json_object_get(root, k);
+  if (!json_is_integer(x)) return 0;
+  *v = json_integer_value(x);
+  return 1;
+}
+
+esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
+  json_error_t err;
+  json_t *root = json_loads(text, 0, &err);
+  if (!root) return esmt_fail(ESMT_ERR_FORMAT, "trainer state is not valid JSON: %s", err.text);
+  json_int_t step = 0, adam = 0, skipped = 0, tokens = 0;
+  esmt_status st = ESMT_OK;
+  if (!get_int(root, "step", &step) || !get_int(root, "adam_step", &adam) ||
+      !get_int(root, "skipped", &skipped) || !get_int(root, "tokens", &tokens) || step < 0)
+    st = esmt_fail(ESMT_ERR_FORMAT, "trainer state lacks step/adam_step/skipped/tokens");
+  json_t *model = json_object_get(root, "model");
+  if (!st && json_is_object(model)) {
+    json_int_t L, d, H;
+    if (get_int(model, "num_layers", &L) && get_int(model, "hidden_size", &d) &&
+        get_int(model, "num_heads", &H) && (L != t->m->L || d != t->m->d || H != t->m->H))
+      st = esmt_fail(ESMT_ERR_FORMAT, "checkpoint is of a %lld-layer d=%lld H=%lld model, this "
+                     "one is %d-layer d=%d H=%d", (long long)L, (long long)d, (long long)H, t->m->L,
+                     t->m->d, t->m->H);
+  }
+  json_t *cur = json_object_get(root, "train_cursor");
+  if (!st && cur && t->train.restore_cursor) {
+    char *ctext = json_dumps(cur, JSON_COMPACT | JSON_ENCODE_ANY);
+    st = ctext ? t->train.restore_cursor(t->train.user, ctext)
+               : esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+    free(ctext);
+    if (st) esmt_fail_prefix(st, "restoring the data position: ");
+  }
+  if (!st) {
+    t->step = step;
+    t->adam_step = adam;
+    t->skipped = skipped;
+    t->tokens = (uint64_t)tokens;
+    json_t *e = json_object_get(root, "elapsed_s");
+    t->elapsed_before = json_is_number(e) ? json_number_value(e) : 0.0;
+    json_t *best = json_object_get(root, "best_eval_loss");
+    t->best_eval_loss = json_is_number(best) ? json_number_value(best) : INFINITY;
+    json_t *counts = json_object_get(root, "aa_counts");
+    for (int a = 0; a < ESMT_VOCAB_SIZE; a++) {
+      json_t *c = json_array_get(counts, (size_t)a);
+      t->aa_counts[a] = json_is_integer(c) ? (uint64_t)json_integer_value(c) : 0;
+    }
+  }
+  json_decref(root);
+  return st;
+}
