@@ -3,15 +3,9 @@
 #define _POSIX_C_SOURCE 200809L
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "context.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k, int repeats,
                                       double *gflops) {
@@ -44,10 +38,10 @@ esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k, in
   g.c = c; g.ldc = n;
   double best = 0;
   for (int r = 0; r <= repeats && !bs; r++) {
-    double t0 = now_s();
+    double t0 = esmt_now_s();
     bs = ops->gemm(dev, &g, NULL);
     if (!bs) bs = ops->stream_sync(dev, NULL);
-    double dt = now_s() - t0;
+    double dt = esmt_now_s() - t0;
     if (r > 0 && dt > 0) { /* run 0 warms up */
       double gf = 2.0 * m * (double)n * k / dt / 1e9;
       if (gf > best) best = gf;

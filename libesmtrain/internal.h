@@ -41,6 +41,9 @@ ESMT_HIDDEN const esmtb_host *esmt_backend_host(void);
 ESMT_HIDDEN esmt_status esmt_check_struct(const char *fn, const char *type, uint32_t got,
                                           size_t min_size);
 
+/* Monotonic clock in seconds. */
+ESMT_HIDDEN double esmt_now_s(void);
+
 /* Levenshtein-closest candidate to `word` among `n` names (for messages). */
 ESMT_HIDDEN const char *esmt_closest(const char *word, const char *const *names, int n);
 

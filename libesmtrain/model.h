@@ -103,6 +103,9 @@ struct esmt_model {
 /* Make the activation arena fit B x T (reallocates when it is too small). */
 ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
 
+/* Attention arguments of layer l (forward fields; backward adds dout/dqkv). */
+ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l);
+
 /* The graph. */
 ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);

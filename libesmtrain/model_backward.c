@@ -101,16 +101,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
     if ((st = linear_backward(m, a->attn[l], o->out_w, o->out_b, a->d_resid, a->d_narrow, N, d,
                               d, "backward: attention output")))
       return st;
-    esmtb_attention_args at = {0};
-    at.struct_size = sizeof at;
-    at.dtype = ESMTB_F32;
-    at.B = B; at.T = T; at.H = m->H; at.hd = m->hd;
-    at.scale = (float)(1.0 / __builtin_sqrt((double)m->hd));
-    at.seq_len = a->seq_len;
-    at.rope_cos = m->rope_cos; at.rope_sin = m->rope_sin;
-    at.qkv = a->qkv[l];
-    at.out = a->attn[l];
-    at.lse = a->lse[l];
+    esmtb_attention_args at = esmt_attention_args(m, l);
     at.dout = a->d_narrow;
     at.dqkv = a->d_wide;
     ESMT_OP(m, attention_backward, at, "backward: attention");

@@ -46,6 +46,20 @@ static esmt_status residual_add(esmt_model *m, const float *a, const float *b, f
   return ESMT_OK;
 }
 
+esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
+  esmtb_attention_args at = {0};
+  at.struct_size = sizeof at;
+  at.dtype = ESMTB_F32;
+  at.B = m->B; at.T = m->T; at.H = m->H; at.hd = m->hd;
+  at.scale = (float)(1.0 / sqrt((double)m->hd)); /* applied to q before rotary */
+  at.seq_len = m->act.seq_len;
+  at.rope_cos = m->rope_cos; at.rope_sin = m->rope_sin;
+  at.qkv = m->act.qkv[l];
+  at.out = m->act.attn[l];
+  at.lse = m->act.lse[l];
+  return at;
+}
+
 esmt_status esmt_model_run_forward(esmt_model *m) {
   esmt_activations *a = &m->act;
   const int B = m->B, T = m->T, N = B * T, d = m->d, F = m->F, V = m->V;
@@ -75,16 +89,7 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
     if ((st = linear(m, a->ln1[l], o->qkv_w, o->qkv_b, a->qkv[l], N, d, 3 * d, NULL,
                      "forward: q/k/v projection")))
       return st;
-    esmtb_attention_args at = {0};
-    at.struct_size = sizeof at;
-    at.dtype = ESMTB_F32;
-    at.B = B; at.T = T; at.H = m->H; at.hd = m->hd;
-    at.scale = (float)(1.0 / sqrt((double)m->hd));
-    at.seq_len = a->seq_len;
-    at.rope_cos = m->rope_cos; at.rope_sin = m->rope_sin;
-    at.qkv = a->qkv[l];
-    at.out = a->attn[l];
-    at.lse = a->lse[l];
+    esmtb_attention_args at = esmt_attention_args(m, l);
     ESMT_OP(m, attention_forward, at, "forward: attention");
     if ((st = linear(m, a->attn[l], o->out_w, o->out_b, a->tmp, N, d, d, NULL,
                      "forward: attention output")))

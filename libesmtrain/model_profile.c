@@ -3,26 +3,20 @@
  * because the synchronisation costs overlap on asynchronous backends. */
 #define _POSIX_C_SOURCE 200809L
 #include <string.h>
-#include <time.h>
 
 #include "model.h"
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 double esmt_profile_begin(esmt_model *m) {
   if (!m->profile.enabled) return 0.0;
   m->ops->stream_sync(m->dev, m->stream);
-  return now_s();
+  return esmt_now_s();
 }
 
 void esmt_profile_end(esmt_model *m, const char *op, double t0) {
   if (!m->profile.enabled) return;
   m->ops->stream_sync(m->dev, m->stream);
-  double dt = now_s() - t0;
+  double dt = esmt_now_s() - t0;
   esmt_op_profile *p = &m->profile;
   for (int i = 0; i < ESMT_PROFILE_SLOTS; i++) {
     if (!p->name[i]) p->name[i] = op;

@@ -30,8 +30,6 @@ struct esmt_trainer {
   size_t eval_logits_cap;
 };
 
-ESMT_HIDDEN double esmt_now_s(void);
-
 /* Trainer state <-> JSON text (malloc'ed) for checkpoints. */
 ESMT_HIDDEN esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json);
 ESMT_HIDDEN esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *json);

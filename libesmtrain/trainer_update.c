@@ -5,13 +5,7 @@
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
-#include <time.h>
 
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 void esmt_micro_batch_count(esmt_micro_batch *mb) {
   uint64_t sel = 0, real = 0, n = (uint64_t)mb->B * (uint64_t)mb->T;
@@ -45,16 +39,16 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     /* The whole update's count: k micro-batches equal one big batch. */
     b.loss_normalizer = selected ? (double)selected : 1.0;
     esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
-    double t0 = now_s();
+    double t0 = esmt_now_s();
     if ((st = esmt_model_forward(m, &b, &fr, NULL))) return st;
-    double t1 = now_s();
+    double t1 = esmt_now_s();
     if ((st = esmt_model_backward(m))) return st;
     r->t_forward += t1 - t0;
-    r->t_backward += now_s() - t1;
+    r->t_backward += esmt_now_s() - t1;
     loss_sum += fr.loss_sum;
   }
   r->loss = selected ? loss_sum / (double)selected : 0.0;
-  double t2 = now_s();
+  double t2 = esmt_now_s();
   if ((st = esmt_model_grad_norm(m, &r->grad_norm))) return st;
   if (!isfinite(r->loss) || !isfinite(r->grad_norm)) {
     snprintf(r->skip_reason, sizeof r->skip_reason, "non-finite %s (loss %g, grad norm %g)",
@@ -64,7 +58,7 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
                        (long long)step, r->skip_reason);
     r->skipped = 1;
     esmt_model_zero_grad(m);
-    r->t_optimizer = now_s() - t2;
+    r->t_optimizer = esmt_now_s() - t2;
     return ESMT_OK;
   }
   if ((st = esmt_schedule_lr(&p->schedule, step, &r->lr))) return st;
@@ -73,6 +67,6 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   ac.grad_scale = 1.0;
   if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) ac.grad_scale = p->grad_clip / r->grad_norm;
   if ((st = esmt_model_adamw_step(m, &ac, adam_step))) return st;
-  r->t_optimizer = now_s() - t2;
+  r->t_optimizer = esmt_now_s() - t2;
   return ESMT_OK;
 }
