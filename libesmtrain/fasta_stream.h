@@ -1,0 +1,24 @@
+/* Streaming FASTA records from plain or gzip files (zlib's gzread reads
+ * both, and concatenated gzip members). Memory: one record at a time. */
+#ifndef ESMTRAIN_FASTA_STREAM_H
+#define ESMTRAIN_FASTA_STREAM_H
+
+#include "internal.h"
+
+typedef struct esmt_fasta esmt_fasta;
+
+typedef struct esmt_fasta_record {
+  const char *id;             /* header up to the first whitespace */
+  const char *seq;            /* raw sequence characters, whitespace removed */
+  size_t len;
+  uint64_t header_line;       /* 1-based line of the '>' */
+} esmt_fasta_record;
+
+ESMT_HIDDEN esmt_status esmt_fasta_open(const char *path, esmt_fasta **out);
+ESMT_HIDDEN void esmt_fasta_close(esmt_fasta *f);
+/* Next record; 1 = got one, 0 = end of file, negative = error (message set). */
+ESMT_HIDDEN int esmt_fasta_next(esmt_fasta *f, esmt_fasta_record *rec);
+/* Compressed bytes consumed so far (for progress). */
+ESMT_HIDDEN uint64_t esmt_fasta_offset(const esmt_fasta *f);
+
+#endif

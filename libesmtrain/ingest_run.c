@@ -1,0 +1,341 @@
+/* esmt_ingest: FASTA(.gz) -> token shards + manifest. Everything is written
+ * into a sibling temporary directory that is renamed into place only when
+ * complete, so a failed or interrupted ingest leaves no dataset behind
+ * and never touches an existing one. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <jansson.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "fasta_stream.h"
+#include "fs_util.h"
+#include "shard_format.h"
+
+#define PATH_CAP 4096
+
+typedef struct shard_out {
+  int fd;
+  int split, number;
+  char name[64];
+  uint64_t *index;           /* offsets, records + 1 */
+  uint64_t records, index_cap, tokens;
+  uLong crc;
+  json_t *list;              /* manifest entries (borrowed) */
+} shard_out;
+
+typedef struct ingest {
+  const esmt_ingest_options *o;
+  esmt_ingest_stats *st;
+  char tmp[PATH_CAP];
+  shard_out out[2];
+  uint64_t *seen;            /* open-addressing set of id hashes (duplicates) */
+  uint64_t seen_cap, seen_count;
+  uint8_t *tok;
+  size_t tok_cap;
+  uint64_t total_bytes, done_bytes;
+  double t0;
+  json_t *shards;
+} ingest;
+
+static uint64_t hash_id(const char *s) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a, then a finaliser */
+  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
+/* 1 when h was already present. */
+static int seen_insert(ingest *g, uint64_t h) {
+  if (h == 0) h = 1;
+  if (2 * (g->seen_count + 1) > g->seen_cap) {
+    uint64_t ncap = g->seen_cap ? 2 * g->seen_cap : 1 << 16;
+    uint64_t *n = calloc(ncap, sizeof *n);
+    if (!n) return -1;
+    for (uint64_t i = 0; i < g->seen_cap; i++)
+      if (g->seen[i]) {
+        uint64_t j = g->seen[i] & (ncap - 1);
+        while (n[j]) j = (j + 1) & (ncap - 1);
+        n[j] = g->seen[i];
+      }
+    free(g->seen);
+    g->seen = n;
+    g->seen_cap = ncap;
+  }
+  uint64_t j = h & (g->seen_cap - 1);
+  while (g->seen[j]) {
+    if (g->seen[j] == h) return 1;
+    j = (j + 1) & (g->seen_cap - 1);
+  }
+  g->seen[j] = h;
+  g->seen_count++;
+  return 0;
+}
+
+static esmt_status shard_open(ingest *g, shard_out *s) {
+  snprintf(s->name, sizeof s->name, "%s-%05d.shard", s->split ? "valid" : "train", s->number);
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/%s", g->tmp, s->name);
+  s->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  if (s->fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
+  esmt_shard_header h;
+  memset(&h, 0, sizeof h); /* placeholder; rewritten by shard_close */
+  s->records = s->tokens = 0;
+  s->crc = crc32(0L, Z_NULL, 0);
+  return esmt_write_all(s->fd, &h, sizeof h, path);
+}
+
+static esmt_status shard_add(ingest *g, shard_out *s, const uint8_t *tok, size_t n) {
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/%s", g->tmp, s->name);
+  if (s->fd < 0) {
+    esmt_status st = shard_open(g, s);
+    if (st) return st;
+  }
+  if (s->records + 2 > s->index_cap) {
+    uint64_t cap = s->index_cap ? 2 * s->index_cap : 4096;
+    uint64_t *idx = realloc(s->index, cap * sizeof *idx);
+    if (!idx) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ingest: out of memory (shard index)");
+    s->index = idx;
+    s->index_cap = cap;
+  }
+  s->index[s->records] = s->tokens;
+  esmt_status st = esmt_write_all(s->fd, tok, n, path);
+  if (st) return st;
+  s->crc = crc32(s->crc, tok, (uInt)n);
+  s->records++;
+  s->tokens += n;
+  return ESMT_OK;
+}
+
+/* Append the index, write the real header, fsync, close; list it. */
+static esmt_status shard_close(ingest *g, shard_out *s) {
+  if (s->fd < 0) return ESMT_OK;
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/%s", g->tmp, s->name);
+  s->index[s->records] = s->tokens;
+  size_t ibytes = (size_t)(s->records + 1) * sizeof(uint64_t);
+  esmt_status st = esmt_write_all(s->fd, s->index, ibytes, path);
+  if (!st) {
+    esmt_shard_header h;
+    memset(&h, 0, sizeof h);
+    memcpy(h.magic, ESMT_SHARD_MAGIC, 8);
+    h.version = ESMT_SHARD_VERSION;
+    h.header_size = sizeof h;
+    h.records = s->records;
+    h.tokens = s->tokens;
+    h.index_offset = sizeof h + s->tokens;
+    h.crc32 = (uint32_t)crc32(s->crc, (const Bytef *)s->index, (uInt)ibytes);
+    h.split = (uint32_t)s->split;
+    if (pwrite(s->fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+      st = esmt_fail(ESMT_ERR_IO, "%s: cannot write the header: %s", path, strerror(errno));
+    else if (fsync(s->fd) != 0)
+      st = esmt_fail(ESMT_ERR_IO, "%s: fsync: %s", path, strerror(errno));
+    if (!st)
+      json_array_append_new(g->shards, json_pack("{s:s,s:s,s:I,s:I,s:I}", "file", s->name, "split",
+                                                 s->split ? "valid" : "train", "records",
+                                                 (json_int_t)s->records, "tokens",
+                                                 (json_int_t)s->tokens, "crc32",
+                                                 (json_int_t)h.crc32));
+  }
+  if (close(s->fd) != 0 && !st) st = esmt_fail(ESMT_ERR_IO, "%s: close: %s", path, strerror(errno));
+  s->fd = -1;
+  s->number++;
+  g->st->shards++;
+  return st;
+}
+
+/* Map a record's characters to token ids under the policies; returns the
+ * count, 0 for "skip this record", or -1 on an error (message set). */
+static long tokenize(ingest *g, const char *file, const esmt_fasta_record *r) {
+  if (r->len + 1 > g->tok_cap) {
+    uint8_t *t = realloc(g->tok, r->len + 1);
+    if (!t) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ingest: out of memory"), -1;
+    g->tok = t;
+    g->tok_cap = r->len + 1;
+  }
+  size_t len = r->len, n = 0;
+  if (len && r->seq[len - 1] == '*') { /* a terminal stop codon */
+    len--;
+    g->st->terminal_stops++;
+  }
+  uint64_t unknown = 0;
+  for (size_t i = 0; i < len; i++) {
+    int c = (unsigned char)r->seq[i];
+    int id = esmt_token_id(c);
+    if (id == 29 || id == 30) {
+      if (g->o->gaps == ESMT_GAPS_DROP) { g->st->gaps_dropped++; continue; }
+      if (g->o->gaps == ESMT_GAPS_FAIL)
+        return esmt_fail(ESMT_ERR_FORMAT, "%s: record '%s' (line %llu): gap character '%c' "
+                         "(--gaps keep|drop to accept)", file, r->id,
+                         (unsigned long long)r->header_line, c), -1;
+    } else if (id < 0) {
+      int letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '*';
+      if (!letter)
+        return esmt_fail(ESMT_ERR_FORMAT, "%s: record '%s' (line %llu): character '%c' is not an "
+                         "amino-acid letter", file, r->id, (unsigned long long)r->header_line,
+                         c), -1;
+      if (g->o->unknown == ESMT_UNKNOWN_FAIL)
+        return esmt_fail(ESMT_ERR_FORMAT, "%s: record '%s' (line %llu): unknown residue '%c' "
+                         "(--unknown unk|skip to accept)", file, r->id,
+                         (unsigned long long)r->header_line, c), -1;
+      if (g->o->unknown == ESMT_UNKNOWN_SKIP) {
+        g->st->skipped_records++;
+        return 0;
+      }
+      unknown++;
+      id = ESMT_TOKEN_UNK;
+    } else if (c >= 'a' && c <= 'z') {
+      g->st->lowercase_letters++;
+    }
+    g->tok[n++] = (uint8_t)id;
+  }
+  g->st->unknown_letters += unknown;
+  return (long)n;
+}
+
+static int report(ingest *g, uint64_t file_offset) {
+  if (!g->o->progress) return 0;
+  esmt_progress p = {sizeof p, "ingest", g->done_bytes + file_offset, g->total_bytes, "bytes",
+                     esmt_now_s() - g->t0};
+  return g->o->progress(g->o->progress_user, &p);
+}
+
+static esmt_status ingest_file(ingest *g, const char *path) {
+  esmt_fasta *f = NULL;
+  esmt_status st = esmt_fasta_open(path, &f);
+  if (st) return st;
+  esmt_fasta_record r;
+  int rc;
+  uint64_t next_report = 1 << 20;
+  while ((rc = esmt_fasta_next(f, &r)) == 1) {
+    long n = tokenize(g, path, &r);
+    if (n < 0) { st = ESMT_ERR_FORMAT; break; }
+    if (seen_insert(g, hash_id(r.id)) == 1) g->st->duplicate_ids++;
+    if (n == 0) {
+      if (r.len == 0) g->st->empty_records++;
+      continue;
+    }
+    uint64_t h = hash_id(r.id);
+    int valid = (double)(h % 1000000007ull) / 1000000007.0 < g->o->valid_fraction;
+    shard_out *s = &g->out[valid];
+    if ((st = shard_add(g, s, g->tok, (size_t)n))) break;
+    g->st->records++;
+    g->st->residues += (uint64_t)n;
+    if ((uint64_t)n > g->st->longest) g->st->longest = (uint64_t)n;
+    if (valid) { g->st->valid_records++; g->st->valid_residues += (uint64_t)n; }
+    else { g->st->train_records++; g->st->train_residues += (uint64_t)n; }
+    if (s->tokens >= g->o->shard_tokens && (st = shard_close(g, s))) break;
+    uint64_t off = esmt_fasta_offset(f);
+    if (off >= next_report) {
+      next_report = off + (1 << 20);
+      if (report(g, off)) { st = esmt_fail(ESMT_ERR_CANCELLED, "ingest: cancelled"); break; }
+    }
+  }
+  if (rc < 0 && !st) st = esmt_last_error()[0] ? ESMT_ERR_FORMAT : ESMT_ERR_IO;
+  g->done_bytes += esmt_fasta_offset(f);
+  esmt_fasta_close(f);
+  return st;
+}
+
+static esmt_status write_manifest(ingest *g) {
+  json_t *root = json_pack("{s:s,s:i,s:O}", "format", ESMT_MANIFEST_FORMAT, "version",
+                           ESMT_MANIFEST_VERSION, "shards", g->shards);
+  const esmt_ingest_stats *s = g->st;
+  json_object_set_new(root, "stats", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "records",
+      (json_int_t)s->records, "residues", (json_int_t)s->residues, "train_records",
+      (json_int_t)s->train_records, "valid_records", (json_int_t)s->valid_records, "empty_records",
+      (json_int_t)s->empty_records, "skipped_records", (json_int_t)s->skipped_records,
+      "unknown_letters", (json_int_t)s->unknown_letters, "duplicate_ids",
+      (json_int_t)s->duplicate_ids, "longest", (json_int_t)s->longest));
+  json_object_set_new(root, "valid_fraction", json_real(g->o->valid_fraction));
+  char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
+  json_decref(root);
+  if (!text) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ingest: manifest");
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/manifest.json", g->tmp);
+  int fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+  esmt_status st = fd < 0 ? esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", path, strerror(errno))
+                          : esmt_write_all(fd, text, strlen(text), path);
+  if (fd >= 0 && !st && fsync(fd) != 0) st = esmt_fail(ESMT_ERR_IO, "%s: fsync: %s", path, strerror(errno));
+  if (fd >= 0) close(fd);
+  free(text);
+  return st;
+}
+
+esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) {
+  const char *fn = "esmt_ingest";
+  ESMT_CHECK_ARG(o, fn, "options are NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_ingest_options", o->struct_size, sizeof *o);
+  if (st) return st;
+  if (!o->inputs || o->n_inputs < 1 || !o->output_dir || !*o->output_dir)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need at least one input and an output_dir", fn);
+  if (!(o->valid_fraction >= 0 && o->valid_fraction < 1) || o->shard_tokens == 0 ||
+      (unsigned)o->unknown > ESMT_UNKNOWN_FAIL || (unsigned)o->gaps > ESMT_GAPS_FAIL)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: valid_fraction must be in [0, 1), "
+                     "shard_tokens > 0, and the policies known", fn);
+  esmt_ingest_stats local = ESMT_INGEST_STATS_INIT;
+  if (!stats) stats = &local;
+  else if ((st = esmt_check_struct(fn, "esmt_ingest_stats", stats->struct_size, sizeof *stats)))
+    return st;
+  uint32_t ssize = stats->struct_size;
+  memset(stats, 0, sizeof *stats);
+  stats->struct_size = ssize;
+
+  /* The destination must be new or empty: never mix or clobber datasets. */
+  struct stat sb;
+  if (stat(o->output_dir, &sb) == 0) {
+    if (!S_ISDIR(sb.st_mode))
+      return esmt_fail(ESMT_ERR_IO, "%s: %s exists and is not a directory", fn, o->output_dir);
+    if (rmdir(o->output_dir) != 0 && errno != ENOENT)
+      return esmt_fail(ESMT_ERR_IO, "%s: output directory %s is not empty (choose a new one)",
+                       fn, o->output_dir);
+  }
+  ingest g;
+  memset(&g, 0, sizeof g);
+  g.o = o;
+  g.st = stats;
+  g.t0 = esmt_now_s();
+  g.out[0].fd = g.out[1].fd = -1;
+  g.out[1].split = 1;
+  g.shards = json_array();
+  for (int i = 0; i < o->n_inputs; i++)
+    if (stat(o->inputs[i], &sb) == 0) g.total_bytes += (uint64_t)sb.st_size;
+  snprintf(g.tmp, sizeof g.tmp, "%s.tmp-%ld", o->output_dir, (long)getpid());
+  esmt_remove_tree(g.tmp);
+  if (mkdir(g.tmp, 0755) != 0)
+    st = esmt_fail(ESMT_ERR_IO, "%s: cannot create %s: %s", fn, g.tmp, strerror(errno));
+  for (int i = 0; i < o->n_inputs && !st; i++) st = ingest_file(&g, o->inputs[i]);
+  if (!st && stats->records == 0)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: no residues found in the input (%llu empty records)", fn,
+                   (unsigned long long)stats->empty_records);
+  if (!st) st = shard_close(&g, &g.out[0]);
+  if (!st) st = shard_close(&g, &g.out[1]);
+  if (!st) st = write_manifest(&g);
+  if (!st) st = esmt_fsync_dir(g.tmp);
+  if (!st && rename(g.tmp, o->output_dir) != 0)
+    st = esmt_fail(ESMT_ERR_IO, "%s: cannot rename %s to %s: %s", fn, g.tmp, o->output_dir,
+                   strerror(errno));
+  if (!st) {
+    char parent[PATH_CAP];
+    esmt_dirname(o->output_dir, parent, sizeof parent);
+    st = esmt_fsync_dir(parent);
+  }
+  for (int k = 0; k < 2; k++) {
+    if (g.out[k].fd >= 0) close(g.out[k].fd);
+    free(g.out[k].index);
+  }
+  if (st) esmt_remove_tree(g.tmp); /* nothing partial survives */
+  free(g.seen);
+  free(g.tok);
+  json_decref(g.shards);
+  stats->bytes_read = g.done_bytes;
+  stats->seconds = esmt_now_s() - g.t0;
+  return st;
+}

@@ -1,0 +1,333 @@
+/* The MLM batch loader over memory-mapped shards.
+ *
+ * Order: epoch e visits records through a keyed pseudo-random permutation
+ * (a Feistel network with cycle walking: O(1) memory however large the
+ * dataset). Consecutive windows of the permuted order are sorted by
+ * length and cut into batches under the token budget (length bucketing),
+ * and a window's batches are handed out in a shuffled order; batch j of a
+ * window belongs to rank j % world. Everything random - permutation,
+ * crops, masks - is a function of (seed, epoch, record), so a cursor of
+ * (epoch, window, batch) restores the exact stream. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "shard_set.h"
+
+#define WINDOW_BATCHES 32   /* batches' worth of samples sorted together */
+
+struct esmt_loader {
+  esmt_loader_options o;
+  char *dir;
+  esmt_shard_set set;
+  uint64_t window_size;      /* samples per window */
+  /* position */
+  uint64_t epoch, window;
+  int batch;                 /* index into this rank's batches of the window */
+  /* the current window */
+  uint64_t *samples;         /* record ids, sorted by length */
+  uint32_t *lengths;         /* row length (tokens incl. cls/eos, cropped) */
+  int *bstart, *bcount, *order, nbatches, nmine;
+  int64_t built_epoch, built_window;
+  /* output */
+  int32_t *tok, *lab;
+  size_t cap;
+  esmt_loader_stats stats;
+};
+
+static uint64_t mix(uint64_t z) {
+  z = (z ^ (z >> 30)) * 0xBF58476D1CE4E5B9ull;
+  z = (z ^ (z >> 27)) * 0x94D049BB133111EBull;
+  return z ^ (z >> 31);
+}
+
+typedef struct rng { uint64_t s; } rng;
+static uint64_t rng_next(rng *r) { return mix(r->s += 0x9E3779B97F4A7C15ull); }
+static double rng_unit(rng *r) { return (double)(rng_next(r) >> 11) * (1.0 / 9007199254740992.0); }
+static rng rng_for(uint64_t seed, uint64_t a, uint64_t b, uint64_t c) {
+  rng r = {mix(seed ^ mix(a * 0x9E3779B97F4A7C15ull ^ mix(b + 0x632BE59BD9B4E019ull) ^ mix(c)))};
+  return r;
+}
+
+/* A bijection of [0, n) keyed by (seed, epoch). */
+static uint64_t permute(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch) {
+  if (n <= 1) return i;
+  int bits = 2;
+  while ((1ull << bits) < n) bits++;
+  if (bits & 1) bits++;
+  const int half = bits / 2;
+  const uint64_t mask = (1ull << half) - 1;
+  uint64_t x = i;
+  do { /* cycle-walk until the image falls inside [0, n) */
+    uint64_t l = x >> half, r = x & mask;
+    for (int round = 0; round < 4; round++) {
+      uint64_t f = mix(r ^ mix(seed ^ (epoch << 8) ^ (uint64_t)round)) & mask;
+      uint64_t nl = r;
+      r = l ^ f;
+      l = nl;
+    }
+    x = (l << half) | r;
+  } while (x >= n);
+  return x;
+}
+
+static uint32_t row_len(const esmt_loader *L, uint32_t residues) {
+  uint64_t full = (uint64_t)residues + 2;
+  return (uint32_t)(full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len);
+}
+
+/* Build window w of epoch e: sort its samples by length, cut batches. */
+static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
+  if (L->built_epoch == (int64_t)e && L->built_window == (int64_t)w) return ESMT_OK;
+  const uint64_t n = L->set.records, W = L->window_size;
+  uint64_t begin = w * W, end = begin + W < n ? begin + W : n;
+  int m = (int)(end - begin);
+  for (int i = 0; i < m; i++) {
+    uint64_t pos = begin + (uint64_t)i;
+    uint64_t id = L->o.shuffle ? permute(pos, n, L->o.seed, e) : pos;
+    uint32_t len;
+    esmt_shard_set_record(&L->set, id, &len);
+    L->samples[i] = id;
+    L->lengths[i] = row_len(L, len);
+  }
+  /* insertion sort by length (stable; windows are small) */
+  for (int i = 1; i < m; i++) {
+    uint64_t s = L->samples[i];
+    uint32_t l = L->lengths[i];
+    int j = i - 1;
+    while (j >= 0 && L->lengths[j] > l) {
+      L->samples[j + 1] = L->samples[j];
+      L->lengths[j + 1] = L->lengths[j];
+      j--;
+    }
+    L->samples[j + 1] = s;
+    L->lengths[j + 1] = l;
+  }
+  /* greedy batches: rows x longest <= budget (and <= batch_rows) */
+  L->nbatches = 0;
+  for (int i = 0; i < m;) {
+    int start = i, rows = 0;
+    while (i < m) {
+      uint64_t longest = L->lengths[i];
+      int cap_rows = L->o.batch_rows > 0 ? L->o.batch_rows : 1 << 30;
+      if (rows > 0 && ((uint64_t)(rows + 1) * longest > L->o.tokens_per_batch || rows >= cap_rows))
+        break;
+      rows++;
+      i++;
+    }
+    L->bstart[L->nbatches] = start;
+    L->bcount[L->nbatches] = rows;
+    L->nbatches++;
+  }
+  /* a shuffled batch order, then this rank's share */
+  int *all = L->order;
+  for (int j = 0; j < L->nbatches; j++) all[j] = j;
+  if (L->o.shuffle) {
+    rng r = rng_for(L->o.seed, e, w, 0xB47C);
+    for (int j = L->nbatches - 1; j > 0; j--) {
+      int k = (int)(rng_next(&r) % (uint64_t)(j + 1));
+      int t = all[j]; all[j] = all[k]; all[k] = t;
+    }
+  }
+  L->nmine = 0;
+  for (int j = 0; j < L->nbatches; j++)
+    if (j % L->o.world == L->o.rank) all[L->nmine++] = all[j];
+  L->built_epoch = (int64_t)e;
+  L->built_window = (int64_t)w;
+  return ESMT_OK;
+}
+
+static uint64_t windows_per_epoch(const esmt_loader *L) {
+  return (L->set.records + L->window_size - 1) / L->window_size;
+}
+
+/* One row: crop, add cls/eos where the window reaches the ends, mask. */
+static void make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, int32_t *lab,
+                     uint64_t *real) {
+  uint32_t len;
+  const uint8_t *res = esmt_shard_set_record(&L->set, id, &len);
+  rng r = rng_for(L->o.seed, L->o.fixed_masking ? 0 : L->epoch, id, 0x3A5C);
+  const uint64_t full = (uint64_t)len + 2; /* the virtual row: cls + residues + eos */
+  const uint64_t keep = full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len;
+  const uint64_t start = full > keep ? rng_next(&r) % (full - keep + 1) : 0;
+  for (int t = 0; t < T; t++) {
+    tok[t] = ESMT_TOKEN_PAD;
+    lab[t] = ESMT_LABEL_IGNORE;
+  }
+  for (uint64_t k = 0; k < keep; k++) {
+    uint64_t v = start + k;
+    int32_t id_tok = v == 0 ? ESMT_TOKEN_CLS : v == full - 1 ? ESMT_TOKEN_EOS : res[v - 1];
+    tok[k] = id_tok;
+    if (v == 0 || v == full - 1) continue; /* specials are never selected */
+    if (rng_unit(&r) >= L->o.mask_prob) continue;
+    lab[k] = id_tok;
+    double u = rng_unit(&r);
+    if (u < L->o.mask_token_frac) tok[k] = ESMT_TOKEN_MASK;
+    else if (u < L->o.mask_token_frac + L->o.random_token_frac)
+      tok[k] = 4 + (int32_t)(rng_next(&r) % 20);
+  }
+  *real += keep;
+}
+
+esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
+  ESMT_CHECK_ARG(L && b, "esmt_loader_next", "loader and batch must not be NULL");
+  for (;;) {
+    if (L->o.epochs > 0 && L->epoch >= (uint64_t)L->o.epochs)
+      return esmt_fail(ESMT_ERR_STATE, "loader: all %d epochs are done", L->o.epochs);
+    esmt_status st = build_window(L, L->epoch, L->window);
+    if (st) return st;
+    if (L->batch < L->nmine) break;
+    L->batch = 0;
+    if (++L->window >= windows_per_epoch(L)) {
+      L->window = 0;
+      L->epoch++;
+    }
+  }
+  int j = L->order[L->batch++];
+  int rows = L->bcount[j];
+  int T = (int)L->lengths[L->bstart[j] + rows - 1]; /* the longest: sorted */
+  size_t need = (size_t)rows * (size_t)T;
+  if (need > L->cap) {
+    int32_t *t = realloc(L->tok, need * sizeof *t), *l = t ? realloc(L->lab, need * sizeof *l) : NULL;
+    if (t) L->tok = t;
+    if (l) L->lab = l;
+    if (!t || !l) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
+    L->cap = need;
+  }
+  uint64_t real = 0;
+  for (int r = 0; r < rows; r++)
+    make_row(L, L->samples[L->bstart[j] + r], T, L->tok + (size_t)r * T, L->lab + (size_t)r * T,
+             &real);
+  b->batch = rows;
+  b->seq_len = T;
+  b->tokens = L->tok;
+  b->labels = L->lab;
+  b->loss_normalizer = 0;
+  L->stats.batches++;
+  L->stats.real_tokens += real;
+  L->stats.padded_tokens += need;
+  return ESMT_OK;
+}
+
+esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) {
+  const char *fn = "esmt_loader_create";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(o && o->dir, fn, "options and options->dir must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_loader_options", o->struct_size, sizeof *o);
+  if (st) return st;
+  if (o->max_len < 3 || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->batch_rows < 0 ||
+      (o->batch_rows == 0 && o->tokens_per_batch < (uint64_t)o->max_len) || o->epochs < 0 ||
+      !(o->mask_prob >= 0 && o->mask_prob <= 1) ||
+      !(o->mask_token_frac >= 0 && o->random_token_frac >= 0 &&
+        o->mask_token_frac + o->random_token_frac <= 1))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need max_len >= 3, 0 <= rank < world, a token "
+                     "budget of at least max_len (or batch_rows), and mask fractions in [0, 1]", fn);
+  esmt_loader *L = calloc(1, sizeof *L);
+  if (!L) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  L->o = *o;
+  L->dir = strdup(o->dir);
+  L->o.dir = L->dir;
+  if (L->o.tokens_per_batch == 0) L->o.tokens_per_batch = UINT64_MAX;
+  L->built_epoch = L->built_window = -1;
+  st = L->dir ? esmt_shard_set_open(o->dir, (int)o->split, &L->set)
+              : esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  if (!st) {
+    uint64_t rows = o->batch_rows > 0 ? (uint64_t)o->batch_rows
+                                      : (o->tokens_per_batch / (uint64_t)o->max_len + 1);
+    L->window_size = rows * WINDOW_BATCHES * (uint64_t)o->world;
+    if (L->window_size > L->set.records) L->window_size = L->set.records;
+    size_t W = (size_t)L->window_size;
+    L->samples = malloc(W * sizeof *L->samples);
+    L->lengths = malloc(W * sizeof *L->lengths);
+    L->bstart = malloc(W * sizeof *L->bstart);
+    L->bcount = malloc(W * sizeof *L->bcount);
+    L->order = malloc(W * sizeof *L->order);
+    if (!L->samples || !L->lengths || !L->bstart || !L->bcount || !L->order)
+      st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  }
+  if (st) {
+    esmt_loader_destroy(L);
+    return esmt_fail_prefix(st, "%s: ", fn);
+  }
+  L->stats.struct_size = sizeof L->stats;
+  L->stats.records = L->set.records;
+  *out = L;
+  return ESMT_OK;
+}
+
+void esmt_loader_destroy(esmt_loader *L) {
+  if (!L) return;
+  esmt_shard_set_close(&L->set);
+  free(L->samples);
+  free(L->lengths);
+  free(L->bstart);
+  free(L->bcount);
+  free(L->order);
+  free(L->tok);
+  free(L->lab);
+  free(L->dir);
+  free(L);
+}
+
+esmt_status esmt_loader_reset(esmt_loader *L) {
+  ESMT_CHECK_ARG(L, "esmt_loader_reset", "loader is NULL");
+  L->epoch = L->window = 0;
+  L->batch = 0;
+  return ESMT_OK;
+}
+
+esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
+  ESMT_CHECK_ARG(L && buf, "esmt_loader_save_cursor", "loader and buf must not be NULL");
+  int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,"
+                   "\"records\":%llu}", (unsigned long long)L->epoch,
+                   (unsigned long long)L->window, L->batch, (unsigned long long)L->o.seed,
+                   (unsigned long long)L->set.records);
+  if (n < 0 || (size_t)n >= cap)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_loader_save_cursor: buffer too small");
+  return ESMT_OK;
+}
+
+esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
+  const char *fn = "esmt_loader_restore_cursor";
+  ESMT_CHECK_ARG(L && json, fn, "loader and json must not be NULL");
+  unsigned long long epoch, window, seed, records;
+  int batch;
+  if (sscanf(json, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,\"records\":%llu}",
+             &epoch, &window, &batch, &seed, &records) != 5)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: not a loader cursor: %.80s", fn, json);
+  if (seed != L->o.seed || records != L->set.records)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for another dataset or seed (records "
+                     "%llu vs %llu, seed %llu vs %llu)", fn, records,
+                     (unsigned long long)L->set.records, seed, (unsigned long long)L->o.seed);
+  if (window >= windows_per_epoch(L) || batch < 0)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: position out of range", fn);
+  L->epoch = epoch;
+  L->window = window;
+  L->batch = batch;
+  return ESMT_OK;
+}
+
+esmt_status esmt_loader_stats_get(const esmt_loader *L, esmt_loader_stats *s) {
+  ESMT_CHECK_ARG(L && s, "esmt_loader_stats_get", "loader and stats must not be NULL");
+  esmt_status st = esmt_check_struct("esmt_loader_stats_get", "esmt_loader_stats", s->struct_size,
+                                     sizeof *s);
+  if (st) return st;
+  *s = L->stats;
+  s->epoch = L->epoch;
+  s->padding_fraction = s->padded_tokens ? 1.0 - (double)s->real_tokens / (double)s->padded_tokens : 0;
+  return ESMT_OK;
+}
+
+static esmt_status src_next(void *u, esmt_batch *b) { return esmt_loader_next(u, b); }
+static esmt_status src_reset(void *u) { return esmt_loader_reset(u); }
+static esmt_status src_save(void *u, char *buf, size_t cap) { return esmt_loader_save_cursor(u, buf, cap); }
+static esmt_status src_restore(void *u, const char *j) { return esmt_loader_restore_cursor(u, j); }
+
+esmt_status esmt_loader_as_source(esmt_loader *L, esmt_batch_source *s) {
+  ESMT_CHECK_ARG(L && s, "esmt_loader_as_source", "loader and source must not be NULL");
+  esmt_batch_source src = {sizeof src, L, src_next, src_reset, src_save, src_restore};
+  *s = src;
+  return ESMT_OK;
+}

@@ -1,0 +1,31 @@
+/* On-disk token shards (docs/formats.md). A dataset directory holds
+ *   manifest.json                 written last; lists every shard
+ *   train-00000.shard, valid-00000.shard, ...
+ * A shard is a 64-byte header, the uint8 residue ids of every record back
+ * to back (no cls/eos), then (records + 1) little-endian uint64 offsets
+ * into the token area. The crc32 covers tokens and index. */
+#ifndef ESMTRAIN_SHARD_FORMAT_H
+#define ESMTRAIN_SHARD_FORMAT_H
+
+#include <stdint.h>
+
+#define ESMT_SHARD_MAGIC "ESMTSHRD"
+#define ESMT_SHARD_VERSION 1u
+#define ESMT_MANIFEST_FORMAT "esmtrain-dataset"
+#define ESMT_MANIFEST_VERSION 1
+
+typedef struct esmt_shard_header {
+  char magic[8];
+  uint32_t version;
+  uint32_t header_size;      /* 64 */
+  uint64_t records;
+  uint64_t tokens;
+  uint64_t index_offset;     /* 64 + tokens */
+  uint32_t crc32;            /* of tokens then index */
+  uint32_t split;            /* 0 train, 1 valid */
+  uint8_t reserved[16];
+} esmt_shard_header;
+
+_Static_assert(sizeof(esmt_shard_header) == 64, "shard header is 64 bytes");
+
+#endif
