@@ -12,6 +12,7 @@ int cmd_probe(int argc, char **argv);
 int cmd_bench(int argc, char **argv);
 int cmd_plan(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
+int cmd_train(int argc, char **argv);
 int cmd_bench_adamw(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */

@@ -10,6 +10,7 @@ static const struct {
   const char *help;
 } k_commands[] = {
     {"probe", cmd_probe, "list backends, devices and CPU features; exit 0 if one is usable"},
+    {"train", cmd_train, "train ESM-2 on an ingested dataset: the main job"},
     {"ingest", cmd_ingest, "FASTA(.gz) files into token shards for training"},
     {"plan", cmd_plan, "device memory per tensor class; the policy and micro-batch that fit"},
     {"bench-adamw", cmd_bench_adamw, "time the AdamW update against memcpy bandwidth"},

@@ -1,0 +1,309 @@
+/* `esmtrain-example train`: the main job. Trains an ESM-2 model on a
+ * dataset from `ingest`, evaluating before and after against an amino-acid
+ * frequency baseline, writing checkpoints, a log and metrics.jsonl. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <math.h>
+#include <signal.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "cli.h"
+
+typedef struct run_io {
+  FILE *log, *metrics;
+  int tty;
+  int64_t max_steps;
+} run_io;
+
+static esmt_trainer *volatile g_trainer;
+static volatile sig_atomic_t g_signal;
+
+static void on_signal(int sig) {
+  g_signal = sig;
+  if (g_trainer) esmt_trainer_request_stop(g_trainer); /* async-signal-safe */
+}
+
+static void stamp(char *buf, size_t cap) {
+  time_t now = time(NULL);
+  struct tm tm;
+  localtime_r(&now, &tm);
+  strftime(buf, cap, "%Y-%m-%d %H:%M:%S", &tm);
+}
+
+/* A line to stdout (unless the progress bar owns the terminal) and the log. */
+static void say(run_io *io, int to_stdout, const char *fmt, ...) {
+  char msg[1024], ts[32];
+  va_list ap;
+  va_start(ap, fmt);
+  vsnprintf(msg, sizeof msg, fmt, ap);
+  va_end(ap);
+  stamp(ts, sizeof ts);
+  if (io->log) { fprintf(io->log, "%s %s\n", ts, msg); fflush(io->log); }
+  if (!to_stdout) return;
+  if (io->tty) printf("\r\033[K%s\n", msg);
+  else printf("%s %s\n", ts, msg);
+  fflush(stdout);
+}
+
+static double rss_mib(void) {
+  struct rusage ru;
+  getrusage(RUSAGE_SELF, &ru);
+  return ru.ru_maxrss / 1024.0;
+}
+
+static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_metrics *e) {
+  run_io *io = user;
+  if (t) {
+    if (io->metrics)
+      fprintf(io->metrics, "{\"kind\":\"train\",\"step\":%lld,\"loss\":%.6f,\"lr\":%.3e,"
+              "\"grad_norm\":%.4f,\"tokens\":%llu,\"tokens_per_s\":%.1f,\"mfu\":%.4f,"
+              "\"step_ms\":%.1f,\"data_ms\":%.2f,\"skipped\":%lld,\"elapsed_s\":%.1f}\n",
+              (long long)t->step, t->loss, t->lr, t->grad_norm, (unsigned long long)t->tokens,
+              t->tokens_per_s, t->mfu, t->step_ms, t->data_ms, (long long)t->skipped,
+              t->elapsed_s);
+    char line[512];
+    snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e | %.0f tok/s MFU %.0f%% | "
+             "%.0f ms/step | ETA %.0fs | RSS %.0f MiB%s", (long long)t->step,
+             (long long)io->max_steps, t->loss, t->lr, t->tokens_per_s, 100 * t->mfu, t->step_ms,
+             t->eta_s, rss_mib(), t->skipped ? " | skipped updates!" : "");
+    if (io->tty) {
+      printf("\r\033[K%s", line);
+      fflush(stdout);
+      say(io, 0, "%s", line);
+    } else {
+      say(io, 1, "%s", line);
+    }
+  }
+  if (e) {
+    if (io->metrics)
+      fprintf(io->metrics, "{\"kind\":\"eval\",\"step\":%lld,\"loss\":%.6f,\"perplexity\":%.4f,"
+              "\"accuracy\":%.4f,\"unigram_perplexity\":%.4f,\"selected\":%llu}\n",
+              (long long)e->step, e->loss, e->perplexity, e->accuracy, e->unigram_perplexity,
+              (unsigned long long)e->selected);
+    say(io, 1, "eval step %lld: loss %.4f, perplexity %.3f (amino-acid frequency model %.3f), "
+        "masked accuracy %.1f%% over %llu positions", (long long)e->step, e->loss, e->perplexity,
+        e->unigram_perplexity, 100 * e->accuracy, (unsigned long long)e->selected);
+  }
+  if (io->metrics) fflush(io->metrics);
+}
+
+/* --overfit-batches N: the first N batches of the loader, over and over. */
+typedef struct overfit_source {
+  esmt_loader *loader;
+  int n, served;
+} overfit_source;
+
+static esmt_status overfit_next(void *u, esmt_batch *b) {
+  overfit_source *o = u;
+  if (o->served == o->n) {
+    esmt_loader_reset(o->loader);
+    o->served = 0;
+  }
+  o->served++;
+  return esmt_loader_next(o->loader, b);
+}
+
+static void usage(void) {
+  printf(
+      "usage: esmtrain-example train --data DIR [options]\n"
+      "  --data DIR            dataset from `esmtrain-example ingest`\n"
+      "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl) [runs/esmtrain]\n"
+      "  --model NAME          esm2_t6_8M ... esm2_t48_15B [esm2_t6_8M]\n"
+      "  --layers L --width D --heads H   a custom size instead of --model\n"
+      "  --steps N             updates to run [1000]\n"
+      "  --batch-tokens N      padded tokens per micro-batch [4096]\n"
+      "  --update-tokens N     tokens per update (accumulate micro-batches) [one micro-batch]\n"
+      "  --max-len N           tokens per row incl. cls/eos (crops longer proteins) [512]\n"
+      "  --lr X --warmup N --schedule esm2|cosine|constant --weight-decay X --clip X\n"
+      "  --eval-every N --eval-batches N --save-every N --keep N --log-every N\n"
+      "  --threads N --backend NAME --seed N --max-time SECONDS\n"
+      "  --resume latest|DIR   continue a run exactly (same options)\n"
+      "  --init-from CKPT      start from a checkpoint's weights with a fresh optimizer\n"
+      "  --fast-dev-run N      N updates, no checkpoints, no evaluation: a smoke test\n"
+      "  --overfit-batches N   train on the first N batches only (loss should approach 0)\n"
+      "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits (status 130/143).\n");
+}
+
+int cmd_train(int argc, char **argv) {
+  const char *data = NULL, *out = "runs/esmtrain", *model_name = "esm2_t6_8M", *backend = NULL;
+  const char *resume = NULL, *init_from = NULL, *schedule = "esm2";
+  int layers = 0, width = 0, heads = 0, max_len = 512, threads = 0, fast_dev = 0, overfit = 0;
+  int64_t steps = 1000;
+  long batch_tokens = 4096, update_tokens = 0, warmup = -1;
+  int eval_every = -1, eval_batches = 0, save_every = 0, keep = 3, log_every = 10;
+  double lr = 4e-4, wd = 0.01, clip = 1.0, max_time = 0;
+  uint64_t seed = 1;
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
+    if (!strcmp(a, "--help")) { usage(); return 0; }
+    if (!v) { fprintf(stderr, "train: %s needs a value (try --help)\n", a); return 2; }
+#define OPT(name, assign) else if (!strcmp(a, name)) { assign; }
+    if (0) {}
+    OPT("--data", data = v) OPT("--out", out = v) OPT("--model", model_name = v)
+    OPT("--backend", backend = v) OPT("--resume", resume = v) OPT("--init-from", init_from = v)
+    OPT("--schedule", schedule = v) OPT("--layers", layers = atoi(v)) OPT("--width", width = atoi(v))
+    OPT("--heads", heads = atoi(v)) OPT("--max-len", max_len = atoi(v))
+    OPT("--threads", threads = atoi(v)) OPT("--fast-dev-run", fast_dev = atoi(v))
+    OPT("--overfit-batches", overfit = atoi(v)) OPT("--steps", steps = atoll(v))
+    OPT("--batch-tokens", batch_tokens = atol(v)) OPT("--update-tokens", update_tokens = atol(v))
+    OPT("--warmup", warmup = atol(v)) OPT("--eval-every", eval_every = atoi(v))
+    OPT("--eval-batches", eval_batches = atoi(v)) OPT("--save-every", save_every = atoi(v))
+    OPT("--keep", keep = atoi(v)) OPT("--log-every", log_every = atoi(v)) OPT("--lr", lr = atof(v))
+    OPT("--weight-decay", wd = atof(v)) OPT("--clip", clip = atof(v))
+    OPT("--max-time", max_time = atof(v)) OPT("--seed", seed = strtoull(v, NULL, 10))
+    else { fprintf(stderr, "train: unknown option '%s' (try --help)\n", a); return 2; }
+#undef OPT
+    i++;
+  }
+  if (!data) { fprintf(stderr, "train: --data DIR is required (try --help)\n"); return 2; }
+  if (fast_dev > 0) steps = fast_dev;
+  if (warmup < 0) warmup = steps / 10 < 2000 ? steps / 10 : 2000;
+  if (eval_every < 0) eval_every = steps >= 10 ? (int)(steps / 5) : 0;
+
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  esmt_status st = esmt_model_config_preset(model_name, &mc);
+  if (st) { cli_error("train", st); return 2; }
+  if (layers) mc.num_layers = layers;
+  if (width) { mc.hidden_size = width; mc.ffn_size = 4 * width; }
+  if (heads) mc.num_heads = heads;
+  if (max_len > mc.max_positions) mc.max_positions = max_len;
+
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend = backend;
+  co.num_threads = threads;
+  co.log = cli_log_stderr;
+  co.log_level = ESMT_LOG_WARN;
+  esmt_context *ctx = NULL;
+  esmt_model *model = NULL;
+  esmt_loader *train = NULL, *valid = NULL;
+  esmt_trainer *tr = NULL;
+  run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps};
+  int rc = 1;
+  if ((st = esmt_context_create(&co, &ctx))) goto fail;
+  double ceiling = 0;
+  esmt_context_gemm_ceiling(ctx, 1024, 1024, 1024, 4, &ceiling);
+  if ((st = esmt_model_create(ctx, &mc, seed, &model))) goto fail;
+
+  esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
+  lo.dir = data;
+  lo.seed = seed;
+  lo.max_len = max_len;
+  lo.tokens_per_batch = (uint64_t)batch_tokens;
+  if (overfit > 0) lo.shuffle = 0;
+  if ((st = esmt_loader_create(&lo, &train))) goto fail;
+  esmt_loader_options vo = lo;
+  vo.split = ESMT_SPLIT_VALID;
+  vo.shuffle = 0;
+  vo.fixed_masking = 1;
+  vo.epochs = 1;
+  if (!fast_dev && eval_every > 0 && (st = esmt_loader_create(&vo, &valid))) goto fail;
+
+  if (!fast_dev && mkdir(out, 0755) != 0 && errno != EEXIST) {
+    fprintf(stderr, "train: cannot create %s: %s\n", out, strerror(errno));
+    goto done;
+  }
+  char path[4096];
+  if (!fast_dev) {
+    snprintf(path, sizeof path, "%s/train.log", out);
+    io.log = fopen(path, "a");
+    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
+    io.metrics = fopen(path, "a");
+  }
+  esmt_batch_source src;
+  esmt_loader_as_source(train, &src);
+  overfit_source ovf = {train, overfit, 0};
+  if (overfit > 0) { /* the first N batches, repeated; no resumable cursor */
+    esmt_batch_source os = {sizeof os, &ovf, overfit_next, NULL, NULL, NULL};
+    src = os;
+  }
+  esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
+  to.run_dir = fast_dev ? NULL : out;
+  to.max_steps = steps;
+  to.tokens_per_update = (uint64_t)update_tokens;
+  to.adamw.lr = lr;
+  to.adamw.weight_decay = wd;
+  to.schedule.peak_lr = lr;
+  to.schedule.warmup_steps = warmup;
+  to.schedule.total_steps = steps;
+  to.schedule.kind = !strcmp(schedule, "cosine") ? ESMT_SCHEDULE_COSINE
+                   : !strcmp(schedule, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
+  to.grad_clip = clip;
+  to.log_every = log_every;
+  to.eval_every = fast_dev ? 0 : eval_every;
+  to.eval_batches = eval_batches;
+  to.save_every = save_every;
+  to.keep_last = keep;
+  to.max_time_s = max_time;
+  to.gemm_ceiling_gflops = ceiling;
+  to.metrics = on_metrics;
+  to.metrics_user = &io;
+  if ((st = esmt_trainer_create(model, &to, &src, &tr))) goto fail;
+  if (valid) {
+    esmt_batch_source vs;
+    esmt_loader_as_source(valid, &vs);
+    if ((st = esmt_trainer_set_eval_source(tr, &vs))) goto fail;
+  }
+  if (resume) {
+    const char *spec = strcmp(resume, "latest") ? resume : out;
+    if ((st = esmt_trainer_resume(tr, spec))) goto fail;
+  } else if (init_from && (st = esmt_trainer_init_from(tr, init_from))) {
+    goto fail;
+  }
+  uint64_t params = 0;
+  esmt_model_param_count(model, &params);
+  say(&io, 1, "training %s: %d layers, d=%d, %d heads, %.2fM parameters on %s (%s); data %s; "
+      "%lld steps from step %lld", layers || width ? "custom ESM-2" : model_name, mc.num_layers,
+      mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
+      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", data, (long long)steps,
+      (long long)esmt_trainer_step_count(tr));
+  esmt_eval_metrics before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
+  if (valid && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
+  if (valid) on_metrics(&io, NULL, &before);
+
+  g_trainer = tr;
+  struct sigaction sa;
+  memset(&sa, 0, sizeof sa);
+  sa.sa_handler = on_signal;
+  sigaction(SIGINT, &sa, NULL);
+  sigaction(SIGTERM, &sa, NULL);
+  st = esmt_trainer_run(tr);
+  g_trainer = NULL;
+  if (io.tty) printf("\n");
+  if (st == ESMT_ERR_CANCELLED && g_signal) {
+    say(&io, 1, "interrupted by signal %d at step %lld: checkpoint saved in %s/checkpoints; "
+        "continue with --resume latest", (int)g_signal, (long long)esmt_trainer_step_count(tr), out);
+    rc = 128 + g_signal;
+    goto done;
+  }
+  if (st) goto fail;
+  if (valid && (st = esmt_trainer_evaluate(tr, &after))) goto fail;
+  if (valid)
+    say(&io, 1, "validation perplexity %.3f -> %.3f after %lld steps (amino-acid frequency model "
+        "%.3f): %s", before.perplexity, after.perplexity, (long long)esmt_trainer_step_count(tr),
+        after.unigram_perplexity,
+        after.perplexity < after.unigram_perplexity ? "the model beats composition"
+                                                    : "not yet better than composition");
+  if (!fast_dev) say(&io, 1, "checkpoints in %s/checkpoints (latest and best kept)", out);
+  rc = 0;
+  goto done;
+fail:
+  if (io.tty) printf("\n");
+  cli_error("train", st);
+  if (io.log) say(&io, 0, "error: %s", esmt_last_error());
+done:
+  esmt_trainer_destroy(tr);
+  esmt_loader_destroy(train);
+  esmt_loader_destroy(valid);
+  esmt_model_destroy(model);
+  esmt_context_destroy(ctx);
+  if (io.log) fclose(io.log);
+  if (io.metrics) fclose(io.metrics);
+  return rc;
+}
