@@ -188,7 +188,7 @@ int cmd_train(int argc, char **argv) {
   int rc = 1;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
   double ceiling = 0;
-  esmt_context_gemm_ceiling(ctx, 1024, 1024, 1024, 4, &ceiling);
+  esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
   if ((st = esmt_model_create(ctx, &mc, seed, &model))) goto fail;
 
   esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;

@@ -173,7 +173,7 @@ esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t ste
   if (!st) st = esmt_fsync_dir(ckdir);
   if (!st) st = write_small_file(ckdir, "latest", name);
   if (st) {
-    esmt_remove_tree(tmp);
+    esmt_cleanup_tree(tmp);
     return esmt_fail_prefix(st, "saving checkpoint %s: ", name);
   }
   if (out_dir) snprintf(out_dir, cap, "%s", final_dir);

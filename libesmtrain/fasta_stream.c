@@ -118,7 +118,7 @@ static int read_header(esmt_fasta *f) {
   int in_id = 1, c;
   while ((c = next_byte(f)) >= 0 && c != '\n') {
     if (c == '\r') continue;
-    if (c == 0 || c > 127 || (c < 32 && c != '\t')) return bad_char(f, c, "a header");
+    if (c == 0 || c >= 127 || (c < 32 && c != '\t')) return bad_char(f, c, "a header");
     if (c == ' ' || c == '\t') in_id = 0;
     if (in_id && !append(&f->id, &f->id_len, &f->id_cap, c))
       return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", f->path), -1;
@@ -146,7 +146,7 @@ int esmt_fasta_next(esmt_fasta *f, esmt_fasta_record *rec) {
       if (c == '\n') { f->line++; continue; }
       if (c == '\r' || c == ' ' || c == '\t') continue;
       if (c != '>') {
-        if (c == 0 || c > 127 || c < 32) return bad_char(f, c, "the file before any header");
+        if (c == 0 || c >= 127 || c < 32) return bad_char(f, c, "the file before any header");
         esmt_fail(ESMT_ERR_FORMAT, "%s: line %llu: sequence data before the first '>' header "
                   "(not a FASTA file?)", f->path, (unsigned long long)f->line);
         return -1;
@@ -175,7 +175,7 @@ int esmt_fasta_next(esmt_fasta *f, esmt_fasta_record *rec) {
     }
     at_line_start = 0;
     if (c == '\r' || c == ' ' || c == '\t') continue;
-    if (c == 0 || c > 127 || c < 32) return bad_char(f, c, "the sequence");
+    if (c == 0 || c >= 127 || c < 32) return bad_char(f, c, "the sequence");
     if (!append(&f->seq, &f->seq_len, &f->seq_cap, c))
       return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (record too long?)", f->path), -1;
   }

@@ -62,9 +62,17 @@ static int remove_entry(const char *path, const struct stat *sb, int flag, struc
 }
 
 esmt_status esmt_remove_tree(const char *dir) {
-  if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT)
+  if (nftw(dir, remove_entry, 16, FTW_DEPTH | FTW_PHYS) != 0 && errno != ENOENT &&
+      errno != ENOTDIR)
     return esmt_fail(ESMT_ERR_IO, "%s: cannot remove: %s", dir, strerror(errno));
   return ESMT_OK;
+}
+
+void esmt_cleanup_tree(const char *dir) {
+  char saved[1024];
+  snprintf(saved, sizeof saved, "%s", esmt_last_error());
+  esmt_remove_tree(dir);
+  esmt_fail(ESMT_ERR_IO, "%s", saved); /* the error that caused the cleanup stays */
 }
 
 void esmt_dirname(const char *path, char *out, size_t cap) {

@@ -17,6 +17,9 @@ ESMT_HIDDEN esmt_status esmt_mkdir_p(const char *dir);
 /* rm -rf of a directory that esmtrain created (no symlink following). */
 ESMT_HIDDEN esmt_status esmt_remove_tree(const char *dir);
 
+/* Best-effort removal on an error path: keeps the current error message. */
+ESMT_HIDDEN void esmt_cleanup_tree(const char *dir);
+
 /* Directory part of `path` into out ("." when none). */
 ESMT_HIDDEN void esmt_dirname(const char *path, char *out, size_t cap);
 

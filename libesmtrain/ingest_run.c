@@ -331,7 +331,7 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
     if (g.out[k].fd >= 0) close(g.out[k].fd);
     free(g.out[k].index);
   }
-  if (st) esmt_remove_tree(g.tmp); /* nothing partial survives */
+  if (st) esmt_cleanup_tree(g.tmp); /* nothing partial survives */
   free(g.seen);
   free(g.tok);
   json_decref(g.shards);

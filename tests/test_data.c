@@ -1,0 +1,515 @@
+/* Data pipeline: alphabet, FASTA edge cases, malformed inputs (each a
+ * clear error, a non-zero status and no dataset left behind), the real
+ * UniProt sample from Debian's mmseqs2-examples, and loader properties. */
+#define _GNU_SOURCE
+#include "test_util.h"
+
+#include <dirent.h>
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/resource.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "esmtrain/esmtrain.h"
+
+#define REAL_DB "/usr/share/doc/mmseqs2/example-data/DB.fasta.gz"
+
+static char g_tmp[256];
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_tmp, sizeof g_tmp, "%s", test_mkdtemp());
+  return 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  test_rmtree(g_tmp);
+  return 0;
+}
+
+/* Paths in the test's directory; each call's result lives for 16 calls. */
+static const char *tmp_path(const char *name) {
+  static char buf[16][512];
+  static int k;
+  k = (k + 1) % 16;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", g_tmp, name);
+  return buf[k];
+}
+
+static void write_bytes(const char *path, const void *data, size_t n) {
+  FILE *f = fopen(path, "wb");
+  assert_non_null(f);
+  assert_int_equal(fwrite(data, 1, n, f), n);
+  assert_int_equal(fclose(f), 0);
+}
+
+static void write_text(const char *path, const char *text) { write_bytes(path, text, strlen(text)); }
+
+static void write_gz(const char *path, const char *text) {
+  gzFile g = gzopen(path, "wb");
+  assert_non_null(g);
+  assert_int_equal(gzwrite(g, text, (unsigned)strlen(text)), (int)strlen(text));
+  assert_int_equal(gzclose(g), Z_OK);
+}
+
+#define ASSERT_OK(expr)                                              \
+  do {                                                               \
+    esmt_status st_ = (expr);                                        \
+    if (st_ != ESMT_OK) fail_msg("%s: %s", #expr, esmt_last_error()); \
+  } while (0)
+
+static esmt_status ingest_one(const char *input, const char *out, esmt_ingest_stats *s,
+                              esmt_unknown_policy unk, esmt_gap_policy gaps) {
+  esmt_ingest_options o = ESMT_INGEST_OPTIONS_INIT;
+  const char *in[] = {input};
+  o.inputs = in;
+  o.n_inputs = 1;
+  o.output_dir = out;
+  o.valid_fraction = 0.1;
+  o.unknown = unk;
+  o.gaps = gaps;
+  esmt_ingest_stats local = ESMT_INGEST_STATS_INIT;
+  return esmt_ingest(&o, s ? s : &local);
+}
+
+/* Nothing named like the output, nor a temporary sibling, survives. */
+static void assert_nothing_left(const char *out) {
+  assert_int_not_equal(access(out, F_OK), 0);
+  DIR *d = opendir(g_tmp);
+  assert_non_null(d);
+  struct dirent *de;
+  const char *base = strrchr(out, '/') + 1;
+  while ((de = readdir(d)))
+    if (strncmp(de->d_name, base, strlen(base)) == 0 && strstr(de->d_name, ".tmp-"))
+      fail_msg("temporary %s left behind", de->d_name);
+  closedir(d);
+}
+
+static void expect_error(const char *input, const char *fragment, esmt_unknown_policy unk,
+                         esmt_gap_policy gaps) {
+  const char *out = tmp_path("out-bad");
+  esmt_status st = ingest_one(input, out, NULL, unk, gaps);
+  if (st == ESMT_OK) fail_msg("ingest of %s succeeded; expected an error with '%s'", input, fragment);
+  if (!strstr(esmt_last_error(), fragment))
+    fail_msg("message '%s' lacks '%s'", esmt_last_error(), fragment);
+  assert_nothing_left(out);
+}
+
+static void test_alphabet(void **state) {
+  (void)state;
+  const char *order = "LAGVSERTIDPKQNFYMHWCXBUZO";
+  for (int i = 0; order[i]; i++) {
+    assert_int_equal(esmt_token_id(order[i]), 4 + i);
+    assert_int_equal(esmt_token_id(order[i] + 32), 4 + i); /* lowercase */
+  }
+  assert_int_equal(esmt_token_id('.'), 29);
+  assert_int_equal(esmt_token_id('-'), 30);
+  assert_int_equal(esmt_token_id('J'), -1);
+  assert_int_equal(esmt_token_id('1'), -1);
+  assert_int_equal(esmt_token_id(200), -1);
+  assert_string_equal(esmt_token_string(0), "<cls>");
+  assert_string_equal(esmt_token_string(32), "<mask>");
+  assert_string_equal(esmt_token_string(4), "L");
+  assert_null(esmt_token_string(33));
+}
+
+static void test_fasta_edge_cases(void **state) {
+  (void)state;
+  /* CRLF, blank lines, multi-line records, lowercase, a terminal '*',
+   * an empty record, a duplicate id, gaps, an unknown letter. */
+  const char *in = tmp_path("edge.fa");
+  write_text(in, "\r\n>a desc\r\nMKV\r\nlla*\r\n\r\n>empty\n>b\nAC-D.E\n>a\nXJK\n");
+  esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
+  const char *out = tmp_path("edge-out");
+  ASSERT_OK(ingest_one(in, out, &s, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_DROP));
+  assert_int_equal(s.records, 3);
+  assert_int_equal(s.residues, 6 + 4 + 3);
+  assert_int_equal(s.empty_records, 1);
+  assert_int_equal(s.terminal_stops, 1);
+  assert_int_equal(s.duplicate_ids, 1);
+  assert_int_equal(s.gaps_dropped, 2);
+  assert_int_equal(s.unknown_letters, 1); /* J */
+  assert_int_equal(s.lowercase_letters, 3);
+  /* the same through gzip with two concatenated members */
+  const char *gz = tmp_path("edge.fa.gz");
+  write_gz(gz, ">x\nMKV\n");
+  FILE *f = fopen(gz, "ab");
+  gzFile g = gzdopen(fileno(f), "ab");
+  gzputs(g, ">y\nLLA\n");
+  gzclose(g);
+  ASSERT_OK(ingest_one(gz, tmp_path("gz-out"), &s, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP));
+  assert_int_equal(s.records, 2);
+  assert_int_equal(s.residues, 6);
+  /* skip policy drops the record with J */
+  ASSERT_OK(ingest_one(in, tmp_path("skip-out"), &s, ESMT_UNKNOWN_SKIP, ESMT_GAPS_KEEP));
+  assert_int_equal(s.skipped_records, 1);
+  assert_int_equal(s.records, 2);
+}
+
+static void test_long_line(void **state) {
+  (void)state;
+  const size_t n = 10u << 20; /* a 10 MB sequence line */
+  char *buf = malloc(n + 16);
+  memcpy(buf, ">long\n", 6);
+  for (size_t i = 0; i < n; i++) buf[6 + i] = "ACDEFGHIKLMNPQRSTVWY"[i % 20];
+  buf[6 + n] = '\n';
+  const char *in = tmp_path("long.fa");
+  write_bytes(in, buf, n + 7);
+  free(buf);
+  esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
+  assert_int_equal(ingest_one(in, tmp_path("long-out"), &s, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP),
+                   ESMT_OK);
+  assert_int_equal(s.residues, n);
+  assert_int_equal(s.longest, n);
+}
+
+static void test_malformed_inputs(void **state) {
+  (void)state;
+  const char *p;
+  p = tmp_path("empty.fa"); write_text(p, "");
+  expect_error(p, "no FASTA records", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("noheader.fa"); write_text(p, "MKVLA\nGGG\n");
+  expect_error(p, "before the first '>' header", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("headeronly.fa"); write_text(p, ">only a header\n");
+  expect_error(p, "no residues", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  static const unsigned char junk[] = {0x7f, 'E', 'L', 'F', 2, 1, 1, 0, 0xff, 0xfe, 0x10, 0};
+  p = tmp_path("junk.fa"); write_bytes(p, junk, sizeof junk);
+  expect_error(p, "before any header", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  static const char nul[] = ">a\nMK\0VL\n";
+  p = tmp_path("nul.fa"); write_bytes(p, nul, sizeof nul - 1);
+  expect_error(p, "NUL byte", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("utf8.fa"); write_text(p, ">a\nMK\xc3\xa9VL\n");
+  expect_error(p, "non-ASCII", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("digits.fa"); write_text(p, ">a\nMKV\n>b\nMK12VL\n");
+  expect_error(p, "'1' is not an amino-acid letter", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  expect_error(p, "record 'b'", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("ctl.fa"); write_text(p, ">a\x01b\nMKV\n");
+  expect_error(p, "control character", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("unknown.fa"); write_text(p, ">a\nMKJV\n");
+  expect_error(p, "unknown residue 'J'", ESMT_UNKNOWN_FAIL, ESMT_GAPS_KEEP);
+  p = tmp_path("gaps.fa"); write_text(p, ">a\nMK-V\n");
+  expect_error(p, "gap character", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_FAIL);
+  /* a truncated gzip stream */
+  const char *gz = tmp_path("trunc.fa.gz");
+  char big[20000];
+  int k = sprintf(big, ">t\n");
+  for (int i = 0; i < 19000; i++) big[k++] = "ACDEFGHIKLMNPQRSTVWY"[(i * 7) % 20];
+  big[k] = '\0';
+  write_gz(gz, big);
+  struct stat sb;
+  stat(gz, &sb);
+  assert_int_equal(truncate(gz, sb.st_size / 2), 0);
+  expect_error(gz, "truncated", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  /* a directory, a missing file, a path below a regular file */
+  expect_error(g_tmp, "is a directory", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  expect_error(tmp_path("missing.fa"), "cannot open", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+  p = tmp_path("good.fa"); write_text(p, ">a\nMKV\n");
+  char below[600];
+  snprintf(below, sizeof below, "%s/x.fa", p);
+  expect_error(below, "cannot open", ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+}
+
+static void test_output_errors(void **state) {
+  (void)state;
+  const char *in = tmp_path("ok.fa");
+  write_text(in, ">a\nMKVLA\n>b\nGGHH\n");
+  /* output below a regular file: cannot be created */
+  char out[600];
+  snprintf(out, sizeof out, "%s/sub", in);
+  assert_int_not_equal(ingest_one(in, out, NULL, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP), ESMT_OK);
+  assert_non_null(strstr(esmt_last_error(), "cannot create"));
+  /* an existing non-empty directory is refused and left as it was */
+  const char *full = tmp_path("full");
+  mkdir(full, 0755);
+  char keep[600];
+  snprintf(keep, sizeof keep, "%s/precious.txt", full);
+  write_text(keep, "keep me");
+  assert_int_equal(ingest_one(in, full, NULL, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP), ESMT_ERR_IO);
+  assert_non_null(strstr(esmt_last_error(), "not empty"));
+  assert_int_equal(access(keep, F_OK), 0);
+}
+
+/* Disk full while writing: RLIMIT_FSIZE in a child, SIGXFSZ ignored. */
+static void test_disk_full(void **state) {
+  (void)state;
+  const char *in = tmp_path("big.fa");
+  FILE *f = fopen(in, "w");
+  for (int r = 0; r < 2000; r++) {
+    fprintf(f, ">r%d\n", r);
+    for (int i = 0; i < 300; i++) fputc("ACDEFGHIKLMNPQRSTVWY"[(r + i) % 20], f);
+    fputc('\n', f);
+  }
+  fclose(f);
+  const char *out = tmp_path("fsize-out");
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {100000, 100000};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    esmt_status st = ingest_one(in, out, NULL, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP);
+    int ok = st == ESMT_ERR_IO && strstr(esmt_last_error(), "write failed");
+    if (!ok) fprintf(stderr, "child: status %d: %s\n", st, esmt_last_error());
+    _exit(ok ? 0 : 1);
+  }
+  int wst = 0;
+  waitpid(pid, &wst, 0);
+  assert_true(WIFEXITED(wst));
+  assert_int_equal(WEXITSTATUS(wst), 0);
+  assert_nothing_left(out);
+}
+
+/* Count records and residues of the real file independently (zlib only). */
+static void count_fasta_gz(const char *path, uint64_t *records, uint64_t *residues) {
+  gzFile g = gzopen(path, "rb");
+  assert_non_null(g);
+  char line[1 << 16];
+  *records = *residues = 0;
+  while (gzgets(g, line, sizeof line)) {
+    if (line[0] == '>') { (*records)++; continue; }
+    for (char *c = line; *c; c++)
+      if ((*c >= 'A' && *c <= 'Z') || (*c >= 'a' && *c <= 'z')) (*residues)++;
+  }
+  gzclose(g);
+}
+
+static const char *real_dataset(void) {
+  static char out[512];
+  if (out[0]) return out;
+  snprintf(out, sizeof out, "%s/real", g_tmp);
+  esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
+  if (ingest_one(REAL_DB, out, &s, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP) != ESMT_OK)
+    fail_msg("%s", esmt_last_error());
+  return out;
+}
+
+static void test_real_ingest(void **state) {
+  (void)state;
+  if (access(REAL_DB, R_OK) != 0) { skip(); return; } /* mmseqs2-examples not installed */
+  uint64_t rec, res;
+  count_fasta_gz(REAL_DB, &rec, &res);
+  const char *out = tmp_path("real-check");
+  esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
+  assert_int_equal(ingest_one(REAL_DB, out, &s, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP), ESMT_OK);
+  print_message("DB.fasta.gz: %llu records, %llu residues (independent count %llu / %llu)\n",
+                (unsigned long long)s.records, (unsigned long long)s.residues,
+                (unsigned long long)rec, (unsigned long long)res);
+  assert_int_equal(s.records, rec);
+  assert_int_equal(s.residues, res);
+  assert_int_equal(s.train_records + s.valid_records, rec);
+  /* ~10% validation (valid_fraction 0.1 here) */
+  assert_true(s.valid_records > rec / 20 && s.valid_records < rec / 5);
+}
+
+static esmt_loader *open_loader(const char *dir, int rank, int world, uint64_t seed) {
+  esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
+  o.dir = dir;
+  o.seed = seed;
+  o.max_len = 256;
+  o.tokens_per_batch = 4096;
+  o.rank = rank;
+  o.world = world;
+  esmt_loader *l = NULL;
+  if (esmt_loader_create(&o, &l) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  return l;
+}
+
+static uint64_t batch_hash(const esmt_batch *b) {
+  uint64_t h = 1469598103934665603ull;
+  size_t n = (size_t)b->batch * b->seq_len;
+  for (size_t i = 0; i < n; i++) h = (h ^ (uint64_t)(b->tokens[i] * 131 + b->labels[i] + 200)) * 1099511628211ull;
+  return h ^ (uint64_t)b->batch << 32 ^ (uint64_t)b->seq_len;
+}
+
+static void test_loader_masking_and_crops(void **state) {
+  (void)state;
+  if (access(REAL_DB, R_OK) != 0) { skip(); return; }
+  esmt_loader *l = open_loader(real_dataset(), 0, 1, 5);
+  uint64_t residues = 0, selected = 0, masked = 0, random_tok = 0, same = 0, cls = 0, eos = 0, rows = 0;
+  uint64_t short_rows = 0, short_ok = 0;
+  for (int i = 0; i < 200; i++) {
+    esmt_batch b = ESMT_BATCH_INIT;
+    assert_int_equal(esmt_loader_next(l, &b), ESMT_OK);
+    assert_true((uint64_t)b.batch * b.seq_len <= 4096);
+    for (int r = 0; r < b.batch; r++) {
+      rows++;
+      const int32_t *t = b.tokens + r * b.seq_len, *y = b.labels + r * b.seq_len;
+      cls += t[0] == ESMT_TOKEN_CLS;
+      int len = 0;
+      while (len < b.seq_len && t[len] != ESMT_TOKEN_PAD) len++;
+      if (len < 256) { /* not cropped */
+        short_rows++;
+        short_ok += t[0] == ESMT_TOKEN_CLS && t[len - 1] == ESMT_TOKEN_EOS;
+      }
+      for (int k = 0; k < b.seq_len; k++) {
+        eos += t[k] == ESMT_TOKEN_EOS;
+        if (t[k] == ESMT_TOKEN_CLS || t[k] == ESMT_TOKEN_EOS || t[k] == ESMT_TOKEN_PAD) {
+          assert_int_equal(y[k], ESMT_LABEL_IGNORE); /* specials never selected */
+          continue;
+        }
+        residues++;
+        if (y[k] < 0) continue;
+        selected++;
+        if (t[k] == ESMT_TOKEN_MASK) masked++;
+        else if (t[k] == y[k]) same++;
+        else random_tok++;
+      }
+    }
+  }
+  esmt_loader_stats st = {.struct_size = sizeof st};
+  assert_int_equal(esmt_loader_stats_get(l, &st), ESMT_OK);
+  double p = (double)selected / residues, m = (double)masked / selected;
+  print_message("selected %.4f of %llu residues; of those mask %.3f random %.3f same %.3f; "
+                "padding %.3f; rows with cls %llu/%llu, eos %llu\n", p,
+                (unsigned long long)residues, m, (double)random_tok / selected,
+                (double)same / selected, st.padding_fraction, (unsigned long long)cls,
+                (unsigned long long)rows, (unsigned long long)eos);
+  /* binomial bounds: 6 standard deviations */
+  assert_true(fabs(p - 0.15) < 6 * sqrt(0.15 * 0.85 / residues));
+  assert_true(fabs(m - 0.8) < 6 * sqrt(0.8 * 0.2 / selected));
+  /* random replacements sometimes draw the same residue: ~10% + 10%/20 */
+  assert_true(fabs((double)random_tok / selected - 0.1 * 19 / 20) < 6 * sqrt(0.1 * 0.9 / selected));
+  /* crops of long proteins keep cls/eos only where the window reaches an
+   * end: some rows lack each, and rows shorter than max_len have both */
+  assert_true(cls < rows && eos < rows && cls > 0 && eos > 0);
+  assert_true(short_rows > 0 && short_ok == short_rows);
+  assert_true(st.padding_fraction < 0.2); /* length bucketing */
+  esmt_loader_destroy(l);
+}
+
+static void test_loader_determinism_ranks_resume(void **state) {
+  (void)state;
+  if (access(REAL_DB, R_OK) != 0) { skip(); return; }
+  const char *dir = real_dataset();
+  /* same seed, same batches; another seed, other batches */
+  esmt_loader *a = open_loader(dir, 0, 1, 9), *b = open_loader(dir, 0, 1, 9), *c = open_loader(dir, 0, 1, 10);
+  for (int i = 0; i < 20; i++) {
+    esmt_batch x = ESMT_BATCH_INIT, y = ESMT_BATCH_INIT, z = ESMT_BATCH_INIT;
+    esmt_loader_next(a, &x);
+    uint64_t hx = batch_hash(&x);
+    esmt_loader_next(b, &y);
+    esmt_loader_next(c, &z);
+    assert_true(hx == batch_hash(&y));
+    if (i == 0) assert_true(hx != batch_hash(&z));
+  }
+  /* mid-epoch cursor: a fresh loader restored continues identically */
+  char cur[256];
+  assert_int_equal(esmt_loader_save_cursor(a, cur, sizeof cur), ESMT_OK);
+  esmt_loader *r = open_loader(dir, 0, 1, 9);
+  assert_int_equal(esmt_loader_restore_cursor(r, cur), ESMT_OK);
+  for (int i = 0; i < 10; i++) {
+    esmt_batch x = ESMT_BATCH_INIT, y = ESMT_BATCH_INIT;
+    esmt_loader_next(a, &x);
+    uint64_t hx = batch_hash(&x);
+    esmt_loader_next(r, &y);
+    assert_true(hx == batch_hash(&y));
+  }
+  assert_int_equal(esmt_loader_restore_cursor(c, cur), ESMT_ERR_FORMAT); /* other seed */
+  /* two ranks: disjoint rows that together cover the epoch once */
+  esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
+  o.dir = dir;
+  o.max_len = 4096; /* no crops: every row is a whole record */
+  o.tokens_per_batch = 16384;
+  o.epochs = 1;
+  esmt_loader_stats total = {.struct_size = sizeof total};
+  uint64_t rows_seen[2] = {0, 0}, res_seen[2] = {0, 0};
+  uint64_t sum_hash[2] = {0, 0};
+  for (int rank = 0; rank < 2; rank++) {
+    o.rank = rank;
+    o.world = 2;
+    esmt_loader *l = NULL;
+    assert_int_equal(esmt_loader_create(&o, &l), ESMT_OK);
+    esmt_batch x = ESMT_BATCH_INIT;
+    while (esmt_loader_next(l, &x) == ESMT_OK)
+      for (int i = 0; i < x.batch; i++) {
+        rows_seen[rank]++;
+        uint64_t h = 0;
+        for (int k = 0; k < x.seq_len && x.tokens[i * x.seq_len + k] != ESMT_TOKEN_PAD; k++) {
+          int32_t v = x.labels[i * x.seq_len + k] >= 0 ? x.labels[i * x.seq_len + k]
+                                                       : x.tokens[i * x.seq_len + k];
+          h = h * 31 + (uint64_t)v;
+          res_seen[rank]++;
+        }
+        sum_hash[rank] += h;
+      }
+    esmt_loader_stats_get(l, &total);
+    esmt_loader_destroy(l);
+  }
+  print_message("ranks: %llu + %llu rows of %llu records\n", (unsigned long long)rows_seen[0],
+                (unsigned long long)rows_seen[1], (unsigned long long)total.records);
+  assert_int_equal(rows_seen[0] + rows_seen[1], total.records);
+  assert_true(rows_seen[0] > 0 && rows_seen[1] > 0);
+  /* one rank alone over the epoch sees the same multiset of rows */
+  o.rank = 0;
+  o.world = 1;
+  esmt_loader *one = NULL;
+  assert_int_equal(esmt_loader_create(&o, &one), ESMT_OK);
+  uint64_t all_hash = 0, all_rows = 0;
+  esmt_batch x = ESMT_BATCH_INIT;
+  while (esmt_loader_next(one, &x) == ESMT_OK)
+    for (int i = 0; i < x.batch; i++) {
+      all_rows++;
+      uint64_t h = 0;
+      for (int k = 0; k < x.seq_len && x.tokens[i * x.seq_len + k] != ESMT_TOKEN_PAD; k++) {
+        int32_t v = x.labels[i * x.seq_len + k] >= 0 ? x.labels[i * x.seq_len + k]
+                                                     : x.tokens[i * x.seq_len + k];
+        h = h * 31 + (uint64_t)v;
+      }
+      all_hash += h;
+    }
+  assert_int_equal(all_rows, total.records);
+  assert_true(all_hash == sum_hash[0] + sum_hash[1]);
+  esmt_loader_destroy(one);
+  esmt_loader_destroy(a);
+  esmt_loader_destroy(b);
+  esmt_loader_destroy(c);
+  esmt_loader_destroy(r);
+}
+
+static void test_corrupt_shard_refused(void **state) {
+  (void)state;
+  const char *in = tmp_path("c.fa");
+  write_text(in, ">a\nMKVLAGGHHKKLLAA\n>b\nGGHHKKLL\n>c\nMMMMKKK\n");
+  const char *out = tmp_path("cshards");
+  assert_int_equal(ingest_one(in, out, NULL, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP), ESMT_OK);
+  char shard[600];
+  snprintf(shard, sizeof shard, "%s/train-00000.shard", out);
+  FILE *f = fopen(shard, "r+b");
+  fseek(f, 70, SEEK_SET);
+  fputc(7, f);
+  fclose(f);
+  esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
+  o.dir = out;
+  o.max_len = 64;
+  o.tokens_per_batch = 256;
+  esmt_loader *l = NULL;
+  assert_int_equal(esmt_loader_create(&o, &l), ESMT_ERR_FORMAT);
+  assert_non_null(strstr(esmt_last_error(), "checksum mismatch"));
+  assert_int_equal(truncate(shard, 100), 0);
+  assert_int_equal(esmt_loader_create(&o, &l), ESMT_ERR_FORMAT);
+  assert_non_null(strstr(esmt_last_error(), "truncated"));
+  o.dir = g_tmp; /* no manifest */
+  assert_int_equal(esmt_loader_create(&o, &l), ESMT_ERR_FORMAT);
+  assert_non_null(strstr(esmt_last_error(), "manifest.json"));
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_alphabet),
+      cmocka_unit_test(test_fasta_edge_cases),
+      cmocka_unit_test(test_long_line),
+      cmocka_unit_test(test_malformed_inputs),
+      cmocka_unit_test(test_output_errors),
+      cmocka_unit_test(test_disk_full),
+      cmocka_unit_test(test_real_ingest),
+      cmocka_unit_test(test_loader_masking_and_crops),
+      cmocka_unit_test(test_loader_determinism_ranks_resume),
+      cmocka_unit_test(test_corrupt_shard_refused),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
