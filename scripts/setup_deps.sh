@@ -2,7 +2,7 @@
 # Install the Debian packages esmtrain builds and tests with. Idempotent:
 # runs apt-get only for what is missing. Needs root (or sudo).
 set -euo pipefail
-pkgs=(build-essential cmake pkg-config libopenblas-dev libcmocka-dev zlib1g-dev
+pkgs=(build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp libcmocka-dev zlib1g-dev
       libyaml-dev libjansson-dev mmseqs2-examples binutils)
 missing=()
 for p in "${pkgs[@]}"; do
