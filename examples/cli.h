@@ -14,6 +14,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_bench_adamw(int argc, char **argv);
+int cmd_bench_loader(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */
 void cli_error(const char *what, esmt_status st);

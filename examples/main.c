@@ -13,6 +13,7 @@ static const struct {
     {"train", cmd_train, "train ESM-2 on an ingested dataset: the main job"},
     {"ingest", cmd_ingest, "FASTA(.gz) files into token shards for training"},
     {"plan", cmd_plan, "device memory per tensor class; the policy and micro-batch that fit"},
+    {"bench-loader", cmd_bench_loader, "time the batch loader alone; its resident memory"},
     {"bench-adamw", cmd_bench_adamw, "time the AdamW update against memcpy bandwidth"},
     {"bench", cmd_bench, "time training steps on synthetic batches: tokens/s, MFU, memory"},
 };

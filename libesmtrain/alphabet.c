@@ -8,16 +8,27 @@ static const char *const k_tokens[ESMT_VOCAB_SIZE] = {
     "T",     "I",     "D",     "P",     "K", "Q", "N", "F", "Y", "M", "H",
     "W",     "C",     "X",     "B",     "U", "Z", "O", ".", "-", "<null_1>", "<mask>"};
 
-int esmt_token_id(int c) {
-  /* ids 4..28 are single letters, then '.' 29 and '-' 30 */
+/* ids 4..28 are single letters, then '.' 29 and '-' 30; a byte table so
+ * that ingest maps residues with one load each. */
+static signed char g_table[256];
+static int g_table_ready;
+
+static void build_table(void) {
   static const char letters[] = "LAGVSERTIDPKQNFYMHWCXBUZO";
-  if (c == '.') return 29;
-  if (c == '-') return 30;
-  if (c < 0 || c > 127 || !isalpha(c)) return -1;
-  c = toupper(c);
-  for (int i = 0; letters[i]; i++)
-    if (letters[i] == c) return 4 + i;
-  return -1;
+  for (int i = 0; i < 256; i++) g_table[i] = -1;
+  for (int i = 0; letters[i]; i++) {
+    g_table[(unsigned char)letters[i]] = (signed char)(4 + i);
+    g_table[(unsigned char)tolower(letters[i])] = (signed char)(4 + i);
+  }
+  g_table['.'] = 29;
+  g_table['-'] = 30;
+  g_table_ready = 1; /* benign race: every thread writes the same bytes */
+}
+
+int esmt_token_id(int c) {
+  if (c < 0 || c > 255) return -1;
+  if (!g_table_ready) build_table();
+  return g_table[c];
 }
 
 const char *esmt_token_string(int id) {

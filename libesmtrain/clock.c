@@ -9,3 +9,5 @@ double esmt_now_s(void) {
   clock_gettime(CLOCK_MONOTONIC, &ts);
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
+
+double esmt_clock_seconds(void) { return esmt_now_s(); }

@@ -155,14 +155,19 @@ int esmt_fasta_next(esmt_fasta *f, esmt_fasta_record *rec) {
     }
     if (read_header(f)) return -1;
   }
-  /* Sequence lines until the next '>' at a line start, or the end. */
+  /* Sequence lines until the next '>' at a line start, or the end; whole
+   * runs up to a newline are scanned at once. */
   int at_line_start = 1;
   for (;;) {
-    c = next_byte(f);
-    if (c == -2) return -1;
-    if (c == -1) { f->have_header = 0; break; }
-    if (c == '\n') { f->line++; at_line_start = 1; continue; }
-    if (c == '>' && at_line_start) {
+    if (f->pos == f->len) {
+      c = next_byte(f); /* refills */
+      if (c == -2) return -1;
+      if (c == -1) { f->have_header = 0; break; }
+      f->pos--;
+    }
+    unsigned char *p = f->buf + f->pos, *end = f->buf + f->len;
+    if (at_line_start && *p == '>') {
+      f->pos++;
       rec->id = f->id ? f->id : "";
       rec->seq = f->seq ? f->seq : "";
       rec->len = f->seq_len;
@@ -173,11 +178,36 @@ int esmt_fasta_next(esmt_fasta *f, esmt_fasta_record *rec) {
       f->have_header = 2;
       return 1;
     }
-    at_line_start = 0;
-    if (c == '\r' || c == ' ' || c == '\t') continue;
-    if (c == 0 || c >= 127 || c < 32) return bad_char(f, c, "the sequence");
-    if (!append(&f->seq, &f->seq_len, &f->seq_cap, c))
-      return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (record too long?)", f->path), -1;
+    unsigned char *nl = memchr(p, '\n', (size_t)(end - p));
+    unsigned char *stop = nl ? nl : end;
+    size_t run = (size_t)(stop - p);
+    if (f->seq_len + run + 1 > f->seq_cap) {
+      size_t cap = f->seq_cap ? f->seq_cap : 256;
+      while (cap < f->seq_len + run + 1) cap *= 2;
+      char *ns = realloc(f->seq, cap);
+      if (!ns) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (record too long?)", f->path), -1;
+      f->seq = ns;
+      f->seq_cap = cap;
+    }
+    char *dst = f->seq + f->seq_len;
+    for (unsigned char *q = p; q < stop; q++) {
+      unsigned char b = *q;
+      if (b > 32 && b < 127) { *dst++ = (char)b; continue; }
+      if (b == ' ' || b == '\t' || b == '\r') continue;
+      f->seq_len = (size_t)(dst - f->seq);
+      f->seq[f->seq_len] = '\0';
+      return bad_char(f, b, "the sequence");
+    }
+    f->seq_len = (size_t)(dst - f->seq);
+    f->seq[f->seq_len] = '\0';
+    if (nl) {
+      f->line++;
+      at_line_start = 1;
+      f->pos = (int)(nl - f->buf) + 1;
+    } else {
+      at_line_start = run ? 0 : at_line_start;
+      f->pos = f->len;
+    }
   }
   if (!f->id_len) return 0;
   rec->id = f->id;

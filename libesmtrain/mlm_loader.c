@@ -80,6 +80,9 @@ static uint32_t row_len(const esmt_loader *L, uint32_t residues) {
 /* Build window w of epoch e: sort its samples by length, cut batches. */
 static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
   if (L->built_epoch == (int64_t)e && L->built_window == (int64_t)w) return ESMT_OK;
+  /* Unmap what the previous window touched (the kernel maps neighbours of
+   * every page read, too): resident memory stays that of one window. */
+  for (int i = 0; i < L->set.count; i++) esmt_shard_release(L->set.shards[i].map, L->set.shards[i].size);
   const uint64_t n = L->set.records, W = L->window_size;
   uint64_t begin = w * W, end = begin + W < n ? begin + W : n;
   int m = (int)(end - begin);

@@ -1,6 +1,6 @@
 /* See shard_set.h. Checks run once at open: everything a corrupt or
  * truncated shard could break is refused before any batch is made. */
-#define _POSIX_C_SOURCE 200809L
+#define _DEFAULT_SOURCE
 #include "shard_set.h"
 
 #include <errno.h>
@@ -16,63 +16,90 @@
 
 #include "shard_format.h"
 
+/* Verify a shard by reading it (pread, so that the check does not make the
+ * whole mapping resident), then map it for the loader's random access. */
+static esmt_status verify_shard(int fd, const char *path, const esmt_shard_header *h,
+                                uint64_t size) {
+  static _Thread_local uint8_t buf[1 << 20];
+  uLong crc = crc32(0L, Z_NULL, 0);
+  uint64_t prev = 0;
+  const uint64_t index_end = h->index_offset + (h->records + 1) * sizeof(uint64_t);
+  for (uint64_t off = sizeof *h; off < size;) {
+    /* chunks never straddle the token/index boundary, and index chunks
+     * hold whole entries */
+    uint64_t limit = off < h->index_offset ? h->index_offset : index_end;
+    size_t want = (size_t)(limit - off < sizeof buf ? limit - off : sizeof buf);
+    ssize_t got = pread(fd, buf, want, (off_t)off);
+    if (got != (ssize_t)want)
+      return esmt_fail(ESMT_ERR_IO, "%s: read failed at byte %llu", path, (unsigned long long)off);
+    crc = crc32(crc, buf, (uInt)want);
+    if (off < h->index_offset) {
+      for (size_t k = 0; k < want; k++)
+        if (buf[k] >= ESMT_VOCAB_SIZE)
+          return esmt_fail(ESMT_ERR_FORMAT, "%s: token %u at byte %llu is not in the alphabet",
+                           path, buf[k], (unsigned long long)(off + k));
+    } else {
+      for (size_t k = 0; k + 8 <= want; k += 8) {
+        uint64_t v;
+        memcpy(&v, buf + k, 8);
+        uint64_t entry = (off + k - h->index_offset) / 8;
+        if ((entry == 0 && v != 0) || v < prev || v > h->tokens || v - prev > UINT32_MAX)
+          return esmt_fail(ESMT_ERR_FORMAT, "%s: index entry %llu is out of order or range", path,
+                           (unsigned long long)entry);
+        prev = v;
+      }
+    }
+    off += want;
+  }
+  if (prev != h->tokens)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: the index does not end at the token count", path);
+  if ((uint32_t)crc != h->crc32)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: checksum mismatch: the shard is corrupt", path);
+  return ESMT_OK;
+}
+
 static esmt_status map_shard(const char *path, int split, esmt_shard_map *m) {
   int fd = open(path, O_RDONLY | O_CLOEXEC);
   if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof(esmt_shard_header)) {
-    close(fd);
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: too short to be a shard (truncated?)", path);
-  }
-  void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-  close(fd);
-  if (map == MAP_FAILED) return esmt_fail(ESMT_ERR_IO, "%s: mmap: %s", path, strerror(errno));
   esmt_shard_header h;
-  memcpy(&h, map, sizeof h);
   esmt_status st = ESMT_OK;
-  uint64_t need = sizeof h + h.tokens + (h.records + 1) * sizeof(uint64_t);
-  if (memcmp(h.magic, ESMT_SHARD_MAGIC, 8) != 0)
+  if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof h ||
+      pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: too short to be a shard (truncated?)", path);
+  uint64_t need = st ? 0 : sizeof h + h.tokens + (h.records + 1) * sizeof(uint64_t);
+  if (st) {
+  } else if (memcmp(h.magic, ESMT_SHARD_MAGIC, 8) != 0) {
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: not an esmtrain shard (bad magic)", path);
-  else if (h.version != ESMT_SHARD_VERSION || h.header_size != sizeof h)
+  } else if (h.version != ESMT_SHARD_VERSION || h.header_size != sizeof h) {
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: shard version %u, this library reads %u", path,
                    h.version, ESMT_SHARD_VERSION);
-  else if (h.records > (1ull << 40) || h.tokens > (1ull << 50) || h.index_offset != sizeof h + h.tokens ||
-           need != (uint64_t)sb.st_size)
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: sizes do not add up (%llu bytes on disk, %llu expected): "
-                   "truncated or corrupt", path, (unsigned long long)sb.st_size,
+  } else if (h.records > (1ull << 40) || h.tokens > (1ull << 50) ||
+             h.index_offset != sizeof h + h.tokens || need != (uint64_t)sb.st_size) {
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: sizes do not add up (%llu bytes on disk, %llu "
+                   "expected): truncated or corrupt", path, (unsigned long long)sb.st_size,
                    (unsigned long long)need);
-  else if ((int)h.split != split)
+  } else if ((int)h.split != split) {
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: shard of the wrong split", path);
-  if (!st) {
-    const uint8_t *base = map;
-    uLong crc = crc32(0L, Z_NULL, 0);
-    for (uint64_t off = sizeof h; off < (uint64_t)sb.st_size;) {
-      uint64_t chunk = (uint64_t)sb.st_size - off > (1u << 30) ? (1u << 30) : (uint64_t)sb.st_size - off;
-      crc = crc32(crc, base + off, (uInt)chunk);
-      off += chunk;
-    }
-    if ((uint32_t)crc != h.crc32)
-      st = esmt_fail(ESMT_ERR_FORMAT, "%s: checksum mismatch: the shard is corrupt", path);
+  } else {
+    st = verify_shard(fd, path, &h, (uint64_t)sb.st_size);
   }
+  void *map = MAP_FAILED;
   if (!st) {
-    m->map = map;
-    m->size = (size_t)sb.st_size;
-    m->tokens = (const uint8_t *)map + sizeof h;
-    m->index = (const uint64_t *)((const uint8_t *)map + h.index_offset);
-    m->records = h.records;
-    /* offsets must be monotone and inside the token area */
-    for (uint64_t i = 0; i < h.records && !st; i++)
-      if (m->index[i] > m->index[i + 1] || m->index[i + 1] > h.tokens ||
-          m->index[i + 1] - m->index[i] > UINT32_MAX)
-        st = esmt_fail(ESMT_ERR_FORMAT, "%s: record %llu has a bad offset", path,
-                       (unsigned long long)i);
-    for (uint64_t k = 0; k < h.tokens && !st; k++)
-      if (m->tokens[k] >= ESMT_VOCAB_SIZE)
-        st = esmt_fail(ESMT_ERR_FORMAT, "%s: token %u at byte %llu is not in the alphabet", path,
-                       m->tokens[k], (unsigned long long)k);
+    map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+    if (map == MAP_FAILED) st = esmt_fail(ESMT_ERR_IO, "%s: mmap: %s", path, strerror(errno));
   }
-  if (st) munmap(map, (size_t)sb.st_size);
-  return st;
+  close(fd);
+  if (st) return st;
+  /* Records are visited in random order: no read-ahead or fault-around,
+   * which would otherwise map neighbours nobody asked for. */
+  madvise(map, (size_t)sb.st_size, MADV_RANDOM);
+  m->map = map;
+  m->size = (size_t)sb.st_size;
+  m->tokens = (const uint8_t *)map + sizeof h;
+  m->index = (const uint64_t *)((const uint8_t *)map + h.index_offset);
+  m->records = h.records;
+  return ESMT_OK;
 }
 
 esmt_status esmt_shard_set_open(const char *dir, int split, esmt_shard_set *set) {
@@ -136,4 +163,12 @@ const uint8_t *esmt_shard_set_record(const esmt_shard_set *set, uint64_t id, uin
   uint64_t k = id - set->first[lo];
   *len = (uint32_t)(m->index[k + 1] - m->index[k]);
   return m->tokens + m->index[k];
+}
+
+void esmt_shard_release(const void *p, size_t n) {
+  static long page;
+  if (!page) page = sysconf(_SC_PAGESIZE);
+  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
+  uintptr_t b = ((uintptr_t)p + n + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+  madvise((void *)a, b - a, MADV_DONTNEED);
 }

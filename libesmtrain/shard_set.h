@@ -26,4 +26,9 @@ ESMT_HIDDEN void esmt_shard_set_close(esmt_shard_set *set);
 ESMT_HIDDEN const uint8_t *esmt_shard_set_record(const esmt_shard_set *set, uint64_t id,
                                                  uint32_t *len);
 
+/* Drop the mapping's pages behind [p, p + n) from this process's resident
+ * set (they stay in the page cache): keeps the loader's RSS independent
+ * of dataset size however many records it visits. */
+ESMT_HIDDEN void esmt_shard_release(const void *p, size_t n);
+
 #endif

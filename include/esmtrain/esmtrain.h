@@ -54,6 +54,9 @@ ESMT_API int esmt_version(int *major, int *minor, int *patch);
 /* "0.1.0", static storage. */
 ESMT_API const char *esmt_version_string(void);
 
+/* Seconds on a monotonic clock (for timing esmtrain calls). */
+ESMT_API double esmt_clock_seconds(void);
+
 /* ------------------------------------------------------------------------ */
 /* Status codes and errors                                                   */
 /* ------------------------------------------------------------------------ */

@@ -1,0 +1,23 @@
+#!/usr/bin/env bash
+# Data pipeline benchmarks (issue 4's bars), all in one run:
+#  - ingest of DB.fasta.gz against `zcat DB.fasta.gz > /dev/null` (best of 5 each)
+#  - the loader alone on esm2_t6_8M-shaped batches (4 x 512), one thread
+#  - loader resident memory with the dataset 1x and 10x (the file concatenated 10 times)
+set -euo pipefail
+cd "$(dirname "$0")/.."
+db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
+cli=./build/bin/esmtrain-example
+work=$(mktemp -d /tmp/esmt-bench-data-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+best() { sort -n | head -1; }
+secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); echo "$t1 - $t0" | awk '{print $1 - $3}'; }
+zc=$(for i in 1 2 3 4 5; do secs sh -c "zcat $db > /dev/null"; done | best)
+ing=$(for i in 1 2 3 4 5; do rm -rf "$work/db"; secs $cli ingest "$db" -o "$work/db" --quiet; done | best)
+mb=$(du -m "$db" | cut -f1)
+awk -v z="$zc" -v i="$ing" 'BEGIN { printf "ingest %.3f s vs zcat %.3f s: ingest runs at %.0f%% of decompression speed\n", i, z, 100 * z / i }'
+one=$($cli bench-loader --data "$work/db" | tee /dev/stderr | grep ESMT_LOADER_RESULT)
+for i in $(seq 10); do cat "$db"; done > "$work/db10.fasta.gz"
+$cli ingest "$work/db10.fasta.gz" -o "$work/db10" --quiet >/dev/null
+ten=$($cli bench-loader --data "$work/db10" | tee /dev/stderr | grep ESMT_LOADER_RESULT)
+field() { sed -n "s/.*$2=\([^ ]*\).*/\1/p" <<<"$1"; }
+echo "loader RSS: $(field "$one" rss_mib) MiB with $(field "$one" records) records, $(field "$ten" rss_mib) MiB with $(field "$ten" records) records"
