@@ -2,7 +2,9 @@
  * buffers (the host optimizer the CPU backend and offloading use) against
  * the memory bandwidth a plain memcpy reaches in the same run. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -15,16 +17,34 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Best-of-N memcpy bandwidth over `bytes`, counting bytes read + written. */
-static double memcpy_gbs(size_t bytes, int reps) {
+typedef struct copy_job { char *dst; const char *src; size_t n; } copy_job;
+
+static void *copy_part(void *arg) {
+  copy_job *j = arg;
+  memcpy(j->dst, j->src, j->n);
+  return NULL;
+}
+
+/* Best-of-N memcpy bandwidth over `bytes` with `threads` threads (each a
+ * contiguous part, as AdamW splits its work), counting bytes read + written. */
+static double memcpy_gbs(size_t bytes, int reps, int threads) {
   char *a = malloc(bytes), *b = malloc(bytes);
   if (!a || !b) { free(a); free(b); return 0; }
   memset(a, 1, bytes);
   memset(b, 2, bytes);
+  if (threads < 1) threads = 1;
+  if (threads > 64) threads = 64;
+  pthread_t tid[64];
+  copy_job jobs[64];
   double best = 0;
   for (int r = 0; r < reps; r++) {
     double t0 = now_s();
-    memcpy(b, a, bytes);
+    for (int t = 0; t < threads; t++) {
+      size_t lo = bytes / threads * t, hi = t == threads - 1 ? bytes : bytes / threads * (t + 1);
+      jobs[t] = (copy_job){b + lo, a + lo, hi - lo};
+      pthread_create(&tid[t], NULL, copy_part, &jobs[t]);
+    }
+    for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
     double dt = now_s() - t0;
     if (dt > 0 && 2.0 * bytes / dt / 1e9 > best) best = 2.0 * bytes / dt / 1e9;
   }
@@ -69,7 +89,8 @@ int cmd_bench_adamw(int argc, char **argv) {
   if ((st = esmt_model_create(ctx, &c, 1, &m))) goto fail;
   uint64_t n = 0;
   esmt_model_param_count(m, &n);
-  double bw = memcpy_gbs((size_t)n * 4, 5);
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  double bw = memcpy_gbs((size_t)n * 4, 5, threads > 0 ? threads : (int)cores);
   esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
   double best = 1e30, total = 0;
   for (int s = 1; s <= steps + 1; s++) {

@@ -64,9 +64,10 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
     if (io->metrics)
       fprintf(io->metrics, "{\"kind\":\"train\",\"step\":%lld,\"loss\":%.6f,\"lr\":%.3e,"
               "\"grad_norm\":%.4f,\"tokens\":%llu,\"tokens_per_s\":%.1f,\"mfu\":%.4f,"
-              "\"step_ms\":%.1f,\"data_ms\":%.2f,\"skipped\":%lld,\"elapsed_s\":%.1f}\n",
+              "\"step_ms\":%.1f,\"data_ms\":%.2f,\"overhead_ms\":%.2f,\"skipped\":%lld,"
+              "\"elapsed_s\":%.1f}\n",
               (long long)t->step, t->loss, t->lr, t->grad_norm, (unsigned long long)t->tokens,
-              t->tokens_per_s, t->mfu, t->step_ms, t->data_ms, (long long)t->skipped,
+              t->tokens_per_s, t->mfu, t->step_ms, t->data_ms, t->overhead_ms, (long long)t->skipped,
               t->elapsed_s);
     char line[512];
     snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e | %.0f tok/s MFU %.0f%% | "
