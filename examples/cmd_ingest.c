@@ -12,8 +12,9 @@ static int progress_bar(void *user, const esmt_progress *p) {
   double frac = p->total ? (double)p->done / (double)p->total : 0;
   double eta = rate > 0 && p->total ? ((double)p->total - (double)p->done) / 1048576.0 / rate : 0;
   int width = 30, fill = (int)(frac * width);
-  fprintf(stderr, "\r[%.*s%*s] %5.1f%% %8.1f MB %6.1f MB/s ETA %4.0fs", fill,
-          "##############################", width - fill, "", 100 * frac, mb, rate, eta);
+  double seqs = p->elapsed_s > 0 ? (double)p->items / p->elapsed_s : 0;
+  fprintf(stderr, "\r[%.*s%*s] %5.1f%% %8.1f MB %6.1f MB/s %8.0f seq/s ETA %4.0fs", fill,
+          "##############################", width - fill, "", 100 * frac, mb, rate, seqs, eta);
   return 0;
 }
 

@@ -203,7 +203,7 @@ static long tokenize(ingest *g, const char *file, const esmt_fasta_record *r) {
 static int report(ingest *g, uint64_t file_offset) {
   if (!g->o->progress) return 0;
   esmt_progress p = {sizeof p, "ingest", g->done_bytes + file_offset, g->total_bytes, "bytes",
-                     esmt_now_s() - g->t0};
+                     esmt_now_s() - g->t0, g->st->records};
   return g->o->progress(g->o->progress_user, &p);
 }
 

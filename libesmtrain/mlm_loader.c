@@ -9,6 +9,7 @@
  * crops, masks - is a function of (seed, epoch, record), so a cursor of
  * (epoch, window, batch) restores the exact stream. */
 #define _POSIX_C_SOURCE 200809L
+#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -30,10 +31,36 @@ struct esmt_loader {
   uint32_t *lengths;         /* row length (tokens incl. cls/eos, cropped) */
   int *bstart, *bcount, *order, nbatches, nmine;
   int64_t built_epoch, built_window;
-  /* output */
+  /* output of the synchronous path */
   int32_t *tok, *lab;
   size_t cap;
   esmt_loader_stats stats;
+  /* background prefetch (prefetch > 0): a ring of prepared batches */
+  struct prefetch *pf;
+};
+
+/* One prepared batch and the position after it (for cursors). */
+typedef struct slot {
+  int32_t *tok, *lab;
+  size_t cap;
+  esmt_batch batch;
+  esmt_status status;
+  char message[512];
+  uint64_t epoch, window;
+  int next_batch;
+  uint64_t real, padded;
+} slot;
+
+struct prefetch {
+  pthread_t thread;
+  int started;
+  pthread_mutex_t mu;
+  pthread_cond_t can_fill, can_take;
+  slot *slots;
+  int depth, head, count, stop, running;
+  int held;                 /* the slot handed to the caller, -1 if none */
+  uint64_t epoch, window;   /* position after the last batch handed out */
+  int batch;
 };
 
 static uint64_t mix(uint64_t z) {
@@ -173,8 +200,9 @@ static void make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, int32_t *
   *real += keep;
 }
 
-esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
-  ESMT_CHECK_ARG(L && b, "esmt_loader_next", "loader and batch must not be NULL");
+/* Make the next batch into (*tok, *lab), growing them as needed. */
+static esmt_status produce(esmt_loader *L, int32_t **tokp, int32_t **labp, size_t *cap,
+                           esmt_batch *b, uint64_t *real_out, uint64_t *padded_out) {
   for (;;) {
     if (L->o.epochs > 0 && L->epoch >= (uint64_t)L->o.epochs)
       return esmt_fail(ESMT_ERR_STATE, "loader: all %d epochs are done", L->o.epochs);
@@ -191,25 +219,132 @@ esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
   int rows = L->bcount[j];
   int T = (int)L->lengths[L->bstart[j] + rows - 1]; /* the longest: sorted */
   size_t need = (size_t)rows * (size_t)T;
-  if (need > L->cap) {
-    int32_t *t = realloc(L->tok, need * sizeof *t), *l = t ? realloc(L->lab, need * sizeof *l) : NULL;
-    if (t) L->tok = t;
-    if (l) L->lab = l;
+  if (need > *cap) {
+    int32_t *t = realloc(*tokp, need * sizeof *t);
+    if (t) *tokp = t;
+    int32_t *l = t ? realloc(*labp, need * sizeof *l) : NULL;
+    if (l) *labp = l;
     if (!t || !l) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
-    L->cap = need;
+    *cap = need;
   }
   uint64_t real = 0;
   for (int r = 0; r < rows; r++)
-    make_row(L, L->samples[L->bstart[j] + r], T, L->tok + (size_t)r * T, L->lab + (size_t)r * T,
+    make_row(L, L->samples[L->bstart[j] + r], T, *tokp + (size_t)r * T, *labp + (size_t)r * T,
              &real);
   b->batch = rows;
   b->seq_len = T;
-  b->tokens = L->tok;
-  b->labels = L->lab;
+  b->tokens = *tokp;
+  b->labels = *labp;
   b->loss_normalizer = 0;
+  *real_out = real;
+  *padded_out = need;
+  return ESMT_OK;
+}
+
+/* The prefetch thread: fill free slots in order until told to stop. */
+static void *prefetch_main(void *arg) {
+  esmt_loader *L = arg;
+  struct prefetch *p = L->pf;
+  pthread_mutex_lock(&p->mu);
+  for (;;) {
+    while (!p->stop && p->count == p->depth) pthread_cond_wait(&p->can_fill, &p->mu);
+    if (p->stop) break;
+    slot *s = &p->slots[(p->head + p->count) % p->depth];
+    pthread_mutex_unlock(&p->mu);
+    esmt_batch b = ESMT_BATCH_INIT;
+    s->status = produce(L, &s->tok, &s->lab, &s->cap, &b, &s->real, &s->padded);
+    if (s->status) snprintf(s->message, sizeof s->message, "%s", esmt_last_error());
+    s->batch = b;
+    s->epoch = L->epoch;
+    s->window = L->window;
+    s->next_batch = L->batch;
+    pthread_mutex_lock(&p->mu);
+    p->count++;
+    pthread_cond_signal(&p->can_take);
+    if (s->status) break; /* the end of the data, or an error: the caller sees it */
+  }
+  p->running = 0;
+  pthread_mutex_unlock(&p->mu);
+  return NULL;
+}
+
+/* Stop the thread; the loader's position becomes the caller's (what was
+ * handed out), so prepared-but-unused batches are simply made again. */
+static void prefetch_stop(esmt_loader *L) {
+  struct prefetch *p = L->pf;
+  if (!p || !p->started) return;
+  pthread_mutex_lock(&p->mu);
+  p->stop = 1;
+  pthread_cond_broadcast(&p->can_fill);
+  pthread_mutex_unlock(&p->mu);
+  pthread_join(p->thread, NULL);
+  p->started = 0;
+  p->stop = 0;
+  L->epoch = p->epoch;
+  L->window = p->window;
+  L->batch = p->batch;
+  p->head = p->count = 0;
+  p->held = -1;
+}
+
+static esmt_status prefetch_start(esmt_loader *L) {
+  struct prefetch *p = L->pf;
+  p->epoch = L->epoch;
+  p->window = L->window;
+  p->batch = L->batch;
+  p->head = p->count = 0;
+  p->held = -1;
+  p->running = 1;
+  if (pthread_create(&p->thread, NULL, prefetch_main, L) != 0) {
+    p->running = 0;
+    return esmt_fail(ESMT_ERR_INTERNAL, "loader: cannot start the prefetch thread");
+  }
+  p->started = 1;
+  return ESMT_OK;
+}
+
+esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
+  ESMT_CHECK_ARG(L && b, "esmt_loader_next", "loader and batch must not be NULL");
+  uint64_t real = 0, padded = 0;
+  if (!L->pf) {
+    esmt_status st = produce(L, &L->tok, &L->lab, &L->cap, b, &real, &padded);
+    if (st) return st;
+  } else {
+    struct prefetch *p = L->pf;
+    if (!p->started) {
+      esmt_status st = prefetch_start(L);
+      if (st) return st;
+    }
+    pthread_mutex_lock(&p->mu);
+    if (p->held >= 0) { /* the caller is done with the previous batch */
+      p->head = (p->head + 1) % p->depth;
+      p->count--;
+      p->held = -1;
+      pthread_cond_signal(&p->can_fill);
+    }
+    while (p->count == 0 && p->running) pthread_cond_wait(&p->can_take, &p->mu);
+    if (p->count == 0) {
+      pthread_mutex_unlock(&p->mu);
+      return esmt_fail(ESMT_ERR_INTERNAL, "loader: the prefetch thread ended unexpectedly");
+    }
+    slot *s = &p->slots[p->head];
+    if (s->status) { /* left in place: every later call reports it too */
+      esmt_status st = s->status;
+      pthread_mutex_unlock(&p->mu);
+      return esmt_fail(st, "%s", s->message);
+    }
+    p->held = p->head;
+    p->epoch = s->epoch;
+    p->window = s->window;
+    p->batch = s->next_batch;
+    *b = s->batch;
+    real = s->real;
+    padded = s->padded;
+    pthread_mutex_unlock(&p->mu);
+  }
   L->stats.batches++;
   L->stats.real_tokens += real;
-  L->stats.padded_tokens += need;
+  L->stats.padded_tokens += padded;
   return ESMT_OK;
 }
 
@@ -250,6 +385,19 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
     if (!L->samples || !L->lengths || !L->bstart || !L->bcount || !L->order)
       st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  if (!st && o->prefetch > 0) {
+    L->pf = calloc(1, sizeof *L->pf);
+    if (L->pf) L->pf->slots = calloc((size_t)o->prefetch, sizeof *L->pf->slots);
+    if (!L->pf || !L->pf->slots) {
+      st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+    } else {
+      L->pf->depth = o->prefetch;
+      L->pf->held = -1;
+      pthread_mutex_init(&L->pf->mu, NULL);
+      pthread_cond_init(&L->pf->can_fill, NULL);
+      pthread_cond_init(&L->pf->can_take, NULL);
+    }
+  }
   if (st) {
     esmt_loader_destroy(L);
     return esmt_fail_prefix(st, "%s: ", fn);
@@ -262,6 +410,20 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
 
 void esmt_loader_destroy(esmt_loader *L) {
   if (!L) return;
+  if (L->pf) {
+    prefetch_stop(L);
+    if (L->pf->slots) {
+      for (int i = 0; i < L->pf->depth; i++) {
+        free(L->pf->slots[i].tok);
+        free(L->pf->slots[i].lab);
+      }
+      pthread_mutex_destroy(&L->pf->mu);
+      pthread_cond_destroy(&L->pf->can_fill);
+      pthread_cond_destroy(&L->pf->can_take);
+    }
+    free(L->pf->slots);
+    free(L->pf);
+  }
   esmt_shard_set_close(&L->set);
   free(L->samples);
   free(L->lengths);
@@ -276,6 +438,7 @@ void esmt_loader_destroy(esmt_loader *L) {
 
 esmt_status esmt_loader_reset(esmt_loader *L) {
   ESMT_CHECK_ARG(L, "esmt_loader_reset", "loader is NULL");
+  prefetch_stop(L);
   L->epoch = L->window = 0;
   L->batch = 0;
   return ESMT_OK;
@@ -283,10 +446,18 @@ esmt_status esmt_loader_reset(esmt_loader *L) {
 
 esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
   ESMT_CHECK_ARG(L && buf, "esmt_loader_save_cursor", "loader and buf must not be NULL");
+  uint64_t epoch = L->epoch, window = L->window;
+  int batch = L->batch;
+  if (L->pf && L->pf->started) { /* what the caller has taken, not what is prepared */
+    pthread_mutex_lock(&L->pf->mu);
+    epoch = L->pf->epoch;
+    window = L->pf->window;
+    batch = L->pf->batch;
+    pthread_mutex_unlock(&L->pf->mu);
+  }
   int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,"
-                   "\"records\":%llu}", (unsigned long long)L->epoch,
-                   (unsigned long long)L->window, L->batch, (unsigned long long)L->o.seed,
-                   (unsigned long long)L->set.records);
+                   "\"records\":%llu}", (unsigned long long)epoch, (unsigned long long)window,
+                   batch, (unsigned long long)L->o.seed, (unsigned long long)L->set.records);
   if (n < 0 || (size_t)n >= cap)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_loader_save_cursor: buffer too small");
   return ESMT_OK;
@@ -306,6 +477,7 @@ esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
                      (unsigned long long)L->set.records, seed, (unsigned long long)L->o.seed);
   if (window >= windows_per_epoch(L) || batch < 0)
     return esmt_fail(ESMT_ERR_FORMAT, "%s: position out of range", fn);
+  prefetch_stop(L);
   L->epoch = epoch;
   L->window = window;
   L->batch = batch;

@@ -254,6 +254,7 @@ static int progress_cancel(esmt_trainer *t) {
   p.total = t->o.max_steps > 0 ? (uint64_t)t->o.max_steps : 0;
   p.unit = "steps";
   p.elapsed_s = t->elapsed_before + (esmt_now_s() - t->t_start);
+  p.items = t->tokens;
   return t->o.progress(t->o.progress_user, &p) != 0;
 }
 

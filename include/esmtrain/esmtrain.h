@@ -116,6 +116,7 @@ typedef struct esmt_progress {
   uint64_t total;       /* units expected, 0 when unknown */
   const char *unit;     /* "bytes", "steps", "sequences" */
   double elapsed_s;     /* since the operation started */
+  uint64_t items;       /* secondary count (e.g. sequences during ingest), or 0 */
 } esmt_progress;
 
 /* Return non-zero to cancel: the operation stops at the next safe point and
@@ -691,11 +692,12 @@ typedef struct esmt_loader_options {
   int shuffle;                /* 1: a new order each epoch; 0: file order (evaluation) */
   int fixed_masking;          /* 1: the same masks every epoch (evaluation) */
   int epochs;                 /* 0 = endless; else the source ends after this many */
+  int prefetch;               /* batches a background thread prepares ahead; 0 = none */
 } esmt_loader_options;
 
 #define ESMT_LOADER_OPTIONS_INIT \
   { sizeof(esmt_loader_options), NULL, ESMT_SPLIT_TRAIN, 1, 1024, 0, 4096, 0, 1, 0.15, 0.8, 0.1, \
-    1, 0, 0 }
+    1, 0, 0, 2 }
 
 typedef struct esmt_loader esmt_loader;
 
