@@ -111,9 +111,28 @@ static esmt_status overfit_next(void *u, esmt_batch *b) {
   return esmt_loader_next(o->loader, b);
 }
 
+/* mkdir -p */
+static int mkdir_parents(const char *dir) {
+  char buf[4096];
+  snprintf(buf, sizeof buf, "%s", dir);
+  for (char *p = buf + 1; *p; p++)
+    if (*p == '/') {
+      *p = '\0';
+      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
+      *p = '/';
+    }
+  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
+}
+
 static void usage(void) {
   printf(
       "usage: esmtrain-example train --data DIR [options]\n"
+      "  --config FILE.yaml    settings (nested keys; `include:` presets or files)\n"
+      "  --preset NAME         apply examples/configs/NAME.yaml (see --list-presets)\n"
+      "  --set key=value       any key (e.g. --set optimizer.beta2=0.99)\n"
+      "  --print-config        print every key's resolved value and exit\n"
+      "  --validate            check the configuration and exit\n"
+      "  (flags, presets, files and --set apply in command-line order; later wins)\n"
       "  --data DIR            dataset from `esmtrain-example ingest`\n"
       "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl) [runs/esmtrain]\n"
       "  --model NAME          esm2_t6_8M ... esm2_t48_15B [esm2_t6_8M]\n"
@@ -132,52 +151,124 @@ static void usage(void) {
       "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits (status 130/143).\n");
 }
 
+/* Command-line flags that are shorthands for configuration keys. */
+static const struct { const char *flag, *key, *key2; } k_flags[] = {
+    {"--data", "data.train_dir", NULL},          {"--out", "train.out_dir", NULL},
+    {"--model", "model.preset", NULL},           {"--layers", "model.num_layers", NULL},
+    {"--width", "model.hidden_size", NULL},      {"--heads", "model.num_heads", NULL},
+    {"--steps", "train.max_steps", NULL},        {"--batch-tokens", "data.tokens_per_batch", NULL},
+    {"--update-tokens", "train.tokens_per_update", NULL}, {"--max-len", "data.max_len", NULL},
+    {"--lr", "optimizer.lr", NULL},              {"--warmup", "schedule.warmup_steps", NULL},
+    {"--schedule", "schedule.kind", NULL},       {"--weight-decay", "optimizer.weight_decay", NULL},
+    {"--clip", "train.grad_clip", NULL},         {"--eval-every", "train.eval_every", NULL},
+    {"--eval-batches", "train.eval_batches", NULL}, {"--save-every", "train.save_every", NULL},
+    {"--keep", "train.keep_last", NULL},         {"--log-every", "train.log_every", NULL},
+    {"--threads", "backend.threads", NULL},      {"--backend", "backend.name", NULL},
+    {"--seed", "train.seed", "data.seed"},       {"--max-time", "train.max_time", NULL},
+    {"--fast-dev-run", "train.fast_dev_run", NULL}, {"--overfit-batches", "train.overfit_batches", NULL},
+};
+
+static int64_t cfg_int(const esmt_config *c, const char *k) {
+  int64_t v = 0;
+  esmt_config_get_int(c, k, &v);
+  return v;
+}
+static double cfg_double(const esmt_config *c, const char *k) {
+  double v = 0;
+  esmt_config_get_double(c, k, &v);
+  return v;
+}
+static const char *cfg_str(const esmt_config *c, const char *k) {
+  const char *v = "";
+  esmt_config_get_string(c, k, &v);
+  return v;
+}
+
 int cmd_train(int argc, char **argv) {
-  const char *data = NULL, *out = "runs/esmtrain", *model_name = "esm2_t6_8M", *backend = NULL;
-  const char *resume = NULL, *init_from = NULL, *schedule = "esm2";
-  int layers = 0, width = 0, heads = 0, max_len = 512, threads = 0, fast_dev = 0, overfit = 0;
-  int64_t steps = 1000;
-  long batch_tokens = 4096, update_tokens = 0, warmup = -1;
-  int eval_every = -1, eval_batches = 0, save_every = 0, keep = 3, log_every = 10;
-  double lr = 4e-4, wd = 0.01, clip = 1.0, max_time = 0;
-  uint64_t seed = 1;
+  const char *resume = NULL, *init_from = NULL;
+  int print_config = 0, validate_only = 0;
+  esmt_config *cfg = NULL;
+  esmt_status st = esmt_config_create(&cfg);
+  if (st) { cli_error("train", st); return 1; }
+  /* Presets, files, --set and flags apply in command-line order. */
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) { usage(); return 0; }
-    if (!v) { fprintf(stderr, "train: %s needs a value (try --help)\n", a); return 2; }
-#define OPT(name, assign) else if (!strcmp(a, name)) { assign; }
-    if (0) {}
-    OPT("--data", data = v) OPT("--out", out = v) OPT("--model", model_name = v)
-    OPT("--backend", backend = v) OPT("--resume", resume = v) OPT("--init-from", init_from = v)
-    OPT("--schedule", schedule = v) OPT("--layers", layers = atoi(v)) OPT("--width", width = atoi(v))
-    OPT("--heads", heads = atoi(v)) OPT("--max-len", max_len = atoi(v))
-    OPT("--threads", threads = atoi(v)) OPT("--fast-dev-run", fast_dev = atoi(v))
-    OPT("--overfit-batches", overfit = atoi(v)) OPT("--steps", steps = atoll(v))
-    OPT("--batch-tokens", batch_tokens = atol(v)) OPT("--update-tokens", update_tokens = atol(v))
-    OPT("--warmup", warmup = atol(v)) OPT("--eval-every", eval_every = atoi(v))
-    OPT("--eval-batches", eval_batches = atoi(v)) OPT("--save-every", save_every = atoi(v))
-    OPT("--keep", keep = atoi(v)) OPT("--log-every", log_every = atoi(v)) OPT("--lr", lr = atof(v))
-    OPT("--weight-decay", wd = atof(v)) OPT("--clip", clip = atof(v))
-    OPT("--max-time", max_time = atof(v)) OPT("--seed", seed = strtoull(v, NULL, 10))
-    else { fprintf(stderr, "train: unknown option '%s' (try --help)\n", a); return 2; }
-#undef OPT
+    if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
+    if (!strcmp(a, "--print-config")) { print_config = 1; continue; }
+    if (!strcmp(a, "--validate")) { validate_only = 1; continue; }
+    if (!strcmp(a, "--list-presets")) {
+      char list[4096];
+      esmt_config_list_presets(list, sizeof list);
+      printf("%s", list);
+      esmt_config_destroy(cfg);
+      return 0;
+    }
+    if (!v) { fprintf(stderr, "train: %s needs a value (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
     i++;
+    if (!strcmp(a, "--resume")) { resume = v; continue; }
+    if (!strcmp(a, "--init-from")) { init_from = v; continue; }
+    if (!strcmp(a, "--config")) st = esmt_config_load_yaml(cfg, v);
+    else if (!strcmp(a, "--preset")) st = esmt_config_apply_preset(cfg, v);
+    else if (!strcmp(a, "--set")) st = esmt_config_set_assignment(cfg, v);
+    else {
+      size_t k = 0, n = sizeof k_flags / sizeof k_flags[0];
+      while (k < n && strcmp(a, k_flags[k].flag) != 0) k++;
+      if (k == n) {
+        fprintf(stderr, "train: unknown option '%s' (try --help)\n", a);
+        esmt_config_destroy(cfg);
+        return 2;
+      }
+      st = esmt_config_set(cfg, k_flags[k].key, v);
+      if (!st && k_flags[k].key2) st = esmt_config_set(cfg, k_flags[k].key2, v);
+      if (!st && !strcmp(a, "--width")) { /* FFN follows the width */
+        char ffn[32];
+        snprintf(ffn, sizeof ffn, "%lld", 4 * (long long)atoll(v));
+        st = esmt_config_set(cfg, "model.ffn_size", ffn);
+      }
+    }
+    if (st) { cli_error("train", st); esmt_config_destroy(cfg); return 2; }
   }
-  if (!data) { fprintf(stderr, "train: --data DIR is required (try --help)\n"); return 2; }
+  if (!st) st = esmt_config_validate(cfg);
+  if (st) { cli_error("train: invalid configuration", st); esmt_config_destroy(cfg); return 2; }
+  char *yaml = NULL;
+  esmt_config_to_yaml(cfg, &yaml);
+  if (print_config) printf("%s", yaml ? yaml : "");
+  if (validate_only) {
+    printf("configuration is valid (backend %s)\n",
+           cfg_str(cfg, "backend.name")[0] ? cfg_str(cfg, "backend.name") : "chosen by the probe");
+  }
+  if (print_config || validate_only) {
+    free(yaml);
+    esmt_config_destroy(cfg);
+    return 0;
+  }
+  const char *data = cfg_str(cfg, "data.train_dir"), *out = cfg_str(cfg, "train.out_dir");
+  const char *backend = cfg_str(cfg, "backend.name"), *schedule = cfg_str(cfg, "schedule.kind");
+  int max_len = (int)cfg_int(cfg, "data.max_len"), threads = (int)cfg_int(cfg, "backend.threads");
+  int fast_dev = (int)cfg_int(cfg, "train.fast_dev_run"), overfit = (int)cfg_int(cfg, "train.overfit_batches");
+  int64_t steps = cfg_int(cfg, "train.max_steps");
+  long batch_tokens = (long)cfg_int(cfg, "data.tokens_per_batch");
+  long update_tokens = (long)cfg_int(cfg, "train.tokens_per_update");
+  long warmup = (long)cfg_int(cfg, "schedule.warmup_steps");
+  int eval_every = (int)cfg_int(cfg, "train.eval_every"), eval_batches = (int)cfg_int(cfg, "train.eval_batches");
+  int save_every = (int)cfg_int(cfg, "train.save_every"), keep = (int)cfg_int(cfg, "train.keep_last");
+  int log_every = (int)cfg_int(cfg, "train.log_every");
+  double lr = cfg_double(cfg, "optimizer.lr"), wd = cfg_double(cfg, "optimizer.weight_decay");
+  double clip = cfg_double(cfg, "train.grad_clip"), max_time = cfg_double(cfg, "train.max_time");
+  uint64_t seed = (uint64_t)cfg_int(cfg, "train.seed");
+  if (!*data) { fprintf(stderr, "train: --data DIR (data.train_dir) is required (try --help)\n"); free(yaml); esmt_config_destroy(cfg); return 2; }
   if (fast_dev > 0) steps = fast_dev;
-  if (warmup < 0) warmup = steps / 10 < 2000 ? steps / 10 : 2000;
-  if (eval_every < 0) eval_every = steps >= 10 ? (int)(steps / 5) : 0;
 
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
-  esmt_status st = esmt_model_config_preset(model_name, &mc);
-  if (st) { cli_error("train", st); return 2; }
-  if (layers) mc.num_layers = layers;
-  if (width) { mc.hidden_size = width; mc.ffn_size = 4 * width; }
-  if (heads) mc.num_heads = heads;
-  if (max_len > mc.max_positions) mc.max_positions = max_len;
+  mc.num_layers = (int)cfg_int(cfg, "model.num_layers");
+  mc.hidden_size = (int)cfg_int(cfg, "model.hidden_size");
+  mc.num_heads = (int)cfg_int(cfg, "model.num_heads");
+  mc.ffn_size = (int)cfg_int(cfg, "model.ffn_size");
+  mc.max_positions = (int)cfg_int(cfg, "model.max_positions");
+  const char *model_name = cfg_str(cfg, "model.preset");
 
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
-  co.backend = backend;
+  co.backend = *backend ? backend : NULL;
   co.num_threads = threads;
   co.log = cli_log_stderr;
   co.log_level = ESMT_LOG_WARN;
@@ -194,7 +285,10 @@ int cmd_train(int argc, char **argv) {
 
   esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
   lo.dir = data;
-  lo.seed = seed;
+  lo.seed = (uint64_t)cfg_int(cfg, "data.seed");
+  lo.prefetch = (int)cfg_int(cfg, "data.prefetch");
+  lo.batch_rows = (int)cfg_int(cfg, "data.micro_batch");
+  lo.mask_prob = cfg_double(cfg, "data.mask_prob");
   lo.max_len = max_len;
   lo.tokens_per_batch = (uint64_t)batch_tokens;
   if (overfit > 0) lo.shuffle = 0;
@@ -206,7 +300,7 @@ int cmd_train(int argc, char **argv) {
   vo.epochs = 1;
   if (!fast_dev && eval_every > 0 && (st = esmt_loader_create(&vo, &valid))) goto fail;
 
-  if (!fast_dev && mkdir(out, 0755) != 0 && errno != EEXIST) {
+  if (!fast_dev && mkdir_parents(out) != 0) {
     fprintf(stderr, "train: cannot create %s: %s\n", out, strerror(errno));
     goto done;
   }
@@ -230,6 +324,16 @@ int cmd_train(int argc, char **argv) {
   to.tokens_per_update = (uint64_t)update_tokens;
   to.adamw.lr = lr;
   to.adamw.weight_decay = wd;
+  to.adamw.beta1 = cfg_double(cfg, "optimizer.beta1");
+  to.adamw.beta2 = cfg_double(cfg, "optimizer.beta2");
+  to.adamw.eps = cfg_double(cfg, "optimizer.eps");
+  int decay_all = 1;
+  esmt_config_get_bool(cfg, "optimizer.decay_biases_and_norms", &decay_all);
+  to.adamw.decay_biases_and_norms = decay_all;
+  to.schedule.final_lr_fraction = cfg_double(cfg, "schedule.final_lr_fraction");
+  to.schedule.decay_end_fraction = cfg_double(cfg, "schedule.decay_end_fraction");
+  to.nonfinite_abort = !strcmp(cfg_str(cfg, "train.nonfinite"), "abort");
+  to.config_text = yaml;
   to.schedule.peak_lr = lr;
   to.schedule.warmup_steps = warmup;
   to.schedule.total_steps = steps;
@@ -260,7 +364,7 @@ int cmd_train(int argc, char **argv) {
   uint64_t params = 0;
   esmt_model_param_count(model, &params);
   say(&io, 1, "training %s: %d layers, d=%d, %d heads, %.2fM parameters on %s (%s); data %s; "
-      "%lld steps from step %lld", layers || width ? "custom ESM-2" : model_name, mc.num_layers,
+      "%lld steps from step %lld", model_name, mc.num_layers,
       mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
       ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", data, (long long)steps,
       (long long)esmt_trainer_step_count(tr));
@@ -304,6 +408,8 @@ done:
   esmt_loader_destroy(valid);
   esmt_model_destroy(model);
   esmt_context_destroy(ctx);
+  esmt_config_destroy(cfg);
+  free(yaml);
   if (io.log) fclose(io.log);
   if (io.metrics) fclose(io.metrics);
   return rc;

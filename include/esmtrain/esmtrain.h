@@ -730,6 +730,71 @@ ESMT_API esmt_status esmt_loader_stats_get(const esmt_loader *loader, esmt_loade
 ESMT_API esmt_status esmt_loader_as_source(esmt_loader *loader, esmt_batch_source *source);
 
 
+/* ------------------------------------------------------------------------ */
+/* Configuration: typed settings under dotted keys, from YAML and overrides   */
+/* ------------------------------------------------------------------------ */
+
+typedef struct esmt_config esmt_config;
+
+typedef enum esmt_config_type {
+  ESMT_CONFIG_INT = 0,
+  ESMT_CONFIG_DOUBLE = 1,
+  ESMT_CONFIG_BOOL = 2,
+  ESMT_CONFIG_STRING = 3,
+  ESMT_CONFIG_ENUM = 4,       /* a string from a fixed list */
+  ESMT_CONFIG_BYTES = 5       /* an integer; "8GiB", "512MiB", "1.5G" accepted */
+} esmt_config_type;
+
+typedef struct esmt_config_key {
+  uint32_t struct_size;
+  const char *name;           /* "optimizer.lr" */
+  esmt_config_type type;
+  const char *default_value;  /* as text */
+  const char *choices;        /* enum choices "esm2|cosine|constant", else NULL */
+  double min, max;            /* bounds for numbers */
+  const char *doc;            /* one line */
+} esmt_config_key;
+
+/* Every key at its default. */
+ESMT_API esmt_status esmt_config_create(esmt_config **out);
+ESMT_API void esmt_config_destroy(esmt_config *cfg);
+
+/* Set one key from text ("optimizer.lr", "4e-4"), or "key=value" in one
+ * string. An unknown key names the closest valid one; a bad value says
+ * what is allowed. Setting model.preset fills the model.* sizes. */
+ESMT_API esmt_status esmt_config_set(esmt_config *cfg, const char *key, const char *value);
+ESMT_API esmt_status esmt_config_set_assignment(esmt_config *cfg, const char *assignment);
+
+/* Apply a YAML file: nested mappings become dotted keys; a top-level
+ * `include: NAME-or-PATH` (or a list of them) is applied first. Errors name
+ * the file, line and key. */
+ESMT_API esmt_status esmt_config_load_yaml(esmt_config *cfg, const char *path);
+
+/* Apply a named preset (examples/configs/NAME.yaml, searched in
+ * $ESMTRAIN_CONFIG_PATH, the installed ${datadir}/esmtrain/configs, and the
+ * source tree the library was built from). */
+ESMT_API esmt_status esmt_config_apply_preset(esmt_config *cfg, const char *name);
+
+/* Names of the available presets, newline separated, into buf. */
+ESMT_API esmt_status esmt_config_list_presets(char *buf, size_t cap);
+
+/* Cross-field checks (divisibility, lengths, budgets); messages name keys. */
+ESMT_API esmt_status esmt_config_validate(const esmt_config *cfg);
+
+ESMT_API esmt_status esmt_config_get_int(const esmt_config *cfg, const char *key, int64_t *value);
+ESMT_API esmt_status esmt_config_get_double(const esmt_config *cfg, const char *key, double *value);
+ESMT_API esmt_status esmt_config_get_bool(const esmt_config *cfg, const char *key, int *value);
+/* Strings and enums; the pointer lives as long as the config is unchanged. */
+ESMT_API esmt_status esmt_config_get_string(const esmt_config *cfg, const char *key,
+                                            const char **value);
+
+/* The resolved configuration as YAML, every key with its doc as a comment
+ * (malloc'ed; free() it). Loading it back gives the same values. */
+ESMT_API esmt_status esmt_config_to_yaml(const esmt_config *cfg, char **yaml);
+
+ESMT_API int esmt_config_key_count(void);
+ESMT_API esmt_status esmt_config_key_info(int index, esmt_config_key *info);
+
 #ifdef __cplusplus
 }
 #endif

@@ -1,0 +1,64 @@
+/* Every configuration key, its type, default, bounds and meaning. */
+#include "config_schema.h"
+
+#define I ESMT_CONFIG_INT
+#define D ESMT_CONFIG_DOUBLE
+#define B ESMT_CONFIG_BOOL
+#define S ESMT_CONFIG_STRING
+#define E ESMT_CONFIG_ENUM
+#define Y ESMT_CONFIG_BYTES
+#define BIG 1e18
+
+const esmt_key_def esmt_config_keys[] = {
+    {"model.preset", S, "esm2_t6_8M", NULL, 0, 0, "ESM-2 size; fills the model.* sizes below"},
+    {"model.num_layers", I, "6", NULL, 1, 1024, "transformer layers (L)"},
+    {"model.hidden_size", I, "320", NULL, 2, 65536, "model width (d)"},
+    {"model.num_heads", I, "20", NULL, 1, 1024, "attention heads; d/heads must be even"},
+    {"model.ffn_size", I, "1280", NULL, 0, 1 << 20, "feed-forward width; 0 = 4 x hidden_size"},
+    {"model.max_positions", I, "1024", NULL, 3, 65536, "longest row the model accepts, cls/eos included"},
+    {"data.train_dir", S, "", NULL, 0, 0, "dataset from `esmtrain-example ingest`"},
+    {"data.max_len", I, "1024", NULL, 3, 65536, "tokens per row incl. cls/eos; longer proteins are cropped"},
+    {"data.tokens_per_batch", I, "4096", NULL, 3, BIG, "padded tokens per micro-batch (rows x longest)"},
+    {"data.micro_batch", I, "0", NULL, 0, 1 << 20, "rows per micro-batch; 0 = as many as the token budget allows"},
+    {"data.prefetch", I, "2", NULL, 0, 1024, "batches prepared ahead by a background thread"},
+    {"data.seed", I, "1", NULL, 0, BIG, "order, crops and masks"},
+    {"data.mask_prob", D, "0.15", NULL, 0, 1, "share of residues selected for the loss"},
+    {"train.max_steps", I, "100000", NULL, 0, BIG, "optimizer updates"},
+    {"train.tokens_per_update", I, "0", NULL, 0, BIG, "accumulate micro-batches to this many tokens; 0 = one"},
+    {"train.seed", I, "1", NULL, 0, BIG, "weight initialisation"},
+    {"train.log_every", I, "10", NULL, 0, BIG, "updates between log lines"},
+    {"train.eval_every", I, "200", NULL, 0, BIG, "updates between evaluations; 0 = never"},
+    {"train.eval_batches", I, "0", NULL, 0, BIG, "batches per evaluation; 0 = the whole validation split"},
+    {"train.save_every", I, "0", NULL, 0, BIG, "updates between checkpoints; 0 = at the end (and best)"},
+    {"train.keep_last", I, "3", NULL, 0, 100000, "checkpoints kept besides the best; 0 = all"},
+    {"train.out_dir", S, "runs/esmtrain", NULL, 0, 0, "run directory: checkpoints, train.log, metrics.jsonl"},
+    {"train.fast_dev_run", I, "0", NULL, 0, BIG, "N updates, no checkpoints or evaluation; 0 = off"},
+    {"train.overfit_batches", I, "0", NULL, 0, BIG, "train on the first N batches only; 0 = off"},
+    {"train.nonfinite", E, "skip", "skip|abort", 0, 0, "on a NaN/Inf loss or gradient: skip the update or stop"},
+    {"train.grad_clip", D, "1.0", NULL, 0, BIG, "global gradient-norm clip; 0 = off"},
+    {"train.max_time", D, "0", NULL, 0, BIG, "stop (and save) after this many seconds; 0 = no limit"},
+    {"optimizer.lr", D, "4e-4", NULL, 0, 10, "peak learning rate"},
+    {"optimizer.beta1", D, "0.9", NULL, 0, 0.999999, "AdamW beta1"},
+    {"optimizer.beta2", D, "0.98", NULL, 0, 0.999999, "AdamW beta2"},
+    {"optimizer.eps", D, "1e-8", NULL, 1e-30, 1, "AdamW epsilon"},
+    {"optimizer.weight_decay", D, "0.01", NULL, 0, 10, "decoupled weight decay"},
+    {"optimizer.decay_biases_and_norms", B, "true", NULL, 0, 0, "decay every tensor (ESM-2) or skip biases/LayerNorm"},
+    {"schedule.kind", E, "esm2", "esm2|cosine|constant", 0, 0, "learning-rate shape after warmup"},
+    {"schedule.warmup_steps", I, "2000", NULL, 0, BIG, "linear warmup length"},
+    {"schedule.final_lr_fraction", D, "0.1", NULL, 0, 1, "end learning rate as a share of the peak"},
+    {"schedule.decay_end_fraction", D, "0.9", NULL, 0.000001, 1, "esm2: share of training when decay ends"},
+    {"backend.name", S, "", NULL, 0, 0, "force a backend (cpu, turing_fp16, ampere_bf16, nccl_dp); empty = probe"},
+    {"backend.threads", I, "0", NULL, 0, 1024, "host threads; 0 = all cores"},
+    {"backend.precision", E, "auto", "auto|fp32|fp16|bf16", 0, 0, "compute precision; auto = the backend's"},
+    {"backend.device_memory_limit", Y, "0", NULL, 0, BIG, "keep device memory under this (e.g. 8GiB); 0 = none"},
+    {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
+    {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "recompute activations in backward"},
+    {"offload.pinned_memory_limit", Y, "0", NULL, 0, BIG, "cap on page-locked host memory; 0 = none"},
+    {"loss_scale.initial", D, "65536", NULL, 1, 1e30, "fp16 dynamic loss scale start"},
+    {"loss_scale.growth_interval", I, "2000", NULL, 1, BIG, "clean steps before the scale doubles"},
+    {"loss_scale.backoff", D, "0.5", NULL, 0.01, 0.99, "factor on overflow"},
+    {"loss_scale.hysteresis", I, "2", NULL, 1, 1000, "overflows tolerated before backing off"},
+    {"loss_scale.min", D, "1", NULL, 1e-10, 1e30, "floor: at it, save and stop with diagnostics"},
+};
+
+const int esmt_config_nkeys = (int)(sizeof esmt_config_keys / sizeof esmt_config_keys[0]);
