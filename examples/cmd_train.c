@@ -95,22 +95,6 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
   if (io->metrics) fflush(io->metrics);
 }
 
-/* --overfit-batches N: the first N batches of the loader, over and over. */
-typedef struct overfit_source {
-  esmt_loader *loader;
-  int n, served;
-} overfit_source;
-
-static esmt_status overfit_next(void *u, esmt_batch *b) {
-  overfit_source *o = u;
-  if (o->served == o->n) {
-    esmt_loader_reset(o->loader);
-    o->served = 0;
-  }
-  o->served++;
-  return esmt_loader_next(o->loader, b);
-}
-
 /* mkdir -p */
 static int mkdir_parents(const char *dir) {
   char buf[4096];
@@ -123,6 +107,7 @@ static int mkdir_parents(const char *dir) {
     }
   return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
 }
+
 
 static void usage(void) {
   printf(
@@ -171,11 +156,6 @@ static const struct { const char *flag, *key, *key2; } k_flags[] = {
 static int64_t cfg_int(const esmt_config *c, const char *k) {
   int64_t v = 0;
   esmt_config_get_int(c, k, &v);
-  return v;
-}
-static double cfg_double(const esmt_config *c, const char *k) {
-  double v = 0;
-  esmt_config_get_double(c, k, &v);
   return v;
 }
 static const char *cfg_str(const esmt_config *c, const char *k) {
@@ -234,6 +214,29 @@ int cmd_train(int argc, char **argv) {
   esmt_config_to_yaml(cfg, &yaml);
   if (print_config) printf("%s", yaml ? yaml : "");
   if (validate_only) {
+    /* memory: the planner's verdict for the configured budget */
+    esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
+    pr.model.num_layers = (int)cfg_int(cfg, "model.num_layers");
+    pr.model.hidden_size = (int)cfg_int(cfg, "model.hidden_size");
+    pr.model.num_heads = (int)cfg_int(cfg, "model.num_heads");
+    pr.model.ffn_size = (int)cfg_int(cfg, "model.ffn_size");
+    pr.model.max_positions = (int)cfg_int(cfg, "model.max_positions");
+    pr.seq_len = (int)cfg_int(cfg, "data.max_len");
+    pr.micro_batch = (int)cfg_int(cfg, "data.micro_batch");
+    if (!pr.micro_batch) pr.micro_batch = (int)(cfg_int(cfg, "data.tokens_per_batch") / pr.seq_len);
+    const char *prec = cfg_str(cfg, "backend.precision");
+    pr.precision = !strcmp(prec, "fp16") ? ESMT_PRECISION_FP16
+                 : !strcmp(prec, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;
+    pr.device_budget = (uint64_t)cfg_int(cfg, "backend.device_memory_limit");
+    const char *off = cfg_str(cfg, "offload.optimizer"), *rec = cfg_str(cfg, "offload.recompute");
+    pr.offload_optimizer = !strcmp(off, "on") ? 1 : !strcmp(off, "off") ? 0 : -1;
+    pr.recompute = !strcmp(rec, "on") ? 1 : !strcmp(rec, "off") ? 0 : -1;
+    if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20;
+    esmt_plan plan = ESMT_PLAN_INIT;
+    esmt_status ps = esmt_plan_memory(&pr, &plan);
+    if (ps && ps != ESMT_ERR_OUT_OF_MEMORY) { cli_error("train: memory plan", ps); free(yaml); esmt_config_destroy(cfg); return 2; }
+    printf("memory: %s\n", plan.advice);
+    if (!plan.fits) { free(yaml); esmt_config_destroy(cfg); return 3; }
     printf("configuration is valid (backend %s)\n",
            cfg_str(cfg, "backend.name")[0] ? cfg_str(cfg, "backend.name") : "chosen by the probe");
   }
@@ -243,63 +246,27 @@ int cmd_train(int argc, char **argv) {
     return 0;
   }
   const char *data = cfg_str(cfg, "data.train_dir"), *out = cfg_str(cfg, "train.out_dir");
-  const char *backend = cfg_str(cfg, "backend.name"), *schedule = cfg_str(cfg, "schedule.kind");
-  int max_len = (int)cfg_int(cfg, "data.max_len"), threads = (int)cfg_int(cfg, "backend.threads");
-  int fast_dev = (int)cfg_int(cfg, "train.fast_dev_run"), overfit = (int)cfg_int(cfg, "train.overfit_batches");
-  int64_t steps = cfg_int(cfg, "train.max_steps");
-  long batch_tokens = (long)cfg_int(cfg, "data.tokens_per_batch");
-  long update_tokens = (long)cfg_int(cfg, "train.tokens_per_update");
-  long warmup = (long)cfg_int(cfg, "schedule.warmup_steps");
-  int eval_every = (int)cfg_int(cfg, "train.eval_every"), eval_batches = (int)cfg_int(cfg, "train.eval_batches");
-  int save_every = (int)cfg_int(cfg, "train.save_every"), keep = (int)cfg_int(cfg, "train.keep_last");
-  int log_every = (int)cfg_int(cfg, "train.log_every");
-  double lr = cfg_double(cfg, "optimizer.lr"), wd = cfg_double(cfg, "optimizer.weight_decay");
-  double clip = cfg_double(cfg, "train.grad_clip"), max_time = cfg_double(cfg, "train.max_time");
-  uint64_t seed = (uint64_t)cfg_int(cfg, "train.seed");
-  if (!*data) { fprintf(stderr, "train: --data DIR (data.train_dir) is required (try --help)\n"); free(yaml); esmt_config_destroy(cfg); return 2; }
-  if (fast_dev > 0) steps = fast_dev;
-
-  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
-  mc.num_layers = (int)cfg_int(cfg, "model.num_layers");
-  mc.hidden_size = (int)cfg_int(cfg, "model.hidden_size");
-  mc.num_heads = (int)cfg_int(cfg, "model.num_heads");
-  mc.ffn_size = (int)cfg_int(cfg, "model.ffn_size");
-  mc.max_positions = (int)cfg_int(cfg, "model.max_positions");
-  const char *model_name = cfg_str(cfg, "model.preset");
-
+  const char *backend = cfg_str(cfg, "backend.name");
+  const int fast_dev = (int)cfg_int(cfg, "train.fast_dev_run");
+  int64_t steps = fast_dev > 0 ? fast_dev : cfg_int(cfg, "train.max_steps");
+  if (!*data) {
+    fprintf(stderr, "train: --data DIR (data.train_dir) is required (try --help)\n");
+    free(yaml);
+    esmt_config_destroy(cfg);
+    return 2;
+  }
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
   co.backend = *backend ? backend : NULL;
-  co.num_threads = threads;
+  co.num_threads = (int)cfg_int(cfg, "backend.threads");
   co.log = cli_log_stderr;
   co.log_level = ESMT_LOG_WARN;
   esmt_context *ctx = NULL;
-  esmt_model *model = NULL;
-  esmt_loader *train = NULL, *valid = NULL;
   esmt_trainer *tr = NULL;
   run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps};
   int rc = 1;
-  if ((st = esmt_context_create(&co, &ctx))) goto fail;
   double ceiling = 0;
+  if ((st = esmt_context_create(&co, &ctx))) goto fail;
   esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
-  if ((st = esmt_model_create(ctx, &mc, seed, &model))) goto fail;
-
-  esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
-  lo.dir = data;
-  lo.seed = (uint64_t)cfg_int(cfg, "data.seed");
-  lo.prefetch = (int)cfg_int(cfg, "data.prefetch");
-  lo.batch_rows = (int)cfg_int(cfg, "data.micro_batch");
-  lo.mask_prob = cfg_double(cfg, "data.mask_prob");
-  lo.max_len = max_len;
-  lo.tokens_per_batch = (uint64_t)batch_tokens;
-  if (overfit > 0) lo.shuffle = 0;
-  if ((st = esmt_loader_create(&lo, &train))) goto fail;
-  esmt_loader_options vo = lo;
-  vo.split = ESMT_SPLIT_VALID;
-  vo.shuffle = 0;
-  vo.fixed_masking = 1;
-  vo.epochs = 1;
-  if (!fast_dev && eval_every > 0 && (st = esmt_loader_create(&vo, &valid))) goto fail;
-
   if (!fast_dev && mkdir_parents(out) != 0) {
     fprintf(stderr, "train: cannot create %s: %s\n", out, strerror(errno));
     goto done;
@@ -311,50 +278,17 @@ int cmd_train(int argc, char **argv) {
     snprintf(path, sizeof path, "%s/metrics.jsonl", out);
     io.metrics = fopen(path, "a");
   }
-  esmt_batch_source src;
-  esmt_loader_as_source(train, &src);
-  overfit_source ovf = {train, overfit, 0};
-  if (overfit > 0) { /* the first N batches, repeated; no resumable cursor */
-    esmt_batch_source os = {sizeof os, &ovf, overfit_next, NULL, NULL, NULL};
-    src = os;
-  }
-  esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
-  to.run_dir = fast_dev ? NULL : out;
-  to.max_steps = steps;
-  to.tokens_per_update = (uint64_t)update_tokens;
-  to.adamw.lr = lr;
-  to.adamw.weight_decay = wd;
-  to.adamw.beta1 = cfg_double(cfg, "optimizer.beta1");
-  to.adamw.beta2 = cfg_double(cfg, "optimizer.beta2");
-  to.adamw.eps = cfg_double(cfg, "optimizer.eps");
-  int decay_all = 1;
-  esmt_config_get_bool(cfg, "optimizer.decay_biases_and_norms", &decay_all);
-  to.adamw.decay_biases_and_norms = decay_all;
-  to.schedule.final_lr_fraction = cfg_double(cfg, "schedule.final_lr_fraction");
-  to.schedule.decay_end_fraction = cfg_double(cfg, "schedule.decay_end_fraction");
-  to.nonfinite_abort = !strcmp(cfg_str(cfg, "train.nonfinite"), "abort");
-  to.config_text = yaml;
-  to.schedule.peak_lr = lr;
-  to.schedule.warmup_steps = warmup;
-  to.schedule.total_steps = steps;
-  to.schedule.kind = !strcmp(schedule, "cosine") ? ESMT_SCHEDULE_COSINE
-                   : !strcmp(schedule, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
-  to.grad_clip = clip;
-  to.log_every = log_every;
-  to.eval_every = fast_dev ? 0 : eval_every;
-  to.eval_batches = eval_batches;
-  to.save_every = save_every;
-  to.keep_last = keep;
-  to.max_time_s = max_time;
-  to.gemm_ceiling_gflops = ceiling;
-  to.metrics = on_metrics;
-  to.metrics_user = &io;
-  if ((st = esmt_trainer_create(model, &to, &src, &tr))) goto fail;
-  if (valid) {
-    esmt_batch_source vs;
-    esmt_loader_as_source(valid, &vs);
-    if ((st = esmt_trainer_set_eval_source(tr, &vs))) goto fail;
-  }
+  esmt_trainer_options base = ESMT_TRAINER_OPTIONS_INIT;
+  base.gemm_ceiling_gflops = ceiling;
+  base.metrics = on_metrics;
+  base.metrics_user = &io;
+  base.config_text = yaml;
+  if ((st = esmt_trainer_create_from_config(ctx, cfg, &base, &tr))) goto fail;
+  esmt_model *model = esmt_trainer_model(tr);
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  esmt_model_get_config(model, &mc);
+  const char *model_name = cfg_str(cfg, "model.preset");
+  const int has_eval = !fast_dev && cfg_int(cfg, "train.eval_every") > 0;
   if (resume) {
     const char *spec = strcmp(resume, "latest") ? resume : out;
     if ((st = esmt_trainer_resume(tr, spec))) goto fail;
@@ -369,8 +303,8 @@ int cmd_train(int argc, char **argv) {
       ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", data, (long long)steps,
       (long long)esmt_trainer_step_count(tr));
   esmt_eval_metrics before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
-  if (valid && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
-  if (valid) on_metrics(&io, NULL, &before);
+  if (has_eval && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
+  if (has_eval) on_metrics(&io, NULL, &before);
 
   g_trainer = tr;
   struct sigaction sa;
@@ -388,8 +322,8 @@ int cmd_train(int argc, char **argv) {
     goto done;
   }
   if (st) goto fail;
-  if (valid && (st = esmt_trainer_evaluate(tr, &after))) goto fail;
-  if (valid)
+  if (has_eval && (st = esmt_trainer_evaluate(tr, &after))) goto fail;
+  if (has_eval)
     say(&io, 1, "validation perplexity %.3f -> %.3f after %lld steps (amino-acid frequency model "
         "%.3f): %s", before.perplexity, after.perplexity, (long long)esmt_trainer_step_count(tr),
         after.unigram_perplexity,
@@ -404,9 +338,6 @@ fail:
   if (io.log) say(&io, 0, "error: %s", esmt_last_error());
 done:
   esmt_trainer_destroy(tr);
-  esmt_loader_destroy(train);
-  esmt_loader_destroy(valid);
-  esmt_model_destroy(model);
   esmt_context_destroy(ctx);
   esmt_config_destroy(cfg);
   free(yaml);

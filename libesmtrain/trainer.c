@@ -63,6 +63,10 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
 
 void esmt_trainer_destroy(esmt_trainer *t) {
   if (!t) return;
+  esmt_loader_destroy(t->owned_train);
+  esmt_loader_destroy(t->owned_valid);
+  esmt_model_destroy(t->owned_model);
+  free(t->overfit);
   for (int i = 0; i < t->mb_cap; i++) {
     free(t->mbs[i].tokens);
     free(t->mbs[i].labels);
@@ -85,6 +89,8 @@ esmt_status esmt_trainer_set_eval_source(esmt_trainer *t, const esmt_batch_sourc
 }
 
 int64_t esmt_trainer_step_count(const esmt_trainer *t) { return t ? t->step : 0; }
+
+esmt_model *esmt_trainer_model(esmt_trainer *t) { return t ? t->m : NULL; }
 
 void esmt_trainer_request_stop(esmt_trainer *t) {
   if (t) t->stop_requested = 1;

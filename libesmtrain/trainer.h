@@ -28,6 +28,11 @@ struct esmt_trainer {
   size_t *mb_alloc;                 /* capacity (elements) of each copy */
   float *eval_logits;               /* host buffer for evaluation logits */
   size_t eval_logits_cap;
+
+  /* owned when built by esmt_trainer_create_from_config */
+  esmt_model *owned_model;
+  esmt_loader *owned_train, *owned_valid;
+  struct esmt_overfit_source *overfit;
 };
 
 /* Trainer state <-> JSON text (malloc'ed) for checkpoints. */

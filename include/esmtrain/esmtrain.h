@@ -792,6 +792,21 @@ ESMT_API esmt_status esmt_config_get_string(const esmt_config *cfg, const char *
  * (malloc'ed; free() it). Loading it back gives the same values. */
 ESMT_API esmt_status esmt_config_to_yaml(const esmt_config *cfg, char **yaml);
 
+/* A whole training run from a configuration: the model (model.*, on the
+ * context's backend, initialised from train.seed), the training loader
+ * (data.*; train.overfit_batches repeats the first N batches), the
+ * validation loader (fixed masking; none with train.fast_dev_run or
+ * train.eval_every 0), and a trainer with the optimizer, schedule and
+ * train.* settings. From `base` only the callbacks (metrics, progress),
+ * gemm_ceiling_gflops and config_text are taken. The trainer owns what it
+ * created: esmt_trainer_destroy releases all of it. */
+ESMT_API esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
+                                                     const esmt_trainer_options *base,
+                                                     esmt_trainer **out);
+
+/* The model a trainer drives. */
+ESMT_API esmt_model *esmt_trainer_model(esmt_trainer *trainer);
+
 ESMT_API int esmt_config_key_count(void);
 ESMT_API esmt_status esmt_config_key_info(int index, esmt_config_key *info);
 

@@ -1,0 +1,154 @@
+/* esmt_trainer_create_from_config: configuration keys -> model, loaders
+ * and trainer (the one place that maps the schema onto objects). */
+#include <stdlib.h>
+#include <string.h>
+
+#include "trainer.h"
+
+/* train.overfit_batches: the first N batches of a loader, over and over. */
+typedef struct esmt_overfit_source {
+  esmt_loader *loader;
+  int64_t n, served;
+} esmt_overfit_source;
+
+static esmt_status overfit_next(void *u, esmt_batch *b) {
+  esmt_overfit_source *o = u;
+  if (o->served == o->n) {
+    esmt_status st = esmt_loader_reset(o->loader);
+    if (st) return st;
+    o->served = 0;
+  }
+  o->served++;
+  return esmt_loader_next(o->loader, b);
+}
+
+static int64_t gi(const esmt_config *c, const char *k) {
+  int64_t v = 0;
+  esmt_config_get_int(c, k, &v);
+  return v;
+}
+static double gd(const esmt_config *c, const char *k) {
+  double v = 0;
+  esmt_config_get_double(c, k, &v);
+  return v;
+}
+static const char *gs(const esmt_config *c, const char *k) {
+  const char *v = "";
+  esmt_config_get_string(c, k, &v);
+  return v;
+}
+
+esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
+                                            const esmt_trainer_options *base,
+                                            esmt_trainer **out) {
+  const char *fn = "esmt_trainer_create_from_config";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(ctx && cfg, fn, "ctx and cfg must not be NULL");
+  esmt_status st = esmt_config_validate(cfg);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  const char *data = gs(cfg, "data.train_dir");
+  if (!*data) return esmt_fail(ESMT_ERR_CONFIG, "%s: data.train_dir is not set", fn);
+  const int64_t fast_dev = gi(cfg, "train.fast_dev_run"), overfit = gi(cfg, "train.overfit_batches");
+  const int64_t steps = fast_dev > 0 ? fast_dev : gi(cfg, "train.max_steps");
+
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  mc.num_layers = (int)gi(cfg, "model.num_layers");
+  mc.hidden_size = (int)gi(cfg, "model.hidden_size");
+  mc.num_heads = (int)gi(cfg, "model.num_heads");
+  mc.ffn_size = (int)gi(cfg, "model.ffn_size");
+  mc.max_positions = (int)gi(cfg, "model.max_positions");
+  esmt_model *model = NULL;
+  esmt_loader *train = NULL, *valid = NULL;
+  esmt_overfit_source *ovf = NULL;
+  esmt_trainer *t = NULL;
+  if ((st = esmt_model_create(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &model))) goto fail;
+
+  esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
+  lo.dir = data;
+  lo.seed = (uint64_t)gi(cfg, "data.seed");
+  lo.max_len = (int)gi(cfg, "data.max_len");
+  lo.batch_rows = (int)gi(cfg, "data.micro_batch");
+  lo.tokens_per_batch = (uint64_t)gi(cfg, "data.tokens_per_batch");
+  lo.prefetch = (int)gi(cfg, "data.prefetch");
+  lo.mask_prob = gd(cfg, "data.mask_prob");
+  if (overfit > 0) lo.shuffle = 0;
+  if ((st = esmt_loader_create(&lo, &train))) goto fail;
+  const int64_t eval_every = fast_dev > 0 ? 0 : gi(cfg, "train.eval_every");
+  if (eval_every > 0) {
+    esmt_loader_options vo = lo;
+    vo.split = ESMT_SPLIT_VALID;
+    vo.shuffle = 0;
+    vo.fixed_masking = 1;
+    vo.epochs = 1;
+    if ((st = esmt_loader_create(&vo, &valid))) goto fail;
+  }
+  esmt_batch_source src;
+  esmt_loader_as_source(train, &src);
+  if (overfit > 0) {
+    ovf = calloc(1, sizeof *ovf);
+    if (!ovf) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn); goto fail; }
+    ovf->loader = train;
+    ovf->n = overfit;
+    esmt_batch_source os = {sizeof os, ovf, overfit_next, NULL, NULL, NULL};
+    src = os;
+  }
+
+  esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
+  if (base) {
+    if ((st = esmt_check_struct(fn, "esmt_trainer_options", base->struct_size, sizeof *base))) goto fail;
+    to.metrics = base->metrics;
+    to.metrics_user = base->metrics_user;
+    to.progress = base->progress;
+    to.progress_user = base->progress_user;
+    to.gemm_ceiling_gflops = base->gemm_ceiling_gflops;
+    to.config_text = base->config_text;
+  }
+  const char *out_dir = gs(cfg, "train.out_dir");
+  to.run_dir = fast_dev > 0 || !*out_dir ? NULL : out_dir;
+  to.max_steps = steps;
+  to.tokens_per_update = (uint64_t)gi(cfg, "train.tokens_per_update");
+  to.adamw.lr = gd(cfg, "optimizer.lr");
+  to.adamw.beta1 = gd(cfg, "optimizer.beta1");
+  to.adamw.beta2 = gd(cfg, "optimizer.beta2");
+  to.adamw.eps = gd(cfg, "optimizer.eps");
+  to.adamw.weight_decay = gd(cfg, "optimizer.weight_decay");
+  int decay_all = 1;
+  esmt_config_get_bool(cfg, "optimizer.decay_biases_and_norms", &decay_all);
+  to.adamw.decay_biases_and_norms = decay_all;
+  const char *kind = gs(cfg, "schedule.kind");
+  to.schedule.kind = !strcmp(kind, "cosine") ? ESMT_SCHEDULE_COSINE
+                   : !strcmp(kind, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
+  to.schedule.peak_lr = to.adamw.lr;
+  to.schedule.warmup_steps = gi(cfg, "schedule.warmup_steps");
+  to.schedule.total_steps = steps;
+  to.schedule.final_lr_fraction = gd(cfg, "schedule.final_lr_fraction");
+  to.schedule.decay_end_fraction = gd(cfg, "schedule.decay_end_fraction");
+  to.grad_clip = gd(cfg, "train.grad_clip");
+  to.nonfinite_abort = !strcmp(gs(cfg, "train.nonfinite"), "abort");
+  to.log_every = (int)gi(cfg, "train.log_every");
+  to.eval_every = (int)eval_every;
+  to.eval_batches = (int)gi(cfg, "train.eval_batches");
+  to.save_every = (int)gi(cfg, "train.save_every");
+  to.keep_last = (int)gi(cfg, "train.keep_last");
+  to.max_time_s = gd(cfg, "train.max_time");
+  if ((st = esmt_trainer_create(model, &to, &src, &t))) goto fail;
+  if (valid) {
+    esmt_batch_source vs;
+    esmt_loader_as_source(valid, &vs);
+    if ((st = esmt_trainer_set_eval_source(t, &vs))) goto fail;
+  }
+  t->owned_model = model;
+  t->owned_train = train;
+  t->owned_valid = valid;
+  t->overfit = ovf;
+  *out = t;
+  return ESMT_OK;
+fail:
+  esmt_trainer_destroy(t);
+  esmt_loader_destroy(valid);
+  esmt_loader_destroy(train);
+  esmt_model_destroy(model);
+  free(ovf);
+  return st;
+}
