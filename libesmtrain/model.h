@@ -106,6 +106,9 @@ ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
 /* Attention arguments of layer l (forward fields; backward adds dout/dqkv). */
 ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l);
 
+/* Embedding arguments (forward fields; backward adds dout/dE). */
+ESMT_HIDDEN esmtb_embed_args esmt_embed_args(const esmt_model *m);
+
 /* The graph. */
 ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);

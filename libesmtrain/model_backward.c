@@ -115,16 +115,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
   }
 
   /* Embedding lookup (the second path into the tied E). */
-  esmtb_embed_args e = {0};
-  e.struct_size = sizeof e;
-  e.dtype = ESMTB_F32;
-  e.B = B; e.T = T; e.d = d;
-  e.tokens = a->tokens;
-  e.E = W(ly->embed);
-  e.row_scale = a->row_scale;
-  e.mask_id = ESMT_TOKEN_MASK;
-  e.pad_id = ESMT_TOKEN_PAD;
-  e.mask_ratio_train = m->cfg.mask_ratio_train;
+  esmtb_embed_args e = esmt_embed_args(m);
   e.dout = a->d_resid;
   e.dE = G(ly->embed);
   ESMT_OP(m, embed_backward, e, "backward: embedding");

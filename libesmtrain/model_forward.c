@@ -46,6 +46,20 @@ static esmt_status residual_add(esmt_model *m, const float *a, const float *b, f
   return ESMT_OK;
 }
 
+esmtb_embed_args esmt_embed_args(const esmt_model *m) {
+  esmtb_embed_args e = {0};
+  e.struct_size = sizeof e;
+  e.dtype = ESMTB_F32;
+  e.B = m->B; e.T = m->T; e.d = m->d;
+  e.tokens = m->act.tokens;
+  e.E = m->params + m->layout.embed;
+  e.row_scale = m->act.row_scale;
+  e.mask_id = ESMT_TOKEN_MASK;
+  e.pad_id = ESMT_TOKEN_PAD;
+  e.mask_ratio_train = m->cfg.mask_ratio_train;
+  return e;
+}
+
 esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
   esmtb_attention_args at = {0};
   at.struct_size = sizeof at;
@@ -67,17 +81,8 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   esmt_status st;
 
   /* Embedding with token dropout. */
-  esmtb_embed_args e = {0};
-  e.struct_size = sizeof e;
-  e.dtype = ESMTB_F32;
-  e.B = B; e.T = T; e.d = d;
-  e.tokens = a->tokens;
-  e.E = W(m->layout.embed);
+  esmtb_embed_args e = esmt_embed_args(m);
   e.out = a->res[0];
-  e.row_scale = a->row_scale;
-  e.mask_id = ESMT_TOKEN_MASK;
-  e.pad_id = ESMT_TOKEN_PAD;
-  e.mask_ratio_train = m->cfg.mask_ratio_train;
   ESMT_OP(m, embed_forward, e, "forward: embedding");
 
   for (int l = 0; l < m->L; l++) {
