@@ -63,6 +63,8 @@ typedef struct esmt_activations {
 ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
                                            int recompute);
 
+#define ESMT_MAX_HALF_HEAD 512
+
 /* Per-op wall time when $ESMT_PROFILE is set (logged at model destroy). */
 #define ESMT_PROFILE_SLOTS 24
 typedef struct esmt_op_profile {
@@ -83,6 +85,7 @@ struct esmt_model {
   float *params, *grads, *adam_m, *adam_v;  /* device, layout.total each */
   float *rope_cos, *rope_sin;               /* device [max_positions, hd/2] */
   float *scalar;                            /* device fp32 scratch for reductions */
+  float inv_freq[ESMT_MAX_HALF_HEAD];       /* rotary inverse frequencies in use */
 
   /* activation arena, sized for act_rows rows and act_B rows of sequences */
   void *arena;
@@ -112,6 +115,10 @@ ESMT_HIDDEN esmtb_embed_args esmt_embed_args(const esmt_model *m);
 /* The graph. */
 ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);
+
+/* Install rotary inverse frequencies (hd/2 values; NULL = the default
+ * 10000^(-2c/hd)) and rebuild the device tables. */
+ESMT_HIDDEN esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq);
 
 /* HF-style seeded initialisation of the parameter buffer. */
 ESMT_HIDDEN esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed);

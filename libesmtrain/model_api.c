@@ -17,32 +17,35 @@ static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const ch
   return ESMT_OK;
 }
 
-/* fp32 split-half rotary tables: angle = p * inv_freq[c], inv_freq rounded
- * to fp32 as the reference computes it, cos/sin evaluated in double. */
-static esmt_status build_rope(esmt_model *m) {
+/* fp32 split-half rotary tables: angle = p * inv_freq[c], cos/sin in
+ * double. inv_freq defaults to 10000^(-2c/hd) rounded to fp32, as the
+ * reference computes it; pretrained checkpoints carry their own
+ * (fp16-rounded) values, which esmt_model_set_inv_freq installs. */
+esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
   const int P = m->cfg.max_positions, half = m->hd / 2;
   uint64_t bytes = (uint64_t)P * (uint64_t)half * sizeof(float);
+  for (int i = 0; i < half && i < ESMT_MAX_HALF_HEAD; i++)
+    m->inv_freq[i] = inv_freq ? inv_freq[i] : (float)(1.0 / pow(10000.0, (2.0 * i) / (double)m->hd));
   float *c = malloc(bytes), *s = malloc(bytes);
   esmt_status st = ESMT_OK;
-  if (!c || !s) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_model_create: rotary tables");
-  for (int i = 0; i < half && st == ESMT_OK; i++) {
-    float inv = (float)(1.0 / pow(10000.0, (2.0 * i) / (double)m->hd));
+  if (!c || !s) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "rotary tables: out of memory");
+  for (int i = 0; i < half && st == ESMT_OK; i++)
     for (int p = 0; p < P; p++) {
-      double ang = (double)p * (double)inv;
+      double ang = (double)p * (double)m->inv_freq[i];
       c[(size_t)p * half + i] = (float)cos(ang);
       s[(size_t)p * half + i] = (float)sin(ang);
     }
-  }
-  if (st == ESMT_OK) st = dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
-  if (st == ESMT_OK) st = dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
+  if (st == ESMT_OK && !m->rope_cos) st = dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
+  if (st == ESMT_OK && !m->rope_sin) st = dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
   if (st == ESMT_OK) {
     esmtb_status cs = m->ops->copy_async(m->dev, m->rope_cos, c, bytes, ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->copy_async(m->dev, m->rope_sin, s, bytes, ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-    if (cs) st = esmt_fail_prefix((esmt_status)cs, "esmt_model_create: rotary tables: ");
+    if (cs) st = esmt_fail_prefix((esmt_status)cs, "rotary tables: ");
   }
   free(c);
   free(s);
+  m->have_forward = 0;
   return st;
 }
 
@@ -93,7 +96,9 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
       if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
     }
   }
-  if (!st) st = build_rope(m);
+  if (!st && m->hd / 2 > ESMT_MAX_HALF_HEAD)
+    st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
+  if (!st) st = esmt_model_set_inv_freq(m, NULL);
   if (!st) st = esmt_model_init_params(m, seed);
   if (st) {
     esmt_model_destroy(m);

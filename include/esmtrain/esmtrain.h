@@ -467,6 +467,28 @@ ESMT_API esmt_status esmt_plan_memory(const esmt_plan_request *request, esmt_pla
 ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
 
 /* ------------------------------------------------------------------------ */
+/* Hugging Face interop                                                      */
+/* ------------------------------------------------------------------------ */
+
+/* Write a directory transformers loads with EsmForMaskedLM.from_pretrained
+ * and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
+ * names; also the keys transformers expects but ESM-2 does not use:
+ * zero position embeddings, the rotary inv_freq buffers, a zero contact
+ * head), vocab.txt, tokenizer_config.json, special_tokens_map.json.
+ * Written into DIR.tmp-PID and renamed: DIR must not exist or be empty,
+ * unless `overwrite` (then it is replaced only once the new one is
+ * complete). */
+ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, int overwrite);
+
+/* A model from a Hugging Face ESM-2 directory: config.json plus
+ * model.safetensors, or model.safetensors.index.json with its shards;
+ * F32/F16/BF16 tensors. Unused legacy keys are ignored, the tied decoder
+ * may be present or absent, pretrained rotary inv_freq values are kept.
+ * Pickle checkpoints (pytorch_model.bin, fair-esm .pt) are refused with a
+ * pointer to tools/convert_to_safetensors.py. */
+ESMT_API esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out);
+
+/* ------------------------------------------------------------------------ */
 /* Learning-rate schedules                                                   */
 /* ------------------------------------------------------------------------ */
 

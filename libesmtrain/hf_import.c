@@ -1,0 +1,194 @@
+/* esmt_model_import_hf: a Hugging Face ESM-2 directory into a model. */
+#define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "safetensors.h"
+
+#define PATH_CAP 4096
+#define MAX_SHARDS 256
+
+static const char *k_tool = "convert it with tools/convert_to_safetensors.py (needs torch)";
+
+static int file_exists(const char *dir, const char *name) {
+  char p[PATH_CAP];
+  snprintf(p, sizeof p, "%s/%s", dir, name);
+  return access(p, F_OK) == 0;
+}
+
+static esmt_status read_config(const char *dir, esmt_model_config *mc) {
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  json_error_t err;
+  json_t *c = json_load_file(path, 0, &err);
+  if (!c) return esmt_fail(ESMT_ERR_FORMAT, "%s: %s (line %d)", path, err.text, err.line);
+  esmt_status st = ESMT_OK;
+  const char *type = json_string_value(json_object_get(c, "model_type"));
+  const char *pos = json_string_value(json_object_get(c, "position_embedding_type"));
+  const char *act = json_string_value(json_object_get(c, "hidden_act"));
+  json_t *td = json_object_get(c, "token_dropout"), *before = json_object_get(c, "emb_layer_norm_before");
+  if (!type || strcmp(type, "esm") != 0)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: model_type is '%s', not 'esm'", path, type ? type : "missing");
+  else if (pos && strcmp(pos, "rotary") != 0)
+    st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: position_embedding_type '%s': ESM-2 uses rotary "
+                   "(ESM-1b style absolute positions are not supported)", path, pos);
+  else if (json_is_false(td))
+    st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: token_dropout false: ESM-2 always applies token "
+                   "dropout", path);
+  else if (json_is_true(before))
+    st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: emb_layer_norm_before true (an ESM-1b layout), not "
+                   "ESM-2", path);
+  else if (act && strcmp(act, "gelu") != 0)
+    st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: hidden_act '%s': ESM-2 uses the exact erf gelu", path, act);
+  const char *ints[] = {"hidden_size", "num_hidden_layers", "num_attention_heads",
+                        "intermediate_size", "vocab_size"};
+  json_int_t v[5] = {0};
+  for (int i = 0; i < 5 && !st; i++) {
+    json_t *x = json_object_get(c, ints[i]);
+    if (!json_is_integer(x)) st = esmt_fail(ESMT_ERR_FORMAT, "%s: field '%s' is missing or not an "
+                                            "integer", path, ints[i]);
+    else v[i] = json_integer_value(x);
+  }
+  if (!st) {
+    esmt_model_config m = ESMT_MODEL_CONFIG_INIT;
+    m.hidden_size = (int)v[0];
+    m.num_layers = (int)v[1];
+    m.num_heads = (int)v[2];
+    m.ffn_size = (int)v[3];
+    m.vocab_size = (int)v[4];
+    json_t *mpe = json_object_get(c, "max_position_embeddings");
+    if (json_is_integer(mpe) && json_integer_value(mpe) > 4) m.max_positions = (int)json_integer_value(mpe) - 2;
+    json_t *eps = json_object_get(c, "layer_norm_eps");
+    if (json_is_number(eps)) m.layer_norm_eps = (float)json_number_value(eps);
+    *mc = m;
+  }
+  json_decref(c);
+  return st;
+}
+
+/* The checkpoint files: one safetensors or the shards an index names. */
+static esmt_status open_files(const char *dir, esmt_st_file *files, int *nfiles) {
+  *nfiles = 0;
+  if (file_exists(dir, "model.safetensors")) {
+    char p[PATH_CAP];
+    snprintf(p, sizeof p, "%s/model.safetensors", dir);
+    esmt_status st = esmt_st_open(p, &files[0]);
+    if (!st) *nfiles = 1;
+    return st;
+  }
+  if (!file_exists(dir, "model.safetensors.index.json")) {
+    if (file_exists(dir, "pytorch_model.bin"))
+      return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s holds pytorch_model.bin (a pickle, not read in "
+                       "C): %s", dir, k_tool);
+    return esmt_fail(ESMT_ERR_IO, "%s: no model.safetensors or model.safetensors.index.json", dir);
+  }
+  char p[PATH_CAP];
+  snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
+  json_error_t err;
+  json_t *idx = json_load_file(p, 0, &err);
+  json_t *map = idx ? json_object_get(idx, "weight_map") : NULL;
+  if (!json_is_object(map)) {
+    json_decref(idx);
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: no weight_map", p);
+  }
+  esmt_status st = ESMT_OK;
+  char seen[MAX_SHARDS][256];
+  const char *key;
+  json_t *val;
+  json_object_foreach(map, key, val) {
+    const char *f = json_string_value(val);
+    if (!f || strchr(f, '/')) { st = esmt_fail(ESMT_ERR_FORMAT, "%s: bad shard for '%s'", p, key); break; }
+    int known = 0;
+    for (int i = 0; i < *nfiles; i++) known |= strcmp(seen[i], f) == 0;
+    if (known) continue;
+    if (*nfiles == MAX_SHARDS) { st = esmt_fail(ESMT_ERR_FORMAT, "%s: too many shards", p); break; }
+    char sp[PATH_CAP];
+    snprintf(sp, sizeof sp, "%s/%s", dir, f);
+    if (access(sp, F_OK) != 0) {
+      st = esmt_fail(ESMT_ERR_IO, "%s: shard %s (named for '%s') is missing", p, f, key);
+      break;
+    }
+    if ((st = esmt_st_open(sp, &files[*nfiles]))) break;
+    snprintf(seen[*nfiles], sizeof seen[0], "%s", f);
+    (*nfiles)++;
+  }
+  json_decref(idx);
+  return st;
+}
+
+esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out) {
+  const char *fn = "esmt_model_import_hf";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(ctx && dir, fn, "ctx and dir must not be NULL");
+  size_t dl = strlen(dir);
+  if ((dl > 4 && !strcmp(dir + dl - 4, ".bin")) || (dl > 3 && !strcmp(dir + dl - 3, ".pt")))
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: %s is a pickle checkpoint (not read in C): %s", fn,
+                     dir, k_tool);
+  esmt_model_config mc;
+  esmt_status st = read_config(dir, &mc);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  esmt_st_file *files = calloc(MAX_SHARDS, sizeof *files);
+  if (!files) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  int n = 0;
+  esmt_model *m = NULL;
+  float *host = NULL;
+  esmt_st_file merged;
+  memset(&merged, 0, sizeof merged);
+  if ((st = open_files(dir, files, &n))) goto done;
+  if ((st = esmt_model_create(ctx, &mc, 0, &m))) goto done;
+  /* one view over every shard's tensors (data stays in the mappings) */
+  int total = 0;
+  for (int i = 0; i < n; i++) total += files[i].count;
+  merged.tensors = calloc((size_t)(total ? total : 1), sizeof *merged.tensors);
+  host = malloc(m->layout.total * sizeof *host);
+  if (!merged.tensors || !host) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn); goto done; }
+  for (int i = 0; i < n; i++)
+    for (int k = 0; k < files[i].count; k++) merged.tensors[merged.count++] = files[i].tensors[k];
+  if ((st = esmt_read_flat(m, &merged, dir, "", host, 1))) goto done;
+  const esmt_st_tensor *dec = esmt_st_find(&merged, "lm_head.decoder.weight");
+  if (dec) { /* a tied copy: it must equal the embedding */
+    float *d = malloc(dec->numel * sizeof *d);
+    if (!d) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn); goto done; }
+    esmt_st_to_f32(dec, d);
+    const float *E = host + m->layout.embed;
+    uint64_t want = (uint64_t)m->V * (uint64_t)m->d;
+    int same = dec->numel == want;
+    for (uint64_t i = 0; same && i < want; i++) same = fabsf(d[i] - E[i]) <= 1e-6f * (1.0f + fabsf(E[i]));
+    free(d);
+    if (!same) {
+      st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: lm_head.decoder.weight differs from the word "
+                     "embedding; ESM-2 ties them (untied heads are not supported)", dir);
+      goto done;
+    }
+  }
+  if ((st = esmt_flat_upload(m, host, m->params))) goto done;
+  const esmt_st_tensor *inv = esmt_st_find(&merged, "esm.encoder.layer.0.attention.self.rotary_embeddings.inv_freq");
+  if (inv) { /* pretrained, fp16-rounded values: keep them */
+    if ((int64_t)inv->numel != m->hd / 2) {
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: rotary inv_freq has %llu values, head dim %d needs %d",
+                     dir, (unsigned long long)inv->numel, m->hd, m->hd / 2);
+      goto done;
+    }
+    float f[ESMT_MAX_HALF_HEAD];
+    esmt_st_to_f32(inv, f);
+    if ((st = esmt_model_set_inv_freq(m, f))) goto done;
+  }
+done:
+  for (int i = 0; i < n; i++) esmt_st_close(&files[i]);
+  free(files);
+  free(merged.tensors);
+  free(host);
+  if (st) {
+    esmt_model_destroy(m);
+    return esmt_fail_prefix(st, "%s: ", fn);
+  }
+  *out = m;
+  return ESMT_OK;
+}

@@ -1,0 +1,133 @@
+#!/usr/bin/env python3
+"""esmtrain <-> transformers / fair-esm, through the real library.
+
+(a) a random transformers EsmForMaskedLM saved as safetensors is imported
+    by esmtrain; its logits on tokens with pads and masks match (<= 1e-4);
+(b) esmtrain trains a few steps and exports; transformers loads the export
+    with no missing or unexpected keys and reproduces esmtrain's logits
+    (<= 1e-4); EsmTokenizer loads it and tokenizes like esmtrain;
+(c) a fair-esm ESM2 checkpoint converted by tools/convert_to_safetensors.py
+    is imported and matches fair-esm's logits (<= 1e-4).
+Usage: test_hf_roundtrip.py INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
+"""
+import os
+import subprocess
+import sys
+import tempfile
+
+try:
+    import numpy as np
+    import torch
+    from transformers import EsmConfig, EsmForMaskedLM, EsmTokenizer
+    import esm
+except Exception as e:  # pragma: no cover
+    print("skipped: torch, transformers or fair-esm not importable (%s); "
+          "run scripts/setup_reference_env.sh" % e)
+    sys.exit(77)
+
+TOOL, SRC = sys.argv[1], sys.argv[2]
+B, T = 3, 20
+rng = np.random.default_rng(5)
+
+
+def batch():
+    tok = np.full((B, T), 1, dtype=np.int32)
+    lab = np.full((B, T), -100, dtype=np.int32)
+    for b, n in enumerate([T, 14, 9]):
+        tok[b, 0], tok[b, n - 1] = 0, 2
+        tok[b, 1:n - 1] = rng.integers(4, 24, n - 2)
+        for t in range(1, n - 1):
+            if rng.random() < 0.2:
+                lab[b, t] = tok[b, t]
+                tok[b, t] = 32
+    return tok, lab
+
+
+def rel(a, b, tok):
+    keep = tok.reshape(-1) != 1
+    a = a.reshape(B * T, -1)[keep]
+    b = b.reshape(B * T, -1)[keep]
+    return float(np.linalg.norm(a - b) / np.linalg.norm(b))
+
+
+def perturb(model):
+    with torch.no_grad():
+        for name, p in model.named_parameters():
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.05)
+
+
+def esmt_logits(hf_dir, tok, work):
+    tp, lp = os.path.join(work, "tok.i32"), os.path.join(work, "out.f32")
+    tok.tofile(tp)
+    subprocess.run([TOOL, "logits", hf_dir, tp, str(B), str(T), lp], check=True)
+    return np.fromfile(lp, dtype=np.float32).reshape(B, T, 33)
+
+
+def main():
+    torch.manual_seed(0)
+    failures = 0
+    with tempfile.TemporaryDirectory() as work:
+        tok, lab = batch()
+        cfg = EsmConfig(vocab_size=33, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                        intermediate_size=256, max_position_embeddings=1026,
+                        position_embedding_type="rotary", token_dropout=True, pad_token_id=1,
+                        mask_token_id=32, emb_layer_norm_before=False, layer_norm_eps=1e-5,
+                        hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+        hf = EsmForMaskedLM(cfg).eval()
+        perturb(hf)
+        hf_dir = os.path.join(work, "hf")
+        hf.save_pretrained(hf_dir, safe_serialization=True)
+        with torch.no_grad():
+            ref = hf(input_ids=torch.tensor(tok, dtype=torch.long),
+                     attention_mask=torch.tensor(tok != 1, dtype=torch.long)).logits.numpy()
+        e = rel(esmt_logits(hf_dir, tok, work), ref, tok)
+        print("(a) transformers -> esmtrain logits relative error %.2e" % e)
+        failures += e > 1e-4
+
+        out = os.path.join(work, "export")
+        tp, lp = os.path.join(work, "t.i32"), os.path.join(work, "l.i32")
+        tok.tofile(tp)
+        lab.tofile(lp)
+        subprocess.run([TOOL, "train-export", hf_dir, tp, lp, str(B), str(T), "3", out], check=True)
+        ours = np.fromfile(os.path.join(out, "esmt_logits.f32"), dtype=np.float32).reshape(B, T, 33)
+        back, info = EsmForMaskedLM.from_pretrained(out, output_loading_info=True)
+        back.eval()
+        bad = {k: v for k, v in info.items() if v}
+        print("(b) transformers loading report: %s" % (bad or "no missing or unexpected keys"))
+        failures += bool(info["missing_keys"] or info["unexpected_keys"] or info["mismatched_keys"])
+        with torch.no_grad():
+            theirs = back(input_ids=torch.tensor(tok, dtype=torch.long),
+                          attention_mask=torch.tensor(tok != 1, dtype=torch.long)).logits.numpy()
+        e = rel(theirs, ours, tok)
+        print("(b) esmtrain export -> transformers logits relative error %.2e" % e)
+        failures += e > 1e-4
+        tk = EsmTokenizer.from_pretrained(out)
+        ids = tk("MKVLA")["input_ids"]
+        print("(b) EsmTokenizer('MKVLA') = %s" % ids)
+        failures += ids != [0, 20, 15, 7, 4, 5, 2]
+
+        alphabet = esm.data.Alphabet.from_architecture("ESM-1b")
+        fair = esm.model.esm2.ESM2(num_layers=2, embed_dim=64, attention_heads=4,
+                                   alphabet=alphabet, token_dropout=True).eval()
+        with torch.no_grad():
+            for p in fair.parameters():
+                p.copy_(torch.randn_like(p) * 0.05)
+        pt = os.path.join(work, "fair.pt")
+        torch.save({"model": {"encoder." + k: v for k, v in fair.state_dict().items()},
+                    "cfg": {"model": {"encoder_layers": 2, "encoder_embed_dim": 64,
+                                      "encoder_attention_heads": 4}}}, pt)
+        conv = os.path.join(work, "fair-hf")
+        subprocess.run([sys.executable, os.path.join(SRC, "tools", "convert_to_safetensors.py"),
+                        pt, conv], check=True)
+        with torch.no_grad():
+            fref = fair(torch.tensor(tok, dtype=torch.long))["logits"].numpy()
+        e = rel(esmt_logits(conv, tok, work), fref, tok)
+        print("(c) fair-esm -> converter -> esmtrain logits relative error %.2e" % e)
+        failures += e > 1e-4
+    print("%d passed, %d failed" % (5 - failures, failures))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
