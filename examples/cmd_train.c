@@ -130,7 +130,8 @@ static void usage(void) {
       "  --eval-every N --eval-batches N --save-every N --keep N --log-every N\n"
       "  --threads N --backend NAME --seed N --max-time SECONDS\n"
       "  --resume latest|DIR   continue a run exactly (same options)\n"
-      "  --init-from CKPT      start from a checkpoint's weights with a fresh optimizer\n"
+      "  --init-from CKPT      start from a checkpoint's weights with a fresh optimizer;\n"
+      "                        hf:DIR starts from a Hugging Face ESM-2 directory\n"
       "  --fast-dev-run N      N updates, no checkpoints, no evaluation: a smoke test\n"
       "  --overfit-batches N   train on the first N batches only (loss should approach 0)\n"
       "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits (status 130/143).\n");

@@ -11,6 +11,8 @@ static const struct {
 } k_commands[] = {
     {"probe", cmd_probe, "list backends, devices and CPU features; exit 0 if one is usable"},
     {"train", cmd_train, "train ESM-2 on an ingested dataset: the main job"},
+    {"export", cmd_export, "a checkpoint as a Hugging Face EsmForMaskedLM directory"},
+    {"import-hf", cmd_import_hf, "a Hugging Face ESM-2 directory as an esmtrain checkpoint"},
     {"ingest", cmd_ingest, "FASTA(.gz) files into token shards for training"},
     {"plan", cmd_plan, "device memory per tensor class; the policy and micro-batch that fit"},
     {"bench-loader", cmd_bench_loader, "time the batch loader alone; its resident memory"},

@@ -311,3 +311,40 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   if (trainer_json) *trainer_json = tj;
   return ESMT_OK;
 }
+
+esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *spec,
+                                              esmt_model **out) {
+  const char *fn = "esmt_model_create_from_checkpoint";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(ctx && spec, fn, "ctx and checkpoint must not be NULL");
+  char dir[PATH_CAP], path[PATH_CAP];
+  esmt_status st = esmt_checkpoint_resolve(spec, dir, sizeof dir);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  snprintf(path, sizeof path, "%s/state.json", dir);
+  json_error_t err;
+  json_t *root = json_load_file(path, 0, &err);
+  json_t *model = root ? json_object_get(json_object_get(root, "trainer"), "model") : NULL;
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  const char *keys[] = {"num_layers", "hidden_size", "num_heads", "ffn_size", "max_positions"};
+  int *dst[] = {&mc.num_layers, &mc.hidden_size, &mc.num_heads, &mc.ffn_size, &mc.max_positions};
+  for (int i = 0; i < 5 && !st; i++) {
+    json_t *v = json_object_get(model, keys[i]);
+    if (!json_is_integer(v))
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: %s: the model shape (trainer.model.%s) is missing", fn,
+                     path, keys[i]);
+    else *dst[i] = (int)json_integer_value(v);
+  }
+  json_t *eps = json_object_get(model, "layer_norm_eps");
+  if (json_is_number(eps)) mc.layer_norm_eps = (float)json_number_value(eps);
+  json_decref(root);
+  if (st) return st;
+  esmt_model *m = NULL;
+  if ((st = esmt_model_create(ctx, &mc, 0, &m))) return esmt_fail_prefix(st, "%s: ", fn);
+  if ((st = esmt_checkpoint_load(m, dir, 0, NULL))) {
+    esmt_model_destroy(m);
+    return esmt_fail_prefix(st, "%s: ", fn);
+  }
+  *out = m;
+  return ESMT_OK;
+}

@@ -122,34 +122,34 @@ static esmt_status open_files(const char *dir, esmt_st_file *files, int *nfiles)
   return st;
 }
 
-esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out) {
-  const char *fn = "esmt_model_import_hf";
-  ESMT_CHECK_ARG(out, fn, "out is NULL");
-  *out = NULL;
-  ESMT_CHECK_ARG(ctx && dir, fn, "ctx and dir must not be NULL");
+static esmt_status refuse_pickle(const char *fn, const char *dir) {
   size_t dl = strlen(dir);
   if ((dl > 4 && !strcmp(dir + dl - 4, ".bin")) || (dl > 3 && !strcmp(dir + dl - 3, ".pt")))
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: %s is a pickle checkpoint (not read in C): %s", fn,
                      dir, k_tool);
-  esmt_model_config mc;
-  esmt_status st = read_config(dir, &mc);
-  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  return ESMT_OK;
+}
+
+/* Verify and load a HF directory's tensors into `m` (shapes must match);
+ * the model is unchanged on failure. */
+esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
+  const char *fn = "esmt_model_load_hf";
+  ESMT_CHECK_ARG(m && dir, fn, "model and dir must not be NULL");
+  esmt_status st = refuse_pickle(fn, dir);
+  if (st) return st;
   esmt_st_file *files = calloc(MAX_SHARDS, sizeof *files);
   if (!files) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   int n = 0;
-  esmt_model *m = NULL;
   float *host = NULL;
   esmt_st_file merged;
   memset(&merged, 0, sizeof merged);
   if ((st = open_files(dir, files, &n))) goto done;
-  if ((st = esmt_model_create(ctx, &mc, 0, &m))) goto done;
-  /* one view over every shard's tensors (data stays in the mappings) */
   int total = 0;
   for (int i = 0; i < n; i++) total += files[i].count;
   merged.tensors = calloc((size_t)(total ? total : 1), sizeof *merged.tensors);
   host = malloc(m->layout.total * sizeof *host);
   if (!merged.tensors || !host) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn); goto done; }
-  for (int i = 0; i < n; i++)
+  for (int i = 0; i < n; i++) /* one view over every shard (data stays mapped) */
     for (int k = 0; k < files[i].count; k++) merged.tensors[merged.count++] = files[i].tensors[k];
   if ((st = esmt_read_flat(m, &merged, dir, "", host, 1))) goto done;
   const esmt_st_tensor *dec = esmt_st_find(&merged, "lm_head.decoder.weight");
@@ -168,24 +168,39 @@ esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model 
       goto done;
     }
   }
-  if ((st = esmt_flat_upload(m, host, m->params))) goto done;
   const esmt_st_tensor *inv = esmt_st_find(&merged, "esm.encoder.layer.0.attention.self.rotary_embeddings.inv_freq");
-  if (inv) { /* pretrained, fp16-rounded values: keep them */
+  float f[ESMT_MAX_HALF_HEAD];
+  if (inv) {
     if ((int64_t)inv->numel != m->hd / 2) {
       st = esmt_fail(ESMT_ERR_FORMAT, "%s: rotary inv_freq has %llu values, head dim %d needs %d",
                      dir, (unsigned long long)inv->numel, m->hd, m->hd / 2);
       goto done;
     }
-    float f[ESMT_MAX_HALF_HEAD];
     esmt_st_to_f32(inv, f);
-    if ((st = esmt_model_set_inv_freq(m, f))) goto done;
   }
+  if ((st = esmt_flat_upload(m, host, m->params))) goto done;
+  /* pretrained, fp16-rounded inverse frequencies are kept */
+  if (inv && (st = esmt_model_set_inv_freq(m, f))) goto done;
 done:
   for (int i = 0; i < n; i++) esmt_st_close(&files[i]);
   free(files);
   free(merged.tensors);
   free(host);
-  if (st) {
+  return st;
+}
+
+esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out) {
+  const char *fn = "esmt_model_import_hf";
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(ctx && dir, fn, "ctx and dir must not be NULL");
+  esmt_status st = refuse_pickle(fn, dir);
+  if (st) return st;
+  esmt_model_config mc;
+  if ((st = read_config(dir, &mc))) return esmt_fail_prefix(st, "%s: ", fn);
+  esmt_model *m = NULL;
+  if ((st = esmt_model_create(ctx, &mc, 0, &m))) return esmt_fail_prefix(st, "%s: ", fn);
+  if ((st = esmt_model_load_hf(m, dir))) {
     esmt_model_destroy(m);
     return esmt_fail_prefix(st, "%s: ", fn);
   }

@@ -247,6 +247,13 @@ esmt_status esmt_trainer_resume(esmt_trainer *t, const char *spec) {
 }
 
 esmt_status esmt_trainer_init_from(esmt_trainer *t, const char *spec) {
+  ESMT_CHECK_ARG(t && spec, "esmt_trainer_init_from", "trainer and checkpoint must not be NULL");
+  if (strncmp(spec, "hf:", 3) == 0) {
+    esmt_status st = esmt_model_load_hf(t->m, spec + 3);
+    if (st) return esmt_fail_prefix(st, "esmt_trainer_init_from: ");
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "weights loaded from %s", spec + 3);
+    return ESMT_OK;
+  }
   return load_checkpoint(t, spec, 0, "esmt_trainer_init_from");
 }
 

@@ -480,6 +480,11 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
  * complete). */
 ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, int overwrite);
 
+/* A model with the shape and weights of an esmtrain checkpoint ("RUN_DIR",
+ * "RUN_DIR/checkpoints/latest" or a checkpoint directory). */
+ESMT_API esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *checkpoint,
+                                                       esmt_model **out);
+
 /* A model from a Hugging Face ESM-2 directory: config.json plus
  * model.safetensors, or model.safetensors.index.json with its shards;
  * F32/F16/BF16 tensors. Unused legacy keys are ignored, the tied decoder
@@ -487,6 +492,10 @@ ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, in
  * Pickle checkpoints (pytorch_model.bin, fair-esm .pt) are refused with a
  * pointer to tools/convert_to_safetensors.py. */
 ESMT_API esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out);
+
+/* Load a Hugging Face ESM-2 directory's weights into an existing model of
+ * the same shape (a mismatch names the tensor); unchanged on failure. */
+ESMT_API esmt_status esmt_model_load_hf(esmt_model *model, const char *dir);
 
 /* ------------------------------------------------------------------------ */
 /* Learning-rate schedules                                                   */
@@ -627,7 +636,8 @@ ESMT_API esmt_status esmt_trainer_save(esmt_trainer *trainer, char *path, size_t
  * directory): training continues exactly where it stopped. */
 ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *checkpoint);
 
-/* Load only the weights of a checkpoint (fresh optimizer, step 0). */
+/* Load only the weights of a checkpoint (fresh optimizer, step 0); "hf:DIR"
+ * loads a Hugging Face ESM-2 directory instead. */
 ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
 
 /* Updates done so far. */
