@@ -198,6 +198,14 @@ esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model 
   if (st) return st;
   esmt_model_config mc;
   if ((st = read_config(dir, &mc))) return esmt_fail_prefix(st, "%s: ", fn);
+  /* the weights must be there before anything is allocated for them */
+  if (!file_exists(dir, "model.safetensors") && !file_exists(dir, "model.safetensors.index.json")) {
+    if (file_exists(dir, "pytorch_model.bin"))
+      return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: %s holds pytorch_model.bin (a pickle, not read "
+                       "in C): %s", fn, dir, k_tool);
+    return esmt_fail(ESMT_ERR_IO, "%s: %s: no model.safetensors or model.safetensors.index.json",
+                     fn, dir);
+  }
   esmt_model *m = NULL;
   if ((st = esmt_model_create(ctx, &mc, 0, &m))) return esmt_fail_prefix(st, "%s: ", fn);
   if ((st = esmt_model_load_hf(m, dir))) {

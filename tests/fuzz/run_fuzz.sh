@@ -1,0 +1,31 @@
+#!/usr/bin/env bash
+# Build the libFuzzer targets with clang + ASan/UBSan and run each for
+# SECONDS (default 30), starting from the committed seeds. A crash, leak
+# or sanitizer report fails the run; the reproducer is left in
+# build-fuzz/crashes/. Usage: run_fuzz.sh [SECONDS] [TARGET...]
+set -euo pipefail
+cd "$(dirname "$0")/../.."
+secs=${1:-30}
+shift || true
+targets=("$@")
+[ ${#targets[@]} -gt 0 ] || targets=(fuzz_fasta fuzz_safetensors fuzz_shard fuzz_config_yaml fuzz_hf_config)
+CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_FUZZ=ON \
+  -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF >/dev/null
+cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}" >/dev/null
+mkdir -p build-fuzz/crashes
+export ESMTRAIN_BACKEND_PATH=$PWD/build-fuzz/lib/esmtrain/backends
+export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
+export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
+status=0
+for t in "${targets[@]}"; do
+  corpus=build-fuzz/corpus/$t
+  mkdir -p "$corpus"
+  log=build-fuzz/$t.log
+  if ./build-fuzz/bin/$t -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=20 \
+       -artifact_prefix=build-fuzz/crashes/$t- "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
+    echo "$t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) ($(ls "$corpus" | wc -l) corpus files)"
+  else
+    echo "$t: FAILED"; tail -30 "$log"; status=1
+  fi
+done
+exit $status
