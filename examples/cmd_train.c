@@ -117,6 +117,7 @@ static void usage(void) {
       "  --set key=value       any key (e.g. --set optimizer.beta2=0.99)\n"
       "  --print-config        print every key's resolved value and exit\n"
       "  --validate            check the configuration and exit\n"
+      "  --no-mfu              skip measuring the GEMM ceiling (no MFU in the log)\n"
       "  (flags, presets, files and --set apply in command-line order; later wins)\n"
       "  --data DIR            dataset from `esmtrain-example ingest`\n"
       "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl) [runs/esmtrain]\n"
@@ -167,7 +168,7 @@ static const char *cfg_str(const esmt_config *c, const char *k) {
 
 int cmd_train(int argc, char **argv) {
   const char *resume = NULL, *init_from = NULL;
-  int print_config = 0, validate_only = 0;
+  int print_config = 0, validate_only = 0, measure_ceiling = 1;
   esmt_config *cfg = NULL;
   esmt_status st = esmt_config_create(&cfg);
   if (st) { cli_error("train", st); return 1; }
@@ -177,6 +178,7 @@ int cmd_train(int argc, char **argv) {
     if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
     if (!strcmp(a, "--print-config")) { print_config = 1; continue; }
     if (!strcmp(a, "--validate")) { validate_only = 1; continue; }
+    if (!strcmp(a, "--no-mfu")) { measure_ceiling = 0; continue; }
     if (!strcmp(a, "--list-presets")) {
       char list[4096];
       esmt_config_list_presets(list, sizeof list);
@@ -267,7 +269,7 @@ int cmd_train(int argc, char **argv) {
   int rc = 1;
   double ceiling = 0;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
-  esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
+  if (measure_ceiling) esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
   if (!fast_dev && mkdir_parents(out) != 0) {
     fprintf(stderr, "train: cannot create %s: %s\n", out, strerror(errno));
     goto done;

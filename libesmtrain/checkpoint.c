@@ -69,6 +69,14 @@ static esmt_status prune(const char *ckdir, int keep_last) {
   int n = 0, cap = 0;
   struct dirent *de;
   while ((de = readdir(d))) {
+    if (strncmp(de->d_name, ".tmp-", 5) == 0 || strncmp(de->d_name, ".old-", 5) == 0) {
+      /* left by a process killed mid-save (never by this one: it renamed
+       * or removed its own); they were never a valid checkpoint */
+      char stale[PATH_CAP];
+      snprintf(stale, sizeof stale, "%s/%s", ckdir, de->d_name);
+      esmt_remove_tree(stale);
+      continue;
+    }
     if (strncmp(de->d_name, "step-", 5) != 0) continue;
     if (n == cap) {
       cap = cap ? 2 * cap : 16;

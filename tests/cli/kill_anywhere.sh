@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Kill anywhere: SIGKILL a training run at KILLS random moments (checkpoint
+# writes included); after each, `--resume latest` (or a fresh start when no
+# checkpoint exists yet) must succeed, and the final weights and moments
+# must equal an uninterrupted run bit for bit.
+# Usage: kill_anywhere.sh CLI [KILLS] [SEED]
+set -euo pipefail
+cli=$1 kills=${2:-50} seed=${3:-1}
+work=$(mktemp -d /tmp/esmt-kill-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+awk 'BEGIN { srand(11); aa = "ACDEFGHIKLMNPQRSTVWY";
+  for (r = 0; r < 300; r++) { printf(">k%d\n", r); n = 20 + int(rand() * 100);
+    for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' > "$work/p.fa"
+"$cli" ingest "$work/p.fa" -o "$work/data" --valid-fraction 0 --quiet >/dev/null
+steps=800
+args=(--data "$work/data" --layers 2 --width 32 --heads 2 --max-len 96 --batch-tokens 768
+      --steps $steps --warmup 5 --eval-every 0 --save-every 1 --keep 2 --threads 2 --no-mfu --log-every 0)
+"$cli" train "${args[@]}" --out "$work/ref" >/dev/null
+RANDOM=$seed
+done_runs=0 killed=0 midsave=0
+for k in $(seq "$kills"); do
+  resume=()
+  [ -f "$work/run/checkpoints/latest" ] && resume=(--resume latest)
+  "$cli" train "${args[@]}" --out "$work/run" "${resume[@]}" >"$work/last.log" 2>&1 &
+  pid=$!
+  # a random moment: startup, a step, or a checkpoint write
+  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.02 + (r % 1000) / 1000.0 * 0.15 }')"
+  if kill -KILL "$pid" 2>/dev/null; then
+    killed=$((killed + 1))
+    wait "$pid" 2>/dev/null || true
+    # a temporary checkpoint directory means the kill landed mid-save
+    if ls -a "$work/run/checkpoints" 2>/dev/null | grep -q '^\.tmp-'; then midsave=$((midsave + 1)); fi
+  else
+    # it ended before the kill: that must have been a success
+    set +e; wait "$pid"; rc=$?; set -e
+    [ "$rc" -eq 0 ] || { echo "run $k failed on its own (exit $rc):"; cat "$work/last.log"; exit 1; }
+  fi
+  if [ -f "$work/run/checkpoints/latest" ] && [ "$(cat "$work/run/checkpoints/latest")" = "$(printf step-%08d $steps)" ]; then
+    done_runs=$((done_runs + 1))
+    break
+  fi
+done
+# finish whatever is left
+resume=()
+[ -f "$work/run/checkpoints/latest" ] && resume=(--resume latest)
+"$cli" train "${args[@]}" --out "$work/run" "${resume[@]}" >"$work/last.log" 2>&1 || { cat "$work/last.log"; exit 1; }
+final=$(printf step-%08d $steps)
+cmp "$work/ref/checkpoints/$final/model.safetensors" "$work/run/checkpoints/$final/model.safetensors"
+cmp "$work/ref/checkpoints/$final/optimizer.safetensors" "$work/run/checkpoints/$final/optimizer.safetensors"
+leftovers=$(ls -a "$work/run/checkpoints" | grep -c '^\.tmp-' || true)
+echo "kill anywhere: $killed SIGKILLs ($midsave during a checkpoint write), every resume succeeded, final weights and moments identical ($leftovers stale temp dirs left)"
