@@ -26,6 +26,9 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 (cd build-asan && ctest --output-on-failure -j"$jobs")
 
+echo "== core suites under valgrind memcheck"
+bash tests/valgrind/run_valgrind.sh "$PWD/build"
+
 echo "== fuzzing (libFuzzer + ASan/UBSan, ${ESMT_FUZZ_SECONDS:-20} s per target)"
 bash tests/fuzz/run_fuzz.sh "${ESMT_FUZZ_SECONDS:-20}"
 echo "== all tests passed"
