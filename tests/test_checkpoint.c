@@ -10,6 +10,9 @@
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
+#include <signal.h>
+#include <sys/resource.h>
+#include <sys/wait.h>
 
 #include "checkpoint.h"
 
@@ -213,6 +216,42 @@ static void test_unwritable_and_missing(void **state) {
   test_rmtree(run);
 }
 
+/* Disk full while saving (RLIMIT_FSIZE in a child): a clear error, no
+ * half-written checkpoint, `latest` untouched, the previous one loads. */
+static void test_disk_full_during_save(void **state) {
+  (void)state;
+  const char *run = test_mkdtemp();
+  char rd[256];
+  snprintf(rd, sizeof rd, "%s", run);
+  esmt_model *a = make(64, 1);
+  char good[4096];
+  assert_int_equal(esmt_checkpoint_save(a, rd, 1, "{}", 0, good, sizeof good), ESMT_OK);
+  pid_t pid = fork();
+  if (pid == 0) {
+    signal(SIGXFSZ, SIG_IGN);
+    struct rlimit rl = {20000, 20000};
+    setrlimit(RLIMIT_FSIZE, &rl);
+    esmt_status st = esmt_checkpoint_save(a, rd, 2, "{}", 0, NULL, 0);
+    int ok = st == ESMT_ERR_IO && strstr(esmt_last_error(), "write failed") != NULL;
+    if (!ok) fprintf(stderr, "child: %d %s\n", st, esmt_last_error());
+    _exit(ok ? 0 : 1);
+  }
+  int wst = 0;
+  waitpid(pid, &wst, 0);
+  assert_true(WIFEXITED(wst) && WEXITSTATUS(wst) == 0);
+  char p[4200];
+  snprintf(p, sizeof p, "%s/checkpoints/step-00000002", rd);
+  assert_int_not_equal(access(p, F_OK), 0);
+  char latest[4096];
+  assert_int_equal(esmt_checkpoint_resolve(rd, latest, sizeof latest), ESMT_OK);
+  assert_string_equal(latest, good);
+  esmt_model *b = make(64, 9);
+  assert_int_equal(esmt_checkpoint_load(b, latest, 1, NULL), ESMT_OK);
+  esmt_model_destroy(b);
+  esmt_model_destroy(a);
+  test_rmtree(rd);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_round_trip),
@@ -220,6 +259,7 @@ int main(void) {
       cmocka_unit_test(test_corruption_refused),
       cmocka_unit_test(test_shape_mismatch_and_nan),
       cmocka_unit_test(test_unwritable_and_missing),
+      cmocka_unit_test(test_disk_full_during_save),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
