@@ -121,7 +121,12 @@ static esmt_status shard_close(ingest *g, shard_out *s) {
   snprintf(path, sizeof path, "%s/%s", g->tmp, s->name);
   s->index[s->records] = s->tokens;
   size_t ibytes = (size_t)(s->records + 1) * sizeof(uint64_t);
-  esmt_status st = esmt_write_all(s->fd, s->index, ibytes, path);
+  /* zero padding so that the index is 8-byte aligned in the mapping */
+  static const uint8_t zeros[8] = {0};
+  size_t pad = (size_t)((8 - (sizeof(esmt_shard_header) + s->tokens) % 8) % 8);
+  esmt_status st = esmt_write_all(s->fd, zeros, pad, path);
+  s->crc = crc32(s->crc, zeros, (uInt)pad);
+  if (!st) st = esmt_write_all(s->fd, s->index, ibytes, path);
   if (!st) {
     esmt_shard_header h;
     memset(&h, 0, sizeof h);
@@ -130,7 +135,7 @@ static esmt_status shard_close(ingest *g, shard_out *s) {
     h.header_size = sizeof h;
     h.records = s->records;
     h.tokens = s->tokens;
-    h.index_offset = sizeof h + s->tokens;
+    h.index_offset = sizeof h + s->tokens + pad;
     h.crc32 = (uint32_t)crc32(s->crc, (const Bytef *)s->index, (uInt)ibytes);
     h.split = (uint32_t)s->split;
     if (pwrite(s->fd, &h, sizeof h, 0) != (ssize_t)sizeof h)

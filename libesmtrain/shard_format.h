@@ -2,8 +2,9 @@
  *   manifest.json                 written last; lists every shard
  *   train-00000.shard, valid-00000.shard, ...
  * A shard is a 64-byte header, the uint8 residue ids of every record back
- * to back (no cls/eos), then (records + 1) little-endian uint64 offsets
- * into the token area. The crc32 covers tokens and index. */
+ * to back (no cls/eos), zero padding to a multiple of 8 bytes, then
+ * (records + 1) little-endian uint64 offsets into the token area. The
+ * crc32 covers everything after the header. */
 #ifndef ESMTRAIN_SHARD_FORMAT_H
 #define ESMTRAIN_SHARD_FORMAT_H
 
@@ -20,8 +21,8 @@ typedef struct esmt_shard_header {
   uint32_t header_size;      /* 64 */
   uint64_t records;
   uint64_t tokens;
-  uint64_t index_offset;     /* 64 + tokens */
-  uint32_t crc32;            /* of tokens then index */
+  uint64_t index_offset;     /* 64 + tokens rounded up to a multiple of 8 */
+  uint32_t crc32;            /* of tokens, padding and index */
   uint32_t split;            /* 0 train, 1 valid */
   uint8_t reserved[16];
 } esmt_shard_header;

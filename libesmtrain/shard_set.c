@@ -67,7 +67,8 @@ static esmt_status map_shard(const char *path, int split, esmt_shard_map *m) {
   if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof h ||
       pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: too short to be a shard (truncated?)", path);
-  uint64_t need = st ? 0 : sizeof h + h.tokens + (h.records + 1) * sizeof(uint64_t);
+  const uint64_t aligned = (sizeof h + h.tokens + 7) & ~(uint64_t)7; /* index is 8-aligned */
+  uint64_t need = st ? 0 : aligned + (h.records + 1) * sizeof(uint64_t);
   if (st) {
   } else if (memcmp(h.magic, ESMT_SHARD_MAGIC, 8) != 0) {
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: not an esmtrain shard (bad magic)", path);
@@ -75,7 +76,7 @@ static esmt_status map_shard(const char *path, int split, esmt_shard_map *m) {
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: shard version %u, this library reads %u", path,
                    h.version, ESMT_SHARD_VERSION);
   } else if (h.records > (1ull << 40) || h.tokens > (1ull << 50) ||
-             h.index_offset != sizeof h + h.tokens || need != (uint64_t)sb.st_size) {
+             h.index_offset != aligned || need != (uint64_t)sb.st_size) {
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: sizes do not add up (%llu bytes on disk, %llu "
                    "expected): truncated or corrupt", path, (unsigned long long)sb.st_size,
                    (unsigned long long)need);
