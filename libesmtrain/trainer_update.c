@@ -17,6 +17,8 @@ void esmt_micro_batch_count(esmt_micro_batch *mb) {
   mb->real_tokens = real;
 }
 
+int64_t esmt_test_inject_nan_step;
+
 esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
                             const esmt_update_params *p, int64_t step, int64_t adam_step,
                             esmt_update_result *r) {
@@ -48,6 +50,13 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     loss_sum += fr.loss_sum;
   }
   r->loss = selected ? loss_sum / (double)selected : 0.0;
+  if (esmt_test_inject_nan_step > 0 && step == esmt_test_inject_nan_step) {
+    float nan = __builtin_nanf("");
+    esmtb_status cs = m->ops->copy_async(m->dev, m->grads + m->layout.total / 2, &nan, sizeof nan,
+                                         ESMTB_COPY_H2D, m->stream);
+    if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+    if (cs) return esmt_fail_prefix((esmt_status)cs, "test hook: ");
+  }
   double t2 = esmt_now_s();
   if ((st = esmt_model_grad_norm(m, &r->grad_norm))) return st;
   if (!isfinite(r->loss) || !isfinite(r->grad_norm)) {

@@ -45,4 +45,8 @@ ESMT_HIDDEN esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *m
                                         const esmt_update_params *p, int64_t step,
                                         int64_t adam_step, esmt_update_result *r);
 
+/* Test hook: when > 0, update number `inject_nan_step` gets a NaN written
+ * into its gradients after backward (numerics fault injection). */
+ESMT_HIDDEN extern int64_t esmt_test_inject_nan_step;
+
 #endif

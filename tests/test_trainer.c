@@ -311,6 +311,63 @@ static void test_stop_saves(void **state) {
   test_rmtree(rd);
 }
 
+/* NaN injected into the gradients of update 3 (test hook): skip leaves the
+ * weights untouched and training goes on; abort stops with the last
+ * checkpoint intact and loadable. */
+static void test_gradient_nan_injection(void **state) {
+  (void)state;
+  const char *d = test_mkdtemp();
+  char run[256];
+  snprintf(run, sizeof run, "%s", d);
+  esmt_model *m = make_model();
+  mem_source s = {.rows = B};
+  esmt_batch_source src = as_source(&s);
+  esmt_trainer_options o = base_opts();
+  o.run_dir = run;
+  o.save_every = 1;
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);
+  esmt_test_inject_nan_step = 3;
+  esmt_train_metrics mt = {.struct_size = sizeof mt};
+  assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
+  assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
+  float *before = weights(m);
+  assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
+  assert_int_equal(mt.skipped, 1);
+  assert_true(!isfinite(mt.grad_norm));
+  float *after = weights(m);
+  assert_memory_equal(before, after, m->layout.total * sizeof *before);
+  assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK); /* recovers */
+  assert_int_equal(mt.skipped, 1);
+  assert_true(isfinite(mt.loss));
+  esmt_trainer_destroy(t);
+  /* abort: a checkpoint at step 2, then the fault at step 3 */
+  esmt_model *m2 = make_model();
+  mem_source s2 = {.rows = B};
+  esmt_batch_source src2 = as_source(&s2);
+  o.nonfinite_abort = 1;
+  o.max_steps = 10;
+  assert_int_equal(esmt_trainer_create(m2, &o, &src2, &t), ESMT_OK);
+  char run2[300];
+  snprintf(run2, sizeof run2, "%s/abort", run);
+  esmt_trainer_destroy(t);
+  o.run_dir = run2;
+  assert_int_equal(esmt_trainer_create(m2, &o, &src2, &t), ESMT_OK);
+  assert_int_equal(esmt_trainer_run(t), ESMT_ERR_NUMERIC);
+  assert_int_equal(esmt_trainer_step_count(t), 2);
+  char dir[4096];
+  assert_int_equal(esmt_checkpoint_resolve(run2, dir, sizeof dir), ESMT_OK);
+  assert_non_null(strstr(dir, "step-00000002"));
+  assert_int_equal(esmt_checkpoint_load(m, dir, 1, NULL), ESMT_OK);
+  esmt_test_inject_nan_step = 0;
+  free(before);
+  free(after);
+  esmt_trainer_destroy(t);
+  esmt_model_destroy(m);
+  esmt_model_destroy(m2);
+  test_rmtree(run);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_accumulation_equivalence),
@@ -318,6 +375,7 @@ int main(void) {
       cmocka_unit_test(test_overfit_and_eval),
       cmocka_unit_test(test_nonfinite_policies),
       cmocka_unit_test(test_stop_saves),
+      cmocka_unit_test(test_gradient_nan_injection),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
