@@ -132,6 +132,9 @@ esmt_status esmt_model_export_hf(esmt_model *m, const char *dir, int overwrite) 
   snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
   snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
   esmt_remove_tree(tmp);
+  char parent0[PATH_CAP];
+  esmt_dirname(dir, parent0, sizeof parent0);
+  esmt_mkdir_p(parent0);
   esmt_status st = mkdir(tmp, 0755) == 0
                        ? ESMT_OK
                        : esmt_fail(ESMT_ERR_IO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));

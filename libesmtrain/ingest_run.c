@@ -314,7 +314,11 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
     if (stat(o->inputs[i], &sb) == 0) g.total_bytes += (uint64_t)sb.st_size;
   snprintf(g.tmp, sizeof g.tmp, "%s.tmp-%ld", o->output_dir, (long)getpid());
   esmt_remove_tree(g.tmp);
-  if (mkdir(g.tmp, 0755) != 0)
+  char parent[PATH_CAP];
+  esmt_dirname(o->output_dir, parent, sizeof parent);
+  if (esmt_mkdir_p(parent) != ESMT_OK) /* runs/data: create runs/ */
+    st = esmt_fail_prefix(ESMT_ERR_IO, "%s: cannot create the output's parent: ", fn);
+  else if (mkdir(g.tmp, 0755) != 0)
     st = esmt_fail(ESMT_ERR_IO, "%s: cannot create %s: %s", fn, g.tmp, strerror(errno));
   for (int i = 0; i < o->n_inputs && !st; i++) st = ingest_file(&g, o->inputs[i]);
   if (!st && stats->records == 0)
@@ -327,11 +331,7 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   if (!st && rename(g.tmp, o->output_dir) != 0)
     st = esmt_fail(ESMT_ERR_IO, "%s: cannot rename %s to %s: %s", fn, g.tmp, o->output_dir,
                    strerror(errno));
-  if (!st) {
-    char parent[PATH_CAP];
-    esmt_dirname(o->output_dir, parent, sizeof parent);
-    st = esmt_fsync_dir(parent);
-  }
+  if (!st) st = esmt_fsync_dir(parent);
   for (int k = 0; k < 2; k++) {
     if (g.out[k].fd >= 0) close(g.out[k].fd);
     free(g.out[k].index);

@@ -224,6 +224,10 @@ static void test_output_errors(void **state) {
   snprintf(out, sizeof out, "%s/sub", in);
   assert_int_not_equal(ingest_one(in, out, NULL, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP), ESMT_OK);
   assert_non_null(strstr(esmt_last_error(), "cannot create"));
+  /* a new nested destination is created with its parents */
+  char nested[600];
+  snprintf(nested, sizeof nested, "%s/runs/deeper/data", g_tmp);
+  assert_int_equal(ingest_one(in, nested, NULL, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP), ESMT_OK);
   /* an existing non-empty directory is refused and left as it was */
   const char *full = tmp_path("full");
   mkdir(full, 0755);
