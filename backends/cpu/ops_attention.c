@@ -38,11 +38,12 @@ static int check(const esmtb_attention_args *a, int backward, const char *op) {
   return 0;
 }
 
-esmtb_status cpu_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
-                                   esmtb_stream *st) {
-  (void)st;
-  esmtb_status rc = check(a, 0, "attention_forward");
+/* Every (row, head) pair is one task; each thread owns its scratch. */
+static esmtb_status run_heads(esmtb_device *dev, const esmtb_attention_args *a, int backward) {
+  const char *op = backward ? "attention_backward" : "attention_forward";
+  esmtb_status rc = check(a, backward, op);
   if (rc) return rc;
+  const cpu_isa_attention *k = cpu_isa()->attention;
   int failed = 0;
 #pragma omp parallel num_threads(dev->num_threads)
   {
@@ -51,28 +52,24 @@ esmtb_status cpu_attention_forward(esmtb_device *dev, const esmtb_attention_args
     float obuf[RB * 128];
     if (!base) failed = 1;
 #pragma omp for schedule(dynamic, 1)
-    for (int task = 0; task < a->B * a->H; task++)
-      if (base) cpu_isa()->attention->forward_head(a, task / a->H, task % a->H, &s, obuf);
+    for (int task = 0; task < a->B * a->H; task++) {
+      if (!base) continue;
+      if (backward) k->backward_head(a, task / a->H, task % a->H, &s);
+      else k->forward_head(a, task / a->H, task % a->H, &s, obuf);
+    }
     free(base);
   }
-  return failed ? cpu_fail(2, "cpu attention_forward: out of memory for scratch") : 0;
+  return failed ? cpu_fail(2, "cpu %s: out of memory for scratch", op) : 0;
+}
+
+esmtb_status cpu_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
+                                   esmtb_stream *st) {
+  (void)st;
+  return run_heads(dev, a, 0);
 }
 
 esmtb_status cpu_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                     esmtb_stream *st) {
   (void)st;
-  esmtb_status rc = check(a, 1, "attention_backward");
-  if (rc) return rc;
-  int failed = 0;
-#pragma omp parallel num_threads(dev->num_threads)
-  {
-    head_scratch s;
-    float *base = scratch_alloc(&s, a->T, a->hd);
-    if (!base) failed = 1;
-#pragma omp for schedule(dynamic, 1)
-    for (int task = 0; task < a->B * a->H; task++)
-      if (base) cpu_isa()->attention->backward_head(a, task / a->H, task % a->H, &s);
-    free(base);
-  }
-  return failed ? cpu_fail(2, "cpu attention_backward: out of memory for scratch") : 0;
+  return run_heads(dev, a, 1);
 }
