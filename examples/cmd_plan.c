@@ -18,7 +18,9 @@ static int parse_bytes(const char *s, uint64_t *out) {
       {"GB", 1e9}, {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
     if (strcasecmp(end, units[i].suffix) == 0) {
-      *out = (uint64_t)(v * units[i].mult);
+      double bytes = v * units[i].mult;
+      if (!(bytes < 18446744073709551616.0)) return 0; /* beyond uint64 */
+      *out = (uint64_t)bytes;
       return 1;
     }
   return 0;

@@ -59,7 +59,9 @@ int esmt_parse_bytes(const char *s, uint64_t *out) {
       {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
   for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
     if (strcasecmp(end, units[i].u) == 0) {
-      *out = (uint64_t)(v * units[i].m);
+      double bytes = v * units[i].m;
+      if (!(bytes < 18446744073709551616.0)) return 0; /* beyond uint64: reject, don't wrap */
+      *out = (uint64_t)bytes;
       return 1;
     }
   return 0;

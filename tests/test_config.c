@@ -93,6 +93,9 @@ static void test_errors(void **state) {
   assert_non_null(strstr(esmt_last_error(), "[0, 0.999999]"));
   assert_int_equal(esmt_config_set(c, "model.num_layers", "six"), ESMT_ERR_CONFIG);
   assert_int_equal(esmt_config_set(c, "backend.device_memory_limit", "8 parsecs"), ESMT_ERR_CONFIG);
+  /* found by fuzz_config_yaml: a size beyond uint64 was cast (undefined) */
+  assert_int_equal(esmt_config_set(c, "backend.device_memory_limit", "3.1e124GiB"), ESMT_ERR_CONFIG);
+  assert_int_equal(esmt_config_set(c, "offload.pinned_memory_limit", "1e30"), ESMT_ERR_CONFIG);
   assert_int_equal(esmt_config_set(c, "train.fast_dev_run", "-1"), ESMT_ERR_CONFIG);
   assert_int_equal(esmt_config_set_assignment(c, "no-equals"), ESMT_ERR_CONFIG);
   p = write_yaml("syntax.yaml", "model:\n  num_layers: [1, 2\n");
