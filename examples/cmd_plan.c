@@ -3,28 +3,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
 #include "cli.h"
 
-/* "8GiB", "512MiB", "1.5G", "1000000" -> bytes; 0 on a malformed value. */
-static int parse_bytes(const char *s, uint64_t *out) {
-  char *end = NULL;
-  double v = strtod(s, &end);
-  if (end == s || v < 0) return 0;
-  static const struct { const char *suffix; double mult; } units[] = {
-      {"", 1}, {"B", 1}, {"K", 1024.0}, {"KiB", 1024.0}, {"KB", 1e3}, {"M", 1048576.0},
-      {"MiB", 1048576.0}, {"MB", 1e6}, {"G", 1073741824.0}, {"GiB", 1073741824.0},
-      {"GB", 1e9}, {"T", 1099511627776.0}, {"TiB", 1099511627776.0}, {"TB", 1e12}};
-  for (size_t i = 0; i < sizeof units / sizeof units[0]; i++)
-    if (strcasecmp(end, units[i].suffix) == 0) {
-      double bytes = v * units[i].mult;
-      if (!(bytes < 18446744073709551616.0)) return 0; /* beyond uint64 */
-      *out = (uint64_t)bytes;
-      return 1;
-    }
-  return 0;
-}
+/* 1 when s is a valid size (see esmt_parse_size). */
+static int parse_bytes(const char *s, uint64_t *out) { return esmt_parse_size(s, out) == ESMT_OK; }
 
 static int parse_policy(const char *s, int *out) {
   if (!strcmp(s, "auto")) *out = -1;

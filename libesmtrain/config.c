@@ -324,3 +324,11 @@ esmt_status esmt_config_to_yaml(const esmt_config *c, char **yaml) {
   *yaml = out;
   return ESMT_OK;
 }
+
+esmt_status esmt_parse_size(const char *text, uint64_t *bytes) {
+  ESMT_CHECK_ARG(text && bytes, "esmt_parse_size", "text and bytes must not be NULL");
+  if (!esmt_parse_bytes(text, bytes))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "'%s' is not a size such as 8GiB, 512MiB or "
+                     "1000000", text);
+  return ESMT_OK;
+}

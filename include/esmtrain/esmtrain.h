@@ -677,11 +677,14 @@ typedef struct esmt_ingest_options {
   uint64_t shard_tokens;      /* residues per shard before starting a new one */
   esmt_progress_fn progress;  /* "ingest" stage in input bytes; non-zero cancels */
   void *progress_user;
+  uint64_t max_residues;      /* 0 = no limit; longer records are skipped (counted). The
+                               * loader crops long records at random, so this only drops
+                               * outliers (e.g. titin) */
 } esmt_ingest_options;
 
 #define ESMT_INGEST_OPTIONS_INIT \
   { sizeof(esmt_ingest_options), NULL, 0, NULL, 0.005, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP, \
-    (uint64_t)1 << 28, NULL, NULL }
+    (uint64_t)1 << 28, NULL, NULL, 0 }
 
 typedef struct esmt_ingest_stats {
   uint32_t struct_size;
@@ -698,9 +701,10 @@ typedef struct esmt_ingest_stats {
   uint64_t longest;
   int shards;
   double seconds;
+  uint64_t too_long_records;  /* skipped: longer than max_residues */
 } esmt_ingest_stats;
 
-#define ESMT_INGEST_STATS_INIT { sizeof(esmt_ingest_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0 }
+#define ESMT_INGEST_STATS_INIT { sizeof(esmt_ingest_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0 }
 
 /* Stream FASTA inputs into memory-mappable token shards plus a manifest
  * written last: an interrupted or failed ingest leaves nothing the loader
@@ -838,6 +842,10 @@ ESMT_API esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const es
 
 /* The model a trainer drives. */
 ESMT_API esmt_model *esmt_trainer_model(esmt_trainer *trainer);
+
+/* Parse a byte size: "8GiB", "512MiB", "1.5G", "1e9", "1000000" (K/M/G/T are
+ * binary, KB/MB/GB/TB decimal). Values beyond 2^64 are refused. */
+ESMT_API esmt_status esmt_parse_size(const char *text, uint64_t *bytes);
 
 ESMT_API int esmt_config_key_count(void);
 ESMT_API esmt_status esmt_config_key_info(int index, esmt_config_key *info);
