@@ -20,10 +20,20 @@ static int progress_bar(void *user, const esmt_progress *p) {
 
 static void usage(void) {
   printf("usage: esmtrain-example ingest IN.fasta[.gz]... -o DIR [--valid-fraction F]\n"
-         "          [--unknown unk|skip|fail] [--gaps keep|drop|fail] [--quiet]\n"
+         "          [--unknown unk|skip|fail] [--gaps keep|drop|fail] [--max-len N] [--quiet]\n"
          "Streams FASTA records into memory-mapped token shards under DIR (which must not\n"
          "exist or be empty), split train/validation by a hash of each record id\n"
-         "(default 0.005 validation). Prints a summary of every problem met.\n");
+         "(default 0.005 validation). --max-len N skips records of more than N residues\n"
+         "(default: keep all; training crops long proteins at random). Prints a summary of\n"
+         "every problem met.\n");
+}
+
+/* Index of v in the NULL-terminated names, or -1 (with a message). */
+static int pick(const char *opt, const char *v, const char *const *names) {
+  for (int k = 0; names[k]; k++)
+    if (!strcmp(v, names[k])) return k;
+  fprintf(stderr, "ingest: %s '%s': expected %s|%s|%s\n", opt, v, names[0], names[1], names[2]);
+  return -1;
 }
 
 int cmd_ingest(int argc, char **argv) {
@@ -37,14 +47,35 @@ int cmd_ingest(int argc, char **argv) {
     if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
     if (a[0] != '-' || !strcmp(a, "-")) { inputs[n++] = a; continue; }
     if (!v) { fprintf(stderr, "ingest: %s needs a value\n", a); free(inputs); return 2; }
+    static const char *const unk_names[] = {"unk", "skip", "fail", NULL};
+    static const char *const gap_names[] = {"keep", "drop", "fail", NULL};
+    char *end = NULL;
+    int bad = 0, k;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output_dir = v;
-    else if (!strcmp(a, "--valid-fraction")) o.valid_fraction = atof(v);
-    else if (!strcmp(a, "--unknown"))
-      o.unknown = !strcmp(v, "skip") ? ESMT_UNKNOWN_SKIP : !strcmp(v, "fail") ? ESMT_UNKNOWN_FAIL
-                                                                               : ESMT_UNKNOWN_AS_UNK;
-    else if (!strcmp(a, "--gaps"))
-      o.gaps = !strcmp(v, "drop") ? ESMT_GAPS_DROP : !strcmp(v, "fail") ? ESMT_GAPS_FAIL : ESMT_GAPS_KEEP;
-    else { fprintf(stderr, "ingest: unknown argument '%s' (try --help)\n", a); free(inputs); return 2; }
+    else if (!strcmp(a, "--valid-fraction")) {
+      o.valid_fraction = strtod(v, &end);
+      if (end == v || *end || !(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
+        fprintf(stderr, "ingest: --valid-fraction '%s': expected a number in [0, 1)\n", v);
+        bad = 1;
+      }
+    } else if (!strcmp(a, "--max-len")) {
+      long long m = strtoll(v, &end, 10);
+      if (end == v || *end || m < 1) {
+        fprintf(stderr, "ingest: --max-len '%s': expected a positive number of residues\n", v);
+        bad = 1;
+      }
+      o.max_residues = m > 0 ? (uint64_t)m : 0;
+    } else if (!strcmp(a, "--unknown")) {
+      if ((k = pick(a, v, unk_names)) < 0) bad = 1;
+      else o.unknown = (esmt_unknown_policy)k;
+    } else if (!strcmp(a, "--gaps")) {
+      if ((k = pick(a, v, gap_names)) < 0) bad = 1;
+      else o.gaps = (esmt_gap_policy)k;
+    } else {
+      fprintf(stderr, "ingest: unknown argument '%s' (try --help)\n", a);
+      bad = 1;
+    }
+    if (bad) { free(inputs); return 2; }
     i++;
   }
   if (!n || !o.output_dir) {
@@ -67,9 +98,11 @@ int cmd_ingest(int argc, char **argv) {
          (unsigned long long)s.train_records, (unsigned long long)s.train_residues,
          (unsigned long long)s.valid_records, (unsigned long long)s.valid_residues, s.shards,
          (unsigned long long)s.longest);
-  printf("  problems: %llu empty, %llu skipped, %llu unknown letters as <unk>, %llu gaps dropped, "
-         "%llu terminal '*', %llu duplicate ids, %llu lowercase letters\n",
+  printf("  problems: %llu empty, %llu skipped (unknown letters), %llu skipped (longer than "
+         "--max-len), %llu unknown letters as <unk>, %llu gaps dropped, %llu terminal '*', "
+         "%llu duplicate ids, %llu lowercase letters\n",
          (unsigned long long)s.empty_records, (unsigned long long)s.skipped_records,
+         (unsigned long long)s.too_long_records,
          (unsigned long long)s.unknown_letters, (unsigned long long)s.gaps_dropped,
          (unsigned long long)s.terminal_stops, (unsigned long long)s.duplicate_ids,
          (unsigned long long)s.lowercase_letters);

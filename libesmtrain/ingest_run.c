@@ -227,6 +227,10 @@ static esmt_status ingest_file(ingest *g, const char *path) {
       if (r.len == 0) g->st->empty_records++;
       continue;
     }
+    if (g->o->max_residues && (uint64_t)n > g->o->max_residues) {
+      g->st->too_long_records++;
+      continue;
+    }
     uint64_t h = hash_id(r.id);
     int valid = (double)(h % 1000000007ull) / 1000000007.0 < g->o->valid_fraction;
     shard_out *s = &g->out[valid];
@@ -253,12 +257,13 @@ static esmt_status write_manifest(ingest *g) {
   json_t *root = json_pack("{s:s,s:i,s:O}", "format", ESMT_MANIFEST_FORMAT, "version",
                            ESMT_MANIFEST_VERSION, "shards", g->shards);
   const esmt_ingest_stats *s = g->st;
-  json_object_set_new(root, "stats", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "records",
+  json_object_set_new(root, "stats", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "records",
       (json_int_t)s->records, "residues", (json_int_t)s->residues, "train_records",
       (json_int_t)s->train_records, "valid_records", (json_int_t)s->valid_records, "empty_records",
       (json_int_t)s->empty_records, "skipped_records", (json_int_t)s->skipped_records,
       "unknown_letters", (json_int_t)s->unknown_letters, "duplicate_ids",
-      (json_int_t)s->duplicate_ids, "longest", (json_int_t)s->longest));
+      (json_int_t)s->duplicate_ids, "longest", (json_int_t)s->longest, "too_long_records",
+      (json_int_t)s->too_long_records));
   json_object_set_new(root, "valid_fraction", json_real(g->o->valid_fraction));
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(root);
@@ -322,8 +327,11 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
     st = esmt_fail(ESMT_ERR_IO, "%s: cannot create %s: %s", fn, g.tmp, strerror(errno));
   for (int i = 0; i < o->n_inputs && !st; i++) st = ingest_file(&g, o->inputs[i]);
   if (!st && stats->records == 0)
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: no residues found in the input (%llu empty records)", fn,
-                   (unsigned long long)stats->empty_records);
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: no residues found in the input (%llu empty records, "
+                   "%llu skipped, %llu longer than max_residues)", fn,
+                   (unsigned long long)stats->empty_records,
+                   (unsigned long long)stats->skipped_records,
+                   (unsigned long long)stats->too_long_records);
   if (!st) st = shard_close(&g, &g.out[0]);
   if (!st) st = shard_close(&g, &g.out[1]);
   if (!st) st = write_manifest(&g);

@@ -107,9 +107,6 @@ static uint32_t row_len(const esmt_loader *L, uint32_t residues) {
 /* Build window w of epoch e: sort its samples by length, cut batches. */
 static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
   if (L->built_epoch == (int64_t)e && L->built_window == (int64_t)w) return ESMT_OK;
-  /* Unmap what the previous window touched (the kernel maps neighbours of
-   * every page read, too): resident memory stays that of one window. */
-  for (int i = 0; i < L->set.count; i++) esmt_shard_release(L->set.shards[i].map, L->set.shards[i].size);
   const uint64_t n = L->set.records, W = L->window_size;
   uint64_t begin = w * W, end = begin + W < n ? begin + W : n;
   int m = (int)(end - begin);
@@ -117,7 +114,9 @@ static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
     uint64_t pos = begin + (uint64_t)i;
     uint64_t id = L->o.shuffle ? permute(pos, n, L->o.seed, e) : pos;
     uint32_t len;
-    esmt_shard_set_record(&L->set, id, &len);
+    const uint8_t *res;
+    esmt_status st = esmt_shard_set_record(&L->set, id, &res, &len); /* index only: no page touched */
+    if (st) return st;
     L->samples[i] = id;
     L->lengths[i] = row_len(L, len);
   }
@@ -173,10 +172,12 @@ static uint64_t windows_per_epoch(const esmt_loader *L) {
 }
 
 /* One row: crop, add cls/eos where the window reaches the ends, mask. */
-static void make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, int32_t *lab,
-                     uint64_t *real) {
+static esmt_status make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, int32_t *lab,
+                            uint64_t *real) {
   uint32_t len;
-  const uint8_t *res = esmt_shard_set_record(&L->set, id, &len);
+  const uint8_t *res;
+  esmt_status st = esmt_shard_set_record(&L->set, id, &res, &len);
+  if (st) return st;
   rng r = rng_for(L->o.seed, L->o.fixed_masking ? 0 : L->epoch, id, 0x3A5C);
   const uint64_t full = (uint64_t)len + 2; /* the virtual row: cls + residues + eos */
   const uint64_t keep = full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len;
@@ -197,7 +198,12 @@ static void make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, int32_t *
     else if (u < L->o.mask_token_frac + L->o.random_token_frac)
       tok[k] = 4 + (int32_t)(rng_next(&r) % 20);
   }
+  /* Unmap the pages just read (and the neighbours the kernel mapped with
+   * them): the resident set holds no more than the row in hand, whatever
+   * the dataset's size. */
+  esmt_shard_set_release(&L->set, res, len);
   *real += keep;
+  return ESMT_OK;
 }
 
 /* Make the next batch into (*tok, *lab), growing them as needed. */
@@ -228,9 +234,11 @@ static esmt_status produce(esmt_loader *L, int32_t **tokp, int32_t **labp, size_
     *cap = need;
   }
   uint64_t real = 0;
-  for (int r = 0; r < rows; r++)
-    make_row(L, L->samples[L->bstart[j] + r], T, *tokp + (size_t)r * T, *labp + (size_t)r * T,
-             &real);
+  for (int r = 0; r < rows; r++) {
+    esmt_status st = make_row(L, L->samples[L->bstart[j] + r], T, *tokp + (size_t)r * T,
+                              *labp + (size_t)r * T, &real);
+    if (st) return st;
+  }
   b->batch = rows;
   b->seq_len = T;
   b->tokens = *tokp;
@@ -491,6 +499,11 @@ esmt_status esmt_loader_stats_get(const esmt_loader *L, esmt_loader_stats *s) {
   if (st) return st;
   *s = L->stats;
   s->epoch = L->epoch;
+  if (L->pf && L->pf->started) { /* the caller's epoch; L->epoch is the prefetch thread's */
+    pthread_mutex_lock(&L->pf->mu);
+    s->epoch = L->pf->epoch;
+    pthread_mutex_unlock(&L->pf->mu);
+  }
   s->padding_fraction = s->padded_tokens ? 1.0 - (double)s->real_tokens / (double)s->padded_tokens : 0;
   return ESMT_OK;
 }

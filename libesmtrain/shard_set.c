@@ -90,16 +90,21 @@ static esmt_status map_shard(const char *path, int split, esmt_shard_map *m) {
     map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
     if (map == MAP_FAILED) st = esmt_fail(ESMT_ERR_IO, "%s: mmap: %s", path, strerror(errno));
   }
-  close(fd);
-  if (st) return st;
-  /* Records are visited in random order: no read-ahead or fault-around,
-   * which would otherwise map neighbours nobody asked for. */
+  if (!st && !(m->path = strdup(path))) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  if (st) {
+    if (map != MAP_FAILED) munmap(map, (size_t)sb.st_size);
+    close(fd);
+    return st;
+  }
+  /* Records are visited in random order: no read-ahead. */
   madvise(map, (size_t)sb.st_size, MADV_RANDOM);
   m->map = map;
   m->size = (size_t)sb.st_size;
+  m->fd = fd;
   m->tokens = (const uint8_t *)map + sizeof h;
-  m->index = (const uint64_t *)((const uint8_t *)map + h.index_offset);
+  m->index_offset = h.index_offset;
   m->records = h.records;
+  m->token_count = h.tokens;
   return ESMT_OK;
 }
 
@@ -147,29 +152,75 @@ esmt_status esmt_shard_set_open(const char *dir, int split, esmt_shard_set *set)
 }
 
 void esmt_shard_set_close(esmt_shard_set *set) {
-  for (int i = 0; i < set->count; i++) munmap(set->shards[i].map, set->shards[i].size);
+  for (int i = 0; i < set->count; i++) {
+    munmap(set->shards[i].map, set->shards[i].size);
+    close(set->shards[i].fd);
+    free(set->shards[i].path);
+  }
   free(set->shards);
   free(set->first);
   memset(set, 0, sizeof *set);
 }
 
-const uint8_t *esmt_shard_set_record(const esmt_shard_set *set, uint64_t id, uint32_t *len) {
-  int lo = 0, hi = set->count - 1; /* the shard holding id */
+static int shard_of(const esmt_shard_set *set, uint64_t id) {
+  int lo = 0, hi = set->count - 1;
   while (lo < hi) {
     int mid = (lo + hi + 1) / 2;
     if (set->first[mid] <= id) lo = mid;
     else hi = mid - 1;
   }
-  const esmt_shard_map *m = &set->shards[lo];
-  uint64_t k = id - set->first[lo];
-  *len = (uint32_t)(m->index[k + 1] - m->index[k]);
-  return m->tokens + m->index[k];
+  return lo;
 }
 
-void esmt_shard_release(const void *p, size_t n) {
+esmt_status esmt_shard_set_record(const esmt_shard_set *set, uint64_t id,
+                                  const uint8_t **residues, uint32_t *len) {
+  int s = shard_of(set, id);
+  const esmt_shard_map *m = &set->shards[s];
+  uint64_t k = id - set->first[s], e[2];
+  ssize_t got = pread(m->fd, e, sizeof e, (off_t)(m->index_offset + k * sizeof(uint64_t)));
+  if (got != (ssize_t)sizeof e || e[0] > e[1] || e[1] > m->token_count || e[1] - e[0] > UINT32_MAX)
+    return esmt_fail(got < 0 ? ESMT_ERR_IO : ESMT_ERR_FORMAT, "%s: record %llu: %s", m->path,
+                     (unsigned long long)k, got < 0 ? strerror(errno)
+                     : "index entry out of range (was the shard changed after it was opened?)");
+  *residues = m->tokens + e[0];
+  *len = (uint32_t)(e[1] - e[0]);
+  return ESMT_OK;
+}
+
+/* A page fault on a file mapping maps more than the page: Linux's
+ * fault-around (64 KiB, aligned in the address space) and, on filesystems
+ * with large folios (ext4, xfs), the whole folio (up to 2 MiB, aligned in
+ * the file). Release the 2 MiB blocks of the file around [p, p + n), plus
+ * a fault-around's worth either side: O(1) work, whatever the file size. */
+#define FOLIO_MAX ((uintptr_t)2 << 20)
+#define FAULT_AROUND ((uintptr_t)64 << 10)
+
+/* Unmap [a, a + n) of a mapping from this process's resident set (the
+ * pages stay in the page cache). */
+static void unmap_pages(uintptr_t a, size_t n) {
   static long page;
   if (!page) page = sysconf(_SC_PAGESIZE);
-  uintptr_t a = (uintptr_t)p & ~(uintptr_t)(page - 1);
-  uintptr_t b = ((uintptr_t)p + n + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
-  madvise((void *)a, b - a, MADV_DONTNEED);
+  uintptr_t lo = a & ~(uintptr_t)(page - 1);
+  uintptr_t hi = (a + n + (uintptr_t)page - 1) & ~(uintptr_t)(page - 1);
+  madvise((void *)lo, hi - lo, MADV_DONTNEED);
+}
+
+static void release_around(const esmt_shard_map *m, const void *p, size_t n) {
+  uintptr_t base = (uintptr_t)m->map; /* file offset 0 */
+  uintptr_t a = (((uintptr_t)p - base) & ~(FOLIO_MAX - 1));
+  uintptr_t b = (((uintptr_t)p - base + n + FOLIO_MAX - 1) & ~(FOLIO_MAX - 1)) + FAULT_AROUND;
+  a = a > FAULT_AROUND ? a - FAULT_AROUND : 0;
+  if (b > m->size) b = m->size;
+  if (b > a) unmap_pages(base + a, b - a);
+}
+
+void esmt_shard_set_release(const esmt_shard_set *set, const uint8_t *residues, uint32_t len) {
+  for (int s = 0; s < set->count; s++) {
+    const esmt_shard_map *m = &set->shards[s];
+    uintptr_t p = (uintptr_t)residues, t = (uintptr_t)m->tokens;
+    if (p >= t && p < t + m->token_count) {
+      release_around(m, residues, len);
+      return;
+    }
+  }
 }

@@ -6,7 +6,9 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
-cli=./build/bin/esmtrain-example
+cli=${ESMT_BUILD_DIR:-build}/bin/esmtrain-example   # ESMT_BUILD_DIR=build-x for another build
+[ -x "$cli" ] || { echo "bench_data: $cli not built (cmake --build ${ESMT_BUILD_DIR:-build})" >&2; exit 1; }
+[ -r "$db" ] || { echo "bench_data: $db missing (scripts/setup_deps.sh installs mmseqs2-examples)" >&2; exit 1; }
 work=$(mktemp -d /tmp/esmt-bench-data-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 best() { sort -n | head -1; }
@@ -20,4 +22,5 @@ for i in $(seq 10); do cat "$db"; done > "$work/db10.fasta.gz"
 $cli ingest "$work/db10.fasta.gz" -o "$work/db10" --quiet >/dev/null
 ten=$($cli bench-loader --data "$work/db10" | tee /dev/stderr | grep ESMT_LOADER_RESULT)
 field() { sed -n "s/.*$2=\([^ ]*\).*/\1/p" <<<"$1"; }
-echo "loader RSS: $(field "$one" rss_mib) MiB with $(field "$one" records) records, $(field "$ten" rss_mib) MiB with $(field "$ten" records) records"
+echo "loader RSS: $(field "$one" rss_mib) MiB with $(field "$one" records) records, $(field "$ten" rss_mib) MiB with $(field "$ten" records) records" \
+  "(ratio $(awk -v a="$(field "$one" rss_mib)" -v b="$(field "$ten" rss_mib)" 'BEGIN { printf "%.2f", b / a }') for 10x the data)"
