@@ -1,8 +1,12 @@
-/* Each CPU op alone: its backward against central finite differences of
- * its own forward (directional derivatives of L = sum(r * out) along
- * random directions, evaluated in double from the fp32 outputs), plus
- * argument errors. The whole model is checked against the float64
- * PyTorch reference in test_model_reference.c. */
+/* Every CPU op against a naive float64 reference written here.
+ *  - Forward outputs: normalised error ||op - ref|| / ||ref|| <= 1e-5.
+ *  - Backward ops: the op's gradient against central differences of the
+ *    float64 reference, L = sum(r * out) for random r, along random
+ *    directions and at sampled single elements (tolerance 1e-4 relative).
+ *  - Argument errors return non-zero with a message naming the op.
+ * ctest also runs this file with ESMT_CPU_ISA=avx2 and =generic so that
+ * each per-ISA kernel variant is checked. The whole model is compared with
+ * the float64 PyTorch reference in test_model_reference.c. */
 #include "test_util.h"
 
 #include <math.h>
@@ -11,344 +15,949 @@
 #include <string.h>
 
 static const esmtb_ops *ops;
-static esmtb_device *dev;
+static esmtb_device *dev;  /* 2 threads */
+static esmtb_device *dev1; /* 1 thread */
 
 static int setup(void **state) {
   (void)state;
   ops = test_load_backend("cpu");
   esmtb_open_options o = {sizeof o, 0, 2, 0};
-  return ops->open(&o, &dev) == 0 ? 0 : -1;
+  if (ops->open(&o, &dev)) return -1;
+  o.num_threads = 1;
+  return ops->open(&o, &dev1) == 0 ? 0 : -1;
 }
 static int teardown(void **state) {
   (void)state;
-  ops->close(dev);
+  if (!ops) return 0; /* setup failed */
+  if (dev) ops->close(dev);
+  if (dev1) ops->close(dev1);
   return 0;
 }
 
+/* ------------------------------------------------------------------ */
+/* helpers                                                             */
+/* ------------------------------------------------------------------ */
+
 static uint64_t g_rng = 88172645463325252ull;
-static float frand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13; g_rng ^= g_rng >> 7; g_rng ^= g_rng << 17;
-  return (float)((double)(g_rng >> 11) / 4503599627370496.0 - 1.0);
+static double urand(void) { /* uniform in [-1, 1) */
+  g_rng ^= g_rng << 13;
+  g_rng ^= g_rng >> 7;
+  g_rng ^= g_rng << 17;
+  return (double)(g_rng >> 11) / 4503599627370496.0 - 1.0;
 }
-static float *randv(size_t n, float scale) {
+static float *randf(size_t n, double scale) {
   float *v = malloc(n * sizeof *v);
-  for (size_t i = 0; i < n; i++) v[i] = frand() * scale;
+  assert_non_null(v);
+  for (size_t i = 0; i < n; i++) v[i] = (float)(urand() * scale);
   return v;
 }
-static double dot(const float *a, const float *b, size_t n) {
+static double *to_d(const float *x, size_t n) {
+  double *d = malloc((n ? n : 1) * sizeof *d);
+  assert_non_null(d);
+  for (size_t i = 0; i < n; i++) d[i] = x[i];
+  return d;
+}
+static float *zerof(size_t n) {
+  float *v = calloc(n ? n : 1, sizeof *v);
+  assert_non_null(v);
+  return v;
+}
+static double *zerod(size_t n) {
+  double *v = calloc(n ? n : 1, sizeof *v);
+  assert_non_null(v);
+  return v;
+}
+static double dotfd(const float *a, const double *b, size_t n) {
   double s = 0;
-  for (size_t i = 0; i < n; i++) s += (double)a[i] * b[i];
+  for (size_t i = 0; i < n; i++) s += a[i] * b[i];
+  return s;
+}
+static double dotdd(const double *a, const double *b, size_t n) {
+  double s = 0;
+  for (size_t i = 0; i < n; i++) s += a[i] * b[i];
   return s;
 }
 
-/* A forward evaluated at x + t*v, reduced to sum(r * out). */
-typedef double (*loss_fn)(void *ctx, const float *x);
+/* ||got - ref|| <= tol * ||ref|| (got == ref exactly when ref is 0). */
+static void expect_close(const float *got, const double *ref, size_t n, double tol,
+                         const char *what) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    double e = got[i] - ref[i];
+    num += e * e;
+    den += ref[i] * ref[i];
+  }
+  if (!(num <= tol * tol * den) && !(den == 0 && num == 0))
+    fail_msg("%s: normalised error %.3g > %.1g (|ref| = %.3g)", what, sqrt(num / (den ? den : 1)),
+             tol, sqrt(den));
+}
 
-/* |FD - analytic| <= tol * max(|FD|, |analytic|, floor) along 3 directions. */
-static void check_direction(loss_fn f, void *ctx, float *x, size_t n, const float *grad,
-                            double eps, double tol, const char *what) {
-  float *xp = malloc(n * sizeof *xp);
-  for (int k = 0; k < 3; k++) {
-    float *v = randv(n, 1.0f);
-    for (size_t i = 0; i < n; i++) xp[i] = x[i] + (float)eps * v[i];
+/* A float64 reference loss L(x) = sum(r * f(x)). */
+typedef double (*ref_loss)(void *ctx, const double *x);
+
+/* The op's gradient g (fp32) against central differences of the float64
+ * reference: along 4 random directions, and at `nsample` elements (the
+ * indices in `pick`, or random ones when pick is NULL). */
+static void check_grad(ref_loss f, void *ctx, const double *x, size_t n, const float *g,
+                       const size_t *pick, int nsample, double tol, const char *what) {
+  const double h = 1e-5;
+  double *xp = malloc(n * sizeof *xp), *v = malloc(n * sizeof *v);
+  assert_true(xp && v);
+  double gn = 0;
+  for (size_t i = 0; i < n; i++) gn += (double)g[i] * g[i];
+  const double grms = sqrt(gn / (double)n);
+  for (int k = 0; k < 4; k++) {
+    for (size_t i = 0; i < n; i++) v[i] = urand();
+    for (size_t i = 0; i < n; i++) xp[i] = x[i] + h * v[i];
     double lp = f(ctx, xp);
-    for (size_t i = 0; i < n; i++) xp[i] = x[i] - (float)eps * v[i];
+    for (size_t i = 0; i < n; i++) xp[i] = x[i] - h * v[i];
     double lm = f(ctx, xp);
-    double fd = (lp - lm) / (2 * eps), an = dot(grad, v, n);
-    double scale = fmax(fmax(fabs(fd), fabs(an)), 1e-3);
-    if (fabs(fd - an) > tol * scale)
-      fail_msg("%s: finite difference %.6g vs analytic %.6g (direction %d)", what, fd, an, k);
-    free(v);
+    double fd = (lp - lm) / (2 * h), an = dotfd(g, v, n);
+    double scale = fmax(fabs(fd), grms * sqrt((double)n / 3.0)); /* typical |g . v| */
+    if (!(fabs(fd - an) <= tol * scale))
+      fail_msg("%s: direction %d: finite difference %.9g vs gradient %.9g", what, k, fd, an);
+  }
+  memcpy(xp, x, n * sizeof *xp);
+  for (int s = 0; s < nsample; s++) {
+    size_t i = pick ? pick[s] : (size_t)((urand() + 1.0) * 0.5 * (double)n) % n;
+    xp[i] = x[i] + h;
+    double lp = f(ctx, xp);
+    xp[i] = x[i] - h;
+    double lm = f(ctx, xp);
+    xp[i] = x[i];
+    double fd = (lp - lm) / (2 * h);
+    if (!(fabs(fd - g[i]) <= tol * fmax(fabs(fd), grms)))
+      fail_msg("%s: element %zu: finite difference %.9g vs gradient %.9g", what, i, fd,
+               (double)g[i]);
   }
   free(xp);
+  free(v);
 }
 
-/* ---- layernorm ---- */
-typedef struct ln_ctx { int N, d; const float *w, *b, *r; float *out, *mean, *rstd; int wrt; const float *x; } ln_ctx;
-static double ln_loss(void *c, const float *p) {
-  ln_ctx *k = c;
-  esmtb_layernorm_args a = {0};
-  a.struct_size = sizeof a; a.N = k->N; a.d = k->d; a.eps = 1e-5f;
-  a.x = k->wrt == 0 ? p : k->x; a.w = k->wrt == 1 ? p : k->w; a.b = k->wrt == 2 ? p : k->b;
-  a.out = k->out; a.mean = k->mean; a.rstd = k->rstd;
-  assert_int_equal(ops->layernorm_forward(dev, &a, NULL), 0);
-  return dot(k->out, k->r, (size_t)k->N * k->d);
-}
-static void test_layernorm(void **state) {
-  (void)state;
-  const int N = 7, d = 48;
-  float *x = randv((size_t)N * d, 2.0f), *w = randv(d, 1.0f), *b = randv(d, 0.5f), *r = randv((size_t)N * d, 1.0f);
-  float *out = calloc((size_t)N * d, 4), *mean = calloc(N, 4), *rstd = calloc(N, 4);
-  float *dx = calloc((size_t)N * d, 4), *dw = calloc(d, 4), *db = calloc(d, 4);
-  ln_ctx c = {N, d, w, b, r, out, mean, rstd, 0, x};
-  ln_loss(&c, x);
-  esmtb_layernorm_args a = {0};
-  a.struct_size = sizeof a; a.N = N; a.d = d; a.eps = 1e-5f; a.x = x; a.w = w; a.b = b;
-  a.out = out; a.mean = mean; a.rstd = rstd; a.dout = r; a.dx = dx; a.dw = dw; a.db = db;
-  assert_int_equal(ops->layernorm_backward(dev, &a, NULL), 0);
-  check_direction(ln_loss, &c, x, (size_t)N * d, dx, 1e-2, 2e-2, "layernorm dx");
-  c.wrt = 1; check_direction(ln_loss, &c, w, d, dw, 1e-2, 2e-2, "layernorm dw");
-  c.wrt = 2; check_direction(ln_loss, &c, b, d, db, 1e-2, 2e-2, "layernorm db");
-  /* accumulate_dx adds */
-  float *dx2 = malloc((size_t)N * d * 4);
-  for (int i = 0; i < N * d; i++) dx2[i] = 1.0f;
-  a.dx = dx2; a.accumulate_dx = 1;
-  assert_int_equal(ops->layernorm_backward(dev, &a, NULL), 0);
-  for (int i = 0; i < N * d; i++) assert_true(fabsf(dx2[i] - 1.0f - dx[i]) < 1e-5f);
-  free(x); free(w); free(b); free(r); free(out); free(mean); free(rstd); free(dx); free(dw); free(db); free(dx2);
-}
+static double gelu_d(double x) { return 0.5 * x * (1.0 + erf(x / sqrt(2.0))); }
 
-/* ---- gelu epilogue forward vs gelu_backward ---- */
-typedef struct gelu_ctx { int n; const float *r; float *out; } gelu_ctx;
-static double gelu_loss(void *c, const float *p) {
-  gelu_ctx *k = c;
-  /* GELU through the GEMM epilogue: out = gelu(I . p) with a 1 x n row */
-  float one = 1.0f;
+/* ------------------------------------------------------------------ */
+/* GEMM with bias / GELU epilogues; gelu_backward; bias_grad           */
+/* ------------------------------------------------------------------ */
+
+static void gemm_case(int ta, int tb, int m, int n, int k, float alpha, float beta, int bias,
+                      int gelu) {
+  const int lda = (ta ? m : k) + 3, ldb = (tb ? k : n) + 1, ldc = n + 2;
+  const size_t asz = (size_t)(ta ? k : m) * lda, bsz = (size_t)(tb ? n : k) * ldb;
+  const size_t csz = (size_t)m * ldc;
+  float *A = randf(asz, 1.0), *Bm = randf(bsz, 1.0), *C = randf(csz, 1.0), *bv = randf(n, 1.0);
+  float *pre = zerof(csz);
+  double *ref = to_d(C, csz), *refpre = zerod(csz);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < n; j++) {
+      double s = 0;
+      for (int q = 0; q < k; q++) {
+        double av = ta ? A[(size_t)q * lda + i] : A[(size_t)i * lda + q];
+        double bw = tb ? Bm[(size_t)j * ldb + q] : Bm[(size_t)q * ldb + j];
+        s += av * bw;
+      }
+      double y = alpha * s + beta * ref[(size_t)i * ldc + j] + (bias ? bv[j] : 0.0);
+      refpre[(size_t)i * ldc + j] = y;
+      ref[(size_t)i * ldc + j] = gelu ? gelu_d(y) : y;
+    }
   esmtb_gemm_args g = {0};
-  g.struct_size = sizeof g; g.m = 1; g.n = k->n; g.k = 1; g.alpha = 1.0f;
-  g.a = &one; g.lda = 1; g.b = p; g.ldb = k->n; g.c = k->out; g.ldc = k->n; g.epilogue = ESMTB_EPI_GELU;
+  g.struct_size = sizeof g;
+  g.trans_a = ta; g.trans_b = tb; g.m = m; g.n = n; g.k = k; g.alpha = alpha; g.beta = beta;
+  g.a = A; g.lda = lda; g.b = Bm; g.ldb = ldb; g.c = C; g.ldc = ldc;
+  g.bias = bias ? bv : NULL; g.epilogue = gelu ? ESMTB_EPI_GELU : ESMTB_EPI_NONE;
+  g.pre = gelu ? pre : NULL;
   assert_int_equal(ops->gemm(dev, &g, NULL), 0);
-  return dot(k->out, k->r, (size_t)k->n);
-}
-static void test_gelu(void **state) {
-  (void)state;
-  const int n = 300;
-  float *x = randv(n, 4.0f), *r = randv(n, 1.0f), *out = calloc(n, 4), *dx = calloc(n, 4);
-  gelu_ctx c = {n, r, out};
-  gelu_loss(&c, x);
-  for (int i = 0; i < n; i++) { /* exact erf GELU */
-    double ref = 0.5 * x[i] * (1 + erf(x[i] / sqrt(2.0)));
-    assert_true(fabs(out[i] - ref) <= 1e-6 * fmax(1, fabs(ref)));
-  }
-  esmtb_gelu_backward_args a = {sizeof a, ESMTB_F32, (size_t)n, x, r, dx};
-  assert_int_equal(ops->gelu_backward(dev, &a, NULL), 0);
-  check_direction(gelu_loss, &c, x, n, dx, 1e-3, 1e-2, "gelu");
-  free(x); free(r); free(out); free(dx);
+  /* only the m x n window is compared; the ld padding must be untouched */
+  double *refwin = zerod((size_t)m * n), *prewin = zerod((size_t)m * n);
+  float *cwin = zerof((size_t)m * n), *pwin = zerof((size_t)m * n);
+  for (int i = 0; i < m; i++)
+    for (int j = 0; j < ldc; j++) {
+      size_t o = (size_t)i * ldc + j;
+      if (j >= n) {
+        assert_true(C[o] == (float)ref[o]); /* unchanged padding */
+        continue;
+      }
+      refwin[(size_t)i * n + j] = ref[o];
+      prewin[(size_t)i * n + j] = refpre[o];
+      cwin[(size_t)i * n + j] = C[o];
+      pwin[(size_t)i * n + j] = pre[o];
+    }
+  char what[96];
+  snprintf(what, sizeof what, "gemm ta=%d tb=%d %dx%dx%d beta=%g bias=%d gelu=%d", ta, tb, m, n, k,
+           beta, bias, gelu);
+  expect_close(cwin, refwin, (size_t)m * n, 1e-5, what);
+  if (gelu) expect_close(pwin, prewin, (size_t)m * n, 1e-5, what);
+  free(A); free(Bm); free(C); free(bv); free(pre); free(ref); free(refpre);
+  free(refwin); free(prewin); free(cwin); free(pwin);
 }
 
-/* ---- embedding with token dropout ---- */
-typedef struct emb_ctx { int B, T, d; const int32_t *tok; const float *r; float *out, *scale; } emb_ctx;
-static double emb_loss(void *c, const float *E) {
+static void test_gemm(void **state) {
+  (void)state;
+  for (int ta = 0; ta < 2; ta++)
+    for (int tb = 0; tb < 2; tb++) {
+      gemm_case(ta, tb, 37, 29, 23, 1.0f, 0.0f, 0, 0);
+      gemm_case(ta, tb, 37, 29, 23, 0.75f, 0.0f, 1, 0);     /* bias */
+      gemm_case(ta, tb, 37, 29, 23, 1.0f, 0.0f, 1, 1);      /* bias + GELU, pre saved */
+      gemm_case(ta, tb, 21, 40, 17, 1.0f, 1.0f, 0, 0);      /* beta = 1 accumulates */
+      gemm_case(ta, tb, 21, 40, 17, -0.5f, 0.25f, 0, 1);    /* beta with GELU */
+    }
+  gemm_case(0, 1, 130, 97, 64, 1.0f, 0.0f, 1, 1); /* large enough to thread */
+  gemm_case(1, 0, 70, 33, 150, 1.0f, 1.0f, 0, 0);
+}
+
+typedef struct gelu_ctx { size_t n; const double *r; } gelu_ctx;
+static double gelu_loss(void *c, const double *x) {
+  gelu_ctx *k = c;
+  double s = 0;
+  for (size_t i = 0; i < k->n; i++) s += k->r[i] * gelu_d(x[i]);
+  return s;
+}
+static void test_gelu_backward(void **state) {
+  (void)state;
+  const size_t n = 1000;
+  float *x = randf(n, 5.0), *r = randf(n, 1.0), *dx = zerof(n);
+  x[0] = 0.0f; x[1] = -10.0f; x[2] = 10.0f; x[3] = 1e-4f;
+  double *xd = to_d(x, n), *rd = to_d(r, n), *ref = zerod(n);
+  for (size_t i = 0; i < n; i++) { /* gelu'(x) = Phi(x) + x phi(x) */
+    double xi = xd[i];
+    const double pdf = exp(-0.5 * xi * xi) / sqrt(2 * 3.14159265358979323846);
+    ref[i] = rd[i] * (0.5 * (1 + erf(xi / sqrt(2.0))) + xi * pdf);
+  }
+  esmtb_gelu_backward_args a = {sizeof a, ESMTB_F32, n, x, r, dx};
+  assert_int_equal(ops->gelu_backward(dev, &a, NULL), 0);
+  expect_close(dx, ref, n, 1e-5, "gelu_backward vs analytic");
+  gelu_ctx c = {n, rd};
+  check_grad(gelu_loss, &c, xd, n, dx, NULL, 20, 1e-4, "gelu_backward");
+  /* dpre may alias dout */
+  float *alias = malloc(n * sizeof *alias);
+  memcpy(alias, r, n * sizeof *alias);
+  esmtb_gelu_backward_args b = {sizeof b, ESMTB_F32, n, x, alias, alias};
+  assert_int_equal(ops->gelu_backward(dev, &b, NULL), 0);
+  assert_memory_equal(alias, dx, n * sizeof *dx);
+  free(x); free(r); free(dx); free(xd); free(rd); free(ref); free(alias);
+}
+
+typedef struct bias_ctx { int rows, cols; const double *x, *r; } bias_ctx;
+static double bias_loss(void *c, const double *bias) { /* y = x + bias per row */
+  bias_ctx *k = c;
+  double s = 0;
+  for (int i = 0; i < k->rows; i++)
+    for (int j = 0; j < k->cols; j++)
+      s += k->r[(size_t)i * k->cols + j] * (k->x[(size_t)i * k->cols + j] + bias[j]);
+  return s;
+}
+static void test_bias_grad(void **state) {
+  (void)state;
+  const int rows = 301, cols = 77;
+  float *dy = randf((size_t)rows * cols, 1.0), *db = randf(cols, 1.0), *b = randf(cols, 1.0);
+  double *ref = to_d(db, cols), *xd = zerod((size_t)rows * cols);
+  double *rd = to_d(dy, (size_t)rows * cols);
+  for (int i = 0; i < rows; i++)
+    for (int j = 0; j < cols; j++) ref[j] += dy[(size_t)i * cols + j];
+  float *db0 = malloc(cols * sizeof *db0);
+  memcpy(db0, db, cols * sizeof *db0);
+  esmtb_bias_grad_args a = {sizeof a, ESMTB_F32, rows, cols, dy, db};
+  assert_int_equal(ops->bias_grad(dev, &a, NULL), 0);
+  expect_close(db, ref, cols, 1e-6, "bias_grad (accumulated)");
+  for (int j = 0; j < cols; j++) db[j] -= db0[j];
+  bias_ctx c = {rows, cols, xd, rd};
+  double *bd = to_d(b, cols);
+  check_grad(bias_loss, &c, bd, cols, db, NULL, 10, 1e-4, "bias_grad");
+  free(dy); free(db); free(b); free(ref); free(xd); free(rd); free(db0); free(bd);
+}
+
+/* ------------------------------------------------------------------ */
+/* add, scale, sumsq, convert                                          */
+/* ------------------------------------------------------------------ */
+
+static void test_add_scale(void **state) {
+  (void)state;
+  const size_t n = 10007;
+  float *a = randf(n, 1.0), *b = randf(n, 1.0), *y = zerof(n);
+  double *ref = zerod(n);
+  for (size_t i = 0; i < n; i++) ref[i] = (double)a[i] + b[i];
+  esmtb_add_args ad = {sizeof ad, ESMTB_F32, n, a, b, y};
+  assert_int_equal(ops->add(dev, &ad, NULL), 0);
+  expect_close(y, ref, n, 1e-7, "add");
+  ad.y = a; /* y may alias a */
+  assert_int_equal(ops->add(dev, &ad, NULL), 0);
+  assert_memory_equal(a, y, n * sizeof *y);
+  esmtb_scale_args sc = {sizeof sc, n, y, -0.37f};
+  for (size_t i = 0; i < n; i++) ref[i] = (double)y[i] * -0.37f;
+  assert_int_equal(ops->scale(dev, &sc, NULL), 0);
+  expect_close(y, ref, n, 1e-7, "scale");
+  free(a); free(b); free(y); free(ref);
+}
+
+static void test_sumsq(void **state) {
+  (void)state;
+  const size_t n = 1000003;
+  float *x = randf(n, 3.0);
+  double ref = 1.5;
+  for (size_t i = 0; i < n; i++) ref += (double)x[i] * x[i];
+  float s1 = 1.5f, s2 = 1.5f, s3 = 1.5f;
+  esmtb_sumsq_args a = {sizeof a, n, x, &s1};
+  assert_int_equal(ops->sumsq(dev, &a, NULL), 0);
+  a.out = &s2;
+  assert_int_equal(ops->sumsq(dev, &a, NULL), 0);
+  assert_memory_equal(&s1, &s2, sizeof s1); /* same bits every time */
+  double refd = ref;
+  expect_close(&s1, &refd, 1, 1e-6, "sumsq");
+  a.out = &s3;
+  assert_int_equal(ops->sumsq(dev1, &a, NULL), 0);
+  expect_close(&s3, &refd, 1, 1e-6, "sumsq, 1 thread");
+  a.n = 0; /* empty: adds nothing */
+  const float before = s3;
+  assert_int_equal(ops->sumsq(dev, &a, NULL), 0);
+  assert_true(s3 == before);
+  free(x);
+}
+
+static uint16_t bits16(const void *p, size_t i) { return ((const uint16_t *)p)[i]; }
+
+/* Reference roundings, by arithmetic on doubles (not bit tricks). */
+static uint16_t ref_f16(float f) {
+  const uint16_t sign = signbit(f) ? 0x8000 : 0;
+  double a = fabs((double)f);
+  if (isinf(f) || a >= 65520.0) return sign | 0x7c00;
+  if (a < ldexp(1.0, -14)) return sign | (uint16_t)rint(a / ldexp(1.0, -24)); /* subnormal */
+  int ex;
+  frexp(a, &ex);
+  int e = ex - 1;                                   /* a = 1.m * 2^e */
+  double m = rint((a / ldexp(1.0, e) - 1.0) * 1024); /* rint: nearest, ties to even */
+  if (m == 1024) {
+    m = 0;
+    e++;
+  }
+  if (e + 15 >= 31) return sign | 0x7c00;
+  return sign | (uint16_t)((e + 15) << 10) | (uint16_t)m;
+}
+static uint16_t ref_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, 4);
+  if (isinf(f)) return (uint16_t)(x >> 16);
+  uint32_t lo = x & 0xffff0000u, hi = lo + 0x10000u; /* the neighbours toward and away from 0 */
+  float fl, fh;
+  memcpy(&fl, &lo, 4);
+  memcpy(&fh, &hi, 4);
+  /* past the largest finite value the next step is 2^128 (unbounded exponent): inf */
+  double dh = isinf(fh) ? ldexp(1.0, 128) - fabs((double)f) : fabs((double)fh - f);
+  double dl = fabs((double)f - fl);
+  if (dl < dh || (dl == dh && !((lo >> 16) & 1))) return (uint16_t)(lo >> 16);
+  return (uint16_t)(hi >> 16);
+}
+static int is_nan16(uint16_t h, int bf) {
+  return bf ? (h & 0x7f80) == 0x7f80 && (h & 0x7f) : (h & 0x7c00) == 0x7c00 && (h & 0x3ff);
+}
+
+/* Long arrays through the vector paths (and their tails) against the
+ * reference roundings. */
+static void convert_bulk(void) {
+  const size_t n = 1037;
+  float *src = malloc(n * sizeof *src), *back = malloc(n * sizeof *back);
+  uint16_t *h = malloc(n * sizeof *h);
+  for (size_t i = 0; i < n; i++) { /* magnitudes from fp16 subnormals to beyond its range */
+    double e = urand() * 20.0;
+    src[i] = (float)(urand() * pow(2.0, e));
+  }
+  const float special[] = {0.0f, -0.0f, INFINITY, -INFINITY, NAN, 65504.0f, 65519.0f, 65520.0f,
+                           1.00048828125f, 1.00146484375f, 1.00390625f, 1.01171875f, 3.0e38f,
+                           3.4028235e38f, 1e-8f, -5.9604645e-8f, 6.0e-5f, 1e-40f};
+  for (size_t i = 0; i < sizeof special / sizeof special[0]; i++) src[i * 53 % n] = special[i];
+  for (int dt = ESMTB_F16; dt <= ESMTB_BF16; dt++) {
+    const int bf = dt == ESMTB_BF16;
+    esmtb_convert_args c = {sizeof c, n, src, ESMTB_F32, h, (esmtb_dtype)dt};
+    assert_int_equal(ops->convert(dev, &c, NULL), 0);
+    for (size_t i = 0; i < n; i++) {
+      if (isnan(src[i])) {
+        assert_true(is_nan16(h[i], bf));
+        continue;
+      }
+      uint16_t want = bf ? ref_bf16(src[i]) : ref_f16(src[i]);
+      if (h[i] != want)
+        fail_msg("f32 -> %s of %.9g: 0x%04x, want 0x%04x", bf ? "bf16" : "f16", src[i], h[i],
+                 want);
+    }
+    esmtb_convert_args r = {sizeof r, n, h, (esmtb_dtype)dt, back, ESMTB_F32};
+    assert_int_equal(ops->convert(dev, &r, NULL), 0);
+    for (size_t i = 0; i < n; i++) { /* widening is exact: converting back gives the same bits */
+      if (isnan(src[i])) {
+        assert_true(isnan(back[i]));
+        continue;
+      }
+      uint16_t again = bf ? ref_bf16(back[i]) : ref_f16(back[i]);
+      assert_int_equal(again, h[i]);
+    }
+  }
+  free(src); free(back); free(h);
+}
+
+static void test_convert(void **state) {
+  (void)state;
+  const float vals[] = {1.0f, -2.5f, 65504.0f, 65520.0f, 1e-8f, 5.9604645e-8f, 0.0f, -0.0f,
+                        INFINITY, 1.00048828125f, 1.00146484375f, 3.0e38f, 1.00390625f,
+                        1.01171875f, 0.333333343f};
+  const size_t n = sizeof vals / sizeof vals[0];
+  uint16_t h[sizeof vals / sizeof vals[0]], bf[sizeof vals / sizeof vals[0]];
+  float back[sizeof vals / sizeof vals[0]];
+  esmtb_convert_args c = {sizeof c, n, vals, ESMTB_F32, h, ESMTB_F16};
+  assert_int_equal(ops->convert(dev, &c, NULL), 0);
+  /* fp16: exact, max finite, overflow to inf, subnormals, signed zero, ties to even */
+  const uint16_t want_h[] = {0x3c00, 0xc100, 0x7bff, 0x7c00, 0x0000, 0x0001, 0x0000, 0x8000,
+                             0x7c00, 0x3c00, 0x3c02, 0x7c00, 0x3c04, 0x3c0c, 0x3555};
+  for (size_t i = 0; i < n; i++)
+    if (bits16(h, i) != want_h[i])
+      fail_msg("f32->f16 of %g: 0x%04x, want 0x%04x", vals[i], bits16(h, i), want_h[i]);
+  c.src = h; c.src_dtype = ESMTB_F16; c.dst = back; c.dst_dtype = ESMTB_F32;
+  assert_int_equal(ops->convert(dev, &c, NULL), 0);
+  assert_true(back[0] == 1.0f && back[1] == -2.5f && back[2] == 65504.0f && isinf(back[3]));
+  assert_true(back[5] == 5.9604645e-8f && back[10] == 1.001953125f);
+  c.src = vals; c.src_dtype = ESMTB_F32; c.dst = bf; c.dst_dtype = ESMTB_BF16;
+  assert_int_equal(ops->convert(dev, &c, NULL), 0);
+  /* bf16: round to nearest even (1.00390625 is a tie, 1.01171875 rounds up) */
+  assert_int_equal(bits16(bf, 0), 0x3f80);
+  assert_int_equal(bits16(bf, 12), 0x3f80);
+  assert_int_equal(bits16(bf, 13), 0x3f82);
+  assert_int_equal(bits16(bf, 8), 0x7f80);
+  c.src = bf; c.src_dtype = ESMTB_BF16; c.dst = back; c.dst_dtype = ESMTB_F32;
+  assert_int_equal(ops->convert(dev, &c, NULL), 0);
+  for (size_t i = 0; i < n; i++) { /* bf16 -> f32 is exact: within 2^-8 relative */
+    if (isinf(vals[i])) assert_true(isinf(back[i]));
+    else assert_true(fabsf(back[i] - vals[i]) <= fabsf(vals[i]) * (1.0f / 256));
+  }
+  float nanv = NAN, nanout = 0;
+  uint16_t nh = 0;
+  esmtb_convert_args cn = {sizeof cn, 1, &nanv, ESMTB_F32, &nh, ESMTB_BF16};
+  assert_int_equal(ops->convert(dev, &cn, NULL), 0);
+  cn.src = &nh; cn.src_dtype = ESMTB_BF16; cn.dst = &nanout; cn.dst_dtype = ESMTB_F32;
+  assert_int_equal(ops->convert(dev, &cn, NULL), 0);
+  assert_true(isnan(nanout));
+  convert_bulk();
+  /* f32 -> f32 copies a large buffer exactly */
+  const size_t big = 100001;
+  float *src = randf(big, 10.0), *dst = zerof(big);
+  esmtb_convert_args cc = {sizeof cc, big, src, ESMTB_F32, dst, ESMTB_F32};
+  assert_int_equal(ops->convert(dev, &cc, NULL), 0);
+  assert_memory_equal(src, dst, big * sizeof *src);
+  free(src); free(dst);
+}
+
+/* ------------------------------------------------------------------ */
+/* embedding with token dropout                                        */
+/* ------------------------------------------------------------------ */
+
+enum { PAD = 1, MASK = 32, VOCAB = 33 };
+
+typedef struct emb_ctx { int B, T, d; const int32_t *tok; const double *r; } emb_ctx;
+static void emb_ref(const emb_ctx *k, const double *E, double *out, double *scale) {
+  for (int b = 0; b < k->B; b++) {
+    int n = 0, m = 0;
+    for (int t = 0; t < k->T; t++) {
+      n += k->tok[b * k->T + t] != PAD;
+      m += k->tok[b * k->T + t] == MASK;
+    }
+    double s = (1.0 - (double)0.12f) / (1.0 - (double)m / n);
+    if (scale) scale[b] = s;
+    for (int t = 0; t < k->T; t++) {
+      int32_t id = k->tok[b * k->T + t];
+      for (int c = 0; c < k->d; c++)
+        out[((size_t)b * k->T + t) * k->d + c] =
+            (id == PAD || id == MASK) ? 0.0 : E[(size_t)id * k->d + c] * s;
+    }
+  }
+}
+static double emb_loss(void *c, const double *E) {
   emb_ctx *k = c;
-  esmtb_embed_args a = {0};
-  a.struct_size = sizeof a; a.B = k->B; a.T = k->T; a.d = k->d; a.tokens = k->tok; a.E = E;
-  a.out = k->out; a.row_scale = k->scale; a.mask_id = 32; a.pad_id = 1; a.mask_ratio_train = 0.12f;
-  assert_int_equal(ops->embed_forward(dev, &a, NULL), 0);
-  return dot(k->out, k->r, (size_t)k->B * k->T * k->d);
+  size_t n = (size_t)k->B * k->T * k->d;
+  double *out = malloc(n * sizeof *out);
+  emb_ref(k, E, out, NULL);
+  double s = dotdd(out, k->r, n);
+  free(out);
+  return s;
 }
 static void test_embedding(void **state) {
   (void)state;
-  const int B = 2, T = 6, d = 16, V = 33;
-  int32_t tok[] = {0, 5, 32, 7, 2, 1, /* one mask */ 0, 8, 9, 2, 1, 1};
-  float *E = randv((size_t)V * d, 0.5f), *r = randv((size_t)B * T * d, 1.0f);
-  float *out = calloc((size_t)B * T * d, 4), *scale = calloc(B, 4), *dE = calloc((size_t)V * d, 4);
-  emb_ctx c = {B, T, d, tok, r, out, scale};
-  emb_loss(&c, E);
-  /* row 0: 5 non-pad, 1 mask -> 0.88 / (1 - 1/5); row 1: no mask -> 0.88 */
-  assert_true(fabsf(scale[0] - 0.88f / 0.8f) < 1e-6f);
-  assert_true(fabsf(scale[1] - 0.88f) < 1e-6f);
-  for (int c2 = 0; c2 < d; c2++) {
-    assert_true(out[2 * d + c2] == 0.0f); /* the mask position */
-    assert_true(out[5 * d + c2] == 0.0f); /* padding */
-  }
+  const int B = 4, T = 9, d = 40;
+  const int32_t tok[] = {0, 5,  32, 7, 32, 9, 2, 1, 1,   /* two masks, pads */
+                         0, 8,  9,  2, 1,  1, 1, 1, 1,   /* no mask */
+                         0, 4,  5,  6, 7,  8, 9, 10, 2,  /* full length */
+                         0, 32, 2,  1, 1,  1, 1, 1, 1};  /* 1 mask of 3 */
+  float *E = randf((size_t)VOCAB * d, 0.5), *out = randf((size_t)B * T * d, 1.0);
+  float *scale = zerof(B), *r = randf((size_t)B * T * d, 1.0), *dE = randf((size_t)VOCAB * d, 1.0);
+  double *Ed = to_d(E, (size_t)VOCAB * d), *rd = to_d(r, (size_t)B * T * d);
+  double *ref = zerod((size_t)B * T * d), *sref = zerod(B);
+  emb_ctx c = {B, T, d, tok, rd};
+  emb_ref(&c, Ed, ref, sref);
   esmtb_embed_args a = {0};
-  a.struct_size = sizeof a; a.B = B; a.T = T; a.d = d; a.tokens = tok; a.E = E; a.row_scale = scale;
-  a.mask_id = 32; a.pad_id = 1; a.mask_ratio_train = 0.12f; a.dout = r; a.dE = dE;
+  a.struct_size = sizeof a; a.B = B; a.T = T; a.d = d; a.tokens = tok; a.E = E; a.out = out;
+  a.row_scale = scale; a.mask_id = MASK; a.pad_id = PAD; a.mask_ratio_train = 0.12f;
+  assert_int_equal(ops->embed_forward(dev, &a, NULL), 0);
+  expect_close(out, ref, (size_t)B * T * d, 1e-6, "embed_forward");
+  expect_close(scale, sref, B, 1e-7, "embed row_scale");
+  assert_true(fabs(scale[0] - 0.88 / (1 - 2.0 / 7)) < 1e-6 && fabs(scale[1] - 0.88) < 1e-6);
+  for (int i = 0; i < B * T; i++) /* pad and mask rows are exactly 0 */
+    if (tok[i] == PAD || tok[i] == MASK)
+      for (int k = 0; k < d; k++) assert_true(out[(size_t)i * d + k] == 0.0f);
+  float *dE0 = malloc((size_t)VOCAB * d * sizeof *dE0);
+  memcpy(dE0, dE, (size_t)VOCAB * d * sizeof *dE0);
+  a.dout = r; a.dE = dE;
   assert_int_equal(ops->embed_backward(dev, &a, NULL), 0);
-  check_direction(emb_loss, &c, E, (size_t)V * d, dE, 1e-2, 1e-3, "embedding dE");
-  for (int c2 = 0; c2 < d; c2++) assert_true(dE[1 * d + c2] == 0.0f && dE[32 * d + c2] == 0.0f);
-  free(E); free(r); free(out); free(scale); free(dE);
+  for (int i = 0; i < VOCAB * d; i++) dE[i] -= dE0[i]; /* it accumulates */
+  for (int k = 0; k < d; k++) /* never into the pad and mask rows */
+    assert_true(dE[PAD * d + k] == 0.0f && dE[MASK * d + k] == 0.0f);
+  size_t pick[] = {5 * d + 3, 9 * d, 2 * d + 7, 0, PAD * d + 1, MASK * d + 2, 30 * d};
+  check_grad(emb_loss, &c, Ed, (size_t)VOCAB * d, dE, pick, 7, 1e-4, "embed_backward");
+  free(E); free(out); free(scale); free(r); free(dE); free(Ed); free(rd); free(ref); free(sref);
+  free(dE0);
 }
 
-/* ---- attention ---- */
-typedef struct att_ctx { esmtb_attention_args a; const float *r; size_t nout; } att_ctx;
-static double att_loss(void *c, const float *qkv) {
-  att_ctx *k = c;
-  esmtb_attention_args a = k->a;
-  a.qkv = qkv;
-  assert_int_equal(ops->attention_forward(dev, &a, NULL), 0);
-  return dot(a.out, k->r, k->nout);
-}
-static void attention_case(int B, int T, int H, int hd, const int32_t *len) {
-  const size_t D = (size_t)H * hd, N = (size_t)B * T;
-  float *qkv = randv(N * 3 * D, 1.0f), *r = randv(N * D, 1.0f);
-  float *out = calloc(N * D, 4), *lse = calloc(N * H, 4), *dqkv = calloc(N * 3 * D, 4);
-  float *cs = malloc((size_t)T * hd / 2 * 4), *sn = malloc((size_t)T * hd / 2 * 4);
-  for (int t = 0; t < T; t++)
-    for (int i = 0; i < hd / 2; i++) {
-      double ang = t * pow(10000.0, -2.0 * i / hd);
-      cs[t * hd / 2 + i] = (float)cos(ang);
-      sn[t * hd / 2 + i] = (float)sin(ang);
-    }
-  for (size_t b = 0; b < (size_t)B; b++) /* padded query rows carry no gradient */
-    for (int t = len[b]; t < T; t++)
-      for (size_t c = 0; c < D; c++) r[(b * T + t) * D + c] = 0.0f;
-  att_ctx c;
-  memset(&c, 0, sizeof c);
-  c.a.struct_size = sizeof c.a; c.a.B = B; c.a.T = T; c.a.H = H; c.a.hd = hd;
-  c.a.scale = 1.0f / sqrtf((float)hd); c.a.seq_len = len; c.a.rope_cos = cs; c.a.rope_sin = sn;
-  c.a.out = out; c.a.lse = lse; c.r = r; c.nout = N * D;
-  att_loss(&c, qkv);
-  for (size_t b = 0; b < (size_t)B; b++) /* padded queries output 0 */
-    for (int t = len[b]; t < T; t++)
-      for (size_t k = 0; k < D; k++) assert_true(out[(b * T + t) * D + k] == 0.0f);
-  esmtb_attention_args a = c.a;
-  a.qkv = qkv; a.dout = r; a.dqkv = dqkv;
-  assert_int_equal(ops->attention_backward(dev, &a, NULL), 0);
-  char what[64];
-  snprintf(what, sizeof what, "attention hd=%d", hd);
-  check_direction(att_loss, &c, qkv, N * 3 * D, dqkv, 1e-2, 2e-2, what);
-  /* keys past a row's length do not matter: changing them changes nothing */
-  float before = out[0];
-  if (len[0] < T) {
-    qkv[((size_t)(T - 1)) * 3 * D + D] += 5.0f;
-    att_loss(&c, qkv);
-    assert_true(out[0] == before);
+/* ------------------------------------------------------------------ */
+/* LayerNorm                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct ln_ctx { int N, d, wrt; const double *x, *w, *b, *r; } ln_ctx;
+static void ln_ref(int N, int d, const double *x, const double *w, const double *b, double *out,
+                   double *mean, double *rstd) {
+  for (int i = 0; i < N; i++) {
+    const double *xi = x + (size_t)i * d;
+    double mu = 0, var = 0;
+    for (int c = 0; c < d; c++) mu += xi[c];
+    mu /= d;
+    for (int c = 0; c < d; c++) var += (xi[c] - mu) * (xi[c] - mu);
+    double rs = 1.0 / sqrt(var / d + (double)1e-5f);
+    for (int c = 0; c < d; c++) out[(size_t)i * d + c] = (xi[c] - mu) * rs * w[c] + b[c];
+    if (mean) mean[i] = mu;
+    if (rstd) rstd[i] = rs;
   }
-  free(qkv); free(r); free(out); free(lse); free(dqkv); free(cs); free(sn);
 }
+static double ln_loss(void *c, const double *p) {
+  ln_ctx *k = c;
+  size_t n = (size_t)k->N * k->d;
+  double *out = malloc(n * sizeof *out);
+  ln_ref(k->N, k->d, k->wrt == 0 ? p : k->x, k->wrt == 1 ? p : k->w, k->wrt == 2 ? p : k->b, out,
+         NULL, NULL);
+  double s = dotdd(out, k->r, n);
+  free(out);
+  return s;
+}
+static void layernorm_case(int N, int d) {
+  const size_t n = (size_t)N * d;
+  float *x = randf(n, 2.0), *w = randf(d, 1.0), *b = randf(d, 0.5), *r = randf(n, 1.0);
+  for (size_t i = 0; i < n; i++) x[i] += 3.0f; /* an offset: variance must not cancel */
+  float *out = zerof(n), *mean = zerof(N), *rstd = zerof(N), *dx = randf(n, 1.0);
+  float *dw = randf(d, 1.0), *db = randf(d, 1.0);
+  double *xd = to_d(x, n), *wd = to_d(w, d), *bd = to_d(b, d), *rd = to_d(r, n);
+  double *ref = zerod(n), *mref = zerod(N), *sref = zerod(N);
+  ln_ref(N, d, xd, wd, bd, ref, mref, sref);
+  esmtb_layernorm_args a = {0};
+  a.struct_size = sizeof a; a.N = N; a.d = d; a.eps = 1e-5f; a.x = x; a.w = w; a.b = b;
+  a.out = out; a.mean = mean; a.rstd = rstd;
+  assert_int_equal(ops->layernorm_forward(dev, &a, NULL), 0);
+  expect_close(out, ref, n, 1e-5, "layernorm_forward out");
+  expect_close(mean, mref, N, 1e-6, "layernorm_forward mean");
+  expect_close(rstd, sref, N, 1e-6, "layernorm_forward rstd");
+  /* backward, dx overwritten; dw and db accumulate */
+  float *dw0 = malloc(d * sizeof *dw0), *db0 = malloc(d * sizeof *db0);
+  memcpy(dw0, dw, d * sizeof *dw0);
+  memcpy(db0, db, d * sizeof *db0);
+  a.dout = r; a.dx = dx; a.dw = dw; a.db = db; a.accumulate_dx = 0;
+  assert_int_equal(ops->layernorm_backward(dev, &a, NULL), 0);
+  for (int c = 0; c < d; c++) {
+    dw[c] -= dw0[c];
+    db[c] -= db0[c];
+  }
+  ln_ctx c = {N, d, 0, xd, wd, bd, rd};
+  check_grad(ln_loss, &c, xd, n, dx, NULL, 12, 1e-4, "layernorm dx");
+  c.wrt = 1;
+  check_grad(ln_loss, &c, wd, d, dw, NULL, 6, 1e-4, "layernorm dw");
+  c.wrt = 2;
+  check_grad(ln_loss, &c, bd, d, db, NULL, 6, 1e-4, "layernorm db");
+  /* accumulate_dx adds to what is there */
+  float *dx2 = randf(n, 1.0);
+  double *want = to_d(dx2, n);
+  for (size_t i = 0; i < n; i++) want[i] += dx[i];
+  a.dx = dx2; a.accumulate_dx = 1;
+  assert_int_equal(ops->layernorm_backward(dev, &a, NULL), 0);
+  expect_close(dx2, want, n, 1e-6, "layernorm accumulate_dx");
+  free(x); free(w); free(b); free(r); free(out); free(mean); free(rstd); free(dx); free(dw);
+  free(db); free(xd); free(wd); free(bd); free(rd); free(ref); free(mref); free(sref); free(dw0);
+  free(db0); free(dx2); free(want);
+}
+static void test_layernorm(void **state) {
+  (void)state;
+  layernorm_case(7, 48);
+  layernorm_case(130, 320); /* threaded, ESM-2 width */
+  layernorm_case(3, 5);
+}
+
+/* ------------------------------------------------------------------ */
+/* attention                                                           */
+/* ------------------------------------------------------------------ */
+
+typedef struct att_ctx {
+  int B, T, H, hd;
+  double scale;
+  const int32_t *len;
+  const float *cs, *sn; /* [T, hd/2] */
+  const double *r;      /* [B*T, H*hd] */
+} att_ctx;
+
+/* out [B*T, H*hd] (0 on padded rows), lse [B*H*T] (valid rows only). */
+static void att_ref(const att_ctx *k, const double *qkv, double *out, double *lse) {
+  const int T = k->T, H = k->H, hd = k->hd, half = hd / 2, D = H * hd;
+  double *q = malloc(sizeof(double) * T * hd), *kk = malloc(sizeof(double) * T * hd);
+  double *p = malloc(sizeof(double) * T);
+  for (int b = 0; b < k->B; b++)
+    for (int h = 0; h < H; h++) {
+      const int L = k->len[b];
+      for (int t = 0; t < T; t++) {
+        const double *row = qkv + ((size_t)b * T + t) * 3 * D;
+        for (int i = 0; i < half; i++) {
+          double c = k->cs[t * half + i], s = k->sn[t * half + i];
+          double q0 = row[h * hd + i] * k->scale, q1 = row[h * hd + i + half] * k->scale;
+          double k0 = row[D + h * hd + i], k1 = row[D + h * hd + i + half];
+          q[t * hd + i] = q0 * c - q1 * s;
+          q[t * hd + i + half] = q1 * c + q0 * s;
+          kk[t * hd + i] = k0 * c - k1 * s;
+          kk[t * hd + i + half] = k1 * c + k0 * s;
+        }
+      }
+      for (int t = 0; t < T; t++) {
+        double *o = out + ((size_t)b * T + t) * D + h * hd;
+        for (int c = 0; c < hd; c++) o[c] = 0.0;
+        if (t >= L) continue;
+        double mx = -INFINITY, z = 0;
+        for (int j = 0; j < L; j++) {
+          double s = 0;
+          for (int c = 0; c < hd; c++) s += q[t * hd + c] * kk[j * hd + c];
+          p[j] = s;
+          mx = fmax(mx, s);
+        }
+        for (int j = 0; j < L; j++) z += (p[j] = exp(p[j] - mx));
+        for (int j = 0; j < L; j++) {
+          const double *v = qkv + ((size_t)b * T + j) * 3 * D + 2 * D + h * hd;
+          for (int c = 0; c < hd; c++) o[c] += p[j] / z * v[c];
+        }
+        if (lse) lse[((size_t)b * H + h) * T + t] = mx + log(z);
+      }
+    }
+  free(q); free(kk); free(p);
+}
+static double att_loss(void *c, const double *qkv) {
+  att_ctx *k = c;
+  size_t n = (size_t)k->B * k->T * k->H * k->hd;
+  double *out = malloc(n * sizeof *out);
+  att_ref(k, qkv, out, NULL);
+  double s = dotdd(out, k->r, n);
+  free(out);
+  return s;
+}
+
+static void attention_case(int B, int T, int H, int hd, const int32_t *len) {
+  const int half = hd / 2, D = H * hd;
+  const size_t N = (size_t)B * T, nq = N * 3 * D, no = N * D;
+  float *qkv = randf(nq, 1.5), *r = randf(no, 1.0);
+  float *out = randf(no, 1.0), *lse = randf(N * H, 1.0), *dqkv = randf(nq, 1.0);
+  float *cs = malloc(sizeof(float) * T * half), *sn = malloc(sizeof(float) * T * half);
+  for (int t = 0; t < T; t++)
+    for (int i = 0; i < half; i++) {
+      double ang = t * pow(10000.0, -2.0 * i / hd);
+      cs[t * half + i] = (float)cos(ang);
+      sn[t * half + i] = (float)sin(ang);
+    }
+  double *qd = to_d(qkv, nq), *rd = to_d(r, no), *ref = zerod(no), *lref = zerod(N * H);
+  att_ctx c = {B, T, H, hd, 1.0f / sqrtf((float)hd), len, cs, sn, rd};
+  att_ref(&c, qd, ref, lref);
+  esmtb_attention_args a = {0};
+  a.struct_size = sizeof a; a.dtype = ESMTB_F32; a.B = B; a.T = T; a.H = H; a.hd = hd;
+  a.scale = 1.0f / sqrtf((float)hd); a.seq_len = len; a.rope_cos = cs; a.rope_sin = sn;
+  a.qkv = qkv; a.out = out; a.lse = lse; a.dout = r; a.dqkv = dqkv;
+  char what[96];
+  snprintf(what, sizeof what, "attention B=%d T=%d H=%d hd=%d", B, T, H, hd);
+  assert_int_equal(ops->attention_forward(dev, &a, NULL), 0);
+  expect_close(out, ref, no, 1e-5, what);
+  /* lse on valid rows */
+  float *lv = zerof(N * H);
+  double *lrv = zerod(N * H);
+  size_t nl = 0;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int t = 0; t < len[b]; t++, nl++) {
+        lv[nl] = lse[((size_t)b * H + h) * T + t];
+        lrv[nl] = lref[((size_t)b * H + h) * T + t];
+      }
+  expect_close(lv, lrv, nl, 1e-5, "attention lse");
+  for (int b = 0; b < B; b++) /* padded queries: exactly 0 */
+    for (int t = len[b]; t < T; t++)
+      for (int k = 0; k < D; k++) assert_true(out[((size_t)b * T + t) * D + k] == 0.0f);
+  assert_int_equal(ops->attention_backward(dev, &a, NULL), 0);
+  for (int b = 0; b < B; b++) /* padded rows get no gradient (q, k and v) */
+    for (int t = len[b]; t < T; t++)
+      for (int k = 0; k < 3 * D; k++) assert_true(dqkv[((size_t)b * T + t) * 3 * D + k] == 0.0f);
+  /* sampled elements: q, k and v of a few valid tokens, and a padded one */
+  size_t pick[8];
+  int np = 0;
+  for (int b = 0; b < B && np < 6; b++) {
+    size_t row = ((size_t)b * T + (size_t)(len[b] - 1)) * 3 * D;
+    pick[np++] = row + (size_t)(b % H) * hd + 1;                 /* q */
+    pick[np++] = row + D + (size_t)((b + 1) % H) * hd + half;    /* k */
+  }
+  pick[np++] = (size_t)(T / 2) * 3 * D + 2 * D + 3 % hd;          /* v of row 0 */
+  for (int b = 0; b < B; b++)
+    if (len[b] < T) {
+      pick[np++] = ((size_t)b * T + T - 1) * 3 * D + D; /* a padded key */
+      break;
+    }
+  strncat(what, " backward", sizeof what - strlen(what) - 1);
+  check_grad(att_loss, &c, qd, nq, dqkv, pick, np, 1e-4, what);
+  /* the same bits with one thread (work splits by (row, head) only) */
+  float *out1 = zerof(no), *dqkv1 = zerof(nq), *lse1 = zerof(N * H);
+  a.out = out1; a.lse = lse1; a.dqkv = dqkv1;
+  assert_int_equal(ops->attention_forward(dev1, &a, NULL), 0);
+  assert_int_equal(ops->attention_backward(dev1, &a, NULL), 0);
+  assert_memory_equal(out1, out, no * sizeof *out);
+  assert_memory_equal(dqkv1, dqkv, nq * sizeof *dqkv);
+  free(qkv); free(r); free(out); free(lse); free(dqkv); free(cs); free(sn); free(qd); free(rd);
+  free(ref); free(lref); free(lv); free(lrv); free(out1); free(dqkv1); free(lse1);
+}
+
 static void test_attention(void **state) {
   (void)state;
-  int32_t l1[] = {9, 4, 1};
-  attention_case(3, 9, 2, 16, l1);
-  int32_t l2[] = {11, 7};
-  attention_case(2, 11, 2, 24, l2);
-  int32_t l3[] = {6, 5};
-  attention_case(2, 6, 1, 64, l3);
+  const int32_t l1[] = {9, 4, 1};
+  attention_case(3, 9, 2, 16, l1);      /* seq_len T, partial and 1 */
+  const int32_t l2[] = {37, 20};
+  attention_case(2, 37, 3, 24, l2);     /* hd 24: not a multiple of the vector width */
+  const int32_t l3[] = {70, 33};
+  attention_case(2, 70, 1, 64, l3);     /* several key tiles */
+  const int32_t l4[] = {1};
+  attention_case(1, 1, 2, 16, l4);      /* a single token */
+  const int32_t l5[] = {19, 18};
+  attention_case(2, 19, 2, 10, l5);     /* an unusual even hd */
+  const int32_t l6[] = {40};
+  attention_case(1, 40, 1, 128, l6);
 }
 
-/* ---- cross-entropy ---- */
-typedef struct xe_ctx { int N, V; const int32_t *lab; float *loss; } xe_ctx;
-static double xe_loss(void *c, const float *z) {
+/* ------------------------------------------------------------------ */
+/* cross-entropy                                                       */
+/* ------------------------------------------------------------------ */
+
+typedef struct xe_ctx { int N, V; const int32_t *lab; double gs; } xe_ctx;
+static double xe_ref(const xe_ctx *k, const double *z, double *grad) {
+  double loss = 0;
+  for (int i = 0; i < k->N; i++) {
+    const double *zi = z + (size_t)i * k->V;
+    if (k->lab[i] < 0) {
+      if (grad)
+        for (int v = 0; v < k->V; v++) grad[(size_t)i * k->V + v] = 0;
+      continue;
+    }
+    double m = -INFINITY, s = 0;
+    for (int v = 0; v < k->V; v++) m = fmax(m, zi[v]);
+    for (int v = 0; v < k->V; v++) s += exp(zi[v] - m);
+    double lse = m + log(s);
+    loss += lse - zi[k->lab[i]];
+    if (grad)
+      for (int v = 0; v < k->V; v++)
+        grad[(size_t)i * k->V + v] = (exp(zi[v] - lse) - (v == k->lab[i])) * k->gs;
+  }
+  return loss;
+}
+static double xe_loss(void *c, const double *z) { /* grad_scale * loss: dlogits is its gradient */
   xe_ctx *k = c;
-  *k->loss = 0;
-  esmtb_xent_args a = {sizeof a, ESMTB_F32, k->N, k->V, z, k->lab, k->loss, NULL, 1.0f};
-  assert_int_equal(ops->xent(dev, &a, NULL), 0);
-  return *k->loss;
+  return k->gs * xe_ref(k, z, NULL);
 }
 static void test_xent(void **state) {
   (void)state;
-  const int N = 5, V = 33;
-  int32_t lab[] = {4, -100, 32, 7, -100};
-  float *z = randv((size_t)N * V, 3.0f), *dz = calloc((size_t)N * V, 4), loss = 0;
-  xe_ctx c = {N, V, lab, &loss};
-  double l0 = xe_loss(&c, z);
-  double ref = 0;
-  for (int i = 0; i < N; i++) {
-    if (lab[i] < 0) continue;
-    double m = -1e30, s = 0;
-    for (int v = 0; v < V; v++) m = fmax(m, z[i * V + v]);
-    for (int v = 0; v < V; v++) s += exp(z[i * V + v] - m);
-    ref += m + log(s) - z[i * V + lab[i]];
-  }
-  assert_true(fabs(l0 - ref) < 1e-4 * ref);
-  esmtb_xent_args a = {sizeof a, ESMTB_F32, N, V, z, lab, &loss, dz, 1.0f};
-  loss = 0;
+  const int N = 6, V = 33;
+  const int32_t lab[] = {4, -100, 32, 7, -1, 0};
+  float *z = randf((size_t)N * V, 4.0), *dz = zerof((size_t)N * V);
+  for (int v = 0; v < V; v++) z[3 * V + v] += 1000.0f; /* stable for large logits */
+  double *zd = to_d(z, (size_t)N * V), *gref = zerod((size_t)N * V);
+  xe_ctx c = {N, V, lab, 1.0 / 4};
+  double lref = xe_ref(&c, zd, gref) + 0.5;
+  float loss = 0.5f; /* loss_sum accumulates */
+  esmtb_xent_args a = {sizeof a, ESMTB_F32, N, V, z, lab, &loss, dz, 0.25f};
   assert_int_equal(ops->xent(dev, &a, NULL), 0);
-  check_direction(xe_loss, &c, z, (size_t)N * V, dz, 1e-2, 1e-2, "cross-entropy");
-  for (int v = 0; v < V; v++) assert_true(dz[1 * V + v] == 0.0f); /* unlabelled row */
-  free(z); free(dz);
+  expect_close(&loss, &lref, 1, 1e-6, "xent loss");
+  expect_close(dz, gref, (size_t)N * V, 1e-5, "xent dlogits");
+  for (int v = 0; v < V; v++) /* unlabelled rows: zero gradient */
+    assert_true(dz[1 * V + v] == 0.0f && dz[4 * V + v] == 0.0f);
+  check_grad(xe_loss, &c, zd, (size_t)N * V, dz, NULL, 10, 1e-4, "xent");
+  /* forward only, and dlogits aliasing logits */
+  float l2 = 0;
+  esmtb_xent_args f = {sizeof f, ESMTB_F32, N, V, z, lab, &l2, NULL, 1.0f};
+  assert_int_equal(ops->xent(dev, &f, NULL), 0);
+  assert_true(fabs(l2 - (lref - 0.5)) <= 1e-6 * lref);
+  float *alias = malloc((size_t)N * V * sizeof *alias);
+  memcpy(alias, z, (size_t)N * V * sizeof *alias);
+  esmtb_xent_args al = {sizeof al, ESMTB_F32, N, V, alias, lab, &l2, alias, 0.25f};
+  assert_int_equal(ops->xent(dev, &al, NULL), 0);
+  assert_memory_equal(alias, dz, (size_t)N * V * sizeof *dz);
+  /* no labels at all: adds 0 */
+  const int32_t none[] = {-100, -100, -100, -100, -100, -100};
+  float l3 = 2.0f;
+  esmtb_xent_args nl = {sizeof nl, ESMTB_F32, N, V, z, none, &l3, dz, 1.0f};
+  assert_int_equal(ops->xent(dev, &nl, NULL), 0);
+  assert_true(l3 == 2.0f);
+  for (int i = 0; i < N * V; i++) assert_true(dz[i] == 0.0f);
+  free(z); free(dz); free(zd); free(gref); free(alias);
 }
 
-/* ---- GEMM layouts, bias, accumulation; bias_grad; adamw; sumsq ---- */
-static void test_gemm_and_reductions(void **state) {
+/* ------------------------------------------------------------------ */
+/* AdamW                                                               */
+/* ------------------------------------------------------------------ */
+
+static void test_adamw(void **state) {
   (void)state;
-  const int m = 5, n = 7, k = 3;
-  float *A = randv((size_t)m * k, 1.0f), *Bm = randv((size_t)k * n, 1.0f), *bias = randv(n, 1.0f);
-  float *C = calloc((size_t)m * n, 4), *At = malloc((size_t)m * k * 4), *Bt = malloc((size_t)k * n * 4);
-  for (int i = 0; i < m; i++) for (int j = 0; j < k; j++) At[j * m + i] = A[i * k + j];
-  for (int i = 0; i < k; i++) for (int j = 0; j < n; j++) Bt[j * k + i] = Bm[i * n + j];
-  for (int ta = 0; ta < 2; ta++)
-    for (int tb = 0; tb < 2; tb++) {
-      esmtb_gemm_args g = {0};
-      g.struct_size = sizeof g; g.trans_a = ta; g.trans_b = tb; g.m = m; g.n = n; g.k = k;
-      g.alpha = 1.0f; g.a = ta ? At : A; g.lda = ta ? m : k; g.b = tb ? Bt : Bm; g.ldb = tb ? k : n;
-      g.c = C; g.ldc = n; g.bias = bias;
-      assert_int_equal(ops->gemm(dev, &g, NULL), 0);
-      for (int i = 0; i < m; i++)
-        for (int j = 0; j < n; j++) {
-          double ref = bias[j];
-          for (int q = 0; q < k; q++) ref += (double)A[i * k + q] * Bm[q * n + j];
-          assert_true(fabs(C[i * n + j] - ref) < 1e-5);
-        }
-    }
-  /* beta = 1 accumulates */
-  esmtb_gemm_args g = {0};
-  g.struct_size = sizeof g; g.m = m; g.n = n; g.k = k; g.alpha = 1.0f; g.beta = 1.0f;
-  g.a = A; g.lda = k; g.b = Bm; g.ldb = n; g.c = C; g.ldc = n;
-  float *C0 = malloc((size_t)m * n * 4);
-  memcpy(C0, C, (size_t)m * n * 4);
-  assert_int_equal(ops->gemm(dev, &g, NULL), 0);
-  for (int i = 0; i < m * n; i++) assert_true(fabsf(C[i] - 2 * C0[i] + bias[i % n]) < 1e-5f);
-  /* bias gradient = column sums, accumulated */
-  float db[7] = {1, 1, 1, 1, 1, 1, 1};
-  esmtb_bias_grad_args bg = {sizeof bg, ESMTB_F32, m, n, C, db};
-  assert_int_equal(ops->bias_grad(dev, &bg, NULL), 0);
-  for (int j = 0; j < n; j++) {
-    double s = 1;
-    for (int i = 0; i < m; i++) s += C[i * n + j];
-    assert_true(fabs(db[j] - s) < 1e-5);
-  }
-  /* AdamW: three steps against a double implementation */
-  const size_t P = 1000;
-  float *p = randv(P, 1.0f), *gr = randv(P, 0.1f), *mm = calloc(P, 4), *vv = calloc(P, 4);
-  double *pd = malloc(P * 8), *md = calloc(P, 8), *vd = calloc(P, 8);
-  for (size_t i = 0; i < P; i++) pd[i] = p[i];
-  esmtb_segment segs[] = {{0, 600, 0.01f}, {600, 400, 0.0f}};
+  const size_t P = 10000;
+  float *p = randf(P, 1.0), *g = randf(P, 0.1), *m = zerof(P), *v = zerof(P), *low = zerof(P);
+  double *pd = to_d(p, P), *md = zerod(P), *vd = zerod(P);
+  const esmtb_segment segs[] = {{0, 6000, 0.01f}, {6000, 3000, 0.0f}, {9000, 1000, 0.1f}};
+  const double b1 = 0.9f, b2 = 0.98f, eps = 1e-8f, lr = 1e-2f, gs = 0.5f;
   for (int step = 1; step <= 3; step++) {
     esmtb_adamw_args a = {0};
-    a.struct_size = sizeof a; a.n_segments = 2; a.segments = segs; a.params = p; a.grads = gr;
-    a.m = mm; a.v = vv; a.lr = 1e-2f; a.beta1 = 0.9f; a.beta2 = 0.98f; a.eps = 1e-8f; a.step = step;
-    a.grad_scale = 0.5f;
+    a.struct_size = sizeof a; a.n_segments = 3; a.segments = segs; a.params = p; a.grads = g;
+    a.m = m; a.v = v; a.lr = (float)lr; a.beta1 = (float)b1; a.beta2 = (float)b2;
+    a.eps = (float)eps; a.step = step; a.grad_scale = (float)gs;
+    a.params_lowp = low; a.lowp_dtype = ESMTB_F32;
     assert_int_equal(ops->adamw(dev, &a, NULL), 0);
     for (size_t i = 0; i < P; i++) {
-      double g2 = gr[i] * 0.5, wd = i < 600 ? 0.01 : 0.0;
-      md[i] = 0.9 * md[i] + 0.1 * g2;
-      vd[i] = 0.98 * vd[i] + 0.02 * g2 * g2;
-      double mh = md[i] / (1 - pow(0.9, step)), vh = vd[i] / (1 - pow(0.98, step));
-      pd[i] -= 1e-2 * (wd * pd[i] + mh / (sqrt(vh) + 1e-8));
+      double gi = g[i] * gs, wd = i < 6000 ? (double)0.01f : i < 9000 ? 0.0 : (double)0.1f;
+      md[i] = b1 * md[i] + (1 - b1) * gi;
+      vd[i] = b2 * vd[i] + (1 - b2) * gi * gi;
+      double mh = md[i] / (1 - pow(b1, step)), vh = vd[i] / (1 - pow(b2, step));
+      pd[i] -= lr * (wd * pd[i] + mh / (sqrt(vh) + eps));
     }
   }
-  for (size_t i = 0; i < P; i++) assert_true(fabs(p[i] - pd[i]) < 1e-5);
-  /* sum of squares: exact enough and bit-identical twice */
-  float s1 = 0, s2 = 0;
-  esmtb_sumsq_args sa = {sizeof sa, P, p, &s1};
-  assert_int_equal(ops->sumsq(dev, &sa, NULL), 0);
-  sa.out = &s2;
-  assert_int_equal(ops->sumsq(dev, &sa, NULL), 0);
-  assert_memory_equal(&s1, &s2, sizeof s1);
-  assert_true(fabs(s1 - dot(p, p, P)) < 1e-5 * s1);
-  free(A); free(Bm); free(bias); free(C); free(At); free(Bt); free(C0);
-  free(p); free(gr); free(mm); free(vv); free(pd); free(md); free(vd);
+  expect_close(p, pd, P, 1e-6, "adamw params");
+  expect_close(m, md, P, 1e-6, "adamw m");
+  expect_close(v, vd, P, 1e-5, "adamw v");
+  assert_memory_equal(low, p, P * sizeof *p); /* the F32 copy */
+  free(p); free(g); free(m); free(v); free(low); free(pd); free(md); free(vd);
 }
+
+/* ------------------------------------------------------------------ */
+/* argument errors                                                     */
+/* ------------------------------------------------------------------ */
+
+#define EXPECT_FAIL(call, status, word)                                        \
+  do {                                                                         \
+    int rc_ = (call);                                                          \
+    if (status) assert_int_equal(rc_, status);                                 \
+    else assert_int_not_equal(rc_, 0);                                         \
+    if (!strstr(test_backend_error(), word))                                   \
+      fail_msg("%s: message '%s' lacks '%s'", #call, test_backend_error(), word); \
+  } while (0)
 
 static void test_errors(void **state) {
   (void)state;
+  float x[64] = {0};
+  int32_t tok[4] = {0, 4, 2, 1}, len[1] = {2};
   esmtb_gemm_args g = {0};
-  g.struct_size = sizeof g;
-  g.dtype = ESMTB_F16;
-  g.m = g.n = g.k = 1;
-  float x = 1;
-  g.a = g.b = &x; g.c = &x;
-  assert_int_not_equal(ops->gemm(dev, &g, NULL), 0);
-  assert_non_null(strstr(test_backend_error(), "fp32"));
-  g.dtype = ESMTB_F32;
-  g.m = 0;
-  assert_int_not_equal(ops->gemm(dev, &g, NULL), 0);
-  assert_non_null(strstr(test_backend_error(), "positive"));
+  g.struct_size = sizeof g; g.dtype = ESMTB_F16; g.m = g.n = g.k = 1; g.alpha = 1;
+  g.a = g.b = x; g.c = x; g.lda = g.ldb = g.ldc = 1;
+  EXPECT_FAIL(ops->gemm(dev, &g, NULL), 8, "fp32");
+  g.dtype = ESMTB_F32; g.a = NULL;
+  EXPECT_FAIL(ops->gemm(dev, &g, NULL), 0, "gemm");
+  g.a = x; g.m = 0;
+  EXPECT_FAIL(ops->gemm(dev, &g, NULL), 0, "positive");
+  g.m = 1; g.bias = x; g.beta = 1;
+  EXPECT_FAIL(ops->gemm(dev, &g, NULL), 0, "bias");
+  g.bias = NULL; g.m = 2; g.k = 3; g.lda = 2; /* row-major A [2, 3] needs lda >= 3 */
+  EXPECT_FAIL(ops->gemm(dev, &g, NULL), 0, "leading");
+
+  esmtb_embed_args e = {0};
+  e.struct_size = sizeof e; e.dtype = ESMTB_BF16; e.B = 1; e.T = 4; e.d = 2; e.tokens = tok;
+  e.E = x; e.out = x; e.row_scale = x; e.mask_id = 32; e.pad_id = 1; e.dout = x; e.dE = x;
+  EXPECT_FAIL(ops->embed_forward(dev, &e, NULL), 8, "fp32");
+  EXPECT_FAIL(ops->embed_backward(dev, &e, NULL), 8, "fp32");
+  e.dtype = ESMTB_F32; tok[1] = -4;
+  EXPECT_FAIL(ops->embed_forward(dev, &e, NULL), 0, "is -4");
+  EXPECT_FAIL(ops->embed_backward(dev, &e, NULL), 0, "is -4");
+  tok[1] = 4; e.tokens = NULL;
+  EXPECT_FAIL(ops->embed_forward(dev, &e, NULL), 0, "embed_forward");
+  EXPECT_FAIL(ops->embed_backward(dev, &e, NULL), 0, "embed_backward");
+
+  esmtb_layernorm_args l = {0};
+  l.struct_size = sizeof l; l.dtype = ESMTB_F16; l.N = 1; l.d = 4; l.eps = 1e-5f; l.x = x;
+  l.w = x; l.b = x; l.out = x; l.mean = x; l.rstd = x; l.dout = x; l.dx = x; l.dw = x; l.db = x;
+  EXPECT_FAIL(ops->layernorm_forward(dev, &l, NULL), 8, "fp32");
+  EXPECT_FAIL(ops->layernorm_backward(dev, &l, NULL), 8, "fp32");
+  l.dtype = ESMTB_F32; l.w = NULL;
+  EXPECT_FAIL(ops->layernorm_forward(dev, &l, NULL), 0, "layernorm_forward");
+  EXPECT_FAIL(ops->layernorm_backward(dev, &l, NULL), 0, "layernorm_backward");
+  EXPECT_FAIL(ops->layernorm_forward(dev, NULL, NULL), 0, "layernorm_forward");
+
+  esmtb_add_args ad = {sizeof ad, ESMTB_F16, 4, x, x, x};
+  EXPECT_FAIL(ops->add(dev, &ad, NULL), 8, "fp32");
+  ad.dtype = ESMTB_F32; ad.b = NULL;
+  EXPECT_FAIL(ops->add(dev, &ad, NULL), 0, "add");
+  esmtb_gelu_backward_args gb = {sizeof gb, ESMTB_F16, 4, x, x, x};
+  EXPECT_FAIL(ops->gelu_backward(dev, &gb, NULL), 8, "fp32");
+  gb.dtype = ESMTB_F32; gb.pre = NULL;
+  EXPECT_FAIL(ops->gelu_backward(dev, &gb, NULL), 0, "gelu_backward");
+  esmtb_bias_grad_args bg = {sizeof bg, ESMTB_F16, 2, 2, x, x};
+  EXPECT_FAIL(ops->bias_grad(dev, &bg, NULL), 8, "fp32");
+  bg.dtype = ESMTB_F32; bg.db = NULL;
+  EXPECT_FAIL(ops->bias_grad(dev, &bg, NULL), 0, "bias_grad");
+
+  float cs[8] = {1, 1, 1, 1, 1, 1, 1, 1}, sn[8] = {0};
   esmtb_attention_args a = {0};
-  a.struct_size = sizeof a;
-  assert_int_not_equal(ops->attention_forward(dev, &a, NULL), 0);
-  assert_non_null(strstr(test_backend_error(), "NULL"));
-  assert_int_not_equal(ops->layernorm_forward(dev, NULL, NULL), 0);
+  a.struct_size = sizeof a; a.dtype = ESMTB_F16; a.B = 1; a.T = 2; a.H = 1; a.hd = 4;
+  a.scale = 0.5f; a.seq_len = len; a.rope_cos = cs; a.rope_sin = sn; a.qkv = x; a.out = x;
+  a.lse = x; a.dout = x; a.dqkv = x;
+  EXPECT_FAIL(ops->attention_forward(dev, &a, NULL), 8, "fp32");
+  EXPECT_FAIL(ops->attention_backward(dev, &a, NULL), 8, "fp32");
+  a.dtype = ESMTB_F32; a.qkv = NULL;
+  EXPECT_FAIL(ops->attention_forward(dev, &a, NULL), 0, "NULL");
+  a.qkv = x; a.dqkv = NULL;
+  EXPECT_FAIL(ops->attention_backward(dev, &a, NULL), 0, "NULL");
+  a.dqkv = x; a.hd = 3;
+  EXPECT_FAIL(ops->attention_forward(dev, &a, NULL), 0, "hd");
+  a.hd = 4; len[0] = 3;
+  EXPECT_FAIL(ops->attention_forward(dev, &a, NULL), 0, "seq_len");
+  len[0] = 0;
+  EXPECT_FAIL(ops->attention_backward(dev, &a, NULL), 0, "seq_len");
+
+  int32_t lab[2] = {0, 40};
+  float loss = 0;
+  esmtb_xent_args xe = {sizeof xe, ESMTB_F16, 2, 33, x, lab, &loss, NULL, 1.0f};
+  EXPECT_FAIL(ops->xent(dev, &xe, NULL), 8, "fp32");
+  xe.dtype = ESMTB_F32;
+  EXPECT_FAIL(ops->xent(dev, &xe, NULL), 0, "label 40");
+  xe.labels = NULL;
+  EXPECT_FAIL(ops->xent(dev, &xe, NULL), 0, "xent");
+
+  esmtb_segment seg = {0, 4, 0.0f};
+  esmtb_adamw_args aw = {0};
+  aw.struct_size = sizeof aw; aw.n_segments = 1; aw.segments = &seg; aw.params = x;
+  aw.grads = x; aw.m = x; aw.v = NULL; aw.step = 1;
+  EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 0, "adamw");
+  aw.v = x; aw.step = 0;
+  EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 0, "step");
+  aw.step = 1; aw.params_lowp = x; aw.lowp_dtype = ESMTB_F16;
+  EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 8, "adamw");
+
+  esmtb_sumsq_args ss = {sizeof ss, 4, x, NULL};
+  EXPECT_FAIL(ops->sumsq(dev, &ss, NULL), 0, "sumsq");
+  esmtb_scale_args sc = {sizeof sc, 4, NULL, 1.0f};
+  EXPECT_FAIL(ops->scale(dev, &sc, NULL), 0, "scale");
+  esmtb_convert_args cv = {sizeof cv, 4, x, ESMTB_I32, x, ESMTB_F32};
+  EXPECT_FAIL(ops->convert(dev, &cv, NULL), 8, "convert");
+  cv.src_dtype = ESMTB_F32; cv.dst = NULL;
+  EXPECT_FAIL(ops->convert(dev, &cv, NULL), 0, "convert");
 }
 
 int main(void) {
+  const char *isa = getenv("ESMT_CPU_ISA");
+  if (isa) printf("kernel variant limited to %s\n", isa);
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test(test_layernorm),   cmocka_unit_test(test_gelu),
-      cmocka_unit_test(test_embedding),   cmocka_unit_test(test_attention),
-      cmocka_unit_test(test_xent),        cmocka_unit_test(test_gemm_and_reductions),
-      cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_gemm),          cmocka_unit_test(test_gelu_backward),
+      cmocka_unit_test(test_bias_grad),     cmocka_unit_test(test_add_scale),
+      cmocka_unit_test(test_sumsq),         cmocka_unit_test(test_convert),
+      cmocka_unit_test(test_embedding),     cmocka_unit_test(test_layernorm),
+      cmocka_unit_test(test_attention),     cmocka_unit_test(test_xent),
+      cmocka_unit_test(test_adamw),         cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -51,8 +51,15 @@ esmtb_status cpu_blas_load(void) {
   return 0;
 }
 
+/* OpenBLAS's thread count is global; devices opened with different counts
+ * each set theirs before a GEMM. Setting it only on a change keeps that
+ * free in the common case of one device. */
 void cpu_blas_set_threads(int n) {
-  if (p_set_threads) p_set_threads(n);
+  static int current;
+  if (p_set_threads && n != current) {
+    p_set_threads(n);
+    current = n;
+  }
 }
 
 const char *cpu_blas_core(void) { return g_core[0] ? g_core : "not loaded"; }

@@ -1,149 +1,263 @@
 /* Attention head kernels, compiled once per instruction set (see
- * isa_kernels.h); blocks of RB query rows against all keys of the row. */
+ * isa_kernels.h). One call handles one (row b, head h) with L = seq_len[b]
+ * valid tokens; keys >= L and query rows >= L are never computed.
+ *
+ * Layout: keys run along the vector lanes everywhere. The head is moved
+ * into scratch transposed, by VW x VW register transposes, as Q^T, K^T, V^T
+ * [hd, Lk] (Lk = L rounded up to KSTEP keys, zero filled), and rotary is
+ * applied there, vectorised over tokens; Q also takes scale * log2(e), so
+ * the softmax is a plain exp2. Blocks of query rows then go through two
+ * register-blocked kernels:
+ *   k1: C[r][j] = sum_k A(r,k) B[k][j]   (broadcast A, vector rows of B):
+ *       scores Q K^T, dP = dO V^T, and dV^T += dO^T P, dK^T += Q^T dS;
+ *   k2: O(r,c) = sum_j A[r][j] B[c][j]   (lane-wise products, lanes summed
+ *       once at the end): P V and dQ = dS K.
+ * A block's scores (MR x Lk, or BQ x Lk in backward) stay in cache-sized
+ * scratch; nothing T x T exists. Backward recomputes P from the saved
+ * log-sum-exp (flash-attention style) and undoes rotary and the scales on
+ * the transposed gradients before writing them out. */
 #include <math.h>
 #include <string.h>
 
-#include "cpu_attention.h"
-#include "cpu_math.h"
+#include "cpu_vec.h"
 #include "isa_kernels.h"
 
 #define INLINE static inline __attribute__((always_inline))
 
-INLINE void rows_times_t(const float *A, int hd, const float *Bt, int ldb, int L, float *S,
-                         int lds) {
-  int j0 = 0;
-  for (; j0 + JB <= L; j0 += JB) {
-    float acc[RB][JB] = {{0}};
-    for (int c = 0; c < hd; c++) {
-      const float *b = Bt + (size_t)c * ldb + j0;
-      for (int r = 0; r < RB; r++) {
-        const float q = A[r * hd + c];
-#pragma omp simd
-        for (int jj = 0; jj < JB; jj++) acc[r][jj] += q * b[jj];
+/* Query rows per register tile: 16 accumulators need 32 registers (AVX-512),
+ * 8 fit in 16. */
+#if VW == 16
+#define MR 8
+#else
+#define MR 4
+#endif
+#define KSTEP (2 * VW) /* keys per k1 tile; key counts are padded to it */
+#define BQ (2 * MR)    /* query rows per backward block */
+#define LOG2E 1.44269504088896341f
+#define LN2 0.69314718055994531f
+/* Score of a masked key: exp2 of it (minus anything finite) is 0. Finite,
+ * unlike -inf, so that AVX-512's exp2 needs no clamp. */
+#define MASKED (-1e30f)
+
+static size_t round_up(size_t n, size_t m) { return (n + m - 1) / m * m; }
+
+/* ---- the two tile kernels ---- */
+
+enum { K1_STORE, K1_ACCUM, K1_MASK, K1_MASK_MAX };
+
+/* C[r][j] (=, or += with K1_ACCUM) sum_{k<K} A[r*ars + k*aks] * B[k*ldb + j]
+ * for r < mr, j < n (a multiple of KSTEP), plus init[r] when init is not
+ * NULL. The mask modes add `tail` (0 or MASKED per key) to the last KSTEP
+ * columns; K1_MASK_MAX also returns each row's maximum in rmax. */
+INLINE void k1(const int mr, const int mode, const float *A, size_t ars, size_t aks, const int K,
+               const float *B, size_t ldb, float *C, size_t ldc, int n, const float *init,
+               const float *tail, float *rmax) {
+  vf mx[MR];
+  if (mode == K1_MASK_MAX)
+    for (int r = 0; r < mr; r++) mx[r] = vset1(-INFINITY);
+  for (int j = 0; j < n; j += KSTEP) {
+    vf c0[MR], c1[MR];
+    for (int r = 0; r < mr; r++) {
+      if (mode == K1_ACCUM) {
+        c0[r] = vload(C + r * ldc + j);
+        c1[r] = vload(C + r * ldc + j + VW);
+      } else {
+        c0[r] = c1[r] = vset1(init ? init[r] : 0.0f);
       }
     }
-    for (int r = 0; r < RB; r++) memcpy(S + (size_t)r * lds + j0, acc[r], sizeof acc[r]);
-  }
-  if (j0 < L) { /* tail */
-    for (int r = 0; r < RB; r++)
-      for (int j = j0; j < L; j++) {
-        float sum = 0.0f;
-        for (int c = 0; c < hd; c++) sum += A[r * hd + c] * Bt[(size_t)c * ldb + j];
-        S[(size_t)r * lds + j] = sum;
+    for (int k = 0; k < K; k++) {
+      const vf b0 = vload(B + k * ldb + j), b1 = vload(B + k * ldb + j + VW);
+      for (int r = 0; r < mr; r++) {
+        const vf a = vset1(A[r * ars + k * aks]);
+        c0[r] += a * b0;
+        c1[r] += a * b1;
       }
-  }
-}
-
-/* O[r][c] = sum_j P[r][j] * X[j][c] for r < RB (X is [L, hd]). */
-INLINE void probs_times(const float *P, int lds, const float *X, int hd, int L, float *O) {
-  float acc[RB][128];
-  for (int r = 0; r < RB; r++)
-    for (int c = 0; c < hd; c++) acc[r][c] = 0.0f;
-  for (int j = 0; j < L; j++) {
-    const float *x = X + (size_t)j * hd;
-    for (int r = 0; r < RB; r++) {
-      const float p = P[(size_t)r * lds + j];
-#pragma omp simd
-      for (int c = 0; c < hd; c++) acc[r][c] += p * x[c];
+    }
+    if ((mode == K1_MASK || mode == K1_MASK_MAX) && j + KSTEP == n) {
+      const vf t0 = vload(tail), t1 = vload(tail + VW);
+      for (int r = 0; r < mr; r++) {
+        c0[r] += t0;
+        c1[r] += t1;
+      }
+    }
+    for (int r = 0; r < mr; r++) {
+      if (mode == K1_MASK_MAX) mx[r] = vmax(mx[r], vmax(c0[r], c1[r]));
+      vstore(C + r * ldc + j, c0[r]);
+      vstore(C + r * ldc + j + VW, c1[r]);
     }
   }
-  for (int r = 0; r < RB; r++) memcpy(O + (size_t)r * hd, acc[r], (size_t)hd * sizeof(float));
+  if (mode == K1_MASK_MAX)
+    for (int r = 0; r < mr; r++) rmax[r] = vhmax(mx[r]);
 }
 
-/* Y[j][c] += sum_r P[r][j] * X[r][c] for j < L (rank-RB update of Y [L, hd]). */
-INLINE void rank_update(const float *P, int lds, const float *X, int hd, int L, float *Y) {
-  for (int j = 0; j < L; j++) {
-    float *y = Y + (size_t)j * hd;
-    float p[RB];
-    for (int r = 0; r < RB; r++) p[r] = P[(size_t)r * lds + j];
-#pragma omp simd
-    for (int c = 0; c < hd; c++) {
-      float acc = y[c];
-      for (int r = 0; r < RB; r++) acc += p[r] * X[r * hd + c];
-      y[c] = acc;
+/* O[r*ors + c*ocs] = sum_{j<n} A[r*lda + j] * B[c*ldb + j] for r < MR,
+ * c < hd (hd even, n a multiple of VW). Two columns at a time: 2*MR
+ * accumulators, a multiple of VW, lane-summed together. */
+INLINE void k2(const float *A, size_t lda, const float *B, size_t ldb, int n, const int hd,
+               float *O, size_t ors, size_t ocs) {
+  for (int c = 0; c < hd; c += 2) {
+    vf acc[2 * MR];
+    for (int r = 0; r < 2 * MR; r++) acc[r] = vset1(0.0f);
+    for (int j = 0; j < n; j += VW) {
+      const vf b0 = vload(B + c * ldb + j), b1 = vload(B + (c + 1) * ldb + j);
+      for (int r = 0; r < MR; r++) {
+        vf x = vload(A + r * lda + j);
+        VKEEP(x);
+        acc[r] += x * b0;
+        acc[MR + r] += x * b1;
+      }
+    }
+    float s[2 * MR];
+    for (int g = 0; g < 2 * MR; g += VW) vsum_lanes(acc + g, s + g);
+    for (int r = 0; r < MR; r++) {
+      O[r * ors + c * ocs] = s[r];
+      O[r * ors + (c + 1) * ocs] = s[MR + r];
     }
   }
 }
 
-/* Rotate x (one head, hd values) at position t into out, times `scale`. */
-static void rope(const float *x, int hd, const float *cs, const float *sn, float scale, float *out) {
+/* ---- scratch ---- */
+
+/* Row stride of the [*, keys] arrays: one extra cache line, so that their
+ * rows do not all fall into the same L1 sets when Lk is a power of two. */
+static size_t key_stride(int n) { return round_up((size_t)n, KSTEP) + 16; }
+
+typedef struct head_mem {
+  float *Qt, *Kt, *Vt, *dQt, *dKt, *dVt, *S, *dP, *dO, *nD, *nlse2, *tmp, *tail, *cosT, *sinT;
+} head_mem;
+
+/* Carve the scratch for T rows (offsets only when base is NULL); every
+ * region starts on a 64-byte boundary. Returns the size in floats. */
+static size_t carve(float *base, int T, int hd, head_mem *m) {
+  const size_t Tq = round_up((size_t)T, BQ), ld = key_stride(T), th = (size_t)hd * ld;
+  const size_t sizes[] = {th,      th,      th,       th,       th,     th,     BQ * ld, BQ * ld,
+                          Tq * hd, Tq,      Tq,       BQ * (size_t)hd,  KSTEP,  th / 2, th / 2};
+  float **slots[] = {&m->Qt, &m->Kt, &m->Vt,  &m->dQt, &m->dKt, &m->dVt, &m->S,    &m->dP,
+                     &m->dO, &m->nD, &m->nlse2, &m->tmp, &m->tail, &m->cosT, &m->sinT};
+  size_t off = 0;
+  for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
+    if (base) *slots[i] = base + off;
+    off += round_up(sizes[i], 16);
+  }
+  return off;
+}
+
+static size_t scratch_floats(int T, int hd) {
+  head_mem m;
+  return carve(NULL, T, hd, &m);
+}
+
+/* ---- moving a head between [tokens, hd] rows and [hd, keys] scratch ---- */
+
+/* A head's slice of a token row is one or a few cache lines, one row
+ * (several KB) apart: the hardware prefetchers do not follow that, so the
+ * loops below prefetch rows a little ahead (rw: 1 for a later write). */
+#define PREFETCH_SLICE(p, bytes, rw, loc)                                          \
+  do {                                                                             \
+    const char *p_ = (const char *)(p);                                            \
+    for (size_t o_ = 0; o_ < (bytes); o_ += 64) __builtin_prefetch(p_ + o_, rw, loc); \
+    __builtin_prefetch(p_ + (bytes) - 1, rw, loc);                                 \
+  } while (0)
+
+/* dst[c][t] = src[t*sld + c] for t < L, c < hd; zeros for t in [L, n). */
+static void load_t(const float *src, size_t sld, int L, int hd, float *dst, size_t ld, int n) {
+  for (int t0 = 0; t0 < L; t0 += VW) {
+    for (int t = t0 + 2 * VW; t < t0 + 3 * VW && t < L; t++)
+      PREFETCH_SLICE(src + t * sld, (size_t)hd * sizeof(float), 0, 3);
+    for (int c0 = 0; c0 < hd; c0 += VW)
+      vtranspose_in(src + t0 * sld + c0, sld, L - t0 < VW ? L - t0 : VW,
+                    hd - c0 < VW ? hd - c0 : VW, dst + c0 * ld + t0, ld);
+  }
+  const int done = (int)round_up((size_t)L, VW);
+  for (int c = 0; c < hd; c++) memset(dst + c * ld + done, 0, (size_t)(n - done) * sizeof(float));
+}
+
+/* dst[t*dld + c] = src[c][t] for t < L, c < hd. */
+static void store_t(const float *src, size_t ld, int L, int hd, float *dst, size_t dld) {
+  for (int t0 = 0; t0 < L; t0 += VW)
+    for (int c0 = 0; c0 < hd; c0 += VW)
+      vtranspose_out(src + c0 * ld + t0, ld, L - t0 < VW ? L - t0 : VW,
+                     hd - c0 < VW ? hd - c0 : VW, dst + t0 * dld + c0, dld);
+}
+
+/* Split-half rotary on X [hd, ld] for tokens [0, n), times `scale`; the
+ * inverse (rotation by -theta, for gradients) when `inverse`. */
+static void rope_t(float *X, size_t ld, int hd, int n, const head_mem *m, size_t ldT, float scale,
+                   int inverse) {
   const int half = hd / 2;
+  const vf sc = vset1(scale);
+  const vf sg = vset1(inverse ? -1.0f : 1.0f);
   for (int c = 0; c < half; c++) {
-    float a = x[c] * scale, b = x[c + half] * scale;
-    out[c] = a * cs[c] - b * sn[c];
-    out[c + half] = b * cs[c] + a * sn[c];
-  }
-}
-
-/* The transpose of rope() applied to a gradient (rotation by -theta). */
-static void rope_back(const float *g, int hd, const float *cs, const float *sn, float scale,
-                      float *out) {
-  const int half = hd / 2;
-  for (int c = 0; c < half; c++) {
-    float a = g[c], b = g[c + half];
-    out[c] = (a * cs[c] + b * sn[c]) * scale;
-    out[c + half] = (b * cs[c] - a * sn[c]) * scale;
-  }
-}
-
-/* Gather head h of row b: Q (scaled, rotated) and K (rotated) as [L, hd]
- * plus Kt [hd, T]; V as [L, hd] (and Vt when needed). Rows L..L+RB-1 are
- * zero so that a partial last block reads defined values. */
-static void gather_head(const esmtb_attention_args *a, int b, int h, int L, head_scratch *s,
-                        int want_vt) {
-  const int hd = a->hd, T = a->T, D = a->H * hd, half = hd / 2;
-  const float *qkv = a->qkv;
-  for (int t = 0; t < L; t++) {
-    const float *row = qkv + ((size_t)b * T + t) * 3 * D;
-    const float *cs = a->rope_cos + (size_t)t * half, *sn = a->rope_sin + (size_t)t * half;
-    rope(row + h * hd, hd, cs, sn, a->scale, s->Q + (size_t)t * hd);
-    rope(row + D + h * hd, hd, cs, sn, 1.0f, s->K + (size_t)t * hd);
-    memcpy(s->V + (size_t)t * hd, row + 2 * D + h * hd, (size_t)hd * sizeof(float));
-    for (int c = 0; c < hd; c++) {
-      s->Kt[(size_t)c * T + t] = s->K[(size_t)t * hd + c];
-      if (want_vt) s->Vt[(size_t)c * T + t] = s->V[(size_t)t * hd + c];
+    float *x0 = X + c * ld, *x1 = X + (c + half) * ld;
+    const float *cs = m->cosT + c * ldT, *sn = m->sinT + c * ldT;
+    for (int t = 0; t < n; t += VW) {
+      const vf a = vload(x0 + t), b = vload(x1 + t), co = vload(cs + t), si = vload(sn + t) * sg;
+      vstore(x0 + t, (a * co - b * si) * sc);
+      vstore(x1 + t, (b * co + a * si) * sc);
     }
   }
-  memset(s->Q + (size_t)L * hd, 0, (size_t)RB * hd * sizeof(float));
 }
 
-/* exp(S - rowmax) for RB score rows in place (length L): unnormalised
- * probabilities. Returns each row's log-sum-exp and 1 / sum. */
-static void softmax_rows(float *S, int lds, int L, float *lse, float *inv_sum) {
-  for (int r = 0; r < RB; r++) {
-    float *s = S + (size_t)r * lds;
-    float mx = s[0];
-#pragma omp simd reduction(max : mx)
-    for (int j = 0; j < L; j++) mx = s[j] > mx ? s[j] : mx;
-    float sum = 0.0f;
-#pragma omp simd reduction(+ : sum)
-    for (int j = 0; j < L; j++) {
-      s[j] = cpu_expf(s[j] - mx);
-      sum += s[j];
-    }
-    lse[r] = mx + logf(sum);
-    inv_sum[r] = 1.0f / sum;
-  }
+/* Per thread, once per call: the rotary tables transposed to [hd/2, T]. */
+static void begin(const esmtb_attention_args *a, float *scratch) {
+  head_mem m;
+  carve(scratch, a->T, a->hd, &m);
+  const int half = a->hd / 2;
+  const size_t ldT = key_stride(a->T);
+  load_t(a->rope_cos, (size_t)half, a->T, half, m.cosT, ldT, (int)round_up((size_t)a->T, KSTEP));
+  load_t(a->rope_sin, (size_t)half, a->T, half, m.sinT, ldT, (int)round_up((size_t)a->T, KSTEP));
 }
 
-INLINE void forward_head_impl(const esmtb_attention_args *a, int b, int h, head_scratch *s,
-                              float *obuf, const int hd) {
+/* Q^T (rotated, times scale * log2 e), K^T (rotated) and V^T of head h of
+ * row b, zero past L; and the key mask for the last KSTEP columns. */
+static void gather_head(const esmtb_attention_args *a, int b, int h, int L, int Lk, size_t ld,
+                        const head_mem *m) {
+  const int hd = a->hd, D = a->H * hd;
+  const float *src = (const float *)a->qkv + (size_t)b * a->T * 3 * D + h * hd;
+  const size_t ldT = key_stride(a->T);
+  load_t(src, 3 * (size_t)D, L, hd, m->Qt, ld, Lk);
+  load_t(src + D, 3 * (size_t)D, L, hd, m->Kt, ld, Lk);
+  load_t(src + 2 * D, 3 * (size_t)D, L, hd, m->Vt, ld, Lk);
+  const int n = (int)round_up((size_t)L, VW);
+  rope_t(m->Qt, ld, hd, n, m, ldT, a->scale * LOG2E, 0);
+  rope_t(m->Kt, ld, hd, n, m, ldT, 1.0f, 0);
+  for (int i = 0; i < KSTEP; i++) m->tail[i] = Lk - KSTEP + i < L ? 0.0f : MASKED;
+}
+
+/* ---- forward ---- */
+
+INLINE void forward_impl(const esmtb_attention_args *a, int b, int h, float *scratch,
+                         const int hd) {
   const int T = a->T, D = a->H * hd, L = a->seq_len[b];
-  const int lds = T + JB;
-  gather_head(a, b, h, L, s, 0);
+  const int Lk = (int)round_up((size_t)L, KSTEP);
+  const size_t ld = key_stride(L);
+  head_mem m;
+  carve(scratch, T, hd, &m);
+  gather_head(a, b, h, L, Lk, ld, &m);
   float *out = a->out, *lse = a->lse + ((size_t)b * a->H + h) * T;
-  for (int i0 = 0; i0 < L; i0 += RB) {
-    float l4[RB], inv[RB];
-    rows_times_t(s->Q + (size_t)i0 * hd, hd, s->Kt, T, L, s->S, lds);
-    softmax_rows(s->S, lds, L, l4, inv);
-    probs_times(s->S, lds, s->V, hd, L, obuf);
-    const int rb = L - i0 < RB ? L - i0 : RB;
-    for (int r = 0; r < rb; r++) {
+  for (int i0 = 0; i0 < L; i0 += MR) {
+    float mx[MR], sum[VW], lg[VW];
+    k1(MR, K1_MASK_MAX, m.Qt + i0, 1, ld, hd, m.Kt, ld, m.S, ld, Lk, NULL, m.tail, mx);
+    for (int r = 0; r < VW; r++) sum[r] = 1.0f;
+    for (int r = 0; r < MR; r++) { /* unnormalised probabilities, in place */
+      float *s = m.S + r * ld;
+      const vf mv = vset1(mx[r]);
+      vf acc = vset1(0.0f);
+      for (int j = 0; j < Lk; j += VW) {
+        vf p = vexp2(vload(s + j) - mv);
+        acc += p;
+        vstore(s + j, p);
+      }
+      sum[r] = vhsum(acc); /* >= 1: the maximum contributes 2^0 */
+    }
+    vstore(lg, vlog2(vload(sum)));
+    for (int r = 0; r < MR && i0 + r < L; r++) lse[i0 + r] = (mx[r] + lg[r]) * LN2;
+    k2(m.S, ld, m.Vt, ld, Lk, hd, m.tmp, (size_t)hd, 1);
+    const int rb = L - i0 < MR ? L - i0 : MR;
+    for (int r = 0; r < rb; r++) { /* normalise the output, not each probability */
       float *o = out + ((size_t)b * T + i0 + r) * D + h * hd;
-      const float *src = obuf + (size_t)r * hd;
-#pragma omp simd
-      for (int c = 0; c < hd; c++) o[c] = src[c] * inv[r]; /* normalise here, not per key */
-      lse[i0 + r] = l4[r];
+      const float inv = 1.0f / sum[r];
+      for (int c = 0; c < hd; c++) o[c] = m.tmp[r * hd + c] * inv;
     }
   }
   for (int t = L; t < T; t++) { /* padded queries: zero output */
@@ -152,87 +266,116 @@ INLINE void forward_head_impl(const esmtb_attention_args *a, int b, int h, head_
   }
 }
 
-INLINE void backward_head_impl(const esmtb_attention_args *a, int b, int h, head_scratch *s,
-                               const int hd) {
-  const int T = a->T, D = a->H * hd, L = a->seq_len[b], half = hd / 2;
-  const int lds = T + JB;
-  gather_head(a, b, h, L, s, 1);
+/* ---- backward ---- */
+
+/* C [hd, ld] += X^T Y for one block: X(r, c) = X[r*xrs + c*xcs], Y [BQ, ld]. */
+INLINE void accum_xty(const float *X, size_t xrs, size_t xcs, const int hd, const float *Y,
+                      size_t ld, int Lk, float *C) {
+  int c = 0;
+  for (; c + MR <= hd; c += MR)
+    k1(MR, K1_ACCUM, X + c * xcs, xcs, xrs, BQ, Y, ld, C + c * ld, ld, Lk, NULL, NULL, NULL);
+  for (; c < hd; c += 2) /* hd is even */
+    k1(2, K1_ACCUM, X + c * xcs, xcs, xrs, BQ, Y, ld, C + c * ld, ld, Lk, NULL, NULL, NULL);
+}
+
+INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *scratch,
+                          const int hd) {
+  const int T = a->T, D = a->H * hd, L = a->seq_len[b];
+  const int Lq = (int)round_up((size_t)L, BQ), Lk = (int)round_up((size_t)L, KSTEP);
+  const size_t ld = key_stride(L);
+  head_mem m;
+  carve(scratch, T, hd, &m);
+  gather_head(a, b, h, L, Lk, ld, &m);
   const float *lse = a->lse + ((size_t)b * a->H + h) * T;
   const float *dout = a->dout, *out = a->out;
-  for (int t = 0; t < L; t++) {
-    const float *g = dout + ((size_t)b * T + t) * D + h * hd;
-    const float *o = out + ((size_t)b * T + t) * D + h * hd;
-    float dsum = 0.0f;
-    for (int c = 0; c < hd; c++) dsum += g[c] * o[c];
-    memcpy(s->dO + (size_t)t * hd, g, (size_t)hd * sizeof(float));
-    s->D[t] = dsum; /* rowsum(dO * O) = rowsum(P * dP) */
-  }
-  memset(s->dO + (size_t)L * hd, 0, (size_t)RB * hd * sizeof(float));
-  for (int t = L; t < L + RB; t++) s->D[t] = 0.0f;
-  memset(s->dK, 0, (size_t)L * hd * sizeof(float));
-  memset(s->dV, 0, (size_t)L * hd * sizeof(float));
-  for (int i0 = 0; i0 < L; i0 += RB) {
-    const int rb = L - i0 < RB ? L - i0 : RB;
-    rows_times_t(s->Q + (size_t)i0 * hd, hd, s->Kt, T, L, s->P, lds);     /* scores */
-    rows_times_t(s->dO + (size_t)i0 * hd, hd, s->Vt, T, L, s->dS, lds);   /* dP */
-    for (int r = 0; r < RB; r++) {
-      float *p = s->P + (size_t)r * lds, *ds = s->dS + (size_t)r * lds;
-      if (r >= rb) { /* rows past the end contribute nothing */
-        memset(p, 0, (size_t)L * sizeof(float));
-        memset(ds, 0, (size_t)L * sizeof(float));
-        continue;
-      }
-      const float l = lse[i0 + r], dd = s->D[i0 + r];
-#pragma omp simd
-      for (int j = 0; j < L; j++) {
-        p[j] = cpu_expf(p[j] - l);
-        ds[j] = p[j] * (ds[j] - dd);
-      }
-    }
-    probs_times(s->dS, lds, s->K, hd, L, s->dQ + (size_t)i0 * hd);       /* dQ = dS K */
-    rank_update(s->P, lds, s->dO + (size_t)i0 * hd, hd, L, s->dV);       /* dV += P^T dO */
-    rank_update(s->dS, lds, s->Q + (size_t)i0 * hd, hd, L, s->dK);       /* dK += dS^T Q */
-  }
-  float *dqkv = a->dqkv;
-  for (int t = 0; t < T; t++) {
-    float *row = dqkv + ((size_t)b * T + t) * 3 * D;
-    if (t >= L) { /* padding: no gradient */
-      memset(row + h * hd, 0, (size_t)hd * sizeof(float));
-      memset(row + D + h * hd, 0, (size_t)hd * sizeof(float));
-      memset(row + 2 * D + h * hd, 0, (size_t)hd * sizeof(float));
+  /* dO rows; -D = -rowsum(dO * O) and -lse (base 2) become the initial
+   * values of the dP and score tiles. */
+  for (int t = 0; t < Lq; t++) {
+    float *g = m.dO + (size_t)t * hd;
+    if (t >= L) { /* rows past the end: P = 0 and dS = 0 */
+      memset(g, 0, (size_t)hd * sizeof(float));
+      m.nD[t] = 0.0f;
+      m.nlse2[t] = MASKED;
       continue;
     }
-    const float *cs = a->rope_cos + (size_t)t * half, *sn = a->rope_sin + (size_t)t * half;
-    rope_back(s->dQ + (size_t)t * hd, hd, cs, sn, a->scale, row + h * hd);
-    rope_back(s->dK + (size_t)t * hd, hd, cs, sn, 1.0f, row + D + h * hd);
-    memcpy(row + 2 * D + h * hd, s->dV + (size_t)t * hd, (size_t)hd * sizeof(float));
+    const float *src = dout + ((size_t)b * T + t) * D + h * hd;
+    const float *o = out + ((size_t)b * T + t) * D + h * hd;
+    if (t + 16 < L) {
+      PREFETCH_SLICE(src + 16 * (size_t)D, (size_t)hd * sizeof(float), 0, 3);
+      PREFETCH_SLICE(o + 16 * (size_t)D, (size_t)hd * sizeof(float), 0, 3);
+    }
+    memcpy(g, src, (size_t)hd * sizeof(float));
+    float dsum = 0.0f;
+#pragma omp simd reduction(+ : dsum)
+    for (int c = 0; c < hd; c++) dsum += src[c] * o[c];
+    m.nD[t] = -dsum;
+    m.nlse2[t] = -lse[t] * LOG2E;
   }
+  memset(m.dKt, 0, (size_t)hd * ld * sizeof(float));
+  memset(m.dVt, 0, (size_t)hd * ld * sizeof(float));
+  float *dst = (float *)a->dqkv + (size_t)b * T * 3 * D + h * hd;
+  for (int i0 = 0; i0 < L; i0 += BQ) {
+    const float *dOb = m.dO + (size_t)i0 * hd;
+    for (int p = 0; p < BQ; p += MR) {
+      k1(MR, K1_MASK, m.Qt + i0 + p, 1, ld, hd, m.Kt, ld, m.S + p * ld, ld, Lk,
+         m.nlse2 + i0 + p, m.tail, NULL);                                /* S - lse */
+      k1(MR, K1_STORE, dOb + (size_t)p * hd, (size_t)hd, 1, hd, m.Vt, ld, m.dP + p * ld, ld, Lk,
+         m.nD + i0 + p, NULL, NULL);                                     /* dP - D */
+    }
+    for (int r = 0; r < BQ; r++) { /* S -> P, dP -> dS = P * (dP - D) */
+      float *s = m.S + r * ld, *dp = m.dP + r * ld;
+      if (i0 + r < L) /* this row's gradients are written at the end */
+        for (int part = 0; part < 3; part++)
+          PREFETCH_SLICE(dst + (size_t)(i0 + r) * 3 * D + part * D, hd * sizeof(float), 1, 3);
+      for (int j = 0; j < Lk; j += VW) {
+        const vf p = vexp2(vload(s + j));
+        vstore(s + j, p);
+        vstore(dp + j, p * vload(dp + j));
+      }
+    }
+    for (int p = 0; p < BQ && i0 + p < L; p += MR) /* dQ^T = (dS K)^T */
+      k2(m.dP + p * ld, ld, m.Kt, ld, Lk, hd, m.dQt + i0 + p, 1, ld);
+    accum_xty(dOb, (size_t)hd, 1, hd, m.S, ld, Lk, m.dVt);  /* dV^T += dO^T P */
+    accum_xty(m.Qt + i0, 1, ld, hd, m.dP, ld, Lk, m.dKt);  /* dK^T += Q^T dS (Q has log2 e) */
+  }
+  /* Back through rotary and the scales, then out to the rows. */
+  const int n = (int)round_up((size_t)L, VW);
+  const size_t ldT = key_stride(T);
+  rope_t(m.dQt, ld, hd, n, &m, ldT, a->scale, 1);
+  rope_t(m.dKt, ld, hd, n, &m, ldT, LN2, 1);
+  store_t(m.dQt, ld, L, hd, dst, 3 * (size_t)D);
+  store_t(m.dKt, ld, L, hd, dst + D, 3 * (size_t)D);
+  store_t(m.dVt, ld, L, hd, dst + 2 * D, 3 * (size_t)D);
+  for (int t = L; t < T; t++) /* padding: no gradient */
+    for (int part = 0; part < 3; part++)
+      memset(dst + (size_t)t * 3 * D + part * D, 0, (size_t)hd * sizeof(float));
 }
-
 
 /* The ESM-2 head sizes get their own copies with hd a constant, so that the
- * inner loops unroll and the accumulators stay in registers. */
-static void forward_head(const esmtb_attention_args *a, int b, int h, head_scratch *s,
-                         float *obuf) {
+ * reduction loops unroll. */
+static void forward_head(const esmtb_attention_args *a, int task, float *scratch) {
+  const int b = task / a->H, h = task % a->H;
   switch (a->hd) {
-    case 16: forward_head_impl(a, b, h, s, obuf, 16); break;
-    case 24: forward_head_impl(a, b, h, s, obuf, 24); break;
-    case 32: forward_head_impl(a, b, h, s, obuf, 32); break;
-    case 64: forward_head_impl(a, b, h, s, obuf, 64); break;
-    case 128: forward_head_impl(a, b, h, s, obuf, 128); break;
-    default: forward_head_impl(a, b, h, s, obuf, a->hd); break;
+    case 16: forward_impl(a, b, h, scratch, 16); break;
+    case 24: forward_impl(a, b, h, scratch, 24); break;
+    case 32: forward_impl(a, b, h, scratch, 32); break;
+    case 64: forward_impl(a, b, h, scratch, 64); break;
+    case 128: forward_impl(a, b, h, scratch, 128); break;
+    default: forward_impl(a, b, h, scratch, a->hd); break;
   }
 }
 
-static void backward_head(const esmtb_attention_args *a, int b, int h, head_scratch *s) {
+static void backward_head(const esmtb_attention_args *a, int task, float *scratch) {
+  const int b = task / a->H, h = task % a->H;
   switch (a->hd) {
-    case 16: backward_head_impl(a, b, h, s, 16); break;
-    case 24: backward_head_impl(a, b, h, s, 24); break;
-    case 32: backward_head_impl(a, b, h, s, 32); break;
-    case 64: backward_head_impl(a, b, h, s, 64); break;
-    case 128: backward_head_impl(a, b, h, s, 128); break;
-    default: backward_head_impl(a, b, h, s, a->hd); break;
+    case 16: backward_impl(a, b, h, scratch, 16); break;
+    case 24: backward_impl(a, b, h, scratch, 24); break;
+    case 32: backward_impl(a, b, h, scratch, 32); break;
+    case 64: backward_impl(a, b, h, scratch, 64); break;
+    case 128: backward_impl(a, b, h, scratch, 128); break;
+    default: backward_impl(a, b, h, scratch, a->hd); break;
   }
 }
 
-const cpu_isa_attention ISA_SYMBOL(cpu_isa_attention) = {forward_head, backward_head};
+const cpu_isa_attention ISA_SYMBOL(cpu_isa_attention) = {scratch_floats, begin, forward_head,
+                                                         backward_head};

@@ -7,16 +7,22 @@
 #define ESMTRAIN_ISA_KERNELS_H
 
 #include <stddef.h>
+#include <stdint.h>
 
-#include "cpu_attention.h"
+#include "cpu_ops.h"
 
 #define ISA_CAT2(a, b) a##_##b
 #define ISA_CAT(a, b) ISA_CAT2(a, b)
 #define ISA_SYMBOL(name) ISA_CAT(name, CPU_ISA)
 
+/* One (row b, head h) of attention per call, task = b * H + h. `scratch`
+ * is per-thread, 64-byte aligned, scratch_floats(T, hd) floats long, and
+ * set up by begin() once per call of the op in each thread. */
 typedef struct cpu_isa_attention {
-  void (*forward_head)(const esmtb_attention_args *a, int b, int h, head_scratch *s, float *obuf);
-  void (*backward_head)(const esmtb_attention_args *a, int b, int h, head_scratch *s);
+  size_t (*scratch_floats)(int T, int hd);
+  void (*begin)(const esmtb_attention_args *a, float *scratch);
+  void (*forward_head)(const esmtb_attention_args *a, int task, float *scratch);
+  void (*backward_head)(const esmtb_attention_args *a, int task, float *scratch);
 } cpu_isa_attention;
 
 typedef struct cpu_adamw_consts {
@@ -34,6 +40,13 @@ typedef struct cpu_isa_elementwise {
   void (*layernorm_back_row)(const float *x, const float *w, const float *dout, float mean,
                              float rstd, float *dx, int accumulate, float *dw, float *db, int d);
   void (*adamw)(float *p, const float *g, float *m, float *v, long n, const cpu_adamw_consts *k);
+  /* sum of x[i]^2 in double, in an order fixed by n alone */
+  double (*sumsq)(const float *x, long n);
+  void (*f32_to_bf16)(const float *src, uint16_t *dst, long n);
+  void (*bf16_to_f32)(const uint16_t *src, float *dst, long n);
+  /* 0 when the variant has no hardware fp16 conversion (the caller falls back) */
+  int (*f32_to_f16)(const float *src, uint16_t *dst, long n);
+  int (*f16_to_f32)(const uint16_t *src, float *dst, long n);
 } cpu_isa_elementwise;
 
 typedef struct cpu_isa_table {

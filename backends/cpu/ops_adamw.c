@@ -2,6 +2,7 @@
  * (28 bytes per parameter); one vectorised pass, threads split each
  * segment. This is also the host optimizer used under GPU offload. */
 #include <math.h>
+#include <string.h>
 
 #include <omp.h>
 
@@ -29,11 +30,13 @@ esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_strea
     const cpu_adamw_consts k = {b1, b2, eps, gs, step_size, inv_sqrt_bc2,
                                 1.0f - lr * seg.weight_decay};
     const cpu_isa_elementwise *kern = cpu_isa()->elementwise;
+    float *low = a->params_lowp ? (float *)a->params_lowp + seg.offset : NULL;
 #pragma omp parallel num_threads(dev->num_threads)
     {
       size_t b, e;
       cpu_chunk(seg.count, omp_get_num_threads(), omp_get_thread_num(), &b, &e);
       kern->adamw(p + b, g + b, m + b, v + b, (long)(e - b), &k);
+      if (low) memcpy(low + b, p + b, (e - b) * sizeof(float)); /* the fp32 "low precision" copy */
     }
   }
   return 0;

@@ -1,9 +1,10 @@
 /* CPU kernels: residual add, GELU backward, bias gradient, scale, sum of
  * squares and dtype conversion. */
+#include <math.h>
 #include <stdlib.h>
+#include <string.h>
 
 #include <omp.h>
-#include <string.h>
 
 #include "cpu_math.h"
 #include "cpu_ops.h"
@@ -85,20 +86,14 @@ esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_strea
   double *partial = calloc((size_t)parts, sizeof *partial);
   if (!partial) return cpu_fail(2, "cpu sumsq: out of memory");
   const float *x = a->x;
-#pragma omp parallel num_threads(parts)
-  {
-    /* Fixed chunks per part and fixed summation order within a chunk. */
-#pragma omp for schedule(static, 1)
-    for (int t = 0; t < parts; t++) {
-      size_t b, e;
-      cpu_chunk(a->n, parts, t, &b, &e);
-      double acc[8] = {0};
-      size_t i = b;
-      for (; i + 8 <= e; i += 8)
-        for (int k = 0; k < 8; k++) acc[k] += (double)x[i + k] * x[i + k];
-      for (; i < e; i++) acc[0] += (double)x[i] * x[i];
-      partial[t] = ((acc[0] + acc[1]) + (acc[2] + acc[3])) + ((acc[4] + acc[5]) + (acc[6] + acc[7]));
-    }
+  const cpu_isa_elementwise *k = cpu_isa()->elementwise;
+  /* Fixed chunks per part, each summed in a fixed order, then the parts in
+   * order: the same bits for a given thread count. */
+#pragma omp parallel for num_threads(parts) schedule(static, 1)
+  for (int t = 0; t < parts; t++) {
+    size_t b, e;
+    cpu_chunk(a->n, parts, t, &b, &e);
+    partial[t] = k->sumsq(x + b, (long)(e - b));
   }
   double total = 0;
   for (int t = 0; t < parts; t++) total += partial[t];
@@ -170,14 +165,39 @@ static void store_float(void *p, esmtb_dtype dt, size_t i, float v) {
   }
 }
 
+static size_t dtype_size(esmtb_dtype dt) { return dt == ESMTB_F32 ? 4 : 2; }
+
+/* Elements [b, e) of a conversion: vector kernels where the variant has
+ * them, the scalar helpers above otherwise. */
+static void convert_range(const esmtb_convert_args *a, size_t b, size_t e) {
+  const cpu_isa_elementwise *k = cpu_isa()->elementwise;
+  const esmtb_dtype sd = a->src_dtype, dd = a->dst_dtype;
+  const size_t ss = dtype_size(sd), ds = dtype_size(dd);
+  const void *src = (const char *)a->src + b * ss;
+  void *dst = (char *)a->dst + b * ds;
+  const long n = (long)(e - b);
+  if (sd == dd) {
+    memcpy(dst, src, (size_t)n * ss);
+    return;
+  }
+  if (sd == ESMTB_F32 && dd == ESMTB_BF16) {
+    k->f32_to_bf16(src, dst, n);
+    return;
+  }
+  if (sd == ESMTB_BF16 && dd == ESMTB_F32) {
+    k->bf16_to_f32(src, dst, n);
+    return;
+  }
+  if (sd == ESMTB_F32 && dd == ESMTB_F16 && k->f32_to_f16(src, dst, n)) return;
+  if (sd == ESMTB_F16 && dd == ESMTB_F32 && k->f16_to_f32(src, dst, n)) return;
+  for (size_t i = b; i < e; i++) store_float(a->dst, dd, i, load_as_float(a->src, sd, i));
+}
+
 esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s) {
   (void)s;
   if (!a || (a->n && (!a->src || !a->dst))) return cpu_fail(1, "cpu convert: NULL argument");
-  if (a->src_dtype > ESMTB_BF16 || a->dst_dtype > ESMTB_BF16)
+  if ((unsigned)a->src_dtype > ESMTB_BF16 || (unsigned)a->dst_dtype > ESMTB_BF16)
     return cpu_fail(8, "cpu convert: only f32, f16 and bf16 are supported");
-  const long n = (long)a->n;
-#pragma omp parallel for num_threads(dev->num_threads) schedule(static)
-  for (long i = 0; i < n; i++)
-    store_float(a->dst, a->dst_dtype, (size_t)i, load_as_float(a->src, a->src_dtype, (size_t)i));
+  CHUNKED(dev, a->n, convert_range(a, b_, e_));
   return 0;
 }

@@ -7,10 +7,19 @@ static int valid(const esmtb_embed_args *a) {
   return a && a->tokens && a->E && a->row_scale && a->B > 0 && a->T > 0 && a->d > 0;
 }
 
+/* The vocabulary size is not passed, so only negative ids can be caught. */
+static int first_negative(const esmtb_embed_args *a) {
+  for (int r = 0; r < a->B * a->T; r++)
+    if (a->tokens[r] < 0) return r;
+  return -1;
+}
+
 esmtb_status cpu_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s) {
   (void)s;
   if (!valid(a) || !a->out) return cpu_fail(1, "cpu embed_forward: bad arguments");
   CPU_REQUIRE_F32(a->dtype, "embed_forward");
+  const int bad = first_negative(a);
+  if (bad >= 0) return cpu_fail(1, "cpu embed_forward: token %d is %d", bad, a->tokens[bad]);
   const int B = a->B, T = a->T, d = a->d;
   const int32_t *tok = a->tokens;
   const float *E = a->E;
@@ -47,6 +56,8 @@ esmtb_status cpu_embed_backward(esmtb_device *dev, const esmtb_embed_args *a, es
   (void)s;
   if (!valid(a) || !a->dout || !a->dE) return cpu_fail(1, "cpu embed_backward: bad arguments");
   CPU_REQUIRE_F32(a->dtype, "embed_backward");
+  const int bad = first_negative(a);
+  if (bad >= 0) return cpu_fail(1, "cpu embed_backward: token %d is %d", bad, a->tokens[bad]);
   const int B = a->B, T = a->T, d = a->d;
   const int32_t *tok = a->tokens;
   const float *dout = a->dout;
