@@ -2,6 +2,8 @@
 #ifndef ESMT_CLI_H
 #define ESMT_CLI_H
 
+#include <stdio.h>
+
 #include "esmtrain/esmtrain.h"
 
 /* Each subcommand gets argv after the subcommand name; returns the exit
@@ -17,6 +19,7 @@ int cmd_export(int argc, char **argv);
 int cmd_import_hf(int argc, char **argv);
 int cmd_bench_adamw(int argc, char **argv);
 int cmd_bench_loader(int argc, char **argv);
+int cmd_config(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */
 void cli_error(const char *what, esmt_status st);
@@ -26,5 +29,40 @@ void cli_log_stderr(void *user, esmt_log_level level, const char *message);
 
 /* Format a byte count as "7.5 GiB". */
 const char *cli_bytes(uint64_t bytes, char *buf, int cap);
+
+/* ---- Configuration flags shared by `config` and `train` (cli_config.c) ---- */
+
+typedef struct cli_config {
+  esmt_config *cfg;     /* defaults, then each flag applied in order */
+  int print_config;     /* --print-config seen */
+  int validate;         /* --validate seen */
+  int list_presets;     /* --list-presets seen */
+  int list_keys;        /* --keys seen */
+} cli_config;
+
+/* Start from the defaults. Returns 0, or 1 after printing the error. */
+int cli_config_init(cli_config *cc, const char *cmd);
+void cli_config_free(cli_config *cc);
+
+/* If argv[*i] is a configuration flag (--config FILE, --preset NAME,
+ * --set key=value, each also as --flag=VALUE; --print-config, --validate,
+ * --list-presets, --keys), apply it and move *i past its value. Returns 1
+ * when consumed, 0 when argv[*i] is not one of them, -1 after printing
+ * "esmtrain-example: CMD: ..." to stderr (exit with status 2). */
+int cli_config_arg(cli_config *cc, const char *cmd, int argc, char **argv, int *i);
+
+/* Help lines of those flags. */
+void cli_config_usage(FILE *f);
+
+/* "name  description" of every preset cc's configuration sees (cc may be NULL). */
+void cli_config_print_presets(const cli_config *cc, FILE *f);
+
+/* Every key: type, default, allowed values, meaning. */
+void cli_config_print_keys(FILE *f);
+
+/* esmt_config_validate, then the memory planner's verdict for the configured
+ * device budget, printed to `out`. Returns the exit status: 0 valid, 2
+ * invalid (error on stderr), 3 it does not fit in memory. */
+int cli_config_check(const cli_config *cc, const char *cmd, FILE *out);
 
 #endif

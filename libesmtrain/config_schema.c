@@ -1,4 +1,7 @@
-/* Every configuration key, its type, default, bounds and meaning. */
+/* Every configuration key, its type, default, bounds and meaning: the one
+ * table that defaults, parsing, messages, --print-config and the key
+ * introspection API all read. Bounds are inclusive; BIG means "no upper
+ * bound" (messages then say ">= min"). */
 #include "config_schema.h"
 
 #define I ESMT_CONFIG_INT
@@ -7,10 +10,11 @@
 #define S ESMT_CONFIG_STRING
 #define E ESMT_CONFIG_ENUM
 #define Y ESMT_CONFIG_BYTES
-#define BIG 1e18
+#define BIG ESMT_CONFIG_UNBOUNDED
 
 const esmt_key_def esmt_config_keys[] = {
-    {"model.preset", S, "esm2_t6_8M", NULL, 0, 0, "ESM-2 size; fills the model.* sizes below"},
+    {"model.preset", E, "esm2_t6_8M", ESMT_MODEL_PRESETS, 0, 0,
+     "ESM-2 size; setting it fills the model.* sizes below"},
     {"model.num_layers", I, "6", NULL, 1, 1024, "transformer layers (L)"},
     {"model.hidden_size", I, "320", NULL, 2, 65536, "model width (d)"},
     {"model.num_heads", I, "20", NULL, 1, 1024, "attention heads; d/heads must be even"},
@@ -23,7 +27,8 @@ const esmt_key_def esmt_config_keys[] = {
     {"data.prefetch", I, "2", NULL, 0, 1024, "batches prepared ahead by a background thread"},
     {"data.seed", I, "1", NULL, 0, BIG, "order, crops and masks"},
     {"data.mask_prob", D, "0.15", NULL, 0, 1, "share of residues selected for the loss"},
-    {"train.max_steps", I, "100000", NULL, 0, BIG, "optimizer updates"},
+    {"train.max_steps", I, "100000", NULL, 0, BIG,
+     "optimizer updates; 0 = until train.max_time or Ctrl-C (schedule.kind constant only)"},
     {"train.tokens_per_update", I, "0", NULL, 0, BIG, "accumulate micro-batches to this many tokens; 0 = one"},
     {"train.seed", I, "1", NULL, 0, BIG, "weight initialisation"},
     {"train.log_every", I, "10", NULL, 0, BIG, "updates between log lines"},
@@ -61,4 +66,6 @@ const esmt_key_def esmt_config_keys[] = {
     {"loss_scale.min", D, "1", NULL, 1e-10, 1e30, "floor: at it, save and stop with diagnostics"},
 };
 
-const int esmt_config_nkeys = (int)(sizeof esmt_config_keys / sizeof esmt_config_keys[0]);
+#define NKEYS (sizeof esmt_config_keys / sizeof esmt_config_keys[0])
+_Static_assert(NKEYS <= ESMT_CONFIG_MAX_KEYS, "raise ESMT_CONFIG_MAX_KEYS");
+const int esmt_config_nkeys = (int)NKEYS;

@@ -1,180 +1,270 @@
-/* YAML files (libyaml events) and named presets for the configuration. */
+/* YAML configuration files through libyaml's event parser. Nested mappings
+ * become dotted keys (optimizer: {lr: 4e-4} -> optimizer.lr); a top-level
+ * `include:` or `base:` (a preset name, a path relative to the file, or a
+ * list of them) is applied before the file's own values, whatever its
+ * position; within a file model.preset is applied before the explicit
+ * model sizes, since YAML mappings have no order. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <unistd.h>
+#include <strings.h>
+#include <sys/stat.h>
 #include <yaml.h>
 
 #include "config_internal.h"
 #include "fs_util.h"
 
-#ifndef ESMT_INSTALL_CONFIG_DIR
-#define ESMT_INSTALL_CONFIG_DIR ""
-#endif
-#ifndef ESMT_SOURCE_CONFIG_DIR
-#define ESMT_SOURCE_CONFIG_DIR ""
-#endif
-
-static esmt_status load_file(esmt_config *c, const char *path, int depth);
-
-/* Directories searched for presets, in order, colon separated. */
-static void preset_dirs(char *out, size_t cap) {
-  const char *env = getenv("ESMTRAIN_CONFIG_PATH");
-  snprintf(out, cap, "%s%s%s:%s", env && *env ? env : "", env && *env ? ":" : "",
-           ESMT_INSTALL_CONFIG_DIR, ESMT_SOURCE_CONFIG_DIR);
-}
-
-static int find_preset(const char *name, char *path, size_t cap) {
-  char dirs[4096];
-  preset_dirs(dirs, sizeof dirs);
-  char *save = NULL;
-  for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    if (!*d) continue;
-    snprintf(path, cap, "%s/%s.yaml", d, name);
-    if (access(path, R_OK) == 0) return 1;
-  }
-  return 0;
-}
-
-/* `include:` target: a path (relative to the including file) or a preset. */
-static esmt_status include(esmt_config *c, const char *from, const char *what, int depth,
-                           const char *where) {
-  char path[4096];
-  if (strchr(what, '/') || strstr(what, ".yaml") || strstr(what, ".yml")) {
-    char dir[4096];
-    esmt_dirname(from, dir, sizeof dir);
-    if (what[0] == '/') snprintf(path, sizeof path, "%s", what);
-    else snprintf(path, sizeof path, "%s/%s", dir, what);
-  } else if (!find_preset(what, path, sizeof path)) {
-    return esmt_fail(ESMT_ERR_CONFIG, "%sinclude: no preset named '%s' (see --list-presets)",
-                     where, what);
-  }
-  return load_file(c, path, depth + 1);
-}
+#define MAX_DEPTH 16        /* nested mappings */
+#define MAX_INCLUDES 8      /* nested includes (deeper is taken for a cycle) */
 
 typedef struct frame {
-  char prefix[128];
-  char key[128];
+  char prefix[128];         /* dotted path of this mapping ("" at the top) */
+  char key[128];            /* the key whose value comes next */
+  size_t key_line;
   int have_key;
 } frame;
 
-static esmt_status load_file(esmt_config *c, const char *path, int depth) {
-  if (depth > 8) return esmt_fail(ESMT_ERR_CONFIG, "%s: includes nested too deeply (a cycle?)", path);
-  FILE *f = fopen(path, "rb");
-  if (!f) return esmt_fail(ESMT_ERR_IO, "%s: cannot open the configuration file", path);
-  yaml_parser_t p;
-  yaml_event_t ev;
-  yaml_parser_initialize(&p);
-  yaml_parser_set_input_file(&p, f);
-  frame stack[16];
-  int top = -1, in_include_list = 0, done = 0;
+typedef struct assign {
+  int key;                  /* schema index */
+  char *value;
+  size_t line;
+} assign;
+
+typedef struct reader {
+  esmt_config *c;
+  const char *path;
+  int depth;
+  assign *a;
+  int n, cap;
+  frame stack[MAX_DEPTH];
+  int top;                  /* -1 outside any mapping */
+  int in_include_list;
+} reader;
+
+static int is_include(const frame *fr) {
+  return !fr->prefix[0] && (!strcmp(fr->key, "include") || !strcmp(fr->key, "base"));
+}
+
+/* `include:` target: a path (relative to the including file) or a preset. */
+static esmt_status include(reader *r, const char *what, size_t line) {
+  if (!*what)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: include: needs a preset name or a YAML path",
+                     r->path, line);
+  char path[4096];
+  esmt_status st;
+  if (strchr(what, '/') || strstr(what, ".yaml") || strstr(what, ".yml")) {
+    char dir[4096];
+    esmt_dirname(r->path, dir, sizeof dir);
+    if (what[0] == '/') snprintf(path, sizeof path, "%s", what);
+    else snprintf(path, sizeof path, "%s/%s", dir, what);
+  } else if ((st = esmt_config_find_preset(r->c, what, path, sizeof path))) {
+    return esmt_fail_prefix(st, "%s:%zu: include: ", r->path, line);
+  }
+  if (r->depth + 1 > MAX_INCLUDES)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: includes nested more than %d deep (a cycle?)",
+                     r->path, line, MAX_INCLUDES);
+  return esmt_config_load_file(r->c, path, r->depth + 1);
+}
+
+/* YAML's null (~, null, or nothing) is the empty string. */
+static const char *scalar_text(const yaml_event_t *ev) {
+  const char *t = (const char *)ev->data.scalar.value;
+  if (ev->data.scalar.style == YAML_PLAIN_SCALAR_STYLE &&
+      (!strcmp(t, "~") || !strcasecmp(t, "null")))
+    return "";
+  return t;
+}
+
+/* A leaf: remember it (applied after the includes), refusing unknown keys
+ * and a key given twice in one file. */
+static esmt_status record(reader *r, frame *fr, const char *text) {
+  char full[300], where[4200];
+  snprintf(full, sizeof full, "%s%s%s", fr->prefix, fr->prefix[0] ? "." : "", fr->key);
+  snprintf(where, sizeof where, "%s:%zu: ", r->path, fr->key_line);
+  int k = esmt_config_find(full);
+  if (k < 0 && !*text) { /* an empty section (`optimizer:`) sets nothing */
+    size_t n = strlen(full);
+    for (int i = 0; i < esmt_config_nkeys; i++)
+      if (!strncmp(esmt_config_keys[i].name, full, n) && esmt_config_keys[i].name[n] == '.')
+        return ESMT_OK;
+  }
+  if (k < 0) return esmt_config_unknown_key(where, full);
+  for (int i = 0; i < r->n; i++)
+    if (r->a[i].key == k)
+      return esmt_fail(ESMT_ERR_CONFIG, "%s'%s' is set twice in this file (also line %zu)", where,
+                       full, r->a[i].line);
+  if (r->n == r->cap) {
+    int cap = r->cap ? 2 * r->cap : 32;
+    assign *a = realloc(r->a, (size_t)cap * sizeof *a);
+    if (!a) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "config: out of memory");
+    r->a = a;
+    r->cap = cap;
+  }
+  char *v = strdup(text);
+  if (!v) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "config: out of memory");
+  r->a[r->n++] = (assign){k, v, fr->key_line};
+  return ESMT_OK;
+}
+
+static esmt_status on_mapping_start(reader *r, size_t line) {
+  frame *fr = r->top >= 0 ? &r->stack[r->top] : NULL;
+  if (r->in_include_list || (fr && is_include(fr) && fr->have_key))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: include: takes preset names or paths, not a "
+                     "mapping", r->path, line);
+  if (r->top + 1 >= MAX_DEPTH)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: mappings nested too deep", r->path, line);
+  if (fr && !fr->have_key)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: a mapping cannot be a key", r->path, line);
+  char prefix[sizeof fr->prefix] = "";
+  if (fr) {
+    snprintf(prefix, sizeof prefix, "%s%s%s", fr->prefix, fr->prefix[0] ? "." : "", fr->key);
+    fr->have_key = 0;
+  }
+  frame *nf = &r->stack[r->top + 1];
+  memcpy(nf->prefix, prefix, sizeof prefix);
+  nf->have_key = 0;
+  r->top++;
+  return ESMT_OK;
+}
+
+static esmt_status on_sequence_start(reader *r, size_t line) {
+  frame *fr = r->top >= 0 ? &r->stack[r->top] : NULL;
+  if (!fr)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: the top level must be a mapping of keys, not a "
+                     "list", r->path, line);
+  if (fr->have_key && is_include(fr) && !r->in_include_list) {
+    r->in_include_list = 1;
+    return ESMT_OK;
+  }
+  char full[300];
+  snprintf(full, sizeof full, "%s%s%s", fr->prefix, fr->prefix[0] ? "." : "",
+           fr->have_key ? fr->key : "?");
+  return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: '%s': lists are not configuration values", r->path,
+                   line, full);
+}
+
+static esmt_status on_scalar(reader *r, const yaml_event_t *ev) {
+  const char *text = scalar_text(ev);
+  size_t line = ev->start_mark.line + 1;
+  frame *fr = r->top >= 0 ? &r->stack[r->top] : NULL;
+  if (r->in_include_list) return include(r, text, line);
+  if (!fr) {
+    if (!*text) return ESMT_OK; /* an empty document */
+    return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: the top level must be a mapping of keys "
+                     "(key: value), not '%.40s'", r->path, line, text);
+  }
+  if (!fr->have_key) {
+    snprintf(fr->key, sizeof fr->key, "%s", (const char *)ev->data.scalar.value);
+    fr->key_line = line;
+    fr->have_key = 1;
+    return ESMT_OK;
+  }
+  fr->have_key = 0;
+  if (is_include(fr)) return include(r, text, line);
+  return record(r, fr, text);
+}
+
+/* Parse the whole file, applying includes as they come and collecting the
+ * file's own values. */
+static esmt_status parse(reader *r, yaml_parser_t *p) {
   esmt_status st = ESMT_OK;
-  char where[4200];
-  while (!st && !done) {
-    if (!yaml_parser_parse(&p, &ev)) {
-      st = esmt_fail(ESMT_ERR_CONFIG, "%s:%zu:%zu: YAML syntax error: %s", path,
-                     p.problem_mark.line + 1, p.problem_mark.column + 1,
-                     p.problem ? p.problem : "unknown");
-      break;
+  for (int done = 0; !st && !done;) {
+    yaml_event_t ev;
+    if (!yaml_parser_parse(p, &ev)) {
+      if (p->error == YAML_READER_ERROR)
+        return esmt_fail(ESMT_ERR_CONFIG, "%s: byte %zu: not valid YAML text: %s", r->path,
+                         p->problem_offset, p->problem ? p->problem : "unreadable");
+      return esmt_fail(ESMT_ERR_CONFIG, "%s:%zu:%zu: YAML syntax error: %s%s%s%s", r->path,
+                       p->problem_mark.line + 1, p->problem_mark.column + 1,
+                       p->problem ? p->problem : "unknown", p->context ? " (" : "",
+                       p->context ? p->context : "", p->context ? ")" : "");
     }
-    snprintf(where, sizeof where, "%s:%zu: ", path, ev.start_mark.line + 1);
-    frame *fr = top >= 0 ? &stack[top] : NULL;
+    size_t line = ev.start_mark.line + 1;
     switch (ev.type) {
-      case YAML_MAPPING_START_EVENT:
-        if (top + 1 >= 16) { st = esmt_fail(ESMT_ERR_CONFIG, "%snesting too deep", where); break; }
-        if (fr && !fr->have_key) { st = esmt_fail(ESMT_ERR_CONFIG, "%sa mapping cannot be a key", where); break; }
-        stack[top + 1].prefix[0] = '\0';
-        if (fr) {
-          snprintf(stack[top + 1].prefix, sizeof stack[top + 1].prefix, "%s%s%s", fr->prefix,
-                   fr->prefix[0] ? "." : "", fr->key);
-          fr->have_key = 0;
-        }
-        stack[top + 1].have_key = 0;
-        top++;
-        break;
-      case YAML_MAPPING_END_EVENT:
-        top--;
-        break;
-      case YAML_SEQUENCE_START_EVENT:
-        if (fr && fr->have_key && !fr->prefix[0] && !strcmp(fr->key, "include")) in_include_list = 1;
-        else st = esmt_fail(ESMT_ERR_CONFIG, "%s'%s': lists are not configuration values", where,
-                            fr && fr->have_key ? fr->key : "?");
-        break;
+      case YAML_MAPPING_START_EVENT: st = on_mapping_start(r, line); break;
+      case YAML_MAPPING_END_EVENT: r->top--; break;
+      case YAML_SEQUENCE_START_EVENT: st = on_sequence_start(r, line); break;
       case YAML_SEQUENCE_END_EVENT:
-        in_include_list = 0;
-        if (fr) fr->have_key = 0;
+        r->in_include_list = 0;
+        if (r->top >= 0) r->stack[r->top].have_key = 0;
         break;
-      case YAML_SCALAR_EVENT: {
-        const char *text = (const char *)ev.data.scalar.value;
-        if (in_include_list) { st = include(c, path, text, depth, where); break; }
-        if (!fr) break; /* a bare scalar document: ignore */
-        if (!fr->have_key) {
-          snprintf(fr->key, sizeof fr->key, "%s", text);
-          fr->have_key = 1;
-          break;
-        }
-        fr->have_key = 0;
-        if (!fr->prefix[0] && !strcmp(fr->key, "include")) { st = include(c, path, text, depth, where); break; }
-        char full[300];
-        snprintf(full, sizeof full, "%s%s%s", fr->prefix, fr->prefix[0] ? "." : "", fr->key);
-        if (esmt_config_find(full) < 0) { st = esmt_config_unknown_key(where, full); break; }
-        st = esmt_config_set_at(c, full, text, where);
+      case YAML_SCALAR_EVENT: st = on_scalar(r, &ev); break;
+      case YAML_ALIAS_EVENT:
+        st = esmt_fail(ESMT_ERR_CONFIG, "%s:%zu: YAML aliases (*%s) are not supported: write the "
+                       "value", r->path, line, (const char *)ev.data.alias.anchor);
         break;
-      }
-      case YAML_STREAM_END_EVENT:
-        done = 1;
-        break;
-      default:
-        break;
+      case YAML_STREAM_END_EVENT: done = 1; break;
+      default: break;
     }
     yaml_event_delete(&ev);
   }
+  return st;
+}
+
+/* The file's values: model.preset first (it resets the sizes), then the rest. */
+static esmt_status apply(reader *r) {
+  const int preset = esmt_config_find("model.preset");
+  esmt_status st = ESMT_OK;
+  for (int pass = 0; pass < 2 && !st; pass++)
+    for (int i = 0; i < r->n && !st; i++) {
+      if ((r->a[i].key == preset) != (pass == 0)) continue;
+      char where[4200];
+      snprintf(where, sizeof where, "%s:%zu: ", r->path, r->a[i].line);
+      st = esmt_config_set_at(r->c, esmt_config_keys[r->a[i].key].name, r->a[i].value, where);
+    }
+  return st;
+}
+
+esmt_status esmt_config_load_file(esmt_config *c, const char *path, int depth) {
+  struct stat sb;
+  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
+    return esmt_fail(ESMT_ERR_IO, "%s: cannot open the configuration file: it is a directory",
+                     path);
+  FILE *f = fopen(path, "rb");
+  if (!f)
+    return esmt_fail(ESMT_ERR_IO, "%s: cannot open the configuration file: %s", path,
+                     strerror(errno));
+  yaml_parser_t p;
+  if (!yaml_parser_initialize(&p)) {
+    fclose(f);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  yaml_parser_set_input_file(&p, f);
+  reader r;
+  memset(&r, 0, sizeof r);
+  r.c = c;
+  r.path = path;
+  r.depth = depth;
+  r.top = -1;
+  esmt_status st = parse(&r, &p);
+  if (!st) st = apply(&r);
+  for (int i = 0; i < r.n; i++) free(r.a[i].value);
+  free(r.a);
   yaml_parser_delete(&p);
   fclose(f);
   return st;
 }
 
+/* A failed load leaves the configuration as it was. */
 esmt_status esmt_config_load_yaml(esmt_config *c, const char *path) {
   ESMT_CHECK_ARG(c && path, "esmt_config_load_yaml", "config and path must not be NULL");
-  return load_file(c, path, 0);
-}
-
-esmt_status esmt_config_apply_preset(esmt_config *c, const char *name) {
-  ESMT_CHECK_ARG(c && name, "esmt_config_apply_preset", "config and name must not be NULL");
-  char path[4096];
-  if (!find_preset(name, path, sizeof path)) {
-    char list[2048] = "";
-    esmt_config_list_presets(list, sizeof list);
-    for (char *p = list; *p; p++) if (*p == '\n') *p = ' ';
-    return esmt_fail(ESMT_ERR_CONFIG, "no preset named '%s'; available: %s", name, list);
-  }
-  return load_file(c, path, 0);
-}
-
-esmt_status esmt_config_list_presets(char *buf, size_t cap) {
-  ESMT_CHECK_ARG(buf && cap, "esmt_config_list_presets", "buf must not be NULL");
-  buf[0] = '\0';
-  char dirs[4096];
-  preset_dirs(dirs, sizeof dirs);
-  size_t len = 0;
-  char *save = NULL;
-  for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
-    DIR *dh = *d ? opendir(d) : NULL;
-    if (!dh) continue;
-    struct dirent *de;
-    while ((de = readdir(dh))) {
-      size_t n = strlen(de->d_name);
-      if (n < 6 || strcmp(de->d_name + n - 5, ".yaml") != 0) continue;
-      char name[256];
-      snprintf(name, sizeof name, "%.*s", (int)(n - 5), de->d_name);
-      char needle[260];
-      snprintf(needle, sizeof needle, "%s\n", name);
-      if (strstr(buf, needle)) continue; /* earlier directories win */
-      len += (size_t)snprintf(buf + len, len < cap ? cap - len : 0, "%s\n", name);
+  char **saved = calloc((size_t)esmt_config_nkeys, sizeof *saved);
+  if (!saved) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_config_load_yaml: out of memory");
+  esmt_status st = ESMT_OK;
+  for (int i = 0; i < esmt_config_nkeys && !st; i++)
+    if (!(saved[i] = strdup(c->value[i])))
+      st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_config_load_yaml: out of memory");
+  if (!st) st = esmt_config_load_file(c, path, 0);
+  for (int i = 0; i < esmt_config_nkeys; i++) {
+    if (st && saved[i]) { /* roll back */
+      free(c->value[i]);
+      c->value[i] = saved[i];
+    } else {
+      free(saved[i]);
     }
-    closedir(dh);
   }
-  return ESMT_OK;
+  free(saved);
+  return st;
 }

@@ -787,11 +787,13 @@ typedef struct esmt_config_key {
   esmt_config_type type;
   const char *default_value;  /* as text */
   const char *choices;        /* enum choices "esm2|cosine|constant", else NULL */
-  double min, max;            /* bounds for numbers */
+  double min, max;            /* inclusive bounds of numbers and sizes; max >= 1e18: none */
   const char *doc;            /* one line */
 } esmt_config_key;
 
-/* Every key at its default. */
+#define ESMT_CONFIG_KEY_INIT { sizeof(esmt_config_key), NULL, ESMT_CONFIG_INT, NULL, NULL, 0, 0, NULL }
+
+/* Every key at its default (esmt_config_key_info lists them). */
 ESMT_API esmt_status esmt_config_create(esmt_config **out);
 ESMT_API void esmt_config_destroy(esmt_config *cfg);
 
@@ -801,31 +803,68 @@ ESMT_API void esmt_config_destroy(esmt_config *cfg);
 ESMT_API esmt_status esmt_config_set(esmt_config *cfg, const char *key, const char *value);
 ESMT_API esmt_status esmt_config_set_assignment(esmt_config *cfg, const char *assignment);
 
-/* Apply a YAML file: nested mappings become dotted keys; a top-level
- * `include: NAME-or-PATH` (or a list of them) is applied first. Errors name
- * the file, line and key. */
+/* Apply a YAML file: nested mappings become dotted keys (`optimizer:
+ * {lr: 4e-4}` sets optimizer.lr); a top-level `include:` or `base:` (a
+ * preset name, a path relative to the file, or a list of them) is applied
+ * before the file's own values, and model.preset before the model sizes.
+ * An unknown key names the file, the line and the closest valid key; a
+ * syntax error names the file, line and column; a missing file is
+ * ESMT_ERR_IO. On any failure the configuration is left unchanged. */
 ESMT_API esmt_status esmt_config_load_yaml(esmt_config *cfg, const char *path);
 
-/* Apply a named preset (examples/configs/NAME.yaml, searched in
- * $ESMTRAIN_CONFIG_PATH, the installed ${datadir}/esmtrain/configs, and the
- * source tree the library was built from). */
+/* Directories (colon separated) searched for presets before
+ * $ESMTRAIN_CONFIG_PATH, the installed ${datadir}/esmtrain/configs and the
+ * source tree the library was built from; NULL or "" clears them. Used by
+ * esmt_config_apply_preset, `include:` of a preset name and the preset
+ * listing of this handle. */
+ESMT_API esmt_status esmt_config_set_preset_path(esmt_config *cfg, const char *dirs);
+
+/* Apply preset NAME (NAME.yaml, the first found in the search path above),
+ * like esmt_config_load_yaml. Unknown names list the available ones. */
 ESMT_API esmt_status esmt_config_apply_preset(esmt_config *cfg, const char *name);
 
-/* Names of the available presets, newline separated, into buf. */
+/* Names of the presets in the default search path (no handle's own
+ * directories), sorted, one per line, into buf. A buffer too small is
+ * ESMT_ERR_INVALID_ARGUMENT (buf then holds the names that fit). */
 ESMT_API esmt_status esmt_config_list_presets(char *buf, size_t cap);
 
-/* Cross-field checks (divisibility, lengths, budgets); messages name keys. */
+/* One preset file. */
+typedef struct esmt_config_preset {
+  uint32_t struct_size;
+  char name[64];              /* "rtx2080super" */
+  char path[4096];            /* the file that preset resolves to */
+  char description[256];      /* the file's first comment line, "" if none */
+} esmt_config_preset;
+
+#define ESMT_CONFIG_PRESET_INIT { sizeof(esmt_config_preset), {0}, {0}, {0} }
+
+/* Presets visible to cfg (NULL: the default search path), sorted by name;
+ * index them 0 <= index < count. info->struct_size must be set. */
+ESMT_API esmt_status esmt_config_preset_count(const esmt_config *cfg, int *count);
+ESMT_API esmt_status esmt_config_preset_info(const esmt_config *cfg, int index,
+                                             esmt_config_preset *info);
+
+/* Cross-field checks: model.hidden_size divisible by model.num_heads with
+ * an even head size, data.max_len <= model.max_positions, a token budget
+ * holding a row, train.tokens_per_update >= one micro-batch, warmup below
+ * train.max_steps, decaying schedules needing train.max_steps, precision
+ * the backend supports, sizes with units. Messages name the keys. Memory
+ * is not checked here (esmt_plan_memory does that). */
 ESMT_API esmt_status esmt_config_validate(const esmt_config *cfg);
 
 ESMT_API esmt_status esmt_config_get_int(const esmt_config *cfg, const char *key, int64_t *value);
 ESMT_API esmt_status esmt_config_get_double(const esmt_config *cfg, const char *key, double *value);
 ESMT_API esmt_status esmt_config_get_bool(const esmt_config *cfg, const char *key, int *value);
+/* Byte-size keys (backend.device_memory_limit, ...). get_int reads them too. */
+ESMT_API esmt_status esmt_config_get_bytes(const esmt_config *cfg, const char *key,
+                                           uint64_t *value);
 /* Strings and enums; the pointer lives as long as the config is unchanged. */
 ESMT_API esmt_status esmt_config_get_string(const esmt_config *cfg, const char *key,
                                             const char **value);
 
-/* The resolved configuration as YAML, every key with its doc as a comment
- * (malloc'ed; free() it). Loading it back gives the same values. */
+/* The resolved configuration as YAML, every key with its value and, as a
+ * comment, its doc, choices and default (malloc'ed; free() it). Loading
+ * it back gives the same values. */
 ESMT_API esmt_status esmt_config_to_yaml(const esmt_config *cfg, char **yaml);
 
 /* A whole training run from a configuration: the model (model.*, on the
@@ -847,6 +886,8 @@ ESMT_API esmt_model *esmt_trainer_model(esmt_trainer *trainer);
  * binary, KB/MB/GB/TB decimal). Values beyond 2^64 are refused. */
 ESMT_API esmt_status esmt_parse_size(const char *text, uint64_t *bytes);
 
+/* The schema: every key's name, type, default, choices, bounds and doc
+ * (static strings), for 0 <= index < esmt_config_key_count(). */
 ESMT_API int esmt_config_key_count(void);
 ESMT_API esmt_status esmt_config_key_info(int index, esmt_config_key *info);
 
