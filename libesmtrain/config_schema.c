@@ -59,6 +59,8 @@ const esmt_key_def esmt_config_keys[] = {
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
     {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "recompute activations in backward"},
     {"offload.pinned_memory_limit", Y, "0", NULL, 0, BIG, "cap on page-locked host memory; 0 = none"},
+    {"loss_scale.enabled", E, "auto", "auto|on|off", 0, 0,
+     "dynamic loss scaling; auto = on when the compute precision is fp16"},
     {"loss_scale.initial", D, "65536", NULL, 1, 1e30, "fp16 dynamic loss scale start"},
     {"loss_scale.growth_interval", I, "2000", NULL, 1, BIG, "clean steps before the scale doubles"},
     {"loss_scale.backoff", D, "0.5", NULL, 0.01, 0.99, "factor on overflow"},

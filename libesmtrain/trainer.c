@@ -36,8 +36,12 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
       !(opts->max_time_s >= 0))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: counts, grad_clip and max_time_s must be >= 0",
                      fn);
+  esmt_loss_scaler scaler;
+  if ((st = esmt_loss_scaler_init(&scaler, &opts->loss_scale)))
+    return esmt_fail_prefix(st, "%s: ", fn);
   esmt_trainer *t = calloc(1, sizeof *t);
   if (!t) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  t->scaler = scaler;
   t->m = m;
   t->o = *opts;
   t->run_dir = dup_or_null(opts->run_dir);
@@ -161,6 +165,9 @@ esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
   if (n == 0) return esmt_fail(ESMT_ERR_STATE, "%s: the training data is exhausted", fn);
   double t1 = esmt_now_s();
   esmt_update_result r;
+  const double scale_used = t->scaler.scale;
+  t->up.loss_scale = scale_used;
+  t->up.scaling = t->scaler.enabled;
   st = esmt_run_update(t->m, t->mbs, n, &t->up, t->step + 1, t->adam_step + 1, &r);
   if (st) return esmt_fail_prefix(st, "%s: update %lld: ", fn, (long long)(t->step + 1));
   t->step++;
@@ -170,6 +177,25 @@ esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
                     (long long)t->step, r.skip_reason);
   } else {
     t->adam_step++;
+    t->last_finite_norm = r.grad_norm;
+  }
+  if (t->scaler.enabled && (r.overflow || !r.skipped)) {
+    esmt_scaler_event ev = esmt_loss_scaler_update(&t->scaler, r.overflow);
+    if (ev == ESMT_SCALER_BACKED_OFF || ev == ESMT_SCALER_GREW)
+      esmt_logger_log(&t->m->ctx->logger, ev == ESMT_SCALER_GREW ? ESMT_LOG_DEBUG : ESMT_LOG_INFO,
+                      "update %lld: loss scale %g -> %g", (long long)t->step, scale_used,
+                      t->scaler.scale);
+    if (ev == ESMT_SCALER_AT_FLOOR) {
+      t->at_floor = 1;
+      t->tokens += r.real_tokens;
+      return esmt_fail(ESMT_ERR_NUMERIC,
+                       "%s: update %lld: gradients overflow even at the loss-scale floor %g "
+                       "(loss_scale.min; %lld overflows in a row, %lld in all; loss %g, last "
+                       "finite gradient norm %g): the model is diverging or fp16 cannot hold "
+                       "it. Lower optimizer.lr or train.grad_clip, or train in bf16/fp32",
+                       fn, (long long)t->step, t->scaler.scale, (long long)t->scaler.consecutive,
+                       (long long)t->scaler.overflows, r.loss, t->last_finite_norm);
+    }
   }
   t->tokens += r.real_tokens;
   double t2 = esmt_now_s();
@@ -202,6 +228,8 @@ esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
     if (t->o.max_steps > t->step)
       mt.eta_s = (double)(t->o.max_steps - t->step) * (t2 - t0);
     mt.skipped = t->skipped;
+    mt.loss_scale = scale_used;
+    mt.overflows = t->scaler.overflows;
     memcpy(out, &mt, sizeof mt);
   }
   return ESMT_OK;
@@ -288,6 +316,21 @@ static esmt_status eval_and_report(esmt_trainer *t) {
   return ESMT_OK;
 }
 
+/* The loss scale hit its floor: every overflowing update was skipped, so
+ * the weights are sound; save them (resumable) and stop with the step's
+ * diagnostics plus where the checkpoint is. */
+static esmt_status save_at_floor(esmt_trainer *t) {
+  char why[1024];
+  snprintf(why, sizeof why, "%s", esmt_last_error());
+  if (!t->run_dir) return esmt_fail(ESMT_ERR_NUMERIC, "%s", why);
+  char dir[4096];
+  esmt_status st = esmt_trainer_save(t, dir, sizeof dir);
+  if (st)
+    return esmt_fail(ESMT_ERR_NUMERIC, "%s; saving a checkpoint failed too: %s", why,
+                     esmt_last_error());
+  return esmt_fail(ESMT_ERR_NUMERIC, "%s; checkpoint saved: %s", why, dir);
+}
+
 esmt_status esmt_trainer_run(esmt_trainer *t) {
   ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
   esmt_status st = ESMT_OK;
@@ -297,6 +340,7 @@ esmt_status esmt_trainer_run(esmt_trainer *t) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
     if (st == ESMT_ERR_STATE && t->o.max_steps == 0) { st = ESMT_OK; break; } /* data done */
+    if (st && t->at_floor) return save_at_floor(t);
     if (st) return st; /* the last saved checkpoint stays the good one */
     if (t->o.metrics && t->o.log_every > 0 &&
         (t->step % t->o.log_every == 0 || t->step == t->o.max_steps))

@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include "loss_scaler.h"
 #include "trainer_update.h"
 
 struct esmt_trainer {
@@ -16,6 +17,9 @@ struct esmt_trainer {
   esmt_update_params up;
 
   int64_t step, adam_step, skipped;
+  esmt_loss_scaler scaler;          /* dynamic loss scale (fp16); off: scale 1 */
+  int at_floor;                     /* the scaler overflowed at its floor: stop */
+  double last_finite_norm;          /* diagnostics for that stop */
   uint64_t tokens;
   double elapsed_before;            /* seconds trained before a resume */
   double t_start;                   /* clock at create/resume */

@@ -38,6 +38,14 @@ static const char *gs(const esmt_config *c, const char *k) {
   return v;
 }
 
+/* Does the model compute in fp16? Asked for (backend.precision), or the
+ * fp16 backend's own precision under "auto". */
+static int fp16_compute(const esmt_config *c, const esmt_model *m) {
+  const char *prec = gs(c, "backend.precision");
+  if (!strcmp(prec, "fp16")) return 1;
+  return !strcmp(prec, "auto") && m && m->ops && !strcmp(m->ops->name, "turing_fp16");
+}
+
 esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
                                             const esmt_trainer_options *base,
                                             esmt_trainer **out) {
@@ -126,6 +134,13 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   to.schedule.decay_end_fraction = gd(cfg, "schedule.decay_end_fraction");
   to.grad_clip = gd(cfg, "train.grad_clip");
   to.nonfinite_abort = !strcmp(gs(cfg, "train.nonfinite"), "abort");
+  const char *ls = gs(cfg, "loss_scale.enabled");
+  to.loss_scale.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && fp16_compute(cfg, model));
+  to.loss_scale.initial = gd(cfg, "loss_scale.initial");
+  to.loss_scale.growth_interval = gi(cfg, "loss_scale.growth_interval");
+  to.loss_scale.backoff = gd(cfg, "loss_scale.backoff");
+  to.loss_scale.hysteresis = (int)gi(cfg, "loss_scale.hysteresis");
+  to.loss_scale.min = gd(cfg, "loss_scale.min");
   to.log_every = (int)gi(cfg, "train.log_every");
   to.eval_every = (int)eval_every;
   to.eval_batches = (int)gi(cfg, "train.eval_batches");

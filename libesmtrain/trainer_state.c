@@ -20,6 +20,12 @@ esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
   json_object_set_new(root, "best_eval_loss",
                       isfinite(t->best_eval_loss) ? json_real(t->best_eval_loss) : json_null());
   json_object_set_new(root, "aa_counts", counts);
+  if (t->scaler.enabled)
+    json_object_set_new(root, "loss_scale",
+                        json_pack("{s:f,s:I,s:i,s:I}", "scale", t->scaler.scale, "clean_run",
+                                  (json_int_t)t->scaler.clean_run, "hysteresis_left",
+                                  t->scaler.hysteresis_left, "overflows",
+                                  (json_int_t)t->scaler.overflows));
   json_t *model = json_pack("{s:i,s:i,s:i,s:i,s:i,s:f}", "num_layers", t->m->L, "hidden_size",
                             t->m->d, "num_heads", t->m->H, "ffn_size", t->m->F, "max_positions",
                             t->m->cfg.max_positions, "layer_norm_eps",
@@ -83,6 +89,19 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
     t->elapsed_before = json_is_number(e) ? json_number_value(e) : 0.0;
     json_t *best = json_object_get(root, "best_eval_loss");
     t->best_eval_loss = json_is_number(best) ? json_number_value(best) : INFINITY;
+    /* The scale goes on from where it was (a run saved at the floor
+     * resumes there, so lowering the learning rate is what helps). */
+    json_t *ls = json_object_get(root, "loss_scale");
+    if (t->scaler.enabled && json_is_object(ls)) {
+      json_t *sc = json_object_get(ls, "scale");
+      json_int_t clean = 0, left = 0, over = 0;
+      if (json_is_number(sc) && json_number_value(sc) > 0 && isfinite(json_number_value(sc)))
+        t->scaler.scale = json_number_value(sc);
+      if (get_int(ls, "clean_run", &clean) && clean >= 0) t->scaler.clean_run = clean;
+      if (get_int(ls, "overflows", &over) && over >= 0) t->scaler.overflows = over;
+      t->scaler.hysteresis_left =
+          get_int(ls, "hysteresis_left", &left) && left > 0 ? (int)left : t->scaler.hysteresis;
+    }
     json_t *counts = json_object_get(root, "aa_counts");
     for (int a = 0; a < ESMT_VOCAB_SIZE; a++) {
       json_t *c = json_array_get(counts, (size_t)a);

@@ -18,11 +18,20 @@ void esmt_micro_batch_count(esmt_micro_batch *mb) {
 }
 
 int64_t esmt_test_inject_nan_step;
+int64_t esmt_test_inject_nan_count;
+int esmt_test_inject_inf;
+
+static int inject_here(int64_t step) {
+  int64_t first = esmt_test_inject_nan_step;
+  int64_t count = esmt_test_inject_nan_count > 0 ? esmt_test_inject_nan_count : 1;
+  return first > 0 && step >= first && step < first + count;
+}
 
 esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
                             const esmt_update_params *p, int64_t step, int64_t adam_step,
                             esmt_update_result *r) {
   memset(r, 0, sizeof *r);
+  const double S = p->loss_scale > 0 ? p->loss_scale : 1.0;
   uint64_t selected = 0;
   for (int i = 0; i < n; i++) {
     selected += mbs[i].selected;
@@ -38,8 +47,10 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     b.seq_len = mbs[i].T;
     b.tokens = mbs[i].tokens;
     b.labels = mbs[i].labels;
-    /* The whole update's count: k micro-batches equal one big batch. */
-    b.loss_normalizer = selected ? (double)selected : 1.0;
+    /* The whole update's count: k micro-batches equal one big batch. The
+     * loss scale rides on the normaliser: gradients come out scale times
+     * larger and the optimizer's grad_scale divides it out. */
+    b.loss_normalizer = (selected ? (double)selected : 1.0) / S;
     esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
     double t0 = esmt_now_s();
     if ((st = esmt_model_forward(m, &b, &fr, NULL))) return st;
@@ -50,8 +61,8 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     loss_sum += fr.loss_sum;
   }
   r->loss = selected ? loss_sum / (double)selected : 0.0;
-  if (esmt_test_inject_nan_step > 0 && step == esmt_test_inject_nan_step) {
-    float nan = __builtin_nanf("");
+  if (inject_here(step)) {
+    float nan = esmt_test_inject_inf ? __builtin_inff() : __builtin_nanf("");
     esmtb_status cs = m->ops->copy_async(m->dev, m->grads + m->layout.total / 2, &nan, sizeof nan,
                                          ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
@@ -59,6 +70,15 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   }
   double t2 = esmt_now_s();
   if ((st = esmt_model_grad_norm(m, &r->grad_norm))) return st;
+  r->grad_norm /= S;
+  if (p->scaling && isfinite(r->loss) && !isfinite(r->grad_norm)) {
+    /* Overflow: the scaler (the caller) backs off; no policy applies. */
+    snprintf(r->skip_reason, sizeof r->skip_reason, "gradient overflow at loss scale %g", S);
+    r->skipped = r->overflow = 1;
+    esmt_model_zero_grad(m);
+    r->t_optimizer = esmt_now_s() - t2;
+    return ESMT_OK;
+  }
   if (!isfinite(r->loss) || !isfinite(r->grad_norm)) {
     snprintf(r->skip_reason, sizeof r->skip_reason, "non-finite %s (loss %g, grad norm %g)",
              !isfinite(r->loss) ? "loss" : "gradient norm", r->loss, r->grad_norm);
@@ -73,8 +93,8 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   if ((st = esmt_schedule_lr(&p->schedule, step, &r->lr))) return st;
   esmt_adamw_config ac = p->adamw;
   ac.lr = r->lr;
-  ac.grad_scale = 1.0;
-  if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) ac.grad_scale = p->grad_clip / r->grad_norm;
+  ac.grad_scale = 1.0 / S;
+  if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) ac.grad_scale *= p->grad_clip / r->grad_norm;
   if ((st = esmt_model_adamw_step(m, &ac, adam_step))) return st;
   r->t_optimizer = esmt_now_s() - t2;
   return ESMT_OK;

@@ -21,14 +21,17 @@ typedef struct esmt_update_params {
   esmt_schedule schedule;
   double grad_clip;          /* max global norm; 0 = off */
   esmt_nonfinite_policy nonfinite;
+  double loss_scale;         /* the loss is multiplied by this before backward; 1 = off */
+  int scaling;               /* 1: a non-finite gradient is a loss-scale overflow */
 } esmt_update_params;
 
 typedef struct esmt_update_result {
   double loss;               /* summed CE / selected of the update */
-  double grad_norm;          /* before clipping */
+  double grad_norm;          /* before clipping, of the unscaled gradients */
   double lr;
   uint64_t selected, real_tokens;
   int skipped;               /* 1 when the update was skipped (non-finite) */
+  int overflow;              /* skipped for a loss-scale overflow (scaling on, loss finite) */
   char skip_reason[96];
   double t_forward, t_backward, t_optimizer; /* seconds */
 } esmt_update_result;
@@ -45,8 +48,12 @@ ESMT_HIDDEN esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *m
                                         const esmt_update_params *p, int64_t step,
                                         int64_t adam_step, esmt_update_result *r);
 
-/* Test hook: when > 0, update number `inject_nan_step` gets a NaN written
- * into its gradients after backward (numerics fault injection). */
+/* Test hook (numerics fault injection): when > 0, updates number
+ * inject_nan_step .. inject_nan_step + inject_nan_count - 1 (count 0 counts
+ * as 1) get a NaN, or +Inf when inject_inf is set, written into their
+ * gradients after backward. */
 ESMT_HIDDEN extern int64_t esmt_test_inject_nan_step;
+ESMT_HIDDEN extern int64_t esmt_test_inject_nan_count;
+ESMT_HIDDEN extern int esmt_test_inject_inf;
 
 #endif

@@ -10,63 +10,15 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "mem_source.h"
 #include "trainer_update.h"
 #include <unistd.h>
 
 static esmt_status esmt_flat_download_for_test(esmt_model *m, float *h) { return esmt_flat_download(m, h, m->params); }
 
-enum { B = 2, T = 24, MAXB = 4 };
+enum { B = 2, T = MEM_T, MAXB = MEM_MAXB };
 
-typedef struct mem_source {
-  int rows;            /* rows per batch */
-  int64_t index;       /* next batch number */
-  int64_t limit;       /* batches before exhaustion (0 = endless) */
-  int repeat;          /* always batch 0 (overfitting) */
-  int32_t tok[MAXB * T], lab[MAXB * T];
-} mem_source;
-
-/* Batch k, row r: a protein-like row with ~15% masked positions. */
-static void make_row(int64_t k, int r, int32_t *tok, int32_t *lab) {
-  uint64_t s = 0x9E3779B97F4A7C15ull * (uint64_t)(k * 131 + r + 1);
-  int len = T - (int)(s % 5);
-  for (int t = 0; t < T; t++) {
-    s = s * 6364136223846793005ull + 1442695040888963407ull;
-    int32_t id = t == 0 ? 0 : t == len - 1 ? 2 : t >= len ? 1 : 4 + (int32_t)((s >> 33) % 20);
-    tok[t] = id;
-    lab[t] = -100;
-    if (t > 0 && t < len - 1 && (s >> 45) % 100 < 15) {
-      lab[t] = id;
-      tok[t] = 32;
-    }
-  }
-}
-
-static esmt_status src_next(void *user, esmt_batch *b) {
-  mem_source *m = user;
-  if (m->limit && m->index >= m->limit) return ESMT_ERR_STATE;
-  int64_t k = m->repeat ? 0 : m->index;
-  for (int r = 0; r < m->rows; r++) make_row(k, r, m->tok + r * T, m->lab + r * T);
-  m->index++;
-  b->batch = m->rows;
-  b->seq_len = T;
-  b->tokens = m->tok;
-  b->labels = m->lab;
-  return ESMT_OK;
-}
-static esmt_status src_reset(void *user) { ((mem_source *)user)->index = 0; return ESMT_OK; }
-static esmt_status src_save(void *user, char *buf, size_t cap) {
-  snprintf(buf, cap, "%lld", (long long)((mem_source *)user)->index);
-  return ESMT_OK;
-}
-static esmt_status src_restore(void *user, const char *json) {
-  ((mem_source *)user)->index = atoll(json);
-  return ESMT_OK;
-}
-
-static esmt_batch_source as_source(mem_source *m) {
-  esmt_batch_source s = {sizeof s, m, src_next, src_reset, src_save, src_restore};
-  return s;
-}
+static esmt_batch_source as_source(mem_source *m) { return mem_source_as_source(m); }
 
 static esmt_context *g_ctx;
 
@@ -121,7 +73,7 @@ static void test_accumulation_equivalence(void **state) {
   /* Count the real tokens of batch 0 to set a budget that takes exactly 2. */
   int32_t tok[2 * T], lab[2 * T];
   uint64_t real0 = 0;
-  for (int r = 0; r < 2; r++) make_row(0, r, tok + r * T, lab + r * T);
+  for (int r = 0; r < 2; r++) mem_source_row(0, r, tok + r * T, lab + r * T);
   for (int i = 0; i < 2 * T; i++) real0 += tok[i] != 1;
   oa.tokens_per_update = real0 + 1;
   assert_int_equal(esmt_trainer_create(a, &oa, &src_a, &ta), ESMT_OK);
@@ -135,12 +87,12 @@ static void test_accumulation_equivalence(void **state) {
   assert_int_equal(esmt_trainer_create(b, &ob, &src_b, &tb), ESMT_OK);
   int32_t ctok[4 * T], clab[4 * T];
   for (int k = 0; k < 2; k++)
-    for (int r = 0; r < 2; r++) make_row(k, r, ctok + (k * 2 + r) * T, clab + (k * 2 + r) * T);
+    for (int r = 0; r < 2; r++) mem_source_row(k, r, ctok + (k * 2 + r) * T, clab + (k * 2 + r) * T);
   /* Feed via a one-off model call path: same update code as the trainer. */
   esmt_micro_batch mb = {4, T, ctok, clab, 0, 0};
   esmt_micro_batch_count(&mb);
   esmt_update_result r;
-  esmt_update_params up = {ob.adamw, ob.schedule, 0.0, ESMT_NONFINITE_SKIP};
+  esmt_update_params up = {ob.adamw, ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0};
   assert_int_equal(esmt_run_update(b, &mb, 1, &up, 1, 1, &r), ESMT_OK);
   assert_true(fabs(r.loss - ma.loss) <= 1e-5 * fabs(r.loss));
   float *wa = weights(a), *wb = weights(b);

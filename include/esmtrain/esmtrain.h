@@ -558,6 +558,8 @@ typedef struct esmt_train_metrics {
   double step_ms, forward_ms, backward_ms, optimizer_ms, data_ms, overhead_ms;
   double elapsed_s, eta_s;
   int64_t skipped;            /* updates skipped for non-finite loss/gradients */
+  double loss_scale;          /* dynamic loss scale in use (1 when off) */
+  int64_t overflows;          /* of `skipped`, those that were loss-scale overflows */
 } esmt_train_metrics;
 
 typedef struct esmt_eval_metrics {
@@ -573,6 +575,26 @@ typedef struct esmt_eval_metrics {
 /* Called after each logged update (eval == NULL) and each evaluation. */
 typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
                                 const esmt_eval_metrics *eval);
+
+/* Dynamic loss scaling (fp16): the loss is multiplied by `scale` before
+ * backward and the gradients divided by it in the optimizer. A non-finite
+ * gradient is an overflow: the update is skipped (counted in
+ * metrics.overflows) and, after `hysteresis` overflows without a clean
+ * update between them, the scale is multiplied by `backoff`; after
+ * `growth_interval` clean updates it doubles. An overflow that would take
+ * the scale below `min` saves a checkpoint and stops the run with
+ * ESMT_ERR_NUMERIC and diagnostics. A non-finite LOSS is not an overflow
+ * and follows nonfinite_abort. Off: gradients are used as computed. */
+typedef struct esmt_loss_scale_config {
+  int enabled;
+  double initial;             /* 65536 */
+  int64_t growth_interval;    /* 2000 */
+  double backoff;             /* 0.5 */
+  int hysteresis;             /* 2 */
+  double min;                 /* 1 */
+} esmt_loss_scale_config;
+
+#define ESMT_LOSS_SCALE_CONFIG_INIT { 0, 65536.0, 2000, 0.5, 2, 1.0 }
 
 typedef struct esmt_trainer_options {
   uint32_t struct_size;
@@ -595,11 +617,13 @@ typedef struct esmt_trainer_options {
   void *metrics_user;
   esmt_progress_fn progress;  /* "train" stage; non-zero return stops cleanly */
   void *progress_user;
+  esmt_loss_scale_config loss_scale; /* off by default; the config turns it on for fp16 */
 } esmt_trainer_options;
 
 #define ESMT_TRAINER_OPTIONS_INIT                                                     \
   { sizeof(esmt_trainer_options), NULL, 0, 0, ESMT_ADAMW_CONFIG_INIT, ESMT_SCHEDULE_INIT, \
-    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL }
+    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL,                   \
+    ESMT_LOSS_SCALE_CONFIG_INIT }
 
 typedef struct esmt_trainer esmt_trainer;
 

@@ -1,9 +1,14 @@
 #!/usr/bin/env bash
 # The bad-input corpus: every line of cases.tsv is a command that must end
 # with the given exit status and print the given message fragment, and
-# must not crash (exit >= 128) or hang. Usage: run_cases.sh CLI
+# must not crash (exit >= 128) or hang. Usage:
+#   run_cases.sh CLI API_MISUSE BACKEND_DIR
+# ($API in a case is tests/bad_inputs/api_misuse.c: wrong call sequences
+# against the C API, run on the cpu backend from BACKEND_DIR.)
 set -uo pipefail
 CLI=$1
+API=$2
+export ESMT_BACKEND_DIR=$3
 here=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d /tmp/esmt-bad-XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -47,6 +52,7 @@ pass=0 fail=0
 while IFS=$'\t' read -r id want frag cmd; do
   [ -z "$id" ] || [ "${id#\#}" != "$id" ] && continue
   cmd=${cmd//\$CLI/$CLI}
+  cmd=${cmd//\$API/$API}
   cmd=${cmd//\$W/$W}
   out=$(timeout 120 bash -c "$cmd" 2>&1)
   rc=$?
