@@ -35,7 +35,7 @@ static esmt_status write_small_file(const char *dir, const char *name, const cha
   if (!st && rename(tmp, final_path) != 0)
     st = esmt_fail(ESMT_ERR_IO, "%s: rename: %s", final_path, strerror(errno));
   if (st) unlink(tmp);
-  else st = esmt_fsync_dir(dir);
+  else esmt_fsync_dir_published(dir);
   return st;
 }
 

@@ -25,6 +25,23 @@ esmt_status esmt_write_all(int fd, const void *data, size_t n, const char *path)
   return ESMT_OK;
 }
 
+esmt_status esmt_pwrite_all(int fd, const void *data, size_t n, uint64_t offset,
+                            const char *path) {
+  const char *p = data;
+  while (n > 0) {
+    ssize_t w = pwrite(fd, p, n, (off_t)offset);
+    if (w < 0 && errno == EINTR) continue;
+    if (w < 0)
+      return esmt_fail(ESMT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+    if (w == 0)
+      return esmt_fail(ESMT_ERR_IO, "%s: write made no progress (disk full?)", path);
+    p += w;
+    n -= (size_t)w;
+    offset += (uint64_t)w;
+  }
+  return ESMT_OK;
+}
+
 esmt_status esmt_fsync_dir(const char *dir) {
   int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
   if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot open directory: %s", dir, strerror(errno));
@@ -34,6 +51,16 @@ esmt_status esmt_fsync_dir(const char *dir) {
   if (rc != 0 && err != EINVAL) /* some file systems cannot sync directories */
     return esmt_fail(ESMT_ERR_IO, "%s: fsync of directory failed: %s", dir, strerror(err));
   return ESMT_OK;
+}
+
+void esmt_fsync_dir_published(const char *dir) {
+  int fd = open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
+  int rc = fd < 0 ? -1 : fsync(fd);
+  int err = errno;
+  if (fd >= 0) close(fd);
+  if (rc != 0 && err != EINVAL)
+    esmt_log(ESMT_LOG_WARN, "%s: fsync of directory failed (%s): the rename done in it may not "
+             "survive a crash; the files themselves were synced", dir, strerror(err));
 }
 
 esmt_status esmt_mkdir_p(const char *dir) {

@@ -8,8 +8,19 @@
 /* write(2) until done; EINTR retried; a short write is an error (ENOSPC). */
 ESMT_HIDDEN esmt_status esmt_write_all(int fd, const void *data, size_t n, const char *path);
 
+/* pwrite(2) of all n bytes at `offset`, short writes continued. */
+ESMT_HIDDEN esmt_status esmt_pwrite_all(int fd, const void *data, size_t n, uint64_t offset,
+                                        const char *path);
+
 /* fsync a directory so that a rename/creation inside it is durable. */
 ESMT_HIDDEN esmt_status esmt_fsync_dir(const char *dir);
+
+/* The fsync of `dir` after a rename that published a finished file or
+ * directory. The data were synced before the rename, so whether or not
+ * the rename survives a crash, readers see either the old or the new
+ * complete state; a failure here is therefore logged as a warning and
+ * not returned (an error would claim the new state does not exist). */
+ESMT_HIDDEN void esmt_fsync_dir_published(const char *dir);
 
 /* mkdir -p with mode 0755. */
 ESMT_HIDDEN esmt_status esmt_mkdir_p(const char *dir);

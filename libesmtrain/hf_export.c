@@ -156,7 +156,7 @@ esmt_status esmt_model_export_hf(esmt_model *m, const char *dir, int overwrite) 
   if (!st) {
     char parent[PATH_CAP];
     esmt_dirname(dir, parent, sizeof parent);
-    st = esmt_fsync_dir(parent);
+    esmt_fsync_dir_published(parent);
   } else {
     esmt_cleanup_tree(tmp);
   }

@@ -138,9 +138,8 @@ static esmt_status shard_close(ingest *g, shard_out *s) {
     h.index_offset = sizeof h + s->tokens + pad;
     h.crc32 = (uint32_t)crc32(s->crc, (const Bytef *)s->index, (uInt)ibytes);
     h.split = (uint32_t)s->split;
-    if (pwrite(s->fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-      st = esmt_fail(ESMT_ERR_IO, "%s: cannot write the header: %s", path, strerror(errno));
-    else if (fsync(s->fd) != 0)
+    st = esmt_pwrite_all(s->fd, &h, sizeof h, 0, path);
+    if (!st && fsync(s->fd) != 0)
       st = esmt_fail(ESMT_ERR_IO, "%s: fsync: %s", path, strerror(errno));
     if (!st)
       json_array_append_new(g->shards, json_pack("{s:s,s:s,s:I,s:I,s:I}", "file", s->name, "split",
@@ -339,7 +338,7 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   if (!st && rename(g.tmp, o->output_dir) != 0)
     st = esmt_fail(ESMT_ERR_IO, "%s: cannot rename %s to %s: %s", fn, g.tmp, o->output_dir,
                    strerror(errno));
-  if (!st) st = esmt_fsync_dir(parent);
+  if (!st) esmt_fsync_dir_published(parent);
   for (int k = 0; k < 2; k++) {
     if (g.out[k].fd >= 0) close(g.out[k].fd);
     free(g.out[k].index);
