@@ -42,7 +42,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 0
+#define ESMTB_ABI_MINOR 1
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -150,6 +150,11 @@ typedef struct esmtb_gemm_args {
   const void *bias;          /* [n] or NULL */
   esmtb_epilogue epilogue;
   void *pre;                 /* GELU pre-activation out, or NULL */
+  /* ABI 1.1: when 1, c is fp32 while a and b are `dtype` (mixed precision:
+   * weight gradients of F16/BF16 activations accumulate, beta = 1, into
+   * the fp32 gradient buffer). Only with bias == NULL and no epilogue. A
+   * backend that cannot do it fails with a message. */
+  int c_f32;
 } esmtb_gemm_args;
 
 /* Embedding with ESM-2 token dropout (always on):
