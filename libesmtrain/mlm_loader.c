@@ -5,7 +5,13 @@
  * dataset). Consecutive windows of the permuted order are sorted by
  * length and cut into batches under the token budget (length bucketing),
  * and a window's batches are handed out in a shuffled order; batch j of a
- * window belongs to rank j % world. Everything random - permutation,
+ * window belongs to rank j % world. Windows do not depend on the world
+ * size, so N ranks together see the batches one process would (data
+ * parallelism equals gradient accumulation); a window whose batch count
+ * does not divide by the world size is padded by handing its first
+ * batches out again, so every rank gets the same number of batches and
+ * no rank waits at a collective for one that ran out (as PyTorch's
+ * DistributedSampler pads). Everything random - permutation,
  * crops, masks - is a function of (seed, epoch, record), so a cursor of
  * (epoch, window, batch) restores the exact stream. */
 #define _POSIX_C_SOURCE 200809L
@@ -159,9 +165,13 @@ static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
       int t = all[j]; all[j] = all[k]; all[k] = t;
     }
   }
-  L->nmine = 0;
-  for (int j = 0; j < L->nbatches; j++)
-    if (j % L->o.world == L->o.rank) all[L->nmine++] = all[j];
+  /* rank r: j = r, r + world, ... over ceil(nbatches / world) rounds; only
+   * the last round can wrap to the front, so take its batch first */
+  const int world = L->o.world, rank = L->o.rank;
+  L->nmine = (L->nbatches + world - 1) / world;
+  const int last = all[((L->nmine - 1) * world + rank) % L->nbatches];
+  for (int i = 0; i < L->nmine - 1; i++) all[i] = all[i * world + rank];
+  all[L->nmine - 1] = last;
   L->built_epoch = (int64_t)e;
   L->built_window = (int64_t)w;
   return ESMT_OK;
@@ -382,7 +392,7 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
   if (!st) {
     uint64_t rows = o->batch_rows > 0 ? (uint64_t)o->batch_rows
                                       : (o->tokens_per_batch / (uint64_t)o->max_len + 1);
-    L->window_size = rows * WINDOW_BATCHES * (uint64_t)o->world;
+    L->window_size = rows * WINDOW_BATCHES;
     if (L->window_size > L->set.records) L->window_size = L->set.records;
     size_t W = (size_t)L->window_size;
     L->samples = malloc(W * sizeof *L->samples);
