@@ -325,7 +325,7 @@ esmt_status esmt_dist_env_detect_with(esmt_dist_env *out, esmt_getenv_fn get, vo
     char *end;
     errno = 0;
     double x = strtod(t, &end);
-    if (end == t || *end || errno || !(x > 0) || x > 1e7)
+    if (end == t || *end || errno || !(x > 0) || x > 1e6)
       return esmt_fail(ESMT_ERR_CONFIG,
                        "ESMTRAIN_COMM_TIMEOUT '%s' is not a positive number of seconds", t);
     d.timeout_s = x;

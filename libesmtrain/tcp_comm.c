@@ -502,8 +502,9 @@ esmt_status esmt_comm_create(esmt_comm **out, const esmt_comm_options *opt) {
   if (opt->world_size < 1 || opt->rank < 0 || opt->rank >= opt->world_size)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_comm_create: rank %d is not in 0..%d",
                      opt->rank, opt->world_size - 1);
-  if (!(opt->timeout_s > 0))
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_comm_create: timeout must be positive");
+  if (!(opt->timeout_s > 0 && opt->timeout_s <= 1e6)) /* poll() takes int milliseconds */
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT,
+                     "esmt_comm_create: timeout must be between 0 and 1e6 seconds");
   if (opt->master_port < 0 || opt->master_port > 65535)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_comm_create: port %d is not a port number",
                      opt->master_port);

@@ -47,10 +47,10 @@ static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
     int pop = (int)(kind >> 32);
     char why[400];
     snprintf(why, sizeof why,
-             "collective mismatch: this rank called %s #%llu (%zu bytes, arg %lld) but rank %d "
+             "collective mismatch: rank %d called %s #%llu (%zu bytes, arg %lld) but rank %d "
              "called %s #%llu (%llu bytes, arg %lld); every rank must call the same "
              "collectives in the same order",
-             k_op_names[op], (unsigned long long)c->seq, bytes, (long long)extra, prev,
+             c->rank, k_op_names[op], (unsigned long long)c->seq, bytes, (long long)extra, prev,
              pop >= 1 && pop <= 4 ? k_op_names[pop] : "(garbage)",
              (unsigned long long)get64(theirs + 16), (unsigned long long)get64(theirs + 24),
              (long long)(int32_t)(uint32_t)kind);
