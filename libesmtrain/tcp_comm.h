@@ -5,6 +5,7 @@
  *
  * Every collective must be called by all ranks in the same order with the
  * same sizes (checked: a mismatch is an error naming both operations).
+ * One thread at a time per communicator (calls are not synchronised).
  * After any failure the communicator is dead: later calls return the same
  * error; destroy it. Errors read like
  *   "allreduce #37 (step 12): rank 2 failed: out of memory". */

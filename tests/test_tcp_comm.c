@@ -426,6 +426,46 @@ static void test_rank_killed(void **state) {
   }
 }
 
+/* The victim is SIGKILLed by a helper process ~10 ms into a 64 MB
+ * allreduce, while data is in flight in both directions. */
+static int child_killed_mid(esmt_comm *c, const group *g, char *msg) {
+  const fail_arg *a = g->arg;
+  size_t n = (size_t)16 << 20;
+  float *f = calloc(n, sizeof *f);
+  if (!f) return snprintf(msg, MSG, "no memory"), 1;
+  esmt_comm_set_step(c, 3);
+  if (esmt_comm_barrier(c) != ESMT_OK) return free(f), snprintf(msg, MSG, "barrier failed"), 1;
+  if (esmt_comm_rank(c) == a->victim) {
+    pid_t me = getpid();
+    if (fork() == 0) {
+      struct timespec ts = {0, 10000000};
+      nanosleep(&ts, NULL);
+      kill(me, SIGKILL);
+      _exit(0);
+    }
+  }
+  double t0 = now_s();
+  esmt_status st = esmt_comm_allreduce_sum(c, f, n, ESMT_COMM_F32);
+  double dt = now_s() - t0;
+  free(f);
+  snprintf(msg, MSG, "%s", st == ESMT_OK ? "succeeded" : esmt_last_error());
+  return st == ESMT_OK || dt > a->max_s;
+}
+
+static void test_rank_killed_mid_transfer(void **state) {
+  (void)state;
+  group g = make_group(3, 20);
+  fail_arg a = {1, 5.0};
+  g.arg = &a;
+  result res[MAXP];
+  run_group(&g, child_killed_mid, res);
+  assert_int_equal(res[1].status, 128 + SIGKILL);
+  for (int i = 0; i < 3; i += 2)
+    if (res[i].status != 0 || !strstr(res[i].msg, "allreduce #2 (step 3): rank 1 failed"))
+      fail_msg("rank %d status %d: %s", i, res[i].status, res[i].msg);
+  printf("rank 1 killed mid-transfer, rank 2 says: %s\n", res[2].msg);
+}
+
 static int child_abort(esmt_comm *c, const group *g, char *msg) {
   esmt_comm_set_step(c, 12);
   esmt_status bst = esmt_comm_barrier(c);
@@ -608,6 +648,7 @@ int main(void) {
       cmocka_unit_test(test_from_env),
       cmocka_unit_test(test_file_rendezvous),
       cmocka_unit_test(test_rank_killed),
+      cmocka_unit_test(test_rank_killed_mid_transfer),
       cmocka_unit_test(test_abort),
       cmocka_unit_test(test_rank_never_arrives),
       cmocka_unit_test(test_collective_timeout),
