@@ -369,3 +369,13 @@ esmt_status esmt_dist_env_detect_with(esmt_dist_env *out, esmt_getenv_fn get, vo
 esmt_status esmt_dist_env_detect(esmt_dist_env *out) {
   return esmt_dist_env_detect_with(out, NULL, NULL);
 }
+
+void esmt_dist_env_describe(const esmt_dist_env *d, char *buf, size_t cap) {
+  if (!buf || cap == 0) return;
+  int n = snprintf(buf, cap, "rank %d of %d (local %d of %d) from %s", d->rank, d->world_size,
+                   d->local_rank, d->local_world_size, d->source);
+  if (n < 0 || (size_t)n >= cap || d->world_size == 1) return;
+  if (d->rendezvous_file[0])
+    snprintf(buf + n, cap - (size_t)n, ", rendezvous file %s", d->rendezvous_file);
+  else snprintf(buf + n, cap - (size_t)n, ", rank 0 at %s:%d", d->master_addr, d->master_port);
+}

@@ -33,6 +33,10 @@ ESMT_HIDDEN esmt_status esmt_dist_env_detect(esmt_dist_env *out);
 ESMT_HIDDEN esmt_status esmt_dist_env_detect_with(esmt_dist_env *out, esmt_getenv_fn get,
                                                   void *user);
 
+/* One line for logs: "rank 3 of 8 (local 1 of 2) from torchrun, rank 0 at
+ * node7:29500". */
+ESMT_HIDDEN void esmt_dist_env_describe(const esmt_dist_env *env, char *buf, size_t cap);
+
 /* Slurm's compressed host list ("gpu[01-04,07],login1"): the number of
  * hosts in *count and, when index < count, host `index` in out. */
 ESMT_HIDDEN esmt_status esmt_hostlist_nth(const char *list, size_t index, char *out, size_t cap,

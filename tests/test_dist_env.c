@@ -58,6 +58,9 @@ static void test_torchrun(void **state) {
   assert_int_equal(d.master_port, 29500);
   assert_true(d.timeout_s == 12.5);
   assert_string_equal(d.rendezvous_file, "");
+  char line[200];
+  esmt_dist_env_describe(&d, line, sizeof line);
+  assert_string_equal(line, "rank 3 of 8 (local 1 of 2) from torchrun, rank 0 at node7:29500");
   /* The token depends on the job id, not on the rank. */
   const char *kv2[] = {"RANK=0", "WORLD_SIZE=8", "MASTER_ADDR=node7", "MASTER_PORT=29500",
                        "TORCHELASTIC_RUN_ID=abc", NULL};
