@@ -1,0 +1,189 @@
+/* Collectives over the ring (see tcp_comm_internal.h). Each operation
+ * starts by passing a 32-byte header (op, sequence number, size, root or
+ * type) to the next rank, so ranks that disagree on what comes next fail
+ * with both operations named instead of exchanging garbage. */
+#define _POSIX_C_SOURCE 200809L
+#include "tcp_comm_internal.h"
+
+#include <arpa/inet.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_ALLGATHER, OP_BARRIER };
+static const char *const k_op_names[] = {"?", "allreduce", "broadcast", "allgather", "barrier"};
+
+#define BCAST_CHUNK ((size_t)1 << 20)
+
+static void put64(unsigned char *p, uint64_t v) {
+  uint32_t hi = htonl((uint32_t)(v >> 32)), lo = htonl((uint32_t)v);
+  memcpy(p, &hi, 4);
+  memcpy(p + 4, &lo, 4);
+}
+static uint64_t get64(const unsigned char *p) {
+  uint32_t hi, lo;
+  memcpy(&hi, p, 4);
+  memcpy(&lo, p + 4, 4);
+  return ((uint64_t)ntohl(hi) << 32) | ntohl(lo);
+}
+
+static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
+  if (c->dead) return comm_dead_error(c);
+  c->op = k_op_names[op];
+  c->seq++;
+  c->op_bytes = bytes;
+  c->op_state = 1;
+  if (c->world == 1) return ESMT_OK;
+  unsigned char mine[32], theirs[32];
+  put64(mine, COMM_MAGIC);
+  put64(mine + 8, ((uint64_t)op << 32) | (uint32_t)extra);
+  put64(mine + 16, c->seq);
+  put64(mine + 24, bytes);
+  esmt_status st = comm_xfer(c, mine, 32, theirs, 32, 0);
+  if (st != ESMT_OK) return st;
+  if (memcmp(mine, theirs, 32) != 0) {
+    int prev = (c->rank + c->world - 1) % c->world;
+    uint64_t kind = get64(theirs + 8);
+    int pop = (int)(kind >> 32);
+    char why[400];
+    snprintf(why, sizeof why,
+             "collective mismatch: rank %d called %s #%llu (%zu bytes, arg %lld) but rank %d "
+             "called %s #%llu (%llu bytes, arg %lld); every rank must call the same "
+             "collectives in the same order",
+             c->rank, k_op_names[op], (unsigned long long)c->seq, bytes, (long long)extra, prev,
+             pop >= 1 && pop <= 4 ? k_op_names[pop] : "(garbage)",
+             (unsigned long long)get64(theirs + 16), (unsigned long long)get64(theirs + 24),
+             (long long)(int32_t)(uint32_t)kind);
+    return comm_kill(c, c->rank, why, 1, -1);
+  }
+  return ESMT_OK;
+}
+
+static esmt_status op_end(esmt_comm *c, esmt_status st) {
+  c->op_state = st == ESMT_OK ? 2 : 3;
+  return st;
+}
+
+static size_t seg_off(size_t count, int world, int j) {
+  size_t base = count / (size_t)world, rem = count % (size_t)world;
+  return (size_t)j * base + ((size_t)j < rem ? (size_t)j : rem);
+}
+
+esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count, esmt_comm_dtype dtype) {
+  ESMT_CHECK_ARG(c, "esmt_comm_allreduce_sum", "NULL communicator");
+  ESMT_CHECK_ARG(dtype == ESMT_COMM_F32 || dtype == ESMT_COMM_F64 || dtype == ESMT_COMM_I64,
+                 "esmt_comm_allreduce_sum", "unknown dtype");
+  size_t es = dtype == ESMT_COMM_F32 ? 4 : 8;
+  ESMT_CHECK_ARG(buf || count == 0, "esmt_comm_allreduce_sum", "NULL buffer");
+  ESMT_CHECK_ARG(count <= SIZE_MAX / es, "esmt_comm_allreduce_sum", "count too large");
+  ESMT_CHECK_ARG(((uintptr_t)buf % es) == 0, "esmt_comm_allreduce_sum",
+                 "buffer not aligned to its element size");
+  esmt_status st = op_begin(c, OP_ALLREDUCE, count * es, dtype);
+  if (st != ESMT_OK || c->world == 1) return op_end(c, st);
+  /* Ring reduce-scatter then all-gather over W segments. Segment j starts
+   * at rank j and is summed in ring order j, j+1, ..., j-1: a fixed order
+   * for a given W, and the all-gather copies the finished sums, so every
+   * rank ends with the same bits. */
+  unsigned char *b = buf;
+  int W = c->world, r = c->rank;
+  for (int s = 0; st == ESMT_OK && s < W - 1; s++) {
+    int sj = (r - s + W) % W, rj = (r - s - 1 + 2 * W) % W;
+    size_t so = seg_off(count, W, sj), sn = seg_off(count, W, sj + 1) - so;
+    size_t ro = seg_off(count, W, rj), rn = seg_off(count, W, rj + 1) - ro;
+    st = comm_xfer(c, b + so * es, sn * es, b + ro * es, rn * es, dtype);
+  }
+  for (int s = 0; st == ESMT_OK && s < W - 1; s++) {
+    int sj = (r + 1 - s + W) % W, rj = (r - s + W) % W;
+    size_t so = seg_off(count, W, sj), sn = seg_off(count, W, sj + 1) - so;
+    size_t ro = seg_off(count, W, rj), rn = seg_off(count, W, rj + 1) - ro;
+    st = comm_xfer(c, b + so * es, sn * es, b + ro * es, rn * es, 0);
+  }
+  return op_end(c, st);
+}
+
+esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root) {
+  ESMT_CHECK_ARG(c, "esmt_comm_broadcast", "NULL communicator");
+  ESMT_CHECK_ARG(buf || nbytes == 0, "esmt_comm_broadcast", "NULL buffer");
+  if (root < 0 || root >= c->world)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_comm_broadcast: root %d is not in 0..%d",
+                     root, c->world - 1);
+  esmt_status st = op_begin(c, OP_BROADCAST, nbytes, root);
+  if (st != ESMT_OK || c->world == 1) return op_end(c, st);
+  /* Pipelined along the ring from the root: receive chunk i while
+   * forwarding chunk i-1. The rank before the root only receives. */
+  unsigned char *b = buf;
+  int d = (c->rank - root + c->world) % c->world;
+  int forwards = d != c->world - 1, receives = d != 0;
+  size_t nchunks = (nbytes + BCAST_CHUNK - 1) / BCAST_CHUNK;
+  for (size_t i = 0; st == ESMT_OK && i <= nchunks; i++) {
+    size_t so = (i - 1) * BCAST_CHUNK, ro = i * BCAST_CHUNK;
+    size_t sn = (i >= 1 && forwards) ? (nbytes - so < BCAST_CHUNK ? nbytes - so : BCAST_CHUNK) : 0;
+    size_t rn = (i < nchunks && receives) ? (nbytes - ro < BCAST_CHUNK ? nbytes - ro : BCAST_CHUNK)
+                                          : 0;
+    if (!receives && i < nchunks) { /* the root sends everything at once */
+      st = comm_xfer(c, b, nbytes, NULL, 0, 0);
+      break;
+    }
+    st = comm_xfer(c, sn ? b + so : NULL, sn, rn ? b + ro : NULL, rn, 0);
+  }
+  return op_end(c, st);
+}
+
+esmt_status esmt_comm_allgather(esmt_comm *c, const void *send, size_t nbytes, void *recv) {
+  ESMT_CHECK_ARG(c, "esmt_comm_allgather", "NULL communicator");
+  ESMT_CHECK_ARG((send && recv) || nbytes == 0, "esmt_comm_allgather", "NULL buffer");
+  ESMT_CHECK_ARG(nbytes <= SIZE_MAX / (size_t)c->world, "esmt_comm_allgather", "size too large");
+  esmt_status st = op_begin(c, OP_ALLGATHER, nbytes, 0);
+  if (st != ESMT_OK) return op_end(c, st);
+  unsigned char *out = recv;
+  int W = c->world, r = c->rank;
+  if (nbytes) memmove(out + (size_t)r * nbytes, send, nbytes);
+  for (int s = 0; st == ESMT_OK && s < W - 1; s++) {
+    int sj = (r - s + W) % W, rj = (r - s - 1 + W) % W;
+    st = comm_xfer(c, out + (size_t)sj * nbytes, nbytes, out + (size_t)rj * nbytes, nbytes, 0);
+  }
+  return op_end(c, st);
+}
+
+esmt_status esmt_comm_barrier(esmt_comm *c) {
+  ESMT_CHECK_ARG(c, "esmt_comm_barrier", "NULL communicator");
+  esmt_status st = op_begin(c, OP_BARRIER, 0, 0);
+  /* W-1 rounds of one byte: after them every rank has (transitively)
+   * heard from every other, so all have entered the barrier. */
+  unsigned char tx = 1, rx = 0;
+  for (int s = 0; st == ESMT_OK && s < c->world - 1; s++) st = comm_xfer(c, &tx, 1, &rx, 1, 0);
+  return op_end(c, st);
+}
+
+esmt_status esmt_comm_abort(esmt_comm *c, const char *reason) {
+  ESMT_CHECK_ARG(c, "esmt_comm_abort", "NULL communicator");
+  if (c->dead) return ESMT_OK; /* peers already know */
+  char why[COMM_MSG_MAX];
+  snprintf(why, sizeof why, "%s", reason && *reason ? reason : "aborted (no reason given)");
+  const char *saved = c->op;
+  int64_t saved_state = c->op_state;
+  comm_kill(c, c->rank, why, 1, -1);
+  /* The local message says this rank aborted, without an op prefix. */
+  snprintf(c->dead_msg, sizeof c->dead_msg, "this rank aborted the communicator: %s", why);
+  c->op = saved;
+  c->op_state = (int)saved_state;
+  esmt_clear_error();
+  return ESMT_OK;
+}
+
+void esmt_comm_set_step(esmt_comm *c, int64_t step) {
+  if (c) c->step = step;
+}
+
+void esmt_comm_describe_last(const esmt_comm *c, char *buf, size_t cap) {
+  if (!buf || cap == 0) return;
+  if (!c || !c->op || c->seq == 0) {
+    snprintf(buf, cap, "no operation yet");
+    return;
+  }
+  static const char *const states[] = {"", "in progress", "done", "failed"};
+  char step[40] = "";
+  if (c->step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)c->step);
+  snprintf(buf, cap, "%s #%llu%s, %zu bytes, %s", c->op, (unsigned long long)c->seq, step,
+           c->op_bytes, states[c->op_state & 3]);
+}
