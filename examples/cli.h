@@ -20,6 +20,7 @@ int cmd_import_hf(int argc, char **argv);
 int cmd_bench_adamw(int argc, char **argv);
 int cmd_bench_loader(int argc, char **argv);
 int cmd_config(int argc, char **argv);
+int cmd_launch(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */
 void cli_error(const char *what, esmt_status st);

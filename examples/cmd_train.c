@@ -20,7 +20,19 @@ typedef struct run_io {
   FILE *log, *metrics;
   int tty;
   int64_t max_steps;
+  int quiet;         /* a data-parallel rank other than 0: errors only */
 } run_io;
+
+/* Data parallel under a launcher: this process's rank and the ranks on
+ * this machine (they share its cores). */
+static int env_int(const char *a, const char *b, const char *c, int dflt) {
+  const char *names[] = {a, b, c};
+  for (int i = 0; i < 3; i++) {
+    const char *v = names[i] ? getenv(names[i]) : NULL;
+    if (v && *v) return atoi(v);
+  }
+  return dflt;
+}
 
 static esmt_trainer *volatile g_trainer;
 static volatile sig_atomic_t g_signal;
@@ -46,7 +58,7 @@ static void say(run_io *io, int to_stdout, const char *fmt, ...) {
   va_end(ap);
   stamp(ts, sizeof ts);
   if (io->log) { fprintf(io->log, "%s %s\n", ts, msg); fflush(io->log); }
-  if (!to_stdout) return;
+  if (!to_stdout || io->quiet) return;
   if (io->tty) printf("\r\033[K%s\n", msg);
   else printf("%s %s\n", ts, msg);
   fflush(stdout);
@@ -75,7 +87,8 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
              (long long)io->max_steps, t->loss, t->lr, t->tokens_per_s, 100 * t->mfu, t->step_ms,
              t->eta_s, rss_mib(),
              t->overflows ? " | fp16 overflows skipped" : t->skipped ? " | skipped updates!" : "");
-    if (io->tty) {
+    if (io->quiet) {
+    } else if (io->tty) {
       printf("\r\033[K%s", line);
       fflush(stdout);
       say(io, 0, "%s", line);
@@ -259,14 +272,20 @@ int cmd_train(int argc, char **argv) {
     esmt_config_destroy(cfg);
     return 2;
   }
+  const int rank = env_int("ESMTRAIN_RANK", "RANK", "SLURM_PROCID", 0);
+  const int local_ranks = env_int("ESMTRAIN_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", NULL, 1);
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
   co.backend = *backend ? backend : NULL;
   co.num_threads = (int)cfg_int(cfg, "backend.threads");
+  if (co.num_threads == 0 && local_ranks > 1) { /* ranks on one machine share its cores */
+    long cores = sysconf(_SC_NPROCESSORS_ONLN);
+    co.num_threads = cores / local_ranks > 1 ? (int)(cores / local_ranks) : 1;
+  }
   co.log = cli_log_stderr;
   co.log_level = ESMT_LOG_WARN;
   esmt_context *ctx = NULL;
   esmt_trainer *tr = NULL;
-  run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps};
+  run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps, rank > 0};
   int rc = 1;
   double ceiling = 0;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
@@ -276,7 +295,7 @@ int cmd_train(int argc, char **argv) {
     goto done;
   }
   char path[4096];
-  if (!fast_dev) {
+  if (!fast_dev && rank == 0) { /* one log and one metrics file per run */
     snprintf(path, sizeof path, "%s/train.log", out);
     io.log = fopen(path, "a");
     snprintf(path, sizeof path, "%s/metrics.jsonl", out);
@@ -338,6 +357,7 @@ int cmd_train(int argc, char **argv) {
   goto done;
 fail:
   if (io.tty) printf("\n");
+  if (rank > 0) fprintf(stderr, "[rank %d] ", rank);
   cli_error("train", st);
   if (io.log) say(&io, 0, "error: %s", esmt_last_error());
 done:

@@ -11,6 +11,7 @@ static const struct {
 } k_commands[] = {
     {"probe", cmd_probe, "list backends, devices and CPU features; exit 0 if one is usable"},
     {"train", cmd_train, "train ESM-2 on an ingested dataset: the main job"},
+    {"launch", cmd_launch, "run N data-parallel ranks of a command on this machine"},
     {"config", cmd_config, "resolve, print and check a configuration; list presets and keys"},
     {"export", cmd_export, "a checkpoint as a Hugging Face EsmForMaskedLM directory"},
     {"import-hf", cmd_import_hf, "a Hugging Face ESM-2 directory as an esmtrain checkpoint"},

@@ -101,6 +101,13 @@ struct esmt_model {
   double normalizer;
   int32_t *host_seq_len;     /* [act_B] */
   esmt_op_profile profile;
+
+  /* Data parallelism: when set, backward calls this as soon as the
+   * gradients [from, layout.total) are final (after the LM head and final
+   * LayerNorm, after each layer, after the embedding), so that their
+   * all-reduce can overlap the rest of backward. */
+  void (*grads_ready)(void *user, uint64_t from);
+  void *grads_ready_user;
 };
 
 /* Make the activation arena fit B x T (reallocates when it is too small). */

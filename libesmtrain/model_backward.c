@@ -59,6 +59,16 @@ static esmt_status gelu_backward(esmt_model *m, const float *pre, float *d, uint
   return ESMT_OK;
 }
 
+/* Tell the data-parallel hook that gradients from `from` on are final. The
+ * queued ops must have finished writing them first. */
+static esmt_status grads_ready(esmt_model *m, uint64_t from) {
+  if (!m->grads_ready) return ESMT_OK;
+  esmtb_status st = m->ops->stream_sync(m->dev, m->stream);
+  if (st) return esmt_fail_prefix((esmt_status)st, "backward: stream sync: ");
+  m->grads_ready(m->grads_ready_user, from);
+  return ESMT_OK;
+}
+
 esmt_status esmt_model_run_backward(esmt_model *m) {
   esmt_activations *a = &m->act;
   const esmt_layout *ly = &m->layout;
@@ -81,6 +91,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
   if ((st = layernorm_backward(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf_mean, a->lnf_rstd,
                                a->d_narrow, a->d_resid, 0, N, "backward: final LayerNorm")))
     return st;
+  if ((st = grads_ready(m, ly->lnf_w))) return st;
 
   for (int l = m->L - 1; l >= 0; l--) {
     const esmt_layer_offsets *o = &ly->layers[l];
@@ -112,6 +123,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
                                  a->ln1_rstd[l], a->d_narrow, a->d_resid, 1, N,
                                  "backward: attention LayerNorm")))
       return st;
+    if ((st = grads_ready(m, o->ln1_w))) return st;
   }
 
   /* Embedding lookup (the second path into the tied E). */
@@ -119,5 +131,5 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
   e.dout = a->d_resid;
   e.dE = G(ly->embed);
   ESMT_OP(m, embed_backward, e, "backward: embedding");
-  return ESMT_OK;
+  return grads_ready(m, 0);
 }

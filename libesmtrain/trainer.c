@@ -67,6 +67,7 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
 
 void esmt_trainer_destroy(esmt_trainer *t) {
   if (!t) return;
+  esmt_dp_destroy(t->dp);
   esmt_loader_destroy(t->owned_train);
   esmt_loader_destroy(t->owned_valid);
   esmt_model_destroy(t->owned_model);
@@ -98,6 +99,17 @@ esmt_model *esmt_trainer_model(esmt_trainer *t) { return t ? t->m : NULL; }
 
 void esmt_trainer_request_stop(esmt_trainer *t) {
   if (t) t->stop_requested = 1;
+}
+
+esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp) {
+  esmt_dp_destroy(t->dp);
+  t->dp = dp;
+  t->up.dp = dp;
+  esmt_status st = esmt_dp_check_start(dp, t->m);
+  if (!st && dp)
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "data parallel: rank %d of %d",
+                    esmt_dp_rank(dp), esmt_dp_world(dp));
+  return st;
 }
 
 /* Copy a source batch into micro-batch slot i (sources may reuse buffers). */
@@ -141,7 +153,20 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
   return ESMT_OK;
 }
 
+static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out);
+
+/* A failure here that the other ranks do not share (bad data, out of
+ * memory) is announced to them, so they stop with this rank's reason
+ * instead of waiting for it. Data exhaustion and numeric stops are
+ * decided collectively (every rank sees the same sums). */
 esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
+  esmt_status st = step_impl(t, out);
+  if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC)
+    esmt_dp_abort(t->dp, esmt_last_error());
+  return st;
+}
+
+static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   const char *fn = "esmt_trainer_step";
   ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (out) {
@@ -149,17 +174,23 @@ esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
     if (st) return st;
   }
   double t0 = esmt_now_s();
+  esmt_dp_set_step(t->dp, t->step + 1);
   /* Gather micro-batches until the update's token budget is reached. */
   uint64_t tokens = 0;
   int n = 0;
   esmt_status st = ESMT_OK;
   do {
+    /* One micro-batch per rank per round; the budget counts the tokens of
+     * all ranks, and the data ends for all when it ends for one. */
     esmt_batch b = ESMT_BATCH_INIT;
     st = t->train.next(t->train.user, &b);
-    if (st == ESMT_ERR_STATE) break; /* the data ended */
-    if (st) return esmt_fail_prefix(st, "%s: reading training batch: ", fn);
-    if ((st = keep_batch(t, n, &b))) return st;
-    tokens += t->mbs[n].real_tokens;
+    const int ended = st == ESMT_ERR_STATE;
+    if (st && !ended) return esmt_fail_prefix(st, "%s: reading training batch: ", fn);
+    if (!ended && (st = keep_batch(t, n, &b))) return st;
+    uint64_t round[2] = {(uint64_t)ended, ended ? 0 : t->mbs[n].real_tokens};
+    if ((st = esmt_dp_sum_u64(t->dp, round, 2))) return st;
+    if (round[0]) break; /* the data ended */
+    tokens += round[1];
     n++;
   } while (tokens < t->o.tokens_per_update);
   if (n == 0) return esmt_fail(ESMT_ERR_STATE, "%s: the training data is exhausted", fn);
@@ -235,10 +266,31 @@ esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
   return ESMT_OK;
 }
 
+static esmt_status save_here(esmt_trainer *t, char *path, size_t cap);
+
+/* Data parallel: rank 0 writes (every rank holds the same weights) and
+ * all ranks learn whether it worked. */
 esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
   const char *fn = "esmt_trainer_save";
   ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
+  if (!t->dp) return save_here(t, path, cap);
+  esmt_status st = ESMT_OK;
+  char why[1024] = "";
+  if (esmt_dp_rank(t->dp) == 0 && (st = save_here(t, path, cap)))
+    snprintf(why, sizeof why, "%s", esmt_last_error());
+  else if (esmt_dp_rank(t->dp) != 0 && path)
+    snprintf(path, cap, "%s/checkpoints/step-%08lld", t->run_dir, (long long)t->step);
+  uint64_t failed = st != ESMT_OK;
+  esmt_status cs = esmt_dp_sum_u64(t->dp, &failed, 1);
+  if (st) return esmt_fail(st, "%s", why);
+  if (cs) return cs;
+  if (failed) return esmt_fail(ESMT_ERR_IO, "%s: rank 0 could not save the checkpoint", fn);
+  return ESMT_OK;
+}
+
+static esmt_status save_here(esmt_trainer *t, char *path, size_t cap) {
+  const char *fn = "esmt_trainer_save";
   char *json = NULL;
   esmt_status st = esmt_trainer_state_to_json(t, &json);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
@@ -309,7 +361,7 @@ static esmt_status eval_and_report(esmt_trainer *t) {
     t->best_eval_loss = em.loss;
     char dir[4096];
     if ((st = esmt_trainer_save(t, dir, sizeof dir))) return st;
-    if ((st = esmt_checkpoint_mark_best(t->run_dir, dir))) return st;
+    if (esmt_dp_rank(t->dp) == 0 && (st = esmt_checkpoint_mark_best(t->run_dir, dir))) return st;
   } else if (em.loss < t->best_eval_loss) {
     t->best_eval_loss = em.loss;
   }
@@ -331,8 +383,17 @@ static esmt_status save_at_floor(esmt_trainer *t) {
   return esmt_fail(ESMT_ERR_NUMERIC, "%s; checkpoint saved: %s", why, dir);
 }
 
+static esmt_status run_impl(esmt_trainer *t);
+
 esmt_status esmt_trainer_run(esmt_trainer *t) {
   ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
+  esmt_status st = run_impl(t);
+  if (st && t->dp && st != ESMT_ERR_NUMERIC && st != ESMT_ERR_CANCELLED)
+    esmt_dp_abort(t->dp, esmt_last_error()); /* a no-op when the step already did */
+  return st;
+}
+
+static esmt_status run_impl(esmt_trainer *t) {
   esmt_status st = ESMT_OK;
   int cancelled = 0, evaluated_at = -1;
   double run_start = esmt_now_s();
@@ -353,7 +414,12 @@ esmt_status esmt_trainer_run(esmt_trainer *t) {
         (st = esmt_trainer_save(t, NULL, 0)))
       return st;
     if (progress_cancel(t)) t->stop_requested = 1;
-    if (t->o.max_time_s > 0 && esmt_now_s() - run_start >= t->o.max_time_s) break;
+    /* every rank stops after the same update */
+    uint64_t stop[2] = {t->stop_requested != 0,
+                        t->o.max_time_s > 0 && esmt_now_s() - run_start >= t->o.max_time_s};
+    if ((st = esmt_dp_sum_u64(t->dp, stop, 2))) return st;
+    if (stop[0]) t->stop_requested = 1;
+    if (stop[1]) break;
   }
   cancelled = t->stop_requested != 0;
   if (!cancelled && t->has_eval && t->o.eval_every > 0 && evaluated_at != (int)t->step &&

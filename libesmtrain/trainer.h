@@ -33,11 +33,17 @@ struct esmt_trainer {
   float *eval_logits;               /* host buffer for evaluation logits */
   size_t eval_logits_cap;
 
+  esmt_dp *dp;                      /* data-parallel group (owned), NULL alone */
+
   /* owned when built by esmt_trainer_create_from_config */
   esmt_model *owned_model;
   esmt_loader *owned_train, *owned_valid;
   struct esmt_overfit_source *overfit;
 };
+
+/* Run data parallel over `dp` (the trainer takes ownership; NULL: alone).
+ * Checks the ranks agree on the weights first. */
+ESMT_HIDDEN esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp);
 
 /* Trainer state <-> JSON text (malloc'ed) for checkpoints. */
 ESMT_HIDDEN esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json);

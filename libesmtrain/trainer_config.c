@@ -70,6 +70,10 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_loader *train = NULL, *valid = NULL;
   esmt_overfit_source *ovf = NULL;
   esmt_trainer *t = NULL;
+  esmt_dp *dp = NULL; /* data parallel when a launcher set ranks */
+  uint64_t bucket = 0;
+  esmt_config_get_bytes(cfg, "dist.bucket_size", &bucket);
+  if ((st = esmt_dp_create_from_env(bucket, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
   if ((st = esmt_model_create(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &model))) goto fail;
 
   esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
@@ -80,6 +84,8 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   lo.tokens_per_batch = (uint64_t)gi(cfg, "data.tokens_per_batch");
   lo.prefetch = (int)gi(cfg, "data.prefetch");
   lo.mask_prob = gd(cfg, "data.mask_prob");
+  lo.rank = esmt_dp_rank(dp);
+  lo.world = esmt_dp_world(dp);
   if (overfit > 0) lo.shuffle = 0;
   if ((st = esmt_loader_create(&lo, &train))) goto fail;
   const int64_t eval_every = fast_dev > 0 ? 0 : gi(cfg, "train.eval_every");
@@ -148,6 +154,11 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   to.keep_last = (int)gi(cfg, "train.keep_last");
   to.max_time_s = gd(cfg, "train.max_time");
   if ((st = esmt_trainer_create(model, &to, &src, &t))) goto fail;
+  if (dp) {
+    st = esmt_trainer_set_dp(t, dp); /* the trainer owns it now */
+    dp = NULL;
+    if (st) goto fail;
+  }
   if (valid) {
     esmt_batch_source vs;
     esmt_loader_as_source(valid, &vs);
@@ -160,6 +171,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   *out = t;
   return ESMT_OK;
 fail:
+  esmt_dp_destroy(dp);
   esmt_trainer_destroy(t);
   esmt_loader_destroy(valid);
   esmt_loader_destroy(train);

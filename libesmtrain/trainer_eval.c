@@ -43,7 +43,11 @@ esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
   memcpy(counts, t->aa_counts, sizeof counts);
   uint64_t seen = 0;
   for (int a = 0; a < ESMT_VOCAB_SIZE; a++) seen += counts[a];
+  if ((st = esmt_dp_sum_u64(t->dp, &seen, 1))) return st;
   if (!seen && (st = count_eval_residues(t, counts))) return esmt_fail_prefix(st, "%s: ", fn);
+  /* data parallel: the residues every rank saw, and each rank evaluates
+   * its share of the validation batches; the sums are combined below */
+  if ((st = esmt_dp_sum_u64(t->dp, counts, ESMT_VOCAB_SIZE))) return st;
   double logp[ESMT_VOCAB_SIZE];
   unigram_logp(counts, logp);
 
@@ -78,6 +82,14 @@ esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
       uni_sum -= (y >= 4 && y < 29) ? logp[y] : log(1e-9);
     }
   }
+  double sums[2] = {loss_sum, uni_sum};
+  uint64_t totals[2] = {selected, correct};
+  if ((st = esmt_dp_sum_f64(t->dp, sums, 2)) || (st = esmt_dp_sum_u64(t->dp, totals, 2)))
+    return st;
+  loss_sum = sums[0];
+  uni_sum = sums[1];
+  selected = totals[0];
+  correct = totals[1];
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->step = t->step;

@@ -32,14 +32,21 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
                             esmt_update_result *r) {
   memset(r, 0, sizeof *r);
   const double S = p->loss_scale > 0 ? p->loss_scale : 1.0;
-  uint64_t selected = 0;
+  /* The update's counts over every rank: each rank divides its loss by
+   * the global number of selected tokens, so the summed gradients are
+   * those of one big batch. */
+  uint64_t counts[2] = {0, 0};
   for (int i = 0; i < n; i++) {
-    selected += mbs[i].selected;
-    r->real_tokens += mbs[i].real_tokens;
+    counts[0] += mbs[i].selected;
+    counts[1] += mbs[i].real_tokens;
   }
-  r->selected = selected;
-  esmt_status st = esmt_model_zero_grad(m);
+  esmt_dp_set_step(p->dp, step);
+  esmt_status st = esmt_dp_sum_u64(p->dp, counts, 2);
   if (st) return st;
+  const uint64_t selected = counts[0];
+  r->selected = selected;
+  r->real_tokens = counts[1];
+  if ((st = esmt_model_zero_grad(m))) return st;
   double loss_sum = 0;
   for (int i = 0; i < n; i++) {
     esmt_batch b = ESMT_BATCH_INIT;
@@ -55,11 +62,19 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     double t0 = esmt_now_s();
     if ((st = esmt_model_forward(m, &b, &fr, NULL))) return st;
     double t1 = esmt_now_s();
-    if ((st = esmt_model_backward(m))) return st;
+    /* the last backward of the update overlaps the gradient all-reduce */
+    if (i == n - 1 && (st = esmt_dp_grads_arm(p->dp, m))) return st;
+    st = esmt_model_backward(m);
+    if (i == n - 1) {
+      if (st) esmt_dp_grads_cancel(p->dp, m);
+      else st = esmt_dp_grads_finish(p->dp, m);
+    }
+    if (st) return st;
     r->t_forward += t1 - t0;
     r->t_backward += esmt_now_s() - t1;
     loss_sum += fr.loss_sum;
   }
+  if ((st = esmt_dp_sum_f64(p->dp, &loss_sum, 1))) return st;
   r->loss = selected ? loss_sum / (double)selected : 0.0;
   if (inject_here(step)) {
     float nan = esmt_test_inject_inf ? __builtin_inff() : __builtin_nanf("");

@@ -6,6 +6,7 @@
 #ifndef ESMTRAIN_TRAINER_UPDATE_H
 #define ESMTRAIN_TRAINER_UPDATE_H
 
+#include "dp_group.h"
 #include "model.h"
 
 typedef struct esmt_micro_batch {
@@ -23,13 +24,14 @@ typedef struct esmt_update_params {
   esmt_nonfinite_policy nonfinite;
   double loss_scale;         /* the loss is multiplied by this before backward; 1 = off */
   int scaling;               /* 1: a non-finite gradient is a loss-scale overflow */
+  esmt_dp *dp;               /* data parallel group, or NULL */
 } esmt_update_params;
 
 typedef struct esmt_update_result {
-  double loss;               /* summed CE / selected of the update */
+  double loss;               /* summed CE / selected of the update (all ranks) */
   double grad_norm;          /* before clipping, of the unscaled gradients */
   double lr;
-  uint64_t selected, real_tokens;
+  uint64_t selected, real_tokens; /* of the whole update, all ranks */
   int skipped;               /* 1 when the update was skipped (non-finite) */
   int overflow;              /* skipped for a loss-scale overflow (scaling on, loss finite) */
   char skip_reason[96];

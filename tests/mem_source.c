@@ -23,7 +23,7 @@ void mem_source_row(int64_t k, int r, int32_t *tok, int32_t *lab) {
 static esmt_status src_next(void *user, esmt_batch *b) {
   mem_source *m = user;
   if (m->limit && m->index >= m->limit) return ESMT_ERR_STATE;
-  int64_t k = m->repeat ? 0 : m->index;
+  int64_t k = m->repeat ? 0 : m->offset + (m->stride > 0 ? m->stride : 1) * m->index;
   for (int r = 0; r < m->rows; r++) mem_source_row(k, r, m->tok + r * MEM_T, m->lab + r * MEM_T);
   m->index++;
   b->batch = m->rows;

@@ -15,6 +15,8 @@ typedef struct mem_source {
   int64_t index;       /* next batch number */
   int64_t limit;       /* batches before exhaustion (0 = endless) */
   int repeat;          /* always batch 0 (overfitting) */
+  int offset, stride;  /* this source serves batches offset + stride * index (a rank's share;
+                        * 0, 0 = every batch) */
   int32_t tok[MEM_MAXB * MEM_T], lab[MEM_MAXB * MEM_T];
 } mem_source;
 

@@ -92,7 +92,7 @@ static void test_accumulation_equivalence(void **state) {
   esmt_micro_batch mb = {4, T, ctok, clab, 0, 0};
   esmt_micro_batch_count(&mb);
   esmt_update_result r;
-  esmt_update_params up = {ob.adamw, ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0};
+  esmt_update_params up = {ob.adamw, ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0, NULL};
   assert_int_equal(esmt_run_update(b, &mb, 1, &up, 1, 1, &r), ESMT_OK);
   assert_true(fabs(r.loss - ma.loss) <= 1e-5 * fabs(r.loss));
   float *wa = weights(a), *wb = weights(b);

@@ -1,0 +1,62 @@
+/* Data parallelism in the core: the same rank, bucket and normalisation
+ * logic whatever carries the bytes (today the host TCP communicator; the
+ * NCCL backend plugs in behind the same calls).
+ *
+ * Per update: every rank takes its own micro-batches (the loader shards
+ * batches by rank), the selected-token counts are summed first so that
+ * every rank normalises its loss by the GLOBAL count of the update, and
+ * the gradients are summed in buckets while backward still runs: backward
+ * reports each time a suffix of the flat gradient buffer is final (after
+ * the LM head, after each layer from the top) and a worker thread
+ * all-reduces every complete bucket at once. After the sum every rank
+ * holds identical gradients, so the norm, clipping, skip decisions and
+ * AdamW agree bit for bit without further traffic. */
+#ifndef ESMTRAIN_DP_GROUP_H
+#define ESMTRAIN_DP_GROUP_H
+
+#include "model.h"
+#include "tcp_comm.h"
+
+typedef struct esmt_dp esmt_dp;
+
+/* A group over an existing communicator (owned by the group from then on).
+ * bucket_bytes: gradient bytes per all-reduce (0 = 25 MiB). */
+ESMT_HIDDEN esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out);
+/* From the launcher's environment; *out is NULL for a single process. */
+ESMT_HIDDEN esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, esmt_dp **out);
+ESMT_HIDDEN void esmt_dp_destroy(esmt_dp *dp);
+
+ESMT_HIDDEN int esmt_dp_rank(const esmt_dp *dp);   /* 0 for NULL */
+ESMT_HIDDEN int esmt_dp_world(const esmt_dp *dp);  /* 1 for NULL */
+
+/* In-place sums of small host arrays (counts, losses, flags). */
+ESMT_HIDDEN esmt_status esmt_dp_sum_u64(esmt_dp *dp, uint64_t *v, int n);
+ESMT_HIDDEN esmt_status esmt_dp_sum_f64(esmt_dp *dp, double *v, int n);
+
+/* Start-up check: a test all-reduce, and the same parameters on every
+ * rank (their fp32 checksums summed and compared), with a message naming
+ * what differs. */
+ESMT_HIDDEN esmt_status esmt_dp_check_start(esmt_dp *dp, esmt_model *m);
+
+/* Gradient sum of the update's last backward: arm before it (installs the
+ * model's grads_ready hook), finish after it (reduces what is left, waits
+ * for the worker, removes the hook). The model's gradients must be host
+ * addressable (the cpu backend); others need a backend all-reduce. */
+ESMT_HIDDEN esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_dp_grads_finish(esmt_dp *dp, esmt_model *m);
+
+/* After a failure on this rank between arm and finish: stop the worker
+ * (it completes the bucket in flight) and remove the hook. Then abort. */
+ESMT_HIDDEN void esmt_dp_grads_cancel(esmt_dp *dp, esmt_model *m);
+
+/* Tag messages with the update number. */
+ESMT_HIDDEN void esmt_dp_set_step(esmt_dp *dp, int64_t step);
+
+/* This rank is failing: tell the others (their next collective fails with
+ * "rank K failed: <reason>"). */
+ESMT_HIDDEN void esmt_dp_abort(esmt_dp *dp, const char *reason);
+
+/* Bytes all-reduced and seconds the worker spent, for metrics. */
+ESMT_HIDDEN void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s);
+
+#endif

@@ -1,0 +1,268 @@
+/* Data parallelism on the CPU backend over the real TCP communicator, with
+ * ranks as fork()ed processes on this machine (issue #9's CI proof):
+ *  - N ranks x 1 micro-batch give the weights of one process accumulating
+ *    the same N micro-batches (fp32 tolerance: only the order of additions
+ *    differs), and every rank holds bit-identical weights;
+ *  - a 2-rank run checkpointed and resumed (by 2 ranks) ends bit-identical
+ *    to an uninterrupted 2-rank run; only rank 0 writes;
+ *  - a rank killed mid-run makes the other stop with an error naming it. */
+#define _GNU_SOURCE
+#include "test_util.h"
+
+#include <math.h>
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "dp_group.h"
+#include "mem_source.h"
+#include "trainer.h"
+
+enum { STEPS = 5 };
+
+static char g_dir[256];
+static int g_job;
+
+static esmt_context *make_ctx(void) {
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 1; /* the same thread count everywhere: same reductions */
+  esmt_context *c = NULL;
+  return esmt_context_create(&o, &c) ? NULL : c;
+}
+
+static esmt_model *make_model(esmt_context *ctx) {
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
+  esmt_model *m = NULL;
+  return esmt_model_create(ctx, &c, 7, &m) ? NULL : m;
+}
+
+typedef struct run_spec {
+  int rank, world;      /* world 1: no communicator */
+  int per_update;       /* micro-batches per update (world 1 accumulates them) */
+  int64_t steps;
+  const char *run_dir;  /* NULL: no checkpoints */
+  int save_every;
+  int resume;           /* resume from run_dir's latest first */
+  int die_at;           /* > 0: this rank SIGKILLs itself after that update */
+  const char *weights_out, *error_out;
+} run_spec;
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+/* One process's whole run; returns its status. */
+static esmt_status run(const run_spec *s) {
+  esmt_context *ctx = make_ctx();
+  esmt_model *m = ctx ? make_model(ctx) : NULL;
+  if (!m) return ESMT_ERR_INTERNAL;
+  mem_source ms = {.rows = 2, .offset = s->rank, .stride = s->world};
+  esmt_batch_source src = mem_source_as_source(&ms);
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.adamw.lr = 1e-3;
+  o.schedule.peak_lr = 1e-3;
+  o.schedule.warmup_steps = 2;
+  o.schedule.total_steps = 20;
+  o.log_every = 0;
+  o.max_steps = s->steps;
+  o.run_dir = s->run_dir;
+  o.save_every = s->save_every;
+  o.keep_last = 0;
+  /* a batch has 40..48 real tokens: this budget takes exactly per_update of them */
+  o.tokens_per_update = s->world > 1 ? 0 : (uint64_t)(48 * (s->per_update - 1) + 1);
+  esmt_trainer *t = NULL;
+  esmt_status st = esmt_trainer_create(m, &o, &src, &t);
+  if (!st && s->world > 1) {
+    char rdv[512], token[32];
+    snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
+    esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
+    esmt_comm *comm = NULL;
+    esmt_dp *dp = NULL;
+    (void)token;
+    st = esmt_comm_create(&comm, &co);
+    if (!st) st = esmt_dp_create(comm, 4096, &dp); /* small buckets: many overlap */
+    if (!st) st = esmt_trainer_set_dp(t, dp);
+  }
+  if (!st && s->resume) st = esmt_trainer_resume(t, s->run_dir);
+  while (!st && esmt_trainer_step_count(t) < s->steps) {
+    esmt_train_metrics mt = {.struct_size = sizeof mt};
+    st = esmt_trainer_step(t, &mt);
+    if (!st && s->die_at && esmt_trainer_step_count(t) == s->die_at) raise(SIGKILL);
+    if (!st && s->run_dir && s->save_every && esmt_trainer_step_count(t) % s->save_every == 0)
+      st = esmt_trainer_save(t, NULL, 0);
+  }
+  if (st && s->error_out) write_text(s->error_out, esmt_last_error());
+  if (!st && s->weights_out) {
+    float *w = malloc(m->layout.total * sizeof *w);
+    FILE *f = fopen(s->weights_out, "wb");
+    if (w && f && !esmt_flat_download(m, w, m->params)) fwrite(w, sizeof *w, m->layout.total, f);
+    if (f) fclose(f);
+    free(w);
+  }
+  esmt_trainer_destroy(t);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+  return st;
+}
+
+/* Run each spec in its own process; statuses (or 128 + signal) out. */
+static void run_ranks(const run_spec *specs, int n, int *status) {
+  g_job++;
+  pid_t pid[8];
+  for (int i = 0; i < n; i++) {
+    pid[i] = fork();
+    if (pid[i] == 0) _exit((int)run(&specs[i]));
+  }
+  for (int i = 0; i < n; i++) {
+    int ws;
+    waitpid(pid[i], &ws, 0);
+    status[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  }
+}
+
+static float *read_weights(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("no weights at %s", path);
+  fseek(f, 0, SEEK_END);
+  long bytes = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  float *w = malloc((size_t)bytes);
+  *n = fread(w, sizeof *w, (size_t)bytes / sizeof *w, f);
+  fclose(f);
+  return w;
+}
+
+static void test_ranks_equal_accumulation(void **state) {
+  (void)state;
+  for (int world = 2; world <= 3; world++) {
+    char one[512], ranks[3][512];
+    snprintf(one, sizeof one, "%s/one-%d", g_dir, world);
+    run_spec single = {0, 1, world, STEPS, NULL, 0, 0, 0, one, NULL};
+    int st1;
+    run_ranks(&single, 1, &st1);
+    assert_int_equal(st1, 0);
+    run_spec specs[3];
+    for (int r = 0; r < world; r++) {
+      snprintf(ranks[r], sizeof ranks[r], "%s/w%d-r%d", g_dir, world, r);
+      run_spec s = {r, world, 1, STEPS, NULL, 0, 0, 0, ranks[r], NULL};
+      specs[r] = s;
+    }
+    int st[3];
+    run_ranks(specs, world, st);
+    for (int r = 0; r < world; r++) assert_int_equal(st[r], 0);
+    size_t n1, n0;
+    float *w1 = read_weights(one, &n1), *w0 = read_weights(ranks[0], &n0);
+    assert_int_equal(n1, n0);
+    double num = 0, den = 0, moved = 0;
+    for (size_t i = 0; i < n0; i++) {
+      num += ((double)w0[i] - w1[i]) * ((double)w0[i] - w1[i]);
+      den += (double)w1[i] * w1[i];
+    }
+    for (int r = 1; r < world; r++) { /* the ranks agree bit for bit */
+      size_t nr;
+      float *wr = read_weights(ranks[r], &nr);
+      assert_int_equal(nr, n0);
+      assert_memory_equal(wr, w0, n0 * sizeof *w0);
+      free(wr);
+    }
+    /* and they trained: compare against the initial weights */
+    esmt_context *ctx = make_ctx();
+    esmt_model *m = make_model(ctx);
+    float *init = malloc(n0 * sizeof *init);
+    assert_int_equal(esmt_flat_download(m, init, m->params), ESMT_OK);
+    for (size_t i = 0; i < n0; i++) moved += ((double)w0[i] - init[i]) * ((double)w0[i] - init[i]);
+    const double rel = sqrt(num / den), step = sqrt(moved / den);
+    printf("world %d x 1 micro-batch vs 1 process x %d: weights rel diff %.3g (training moved "
+           "them %.3g)\n", world, world, rel, step);
+    assert_true(step > 1e-3);
+    assert_true(rel < 1e-5);
+    free(init);
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+    free(w0);
+    free(w1);
+  }
+}
+
+static void test_resume_across_ranks(void **state) {
+  (void)state;
+  char full[512], part[512], w_full[512], w_res[512], w_res1[512];
+  snprintf(full, sizeof full, "%s/full", g_dir);
+  snprintf(part, sizeof part, "%s/part", g_dir);
+  snprintf(w_full, sizeof w_full, "%s/w-full", g_dir);
+  snprintf(w_res, sizeof w_res, "%s/w-res", g_dir);
+  snprintf(w_res1, sizeof w_res1, "%s/w-res1", g_dir);
+  int st[2];
+  run_spec a[2] = {{0, 2, 1, 6, full, 2, 0, 0, w_full, NULL}, {1, 2, 1, 6, full, 2, 0, 0, NULL, NULL}};
+  run_ranks(a, 2, st);
+  assert_int_equal(st[0], 0);
+  assert_int_equal(st[1], 0);
+  run_spec b[2] = {{0, 2, 1, 4, part, 2, 0, 0, NULL, NULL}, {1, 2, 1, 4, part, 2, 0, 0, NULL, NULL}};
+  run_ranks(b, 2, st);
+  assert_int_equal(st[0] | st[1], 0);
+  run_spec c[2] = {{0, 2, 1, 6, part, 2, 1, 0, w_res, NULL}, {1, 2, 1, 6, part, 2, 1, 0, w_res1, NULL}};
+  run_ranks(c, 2, st);
+  assert_int_equal(st[0] | st[1], 0);
+  size_t n1, n2, n3;
+  float *x = read_weights(w_full, &n1), *y = read_weights(w_res, &n2), *z = read_weights(w_res1, &n3);
+  assert_int_equal(n1, n2);
+  assert_memory_equal(x, y, n1 * sizeof *x); /* 4 + resume + 2 == 6, bit for bit */
+  assert_memory_equal(y, z, n1 * sizeof *y);
+  printf("2 ranks: 4 updates + resume + 2 == 6 updates, bit for bit\n");
+  free(x);
+  free(y);
+  free(z);
+}
+
+static void test_killed_rank(void **state) {
+  (void)state;
+  char err[512];
+  snprintf(err, sizeof err, "%s/err0", g_dir);
+  run_spec s[2] = {{0, 2, 1, 50, NULL, 0, 0, 0, NULL, err}, {1, 2, 1, 50, NULL, 0, 0, 3, NULL, NULL}};
+  int st[2];
+  double t0 = esmt_clock_seconds();
+  run_ranks(s, 2, st);
+  double waited = esmt_clock_seconds() - t0;
+  assert_int_equal(st[1], 128 + SIGKILL);
+  assert_true(st[0] != 0 && st[0] < 128); /* an error, not a crash */
+  char msg[2048] = "";
+  FILE *f = fopen(err, "r");
+  assert_non_null(f);
+  size_t n = fread(msg, 1, sizeof msg - 1, f);
+  msg[n] = '\0';
+  fclose(f);
+  printf("rank 1 killed after update 3: rank 0 stopped after %.1f s: %s\n", waited, msg);
+  assert_non_null(strstr(msg, "rank 1"));
+  assert_true(waited < 15);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
+  return 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  test_rmtree(g_dir);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_ranks_equal_accumulation),
+      cmocka_unit_test(test_resume_across_ranks),
+      cmocka_unit_test(test_killed_rank),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
