@@ -209,9 +209,14 @@ void comm_wait_explanation(esmt_comm *c, double seconds) {
 /* The connection to `peer` broke: give the control channel a moment to say
  * why (an abort travels there), else blame the peer. */
 static esmt_status peer_lost(esmt_comm *c, int peer, int err, const char *doing) {
+  static const char left[] =
+      "closed its communicator while the other ranks were still in this collective (did it "
+      "skip a call?)";
+  if (c->ctl_bye[peer]) return comm_kill(c, peer, left, 1, -1); /* rank 0 saw its goodbye */
   double grace = c->timeout_s < 2.0 ? c->timeout_s : 2.0;
   comm_wait_explanation(c, grace);
   if (c->dead) return comm_dead_error(c);
+  if (c->ctl_bye[peer]) return comm_kill(c, peer, left, 1, -1);
   char why[300];
   snprintf(why, sizeof why,
            "connection lost while %s (%s; the process exited, was killed or left the job; "

@@ -511,6 +511,30 @@ static void test_abort(void **state) {
   }
 }
 
+/* Rank 2 skips the collective and destroys its communicator (a clean
+ * goodbye): the others still fail, naming it. */
+static int child_leaves(esmt_comm *c, const group *g, char *msg) {
+  if (esmt_comm_rank(c) == 2) return 0;
+  float x[1000] = {0};
+  double t0 = now_s();
+  esmt_status st = esmt_comm_allreduce_sum(c, x, 1000, ESMT_COMM_F32);
+  snprintf(msg, MSG, "%s", st == ESMT_OK ? "succeeded" : esmt_last_error());
+  (void)g;
+  return st == ESMT_OK || now_s() - t0 > 5.0;
+}
+
+static void test_rank_leaves_early(void **state) {
+  (void)state;
+  group g = make_group(3, 20);
+  result res[MAXP];
+  run_group(&g, child_leaves, res);
+  expect_all_ok(&g, res);
+  for (int i = 0; i < 2; i++)
+    if (!strstr(res[i].msg, "allreduce #1: rank 2 failed: "))
+      fail_msg("rank %d: %s", i, res[i].msg);
+  printf("rank 2 left early, rank 0 says: %s\n", res[0].msg);
+}
+
 /* SIGALRM every millisecond (no SA_RESTART) during collectives: every
  * poll/send/recv sees EINTR now and then. */
 static void on_alarm(int sig) { (void)sig; }
@@ -686,6 +710,7 @@ int main(void) {
       cmocka_unit_test(test_rank_killed_mid_transfer),
       cmocka_unit_test(test_abort),
       cmocka_unit_test(test_eintr),
+      cmocka_unit_test(test_rank_leaves_early),
       cmocka_unit_test(test_rank_never_arrives),
       cmocka_unit_test(test_collective_timeout),
       cmocka_unit_test(test_port_in_use),
