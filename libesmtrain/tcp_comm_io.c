@@ -157,7 +157,7 @@ esmt_status comm_handle_ctl(esmt_comm *c, int p, uint32_t expect_type, int *got)
   if (r == 0 && h.type == MSG_ABORT) {
     msg[h.len] = '\0';
     int origin = h.origin >= 0 && h.origin < c->world ? h.origin : p;
-    /* Rank 0 relays to everyone but the sender (and the origin, if alive). */
+    /* Rank 0 relays it to everyone but the sender. */
     return comm_kill(c, origin, msg, c->rank == 0, p);
   }
   if (r == 0) {
