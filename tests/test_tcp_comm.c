@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ typedef struct {
   double timeout_s;
   const char *rv_file;  /* file rendezvous instead of MASTER_ADDR/PORT */
   int from_env;         /* children set torchrun variables and detect them */
+  int rv_hostname;      /* with rv_file: rank 0 publishes gethostname() */
   void *arg;
 } group;
 
@@ -90,7 +92,7 @@ static void run_group(const group *g, child_fn fn, result *res) {
       esmt_comm_options o = {g->ranks[i], g->worlds[i] ? g->worlds[i] : g->world,
                              g->rv_file ? NULL : "127.0.0.1", g->rv_file ? 0 : port,
                              g->rv_file, 0x1234, g->timeout_s};
-      if (g->rv_file) o.master_addr = "127.0.0.1"; /* what rank 0 publishes */
+      if (g->rv_file && !g->rv_hostname) o.master_addr = "127.0.0.1"; /* what rank 0 publishes */
       esmt_comm *c = NULL;
       int code = 0;
       esmt_status st;
@@ -370,6 +372,19 @@ static void test_file_rendezvous(void **state) {
   run_group(&g, child_misc, res);
   expect_all_ok(&g, res);
   assert_int_not_equal(access(path, F_OK), 0); /* removed once everyone connected */
+  /* Without MASTER_ADDR rank 0 publishes its host name (if it resolves here). */
+  char host[256] = "";
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_INET;
+  if (gethostname(host, sizeof host - 1) == 0 && getaddrinfo(host, NULL, &hints, &ai) == 0) {
+    freeaddrinfo(ai);
+    g.rv_hostname = 1;
+    run_group(&g, child_misc, res);
+    expect_all_ok(&g, res);
+  } else {
+    printf("skipped: host name '%s' does not resolve to IPv4\n", host);
+  }
   test_rmtree(dir);
 }
 
