@@ -1,5 +1,6 @@
-/* Shared by tcp_comm.c (setup), tcp_comm_io.c (transfers, control channel,
- * failures) and tcp_comm_coll.c (collectives).
+/* Shared by tcp_comm.c (rendezvous protocol), tcp_comm_net.c (sockets,
+ * rendezvous file), tcp_comm_io.c (transfers, control channel, failures)
+ * and tcp_comm_coll.c (collectives).
  *
  * Topology: a ring (rank r sends to r+1, receives from r-1) for data, plus
  * the star of rendezvous sockets to rank 0 kept as a control channel.
