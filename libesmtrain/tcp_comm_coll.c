@@ -26,7 +26,9 @@ static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
   comm_put_u64(mine + 8, ((uint64_t)op << 32) | (uint32_t)extra);
   comm_put_u64(mine + 16, c->seq);
   comm_put_u64(mine + 24, bytes);
+  c->in_header = 1;
   esmt_status st = comm_xfer(c, mine, 32, theirs, 32, 0);
+  c->in_header = 0;
   if (st != ESMT_OK) return st;
   if (memcmp(mine, theirs, 32) != 0) {
     int prev = (c->rank + c->world - 1) % c->world;

@@ -41,6 +41,7 @@ struct esmt_comm {
   uint64_t seq;
   size_t op_bytes;
   int op_state; /* 0 none, 1 in progress, 2 done, 3 failed */
+  int in_header; /* exchanging the operation header (for timeout messages) */
   int64_t step;
   /* after a failure every call returns this */
   int dead;

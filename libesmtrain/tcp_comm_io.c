@@ -281,9 +281,14 @@ esmt_status comm_xfer(esmt_comm *c, const void *sbuf, size_t slen, void *rbuf, s
     if (ms == 0) {
       char why[300];
       int peer = rdone < rlen ? (c->rank + c->world - 1) % c->world : (c->rank + 1) % c->world;
-      snprintf(why, sizeof why, "timed out after %.1f s waiting for rank %d (%s %zu of %zu bytes)",
-               c->timeout_s, peer, rdone < rlen ? "received" : "sent",
-               rdone < rlen ? rdone + pend : sdone, rdone < rlen ? rlen : slen);
+      if (c->in_header) /* the peer has not entered this collective */
+        snprintf(why, sizeof why, "timed out after %.1f s waiting for rank %d to join", c->timeout_s,
+                 peer);
+      else
+        snprintf(why, sizeof why,
+                 "timed out after %.1f s waiting for rank %d (%s %zu of %zu bytes)", c->timeout_s,
+                 peer, rdone < rlen ? "received" : "sent", rdone < rlen ? rdone + pend : sdone,
+                 rdone < rlen ? rlen : slen);
       st = comm_kill(c, c->rank, why, 1, -1);
       break;
     }
