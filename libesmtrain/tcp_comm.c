@@ -13,176 +13,15 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
-#include <fcntl.h>
-#include <netdb.h>
 #include <netinet/in.h>
-#include <netinet/tcp.h>
 #include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/socket.h>
-#include <time.h>
 #include <unistd.h>
 
 #define ENTRY_SIZE 20 /* table entry: 16-byte dotted IPv4 address + port */
-
-static void sleep_s(double s) {
-  struct timespec ts = {(time_t)s, (long)((s - (double)(time_t)s) * 1e9)};
-  while (nanosleep(&ts, &ts) != 0 && errno == EINTR) {
-  }
-}
-
-static void prep_socket(int fd) {
-  fcntl(fd, F_SETFD, FD_CLOEXEC);
-  fcntl(fd, F_SETFL, fcntl(fd, F_GETFL) | O_NONBLOCK);
-  int one = 1;
-  setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
-}
-
-static void put_u32(unsigned char *p, uint32_t v) { v = htonl(v); memcpy(p, &v, 4); }
-static uint32_t get_u32(const unsigned char *p) {
-  uint32_t v;
-  memcpy(&v, p, 4);
-  return ntohl(v);
-}
-static void put_u64(unsigned char *p, uint64_t v) {
-  put_u32(p, (uint32_t)(v >> 32));
-  put_u32(p + 4, (uint32_t)v);
-}
-static uint64_t get_u64(const unsigned char *p) {
-  return ((uint64_t)get_u32(p) << 32) | get_u32(p + 4);
-}
-
-/* IPv4 listener on `port` (0 = ephemeral) on all interfaces. */
-static esmt_status listen_on(int port, int *fd_out, int *port_out) {
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) return esmt_fail(ESMT_ERR_IO, "socket() failed: %s", strerror(errno));
-  int one = 1;
-  /* Lets a restarted job reuse a port whose old connections sit in
-   * TIME_WAIT; a port with a live listener still fails (EADDRINUSE). */
-  setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);
-  struct sockaddr_in a;
-  memset(&a, 0, sizeof a);
-  a.sin_family = AF_INET;
-  a.sin_addr.s_addr = htonl(INADDR_ANY);
-  a.sin_port = htons((uint16_t)port);
-  if (bind(fd, (struct sockaddr *)&a, sizeof a) != 0 || listen(fd, 128) != 0) {
-    int err = errno;
-    close(fd);
-    if (err == EADDRINUSE)
-      return esmt_fail(ESMT_ERR_IO,
-                       "rank 0 cannot listen on port %d: address already in use (another job "
-                       "or process holds it; choose a free port with MASTER_PORT)",
-                       port);
-    return esmt_fail(ESMT_ERR_IO, "cannot listen on port %d: %s", port, strerror(err));
-  }
-  socklen_t len = sizeof a;
-  getsockname(fd, (struct sockaddr *)&a, &len);
-  *port_out = ntohs(a.sin_port);
-  prep_socket(fd);
-  *fd_out = fd;
-  return ESMT_OK;
-}
-
-/* One connection attempt, waiting at most until `deadline`. */
-static int connect_once(const char *host, int port, double deadline, char *err, size_t cap) {
-  char ps[8];
-  snprintf(ps, sizeof ps, "%d", port);
-  struct addrinfo hints, *res = NULL;
-  memset(&hints, 0, sizeof hints);
-  hints.ai_family = AF_INET;
-  hints.ai_socktype = SOCK_STREAM;
-  int g = getaddrinfo(host, ps, &hints, &res);
-  if (g != 0) {
-    snprintf(err, cap, "cannot resolve '%s': %s", host, gai_strerror(g));
-    return -1;
-  }
-  int fd = socket(AF_INET, SOCK_STREAM, 0);
-  if (fd < 0) {
-    snprintf(err, cap, "socket() failed: %s", strerror(errno));
-    freeaddrinfo(res);
-    return -1;
-  }
-  prep_socket(fd);
-  int r = connect(fd, res->ai_addr, res->ai_addrlen);
-  freeaddrinfo(res);
-  if (r != 0 && errno == EINPROGRESS) {
-    struct pollfd pf = {fd, POLLOUT, 0};
-    double left = deadline - esmt_now_s();
-    int ms = left <= 0 ? 0 : left > 2.0 ? 2000 : (int)(left * 1000) + 1;
-    while ((r = poll(&pf, 1, ms)) < 0 && errno == EINTR) {
-    }
-    int soerr = ETIMEDOUT;
-    socklen_t sl = sizeof soerr;
-    if (r == 1) getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-    r = soerr ? -1 : 0;
-    errno = soerr;
-  }
-  if (r != 0) {
-    snprintf(err, cap, "%s", strerror(errno));
-    close(fd);
-    return -1;
-  }
-  return fd;
-}
-
-/* Connect, retrying until the deadline (the listener may not be up yet). */
-static esmt_status connect_retry(const char *what, const char *host, int port, double deadline,
-                                 double timeout_s, int *fd_out) {
-  char err[256] = "no attempt";
-  double pause = 0.02;
-  while (esmt_now_s() < deadline) {
-    int fd = connect_once(host, port, deadline, err, sizeof err);
-    if (fd >= 0) {
-      *fd_out = fd;
-      return ESMT_OK;
-    }
-    sleep_s(pause);
-    if (pause < 0.25) pause *= 2;
-  }
-  return esmt_fail(ESMT_ERR_IO, "could not connect to %s at %s:%d within %.1f s (%s)",
-                   what, host, port, timeout_s, err);
-}
-
-/* ---- rendezvous file ---------------------------------------------------- */
-
-static esmt_status publish_file(const char *path, const char *host, int port, uint64_t token) {
-  char tmp[ESMT_DIST_PATH_MAX + 32];
-  snprintf(tmp, sizeof tmp, "%s.tmp.%ld", path, (long)getpid());
-  FILE *f = fopen(tmp, "w");
-  if (!f) return esmt_fail(ESMT_ERR_IO, "rendezvous file %s: cannot create: %s", tmp, strerror(errno));
-  int ok = fprintf(f, "esmtrain-rendezvous 1 %s %d %016llx\n", host, port,
-                   (unsigned long long)token) > 0;
-  ok = (fclose(f) == 0) && ok;
-  /* rename() makes the file appear complete or not at all. */
-  if (!ok || rename(tmp, path) != 0) {
-    int err = errno;
-    unlink(tmp);
-    return esmt_fail(ESMT_ERR_IO, "rendezvous file %s: cannot write: %s", path, strerror(err));
-  }
-  return ESMT_OK;
-}
-
-/* 1 when the file holds this job's address. A file from another job or an
- * older run (different token) is ignored: rank 0 will replace it. */
-static int read_file(const char *path, uint64_t token, char *host, size_t cap, int *port) {
-  FILE *f = fopen(path, "r");
-  if (!f) return 0;
-  char line[ESMT_DIST_ADDR_MAX + 64];
-  char h[ESMT_DIST_ADDR_MAX];
-  unsigned long long t;
-  int p, ok = 0;
-  if (fgets(line, sizeof line, f) &&
-      sscanf(line, "esmtrain-rendezvous 1 %255s %d %llx", h, &p, &t) == 3 && t == token &&
-      p > 0 && p < 65536 && strlen(h) < cap) {
-    strcpy(host, h);
-    *port = p;
-    ok = 1;
-  }
-  fclose(f);
-  return ok;
-}
 
 /* ---- rank 0 --------------------------------------------------------------- */
 
@@ -222,7 +61,7 @@ static esmt_status gather_hellos(esmt_comm *c, int lfd, unsigned char *table, do
     socklen_t pl = sizeof peer;
     int fd = accept(lfd, (struct sockaddr *)&peer, &pl);
     if (fd < 0) continue; /* EINTR, EAGAIN, ECONNABORTED: try again */
-    prep_socket(fd);
+    comm_prep_socket(fd);
     comm_hdr h;
     unsigned char hello[24];
     double dl = esmt_now_s() + 2.0 < deadline ? esmt_now_s() + 2.0 : deadline;
@@ -231,9 +70,9 @@ static esmt_status gather_hellos(esmt_comm *c, int lfd, unsigned char *table, do
       close(fd); /* not one of ours (port scanner, stray) */
       continue;
     }
-    int rank = (int)get_u32(hello), world = (int)get_u32(hello + 4);
-    int port = (int)get_u32(hello + 8);
-    uint64_t token = get_u64(hello + 16);
+    int rank = (int)comm_get_u32(hello), world = (int)comm_get_u32(hello + 4);
+    int port = (int)comm_get_u32(hello + 8);
+    uint64_t token = comm_get_u64(hello + 16);
     char addr[INET_ADDRSTRLEN];
     inet_ntop(AF_INET, &peer.sin_addr, addr, sizeof addr);
     if (token != c->token) {
@@ -264,7 +103,7 @@ static esmt_status gather_hellos(esmt_comm *c, int lfd, unsigned char *table, do
     }
     c->ctl_fds[rank] = fd;
     memcpy(table + rank * ENTRY_SIZE, addr, strlen(addr) + 1);
-    put_u32(table + rank * ENTRY_SIZE + 16, (uint32_t)port);
+    comm_put_u32(table + rank * ENTRY_SIZE + 16, (uint32_t)port);
     have++;
   }
   double dl = esmt_now_s() + c->timeout_s;
@@ -288,14 +127,14 @@ static esmt_status build_ring(esmt_comm *c, int lfd, const unsigned char *table,
   if (next != 0) {
     memcpy(host, table + next * ENTRY_SIZE, 16);
     host[15] = '\0';
-    port = (int)get_u32(table + next * ENTRY_SIZE + 16);
+    port = (int)comm_get_u32(table + next * ENTRY_SIZE + 16);
   }
   char what[32];
   snprintf(what, sizeof what, "rank %d", next);
-  esmt_status st = connect_retry(what, host, port, deadline, c->timeout_s, &c->next_fd);
+  esmt_status st = comm_connect_retry(what, host, port, deadline, c->timeout_s, &c->next_fd);
   if (st != ESMT_OK) return comm_kill(c, c->rank, esmt_last_error(), 1, -1);
   unsigned char tok[8];
-  put_u64(tok, c->token);
+  comm_put_u64(tok, c->token);
   if (comm_send_msg(c->next_fd, MSG_RING, c->rank, tok, 8, deadline) != 0) {
     char why[200];
     snprintf(why, sizeof why, "cannot send to rank %d at %s:%d: %s", next, host, port,
@@ -338,12 +177,12 @@ static esmt_status build_ring(esmt_comm *c, int lfd, const unsigned char *table,
     if (st != ESMT_OK || !pf[0].revents) continue;
     int fd = accept(lfd, NULL, NULL);
     if (fd < 0) continue;
-    prep_socket(fd);
+    comm_prep_socket(fd);
     comm_hdr h;
     unsigned char got[8];
     double dl = esmt_now_s() + 2.0 < deadline ? esmt_now_s() + 2.0 : deadline;
     if (comm_recv_msg(fd, &h, got, sizeof got, dl) == 0 && h.type == MSG_RING &&
-        h.origin == prev && h.len == 8 && get_u64(got) == c->token)
+        h.origin == prev && h.len == 8 && comm_get_u64(got) == c->token)
       c->prev_fd = fd;
     else close(fd);
   }
@@ -415,12 +254,12 @@ static esmt_status setup(esmt_comm *c, const esmt_comm_options *opt) {
     free(ready);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "rendezvous: out of memory");
   }
-  esmt_status st = listen_on(c->rank == 0 ? port0 : 0, &lfd, &lport);
+  esmt_status st = comm_listen(c->rank == 0 ? port0 : 0, &lfd, &lport);
   if (st == ESMT_OK && c->rank == 0) {
     if (rv) {
       unlink(rv); /* a stale file from an earlier run */
       if (!host0[0] && gethostname(host0, sizeof host0 - 1) != 0) strcpy(host0, "localhost");
-      st = publish_file(rv, host0, lport, c->token);
+      st = comm_publish_file(rv, host0, lport, c->token);
     }
     if (st == ESMT_OK) st = gather_hellos(c, lfd, table, deadline);
   } else if (st == ESMT_OK) {
@@ -429,7 +268,7 @@ static esmt_status setup(esmt_comm *c, const esmt_comm_options *opt) {
     char err[256] = "";
     while (fd < 0) {
       if (esmt_now_s() >= deadline) {
-        st = rv && !read_file(rv, c->token, host0, sizeof host0, &port0)
+        st = rv && !comm_read_file(rv, c->token, host0, sizeof host0, &port0)
                  ? esmt_fail(ESMT_ERR_IO,
                              "rendezvous: file %s did not appear (with this job's token) "
                              "within %.1f s: is rank 0 running and the path shared?",
@@ -439,17 +278,17 @@ static esmt_status setup(esmt_comm *c, const esmt_comm_options *opt) {
                              host0, port0, c->timeout_s, err);
         break;
       }
-      if (!rv || read_file(rv, c->token, host0, sizeof host0, &port0))
-        fd = connect_once(host0, port0, deadline, err, sizeof err);
-      if (fd < 0) sleep_s(0.05);
+      if (!rv || comm_read_file(rv, c->token, host0, sizeof host0, &port0))
+        fd = comm_connect_once(host0, port0, deadline, err, sizeof err);
+      if (fd < 0) comm_sleep(0.05);
     }
     if (st == ESMT_OK) {
       c->ctl_fds[0] = fd;
       unsigned char hello[24] = {0};
-      put_u32(hello, (uint32_t)c->rank);
-      put_u32(hello + 4, (uint32_t)c->world);
-      put_u32(hello + 8, (uint32_t)lport);
-      put_u64(hello + 16, c->token);
+      comm_put_u32(hello, (uint32_t)c->rank);
+      comm_put_u32(hello + 4, (uint32_t)c->world);
+      comm_put_u32(hello + 8, (uint32_t)lport);
+      comm_put_u64(hello + 16, c->token);
       comm_hdr h;
       size_t cap = (size_t)c->world * ENTRY_SIZE;
       size_t rcap = cap > COMM_MSG_MAX ? cap : COMM_MSG_MAX;

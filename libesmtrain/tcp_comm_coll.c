@@ -5,7 +5,6 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tcp_comm_internal.h"
 
-#include <arpa/inet.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -15,18 +14,6 @@ static const char *const k_op_names[] = {"?", "allreduce", "broadcast", "allgath
 
 #define BCAST_CHUNK ((size_t)1 << 20)
 
-static void put64(unsigned char *p, uint64_t v) {
-  uint32_t hi = htonl((uint32_t)(v >> 32)), lo = htonl((uint32_t)v);
-  memcpy(p, &hi, 4);
-  memcpy(p + 4, &lo, 4);
-}
-static uint64_t get64(const unsigned char *p) {
-  uint32_t hi, lo;
-  memcpy(&hi, p, 4);
-  memcpy(&lo, p + 4, 4);
-  return ((uint64_t)ntohl(hi) << 32) | ntohl(lo);
-}
-
 static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
   if (c->dead) return comm_dead_error(c);
   c->op = k_op_names[op];
@@ -35,15 +22,17 @@ static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
   c->op_state = 1;
   if (c->world == 1) return ESMT_OK;
   unsigned char mine[32], theirs[32];
-  put64(mine, COMM_MAGIC);
-  put64(mine + 8, ((uint64_t)op << 32) | (uint32_t)extra);
-  put64(mine + 16, c->seq);
-  put64(mine + 24, bytes);
+  comm_put_u64(mine, COMM_MAGIC);
+  comm_put_u64(mine + 8, ((uint64_t)op << 32) | (uint32_t)extra);
+  comm_put_u64(mine + 16, c->seq);
+  comm_put_u64(mine + 24, bytes);
+  c->in_header = 1;
   esmt_status st = comm_xfer(c, mine, 32, theirs, 32, 0);
+  c->in_header = 0;
   if (st != ESMT_OK) return st;
   if (memcmp(mine, theirs, 32) != 0) {
     int prev = (c->rank + c->world - 1) % c->world;
-    uint64_t kind = get64(theirs + 8);
+    uint64_t kind = comm_get_u64(theirs + 8);
     int pop = (int)(kind >> 32);
     char why[400];
     snprintf(why, sizeof why,
@@ -52,7 +41,7 @@ static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
              "collectives in the same order",
              c->rank, k_op_names[op], (unsigned long long)c->seq, bytes, (long long)extra, prev,
              pop >= 1 && pop <= 4 ? k_op_names[pop] : "(garbage)",
-             (unsigned long long)get64(theirs + 16), (unsigned long long)get64(theirs + 24),
+             (unsigned long long)comm_get_u64(theirs + 16), (unsigned long long)comm_get_u64(theirs + 24),
              (long long)(int32_t)(uint32_t)kind);
     return comm_kill(c, c->rank, why, 1, -1);
   }

@@ -1,5 +1,6 @@
-/* Shared by tcp_comm.c (setup), tcp_comm_io.c (transfers, control channel,
- * failures) and tcp_comm_coll.c (collectives).
+/* Shared by tcp_comm.c (rendezvous protocol), tcp_comm_net.c (sockets,
+ * rendezvous file), tcp_comm_io.c (transfers, control channel, failures)
+ * and tcp_comm_coll.c (collectives).
  *
  * Topology: a ring (rank r sends to r+1, receives from r-1) for data, plus
  * the star of rendezvous sockets to rank 0 kept as a control channel.
@@ -40,12 +41,37 @@ struct esmt_comm {
   uint64_t seq;
   size_t op_bytes;
   int op_state; /* 0 none, 1 in progress, 2 done, 3 failed */
+  int in_header; /* exchanging the operation header (for timeout messages) */
   int64_t step;
   /* after a failure every call returns this */
   int dead;
   esmt_status dead_status;
   char dead_msg[1024];
 };
+
+/* ---- tcp_comm_net.c ---- */
+ESMT_HIDDEN void comm_sleep(double s);
+/* CLOEXEC, non-blocking, TCP_NODELAY. */
+ESMT_HIDDEN void comm_prep_socket(int fd);
+ESMT_HIDDEN void comm_put_u32(unsigned char *p, uint32_t v);
+ESMT_HIDDEN uint32_t comm_get_u32(const unsigned char *p);
+ESMT_HIDDEN void comm_put_u64(unsigned char *p, uint64_t v);
+ESMT_HIDDEN uint64_t comm_get_u64(const unsigned char *p);
+/* IPv4 listener on `port` (0 = ephemeral) on all interfaces; EADDRINUSE
+ * is reported naming the port and MASTER_PORT. */
+ESMT_HIDDEN esmt_status comm_listen(int port, int *fd_out, int *port_out);
+/* One connection attempt; the fd, or -1 with a reason in err. */
+ESMT_HIDDEN int comm_connect_once(const char *host, int port, double deadline, char *err,
+                                  size_t cap);
+/* Connect, retrying until the deadline (the listener may not be up yet). */
+ESMT_HIDDEN esmt_status comm_connect_retry(const char *what, const char *host, int port,
+                                           double deadline, double timeout_s, int *fd_out);
+/* Rank 0 publishes "host port token" atomically (temp file + rename). */
+ESMT_HIDDEN esmt_status comm_publish_file(const char *path, const char *host, int port,
+                                          uint64_t token);
+/* 1 when the file holds this job's address (same token). */
+ESMT_HIDDEN int comm_read_file(const char *path, uint64_t token, char *host, size_t cap,
+                               int *port);
 
 /* ---- tcp_comm_io.c ---- */
 ESMT_HIDDEN void comm_put_hdr(unsigned char out[16], uint32_t type, int32_t origin, uint32_t len);

@@ -157,7 +157,7 @@ esmt_status comm_handle_ctl(esmt_comm *c, int p, uint32_t expect_type, int *got)
   if (r == 0 && h.type == MSG_ABORT) {
     msg[h.len] = '\0';
     int origin = h.origin >= 0 && h.origin < c->world ? h.origin : p;
-    /* Rank 0 relays to everyone but the sender (and the origin, if alive). */
+    /* Rank 0 relays it to everyone but the sender. */
     return comm_kill(c, origin, msg, c->rank == 0, p);
   }
   if (r == 0) {
@@ -209,9 +209,14 @@ void comm_wait_explanation(esmt_comm *c, double seconds) {
 /* The connection to `peer` broke: give the control channel a moment to say
  * why (an abort travels there), else blame the peer. */
 static esmt_status peer_lost(esmt_comm *c, int peer, int err, const char *doing) {
+  static const char left[] =
+      "closed its communicator while the other ranks were still in this collective (did it "
+      "skip a call?)";
+  if (c->ctl_bye[peer]) return comm_kill(c, peer, left, 1, -1); /* rank 0 saw its goodbye */
   double grace = c->timeout_s < 2.0 ? c->timeout_s : 2.0;
   comm_wait_explanation(c, grace);
   if (c->dead) return comm_dead_error(c);
+  if (c->ctl_bye[peer]) return comm_kill(c, peer, left, 1, -1);
   char why[300];
   snprintf(why, sizeof why,
            "connection lost while %s (%s; the process exited, was killed or left the job; "
@@ -276,9 +281,14 @@ esmt_status comm_xfer(esmt_comm *c, const void *sbuf, size_t slen, void *rbuf, s
     if (ms == 0) {
       char why[300];
       int peer = rdone < rlen ? (c->rank + c->world - 1) % c->world : (c->rank + 1) % c->world;
-      snprintf(why, sizeof why, "timed out after %.1f s waiting for rank %d (%s %zu of %zu bytes)",
-               c->timeout_s, peer, rdone < rlen ? "received" : "sent",
-               rdone < rlen ? rdone + pend : sdone, rdone < rlen ? rlen : slen);
+      if (c->in_header) /* the peer has not entered this collective */
+        snprintf(why, sizeof why, "timed out after %.1f s waiting for rank %d to join", c->timeout_s,
+                 peer);
+      else
+        snprintf(why, sizeof why,
+                 "timed out after %.1f s waiting for rank %d (%s %zu of %zu bytes)", c->timeout_s,
+                 peer, rdone < rlen ? "received" : "sent", rdone < rlen ? rdone + pend : sdone,
+                 rdone < rlen ? rlen : slen);
       st = comm_kill(c, c->rank, why, 1, -1);
       break;
     }

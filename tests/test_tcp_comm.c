@@ -8,6 +8,7 @@
 
 #include <arpa/inet.h>
 #include <errno.h>
+#include <netdb.h>
 #include <netinet/in.h>
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +32,7 @@ typedef struct {
   double timeout_s;
   const char *rv_file;  /* file rendezvous instead of MASTER_ADDR/PORT */
   int from_env;         /* children set torchrun variables and detect them */
+  int rv_hostname;      /* with rv_file: rank 0 publishes gethostname() */
   void *arg;
 } group;
 
@@ -90,7 +92,7 @@ static void run_group(const group *g, child_fn fn, result *res) {
       esmt_comm_options o = {g->ranks[i], g->worlds[i] ? g->worlds[i] : g->world,
                              g->rv_file ? NULL : "127.0.0.1", g->rv_file ? 0 : port,
                              g->rv_file, 0x1234, g->timeout_s};
-      if (g->rv_file) o.master_addr = "127.0.0.1"; /* what rank 0 publishes */
+      if (g->rv_file && !g->rv_hostname) o.master_addr = "127.0.0.1"; /* what rank 0 publishes */
       esmt_comm *c = NULL;
       int code = 0;
       esmt_status st;
@@ -370,6 +372,19 @@ static void test_file_rendezvous(void **state) {
   run_group(&g, child_misc, res);
   expect_all_ok(&g, res);
   assert_int_not_equal(access(path, F_OK), 0); /* removed once everyone connected */
+  /* Without MASTER_ADDR rank 0 publishes its host name (if it resolves here). */
+  char host[256] = "";
+  struct addrinfo hints, *ai = NULL;
+  memset(&hints, 0, sizeof hints);
+  hints.ai_family = AF_INET;
+  if (gethostname(host, sizeof host - 1) == 0 && getaddrinfo(host, NULL, &hints, &ai) == 0) {
+    freeaddrinfo(ai);
+    g.rv_hostname = 1;
+    run_group(&g, child_misc, res);
+    expect_all_ok(&g, res);
+  } else {
+    printf("skipped: host name '%s' does not resolve to IPv4\n", host);
+  }
   test_rmtree(dir);
 }
 
@@ -509,6 +524,30 @@ static void test_abort(void **state) {
       }
     }
   }
+}
+
+/* Rank 2 skips the collective and destroys its communicator (a clean
+ * goodbye): the others still fail, naming it. */
+static int child_leaves(esmt_comm *c, const group *g, char *msg) {
+  if (esmt_comm_rank(c) == 2) return 0;
+  float x[1000] = {0};
+  double t0 = now_s();
+  esmt_status st = esmt_comm_allreduce_sum(c, x, 1000, ESMT_COMM_F32);
+  snprintf(msg, MSG, "%s", st == ESMT_OK ? "succeeded" : esmt_last_error());
+  (void)g;
+  return st == ESMT_OK || now_s() - t0 > 5.0;
+}
+
+static void test_rank_leaves_early(void **state) {
+  (void)state;
+  group g = make_group(3, 20);
+  result res[MAXP];
+  run_group(&g, child_leaves, res);
+  expect_all_ok(&g, res);
+  for (int i = 0; i < 2; i++)
+    if (!strstr(res[i].msg, "allreduce #1: rank 2 failed: "))
+      fail_msg("rank %d: %s", i, res[i].msg);
+  printf("rank 2 left early, rank 0 says: %s\n", res[0].msg);
 }
 
 /* SIGALRM every millisecond (no SA_RESTART) during collectives: every
@@ -686,6 +725,7 @@ int main(void) {
       cmocka_unit_test(test_rank_killed_mid_transfer),
       cmocka_unit_test(test_abort),
       cmocka_unit_test(test_eintr),
+      cmocka_unit_test(test_rank_leaves_early),
       cmocka_unit_test(test_rank_never_arrives),
       cmocka_unit_test(test_collective_timeout),
       cmocka_unit_test(test_port_in_use),
