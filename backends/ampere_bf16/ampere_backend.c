@@ -15,7 +15,7 @@ static const cuda_backend_desc k_desc = {
     .min_cc_major = 8, .min_cc_minor = 0,
     .min_devices = 1,
     .score = ampere_score,
-    .fill_ops = NULL,
+    .fill_ops = cuda_fill_compute_ops,
 };
 
 static esmtb_status ampere_probe(const esmtb_job *job, esmtb_probe *out) {

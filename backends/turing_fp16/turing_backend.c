@@ -19,7 +19,7 @@ static const cuda_backend_desc k_desc = {
     .min_cc_major = 7, .min_cc_minor = 5,
     .min_devices = 1,
     .score = turing_score,
-    .fill_ops = NULL,
+    .fill_ops = cuda_fill_compute_ops,
 };
 
 static esmtb_status turing_probe(const esmtb_job *job, esmtb_probe *out) {
