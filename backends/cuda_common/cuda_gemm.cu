@@ -1,6 +1,8 @@
 // gemm: cuBLASLt with fp32 accumulation (TF32 tensor cores for f32
 // inputs), the bias as a cuBLASLt epilogue, and exact-erf GELU as our own
 // kernel afterwards (cuBLASLt's GELU epilogue is the tanh approximation).
+// Plans (descriptors, layouts, the heuristic's algorithm) are cached per
+// device, keyed by everything the choice depends on.
 //
 // Row-major to cuBLAS column-major: C[m,n] = op(A) op(B) is computed as
 // C^T[n,m] = op(B)^T op(A)^T, i.e. cuBLAS's "A" is our B and its "B" is our
@@ -184,14 +186,23 @@ static esmtb_status plan_get(cuda_gemm_state *g, const plan_key *k, plan **out) 
   return 0;
 }
 
-// c = gelu(pre) over an [m, n] block with row strides ld (pre may be c).
+// The epilogue cuBLASLt does not do for us, over an [m, n] block with row
+// stride ld: v = src (+ bias[col] when the bias was not fused), stored to
+// `pre` when given, then c = gelu(v) or v. src, pre and c may be the same.
 template <typename T>
-__global__ void gelu_epilogue(const T *pre, T *c, int m, int n, int ld) {
+__global__ void epilogue_kernel(const T *src, const T *bias, T *pre, T *c, int gelu, int m, int n,
+                                int ld) {
   const size_t total = (size_t)m * n;
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
        i += (size_t)gridDim.x * blockDim.x) {
-    const size_t at = (i / n) * ld + i % n;
-    c[at] = st_f<T>(gelu_erf(ld_f(pre[at])));
+    const size_t col = i % n, at = (i / n) * ld + col;
+    float v = ld_f(src[at]);
+    if (bias) {
+      const T r = st_f<T>(v + ld_f(bias[col]));  // round like a fused bias would
+      if (pre) pre[at] = r;
+      v = ld_f(r);
+    }
+    c[at] = st_f<T>(gelu ? gelu_erf(v) : v);
   }
 }
 
@@ -216,8 +227,12 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   if (st) return st;
   if (!dev) return cuda_fail(1, "gemm: device is NULL");
   const int gelu = a->epilogue == ESMTB_EPI_GELU;
-  // With GELU the GEMM (+bias) result goes to `pre` when kept, else to c
-  // and is activated in place.
+  // The bias goes into cuBLASLt's epilogue when 16-byte aligned (an
+  // offset into a parameter buffer may not be); otherwise our kernel adds
+  // it. With GELU the GEMM result goes to `pre` when kept, else to c, and
+  // is activated by our kernel (cuBLASLt's GELU is the tanh form).
+  const int lt_bias = a->bias && align_of(a->bias) >= 16;
+  const int own_bias = a->bias && !lt_bias;
   void *d = gelu && a->pre ? a->pre : a->c;
   plan_key k;
   memset(&k, 0, sizeof k);
@@ -226,7 +241,7 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   k.tb = !!a->trans_b;
   k.m = a->m; k.n = a->n; k.k = a->k;
   k.lda = a->lda; k.ldb = a->ldb; k.ldc = a->ldc;
-  k.bias = a->bias != NULL;
+  k.bias = lt_bias;
   k.align[0] = align_of(a->a);
   k.align[1] = align_of(a->b);
   k.align[2] = align_of(a->c);
@@ -238,7 +253,7 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   plan *p = NULL;
   st = gemm_state(dev, &g);
   if (!st) st = plan_get(g, &k, &p);
-  if (!st && a->bias) {
+  if (!st && lt_bias) {
     cublasStatus_t ls = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                        &a->bias, sizeof a->bias);
     if (ls != CUBLAS_STATUS_SUCCESS) st = lt_fail(ls, "set BIAS_POINTER");
@@ -250,11 +265,13 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
     if (ls != CUBLAS_STATUS_SUCCESS) st = lt_fail(ls, "cublasLtMatmul");
   }
   pthread_mutex_unlock(&dev->lock);
-  if (st || !gelu) return st;
+  if (st || (!gelu && !own_bias)) return st;
 
   const unsigned grid = cuda_grid_1d((size_t)a->m * a->n);
+  void *pre = gelu && a->pre ? a->pre : NULL;
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      gelu_epilogue<T><<<grid, 256, 0, stream>>>((const T *)d, (T *)a->c, a->m,
-                                                                 a->n, a->ldc));
-  return cuda_check(cudaGetLastError(), "gemm: GELU epilogue");
+                      epilogue_kernel<T><<<grid, 256, 0, stream>>>(
+                          (const T *)d, own_bias ? (const T *)a->bias : NULL, (T *)pre, (T *)a->c,
+                          gelu, a->m, a->n, a->ldc));
+  return cuda_check(cudaGetLastError(), "gemm: epilogue");
 }

@@ -219,6 +219,8 @@ typedef struct gemm_case {
   int m, n, k, ta, tb, pad_a, pad_b, pad_c, bias, gelu, pre;
   float alpha, beta;
   const char *what;
+  int bias_off; /* bias this many elements into its buffer (misaligned) */
+  int ab_off;   /* the same for a and b (weights at odd parameter offsets) */
 } gemm_case;
 
 static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
@@ -242,10 +244,16 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
   x.pre = c->pre ? cpre : NULL;
   cpu_ok(cpu->gemm(cdev, &x, NULL), "gemm");
 
-  void *da = gup(g, a, na, dt), *db = gup(g, b, nb, dt), *dc = gup(g, c0, nc, dt);
-  void *dbias = gup(g, bias, (size_t)c->n, dt), *dpre = gup(g, pre0, nc, dt);
-  x.dtype = dt; x.a = da; x.b = db; x.c = dc;
-  x.bias = c->bias ? dbias : NULL;
+  const size_t off = (size_t)c->ab_off * dt_size(dt);
+  void *da = galloc(g, na * dt_size(dt) + off), *db = galloc(g, nb * dt_size(dt) + off);
+  void *dc = gup(g, c0, nc, dt);
+  gput(g, (char *)da + off, a, na, dt);
+  gput(g, (char *)db + off, b, nb, dt);
+  void *dbias = galloc(g, ((size_t)c->n + 1) * dt_size(dt)), *dpre = gup(g, pre0, nc, dt);
+  void *dbias_at = (char *)dbias + (size_t)c->bias_off * dt_size(dt);
+  gput(g, dbias_at, bias, (size_t)c->n, dt);
+  x.dtype = dt; x.a = (char *)da + off; x.b = (char *)db + off; x.c = dc;
+  x.bias = c->bias ? dbias_at : NULL;
   x.pre = c->pre ? dpre : NULL;
   gpu_ok(g, g->ops->gemm(g->dev, &x, g->st), "gemm");
   float *gc = gdown(g, dc, nc, dt), *gp = gdown(g, dpre, nc, dt);
@@ -279,15 +287,19 @@ static void test_gemm(void **state) {
   (void)state;
   static const gemm_case cases[] = {
       /* m     n     k  ta tb pa pb pc bias gelu pre alpha beta */
-      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up d320 bias+gelu"},
-      {1024, 320, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-down d320 bias"},
-      {1024, 3840, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "qkv d1280 bias"},
-      {1024, 5120, 1280, 0, 1, 0, 0, 0, 1, 1, 0, 1.0f, 0.0f, "ffn-up d1280 gelu no pre"},
-      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad (ta) beta=1"},
-      {1024, 320, 1280, 0, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0.25f, "data-grad alpha/beta"},
-      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder V=33 odd m"},
-      {77, 129, 65, 1, 1, 3, 5, 7, 1, 1, 1, 1.0f, 0.0f, "odd ta tb padded ld gelu"},
-      {200, 96, 48, 0, 0, 1, 2, 3, 0, 1, 1, 1.5f, 0.5f, "gelu+pre with beta"},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up d320 bias+gelu", 0, 0},
+      {1024, 320, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-down d320 bias", 0, 0},
+      {1024, 3840, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "qkv d1280 bias", 0, 0},
+      {1024, 5120, 1280, 0, 1, 0, 0, 0, 1, 1, 0, 1.0f, 0.0f, "ffn-up d1280 gelu no pre", 0, 0},
+      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad (ta) beta=1", 0, 0},
+      {1024, 320, 1280, 0, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0.25f, "data-grad alpha/beta", 0, 0},
+      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder V=33 odd m", 0, 0},
+      {77, 129, 65, 1, 1, 3, 5, 7, 1, 1, 1, 1.0f, 0.0f, "odd ta tb padded ld gelu", 0, 0},
+      {200, 96, 48, 0, 0, 1, 2, 3, 0, 1, 1, 1.5f, 0.5f, "gelu+pre with beta", 0, 0},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up unaligned bias+gelu", 1, 0},
+      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder unaligned bias", 3, 0},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-up unaligned a, b", 0, 1},
+      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad unaligned a, b", 0, 3},
   };
   FOR_EACH_GPU_DTYPE(g, dt) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gemm_run(g, dt, &cases[i]);
