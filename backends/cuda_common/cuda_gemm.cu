@@ -32,6 +32,8 @@ typedef struct plan {
   cublasLtMatmulAlgo_t algo;
 } plan;
 
+// One workspace per device: gemms on one device are assumed not to run
+// concurrently on different streams (the core issues them on one stream).
 struct cuda_gemm_state {
   cublasLtHandle_t lt;
   void *ws;
@@ -151,8 +153,9 @@ static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, plan *p) {
     s = cublasLtMatmulAlgoGetHeuristic(g->lt, p->op, p->la, p->lb, p->lc, p->lc, pref, 1, &res,
                                        &found);
   cublasLtMatmulPreferenceDestroy(pref);
-  if (s != CUBLAS_STATUS_SUCCESS) return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
-  if (found < 1)
+  if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
+    return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
+  if (s == CUBLAS_STATUS_NOT_SUPPORTED || found < 1)
     return cuda_fail(8,
                      "gemm: cuBLASLt has no algorithm for dtype %d m=%d n=%d k=%d trans_a=%d "
                      "trans_b=%d lda=%d ldb=%d ldc=%d%s",

@@ -28,7 +28,7 @@ static __device__ __forceinline__ float gelu_erf(float x) {
 }
 static __device__ __forceinline__ float gelu_erf_grad(float x) {
   const float cdf = 0.5f * (1.0f + erff(x * 0.70710678118654752f));
-  return cdf + x * 0.39894228040143268f * __expf(-0.5f * x * x);
+  return cdf + x * 0.39894228040143268f * expf(-0.5f * x * x);
 }
 
 static __device__ __forceinline__ float warp_sum(float v) {

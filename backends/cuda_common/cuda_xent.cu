@@ -31,7 +31,7 @@ __global__ void xent_rows(const T *logits, const int32_t *labels, T *dl, float *
   // row when dl aliases logits.
   const float zy = ld_f(z[y]);
   float sum = 0.f;
-  for (int v = lane; v < V; v += 32) sum += __expf(ld_f(z[v]) - mx);
+  for (int v = lane; v < V; v += 32) sum += expf(ld_f(z[v]) - mx);
   const float lse = mx + logf(warp_sum(sum));
   if (lane == 0) row_loss[row] = lse - zy;
   if (g)
