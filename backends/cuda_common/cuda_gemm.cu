@@ -81,6 +81,8 @@ static esmtb_status gemm_state(esmtb_device *dev, cuda_gemm_state **out) {
     *out = dev->gemm;
     return 0;
   }
+  esmtb_status st = cuda_check(cudaSetDevice(dev->ordinal), "gemm: cudaSetDevice");
+  if (st) return st;
   cuda_gemm_state *g = (cuda_gemm_state *)calloc(1, sizeof *g);
   if (!g) return cuda_fail(2, "gemm: out of host memory");
   cublasStatus_t s = cublasLtCreate(&g->lt);
