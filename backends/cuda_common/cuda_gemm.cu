@@ -197,18 +197,17 @@ static esmtb_status plan_get(cuda_gemm_state *g, const plan_key *k, plan **out) 
 template <typename T>
 __global__ void epilogue_kernel(const T *src, const T *bias, T *pre, T *c, int gelu, int m, int n,
                                 int ld) {
-  const size_t total = (size_t)m * n;
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
-       i += (size_t)gridDim.x * blockDim.x) {
-    const size_t col = i % n, at = (i / n) * ld + col;
-    float v = ld_f(src[at]);
-    if (bias) {
-      const T r = st_f<T>(v + ld_f(bias[col]));  // round like a fused bias would
-      if (pre) pre[at] = r;
-      v = ld_f(r);
+  for (int r = blockIdx.y; r < m; r += gridDim.y)
+    for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < n; col += gridDim.x * blockDim.x) {
+      const size_t at = (size_t)r * ld + col;
+      float v = ld_f(src[at]);
+      if (bias) {
+        const T rv = st_f<T>(v + ld_f(bias[col]));  // round like a fused bias would
+        if (pre) pre[at] = rv;
+        v = ld_f(rv);
+      }
+      c[at] = st_f<T>(gelu ? gelu_erf(v) : v);
     }
-    c[at] = st_f<T>(gelu ? gelu_erf(v) : v);
-  }
 }
 
 static esmtb_status check_args(const esmtb_gemm_args *a) {
@@ -272,7 +271,7 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   pthread_mutex_unlock(&dev->lock);
   if (st || (!gelu && !own_bias)) return st;
 
-  const unsigned grid = cuda_grid_1d((size_t)a->m * a->n);
+  const dim3 grid((unsigned)((a->n + 255) / 256), (unsigned)(a->m < 65535 ? a->m : 65535));
   void *pre = gelu && a->pre ? a->pre : NULL;
   CUDA_DISPATCH_DTYPE(a->dtype, T,
                       epilogue_kernel<T><<<grid, 256, 0, stream>>>(
