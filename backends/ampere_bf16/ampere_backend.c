@@ -1,6 +1,6 @@
-/* ampere_bf16.so: bf16 on sm_80+ with flash-style attention. Kernels
- * arrive with the ampere issue; until then probe() reports which op is
- * missing. */
+/* ampere_bf16.so: bf16 on sm_80+ with flash-style attention. The compute
+ * ops are cuda_common's (cuda_fill_compute_ops, bf16/f16/f32); probe()
+ * reports any op still missing (attention). */
 #include "cuda_common.h"
 
 static int ampere_score(const esmtb_probe *p, const esmtb_job *job) {
@@ -15,7 +15,7 @@ static const cuda_backend_desc k_desc = {
     .min_cc_major = 8, .min_cc_minor = 0,
     .min_devices = 1,
     .score = ampere_score,
-    .fill_ops = NULL,
+    .fill_ops = cuda_fill_compute_ops,
 };
 
 static esmtb_status ampere_probe(const esmtb_job *job, esmtb_probe *out) {

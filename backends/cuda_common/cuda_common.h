@@ -30,6 +30,12 @@ CUDA_HIDDEN int cuda_probe_devices(esmtb_probe *out, int min_major, int min_mino
  * streams, events, scale, sumsq, convert). */
 CUDA_HIDDEN void cuda_fill_common_ops(esmtb_ops *ops);
 
+/* Fill the ESM-2 compute ops shared by the single-GPU backends: gemm
+ * (cuBLASLt), embed, layernorm, add, gelu_backward, bias_grad, xent and
+ * adamw, for f32/f16/bf16 activations. Attention and allreduce are not
+ * among them. */
+CUDA_HIDDEN void cuda_fill_compute_ops(esmtb_ops *ops);
+
 /* 1 when every op the ESM-2 training step needs is set in `ops`; else 0
  * and the first missing op's name in *missing. */
 CUDA_HIDDEN int cuda_ops_complete(const esmtb_ops *ops, const char **missing);

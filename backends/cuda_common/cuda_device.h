@@ -3,6 +3,7 @@
 #define ESMTRAIN_CUDA_DEVICE_H
 
 #include <cuda_runtime.h>
+#include <pthread.h>
 
 #include "cuda_common.h"
 
@@ -11,7 +12,14 @@ struct esmtb_device {
   int num_threads;
   unsigned long long memory_limit;  /* bytes, 0 = none */
   unsigned long long allocated;     /* live device bytes from alloc() */
+  /* cuBLASLt handle, workspace and matmul-plan cache, made by the first
+   * gemm (cuda_gemm.cu) and released by close(); `lock` guards them. */
+  struct cuda_gemm_state *gemm;
+  pthread_mutex_t lock;
 };
+
+/* Release dev->gemm (cuda_gemm.cu); called by close(). */
+CUDA_HIDDEN void cuda_gemm_release(esmtb_device *dev);
 
 /* esmtb_stream* and esmtb_event* are cudaStream_t / cudaEvent_t. */
 static inline cudaStream_t cuda_stream_of(esmtb_stream *s) { return (cudaStream_t)s; }

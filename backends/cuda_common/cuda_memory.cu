@@ -2,7 +2,7 @@
 // budget), async copies, streams and events over the CUDA runtime.
 #include <stdlib.h>
 
-#include "cuda_device.h"
+#include "cuda_kernels.cuh"
 
 static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
   if (!out) return cuda_fail(1, "open: out is NULL");
@@ -20,6 +20,7 @@ static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
   dev->ordinal = ordinal;
   dev->num_threads = opts ? opts->num_threads : 0;
   dev->memory_limit = opts ? opts->device_memory_limit : 0;
+  pthread_mutex_init(&dev->lock, NULL);
   *out = dev;
   return 0;
 }
@@ -28,6 +29,8 @@ static void c_close(esmtb_device *dev) {
   if (!dev) return;
   cudaSetDevice(dev->ordinal);
   cudaDeviceSynchronize();
+  cuda_gemm_release(dev);
+  pthread_mutex_destroy(&dev->lock);
   free(dev);
 }
 
@@ -147,6 +150,19 @@ void cuda_fill_common_ops(esmtb_ops *ops) {
   ops->scale = cuda_scale;
   ops->sumsq = cuda_sumsq;
   ops->convert = cuda_convert;
+}
+
+void cuda_fill_compute_ops(esmtb_ops *ops) {
+  ops->gemm = cuda_gemm;
+  ops->embed_forward = cuda_embed_forward;
+  ops->embed_backward = cuda_embed_backward;
+  ops->layernorm_forward = cuda_layernorm_forward;
+  ops->layernorm_backward = cuda_layernorm_backward;
+  ops->add = cuda_add;
+  ops->gelu_backward = cuda_gelu_backward;
+  ops->bias_grad = cuda_bias_grad;
+  ops->xent = cuda_xent;
+  ops->adamw = cuda_adamw;
 }
 
 int cuda_ops_complete(const esmtb_ops *ops, const char **missing) {
