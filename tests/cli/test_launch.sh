@@ -1,0 +1,70 @@
+#!/usr/bin/env bash
+# `esmtrain-example launch` on one machine (issue #9), CPU backend:
+#  - 2 ranks train; only rank 0 writes the log, metrics and checkpoints;
+#  - 2 ranks stopped at update 4 and resumed by 2 ranks end bit-identical
+#    to an uninterrupted 2-rank run;
+#  - Ctrl-C (SIGINT to the launcher) reaches every rank: they stop after the
+#    same update, save, and the launcher exits 130;
+#  - a rank killed with SIGKILL makes the other exit with a message naming
+#    it, and the launcher reports the failure (no hang).
+# Usage: test_launch.sh CLI
+set -euo pipefail
+cli=$1
+work=$(mktemp -d /tmp/esmt-launch-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+awk 'BEGIN { srand(11); aa = "ACDEFGHIKLMNPQRSTVWY";
+  for (r = 0; r < 600; r++) { printf(">p%d\n", r); n = 40 + int(rand() * 100);
+    for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' \
+  > "$work/prot.fa"
+"$cli" ingest "$work/prot.fa" -o "$work/data" --valid-fraction 0.1 --quiet >/dev/null
+common=(--data "$work/data" --layers 2 --width 32 --heads 2 --max-len 128 --batch-tokens 1024
+        --warmup 2 --eval-every 4 --log-every 1 --no-mfu)
+
+echo "== 2 ranks, 8 updates"
+"$cli" launch -n 2 train "${common[@]}" --steps 8 --out "$work/full" > "$work/full.log" 2>&1
+grep -q "step 8/8" "$work/full.log"
+[ "$(grep -c 'step 8/8' "$work/full.log")" -eq 1 ] || { echo "rank 1 printed progress"; exit 1; }
+[ -f "$work/full/checkpoints/step-00000008/model.safetensors" ]
+[ "$(wc -l < "$work/full/metrics.jsonl")" -ge 8 ]
+
+echo "== SIGINT to the launcher mid-run, then 2 ranks --resume latest: bit-identical"
+"$cli" launch -n 2 train "${common[@]}" --steps 40 --save-every 5 --out "$work/ref" > /dev/null 2>&1
+"$cli" launch -n 2 train "${common[@]}" --steps 40 --save-every 5 --out "$work/run" \
+  > "$work/run.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$work/run/checkpoints/latest" ] && break; sleep 0.05; done
+kill -INT "$pid"
+set +e; wait "$pid"; rc=$?; set -e
+[ "$rc" -eq 130 ] || { echo "expected exit 130 after SIGINT, got $rc"; cat "$work/run.log"; exit 1; }
+grep -q "interrupted by signal 2" "$work/run.log"
+stopped=$(cat "$work/run/checkpoints/latest")
+echo "   stopped at $stopped"
+"$cli" launch -n 2 train "${common[@]}" --steps 40 --save-every 5 --out "$work/run" \
+  --resume latest > "$work/resume.log" 2>&1
+cmp "$work/ref/checkpoints/step-00000040/model.safetensors" \
+    "$work/run/checkpoints/step-00000040/model.safetensors"
+cmp "$work/ref/checkpoints/step-00000040/optimizer.safetensors" \
+    "$work/run/checkpoints/step-00000040/optimizer.safetensors"
+
+echo "== rank 1 killed: rank 0 stops naming it, the launcher reports it"
+"$cli" launch -n 2 train "${common[@]}" --steps 100000 --save-every 5 --out "$work/kill" \
+  > "$work/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$work/kill/checkpoints/latest" ] && break; sleep 0.05; done
+victim=
+for c in $(pgrep -P "$pid"); do
+  if tr '\0' '\n' < "/proc/$c/environ" | grep -qx 'RANK=1'; then victim=$c; fi
+done
+[ -n "$victim" ] || { echo "rank 1 not found"; exit 1; }
+kill -KILL "$victim"
+start=$(date +%s)
+set +e; wait "$pid"; rc=$?; set -e
+took=$(( $(date +%s) - start ))
+cat "$work/kill.log" | tail -4
+[ "$rc" -ne 0 ] || { echo "launcher exited 0 after a rank was killed"; exit 1; }
+grep -q "rank 1 failed" "$work/kill.log"
+grep -q "launch: rank 1 exited with status 137" "$work/kill.log"
+[ "$took" -lt 60 ] || { echo "took ${took}s to stop"; exit 1; }
+"$cli" train "${common[@]}" --steps 100000 --out "$work/kill" --resume latest --max-time 1 \
+  > /dev/null 2>&1 # the last checkpoint still loads (one rank now)
+echo "launch ok"
