@@ -345,7 +345,8 @@ ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char 
                                             int *index);
 
 /* Copy `count` fp32 values of a named tensor out of / into a buffer. count
- * must equal the tensor's numel. */
+ * must equal the tensor's numel. ESMT_BUF_PARAMS is the fp32 master; in
+ * half precision a write also refreshes the tensor's compute copy. */
 ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
                                             esmt_buffer which, float *dst, uint64_t count);
 ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
@@ -381,8 +382,8 @@ typedef struct esmt_forward_result {
 #define ESMT_FORWARD_RESULT_INIT { sizeof(esmt_forward_result), 0.0, 0.0, 0, 0 }
 
 /* Forward pass: loss over the labelled positions; logits [B*T*V] copied out
- * when `logits` is non-NULL (pad positions are 0). Keeps the activations
- * for esmt_model_backward. */
+ * as fp32 (widened from the compute precision) when `logits` is non-NULL
+ * (pad positions are 0). Keeps the activations for esmt_model_backward. */
 ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
                                         esmt_forward_result *result, float *logits);
 
@@ -442,7 +443,7 @@ typedef struct esmt_plan_request {
   esmt_model_config model;
   int micro_batch;              /* rows; 0 = the largest that fits (at most 256) */
   int seq_len;                  /* tokens per row, cls/eos included */
-  esmt_precision precision;
+  esmt_precision precision;     /* FP32, FP16 or BF16 (not AUTO); model.precision is not read */
   uint64_t device_budget;       /* bytes the job may use; 0 = unlimited */
   int offload_optimizer;        /* -1 auto, 0 off, 1 on */
   int recompute;                /* -1 auto, 0 off, 1 on */
