@@ -15,6 +15,7 @@
 #include "half_emu_backend.h"
 #include "mixed_compare.h"
 #include "model.h"
+#include "trainer.h"
 
 static esmt_context *g_ctx;
 static const esmt_backend_entry *g_real;
@@ -347,6 +348,77 @@ static void training_matches(esmt_precision p) {
 static void test_bf16_training_matches_fp32(void **state) { (void)state; training_matches(ESMT_PRECISION_BF16); }
 static void test_fp16_training_matches_fp32(void **state) { (void)state; training_matches(ESMT_PRECISION_FP16); }
 
+/* ---- the config path: backend.precision through the trainer ------------- */
+
+/* Train 3 steps from a config in `prec` on the emulated backend (eval
+ * included: half logits come down), then resume from the last checkpoint:
+ * the fp32 masters load and the half copy follows them. */
+static void config_run(const char *prec, esmtb_dtype want, int loss_scaling) {
+  const char *dir = test_mkdtemp();
+  char fa[512], data[512], run[512], ck[600];
+  snprintf(fa, sizeof fa, "%s/p.fa", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  snprintf(run, sizeof run, "%s/run", dir);
+  FILE *f = fopen(fa, "w");
+  assert_non_null(f);
+  for (int r = 0; r < 40; r++) {
+    fprintf(f, ">s%d\n", r);
+    for (int i = 0; i < 20 + r; i++) fputc("ACDEFGHIKLMNPQRSTVWY"[(r * 7 + i) % 20], f);
+    fputc('\n', f);
+  }
+  fclose(f);
+  esmt_ingest_options io = ESMT_INGEST_OPTIONS_INIT;
+  const char *in[] = {fa};
+  io.inputs = in;
+  io.n_inputs = 1;
+  io.output_dir = data;
+  io.valid_fraction = 0.2;
+  assert_int_equal(esmt_ingest(&io, NULL), ESMT_OK);
+  esmt_config *cfg = NULL;
+  assert_int_equal(esmt_config_create(&cfg), ESMT_OK);
+  const char *sets[] = {"data.train_dir", data, "model.num_layers", "1", "model.hidden_size", "16",
+                        "model.num_heads", "2", "model.ffn_size", "32", "data.max_len", "64",
+                        "data.tokens_per_batch", "256", "train.max_steps", "3",
+                        "schedule.warmup_steps", "1", "train.eval_every", "1",
+                        "train.out_dir", run, "train.save_every", "3", "backend.precision", prec};
+  for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i += 2)
+    if (esmt_config_set(cfg, sets[i], sets[i + 1]) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  half_emu_watch(NULL);
+  half_emu_reset_stats();
+  esmt_trainer *t = NULL, *t2 = NULL;
+  if (esmt_trainer_create_from_config(g_ctx, cfg, NULL, &t) != ESMT_OK)
+    fail_msg("%s", esmt_last_error());
+  assert_int_equal(t->m->dtype, want);
+  assert_int_equal(t->scaler.enabled, loss_scaling); /* auto: on for fp16 only */
+  half_emu_watch(t->m);
+  if (esmt_trainer_run(t) != ESMT_OK) fail_msg("run: %s", esmt_last_error());
+  expect_clean("trainer run");
+  assert_true(want == ESMTB_F32 ? half_emu_get_stats()->half_ops == 0
+                                : half_emu_get_stats()->half_ops > 100);
+  half_emu_watch(NULL);
+  if (esmt_trainer_create_from_config(g_ctx, cfg, NULL, &t2) != ESMT_OK)
+    fail_msg("%s", esmt_last_error());
+  snprintf(ck, sizeof ck, "%s/checkpoints/step-00000003", run);
+  if (esmt_trainer_resume(t2, ck) != ESMT_OK) fail_msg("resume: %s", esmt_last_error());
+  const uint64_t n = t->m->layout.total;
+  if (want != ESMTB_F32) {
+    expect_lowp_synced(t2->m);
+    assert_memory_equal(t2->m->params_lowp, t->m->params_lowp, n * t->m->esize);
+  } else {
+    assert_null(t2->m->params_lowp);
+  }
+  esmt_trainer_destroy(t2);
+  esmt_trainer_destroy(t);
+  esmt_config_destroy(cfg);
+  use_real();
+  test_rmtree(dir);
+}
+
+static void test_config_bf16(void **state) { (void)state; config_run("bf16", ESMTB_BF16, 0); }
+static void test_config_fp16(void **state) { (void)state; config_run("fp16", ESMTB_F16, 1); }
+static void test_config_auto(void **state) { (void)state; config_run("auto", ESMTB_F32, 0); }
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_host_conversions),
@@ -358,6 +430,9 @@ int main(void) {
       cmocka_unit_test(test_pointers_fp32),
       cmocka_unit_test(test_bf16_training_matches_fp32),
       cmocka_unit_test(test_fp16_training_matches_fp32),
+      cmocka_unit_test(test_config_bf16),
+      cmocka_unit_test(test_config_fp16),
+      cmocka_unit_test(test_config_auto),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
