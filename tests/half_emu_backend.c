@@ -124,7 +124,8 @@ static esmtb_status emu_gemm(esmtb_device *d, const esmtb_gemm_args *a, esmtb_st
   f.dtype = ESMTB_F32;
   f.c_f32 = 0;
   float *A = up(a->dtype, a->a, na), *B = up(a->dtype, a->b, nb);
-  float *C = a->c_f32 ? NULL : up(a->dtype, a->c, nc), *bias = up(a->dtype, a->bias, a->n);
+  float *C = a->c_f32 ? NULL : a->beta != 0.0f ? up(a->dtype, a->c, nc) : scratch(nc);
+  float *bias = up(a->dtype, a->bias, a->n);
   float *pre = a->pre ? scratch(nc) : NULL;
   f.a = A; f.b = B; f.bias = bias; f.pre = pre;
   if (!a->c_f32) f.c = C;
