@@ -129,11 +129,6 @@ static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
   return (const char *)m->params_lowp + off * m->esize;
 }
 
-/* Element `i` of an activation tensor in the compute dtype. */
-static inline void *esmt_act_at(const esmt_model *m, void *base, uint64_t i) {
-  return (char *)base + i * m->esize;
-}
-
 /* The compute dtype for `precision` (an esmt_precision) on a backend, or
  * ESMT_ERR_UNSUPPORTED saying what the backend can do. */
 ESMT_HIDDEN esmt_status esmt_resolve_precision(const esmtb_ops *ops, int precision,
