@@ -21,7 +21,10 @@ esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf) {
   return flat_copy(m, host, dev_buf, 0);
 }
 esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
-  return flat_copy(m, (float *)host, dev_buf, 1);
+  esmt_status st = flat_copy(m, (float *)host, dev_buf, 1);
+  /* new master weights: the half-precision compute copy follows them */
+  if (!st && dev_buf == m->params) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  return st;
 }
 
 esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const *bufs,

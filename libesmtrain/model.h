@@ -4,6 +4,8 @@
 #ifndef ESMTRAIN_MODEL_H
 #define ESMTRAIN_MODEL_H
 
+#include <stddef.h>
+
 #include "context.h"
 
 /* Element offsets of one layer's tensors in the flat fp32 buffers. q, k
@@ -33,30 +35,38 @@ typedef struct esmt_layout {
 ESMT_HIDDEN esmt_status esmt_layout_build(const esmt_model_config *cfg, esmt_layout *out);
 ESMT_HIDDEN void esmt_layout_free(esmt_layout *l);
 
+/* The oldest esmt_model_config a caller may pass: the one before
+ * `precision` was appended (that caller gets ESMT_PRECISION_AUTO). */
+#define ESMT_MODEL_CONFIG_MIN_SIZE offsetof(esmt_model_config, precision)
+
 /* Reject impossible configs with a message naming the field. */
 ESMT_HIDDEN esmt_status esmt_model_config_validate(const esmt_model_config *cfg);
 
 /* Activations of one micro-batch of N = B*T rows (device pointers), carved
- * from one allocation. Per-layer arrays have L entries (res has L+1). */
+ * from one allocation. Per-layer arrays have L entries (res has L+1).
+ * `void *` tensors are in the model's compute dtype (m->dtype, m->esize
+ * bytes per element); `float *` ones are fp32 whatever the precision. */
 typedef struct esmt_activations {
   int32_t *tokens, *labels, *seq_len;
   float *row_scale;
   float *loss_sum;
-  float **res;               /* residual stream entering layer l; res[L] is the output */
-  float **res_mid;           /* after attention, before the FFN */
-  float **ln1, **ln1_mean, **ln1_rstd;
-  float **qkv, **attn, **lse;
-  float **ln2, **ln2_mean, **ln2_rstd;
-  float **fc1_pre, **fc1_out;
-  float *lnf, *lnf_mean, *lnf_rstd;
-  float *head_pre, *head_act, *head_ln, *head_mean, *head_rstd;
-  float *logits, *dlogits;
+  void **res;                /* residual stream entering layer l; res[L] is the output */
+  void **res_mid;            /* after attention, before the FFN */
+  void **ln1, **qkv, **attn, **ln2, **fc1_pre, **fc1_out;
+  float **ln1_mean, **ln1_rstd, **lse, **ln2_mean, **ln2_rstd;
+  void *lnf, *head_pre, *head_act, *head_ln;
+  float *lnf_mean, *lnf_rstd, *head_mean, *head_rstd;
+  void *logits, *dlogits;
   /* backward scratch */
-  float *d_wide;             /* [N, max(F, 3d)] */
-  float *d_narrow;           /* [N, d] */
-  float *d_resid;            /* [N, d] gradient of the residual stream */
-  float *tmp;                /* [N, d] projection outputs before the residual add */
+  void *d_wide;              /* [N, max(F, 3d)] */
+  void *d_narrow;            /* [N, d] */
+  void *d_resid;             /* [N, d] gradient of the residual stream */
+  void *tmp;                 /* [N, d] projection outputs before the residual add */
 } esmt_activations;
+
+/* Per-layer pointer arrays of esmt_activations: how many of each kind. */
+#define ESMT_ACT_VTABLES 8
+#define ESMT_ACT_FTABLES 5
 
 /* Bytes of the activation arena for B x T with activations of `esize`
  * bytes, optionally with per-layer recomputation (also the planner's). */
@@ -82,7 +92,14 @@ struct esmt_model {
   esmt_model_config cfg;
   int L, d, H, hd, F, V;
   esmt_layout layout;
-  float *params, *grads, *adam_m, *adam_v;  /* device, layout.total each */
+  float *params, *grads, *adam_m, *adam_v;  /* device, layout.total each (fp32) */
+  /* Compute precision: ESMTB_F32 computes on params itself; F16/BF16 on
+   * params_lowp, the same layout in that dtype, refreshed from params by
+   * every write (init, load, write_tensor: esmt_model_sync_lowp) and by
+   * AdamW. Activations are in `dtype` too. */
+  esmtb_dtype dtype;
+  size_t esize;              /* bytes per element of dtype */
+  void *params_lowp;         /* NULL when dtype is F32 */
   float *rope_cos, *rope_sin;               /* device [max_positions, hd/2] */
   float *scalar;                            /* device fp32 scratch for reductions */
   float inv_freq[ESMT_MAX_HALF_HEAD];       /* rotary inverse frequencies in use */
@@ -92,7 +109,8 @@ struct esmt_model {
   uint64_t arena_bytes;
   int act_B, act_T;
   esmt_activations act;
-  float **act_ptr_tables;    /* host storage behind the per-layer arrays */
+  void **act_vtables;        /* host storage behind the per-layer arrays */
+  float **act_ftables;
 
   /* what the last forward saw, for backward */
   int have_forward;
@@ -109,6 +127,34 @@ struct esmt_model {
   void (*grads_ready)(void *user, uint64_t from);
   void *grads_ready_user;
 };
+
+/* A weight at element offset `off` as the compute ops read it (the half
+ * copy, or the fp32 master in fp32). LayerNorm weights and biases are
+ * always read from m->params (the ABI's fp32 w/b). */
+static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
+  if (!m->params_lowp) return m->params + off;
+  return (const char *)m->params_lowp + off * m->esize;
+}
+
+/* The compute dtype for `precision` (an esmt_precision) on a backend, or
+ * ESMT_ERR_UNSUPPORTED saying what the backend can do. */
+ESMT_HIDDEN esmt_status esmt_resolve_precision(const esmtb_ops *ops, int precision,
+                                               esmtb_dtype *dtype);
+ESMT_HIDDEN size_t esmt_dtype_size(esmtb_dtype t);
+ESMT_HIDDEN const char *esmt_dtype_name(esmtb_dtype t);
+
+/* Host conversions (round to nearest even; NaN stays NaN). */
+ESMT_HIDDEN float esmt_bf16_to_f32(uint16_t h);
+ESMT_HIDDEN uint16_t esmt_f32_to_bf16(float f);
+ESMT_HIDDEN float esmt_f16_to_f32(uint16_t h);
+ESMT_HIDDEN uint16_t esmt_f32_to_f16(float f);
+/* dst[i] = float(src[i]) for n values of dtype (F32, F16 or BF16); dst may
+ * not overlap src unless dtype is F32. */
+ESMT_HIDDEN void esmt_to_f32(esmtb_dtype dtype, const void *src, float *dst, uint64_t n);
+
+/* Refresh `count` elements of params_lowp from params at element `offset`
+ * (no-op in fp32); call after anything writes params outside AdamW. */
+ESMT_HIDDEN esmt_status esmt_model_sync_lowp(esmt_model *m, uint64_t offset, uint64_t count);
 
 /* Make the activation arena fit B x T (reallocates when it is too small). */
 ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);

@@ -18,55 +18,72 @@ static void *take(carver *c, uint64_t bytes) {
 }
 
 #define F32(n) ((float *)take(c, (uint64_t)(n) * sizeof(float)))
-/* Activations proper are in the compute dtype (esize bytes each); norms'
- * statistics, softmax log-sum-exps, logits and scalars stay fp32. */
-#define ACT(n) ((float *)take(c, (uint64_t)(n) * esize))
+/* Activations proper (logits included) are in the compute dtype (esize
+ * bytes each); norms' statistics, softmax log-sum-exps and scalars stay
+ * fp32. */
+#define ACT(n) take(c, (uint64_t)(n) * esize)
 
-/* Carve for B x T rows; per-layer pointer arrays go into `tables`
- * (13 arrays of L + 1 entries) when non-NULL. With `recompute`, only the
+/* Carve for B x T rows; per-layer pointer arrays go into `vt` (compute
+ * dtype, ESMT_ACT_VTABLES arrays of L + 1 entries) and `ft` (fp32,
+ * ESMT_ACT_FTABLES arrays) when non-NULL. With `recompute`, only the
  * residual stream is kept per layer and every other per-layer tensor
  * aliases one shared set that backward refills layer by layer. */
 static void carve(carver *c, const esmt_model_config *cfg, int B, int T, uint64_t esize,
-                  int recompute, esmt_activations *a, float **tables) {
+                  int recompute, esmt_activations *a, void **vt, float **ft) {
   const uint64_t N = (uint64_t)B * (uint64_t)T, d = (uint64_t)cfg->hidden_size;
   const uint64_t H = (uint64_t)cfg->num_heads, V = (uint64_t)cfg->vocab_size;
   const uint64_t F = cfg->ffn_size ? (uint64_t)cfg->ffn_size : 4 * d;
   const int L = cfg->num_layers;
+  const size_t stride = (size_t)(L + 1);
+  const int tables = vt && ft;
   esmt_activations dummy;
   if (!a) a = &dummy;
   if (tables) {
-    float ***arrays[] = {&a->ln1,     &a->ln1_mean, &a->ln1_rstd, &a->qkv,     &a->attn,
-                         &a->lse,     &a->ln2,      &a->ln2_mean, &a->ln2_rstd, &a->fc1_pre,
-                         &a->fc1_out, &a->res_mid,  &a->res};
-    for (size_t i = 0; i < sizeof arrays / sizeof arrays[0]; i++) *arrays[i] = tables + i * (size_t)(L + 1);
+    void ***va[ESMT_ACT_VTABLES] = {&a->ln1, &a->qkv,     &a->attn,    &a->ln2,
+                                    &a->fc1_pre, &a->fc1_out, &a->res_mid, &a->res};
+    float ***fa[ESMT_ACT_FTABLES] = {&a->ln1_mean, &a->ln1_rstd, &a->lse, &a->ln2_mean,
+                                     &a->ln2_rstd};
+    for (size_t i = 0; i < ESMT_ACT_VTABLES; i++) *va[i] = vt + i * stride;
+    for (size_t i = 0; i < ESMT_ACT_FTABLES; i++) *fa[i] = ft + i * stride;
   }
   a->tokens = (int32_t *)take(c, N * sizeof(int32_t));
   a->labels = (int32_t *)take(c, N * sizeof(int32_t));
   a->seq_len = (int32_t *)take(c, (uint64_t)B * sizeof(int32_t));
   a->row_scale = F32(B);
   a->loss_sum = F32(1);
-  float *p[12] = {0};
+  /* the order of take() calls is the layout; keep it as it was for fp32 */
+  void *p[8] = {0};
+  float *q[5] = {0};
   for (int l = 0; l <= L; l++) {
-    float *res = ACT(N * d);
+    void *res = ACT(N * d);
     if (tables) a->res[l] = res;
     if (l == L) break;
     if (!recompute || l == 0) {
-      float *q[] = {ACT(N * d), F32(N), F32(N), ACT(N * 3 * d), ACT(N * d), F32(H * N),
-                    ACT(N * d), F32(N), F32(N), ACT(N * F),     ACT(N * F), ACT(N * d)};
-      memcpy(p, q, sizeof p);
+      p[0] = ACT(N * d);       /* ln1 */
+      q[0] = F32(N);           /* ln1_mean */
+      q[1] = F32(N);           /* ln1_rstd */
+      p[1] = ACT(N * 3 * d);   /* qkv */
+      p[2] = ACT(N * d);       /* attn */
+      q[2] = F32(H * N);       /* lse */
+      p[3] = ACT(N * d);       /* ln2 */
+      q[3] = F32(N);           /* ln2_mean */
+      q[4] = F32(N);           /* ln2_rstd */
+      p[4] = ACT(N * F);       /* fc1_pre */
+      p[5] = ACT(N * F);       /* fc1_out */
+      p[6] = ACT(N * d);       /* res_mid */
     }
     if (tables) {
-      a->ln1[l] = p[0]; a->ln1_mean[l] = p[1]; a->ln1_rstd[l] = p[2];
-      a->qkv[l] = p[3]; a->attn[l] = p[4]; a->lse[l] = p[5];
-      a->ln2[l] = p[6]; a->ln2_mean[l] = p[7]; a->ln2_rstd[l] = p[8];
-      a->fc1_pre[l] = p[9]; a->fc1_out[l] = p[10]; a->res_mid[l] = p[11];
+      a->ln1[l] = p[0]; a->qkv[l] = p[1]; a->attn[l] = p[2]; a->ln2[l] = p[3];
+      a->fc1_pre[l] = p[4]; a->fc1_out[l] = p[5]; a->res_mid[l] = p[6];
+      a->ln1_mean[l] = q[0]; a->ln1_rstd[l] = q[1]; a->lse[l] = q[2];
+      a->ln2_mean[l] = q[3]; a->ln2_rstd[l] = q[4];
     }
   }
   a->lnf = ACT(N * d); a->lnf_mean = F32(N); a->lnf_rstd = F32(N);
   a->head_pre = ACT(N * d); a->head_act = ACT(N * d);
   a->head_ln = ACT(N * d); a->head_mean = F32(N); a->head_rstd = F32(N);
-  a->logits = F32(N * V);
-  a->dlogits = F32(N * V);
+  a->logits = ACT(N * V);
+  a->dlogits = ACT(N * V);
   a->d_wide = ACT(N * (F > 3 * d ? F : 3 * d));
   a->d_narrow = ACT(N * d);
   a->d_resid = ACT(N * d);
@@ -76,7 +93,7 @@ static void carve(carver *c, const esmt_model_config *cfg, int B, int T, uint64_
 uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
                                int recompute) {
   carver c = {NULL, 0};
-  carve(&c, cfg, B, T, (uint64_t)esize, recompute, NULL, NULL);
+  carve(&c, cfg, B, T, (uint64_t)esize, recompute, NULL, NULL, NULL);
   return c.off;
 }
 
@@ -84,7 +101,7 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   if (m->arena && B <= m->act_B && T <= m->act_T) return ESMT_OK;
   /* Grow to cover both the old and the new shape. */
   int nB = B > m->act_B ? B : m->act_B, nT = T > m->act_T ? T : m->act_T;
-  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT, (int)sizeof(float), 0);
+  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT, (int)m->esize, 0);
   if (m->arena) {
     m->ops->stream_sync(m->dev, m->stream);
     m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->arena);
@@ -95,12 +112,11 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   if (st)
     return esmt_fail_prefix((esmt_status)st, "activations for %d x %d tokens (%.1f MiB): ", nB,
                             nT, (double)bytes / 1048576.0);
-  if (!m->act_ptr_tables) {
-    m->act_ptr_tables = calloc(13 * (size_t)(m->L + 1), sizeof(float *));
-    if (!m->act_ptr_tables) {
-      m->ops->free(m->dev, ESMTB_MEM_DEVICE, arena);
-      return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "activations: out of host memory");
-    }
+  if (!m->act_vtables) m->act_vtables = calloc(ESMT_ACT_VTABLES * (size_t)(m->L + 1), sizeof(void *));
+  if (!m->act_ftables) m->act_ftables = calloc(ESMT_ACT_FTABLES * (size_t)(m->L + 1), sizeof(float *));
+  if (!m->act_vtables || !m->act_ftables) {
+    m->ops->free(m->dev, ESMTB_MEM_DEVICE, arena);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "activations: out of host memory");
   }
   int32_t *seq = realloc(m->host_seq_len, (size_t)nB * sizeof *seq);
   if (!seq) {
@@ -109,7 +125,7 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   }
   m->host_seq_len = seq;
   carver c = {arena, 0};
-  carve(&c, &m->cfg, nB, nT, sizeof(float), 0, &m->act, m->act_ptr_tables);
+  carve(&c, &m->cfg, nB, nT, m->esize, 0, &m->act, m->act_vtables, m->act_ftables);
   m->arena = arena;
   m->arena_bytes = bytes;
   m->act_B = nB;

@@ -1,13 +1,14 @@
 /* Public model API: lifecycle, tensor access, forward/backward entry
  * points (host-side checks and transfers), AdamW and the gradient norm. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
 
-#define MODEL_CONFIG_MIN_SIZE sizeof(esmt_model_config)
+#define MODEL_CONFIG_MIN_SIZE ESMT_MODEL_CONFIG_MIN_SIZE
 
 static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
   esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
@@ -63,8 +64,16 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
   if (!m) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   m->ctx = ctx;
   m->ops = ctx->backend->ops;
-  m->cfg = *cfg;
+  m->cfg.precision = ESMT_PRECISION_AUTO;
+  memcpy(&m->cfg, cfg, cfg->struct_size < sizeof m->cfg ? cfg->struct_size : sizeof m->cfg);
   m->cfg.struct_size = sizeof m->cfg;
+  if ((st = esmt_resolve_precision(m->ops, (int)m->cfg.precision, &m->dtype))) {
+    free(m);
+    return esmt_fail_prefix(st, "%s: ", fn);
+  }
+  m->esize = esmt_dtype_size(m->dtype);
+  m->cfg.precision = m->dtype == ESMTB_F16    ? ESMT_PRECISION_FP16
+                   : m->dtype == ESMTB_BF16 ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;
   if (!m->cfg.ffn_size) m->cfg.ffn_size = 4 * cfg->hidden_size;
   m->L = cfg->num_layers;
   m->d = cfg->hidden_size;
@@ -89,6 +98,8 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
   if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "AdamW first moments");
   if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
   if (!st) st = dev_alloc(m, 256, (void **)&m->scalar, "scratch");
+  if (!st && m->dtype != ESMTB_F32)
+    st = dev_alloc(m, m->layout.total * m->esize, &m->params_lowp, "half-precision weight copy");
   if (!st) {
     float *bufs[] = {m->grads, m->adam_m, m->adam_v};
     for (int i = 0; i < 3 && !st; i++) {
@@ -100,13 +111,15 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
     st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
   if (!st) st = esmt_model_init_params(m, seed);
+  if (!st) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   if (st) {
     esmt_model_destroy(m);
     return st;
   }
   esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
-                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s", m->L, m->d,
-                  m->H, m->F, (unsigned long long)m->layout.total, m->ops->name);
+                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s (%s)", m->L,
+                  m->d, m->H, m->F, (unsigned long long)m->layout.total, m->ops->name,
+                  esmt_dtype_name(m->dtype));
   *out = m;
   return ESMT_OK;
 }
@@ -117,13 +130,14 @@ void esmt_model_destroy(esmt_model *m) {
   if (m->dev) {
     if (m->stream || m->ops->stream_sync) m->ops->stream_sync(m->dev, m->stream);
     void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->scalar,
-                    m->rope_cos, m->rope_sin, m->arena};
+                    m->rope_cos, m->rope_sin, m->arena, m->params_lowp};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
     m->ops->close(m->dev);
   }
   esmt_layout_free(&m->layout);
-  free(m->act_ptr_tables);
+  free(m->act_vtables);
+  free(m->act_ftables);
   free(m->host_seq_len);
   free(m);
 }
@@ -205,7 +219,10 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
       : m->ops->copy_async(m->dev, host, buf + t->offset, count * sizeof(float), ESMTB_COPY_D2H, m->stream);
   if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
   if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: '%s': ", fn, name);
-  if (to_device && which == ESMT_BUF_PARAMS) m->have_forward = 0;
+  if (to_device && which == ESMT_BUF_PARAMS) {
+    m->have_forward = 0;
+    if ((st = esmt_model_sync_lowp(m, t->offset, t->numel))) return esmt_fail_prefix(st, "%s: ", fn);
+  }
   return ESMT_OK;
 }
 
@@ -308,12 +325,20 @@ esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_
   }
   if ((st = esmt_model_run_forward(m))) return st;
   float loss_sum = 0.0f;
+  const uint64_t NV = N * (uint64_t)m->V;
+  /* Half logits come down into a host staging copy, widened below. */
+  void *half = NULL;
+  if (logits && m->dtype != ESMTB_F32 && !(half = malloc(NV * m->esize)))
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory for %llu logits", fn,
+                     (unsigned long long)NV);
   esmtb_status cs = m->ops->copy_async(m->dev, &loss_sum, m->act.loss_sum, sizeof loss_sum,
                                        ESMTB_COPY_D2H, m->stream);
   if (!cs && logits)
-    cs = m->ops->copy_async(m->dev, logits, m->act.logits, N * (uint64_t)m->V * sizeof(float),
+    cs = m->ops->copy_async(m->dev, half ? half : (void *)logits, m->act.logits, NV * m->esize,
                             ESMTB_COPY_D2H, m->stream);
   if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  if (!cs && half) esmt_to_f32(m->dtype, half, logits, NV);
+  free(half);
   if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: download: ", fn);
   if (logits) /* padded positions carry no prediction */
     for (int i = 0; i < m->B; i++)
@@ -386,6 +411,10 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
   a.eps = (float)cfg->eps;
   a.step = step;
   a.grad_scale = (float)cfg->grad_scale;
+  if (m->params_lowp) { /* the backend refreshes the compute copy as it updates */
+    a.params_lowp = m->params_lowp;
+    a.lowp_dtype = m->dtype;
+  }
   esmtb_status bs = m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream) : ESMT_ERR_UNSUPPORTED;
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream); /* segs is read by the op */
   free(segs);

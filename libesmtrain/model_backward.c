@@ -3,48 +3,52 @@
  * the residual stream from the head down to the embedding. */
 #include "model.h"
 
-#define W(off) (m->params + (off))
+/* Activations and their gradients are in the compute dtype; every
+ * parameter gradient accumulates in fp32 (m->grads), LayerNorm reads the
+ * fp32 master w/b, Linear weights come from esmt_weight. */
+#define W32(off) (m->params + (off))
 #define G(off) (m->grads + (off))
 
 /* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
-static esmt_status linear_backward(esmt_model *m, const float *x, uint64_t w, uint64_t b,
-                                   const float *dy, float *dx, int N, int in, int out,
+static esmt_status linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
+                                   const void *dy, void *dx, int N, int in, int out,
                                    const char *where) {
   esmtb_gemm_args g = {0};
   g.struct_size = sizeof g;
-  g.dtype = ESMTB_F32;
+  g.dtype = m->dtype;
   g.alpha = 1.0f;
   /* dx[N,in] = dy[N,out] . W[out,in] */
   g.m = N; g.n = in; g.k = out;
   g.a = dy; g.lda = out;
-  g.b = W(w); g.ldb = in;
+  g.b = esmt_weight(m, w); g.ldb = in;
   g.c = dx; g.ldc = in;
   ESMT_OP(m, gemm, g, where);
   /* dW[out,in] += dy^T[out,N] . x[N,in] */
   esmtb_gemm_args gw = {0};
   gw.struct_size = sizeof gw;
-  gw.dtype = ESMTB_F32;
+  gw.dtype = m->dtype;
   gw.trans_a = 1;
   gw.m = out; gw.n = in; gw.k = N;
   gw.alpha = 1.0f; gw.beta = 1.0f;
   gw.a = dy; gw.lda = out;
   gw.b = x; gw.ldb = in;
   gw.c = G(w); gw.ldc = in;
+  gw.c_f32 = m->dtype != ESMTB_F32; /* half inputs, fp32 gradient (ABI 1.1, checked at create) */
   ESMT_OP(m, gemm, gw, where);
-  esmtb_bias_grad_args bg = {sizeof bg, ESMTB_F32, N, out, dy, G(b)};
+  esmtb_bias_grad_args bg = {sizeof bg, m->dtype, N, out, dy, G(b)};
   ESMT_OP(m, bias_grad, bg, where);
   return ESMT_OK;
 }
 
-static esmt_status layernorm_backward(esmt_model *m, const float *x, uint64_t w, uint64_t b,
-                                      const float *mean, const float *rstd, const float *dout,
-                                      float *dx, int accumulate, int N, const char *where) {
+static esmt_status layernorm_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
+                                      const float *mean, const float *rstd, const void *dout,
+                                      void *dx, int accumulate, int N, const char *where) {
   esmtb_layernorm_args a = {0};
   a.struct_size = sizeof a;
-  a.dtype = ESMTB_F32;
+  a.dtype = m->dtype;
   a.N = N; a.d = m->d;
   a.eps = m->cfg.layer_norm_eps;
-  a.x = x; a.w = W(w); a.b = W(b);
+  a.x = x; a.w = W32(w); a.b = W32(b);
   a.mean = (float *)mean; a.rstd = (float *)rstd;
   a.dout = dout; a.dx = dx; a.accumulate_dx = accumulate;
   a.dw = G(w); a.db = G(b);
@@ -52,9 +56,9 @@ static esmt_status layernorm_backward(esmt_model *m, const float *x, uint64_t w,
   return ESMT_OK;
 }
 
-static esmt_status gelu_backward(esmt_model *m, const float *pre, float *d, uint64_t n,
+static esmt_status gelu_backward(esmt_model *m, const void *pre, void *d, uint64_t n,
                                  const char *where) {
-  esmtb_gelu_backward_args a = {sizeof a, ESMTB_F32, n, pre, d, d};
+  esmtb_gelu_backward_args a = {sizeof a, m->dtype, n, pre, d, d};
   ESMT_OP(m, gelu_backward, a, where);
   return ESMT_OK;
 }

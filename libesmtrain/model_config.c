@@ -19,7 +19,8 @@ static const preset k_presets[] = {
 esmt_status esmt_model_config_preset(const char *name, esmt_model_config *cfg) {
   const char *fn = "esmt_model_config_preset";
   ESMT_CHECK_ARG(name && cfg, fn, "name and cfg must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size, sizeof *cfg);
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size,
+                                     ESMT_MODEL_CONFIG_MIN_SIZE);
   if (st) return st;
   for (int i = 0; i < N_PRESETS; i++) {
     if (strcmp(name, k_presets[i].name) != 0) continue;
@@ -28,7 +29,9 @@ esmt_status esmt_model_config_preset(const char *name, esmt_model_config *cfg) {
     c.hidden_size = k_presets[i].d;
     c.num_heads = k_presets[i].H;
     c.ffn_size = 4 * k_presets[i].d;
-    *cfg = c;
+    uint32_t size = cfg->struct_size; /* an older caller's struct may end before precision */
+    memcpy(cfg, &c, size < sizeof c ? size : sizeof c);
+    cfg->struct_size = size;
     return ESMT_OK;
   }
   const char *names[N_PRESETS];
@@ -70,7 +73,8 @@ esmt_status esmt_model_config_validate(const esmt_model_config *c) {
 esmt_status esmt_model_config_param_count(const esmt_model_config *cfg, uint64_t *count) {
   const char *fn = "esmt_model_config_param_count";
   ESMT_CHECK_ARG(cfg && count, fn, "cfg and count must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size, sizeof *cfg);
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size,
+                                     ESMT_MODEL_CONFIG_MIN_SIZE);
   if (st) return st;
   st = esmt_model_config_validate(cfg);
   if (st) return st;
@@ -85,7 +89,8 @@ esmt_status esmt_model_train_flops(const esmt_model_config *cfg, int batch, int 
                                    double *flops) {
   const char *fn = "esmt_model_train_flops";
   ESMT_CHECK_ARG(cfg && flops, fn, "cfg and flops must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size, sizeof *cfg);
+  esmt_status st = esmt_check_struct(fn, "esmt_model_config", cfg->struct_size,
+                                     ESMT_MODEL_CONFIG_MIN_SIZE);
   if (st) return st;
   if (batch < 0 || seq_len < 0)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: negative batch or seq_len", fn);

@@ -5,43 +5,46 @@
 
 #include "model.h"
 
-#define W(off) (m->params + (off))
+/* Activations and Linear weights/biases are in the compute dtype m->dtype
+ * (weights from the half copy when there is one: esmt_weight); LayerNorm
+ * weights are the fp32 masters (the ABI's w/b are fp32). */
+#define W32(off) (m->params + (off))
 
 /* y[N,out] = x[N,in] . W[out,in]^T + b, optionally GELU (pre-activation kept). */
-static esmt_status linear(esmt_model *m, const float *x, uint64_t w, uint64_t b, float *y,
-                          int N, int in, int out, float *gelu_pre, const char *where) {
+static esmt_status linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *y,
+                          int N, int in, int out, void *gelu_pre, const char *where) {
   esmtb_gemm_args g = {0};
   g.struct_size = sizeof g;
-  g.dtype = ESMTB_F32;
+  g.dtype = m->dtype;
   g.trans_b = 1;
   g.m = N; g.n = out; g.k = in;
   g.alpha = 1.0f;
   g.a = x; g.lda = in;
-  g.b = W(w); g.ldb = in;
+  g.b = esmt_weight(m, w); g.ldb = in;
   g.c = y; g.ldc = out;
-  g.bias = W(b);
+  g.bias = esmt_weight(m, b);
   g.epilogue = gelu_pre ? ESMTB_EPI_GELU : ESMTB_EPI_NONE;
   g.pre = gelu_pre;
   ESMT_OP(m, gemm, g, where);
   return ESMT_OK;
 }
 
-static esmt_status layernorm(esmt_model *m, const float *x, uint64_t w, uint64_t b, float *out,
+static esmt_status layernorm(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *out,
                              float *mean, float *rstd, int N, const char *where) {
   esmtb_layernorm_args a = {0};
   a.struct_size = sizeof a;
-  a.dtype = ESMTB_F32;
+  a.dtype = m->dtype;
   a.N = N; a.d = m->d;
   a.eps = m->cfg.layer_norm_eps;
-  a.x = x; a.w = W(w); a.b = W(b);
+  a.x = x; a.w = W32(w); a.b = W32(b);
   a.out = out; a.mean = mean; a.rstd = rstd;
   ESMT_OP(m, layernorm_forward, a, where);
   return ESMT_OK;
 }
 
-static esmt_status residual_add(esmt_model *m, const float *a, const float *b, float *y,
+static esmt_status residual_add(esmt_model *m, const void *a, const void *b, void *y,
                                 uint64_t n, const char *where) {
-  esmtb_add_args s = {sizeof s, ESMTB_F32, n, a, b, y};
+  esmtb_add_args s = {sizeof s, m->dtype, n, a, b, y};
   ESMT_OP(m, add, s, where);
   return ESMT_OK;
 }
@@ -49,10 +52,10 @@ static esmt_status residual_add(esmt_model *m, const float *a, const float *b, f
 esmtb_embed_args esmt_embed_args(const esmt_model *m) {
   esmtb_embed_args e = {0};
   e.struct_size = sizeof e;
-  e.dtype = ESMTB_F32;
+  e.dtype = m->dtype;
   e.B = m->B; e.T = m->T; e.d = m->d;
   e.tokens = m->act.tokens;
-  e.E = m->params + m->layout.embed;
+  e.E = esmt_weight(m, m->layout.embed);
   e.row_scale = m->act.row_scale;
   e.mask_id = ESMT_TOKEN_MASK;
   e.pad_id = ESMT_TOKEN_PAD;
@@ -63,7 +66,7 @@ esmtb_embed_args esmt_embed_args(const esmt_model *m) {
 esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
   esmtb_attention_args at = {0};
   at.struct_size = sizeof at;
-  at.dtype = ESMTB_F32;
+  at.dtype = m->dtype;
   at.B = m->B; at.T = m->T; at.H = m->H; at.hd = m->hd;
   at.scale = (float)(1.0 / sqrt((double)m->hd)); /* applied to q before rotary */
   at.seq_len = m->act.seq_len;
@@ -136,7 +139,7 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   if (mst) return esmt_fail_prefix((esmt_status)mst, "forward: ");
   esmtb_xent_args x = {0};
   x.struct_size = sizeof x;
-  x.dtype = ESMTB_F32;
+  x.dtype = m->dtype; /* logits/dlogits; the loss sum is fp32 */
   x.N = N; x.V = V;
   x.logits = a->logits;
   x.labels = a->labels;

@@ -38,12 +38,12 @@ static const char *gs(const esmt_config *c, const char *k) {
   return v;
 }
 
-/* Does the model compute in fp16? Asked for (backend.precision), or the
- * fp16 backend's own precision under "auto". */
-static int fp16_compute(const esmt_config *c, const esmt_model *m) {
-  const char *prec = gs(c, "backend.precision");
-  if (!strcmp(prec, "fp16")) return 1;
-  return !strcmp(prec, "auto") && m && m->ops && !strcmp(m->ops->name, "turing_fp16");
+/* backend.precision -> esmt_model_config.precision (the schema's enum). */
+static esmt_precision precision_of(const esmt_config *c) {
+  const char *p = gs(c, "backend.precision");
+  return !strcmp(p, "fp32") ? ESMT_PRECISION_FP32
+       : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
+       : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
 }
 
 esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
@@ -66,6 +66,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   mc.num_heads = (int)gi(cfg, "model.num_heads");
   mc.ffn_size = (int)gi(cfg, "model.ffn_size");
   mc.max_positions = (int)gi(cfg, "model.max_positions");
+  mc.precision = precision_of(cfg);
   esmt_model *model = NULL;
   esmt_loader *train = NULL, *valid = NULL;
   esmt_overfit_source *ovf = NULL;
@@ -141,7 +142,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   to.grad_clip = gd(cfg, "train.grad_clip");
   to.nonfinite_abort = !strcmp(gs(cfg, "train.nonfinite"), "abort");
   const char *ls = gs(cfg, "loss_scale.enabled");
-  to.loss_scale.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && fp16_compute(cfg, model));
+  to.loss_scale.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && model->dtype == ESMTB_F16);
   to.loss_scale.initial = gd(cfg, "loss_scale.initial");
   to.loss_scale.growth_interval = gi(cfg, "loss_scale.growth_interval");
   to.loss_scale.backoff = gd(cfg, "loss_scale.backoff");

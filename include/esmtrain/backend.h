@@ -22,7 +22,10 @@
  *
  * Layouts. Matrices are row-major. Activations are [rows, cols] with
  * rows = tokens (B*T). Parameters, gradients and optimizer moments are fp32
- * in flat buffers; activations are in the dtype the op's args name.
+ * in flat buffers; activations are in the dtype the op's args name. In
+ * F16/BF16 training the core also keeps a half-precision copy of the
+ * parameters (same layout) that gemm and embed read; LayerNorm w/b and all
+ * gradients stay fp32.
  *
  * ABI policy (docs/ABI.md): a minor version may only append fields to the
  * END of esmtb_ops and of args structs (each args struct carries
@@ -135,7 +138,9 @@ typedef struct esmtb_open_options {
  * A linear layer y = x W^T + b is: A = x [m,k], B = W [n,k], trans_b = 1.
  * With epilogue GELU and `pre` non-NULL, the pre-activation is stored in
  * `pre` (same shape/ld as C) for the backward pass. The bias is only valid
- * with beta == 0. a/b/c share `dtype`; accumulation is fp32. */
+ * with beta == 0. a/b/c and bias share `dtype` (in F16/BF16 training the
+ * core passes weights and biases from its half-precision copy, activations
+ * in the same dtype); accumulation is fp32. */
 typedef enum esmtb_epilogue { ESMTB_EPI_NONE = 0, ESMTB_EPI_GELU = 1 } esmtb_epilogue;
 
 typedef struct esmtb_gemm_args {

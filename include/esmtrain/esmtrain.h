@@ -259,6 +259,19 @@ enum {
   ESMT_LABEL_IGNORE = -100  /* label of a position that is not scored */
 };
 
+/* Compute precision. Half precisions keep fp32 master weights, gradients
+ * and AdamW moments, and compute on fp16/bf16 weight copies and
+ * activations (LayerNorm, softmax and loss statistics stay fp32). */
+typedef enum esmt_precision {
+  ESMT_PRECISION_FP32 = 0,
+  ESMT_PRECISION_FP16 = 1,   /* fp16 compute copies, fp32 master weights */
+  ESMT_PRECISION_BF16 = 2,
+  /* The backend's best: fp32 on a host-memory (CPU) backend, else bf16
+   * when it has ESMTB_CAP_BF16, else fp16 with ESMTB_CAP_F16, else fp32.
+   * Only for esmt_model_config.precision (the planner needs a concrete one). */
+  ESMT_PRECISION_AUTO = 3
+} esmt_precision;
+
 typedef struct esmt_model_config {
   uint32_t struct_size;
   int num_layers;           /* L */
@@ -269,10 +282,14 @@ typedef struct esmt_model_config {
   int max_positions;        /* longest row, cls/eos included; 1024 for ESM-2 */
   float layer_norm_eps;     /* 1e-5 */
   float mask_ratio_train;   /* token dropout constant, 0.15 * 0.8 */
+  /* Appended field: a caller whose struct_size ends before it gets AUTO.
+   * esmt_model_create refuses a precision the backend lacks
+   * (ESMT_ERR_UNSUPPORTED); esmt_model_get_config reports the resolved one. */
+  esmt_precision precision;
 } esmt_model_config;
 
 #define ESMT_MODEL_CONFIG_INIT \
-  { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f }
+  { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO }
 
 /* Fill *cfg with a named ESM-2 size: esm2_t6_8M, esm2_t12_35M, esm2_t30_150M,
  * esm2_t33_650M, esm2_t36_3B, esm2_t48_15B. cfg->struct_size must be set.
@@ -328,7 +345,8 @@ ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char 
                                             int *index);
 
 /* Copy `count` fp32 values of a named tensor out of / into a buffer. count
- * must equal the tensor's numel. */
+ * must equal the tensor's numel. ESMT_BUF_PARAMS is the fp32 master; in
+ * half precision a write also refreshes the tensor's compute copy. */
 ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
                                             esmt_buffer which, float *dst, uint64_t count);
 ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
@@ -364,8 +382,8 @@ typedef struct esmt_forward_result {
 #define ESMT_FORWARD_RESULT_INIT { sizeof(esmt_forward_result), 0.0, 0.0, 0, 0 }
 
 /* Forward pass: loss over the labelled positions; logits [B*T*V] copied out
- * when `logits` is non-NULL (pad positions are 0). Keeps the activations
- * for esmt_model_backward. */
+ * as fp32 (widened from the compute precision) when `logits` is non-NULL
+ * (pad positions are 0). Keeps the activations for esmt_model_backward. */
 ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
                                         esmt_forward_result *result, float *logits);
 
@@ -408,12 +426,6 @@ ESMT_API esmt_status esmt_model_grad_norm(esmt_model *model, double *norm);
 /* Memory planner                                                            */
 /* ------------------------------------------------------------------------ */
 
-typedef enum esmt_precision {
-  ESMT_PRECISION_FP32 = 0,
-  ESMT_PRECISION_FP16 = 1,   /* fp16 compute copies, fp32 master weights */
-  ESMT_PRECISION_BF16 = 2
-} esmt_precision;
-
 /* Device memory by tensor class. */
 typedef enum esmt_mem_class {
   ESMT_MEM_COMPUTE_WEIGHTS = 0, /* fp16/bf16 copies the kernels read */
@@ -431,7 +443,7 @@ typedef struct esmt_plan_request {
   esmt_model_config model;
   int micro_batch;              /* rows; 0 = the largest that fits (at most 256) */
   int seq_len;                  /* tokens per row, cls/eos included */
-  esmt_precision precision;
+  esmt_precision precision;     /* FP32, FP16 or BF16 (not AUTO); model.precision is not read */
   uint64_t device_budget;       /* bytes the job may use; 0 = unlimited */
   int offload_optimizer;        /* -1 auto, 0 off, 1 on */
   int recompute;                /* -1 auto, 0 off, 1 on */

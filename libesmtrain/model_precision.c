@@ -1,0 +1,132 @@
+/* Compute precision: choosing the dtype a backend computes in, host-side
+ * fp16/bf16 <-> fp32 conversions, and the half-precision weight copy. */
+#include <math.h>
+#include <stdio.h>
+#include <string.h>
+
+#include "model.h"
+
+size_t esmt_dtype_size(esmtb_dtype t) {
+  return t == ESMTB_F16 || t == ESMTB_BF16 ? 2 : t == ESMTB_U8 ? 1 : 4;
+}
+
+const char *esmt_dtype_name(esmtb_dtype t) {
+  switch (t) {
+    case ESMTB_F32: return "fp32";
+    case ESMTB_F16: return "fp16";
+    case ESMTB_BF16: return "bf16";
+    case ESMTB_I32: return "int32";
+    case ESMTB_U8: return "uint8";
+  }
+  return "unknown";
+}
+
+esmt_status esmt_resolve_precision(const esmtb_ops *ops, int precision, esmtb_dtype *dtype) {
+  const uint32_t caps = ops->caps;
+  esmtb_dtype t;
+  switch (precision) {
+    case ESMT_PRECISION_AUTO:
+      /* A host-memory backend is a CPU: half precision there only adds
+       * conversions, so its best is fp32 (half stays available on request). */
+      t = (caps & ESMTB_CAP_HOST_ADDRESSABLE) ? ESMTB_F32
+        : (caps & ESMTB_CAP_BF16)             ? ESMTB_BF16
+        : (caps & ESMTB_CAP_F16)              ? ESMTB_F16 : ESMTB_F32;
+      break;
+    case ESMT_PRECISION_FP32: t = ESMTB_F32; break;
+    case ESMT_PRECISION_FP16: t = ESMTB_F16; break;
+    case ESMT_PRECISION_BF16: t = ESMTB_BF16; break;
+    default:
+      return esmt_fail(ESMT_ERR_CONFIG, "model config: precision %d is not one of auto, fp32, "
+                       "fp16, bf16", precision);
+  }
+  *dtype = t;
+  if (t == ESMTB_F32) return ESMT_OK; /* every backend computes in fp32 (the ABI's baseline) */
+  uint32_t need = t == ESMTB_F16 ? ESMTB_CAP_F16 : ESMTB_CAP_BF16;
+  if (!(caps & need)) {
+    char list[32] = "";
+    static const struct { uint32_t cap; const char *name; } k[] = {
+        {ESMTB_CAP_F32, "fp32"}, {ESMTB_CAP_F16, "fp16"}, {ESMTB_CAP_BF16, "bf16"}};
+    for (size_t i = 0; i < sizeof k / sizeof k[0]; i++)
+      if (caps & k[i].cap)
+        snprintf(list + strlen(list), sizeof list - strlen(list), "%s%s", *list ? ", " : "",
+                 k[i].name);
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s cannot compute in %s (caps: %s)",
+                     ops->name, esmt_dtype_name(t), *list ? list : "none");
+  }
+  /* Weight gradients of half activations accumulate into the fp32
+   * gradient buffer through gemm c_f32; a 1.0 table would ignore the
+   * field and write half values there. */
+  if (ops->abi_minor < 1)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s implements plugin ABI %u.%u; %s training "
+                     "needs 1.1 (gemm c_f32 for fp32 weight gradients)", ops->name,
+                     (unsigned)ops->abi_major, (unsigned)ops->abi_minor, esmt_dtype_name(t));
+  if (!ops->convert)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s has no convert op, which %s training "
+                     "needs for its weight copy", ops->name, esmt_dtype_name(t));
+  return ESMT_OK;
+}
+
+float esmt_bf16_to_f32(uint16_t h) {
+  uint32_t x = (uint32_t)h << 16;
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+uint16_t esmt_f32_to_bf16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  if ((x & 0x7fffffffu) > 0x7f800000u) return (uint16_t)((x >> 16) | 0x40u); /* quiet NaN */
+  return (uint16_t)((x + 0x7fffu + ((x >> 16) & 1u)) >> 16);
+}
+
+float esmt_f16_to_f32(uint16_t h) {
+  uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 0x1fu, mant = h & 0x3ffu, x;
+  if (e == 0) { /* zero or subnormal: mant * 2^-24, exact in fp32 */
+    float v = ldexpf((float)mant, -24);
+    return sign ? -v : v;
+  }
+  if (e == 31) x = sign | 0x7f800000u | (mant << 13);
+  else x = sign | ((e - 15 + 127) << 23) | (mant << 13);
+  float f;
+  memcpy(&f, &x, sizeof f);
+  return f;
+}
+
+uint16_t esmt_f32_to_f16(float f) {
+  uint32_t x;
+  memcpy(&x, &f, sizeof x);
+  const uint32_t sign = (x >> 16) & 0x8000u, ax = x & 0x7fffffffu;
+  if (ax > 0x7f800000u) return (uint16_t)(sign | 0x7e00u);  /* NaN */
+  if (ax >= 0x477ff000u) return (uint16_t)(sign | 0x7c00u); /* >= 65520 rounds to inf */
+  if (ax < 0x38800000u) { /* below 2^-14: subnormal units of 2^-24, exact scaling */
+    float v;
+    memcpy(&v, &ax, sizeof v);
+    return (uint16_t)(sign | (uint32_t)nearbyintf(v * 16777216.0f));
+  }
+  uint32_t h = ((((ax >> 23) - 127 + 15) << 10) | ((ax & 0x7fffffu) >> 13));
+  uint32_t rem = ax & 0x1fffu;
+  if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++; /* a carry bumps the exponent */
+  return (uint16_t)(sign | h);
+}
+
+void esmt_to_f32(esmtb_dtype dtype, const void *src, float *dst, uint64_t n) {
+  if (dtype == ESMTB_F32) {
+    memmove(dst, src, n * sizeof(float));
+    return;
+  }
+  const uint16_t *h = src;
+  for (uint64_t i = 0; i < n; i++)
+    dst[i] = dtype == ESMTB_BF16 ? esmt_bf16_to_f32(h[i]) : esmt_f16_to_f32(h[i]);
+}
+
+esmt_status esmt_model_sync_lowp(esmt_model *m, uint64_t offset, uint64_t count) {
+  if (!m->params_lowp) return ESMT_OK;
+  esmtb_convert_args c = {sizeof c, count, m->params + offset, ESMTB_F32,
+                          (char *)m->params_lowp + offset * m->esize, m->dtype};
+  ESMT_OP(m, convert, c, "refreshing the half-precision weight copy");
+  esmtb_status ss = m->ops->stream_sync(m->dev, m->stream);
+  if (ss) return esmt_fail_prefix((esmt_status)ss, "refreshing the half-precision weight copy: ");
+  m->have_forward = 0;
+  return ESMT_OK;
+}

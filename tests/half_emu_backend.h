@@ -1,0 +1,36 @@
+/* A test-only backend for the core's half-precision paths: the cpu
+ * backend's table with F16/BF16 caps added. Every ESM-2 op checks that
+ * each pointer lies, aligned, inside the model buffer its role needs
+ * (activation arena, params_lowp, fp32 params, fp32 grads) for the byte
+ * count its shape and dtype imply, and that the dtype is the model's. Half
+ * ops are then emulated: inputs widened to fp32 temporaries, the cpu op
+ * run in fp32, outputs rounded back; so results carry half-precision
+ * storage rounding and the core's data flow can be checked numerically. */
+#ifndef HALF_EMU_BACKEND_H
+#define HALF_EMU_BACKEND_H
+
+#include "esmtrain/backend.h"
+#include "model.h"
+
+typedef struct half_emu_stats {
+  uint64_t ops;              /* ESM-2 op calls checked */
+  uint64_t half_ops;         /* ... of them in F16/BF16 */
+  uint64_t gemm_c_f32;       /* gemms with c_f32 = 1 */
+  uint64_t converts;         /* convert calls (weight copy refreshes) */
+  uint64_t adamw_lowp;       /* adamw calls that refreshed params_lowp */
+  uint64_t problems;         /* failed checks */
+  char first_problem[512];
+} half_emu_stats;
+
+/* The table: `cpu`'s ops wrapped, caps = cpu caps | `extra_caps`, the
+ * given abi_minor. Static storage: one table per process. */
+const esmtb_ops *half_emu_ops(const esmtb_ops *cpu, uint32_t extra_caps, uint32_t abi_minor);
+
+/* Check role-specific pointers against this model's buffers from now on
+ * (NULL: only check that pointers lie inside some allocation). */
+void half_emu_watch(const esmt_model *m);
+
+half_emu_stats *half_emu_get_stats(void);
+void half_emu_reset_stats(void);
+
+#endif
