@@ -1,6 +1,7 @@
 /* ampere_bf16.so: bf16 on sm_80+ with flash-style attention. Kernels
  * arrive with the ampere issue; until then probe() reports which op is
  * missing. */
+#include "cuda_attention.h"
 #include "cuda_common.h"
 
 static int ampere_score(const esmtb_probe *p, const esmtb_job *job) {
@@ -15,7 +16,7 @@ static const cuda_backend_desc k_desc = {
     .min_cc_major = 8, .min_cc_minor = 0,
     .min_devices = 1,
     .score = ampere_score,
-    .fill_ops = NULL,
+    .fill_ops = cuda_fill_attention_ops,
 };
 
 static esmtb_status ampere_probe(const esmtb_job *job, esmtb_probe *out) {

@@ -1,6 +1,7 @@
 /* turing_fp16.so: fp16 tensor cores on sm_75+, with the optimizer offloaded
  * to the host when the planner says so. Kernels arrive with the turing
  * issue; until then probe() reports which op is missing. */
+#include "cuda_attention.h"
 #include "cuda_common.h"
 
 /* Preferred on Turing; on sm_80+ ampere_bf16 (score 100) wins. */
@@ -19,7 +20,7 @@ static const cuda_backend_desc k_desc = {
     .min_cc_major = 7, .min_cc_minor = 5,
     .min_devices = 1,
     .score = turing_score,
-    .fill_ops = NULL,
+    .fill_ops = cuda_fill_attention_ops,
 };
 
 static esmtb_status turing_probe(const esmtb_job *job, esmtb_probe *out) {
