@@ -221,7 +221,7 @@ __device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const
 // `rot`, split-half rotary at positions t0 + r, times `mult`. Columns
 // [hd, HD) are left alone (zeroed once per kernel).
 template <typename T, int LD>
-__device__ void load_tile(T *s, const T *src, size_t stride, int nrows, int nvalid, int hd,
+__device__ __forceinline__ void load_tile(T *s, const T *src, size_t stride, int nrows, int nvalid, int hd,
                           const float *cs, const float *sn, int t0, float mult, bool rot) {
   if (rot) {
     const int half = hd >> 1, q4 = half >> 2;
@@ -264,7 +264,7 @@ __device__ void load_tile(T *s, const T *src, size_t stride, int nrows, int nval
 
 // Zero columns [hd, HD) of `rows` rows (hd = 24 running as HD = 32).
 template <typename T, int HD, int LD>
-__device__ void zero_pad_cols(T *s, int rows, int hd) {
+__device__ __forceinline__ void zero_pad_cols(T *s, int rows, int hd) {
   if (hd >= HD) return;
   const int w = HD - hd;
   for (int i = threadIdx.x; i < rows * w; i += NTHREADS) {
@@ -276,7 +276,7 @@ __device__ void zero_pad_cols(T *s, int rows, int hd) {
 // fp32 staging tile -> global rows: rows < nvalid get (inverse rotary when
 // `rot`) * mult, rows in [nvalid, nrows) zeros.
 template <typename T, int LDF>
-__device__ void store_tile(T *dst, size_t stride, const float *sf, int nrows, int nvalid, int hd,
+__device__ __forceinline__ void store_tile(T *dst, size_t stride, const float *sf, int nrows, int nvalid, int hd,
                            const float *cs, const float *sn, int t0, float mult, bool rot) {
   if (rot) {
     const int half = hd >> 1, q4 = half >> 2;
@@ -333,7 +333,7 @@ __device__ __forceinline__ void stage_acc(float *sf, const float acc[][4], int r
 
 // Zero rows [r0, r1) of one head's hd columns (rows `stride` apart).
 template <typename T>
-__device__ void zero_rows(T *dst, size_t stride, int nrows, int hd) {
+__device__ __forceinline__ void zero_rows(T *dst, size_t stride, int nrows, int hd) {
   const int n4 = hd >> 2;
   for (int i = threadIdx.x; i < nrows * n4; i += NTHREADS) {
     const int r = i / n4, c = (i - r * n4) * 4;
@@ -356,13 +356,14 @@ template <int HD> struct plan {
 
 // ---- forward (tensor cores) ----
 
-template <typename T, int HD>
+template <typename T, int HD, int HDR>
 __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int LD = plan<HD>::LD;
   T *sQ = reinterpret_cast<T *>(smem), *sK = sQ + 64 * LD, *sV = sK + 64 * LD;
   const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * 64;
-  const int Tn = p.T, hd = p.hd, L = valid_len(p, b);
+  constexpr int hd = HDR;  // the real head dim (HD = its padded size)
+  const int Tn = p.T, L = valid_len(p, b);
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
   T *out = reinterpret_cast<T *>(p.out) + (size_t)b * Tn * Dm + h * hd;
   float *lse = p.lse + ((size_t)b * p.H + h) * Tn;
@@ -506,14 +507,15 @@ __global__ void attn_bwd_dot(attn_params p, float *Dout) {
 }
 
 // dK, dV for 64 keys; loops over query tiles of BI.
-template <typename T, int HD>
+template <typename T, int HD, int HDR>
 __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
   T *sK = reinterpret_cast<T *>(smem), *sV = sK + 64 * LD, *sQ = sV + 64 * LD, *sO = sQ + BI * LD;
   float *sL = reinterpret_cast<float *>(sO + BI * LD), *sD = sL + BI;
   const int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * 64;
-  const int Tn = p.T, hd = p.hd, L = valid_len(p, b);
+  constexpr int hd = HDR;  // the real head dim (HD = its padded size)
+  const int Tn = p.T, L = valid_len(p, b);
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
   T *dq_base = reinterpret_cast<T *>(p.dqkv) + (size_t)b * Tn * D3 + h * hd;
   T *dk = dq_base + Dm + (size_t)k0 * D3, *dv = dq_base + 2 * Dm + (size_t)k0 * D3;
@@ -608,13 +610,14 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
 }
 
 // dQ for 64 queries; loops over key tiles of BI.
-template <typename T, int HD>
+template <typename T, int HD, int HDR>
 __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
   T *sQ = reinterpret_cast<T *>(smem), *sO = sQ + 64 * LD, *sK = sO + 64 * LD, *sV = sK + BI * LD;
   const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * 64;
-  const int Tn = p.T, hd = p.hd, L = valid_len(p, b);
+  constexpr int hd = HDR;  // the real head dim (HD = its padded size)
+  const int Tn = p.T, L = valid_len(p, b);
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
   T *dq = reinterpret_cast<T *>(p.dqkv) + (size_t)b * Tn * D3 + h * hd + (size_t)q0 * D3;
   const int rows_here = min(64, Tn - q0);
@@ -929,25 +932,25 @@ esmtb_status set_smem(KernelT kernel, size_t bytes, const char *op) {
                     op);
 }
 
-template <typename T, int HD>
+template <typename T, int HD, int HDR>
 esmtb_status fwd_mma(const attn_params &p, cudaStream_t st) {
   const size_t bytes = plan<HD>::fwd_bytes;
-  esmtb_status rc = set_smem(attn_fwd_mma<T, HD>, bytes, "attention_forward: smem");
+  esmtb_status rc = set_smem(attn_fwd_mma<T, HD, HDR>, bytes, "attention_forward: smem");
   if (rc) return rc;
   dim3 grid((p.T + 63) / 64, p.H, p.B);
-  attn_fwd_mma<T, HD><<<grid, NTHREADS, bytes, st>>>(p);
+  attn_fwd_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
   return launch_err("attention_forward");
 }
 
-template <typename T, int HD>
+template <typename T, int HD, int HDR>
 esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
   const size_t bytes = plan<HD>::bwd_bytes;
-  esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD>, bytes, "attention_backward: smem");
-  if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD>, bytes, "attention_backward: smem");
+  esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD, HDR>, bytes, "attention_backward: smem");
+  if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD, HDR>, bytes, "attention_backward: smem");
   if (rc) return rc;
   dim3 grid((p.T + 63) / 64, p.H, p.B);
-  attn_bwd_dkdv_mma<T, HD><<<grid, NTHREADS, bytes, st>>>(p);
-  attn_bwd_dq_mma<T, HD><<<grid, NTHREADS, bytes, st>>>(p);
+  attn_bwd_dkdv_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
+  attn_bwd_dq_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
   return launch_err("attention_backward");
 }
 
@@ -969,11 +972,11 @@ esmtb_status bwd_f32(const attn_params &p, cudaStream_t st) {
 template <typename T>
 esmtb_status dispatch_mma(const attn_params &p, int backward, cudaStream_t st) {
   switch (p.hd) {
-    case 16: return backward ? bwd_mma<T, 16>(p, st) : fwd_mma<T, 16>(p, st);
-    case 24:
-    case 32: return backward ? bwd_mma<T, 32>(p, st) : fwd_mma<T, 32>(p, st);
-    case 64: return backward ? bwd_mma<T, 64>(p, st) : fwd_mma<T, 64>(p, st);
-    default: return backward ? bwd_mma<T, 128>(p, st) : fwd_mma<T, 128>(p, st);
+    case 16: return backward ? bwd_mma<T, 16, 16>(p, st) : fwd_mma<T, 16, 16>(p, st);
+    case 24: return backward ? bwd_mma<T, 32, 24>(p, st) : fwd_mma<T, 32, 24>(p, st);
+    case 32: return backward ? bwd_mma<T, 32, 32>(p, st) : fwd_mma<T, 32, 32>(p, st);
+    case 64: return backward ? bwd_mma<T, 64, 64>(p, st) : fwd_mma<T, 64, 64>(p, st);
+    default: return backward ? bwd_mma<T, 128, 128>(p, st) : fwd_mma<T, 128, 128>(p, st);
   }
 }
 
