@@ -48,21 +48,32 @@
 // seq_len check reads the device array back (a stream sync per call);
 // ESMT_CUDA_ATTN_NO_SEQ_CHECK=1 skips it (the core already validates seq_len
 // on the host), in which case the kernels clamp seq_len to [0, T].
-#include <cuda_bf16.h>
-#include <cuda_fp16.h>
 #include <math.h>
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
+#ifdef ESMT_ATTN_EMULATE
+// Host emulation of the kernels (tests/gpu/emu): warps, shuffles, MMAs and
+// ldmatrix are emulated; the host-side entry points are left out.
+#include "attn_emulate.h"
+#else
+#include <cuda_bf16.h>
+#include <cuda_fp16.h>
+
 #include "cuda_attention.h"
 #include "cuda_device.h"
+#endif
 
 #define LOG2E_F 1.44269504088896341f
 #define LN2_F 0.69314718055994531f
 #define NTHREADS 128
 
 namespace {
+
+#ifdef ESMT_ATTN_EMULATE
+alignas(16) unsigned char smem[65536];
+#endif
 
 struct attn_params {
   const void *qkv;
@@ -136,7 +147,9 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const 
 template <>
 __device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4],
                                                  const uint32_t b[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(ESMT_ATTN_EMULATE)
+  emu_mma16816(c, a, b, 0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -157,7 +170,9 @@ __device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4]
 template <>
 __device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32_t a[4],
                                                         const uint32_t b[2]) {
-#if defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+#if defined(ESMT_ATTN_EMULATE)
+  emu_mma16816(c, a, b, 1);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
       : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
@@ -197,11 +212,15 @@ template <typename T>
 __device__ __forceinline__ void frag_b_t(uint32_t b[2], const T *X, int ld, int k0, int n0) {
   const int lane = threadIdx.x & 15;
   const T *p = X + (k0 + lane) * ld + n0;
+#ifdef ESMT_ATTN_EMULATE
+  emu_ldsm_x2_trans(b, p);
+#else
   uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(b[0]), "=r"(b[1])
                : "r"(addr)
                : "memory");
+#endif
 }
 
 // Accumulator tiles j (keys/cols 8j..8j+7) -> A operand for k-step kk
@@ -700,6 +719,9 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
 
 #define F32_ROWS 64  // threads (rows) per block
 #define F32_TILE 32  // rows of the other operand per smem tile
+// smem: two [F32_TILE, hd] fp32 tiles (+ lse and D rows in dK/dV): <= 33 KB.
+constexpr size_t f32_fwd_bytes(int hd) { return 2 * F32_TILE * (size_t)hd * 4; }
+constexpr size_t f32_bwd_bytes(int hd) { return f32_fwd_bytes(hd) + 2 * F32_TILE * 4; }
 
 template <int HD>
 __device__ void f32_load_row(float *x, const float *src, bool valid, const float *cs,
@@ -775,7 +797,8 @@ __device__ void f32_store_row(float *dst, const float *x, bool valid, const floa
 
 template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_fwd_f32(attn_params p) {
-  __shared__ float sK[F32_TILE * HD], sV[F32_TILE * HD];
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *sK = reinterpret_cast<float *>(smem), *sV = sK + F32_TILE * HD;
   const int b = blockIdx.z, h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
   const int Tn = p.T, L = valid_len(p, b);
   const size_t Dm = (size_t)p.H * HD, D3 = 3 * Dm;
@@ -827,7 +850,9 @@ __global__ void __launch_bounds__(F32_ROWS) attn_fwd_f32(attn_params p) {
 
 template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dkdv_f32(attn_params p) {
-  __shared__ float sQ[F32_TILE * HD], sO[F32_TILE * HD], sL[F32_TILE], sD[F32_TILE];
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *sQ = reinterpret_cast<float *>(smem), *sO = sQ + F32_TILE * HD, *sL = sO + F32_TILE * HD;
+  float *sD = sL + F32_TILE;
   const int b = blockIdx.z, h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
   const int Tn = p.T, L = valid_len(p, b);
   const size_t Dm = (size_t)p.H * HD, D3 = 3 * Dm;
@@ -880,7 +905,8 @@ __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dkdv_f32(attn_params p) {
 
 template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dq_f32(attn_params p) {
-  __shared__ float sK[F32_TILE * HD], sV[F32_TILE * HD];
+  extern __shared__ __align__(16) unsigned char smem[];
+  float *sK = reinterpret_cast<float *>(smem), *sV = sK + F32_TILE * HD;
   const int b = blockIdx.z, h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
   const int Tn = p.T, L = valid_len(p, b);
   const size_t Dm = (size_t)p.H * HD, D3 = 3 * Dm;
@@ -921,6 +947,7 @@ __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dq_f32(attn_params p) {
 }
 
 // ---- host side ----
+#ifndef ESMT_ATTN_EMULATE
 
 esmtb_status launch_err(const char *op) { return cuda_check(cudaGetLastError(), op); }
 
@@ -957,15 +984,15 @@ esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
 template <int HD>
 esmtb_status fwd_f32(const attn_params &p, cudaStream_t st) {
   dim3 grid((p.T + F32_ROWS - 1) / F32_ROWS, p.H, p.B);
-  attn_fwd_f32<HD><<<grid, F32_ROWS, 0, st>>>(p);
+  attn_fwd_f32<HD><<<grid, F32_ROWS, f32_fwd_bytes(HD), st>>>(p);
   return launch_err("attention_forward");
 }
 
 template <int HD>
 esmtb_status bwd_f32(const attn_params &p, cudaStream_t st) {
   dim3 grid((p.T + F32_ROWS - 1) / F32_ROWS, p.H, p.B);
-  attn_bwd_dkdv_f32<HD><<<grid, F32_ROWS, 0, st>>>(p);
-  attn_bwd_dq_f32<HD><<<grid, F32_ROWS, 0, st>>>(p);
+  attn_bwd_dkdv_f32<HD><<<grid, F32_ROWS, f32_bwd_bytes(HD), st>>>(p);
+  attn_bwd_dq_f32<HD><<<grid, F32_ROWS, f32_fwd_bytes(HD), st>>>(p);
   return launch_err("attention_backward");
 }
 
@@ -1109,3 +1136,6 @@ extern "C" void cuda_fill_attention_ops(esmtb_ops *ops) {
   ops->attention_forward = cuda_attention_forward;
   ops->attention_backward = cuda_attention_backward;
 }
+#else
+}  // namespace
+#endif  // ESMT_ATTN_EMULATE
