@@ -44,7 +44,8 @@
 //   (forward, dQ) or per key row (dK/dV), 32-row tiles of the other operand
 //   in smem, same algorithm and the same masking rules.
 //
-// Argument checks: shapes, dtype, hd, alignment, and seq_len in [1, T]. The
+// Argument checks: shapes, dtype, hd, alignment (qkv/out/dout/dqkv 8 bytes,
+// the rotary tables 16), and seq_len in [1, T]. The
 // seq_len check reads the device array back (a stream sync per call);
 // ESMT_CUDA_ATTN_NO_SEQ_CHECK=1 skips it (the core already validates seq_len
 // on the host), in which case the kernels clamp seq_len to [0, T].
@@ -235,6 +236,15 @@ __device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const
 
 // ---- tiles through shared memory ----
 
+// 4 rotary table entries (c is a multiple of 4 and hd/2 is too, so with a
+// 16-byte aligned table these are 16-byte loads; checked on the host).
+__device__ __forceinline__ float4 ld_f4(const float *p) {
+  return __ldg(reinterpret_cast<const float4 *>(p));
+}
+__device__ __forceinline__ float f4_at(const float4 &v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
 // Rows [0, nrows) of a tile into s (leading dim LD) from src (row 0 of the
 // tile, `stride` elements between rows): rows >= nvalid are zeros. With
 // `rot`, split-half rotary at positions t0 + r, times `mult`. Columns
@@ -252,10 +262,11 @@ __device__ __forceinline__ void load_tile(T *s, const T *src, size_t stride, int
         float a[4], b[4], y0[4], y1[4];
         ld4(x, a);
         ld4(x + half, b);
-        const float *co = cs + (size_t)(t0 + r) * half + c, *si = sn + (size_t)(t0 + r) * half + c;
+        const float4 co = ld_f4(cs + (size_t)(t0 + r) * half + c);
+        const float4 si = ld_f4(sn + (size_t)(t0 + r) * half + c);
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          const float cv = __ldg(co + k), sv = __ldg(si + k);
+          const float cv = f4_at(co, k), sv = f4_at(si, k);
           y0[k] = (a[k] * cv - b[k] * sv) * mult;
           y1[k] = (b[k] * cv + a[k] * sv) * mult;
         }
@@ -304,11 +315,12 @@ __device__ __forceinline__ void store_tile(T *dst, size_t stride, const float *s
       T *d = dst + (size_t)r * stride + c;
       if (r < nvalid) {
         const float *a = sf + r * LDF + c, *b = a + half;
-        const float *co = cs + (size_t)(t0 + r) * half + c, *si = sn + (size_t)(t0 + r) * half + c;
+        const float4 co = ld_f4(cs + (size_t)(t0 + r) * half + c);
+        const float4 si = ld_f4(sn + (size_t)(t0 + r) * half + c);
         float x0[4], x1[4];
 #pragma unroll
         for (int k = 0; k < 4; k++) {
-          const float cv = __ldg(co + k), sv = __ldg(si + k);
+          const float cv = f4_at(co, k), sv = f4_at(si, k);
           x0[k] = (a[k] * cv + b[k] * sv) * mult;
           x1[k] = (b[k] * cv - a[k] * sv) * mult;
         }
@@ -1037,6 +1049,8 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
   if (!aligned8(a->qkv) || !aligned8(a->out) || (backward && (!aligned8(a->dout) ||
                                                               !aligned8(a->dqkv))))
     return cuda_fail(1, "%s: qkv/out/dout/dqkv must be 8-byte aligned", op);
+  if (((uintptr_t)a->rope_cos & 15u) || ((uintptr_t)a->rope_sin & 15u))
+    return cuda_fail(1, "%s: rope_cos/rope_sin must be 16-byte aligned", op);
   esmtb_status rc = cuda_check(cudaSetDevice(dev->ordinal), op);
   if (rc) return rc;
   if (a->dtype == ESMTB_BF16) {

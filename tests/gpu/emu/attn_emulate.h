@@ -31,6 +31,9 @@ inline dim3 threadIdx, blockIdx, blockDim, gridDim;
 struct float2 {
   float x, y;
 };
+struct float4 {
+  float x, y, z, w;
+};
 struct uint2 {
   unsigned x, y;
 };
