@@ -565,6 +565,17 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
   load_tile<T, LD>(sK, base + Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f, true);
   load_tile<T, LD>(sV, base + 2 * Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f,
                    false);
+  // K and V operand fragments stay in registers when they fit (HD <= 64).
+  constexpr bool kCache = HD <= 64;
+  uint32_t kc[kCache ? HD / 16 : 1][4], vc[kCache ? HD / 16 : 1][4];
+  if constexpr (kCache) {
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      frag_a(kc[kk], sK, LD, warp * 16, kk * 16);
+      frag_a(vc[kk], sV, LD, warp * 16, kk * 16);
+    }
+  }
   float dK[HD / 8][4], dV[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; n++)
@@ -590,8 +601,16 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
       uint32_t ka[4], va[4];
-      frag_a(ka, sK, LD, warp * 16, kk * 16);
-      frag_a(va, sV, LD, warp * 16, kk * 16);
+      if constexpr (kCache) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          ka[e] = kc[kk][e];
+          va[e] = vc[kk][e];
+        }
+      } else {
+        frag_a(ka, sK, LD, warp * 16, kk * 16);
+        frag_a(va, sV, LD, warp * 16, kk * 16);
+      }
 #pragma unroll
       for (int j = 0; j < BI / 8; j++) {
         uint32_t bq[2], bo[2];
@@ -669,6 +688,17 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   const float l20 = r0 < L ? lse[r0] * LOG2E_F : INFINITY;
   const float l21 = r1 < L ? lse[r1] * LOG2E_F : INFINITY;
   const float D0 = r0 < L ? Dr[r0] : 0.0f, D1 = r1 < L ? Dr[r1] : 0.0f;
+  // Q and dO operand fragments stay in registers when they fit (HD <= 64).
+  constexpr bool kCache = HD <= 64;
+  uint32_t qc[kCache ? HD / 16 : 1][4], oc[kCache ? HD / 16 : 1][4];
+  if constexpr (kCache) {
+    __syncthreads();
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++) {
+      frag_a(qc[kk], sQ, LD, warp * 16, kk * 16);
+      frag_a(oc[kk], sO, LD, warp * 16, kk * 16);
+    }
+  }
   float dQ[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; n++) dQ[n][0] = dQ[n][1] = dQ[n][2] = dQ[n][3] = 0.0f;
@@ -687,8 +717,16 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
       uint32_t qa[4], oa[4];
-      frag_a(qa, sQ, LD, warp * 16, kk * 16);
-      frag_a(oa, sO, LD, warp * 16, kk * 16);
+      if constexpr (kCache) {
+#pragma unroll
+        for (int e = 0; e < 4; e++) {
+          qa[e] = qc[kk][e];
+          oa[e] = oc[kk][e];
+        }
+      } else {
+        frag_a(qa, sQ, LD, warp * 16, kk * 16);
+        frag_a(oa, sO, LD, warp * 16, kk * 16);
+      }
 #pragma unroll
       for (int j = 0; j < BI / 8; j++) {
         uint32_t bk[2], bv[2];
