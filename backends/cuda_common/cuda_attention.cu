@@ -32,6 +32,8 @@
 //        dK += dS^T Q.
 //     3. dQ kernel: a block owns 64 queries, loops over key tiles (64, or 32
 //        at HD = 128): S, P, dP = dO V^T, dS, dQ += dS K.
+//     At HD <= 64 the block-resident operands' A fragments (K, V in 2; Q, dO
+//     in 3) are held in registers for the whole loop.
 //     The cost of determinism: S and dP are computed twice (7 tile GEMMs
 //     instead of FA2's 5 with atomic dQ), ~1.4x the backward MMA work.
 //     Results go through an fp32 smem staging tile so that the inverse
@@ -43,6 +45,10 @@
 // F32: a simpler scalar path (no tensor cores), one thread per query row
 //   (forward, dQ) or per key row (dK/dV), 32-row tiles of the other operand
 //   in smem, same algorithm and the same masking rules.
+//
+// Host emulation: tests/gpu/emu compiles this file with -DESMT_ATTN_EMULATE
+// (threads as coroutines, mma/ldmatrix per the PTX layouts) and checks every
+// kernel against float64 without a GPU (ctest gpu_attention_emulated).
 //
 // Argument checks: shapes, dtype, hd, alignment (qkv/out/dout/dqkv 8 bytes,
 // the rotary tables 16), and seq_len in [1, T]. The
