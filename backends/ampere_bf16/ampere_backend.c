@@ -1,6 +1,6 @@
 /* ampere_bf16.so: bf16 on sm_80+ with flash-style attention. The compute
  * ops are cuda_common's (cuda_fill_compute_ops, bf16/f16/f32); probe()
- * reports any op still missing (attention). */
+ * reports any op still missing. */
 #include "cuda_common.h"
 
 static int ampere_score(const esmtb_probe *p, const esmtb_job *job) {

@@ -2,6 +2,7 @@
 // budget), async copies, streams and events over the CUDA runtime.
 #include <stdlib.h>
 
+#include "cuda_attention.h"
 #include "cuda_kernels.cuh"
 
 static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
@@ -163,6 +164,7 @@ void cuda_fill_compute_ops(esmtb_ops *ops) {
   ops->bias_grad = cuda_bias_grad;
   ops->xent = cuda_xent;
   ops->adamw = cuda_adamw;
+  cuda_fill_attention_ops(ops);
 }
 
 int cuda_ops_complete(const esmtb_ops *ops, const char **missing) {

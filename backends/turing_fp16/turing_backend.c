@@ -1,7 +1,7 @@
 /* turing_fp16.so: fp16 tensor cores on sm_75+, with the optimizer offloaded
  * to the host when the planner says so. The compute ops are cuda_common's
- * (cuda_fill_compute_ops, f16/f32); probe() reports any op still missing
- * (attention). */
+ * (cuda_fill_compute_ops, f16/f32, attention included); probe() reports
+ * any op still missing. */
 #include "cuda_common.h"
 
 /* Preferred on Turing; on sm_80+ ampere_bf16 (score 100) wins. */

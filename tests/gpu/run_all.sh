@@ -45,4 +45,6 @@ for model in esm2_t6_8M esm2_t12_35M; do
   ./build-gpu/bin/esmtrain-example bench --model $model --batch 4 --seq 512 --steps 3 2>&1 \
     | grep -E 'ESMT_RESULT|tokens/s|MFU' | tee -a "$out/summary.txt"
 done
+log "attention kernels (bench_gpu_attention)"
+./build-gpu/bin/bench_gpu_attention 2>&1 | tee -a "$out/summary.txt"
 log "done"

@@ -1,0 +1,27 @@
+/* Flash-style attention core for the GPU backends (cuda_attention.cu):
+ * esmtb_attention_args semantics exactly as include/esmtrain/backend.h
+ * states them. Shared by turing_fp16 and ampere_bf16. */
+#ifndef ESMTRAIN_CUDA_ATTENTION_H
+#define ESMTRAIN_CUDA_ATTENTION_H
+
+#include "cuda_common.h"
+
+#ifdef __cplusplus
+extern "C" {
+#endif
+
+/* Forward: out, lse. F16 and F32 on sm_75+, BF16 on sm_80+; hd in
+ * {16, 24, 32, 64, 128}. */
+CUDA_HIDDEN esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
+                                                esmtb_stream *s);
+/* Backward: all of dqkv (deterministic: no atomics). */
+CUDA_HIDDEN esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
+                                                 esmtb_stream *s);
+/* ops->attention_forward / attention_backward. */
+CUDA_HIDDEN void cuda_fill_attention_ops(esmtb_ops *ops);
+
+#ifdef __cplusplus
+}
+#endif
+
+#endif
