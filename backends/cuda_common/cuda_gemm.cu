@@ -13,6 +13,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include <stddef.h>
+
 #include "cuda_kernels.cuh"
 
 #define PLAN_SLOTS 64
@@ -20,6 +22,7 @@
 // Everything the algorithm choice depends on (ints only, so memcmp works).
 typedef struct plan_key {
   int dtype, ta, tb, m, n, k, lda, ldb, ldc, bias;
+  int c_f32;  // ABI 1.1: c/d fp32 with half a/b (weight gradients)
   int align[4];  // of a, b, c, d in bytes (cuBLASLt assumes 256 otherwise)
 } plan_key;
 
@@ -134,7 +137,8 @@ static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, plan *p) {
          "layout of b");
   LT_TRY(cublasLtMatrixLayoutCreate(&p->lb, t, k->ta ? k->m : k->k, k->ta ? k->k : k->m, k->lda),
          "layout of a");
-  LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, t, k->n, k->m, k->ldc), "layout of c");
+  const cudaDataType_t tc = k->c_f32 ? CUDA_R_32F : t;
+  LT_TRY(cublasLtMatrixLayoutCreate(&p->lc, tc, k->n, k->m, k->ldc), "layout of c");
 
   cublasLtMatmulPreference_t pref;
   LT_TRY(cublasLtMatmulPreferenceCreate(&pref), "cublasLtMatmulPreferenceCreate");
@@ -210,6 +214,11 @@ __global__ void epilogue_kernel(const T *src, const T *bias, T *pre, T *c, int g
     }
 }
 
+// ABI 1.1's c_f32, read only when the caller's struct has the field.
+static int c_f32_of(const esmtb_gemm_args *a) {
+  return a->struct_size >= offsetof(esmtb_gemm_args, c_f32) + sizeof a->c_f32 && a->c_f32;
+}
+
 static esmtb_status check_args(const esmtb_gemm_args *a) {
   if (!a || !a->a || !a->b || !a->c) return cuda_fail(1, "gemm: NULL argument (a, b or c)");
   if (!cuda_dtype_ok(a->dtype))
@@ -223,6 +232,8 @@ static esmtb_status check_args(const esmtb_gemm_args *a) {
   if (a->bias && a->beta != 0.0f) return cuda_fail(1, "gemm: a bias needs beta == 0");
   if (a->epilogue != ESMTB_EPI_NONE && a->epilogue != ESMTB_EPI_GELU)
     return cuda_fail(1, "gemm: unknown epilogue %d", (int)a->epilogue);
+  if (c_f32_of(a) && (a->bias || a->epilogue != ESMTB_EPI_NONE))
+    return cuda_fail(1, "gemm: c_f32 (an fp32 gradient output) takes no bias or epilogue");
   return 0;
 }
 
@@ -246,6 +257,7 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   k.m = a->m; k.n = a->n; k.k = a->k;
   k.lda = a->lda; k.ldb = a->ldb; k.ldc = a->ldc;
   k.bias = lt_bias;
+  k.c_f32 = c_f32_of(a) && a->dtype != ESMTB_F32;
   k.align[0] = align_of(a->a);
   k.align[1] = align_of(a->b);
   k.align[2] = align_of(a->c);

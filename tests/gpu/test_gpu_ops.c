@@ -244,6 +244,7 @@ typedef struct gemm_case {
   int bias_off; /* bias this many elements into its buffer (misaligned) */
   int ab_off;   /* the same for a and b (weights at odd parameter offsets) */
   int raw_f32;  /* f32: a, b not TF32-exact, so TF32 rounding shows (wider tol) */
+  int c_f32;    /* ABI 1.1: half a, b with an fp32 c (weight gradients into fp32) */
 } gemm_case;
 
 static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
@@ -253,7 +254,8 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
   const size_t nc = (size_t)c->m * ldc;
   float *a = randf(na, 1.0, 0), *b = randf(nb, 1.0, 0), *c0 = randf(nc, 1.0, 0);
   float *bias = randf((size_t)c->n, 1.0, 0), *pre0 = randf(nc, 1.0, 0);
-  round_to(a, na, dt); round_to(b, nb, dt); round_to(c0, nc, dt); round_to(bias, (size_t)c->n, dt);
+  const esmtb_dtype ct = c->c_f32 ? ESMTB_F32 : dt; /* dtype of c on the GPU */
+  round_to(a, na, dt); round_to(b, nb, dt); round_to(c0, nc, ct); round_to(bias, (size_t)c->n, dt);
   round_to(pre0, nc, dt);
   /* f32 runs on TF32 tensor cores: with TF32-exact a and b only the fp32
    * accumulation differs from the CPU, so the check is about the op, not
@@ -276,7 +278,7 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
 
   const size_t off = (size_t)c->ab_off * dt_size(dt);
   void *da = galloc(g, na * dt_size(dt) + off), *db = galloc(g, nb * dt_size(dt) + off);
-  void *dc = gup(g, c0, nc, dt);
+  void *dc = gup(g, c0, nc, ct);
   gput(g, (char *)da + off, a, na, dt);
   gput(g, (char *)db + off, b, nb, dt);
   void *dbias = galloc(g, ((size_t)c->n + 1) * dt_size(dt)), *dpre = gup(g, pre0, nc, dt);
@@ -285,8 +287,9 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
   x.dtype = dt; x.a = (char *)da + off; x.b = (char *)db + off; x.c = dc;
   x.bias = c->bias ? dbias_at : NULL;
   x.pre = c->pre ? dpre : NULL;
+  x.c_f32 = c->c_f32;
   gpu_ok(g, g->ops->gemm(g->dev, &x, g->st), "gemm");
-  float *gc = gdown(g, dc, nc, dt), *gp = gdown(g, dpre, nc, dt);
+  float *gc = gdown(g, dc, nc, ct), *gp = gdown(g, dpre, nc, dt);
 
   /* Compare the [m, n] block; the padding columns must be untouched. */
   float *blk_g = malloc((size_t)c->m * c->n * sizeof *blk_g), *blk_c = malloc((size_t)c->m * c->n * sizeof *blk_c);
@@ -310,7 +313,10 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
     char what[96];
     snprintf(what, sizeof what, "gemm %s%s", c->what, pass ? " (pre)" : "");
     report(g, what, dt, relerr(blk_g, blk_c, (size_t)c->m * c->n),
-           dt != ESMTB_F32 ? dt_tol(dt) : c->raw_f32 ? 4e-3 : 1e-3);
+           c->c_f32 && dt != ESMTB_F32 ? 1e-4
+           : dt != ESMTB_F32             ? dt_tol(dt)
+           : c->raw_f32                  ? 4e-3
+                                         : 1e-3);
   }
   free(blk_g); free(blk_c);
   gfree(g, da); gfree(g, db); gfree(g, dc); gfree(g, dbias); gfree(g, dpre);
@@ -322,21 +328,23 @@ static void test_gemm(void **state) {
   CHECKS_BEGIN();
   static const gemm_case cases[] = {
       /* m     n     k  ta tb pa pb pc bias gelu pre alpha beta */
-      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up d320 bias+gelu", 0, 0, 0},
-      {1024, 320, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-down d320 bias", 0, 0, 0},
-      {1024, 3840, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "qkv d1280 bias", 0, 0, 0},
-      {1024, 5120, 1280, 0, 1, 0, 0, 0, 1, 1, 0, 1.0f, 0.0f, "ffn-up d1280 gelu no pre", 0, 0, 0},
-      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad (ta) beta=1", 0, 0, 0},
-      {1024, 320, 1280, 0, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0.25f, "data-grad alpha/beta", 0, 0, 0},
-      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder V=33 odd m", 0, 0, 0},
-      {77, 129, 65, 1, 1, 3, 5, 7, 1, 1, 1, 1.0f, 0.0f, "odd ta tb padded ld gelu", 0, 0, 0},
-      {200, 96, 48, 0, 0, 1, 2, 3, 0, 1, 1, 1.5f, 0.5f, "gelu+pre with beta", 0, 0, 0},
-      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up unaligned bias+gelu", 1, 0, 0},
-      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder unaligned bias", 3, 0, 0},
-      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-up unaligned a, b", 0, 1, 0},
-      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad unaligned a, b", 0, 3, 0},
-      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up raw f32 (tf32 error)", 0, 0, 1},
-      {1024, 320, 1280, 0, 0, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f, "data-grad raw f32 (tf32 error)", 0, 0, 1},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up d320 bias+gelu", 0, 0, 0, 0},
+      {1024, 320, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-down d320 bias", 0, 0, 0, 0},
+      {1024, 3840, 1280, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "qkv d1280 bias", 0, 0, 0, 0},
+      {1024, 5120, 1280, 0, 1, 0, 0, 0, 1, 1, 0, 1.0f, 0.0f, "ffn-up d1280 gelu no pre", 0, 0, 0, 0},
+      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad (ta) beta=1", 0, 0, 0, 0},
+      {1024, 320, 1280, 0, 0, 0, 0, 0, 0, 0, 0, 0.5f, 0.25f, "data-grad alpha/beta", 0, 0, 0, 0},
+      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder V=33 odd m", 0, 0, 0, 0},
+      {77, 129, 65, 1, 1, 3, 5, 7, 1, 1, 1, 1.0f, 0.0f, "odd ta tb padded ld gelu", 0, 0, 0, 0},
+      {200, 96, 48, 0, 0, 1, 2, 3, 0, 1, 1, 1.5f, 0.5f, "gelu+pre with beta", 0, 0, 0, 0},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up unaligned bias+gelu", 1, 0, 0, 0},
+      {1023, 33, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "lm-decoder unaligned bias", 3, 0, 0, 0},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 0, 0, 1.0f, 0.0f, "ffn-up unaligned a, b", 0, 1, 0, 0},
+      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad unaligned a, b", 0, 3, 0, 0},
+      {1024, 1280, 320, 0, 1, 0, 0, 0, 1, 1, 1, 1.0f, 0.0f, "ffn-up raw f32 (tf32 error)", 0, 0, 1, 0},
+      {1024, 320, 1280, 0, 0, 0, 0, 0, 0, 0, 0, 1.0f, 0.0f, "data-grad raw f32 (tf32 error)", 0, 0, 1, 0},
+      {1280, 320, 1024, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "weight-grad c_f32 beta=1", 0, 0, 0, 1},
+      {33, 320, 1023, 1, 0, 0, 0, 0, 0, 0, 0, 1.0f, 1.0f, "decoder-grad c_f32 odd k", 0, 3, 0, 1},
   };
   FOR_EACH_GPU_DTYPE(g, dt) {
     for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) gemm_run(g, dt, &cases[i]);
