@@ -52,6 +52,20 @@ static inline void cpu_out_done(void *p, esmtb_dtype dt, size_t first, const flo
   if (dt != ESMTB_F32) cpu_half_store(scratch, p, dt, first, n);
 }
 
+/* dst = elements [first, first + n) of p as fp32 (an inline copy for F32). */
+static inline void cpu_load(const void *p, esmtb_dtype dt, size_t first, float *dst, long n) {
+  if (dt == ESMTB_F32) memcpy(dst, (const float *)p + first, (size_t)n * sizeof *dst);
+  else cpu_half_load(p, dt, first, dst, n);
+}
+
+/* Loops that convert short pieces inside (column blocks) are written as
+ * CPU_FORCE_INLINE functions of the dtype and called through CPU_BY_DTYPE,
+ * so that the F32 copy has no conversion call in it and stays as fast as
+ * before half dtypes existed. */
+#define CPU_FORCE_INLINE static inline __attribute__((always_inline))
+#define CPU_BY_DTYPE(dt, f, ...) \
+  ((dt) == ESMTB_F32 ? f(ESMTB_F32, __VA_ARGS__) : f((dt), __VA_ARGS__))
+
 /* Sets elements [first, first + n) of p to +0. */
 static inline void cpu_zero(void *p, esmtb_dtype dt, size_t first, size_t n) {
   const size_t es = cpu_dtype_size(dt);

@@ -65,30 +65,33 @@ esmtb_status cpu_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, esm
 
 /* Each thread owns a slice of columns of dE, so the scatter-add needs no
  * atomics and sums in row order (deterministic). */
+CPU_FORCE_INLINE void embed_backward_cols(esmtb_dtype dt, const esmtb_embed_args *a, int c0,
+                                          int c1) {
+  const int T = a->T, d = a->d;
+  for (int r = 0; r < a->B * T; r++) {
+    int32_t id = a->tokens[r];
+    if (id == a->mask_id || id == a->pad_id) continue;
+    const float sc = a->row_scale[r / T];
+    float tmp[32];
+    const float *g = cpu_in(a->dout, dt, (size_t)r * d + c0, c1 - c0, tmp);
+    float *row = a->dE + (size_t)id * d + c0;
+#pragma omp simd
+    for (int c = 0; c < c1 - c0; c++) row[c] += g[c] * sc;
+  }
+}
+
 esmtb_status cpu_embed_backward(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s) {
   (void)s;
   if (!valid(a) || !a->dout || !a->dE) return cpu_fail(1, "cpu embed_backward: bad arguments");
   CPU_REQUIRE_ACT(a->dtype, "embed_backward");
   const int bad = first_negative(a);
   if (bad >= 0) return cpu_fail(1, "cpu embed_backward: token %d is %d", bad, a->tokens[bad]);
-  const int B = a->B, T = a->T, d = a->d;
-  const int32_t *tok = a->tokens;
+  const int d = a->d, block = 32, nblocks = (d + block - 1) / block;
   const esmtb_dtype dt = a->dtype;
-  float *dE = a->dE;
-  const int block = 32, nblocks = (d + block - 1) / block;
 #pragma omp parallel for num_threads(dev->num_threads) schedule(static)
   for (int bi = 0; bi < nblocks; bi++) {
-    int c0 = bi * block, c1 = c0 + block < d ? c0 + block : d;
-    for (int r = 0; r < B * T; r++) {
-      int32_t id = tok[r];
-      if (id == a->mask_id || id == a->pad_id) continue;
-      const float sc = a->row_scale[r / T];
-      float tmp[32];
-      const float *g = cpu_in(a->dout, dt, (size_t)r * d + c0, c1 - c0, tmp);
-      float *row = dE + (size_t)id * d + c0;
-#pragma omp simd
-      for (int c = 0; c < c1 - c0; c++) row[c] += g[c] * sc;
-    }
+    const int c0 = bi * block, c1 = c0 + block < d ? c0 + block : d;
+    CPU_BY_DTYPE(dt, embed_backward_cols, a, c0, c1);
   }
   return 0;
 }
