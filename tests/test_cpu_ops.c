@@ -12,6 +12,7 @@
 #include "test_util.h"
 
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -998,6 +999,16 @@ static void test_gemm_half(void **state) {
   g.beta = 1; g.a = A; g.lda = 3; g.b = B; g.ldb = 2; g.c = C; g.ldc = 2; g.c_f32 = 1;
   assert_int_equal(ops->gemm(dev, &g, NULL), 0);
   assert_true(C[0] == 5 && C[1] == 6 && C[2] == 11 && C[3] == 12);
+  /* an ABI 1.0 caller's struct ends before c_f32: whatever lies there is
+   * not read (here it would refuse the bias), C is the f16 dtype */
+  uint16_t Ah[2] = {0x3c00, 0x4000}, Bh[1] = {0x4200}, Ch[2] = {0}, bh[1] = {0x3c00};
+  esmtb_gemm_args o = {0};
+  o.struct_size = (uint32_t)offsetof(esmtb_gemm_args, c_f32); o.dtype = ESMTB_F16;
+  o.m = 2; o.n = 1; o.k = 1; o.alpha = 1; o.a = Ah; o.lda = 1; o.b = Bh; o.ldb = 1;
+  o.c = Ch; o.ldc = 1; o.bias = bh; o.c_f32 = 1;
+  assert_int_equal(ops->gemm(dev, &o, NULL), 0);
+  assert_int_equal(Ch[0], 0x4400); /* 1 * 3 + 1 = 4 */
+  assert_int_equal(Ch[1], 0x4700); /* 2 * 3 + 1 = 7 */
 }
 
 /* add, gelu_backward and bias_grad in half */
