@@ -76,7 +76,7 @@ static esmtb_status cpu_probe(const esmtb_job *job, esmtb_probe *out) {
     snprintf(out->reason, sizeof out->reason, "OpenBLAS could not be loaded");
     return 0;
   }
-  snprintf(out->reason, sizeof out->reason, "fp32 on %ld threads, OpenBLAS %s kernels",
+  snprintf(out->reason, sizeof out->reason, "fp32 math (f32/f16/bf16 data) on %ld threads, OpenBLAS %s kernels",
            sysconf(_SC_NPROCESSORS_ONLN), cpu_blas_core());
   return 0;
 }
@@ -194,9 +194,10 @@ static const esmtb_ops g_cpu_ops = {
     .abi_major = ESMTB_ABI_MAJOR,
     .abi_minor = ESMTB_ABI_MINOR,
     .struct_size = sizeof(esmtb_ops),
-    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32,
+    /* F16/BF16: every op takes them (fp32 math, cpu_half.h) */
+    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32 | ESMTB_CAP_F16 | ESMTB_CAP_BF16,
     .name = "cpu",
-    .description = "fp32 on the host: OpenBLAS GEMMs, OpenMP kernels",
+    .description = "fp32 math on the host (f32/f16/bf16 activations): OpenBLAS GEMMs, OpenMP kernels",
     .probe = cpu_probe,
     .open = cpu_open,
     .close = cpu_close,

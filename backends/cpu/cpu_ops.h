@@ -1,5 +1,6 @@
 /* The CPU backend's device object and the op entry points, one file per op
- * family (ops_*.c). All math is fp32; args with other dtypes are refused. */
+ * family (ops_*.c). All math is fp32; F16/BF16 activations are widened to
+ * fp32 and results rounded back (cpu_half.h). */
 #ifndef ESMTRAIN_CPU_OPS_H
 #define ESMTRAIN_CPU_OPS_H
 
@@ -19,12 +20,6 @@ CPU_HIDDEN extern const esmtb_host *cpu_host;
 /* Report an error through the host and return `status`. */
 CPU_HIDDEN esmtb_status cpu_fail(esmtb_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-
-/* Refuse anything but fp32 activations. */
-#define CPU_REQUIRE_F32(dt, op)                                                   \
-  do {                                                                            \
-    if ((dt) != ESMTB_F32) return cpu_fail(8, "cpu backend: %s supports only fp32", op); \
-  } while (0)
 
 /* OpenBLAS entry points, resolved by cpu_blas_load() (cpu_blas.c). */
 #include <cblas.h>

@@ -15,10 +15,15 @@
  * A block's scores (MR x Lk, or BQ x Lk in backward) stay in cache-sized
  * scratch; nothing T x T exists. Backward recomputes P from the saved
  * log-sum-exp (flash-attention style) and undoes rotary and the scales on
- * the transposed gradients before writing them out. */
+ * the transposed gradients before writing them out.
+ *
+ * F16/BF16 qkv, out, dout and dqkv: a head's rows are widened into the
+ * fp32 `stage` before the transposes (and results rounded from it), so
+ * everything past the gather is the fp32 code; lse stays fp32. */
 #include <math.h>
 #include <string.h>
 
+#include "cpu_half.h"
 #include "cpu_vec.h"
 #include "isa_kernels.h"
 
@@ -124,6 +129,7 @@ static size_t key_stride(int n) { return round_up((size_t)n, KSTEP) + 16; }
 
 typedef struct head_mem {
   float *Qt, *Kt, *Vt, *dQt, *dKt, *dVt, *S, *dP, *dO, *nD, *nlse2, *tmp, *tail, *cosT, *sinT;
+  float *stage; /* [Tq, hd]: a head's rows in fp32 for half dtypes */
 } head_mem;
 
 /* Carve the scratch for T rows (offsets only when base is NULL); every
@@ -131,9 +137,11 @@ typedef struct head_mem {
 static size_t carve(float *base, int T, int hd, head_mem *m) {
   const size_t Tq = round_up((size_t)T, BQ), ld = key_stride(T), th = (size_t)hd * ld;
   const size_t sizes[] = {th,      th,      th,       th,       th,     th,     BQ * ld, BQ * ld,
-                          Tq * hd, Tq,      Tq,       BQ * (size_t)hd,  KSTEP,  th / 2, th / 2};
+                          Tq * hd, Tq,      Tq,       BQ * (size_t)hd,  KSTEP,  th / 2, th / 2,
+                          Tq * hd};
   float **slots[] = {&m->Qt, &m->Kt, &m->Vt,  &m->dQt, &m->dKt, &m->dVt, &m->S,    &m->dP,
-                     &m->dO, &m->nD, &m->nlse2, &m->tmp, &m->tail, &m->cosT, &m->sinT};
+                     &m->dO, &m->nD, &m->nlse2, &m->tmp, &m->tail, &m->cosT, &m->sinT,
+                     &m->stage};
   size_t off = 0;
   for (size_t i = 0; i < sizeof sizes / sizeof sizes[0]; i++) {
     if (base) *slots[i] = base + off;
@@ -198,6 +206,34 @@ static void rope_t(float *X, size_t ld, int hd, int n, const head_mem *m, size_t
   }
 }
 
+/* Rows [0, L) of a head's slice (hd values at element first + t * sld of
+ * base) as fp32 rows: the data itself for F32, else widened into stage;
+ * *ld gets their stride. */
+static const float *head_in(const esmtb_attention_args *a, const void *base, size_t first,
+                            size_t sld, int L, int hd, float *stage, size_t *ld) {
+  if (a->dtype == ESMTB_F32) {
+    *ld = sld;
+    return (const float *)base + first;
+  }
+  for (int t = 0; t < L; t++)
+    cpu_half_load(base, a->dtype, first + (size_t)t * sld, stage + (size_t)t * hd, hd);
+  *ld = (size_t)hd;
+  return stage;
+}
+
+/* The same slice of dst from X^T [hd, ld]: stored directly for F32, else
+ * through stage and rounded. */
+static void head_out(const esmtb_attention_args *a, const float *X, size_t ld, int L, int hd,
+                     void *dst, size_t first, size_t sld, float *stage) {
+  if (a->dtype == ESMTB_F32) {
+    store_t(X, ld, L, hd, (float *)dst + first, sld);
+    return;
+  }
+  store_t(X, ld, L, hd, stage, (size_t)hd);
+  for (int t = 0; t < L; t++)
+    cpu_half_store(stage + (size_t)t * hd, dst, a->dtype, first + (size_t)t * sld, hd);
+}
+
 /* Per thread, once per call: the rotary tables transposed to [hd/2, T]. */
 static void begin(const esmtb_attention_args *a, float *scratch) {
   head_mem m;
@@ -213,11 +249,15 @@ static void begin(const esmtb_attention_args *a, float *scratch) {
 static void gather_head(const esmtb_attention_args *a, int b, int h, int L, int Lk, size_t ld,
                         const head_mem *m) {
   const int hd = a->hd, D = a->H * hd;
-  const float *src = (const float *)a->qkv + (size_t)b * a->T * 3 * D + h * hd;
+  const size_t first = (size_t)b * a->T * 3 * D + (size_t)h * hd;
   const size_t ldT = key_stride(a->T);
-  load_t(src, 3 * (size_t)D, L, hd, m->Qt, ld, Lk);
-  load_t(src + D, 3 * (size_t)D, L, hd, m->Kt, ld, Lk);
-  load_t(src + 2 * D, 3 * (size_t)D, L, hd, m->Vt, ld, Lk);
+  float *const dst[3] = {m->Qt, m->Kt, m->Vt};
+  for (int part = 0; part < 3; part++) {
+    size_t sld;
+    const float *src = head_in(a, a->qkv, first + (size_t)part * D, 3 * (size_t)D, L, hd,
+                               m->stage, &sld);
+    load_t(src, sld, L, hd, dst[part], ld, Lk);
+  }
   const int n = (int)round_up((size_t)L, VW);
   rope_t(m->Qt, ld, hd, n, m, ldT, a->scale * LOG2E, 0);
   rope_t(m->Kt, ld, hd, n, m, ldT, 1.0f, 0);
@@ -234,7 +274,7 @@ INLINE void forward_impl(const esmtb_attention_args *a, int b, int h, float *scr
   head_mem m;
   carve(scratch, T, hd, &m);
   gather_head(a, b, h, L, Lk, ld, &m);
-  float *out = a->out, *lse = a->lse + ((size_t)b * a->H + h) * T;
+  float *lse = a->lse + ((size_t)b * a->H + h) * T;
   for (int i0 = 0; i0 < L; i0 += MR) {
     float mx[MR], sum[VW], lg[VW];
     k1(MR, K1_MASK_MAX, m.Qt + i0, 1, ld, hd, m.Kt, ld, m.S, ld, Lk, NULL, m.tail, mx);
@@ -255,13 +295,15 @@ INLINE void forward_impl(const esmtb_attention_args *a, int b, int h, float *scr
     k2(m.S, ld, m.Vt, ld, Lk, hd, m.tmp, (size_t)hd, 1);
     const int rb = L - i0 < MR ? L - i0 : MR;
     for (int r = 0; r < rb; r++) { /* normalise the output, not each probability */
-      float *o = out + ((size_t)b * T + i0 + r) * D + h * hd;
+      const size_t at = ((size_t)b * T + i0 + r) * D + (size_t)h * hd;
+      float *o = cpu_out(a->out, a->dtype, at, m.stage);
       const float inv = 1.0f / sum[r];
       for (int c = 0; c < hd; c++) o[c] = m.tmp[r * hd + c] * inv;
+      cpu_out_done(a->out, a->dtype, at, m.stage, hd);
     }
   }
   for (int t = L; t < T; t++) { /* padded queries: zero output */
-    memset(out + ((size_t)b * T + t) * D + h * hd, 0, (size_t)hd * sizeof(float));
+    cpu_zero(a->out, a->dtype, ((size_t)b * T + t) * D + (size_t)h * hd, (size_t)hd);
     lse[t] = 0.0f;
   }
 }
@@ -279,7 +321,7 @@ INLINE void accum_xty(const float *X, size_t xrs, size_t xcs, const int hd, cons
 }
 
 INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *scratch,
-                          const int hd) {
+                          const int hd, const esmtb_dtype dt) {
   const int T = a->T, D = a->H * hd, L = a->seq_len[b];
   const int Lq = (int)round_up((size_t)L, BQ), Lk = (int)round_up((size_t)L, KSTEP);
   const size_t ld = key_stride(L);
@@ -287,7 +329,7 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
   carve(scratch, T, hd, &m);
   gather_head(a, b, h, L, Lk, ld, &m);
   const float *lse = a->lse + ((size_t)b * a->H + h) * T;
-  const float *dout = a->dout, *out = a->out;
+  const size_t es = cpu_dtype_size(dt);
   /* dO rows; -D = -rowsum(dO * O) and -lse (base 2) become the initial
    * values of the dP and score tiles. */
   for (int t = 0; t < Lq; t++) {
@@ -298,22 +340,23 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
       m.nlse2[t] = MASKED;
       continue;
     }
-    const float *src = dout + ((size_t)b * T + t) * D + h * hd;
-    const float *o = out + ((size_t)b * T + t) * D + h * hd;
+    const size_t at = ((size_t)b * T + t) * D + (size_t)h * hd;
     if (t + 16 < L) {
-      PREFETCH_SLICE(src + 16 * (size_t)D, (size_t)hd * sizeof(float), 0, 3);
-      PREFETCH_SLICE(o + 16 * (size_t)D, (size_t)hd * sizeof(float), 0, 3);
+      PREFETCH_SLICE((const char *)a->dout + (at + 16 * (size_t)D) * es, hd * es, 0, 3);
+      PREFETCH_SLICE((const char *)a->out + (at + 16 * (size_t)D) * es, hd * es, 0, 3);
     }
-    memcpy(g, src, (size_t)hd * sizeof(float));
+    cpu_load(a->dout, dt, at, g, hd);
+    const float *o = cpu_in(a->out, dt, at, hd, m.stage);
     float dsum = 0.0f;
 #pragma omp simd reduction(+ : dsum)
-    for (int c = 0; c < hd; c++) dsum += src[c] * o[c];
+    for (int c = 0; c < hd; c++) dsum += g[c] * o[c];
     m.nD[t] = -dsum;
     m.nlse2[t] = -lse[t] * LOG2E;
   }
   memset(m.dKt, 0, (size_t)hd * ld * sizeof(float));
   memset(m.dVt, 0, (size_t)hd * ld * sizeof(float));
-  float *dst = (float *)a->dqkv + (size_t)b * T * 3 * D + h * hd;
+  const size_t first = (size_t)b * T * 3 * D + (size_t)h * hd, sld = 3 * (size_t)D;
+  const char *dst = (const char *)a->dqkv + first * es; /* for prefetching only */
   for (int i0 = 0; i0 < L; i0 += BQ) {
     const float *dOb = m.dO + (size_t)i0 * hd;
     for (int p = 0; p < BQ; p += MR) {
@@ -326,7 +369,7 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
       float *s = m.S + r * ld, *dp = m.dP + r * ld;
       if (i0 + r < L) /* this row's gradients are written at the end */
         for (int part = 0; part < 3; part++)
-          PREFETCH_SLICE(dst + (size_t)(i0 + r) * 3 * D + part * D, hd * sizeof(float), 1, 3);
+          PREFETCH_SLICE(dst + ((size_t)(i0 + r) * sld + (size_t)part * D) * es, hd * es, 1, 3);
       for (int j = 0; j < Lk; j += VW) {
         const vf p = vexp2(vload(s + j));
         vstore(s + j, p);
@@ -343,12 +386,12 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
   const size_t ldT = key_stride(T);
   rope_t(m.dQt, ld, hd, n, &m, ldT, a->scale, 1);
   rope_t(m.dKt, ld, hd, n, &m, ldT, LN2, 1);
-  store_t(m.dQt, ld, L, hd, dst, 3 * (size_t)D);
-  store_t(m.dKt, ld, L, hd, dst + D, 3 * (size_t)D);
-  store_t(m.dVt, ld, L, hd, dst + 2 * D, 3 * (size_t)D);
+  head_out(a, m.dQt, ld, L, hd, a->dqkv, first, sld, m.stage);
+  head_out(a, m.dKt, ld, L, hd, a->dqkv, first + D, sld, m.stage);
+  head_out(a, m.dVt, ld, L, hd, a->dqkv, first + 2 * (size_t)D, sld, m.stage);
   for (int t = L; t < T; t++) /* padding: no gradient */
     for (int part = 0; part < 3; part++)
-      memset(dst + (size_t)t * 3 * D + part * D, 0, (size_t)hd * sizeof(float));
+      cpu_zero(a->dqkv, dt, first + (size_t)t * sld + (size_t)part * D, (size_t)hd);
 }
 
 /* The ESM-2 head sizes get their own copies with hd a constant, so that the
@@ -365,16 +408,23 @@ static void forward_head(const esmtb_attention_args *a, int task, float *scratch
   }
 }
 
+/* Backward has an fp32 copy with the dtype a constant: it then compiles to
+ * the code it was before half dtypes (a run-time element size in its hot
+ * loop cost 8%); F16 and BF16 share the other copy. */
+#define BACKWARD_BY_HD(dt)                                                 \
+  switch (a->hd) {                                                         \
+    case 16: backward_impl(a, b, h, scratch, 16, dt); break;               \
+    case 24: backward_impl(a, b, h, scratch, 24, dt); break;               \
+    case 32: backward_impl(a, b, h, scratch, 32, dt); break;               \
+    case 64: backward_impl(a, b, h, scratch, 64, dt); break;               \
+    case 128: backward_impl(a, b, h, scratch, 128, dt); break;             \
+    default: backward_impl(a, b, h, scratch, a->hd, dt); break;            \
+  }
+
 static void backward_head(const esmtb_attention_args *a, int task, float *scratch) {
   const int b = task / a->H, h = task % a->H;
-  switch (a->hd) {
-    case 16: backward_impl(a, b, h, scratch, 16); break;
-    case 24: backward_impl(a, b, h, scratch, 24); break;
-    case 32: backward_impl(a, b, h, scratch, 32); break;
-    case 64: backward_impl(a, b, h, scratch, 64); break;
-    case 128: backward_impl(a, b, h, scratch, 128); break;
-    default: backward_impl(a, b, h, scratch, a->hd); break;
-  }
+  if (a->dtype == ESMTB_F32) BACKWARD_BY_HD(ESMTB_F32)
+  else BACKWARD_BY_HD(a->dtype)
 }
 
 const cpu_isa_attention ISA_SYMBOL(cpu_isa_attention) = {scratch_floats, begin, forward_head,

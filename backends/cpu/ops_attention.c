@@ -4,13 +4,14 @@
  * (isa_attention.c, which describes the algorithm). */
 #include <stdlib.h>
 
+#include "cpu_half.h"
 #include "isa_kernels.h"
 
 static int check(const esmtb_attention_args *a, int backward, const char *op) {
   if (!a || !a->qkv || !a->seq_len || !a->rope_cos || !a->rope_sin || !a->out || !a->lse)
     return cpu_fail(1, "cpu %s: NULL argument", op);
   if (backward && (!a->dout || !a->dqkv)) return cpu_fail(1, "cpu %s: NULL gradient", op);
-  if (a->dtype != ESMTB_F32) return cpu_fail(8, "cpu backend: %s supports only fp32", op);
+  CPU_REQUIRE_ACT(a->dtype, op);
   if (a->B <= 0 || a->T <= 0 || a->H <= 0 || a->hd <= 0 || a->hd % 2)
     return cpu_fail(1, "cpu %s: bad shape B=%d T=%d H=%d hd=%d (hd even)", op, a->B, a->T, a->H,
                     a->hd);
