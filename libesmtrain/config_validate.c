@@ -72,9 +72,6 @@ static esmt_status check_schedule(const esmt_config *c) {
 
 static esmt_status check_hardware(const esmt_config *c) {
   const char *prec = gets(c, "backend.precision"), *backend = gets(c, "backend.name");
-  if (!strcmp(backend, "cpu") && strcmp(prec, "auto") && strcmp(prec, "fp32"))
-    return esmt_fail(ESMT_ERR_CONFIG, "backend.precision %s needs a GPU backend; backend.name is "
-                     "cpu (fp32 only)", prec);
   if (!strcmp(prec, "bf16") && !strcmp(backend, "turing_fp16"))
     return esmt_fail(ESMT_ERR_CONFIG, "backend.precision bf16 needs ampere_bf16 (sm_80+), not "
                      "backend.name turing_fp16");

@@ -794,7 +794,7 @@ static void test_errors(void **state) {
     aw.beta2 = 0.98f; aw.eps = 1e-8f; aw.step = 0; aw.grad_scale = 1;
     expect_fail(g, o->adamw(g->dev, &aw, g->st), "step", "adamw step=0");
     aw.step = 1; aw.params_lowp = buf; aw.lowp_dtype = ESMTB_I32;
-    expect_fail(g, o->adamw(g->dev, &aw, g->st), "support", "adamw lowp int32");
+    expect_fail(g, o->adamw(g->dev, &aw, g->st), "lowp_dtype 3", "adamw lowp int32");
 
     /* Nothing above may have left a CUDA error behind. */
     gsync(g);
