@@ -58,13 +58,14 @@ static void synth_batch(int32_t *tok, int32_t *lab, int B, int T, uint64_t *s) {
 static void usage(void) {
   printf("usage: esmtrain-example bench [--model NAME] [--batch B] [--seq T] [--steps N]\n"
          "                              [--warmup N] [--threads N] [--backend NAME]\n"
+         "                              [--precision auto|fp32|fp16|bf16]\n"
          "Times training steps on synthetic protein-like batches (defaults: esm2_t6_8M,\n"
          "4 x 512, 5 steps after 1 warm-up, all cores) and prints tokens/s, the split of\n"
          "a step, the GEMM ceiling measured now, MFU against it, and peak RSS.\n");
 }
 
 int cmd_bench(int argc, char **argv) {
-  const char *model = "esm2_t6_8M", *backend = NULL;
+  const char *model = "esm2_t6_8M", *backend = NULL, *precision = "auto";
   int B = 4, T = 512, steps = 5, warmup = 1, threads = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -77,6 +78,7 @@ int cmd_bench(int argc, char **argv) {
     else if (!strcmp(a, "--steps")) steps = atoi(v);
     else if (!strcmp(a, "--warmup")) warmup = atoi(v);
     else if (!strcmp(a, "--threads")) threads = atoi(v);
+    else if (!strcmp(a, "--precision")) precision = v;
     else { fprintf(stderr, "bench: unknown argument '%s' (try --help)\n", a); return 2; }
     i++;
   }
@@ -88,6 +90,13 @@ int cmd_bench(int argc, char **argv) {
   esmt_status st = esmt_model_config_preset(model, &cfg);
   if (st) { cli_error("bench", st); return 2; }
   if (T > cfg.max_positions) cfg.max_positions = T;
+  if (!strcmp(precision, "fp32")) cfg.precision = ESMT_PRECISION_FP32;
+  else if (!strcmp(precision, "fp16")) cfg.precision = ESMT_PRECISION_FP16;
+  else if (!strcmp(precision, "bf16")) cfg.precision = ESMT_PRECISION_BF16;
+  else if (strcmp(precision, "auto")) {
+    fprintf(stderr, "bench: --precision '%s': expected auto, fp32, fp16 or bf16\n", precision);
+    return 2;
+  }
 
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
   o.backend = backend;
@@ -101,8 +110,11 @@ int cmd_bench(int argc, char **argv) {
    * shared machine one short measurement can read low, which would flatter
    * the MFU figure. */
   double ceiling = 0, ceiling_after = 0;
-  if ((st = esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling))) goto fail;
   if ((st = esmt_model_create(ctx, &cfg, 1, &m))) goto fail;
+  esmt_model_get_config(m, &cfg); /* the precision actually chosen */
+  if ((st = esmt_context_gemm_ceiling_precision(ctx, cfg.precision, 2048, 2048, 2048, 6,
+                                                &ceiling)))
+    goto fail;
 
   int32_t *tok = malloc((size_t)B * T * sizeof *tok), *lab = malloc((size_t)B * T * sizeof *lab);
   if (!tok || !lab) { fprintf(stderr, "bench: out of memory\n"); return 1; }
@@ -110,8 +122,10 @@ int cmd_bench(int argc, char **argv) {
   esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
   double t_fwd = 0, t_bwd = 0, t_opt = 0, t_all = 0;
   uint64_t tokens = 0;
-  printf("bench: %s (%d layers, d=%d, %d heads), batch %d x %d, backend %s\n", model,
-         cfg.num_layers, cfg.hidden_size, cfg.num_heads, B, T, esmt_context_backend_name(ctx));
+  static const char *const k_prec[] = {"fp32", "fp16", "bf16", "auto"};
+  printf("bench: %s (%d layers, d=%d, %d heads), batch %d x %d, backend %s, %s\n", model,
+         cfg.num_layers, cfg.hidden_size, cfg.num_heads, B, T, esmt_context_backend_name(ctx),
+         k_prec[cfg.precision & 3]);
   for (int s = 0; s < warmup + steps; s++) {
     synth_batch(tok, lab, B, T, &seed);
     esmt_batch b = ESMT_BATCH_INIT;
@@ -131,7 +145,9 @@ int cmd_bench(int argc, char **argv) {
     t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2; t_all += t3 - t0;
     tokens += r.real_tokens;
   }
-  if ((st = esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling_after))) goto fail;
+  if ((st = esmt_context_gemm_ceiling_precision(ctx, cfg.precision, 2048, 2048, 2048, 6,
+                                                &ceiling_after)))
+    goto fail;
   if (ceiling_after > ceiling) ceiling = ceiling_after;
   double tps = (double)tokens / t_all;
   double flops = 0;

@@ -7,8 +7,29 @@
 #include "context.h"
 
 
+static esmt_status ceiling(esmt_context *ctx, esmtb_dtype dt, int m, int n, int k, int repeats,
+                           double *gflops);
+
 esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k, int repeats,
                                       double *gflops) {
+  return ceiling(ctx, ESMTB_F32, m, n, k, repeats, gflops);
+}
+
+esmt_status esmt_context_gemm_ceiling_precision(esmt_context *ctx, esmt_precision precision,
+                                                int m, int n, int k, int repeats,
+                                                double *gflops) {
+  if (precision != ESMT_PRECISION_FP32 && precision != ESMT_PRECISION_FP16 &&
+      precision != ESMT_PRECISION_BF16)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT,
+                     "esmt_context_gemm_ceiling_precision: precision must be FP32, FP16 or BF16");
+  const esmtb_dtype dt = precision == ESMT_PRECISION_FP16   ? ESMTB_F16
+                         : precision == ESMT_PRECISION_BF16 ? ESMTB_BF16
+                                                            : ESMTB_F32;
+  return ceiling(ctx, dt, m, n, k, repeats, gflops);
+}
+
+static esmt_status ceiling(esmt_context *ctx, esmtb_dtype dt, int m, int n, int k, int repeats,
+                           double *gflops) {
   const char *fn = "esmt_context_gemm_ceiling";
   ESMT_CHECK_ARG(ctx && gflops, fn, "ctx and gflops must not be NULL");
   if (m < 1 || n < 1 || k < 1 || repeats < 1)
@@ -21,7 +42,8 @@ esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k, in
   esmtb_status bs = ops->open(&oo, &dev);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
   void *a = NULL, *b = NULL, *c = NULL;
-  uint64_t sa = (uint64_t)m * k * 4, sb = (uint64_t)k * n * 4, sc = (uint64_t)m * n * 4;
+  const uint64_t es = dt == ESMTB_F32 ? 4 : 2;
+  uint64_t sa = (uint64_t)m * k * es, sb = (uint64_t)k * n * es, sc = (uint64_t)m * n * es;
   bs = ops->alloc(dev, ESMTB_MEM_DEVICE, sa, &a);
   if (!bs) bs = ops->alloc(dev, ESMTB_MEM_DEVICE, sb, &b);
   if (!bs) bs = ops->alloc(dev, ESMTB_MEM_DEVICE, sc, &c);
@@ -30,7 +52,7 @@ esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k, in
   if (!bs) bs = ops->memset_async(dev, b, 0x3c, sb, NULL);
   esmtb_gemm_args g = {0};
   g.struct_size = sizeof g;
-  g.dtype = ESMTB_F32;
+  g.dtype = dt;
   g.m = m; g.n = n; g.k = k;
   g.alpha = 1.0f;
   g.a = a; g.lda = k;
@@ -41,9 +63,9 @@ esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k, in
     double t0 = esmt_now_s();
     bs = ops->gemm(dev, &g, NULL);
     if (!bs) bs = ops->stream_sync(dev, NULL);
-    double dt = esmt_now_s() - t0;
-    if (r > 0 && dt > 0) { /* run 0 warms up */
-      double gf = 2.0 * m * (double)n * k / dt / 1e9;
+    double secs = esmt_now_s() - t0;
+    if (r > 0 && secs > 0) { /* run 0 warms up */
+      double gf = 2.0 * m * (double)n * k / secs / 1e9;
       if (gf > best) best = gf;
     }
   }

@@ -272,6 +272,12 @@ typedef enum esmt_precision {
   ESMT_PRECISION_AUTO = 3
 } esmt_precision;
 
+/* The same in a given compute precision (FP32, FP16 or BF16): the ceiling
+ * MFU is quoted against for a model training in that precision. */
+ESMT_API esmt_status esmt_context_gemm_ceiling_precision(esmt_context *ctx,
+                                                         esmt_precision precision, int m, int n,
+                                                         int k, int repeats, double *gflops);
+
 typedef struct esmt_model_config {
   uint32_t struct_size;
   int num_layers;           /* L */
