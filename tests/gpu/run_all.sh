@@ -105,6 +105,18 @@ big)
       --model esm2_t33_650M --batch 8 --seq 1024 --dtype bf16 --steps 10 --fasta "$fasta"
     grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   fi
+  # 200 updates of 8M on real proteins: each GPU backend's curve against the cpu's
+  if [ -d /tmp/esmt-db ]; then
+    curve=(--preset esm2_t6_8M --data /tmp/esmt-db --steps 200 --eval-every 0 --log-every 1
+           --warmup 20 --set data.max_len=512 --set data.tokens_per_batch=16384 --no-mfu)
+    step "curve: cpu fp32 (16 threads)" 300 $E train "${curve[@]}" --out /tmp/curve-cpu --backend cpu
+    for b in ampere_bf16:bf16 turing_fp16:fp16; do
+      step "curve: ${b%%:*} ${b##*:}" 120 $E train "${curve[@]}" --out /tmp/curve-${b%%:*} \
+        --backend ${b%%:*} --set backend.precision=${b##*:}
+      python3 tests/gpu/compare_curves.py /tmp/curve-cpu/metrics.jsonl \
+        /tmp/curve-${b%%:*}/metrics.jsonl 0.03 | tee -a "$sum"
+    done
+  fi
   step "650M fp16 6x512 in 8 GiB (turing_fp16, device_memory_limit)" 300 $E train \
     --preset rtx2080super --data /tmp/esmt-db --out /tmp/run-8g --steps 20 --eval-every 0 --log-every 5
   grep -E "step (10|20)/|memory|offload|GiB" "$out/$phase.log" | tail -6 >> "$sum"
