@@ -1,5 +1,6 @@
 /* esmt_model_import_hf: a Hugging Face ESM-2 directory into a model. */
 #define _POSIX_C_SOURCE 200809L
+#include <errno.h>
 #include <jansson.h>
 #include <math.h>
 #include <stdio.h>
@@ -9,6 +10,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "hf_import.h"
 #include "safetensors.h"
 
 #define PATH_CAP 4096
@@ -22,12 +24,16 @@ static int file_exists(const char *dir, const char *name) {
   return access(p, F_OK) == 0;
 }
 
-static esmt_status read_config(const char *dir, esmt_model_config *mc) {
-  char path[PATH_CAP];
-  snprintf(path, sizeof path, "%s/config.json", dir);
+/* config.json's text (named `path` in messages) to a model config. */
+esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
+                                 esmt_model_config *mc) {
   json_error_t err;
-  json_t *c = json_load_file(path, 0, &err);
+  json_t *c = json_loadb(text, len, 0, &err);
   if (!c) return esmt_fail(ESMT_ERR_FORMAT, "%s: %s (line %d)", path, err.text, err.line);
+  if (!json_is_object(c)) {
+    json_decref(c);
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: not a JSON object", path);
+  }
   esmt_status st = ESMT_OK;
   const char *type = json_string_value(json_object_get(c, "model_type"));
   const char *pos = json_string_value(json_object_get(c, "position_embedding_type"));
@@ -69,6 +75,37 @@ static esmt_status read_config(const char *dir, esmt_model_config *mc) {
     *mc = m;
   }
   json_decref(c);
+  return st;
+}
+
+
+static esmt_status read_config(const char *dir, esmt_model_config *mc) {
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  FILE *f = fopen(path, "rb");
+  if (!f) return esmt_fail(ESMT_ERR_FORMAT, "%s: cannot open: %s", path, strerror(errno));
+  char *text = NULL;
+  size_t len = 0, cap = 0;
+  esmt_status st = ESMT_OK;
+  for (;;) {
+    if (len == cap) {
+      cap = cap ? 2 * cap : 4096;
+      char *t = cap <= (64u << 20) ? realloc(text, cap) : NULL;
+      if (!t) {
+        st = esmt_fail(cap > (64u << 20) ? ESMT_ERR_FORMAT : ESMT_ERR_OUT_OF_MEMORY,
+                       "%s: %s", path, cap > (64u << 20) ? "larger than 64 MiB" : "out of memory");
+        break;
+      }
+      text = t;
+    }
+    size_t n = fread(text + len, 1, cap - len, f);
+    len += n;
+    if (n == 0) break;
+  }
+  if (!st && ferror(f)) st = esmt_fail(ESMT_ERR_IO, "%s: read error", path);
+  fclose(f);
+  if (!st) st = esmt_hf_config_parse(text, len, path, mc);
+  free(text);
   return st;
 }
 
