@@ -60,6 +60,8 @@ CPU_HIDDEN esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, es
 CPU_HIDDEN esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
+/* Elements [b, e) of a conversion (also the AdamW compute-dtype output). */
+CPU_HIDDEN void cpu_convert_range(const esmtb_convert_args *a, size_t b, size_t e);
 CPU_HIDDEN esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a,
                                     esmtb_stream *s);
 

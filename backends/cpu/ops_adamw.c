@@ -15,8 +15,11 @@ esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_strea
   if (!a || !a->params || !a->grads || !a->m || !a->v || (a->n_segments && !a->segments))
     return cpu_fail(1, "cpu adamw: NULL argument");
   if (a->step < 1) return cpu_fail(1, "cpu adamw: step must be >= 1");
-  if (a->params_lowp && a->lowp_dtype != ESMTB_F32)
-    return cpu_fail(8, "cpu adamw: low-precision weight copies are not supported");
+  if (a->params_lowp && (unsigned)a->lowp_dtype > ESMTB_BF16)
+    return cpu_fail(8, "cpu adamw: the weight copy must be f32, f16 or bf16");
+  /* F16/BF16 copies: the host optimizer under offload writes the compute
+   * weights for the device (the same conversion kernels as cpu convert). */
+  const size_t lsz = a->lowp_dtype == ESMTB_F32 ? 4 : 2;
   const float b1 = a->beta1, b2 = a->beta2, eps = a->eps, lr = a->lr, gs = a->grad_scale;
   const float bc1 = (float)(1.0 - pow((double)b1, (double)a->step));
   const float bc2 = (float)(1.0 - pow((double)b2, (double)a->step));
@@ -30,13 +33,18 @@ esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_strea
     const cpu_adamw_consts k = {b1, b2, eps, gs, step_size, inv_sqrt_bc2,
                                 1.0f - lr * seg.weight_decay};
     const cpu_isa_elementwise *kern = cpu_isa()->elementwise;
-    float *low = a->params_lowp ? (float *)a->params_lowp + seg.offset : NULL;
+    char *low = a->params_lowp ? (char *)a->params_lowp + seg.offset * lsz : NULL;
 #pragma omp parallel num_threads(dev->num_threads)
     {
       size_t b, e;
       cpu_chunk(seg.count, omp_get_num_threads(), omp_get_thread_num(), &b, &e);
       kern->adamw(p + b, g + b, m + b, v + b, (long)(e - b), &k);
-      if (low) memcpy(low + b, p + b, (e - b) * sizeof(float)); /* the fp32 "low precision" copy */
+      if (low && a->lowp_dtype == ESMTB_F32) {
+        memcpy(low + b * lsz, p + b, (e - b) * sizeof(float)); /* the fp32 "low precision" copy */
+      } else if (low) {
+        esmtb_convert_args c = {sizeof c, e - b, p + b, ESMTB_F32, low + b * lsz, a->lowp_dtype};
+        cpu_convert_range(&c, 0, e - b);
+      }
     }
   }
   return 0;

@@ -169,7 +169,7 @@ static size_t dtype_size(esmtb_dtype dt) { return dt == ESMTB_F32 ? 4 : 2; }
 
 /* Elements [b, e) of a conversion: vector kernels where the variant has
  * them, the scalar helpers above otherwise. */
-static void convert_range(const esmtb_convert_args *a, size_t b, size_t e) {
+void cpu_convert_range(const esmtb_convert_args *a, size_t b, size_t e) {
   const cpu_isa_elementwise *k = cpu_isa()->elementwise;
   const esmtb_dtype sd = a->src_dtype, dd = a->dst_dtype;
   const size_t ss = dtype_size(sd), ds = dtype_size(dd);
@@ -198,6 +198,6 @@ esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a, esmtb_s
   if (!a || (a->n && (!a->src || !a->dst))) return cpu_fail(1, "cpu convert: NULL argument");
   if ((unsigned)a->src_dtype > ESMTB_BF16 || (unsigned)a->dst_dtype > ESMTB_BF16)
     return cpu_fail(8, "cpu convert: only f32, f16 and bf16 are supported");
-  CHUNKED(dev, a->n, convert_range(a, b_, e_));
+  CHUNKED(dev, a->n, cpu_convert_range(a, b_, e_));
   return 0;
 }
