@@ -833,6 +833,32 @@ static void test_adamw(void **state) {
   expect_close(m, md, P, 1e-6, "adamw m");
   expect_close(v, vd, P, 1e-5, "adamw v");
   assert_memory_equal(low, p, P * sizeof *p); /* the F32 copy */
+  /* F16/BF16 copies (the host optimizer under offload): the same update,
+   * and the copy is exactly cpu convert of the new fp32 weights. */
+  const esmtb_dtype halves[2] = {ESMTB_F16, ESMTB_BF16};
+  for (int h = 0; h < 2; h++) {
+    float *p2 = malloc(P * sizeof *p2), *m2 = malloc(P * sizeof *m2), *v2 = malloc(P * sizeof *v2);
+    uint16_t *hl = calloc(P, sizeof *hl), *want = calloc(P, sizeof *want);
+    memcpy(p2, p, P * sizeof *p2);
+    memcpy(m2, m, P * sizeof *m2);
+    memcpy(v2, v, P * sizeof *v2);
+    esmtb_adamw_args a = {0}, a32;
+    a.struct_size = sizeof a; a.n_segments = 3; a.segments = segs; a.params = p2; a.grads = g;
+    a.m = m2; a.v = v2; a.lr = (float)lr; a.beta1 = (float)b1; a.beta2 = (float)b2;
+    a.eps = (float)eps; a.step = 4; a.grad_scale = (float)gs;
+    a32 = a;
+    a32.params = p; a32.m = m; a32.v = v;
+    assert_int_equal(ops->adamw(dev, &a32, NULL), 0); /* reference: no copy */
+    a.params_lowp = hl; a.lowp_dtype = halves[h];
+    assert_int_equal(ops->adamw(dev, &a, NULL), 0);
+    assert_memory_equal(p2, p, P * sizeof *p);
+    assert_memory_equal(m2, m, P * sizeof *m);
+    assert_memory_equal(v2, v, P * sizeof *v);
+    esmtb_convert_args cv = {sizeof cv, P, p, ESMTB_F32, want, halves[h]};
+    assert_int_equal(ops->convert(dev, &cv, NULL), 0);
+    assert_memory_equal(hl, want, P * sizeof *hl);
+    free(p2); free(m2); free(v2); free(hl); free(want);
+  }
   free(p); free(g); free(m); free(v); free(low); free(pd); free(md); free(vd);
 }
 
@@ -935,7 +961,7 @@ static void test_errors(void **state) {
   EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 0, "adamw");
   aw.v = x; aw.step = 0;
   EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 0, "step");
-  aw.step = 1; aw.params_lowp = x; aw.lowp_dtype = ESMTB_F16;
+  aw.step = 1; aw.params_lowp = x; aw.lowp_dtype = ESMTB_I32; /* F16/BF16 copies are supported */
   EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 8, "adamw");
 
   esmtb_sumsq_args ss = {sizeof ss, 4, x, NULL};
