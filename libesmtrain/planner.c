@@ -102,7 +102,7 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   /* Policies from cheapest to dearest, restricted by what was forced. */
   static const int order[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
   esmt_plan best = *plan;
-  int found = 0;
+  int found = 0, have = 0; /* have: best holds an attempt (a forced policy may skip i == 0) */
   for (int i = 0; i < 4 && !found; i++) {
     int off = order[i][0], rec = order[i][1];
     if ((r->offload_optimizer >= 0 && off != r->offload_optimizer) ||
@@ -115,7 +115,8 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     } else {
       found = largest_batch(&req, P, off, rec, MAX_AUTO_BATCH, &p) > 0;
     }
-    if (found || i == 0 || p.device_total < best.device_total) best = p;
+    if (found || !have || p.device_total < best.device_total) best = p;
+    have = 1;
   }
   uint32_t size = plan->struct_size;
   *plan = best;
