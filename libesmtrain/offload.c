@@ -135,10 +135,10 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
   const uint64_t need = esmt_offload_host_bytes(&m->cfg, es);
   esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
                   "offload: optimizer on the host (%s AdamW): %.1f MiB of host RAM (fp32 master "
-                  "weights, AdamW m and v, fp32 gradients%s), pinned up to %s%.1f MiB; the "
-                  "device keeps the %s weights and fp32 gradients",
+                  "weights, AdamW m and v, fp32 gradients%s), pinned %s %.1f MiB; the device "
+                  "keeps the %s weights and fp32 gradients",
                   o->hops->name, MIB(need), es == 4 ? "" : ", the compute-weight staging copy",
-                  o->pinned_limit ? "" : "(no cap) ",
+                  o->pinned_limit ? "up to offload.pinned_memory_limit" : "all (no cap):",
                   MIB(o->pinned_limit ? o->pinned_limit : need), esmt_dtype_name(m->dtype));
   esmt_status st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->params);
   if (!st) st = host_alloc(m, bytes, "AdamW first moments", (void **)&m->adam_m);

@@ -45,6 +45,10 @@ for model in esm2_t6_8M esm2_t12_35M; do
   ./build-gpu/bin/esmtrain-example bench --model $model --batch 4 --seq 512 --steps 3 2>&1 \
     | grep -E 'ESMT_RESULT|tokens/s|MFU' | tee -a "$out/summary.txt"
 done
+log "optimizer offload (test_gpu_offload: agreement, throughput on/off, peak device memory)"
+ESMT_TEST_BACKEND_DIR=build-gpu/lib/esmtrain/backends ./build-gpu/bin/test_gpu_offload \
+  --model esm2_t33_650M --batch 6 --seq 512 --micro 2 --updates 5 > "$out/offload.log" 2>&1
+grep -E 'RESULT|SKIP' "$out/offload.log" | tee -a "$out/summary.txt"
 log "attention kernels (bench_gpu_attention)"
 ./build-gpu/bin/bench_gpu_attention 2>&1 | tee -a "$out/summary.txt"
 log "done"
