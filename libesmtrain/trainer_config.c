@@ -77,8 +77,11 @@ static esmt_status offload_policy(esmt_context *ctx, const esmt_config *c,
   pr.precision = dt == ESMTB_F16 ? ESMT_PRECISION_FP16 : dt == ESMTB_BF16 ? ESMT_PRECISION_BF16
                                                                          : ESMT_PRECISION_FP32;
   pr.device_budget = budget;
+  /* The model does not recompute activations yet (esmt_model_reserve
+   * carves the full arena), so "auto" must not let the planner pick a
+   * recompute-only policy that leaves the optimizer on the device. */
   const char *rec = gs(c, "offload.recompute");
-  pr.recompute = !strcmp(rec, "on") ? 1 : !strcmp(rec, "off") ? 0 : -1;
+  pr.recompute = !strcmp(rec, "on") ? 1 : 0;
   if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20; /* CUDA context */
   esmt_plan plan = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&pr, &plan);

@@ -380,8 +380,8 @@ static const char *make_data(const char *dir) {
   return data;
 }
 
-static esmt_config *config_for(const char *data, const char *run, const char *offload,
-                               uint64_t budget) {
+static esmt_config *config_for_rec(const char *data, const char *run, const char *offload,
+                                   uint64_t budget, const char *recompute) {
   esmt_config *cfg = NULL;
   assert_int_equal(esmt_config_create(&cfg), ESMT_OK);
   char b[32];
@@ -392,10 +392,15 @@ static esmt_config *config_for(const char *data, const char *run, const char *of
                         "train.max_steps", "4", "schedule.warmup_steps", "1",
                         "train.eval_every", "0", "train.out_dir", run, "train.save_every", "4",
                         "train.tokens_per_update", "512", "offload.optimizer", offload,
-                        "offload.recompute", "off", "backend.device_memory_limit", b};
+                        "offload.recompute", recompute, "backend.device_memory_limit", b};
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i += 2)
     if (esmt_config_set(cfg, sets[i], sets[i + 1]) != ESMT_OK) fail_msg("%s", esmt_last_error());
   return cfg;
+}
+
+static esmt_config *config_for(const char *data, const char *run, const char *offload,
+                               uint64_t budget) {
+  return config_for_rec(data, run, offload, budget, "off");
 }
 
 static esmt_trainer *trainer_for(esmt_config *cfg) {
@@ -430,17 +435,20 @@ static void test_config_policy(void **state) {
   snprintf(run_x, sizeof run_x, "%s/x", dir);
   const uint64_t plain = plan_total(0), offl = plan_total(1);
   assert_true(offl < plain);
-  struct { const char *mode; uint64_t budget; int want; } cases[] = {
-      {"auto", 0, 0},          /* no budget: all on the device */
-      {"auto", plain, 0},      /* the plain plan fits */
-      {"auto", plain - 1, 1},  /* it does not: the planner offloads */
-      {"auto", offl, 1},
-      {"on", 0, 1},
-      {"off", offl, 0},        /* forced off whatever the budget */
+  struct { const char *mode; uint64_t budget; int want; const char *rec; } cases[] = {
+      {"auto", 0, 0, "off"},          /* no budget: all on the device */
+      {"auto", plain, 0, "off"},      /* the plain plan fits */
+      {"auto", plain - 1, 1, "off"},  /* it does not: the planner offloads */
+      {"auto", offl, 1, "off"},
+      {"on", 0, 1, "off"},
+      {"off", offl, 0, "off"},        /* forced off whatever the budget */
+      /* recompute auto: the model does not recompute yet, so a
+       * recompute-only plan must not keep the optimizer on the device */
+      {"auto", plain - 1, 1, "auto"},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     g_log[0] = '\0';
-    esmt_config *cfg = config_for(data, run_x, cases[i].mode, cases[i].budget);
+    esmt_config *cfg = config_for_rec(data, run_x, cases[i].mode, cases[i].budget, cases[i].rec);
     esmt_trainer *t = trainer_for(cfg);
     if ((t->m->offload != NULL) != cases[i].want)
       fail_msg("case %zu (%s, budget %llu): offload %d, want %d; log:\n%s", i, cases[i].mode,
