@@ -140,14 +140,18 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
                   o->hops->name, MIB(need), es == 4 ? "" : ", the compute-weight staging copy",
                   o->pinned_limit ? "up to offload.pinned_memory_limit" : "all (no cap):",
                   MIB(o->pinned_limit ? o->pinned_limit : need), esmt_dtype_name(m->dtype));
-  esmt_status st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->params);
-  if (!st) st = host_alloc(m, bytes, "AdamW first moments", (void **)&m->adam_m);
-  if (!st) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->adam_v);
-  if (!st) st = host_alloc(m, bytes, "host gradients", (void **)&o->grads);
+  /* Pinned first where the DMA engine reads or writes: the gradients (D2H)
+   * and the upload source (the staging image in half, the master in fp32);
+   * the moments are only touched by the host AdamW, so under a cap they are
+   * the first to go pageable. */
+  esmt_status st = host_alloc(m, bytes, "host gradients", (void **)&o->grads);
   if (!st && es != 4) {
     o->staging_bytes = esmt_offload_compute_bytes(&m->cfg, es);
     st = host_alloc(m, o->staging_bytes, "compute-weight staging", &o->staging);
   }
+  if (!st) st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->params);
+  if (!st) st = host_alloc(m, bytes, "AdamW first moments", (void **)&m->adam_m);
+  if (!st) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->adam_v);
   if (st) return st;
   if (es == 4) {
     st = dev_alloc(m, bytes, (void **)&m->params_dev, "fp32 compute weights");

@@ -30,7 +30,9 @@
  *
  * Host memory is taken with ops->alloc(ESMTB_MEM_PINNED_HOST) while the
  * total stays within offload.pinned_memory_limit; a buffer past the cap (or
- * whose pinned allocation fails) falls back to pageable malloc, logged. */
+ * whose pinned allocation fails) falls back to pageable malloc, logged.
+ * The buffers the copies use are allocated (so pinned) first: gradients,
+ * the staging image, the master; then the moments (host-only). */
 #ifndef ESMTRAIN_OFFLOAD_H
 #define ESMTRAIN_OFFLOAD_H
 
