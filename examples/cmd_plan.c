@@ -68,7 +68,8 @@ int cmd_plan(int argc, char **argv) {
     printf("  %-16s %12s\n", esmt_mem_class_name((esmt_mem_class)i),
            cli_bytes(p.device[i], buf, 32));
   printf("  %-16s %12s\n", "device total", cli_bytes(p.device_total, buf, 32));
-  printf("  %-16s %12s  (fp32 master weights, moments and gradients)\n", "host pinned",
+  printf("  %-16s %12s  (offload: fp32 master weights, moments, gradients; half: the weight "
+         "staging copy)\n", "host pinned",
          cli_bytes(p.host_pinned, buf, 32));
   printf("%s: %s\n", p.fits ? "fits" : "DOES NOT FIT", p.advice);
   return p.fits ? 0 : 3;

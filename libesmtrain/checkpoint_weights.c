@@ -5,16 +5,14 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "offload.h"
 #include "safetensors.h"
 
 /* Copy a whole flat buffer between device and host. */
 static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_device) {
-  uint64_t bytes = m->layout.total * sizeof(float);
-  esmtb_status cs = to_device
-      ? m->ops->copy_async(m->dev, dev_buf, host, bytes, ESMTB_COPY_H2D, m->stream)
-      : m->ops->copy_async(m->dev, host, dev_buf, bytes, ESMTB_COPY_D2H, m->stream);
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-  return cs ? esmt_fail_prefix((esmt_status)cs, "copying model buffers: ") : ESMT_OK;
+  /* a master buffer may be host memory (optimizer offload) */
+  esmt_status st = esmt_master_copy(m, host, dev_buf, m->layout.total * sizeof(float), to_device);
+  return st ? esmt_fail_prefix(st, "copying model buffers: ") : ESMT_OK;
 }
 
 esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf) {
@@ -22,6 +20,7 @@ esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf) {
 }
 esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
   esmt_status st = flat_copy(m, (float *)host, dev_buf, 1);
+  if (dev_buf == m->grads) esmt_offload_grads_changed(m);
   /* new master weights: the half-precision compute copy follows them */
   if (!st && dev_buf == m->params) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   return st;

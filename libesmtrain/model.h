@@ -126,15 +126,46 @@ struct esmt_model {
    * all-reduce can overlap the rest of backward. */
   void (*grads_ready)(void *user, uint64_t from);
   void *grads_ready_user;
+
+  /* Optimizer offload (offload.h): NULL without it. With it, params,
+   * adam_m and adam_v are HOST buffers (the fp32 master and moments), the
+   * kernels read params_dev (fp32 compute) or params_lowp (F16/BF16, with
+   * the fp32 LayerNorm w/b at norm_dev), and grads stay on the device. */
+  struct esmt_offload *offload;
+  float *params_dev;         /* device fp32 weights the kernels read; == params without offload */
+  float *norm_dev;           /* F16/BF16 offload: n_norm LayerNorm w/b of d floats each */
+  uint64_t *norm_offs;       /* their offsets in the flat layout */
+  int n_norm;
 };
 
 /* A weight at element offset `off` as the compute ops read it (the half
  * copy, or the fp32 master in fp32). LayerNorm weights and biases are
  * always read from m->params (the ABI's fp32 w/b). */
 static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
-  if (!m->params_lowp) return m->params + off;
+  if (!m->params_lowp) return m->params_dev + off;
   return (const char *)m->params_lowp + off * m->esize;
 }
+
+/* A LayerNorm weight or bias (fp32, device) at element offset `off`. */
+static inline float *esmt_norm_param(const esmt_model *m, uint64_t off) {
+  if (!m->norm_dev) return m->params_dev + off;
+  for (int i = 0; i < m->n_norm; i++)
+    if (m->norm_offs[i] == off) return m->norm_dev + (uint64_t)i * (uint64_t)m->d;
+  return NULL; /* not a LayerNorm tensor: a bug the backend reports as a NULL argument */
+}
+
+/* Create a model, with optimizer offload when `offload` says so (NULL:
+ * none); esmt_model_create is this with NULL. */
+struct esmt_offload_options;
+ESMT_HIDDEN esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *cfg,
+                                               uint64_t seed,
+                                               const struct esmt_offload_options *offload,
+                                               esmt_model **out);
+
+/* Copy `bytes` between caller host memory and a master buffer (params,
+ * adam_m, adam_v: device memory, or host memory under offload) at `buf`. */
+ESMT_HIDDEN esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes,
+                                         int to_master);
 
 /* The compute dtype for `precision` (an esmt_precision) on a backend, or
  * ESMT_ERR_UNSUPPORTED saying what the backend can do. */

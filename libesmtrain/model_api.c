@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "offload.h"
 
 #define MODEL_CONFIG_MIN_SIZE ESMT_MODEL_CONFIG_MIN_SIZE
 
@@ -52,6 +53,11 @@ esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
 
 esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
                               esmt_model **out) {
+  return esmt_model_create_with(ctx, cfg, seed, NULL, out);
+}
+
+esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
+                                   const esmt_offload_options *offload, esmt_model **out) {
   const char *fn = "esmt_model_create";
   ESMT_CHECK_ARG(out, fn, "out is NULL");
   *out = NULL;
@@ -93,16 +99,24 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
   }
   st = esmt_layout_build(&m->cfg, &m->layout);
   uint64_t bytes = m->layout.total * sizeof(float);
-  if (!st) st = dev_alloc(m, bytes, (void **)&m->params, "parameters");
+  const int offloaded = offload && offload->enabled;
+  if (offloaded) { /* host master and moments, device compute weights (offload.c) */
+    if (!st) st = esmt_offload_setup(m, offload);
+  } else {
+    if (!st) st = dev_alloc(m, bytes, (void **)&m->params, "parameters");
+    m->params_dev = m->params;
+  }
   if (!st) st = dev_alloc(m, bytes, (void **)&m->grads, "gradients");
-  if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "AdamW first moments");
-  if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
+  if (!offloaded) {
+    if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "AdamW first moments");
+    if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
+  }
   if (!st) st = dev_alloc(m, 256, (void **)&m->scalar, "scratch");
-  if (!st && m->dtype != ESMTB_F32)
+  if (!st && m->dtype != ESMTB_F32 && !offloaded)
     st = dev_alloc(m, m->layout.total * m->esize, &m->params_lowp, "half-precision weight copy");
   if (!st) {
     float *bufs[] = {m->grads, m->adam_m, m->adam_v};
-    for (int i = 0; i < 3 && !st; i++) {
+    for (int i = 0; i < (offloaded ? 1 : 3) && !st; i++) {
       bs = m->ops->memset_async(m->dev, bufs[i], 0, bytes, m->stream);
       if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
     }
@@ -129,11 +143,17 @@ void esmt_model_destroy(esmt_model *m) {
   esmt_profile_report(m);
   if (m->dev) {
     if (m->stream || m->ops->stream_sync) m->ops->stream_sync(m->dev, m->stream);
+    if (m->offload) { /* params/adam_m/adam_v are its host buffers */
+      if (m->params_dev) m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->params_dev);
+      esmt_offload_destroy(m);
+    }
     void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->scalar,
                     m->rope_cos, m->rope_sin, m->arena, m->params_lowp};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
     m->ops->close(m->dev);
+  } else {
+    esmt_offload_destroy(m);
   }
   esmt_layout_free(&m->layout);
   free(m->act_vtables);
@@ -214,16 +234,27 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
   if (count != t->numel)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: '%s' has %llu values, not %llu", fn, name,
                      (unsigned long long)t->numel, (unsigned long long)count);
-  esmtb_status cs = to_device
-      ? m->ops->copy_async(m->dev, buf + t->offset, host, count * sizeof(float), ESMTB_COPY_H2D, m->stream)
-      : m->ops->copy_async(m->dev, host, buf + t->offset, count * sizeof(float), ESMTB_COPY_D2H, m->stream);
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-  if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: '%s': ", fn, name);
+  if ((st = esmt_master_copy(m, host, buf + t->offset, count * sizeof(float), to_device)))
+    return esmt_fail_prefix(st, "%s: '%s': ", fn, name);
+  if (to_device && which == ESMT_BUF_GRADS) esmt_offload_grads_changed(m);
   if (to_device && which == ESMT_BUF_PARAMS) {
     m->have_forward = 0;
     if ((st = esmt_model_sync_lowp(m, t->offset, t->numel))) return esmt_fail_prefix(st, "%s: ", fn);
   }
   return ESMT_OK;
+}
+
+esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_master) {
+  if (esmt_offload_is_master(m, buf)) { /* both in host memory */
+    if (to_master) memcpy(buf, host, (size_t)bytes);
+    else memcpy(host, buf, (size_t)bytes);
+    return ESMT_OK;
+  }
+  esmtb_status cs = to_master
+      ? m->ops->copy_async(m->dev, buf, host, bytes, ESMTB_COPY_H2D, m->stream)
+      : m->ops->copy_async(m->dev, host, buf, bytes, ESMTB_COPY_D2H, m->stream);
+  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  return cs ? esmt_fail_prefix((esmt_status)cs, "copy: ") : ESMT_OK;
 }
 
 esmt_status esmt_model_read_tensor(esmt_model *m, const char *name, esmt_buffer which, float *dst,
@@ -361,6 +392,7 @@ esmt_status esmt_model_backward(esmt_model *m) {
   if (!m->have_forward)
     return esmt_fail(ESMT_ERR_STATE, "%s: no forward pass to differentiate (call "
                      "esmt_model_forward first; weights written since invalidate it)", fn);
+  esmt_offload_grads_changed(m); /* no-op unless offloaded and not streaming */
   esmt_status st = esmt_model_run_backward(m);
   if (st) return st;
   m->have_forward = 0; /* activations are consumed */
@@ -369,6 +401,7 @@ esmt_status esmt_model_backward(esmt_model *m) {
 
 esmt_status esmt_model_zero_grad(esmt_model *m) {
   ESMT_CHECK_ARG(m, "esmt_model_zero_grad", "model is NULL");
+  esmt_offload_grads_changed(m);
   esmtb_status cs = m->ops->memset_async(m->dev, m->grads, 0, m->layout.total * sizeof(float),
                                          m->stream);
   return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_zero_grad: ") : ESMT_OK;
@@ -415,6 +448,12 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
     a.params_lowp = m->params_lowp;
     a.lowp_dtype = m->dtype;
   }
+  if (m->offload) { /* the host optimizer on the host buffers (offload.c) */
+    st = esmt_offload_adamw(m, &a);
+    free(segs);
+    m->have_forward = 0;
+    return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
+  }
   esmtb_status bs = m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream) : ESMT_ERR_UNSUPPORTED;
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream); /* segs is read by the op */
   free(segs);
@@ -425,8 +464,14 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
 esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
   const char *fn = "esmt_model_grad_norm";
   ESMT_CHECK_ARG(m && norm, fn, "model and norm must not be NULL");
-  esmtb_sumsq_args s = {sizeof s, m->layout.total, m->grads, m->scalar};
   float sum = 0.0f;
+  if (m->offload) { /* on the host copy of the gradients */
+    esmt_status st = esmt_offload_grad_sumsq(m, &sum);
+    if (st) return esmt_fail_prefix(st, "%s: ", fn);
+    *norm = sqrt((double)sum);
+    return ESMT_OK;
+  }
+  esmtb_sumsq_args s = {sizeof s, m->layout.total, m->grads, m->scalar};
   esmtb_status bs = m->ops->memset_async(m->dev, m->scalar, 0, sizeof(float), m->stream);
   if (!bs) bs = m->ops->sumsq ? m->ops->sumsq(m->dev, &s, m->stream) : ESMT_ERR_UNSUPPORTED;
   if (!bs) bs = m->ops->copy_async(m->dev, &sum, m->scalar, sizeof sum, ESMTB_COPY_D2H, m->stream);

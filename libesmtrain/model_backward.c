@@ -2,11 +2,12 @@
  * m->grads (so micro-batches accumulate); d_resid carries the gradient of
  * the residual stream from the head down to the embedding. */
 #include "model.h"
+#include "offload.h"
 
 /* Activations and their gradients are in the compute dtype; every
  * parameter gradient accumulates in fp32 (m->grads), LayerNorm reads the
  * fp32 master w/b, Linear weights come from esmt_weight. */
-#define W32(off) (m->params + (off))
+#define W32(off) esmt_norm_param(m, (off))
 #define G(off) (m->grads + (off))
 
 /* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
@@ -66,6 +67,12 @@ static esmt_status gelu_backward(esmt_model *m, const void *pre, void *d, uint64
 /* Tell the data-parallel hook that gradients from `from` on are final. The
  * queued ops must have finished writing them first. */
 static esmt_status grads_ready(esmt_model *m, uint64_t from) {
+  /* Optimizer offload queues this bucket's D2H copy behind an event: no
+   * host wait (offload.c). */
+  if (m->offload) {
+    esmt_status ost = esmt_offload_grads_ready(m, from);
+    if (ost) return ost;
+  }
   if (!m->grads_ready) return ESMT_OK;
   esmtb_status st = m->ops->stream_sync(m->dev, m->stream);
   if (st) return esmt_fail_prefix((esmt_status)st, "backward: stream sync: ");

@@ -8,7 +8,7 @@
 /* Activations and Linear weights/biases are in the compute dtype m->dtype
  * (weights from the half copy when there is one: esmt_weight); LayerNorm
  * weights are the fp32 masters (the ABI's w/b are fp32). */
-#define W32(off) (m->params + (off))
+#define W32(off) esmt_norm_param(m, (off))
 
 /* y[N,out] = x[N,in] . W[out,in]^T + b, optionally GELU (pre-activation kept). */
 static esmt_status linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *y,

@@ -59,11 +59,9 @@ esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed) {
     fill_tensor(t, i, seed, host);
     if (t->offset == m->layout.embed) /* the <pad> row */
       memset(host + (size_t)ESMT_TOKEN_PAD * m->d, 0, (size_t)m->d * sizeof *host);
-    esmtb_status cs = m->ops->copy_async(m->dev, m->params + t->offset, host,
-                                         t->numel * sizeof *host, ESMTB_COPY_H2D, m->stream);
-    /* The host buffer is reused: wait for the copy before refilling it. */
-    if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-    if (cs) st = esmt_fail_prefix((esmt_status)cs, "model init: copying %s: ", t->name);
+    /* The host buffer is reused: the copy completes before refilling it. */
+    st = esmt_master_copy(m, host, m->params + t->offset, t->numel * sizeof *host, 1);
+    if (st) st = esmt_fail_prefix(st, "model init: copying %s: ", t->name);
   }
   free(host);
   return st;

@@ -6,6 +6,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "offload.h"
 
 #define MIB (1024ull * 1024ull)
 #define GEMM_WORKSPACE (32 * MIB) /* cuBLASLt workspace and reduction scratch */
@@ -44,18 +45,23 @@ static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, 
   p->device[ESMT_MEM_COMPUTE_WEIGHTS] = (r->precision == ESMT_PRECISION_FP32 && !offload) ? 0 : P * es;
   p->device[ESMT_MEM_MASTER_WEIGHTS] = offload ? 0 : P * 4;
   p->device[ESMT_MEM_MOMENTS] = offload ? 0 : P * 8;
-  /* Offload streams layer gradients to the host through two staging
-   * buffers (one filling, one copying out). */
-  p->device[ESMT_MEM_GRADIENTS] = offload ? 2 * layer * es + ends * 4 : P * 4;
+  /* The fp32 gradients stay on the device (micro-batches accumulate into
+   * them); under offload the last backward streams them to the host
+   * bucket by bucket (offload.c). */
+  (void)layer; (void)ends;
+  p->device[ESMT_MEM_GRADIENTS] = P * 4;
   p->device[ESMT_MEM_ACTIVATIONS] =
       esmt_activation_bytes(&r->model, B, r->seq_len, (int)es, recompute);
   uint64_t half = (uint64_t)(r->model.hidden_size / r->model.num_heads) / 2;
   p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model.max_positions * half * 4;
+  if (offload && es != 4) /* fp32 LayerNorm w/b beside the half weights (offload.c) */
+    p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(&r->model, (int)es) - P * es;
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
-  /* Host: master, moments and fp32 gradients live there under offload. */
-  p->host_pinned = offload ? P * 16 : 0;
+  /* Host: master, moments, fp32 gradients (and the F16/BF16 staging image)
+   * live there under offload: exactly what offload.c allocates. */
+  p->host_pinned = offload ? esmt_offload_host_bytes(&r->model, (int)es) : 0;
   p->fits = !r->device_budget || p->device_total <= r->device_budget;
 }
 
@@ -96,7 +102,7 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   /* Policies from cheapest to dearest, restricted by what was forced. */
   static const int order[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
   esmt_plan best = *plan;
-  int found = 0;
+  int found = 0, have = 0; /* have: best holds an attempt (a forced policy may skip i == 0) */
   for (int i = 0; i < 4 && !found; i++) {
     int off = order[i][0], rec = order[i][1];
     if ((r->offload_optimizer >= 0 && off != r->offload_optimizer) ||
@@ -109,7 +115,8 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     } else {
       found = largest_batch(&req, P, off, rec, MAX_AUTO_BATCH, &p) > 0;
     }
-    if (found || i == 0 || p.device_total < best.device_total) best = p;
+    if (found || !have || p.device_total < best.device_total) best = p;
+    have = 1;
   }
   uint32_t size = plan->struct_size;
   *plan = best;

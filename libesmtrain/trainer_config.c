@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "offload.h"
 #include "trainer.h"
 
 /* train.overfit_batches: the first N batches of a loader, over and over. */
@@ -46,6 +47,53 @@ static esmt_precision precision_of(const esmt_config *c) {
        : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
 }
 
+/* offload.optimizer (+ offload.pinned_memory_limit): on, off, or auto =
+ * what the memory planner picks for backend.device_memory_limit at this
+ * shape (no limit: off). The planner request mirrors `esmtrain-example
+ * plan`/`train --validate` so that the printed plan is the one applied. */
+static esmt_status offload_policy(esmt_context *ctx, const esmt_config *c,
+                                  const esmt_model_config *mc, esmt_offload_options *o) {
+  memset(o, 0, sizeof *o);
+  uint64_t pinned = 0, budget = 0;
+  esmt_config_get_bytes(c, "offload.pinned_memory_limit", &pinned);
+  esmt_config_get_bytes(c, "backend.device_memory_limit", &budget);
+  o->pinned_limit = pinned;
+  const char *off = gs(c, "offload.optimizer");
+  if (!strcmp(off, "on") || !strcmp(off, "off")) {
+    o->enabled = !strcmp(off, "on");
+    return ESMT_OK;
+  }
+  if (!budget) return ESMT_OK; /* auto without a budget: everything on the device */
+  esmtb_dtype dt = ESMTB_F32;
+  esmt_status st = esmt_resolve_precision(ctx->backend->ops, (int)mc->precision, &dt);
+  if (st) return st;
+  esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
+  pr.model = *mc;
+  pr.model.precision = ESMT_PRECISION_FP32;
+  pr.seq_len = (int)gi(c, "data.max_len");
+  pr.micro_batch = (int)gi(c, "data.micro_batch");
+  if (!pr.micro_batch && pr.seq_len > 0) pr.micro_batch = (int)(gi(c, "data.tokens_per_batch") / pr.seq_len);
+  if (pr.micro_batch < 1) pr.micro_batch = 1;
+  pr.precision = dt == ESMTB_F16 ? ESMT_PRECISION_FP16 : dt == ESMTB_BF16 ? ESMT_PRECISION_BF16
+                                                                         : ESMT_PRECISION_FP32;
+  pr.device_budget = budget;
+  /* The model does not recompute activations yet (esmt_model_reserve
+   * carves the full arena), so "auto" must not let the planner pick a
+   * recompute-only policy that leaves the optimizer on the device. */
+  const char *rec = gs(c, "offload.recompute");
+  pr.recompute = !strcmp(rec, "on") ? 1 : 0;
+  if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20; /* CUDA context */
+  esmt_plan plan = ESMT_PLAN_INIT;
+  st = esmt_plan_memory(&pr, &plan);
+  if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
+  esmt_clear_error();
+  o->enabled = plan.offload_optimizer;
+  esmt_logger_log(&ctx->logger, plan.fits ? ESMT_LOG_INFO : ESMT_LOG_WARN,
+                  "offload.optimizer auto: %s for backend.device_memory_limit %.2f GiB (%s)",
+                  o->enabled ? "on" : "off", (double)budget / 1073741824.0, plan.advice);
+  return ESMT_OK;
+}
+
 esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
                                             const esmt_trainer_options *base,
                                             esmt_trainer **out) {
@@ -75,7 +123,10 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   uint64_t bucket = 0;
   esmt_config_get_bytes(cfg, "dist.bucket_size", &bucket);
   if ((st = esmt_dp_create_from_env(bucket, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
-  if ((st = esmt_model_create(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &model))) goto fail;
+  esmt_offload_options oo;
+  if ((st = offload_policy(ctx, cfg, &mc, &oo))) goto fail;
+  if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
+    goto fail;
 
   esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
   lo.dir = data;

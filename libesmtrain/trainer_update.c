@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trainer_update.h"
 
+#include "offload.h"
+
 #include <math.h>
 #include <stdio.h>
 #include <string.h>
@@ -64,10 +66,20 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     double t1 = esmt_now_s();
     /* the last backward of the update overlaps the gradient all-reduce */
     if (i == n - 1 && (st = esmt_dp_grads_arm(p->dp, m))) return st;
+    /* ... and, with optimizer offload, the gradient copy to the host (not
+     * with data parallelism: the all-reduce must finish first, and the
+     * host then pulls the reduced gradients in one copy) */
+    if (i == n - 1 && !p->dp && (st = esmt_offload_arm(m))) return st;
     st = esmt_model_backward(m);
     if (i == n - 1) {
-      if (st) esmt_dp_grads_cancel(p->dp, m);
-      else st = esmt_dp_grads_finish(p->dp, m);
+      if (st) {
+        esmt_dp_grads_cancel(p->dp, m);
+        esmt_offload_cancel(m);
+      } else {
+        st = esmt_dp_grads_finish(p->dp, m);
+        if (!st) st = esmt_offload_finish(m);
+        else esmt_offload_cancel(m);
+      }
     }
     if (st) return st;
     r->t_forward += t1 - t0;
@@ -82,6 +94,7 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
                                          ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
     if (cs) return esmt_fail_prefix((esmt_status)cs, "test hook: ");
+    esmt_offload_grads_changed(m); /* the host copy must see it too */
   }
   double t2 = esmt_now_s();
   if ((st = esmt_model_grad_norm(m, &r->grad_norm))) return st;

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "model.h"
+#include "offload.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
 
@@ -31,7 +32,11 @@ static void test_650m_on_8gb(void **state) {
   assert_int_equal(p.device[ESMT_MEM_MASTER_WEIGHTS], 0);
   assert_int_equal(p.device[ESMT_MEM_MOMENTS], 0);
   assert_int_equal(p.device[ESMT_MEM_COMPUTE_WEIGHTS], p.parameters * 2);
-  assert_int_equal(p.host_pinned, p.parameters * 16);
+  /* fp32 master, m, v, gradients; the fp16 staging image of the weights
+   * (then the fp32 LayerNorm w/b) that one H2D copy uploads: exactly what
+   * offload.c allocates (test_offload checks the allocation) */
+  assert_int_equal(p.host_pinned, esmt_offload_host_bytes(&r.model, 2));
+  assert_true(p.host_pinned > p.parameters * 18 && p.host_pinned < p.parameters * 18 + (1u << 20));
   uint64_t sum = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) sum += p.device[i];
   assert_int_equal(sum, p.device_total);
@@ -107,6 +112,24 @@ static void test_recompute_and_auto_batch(void **state) {
   assert_true(b.device_total > 6 * GIB);
 }
 
+/* A forced policy that does not fit (and is not the first in the search
+ * order) still reports its attempt. */
+static void test_forced_offload_that_does_not_fit(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t33_650M", 6, 512, ESMT_PRECISION_FP16, 8 * GIB);
+  r.runtime_overhead = 512ull << 20;
+  r.offload_optimizer = 1;
+  r.recompute = 0;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_OUT_OF_MEMORY);
+  assert_true(p.offload_optimizer);
+  assert_false(p.recompute);
+  assert_int_equal(p.micro_batch, 6);
+  assert_true(p.device_total > 8 * GIB);
+  assert_int_equal(p.device[ESMT_MEM_GRADIENTS], p.parameters * 4); /* fp32 grads stay */
+  assert_int_equal(p.host_pinned, esmt_offload_host_bytes(&r.model, 2));
+}
+
 static void test_misuse(void **state) {
   (void)state;
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
@@ -126,6 +149,7 @@ int main(void) {
       cmocka_unit_test(test_unlimited_budget_is_plain),
       cmocka_unit_test(test_matches_real_arena),
       cmocka_unit_test(test_recompute_and_auto_batch),
+      cmocka_unit_test(test_forced_offload_that_does_not_fit),
       cmocka_unit_test(test_misuse),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);

@@ -1,0 +1,313 @@
+/* Optimizer offload: host buffers, the gradient copy schedule, the host
+ * AdamW and the weight push. The schedule is described in offload.h. */
+#include "offload.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#define MIB(b) ((double)(b) / 1048576.0)
+#define ALIGN256(x) (((x) + 255u) & ~(uint64_t)255u)
+
+int esmt_norm_tensor_count(const esmt_model_config *cfg) { return 4 * cfg->num_layers + 4; }
+
+uint64_t esmt_offload_compute_bytes(const esmt_model_config *cfg, int esize) {
+  uint64_t P = 0;
+  esmt_model_config_param_count(cfg, &P);
+  if (esize == 4) return P * 4;
+  return ALIGN256(P * (uint64_t)esize) +
+         (uint64_t)esmt_norm_tensor_count(cfg) * (uint64_t)cfg->hidden_size * 4;
+}
+
+uint64_t esmt_offload_host_bytes(const esmt_model_config *cfg, int esize) {
+  uint64_t P = 0;
+  esmt_model_config_param_count(cfg, &P);
+  /* master weights, AdamW m and v, gradients; the staging image in half */
+  return P * 16 + (esize == 4 ? 0 : esmt_offload_compute_bytes(cfg, esize));
+}
+
+int esmt_offload_is_master(const esmt_model *m, const void *buf) {
+  if (!m->offload || !buf) return 0;
+  const char *b = buf;
+  const uint64_t bytes = m->layout.total * sizeof(float);
+  const float *mb[3] = {m->params, m->adam_m, m->adam_v};
+  for (int i = 0; i < 3; i++)
+    if (b >= (const char *)mb[i] && b < (const char *)mb[i] + bytes) return 1;
+  return 0;
+}
+
+/* One host buffer: pinned while under the cap, pageable past it. */
+static esmt_status host_alloc(esmt_model *m, uint64_t bytes, const char *what, void **out) {
+  esmt_offload *o = m->offload;
+  const esmt_logger *lg = &m->ctx->logger;
+  void *p = NULL;
+  int pinned = 0;
+  if (!o->pinned_limit || o->pinned_bytes + bytes <= o->pinned_limit) {
+    esmtb_status bs = m->ops->alloc(m->dev, ESMTB_MEM_PINNED_HOST, bytes, &p);
+    if (!bs && p) {
+      pinned = 1;
+    } else {
+      p = NULL;
+      esmt_logger_log(lg, ESMT_LOG_WARN,
+                      "offload: pinned allocation of %s (%.1f MiB) failed (%s); using pageable "
+                      "host memory (slower copies)", what, MIB(bytes), esmt_last_error());
+    }
+  } else {
+    esmt_logger_log(lg, ESMT_LOG_WARN,
+                    "offload: %s (%.1f MiB) in pageable host memory: offload.pinned_memory_limit "
+                    "%.1f MiB would be exceeded (%.1f MiB pinned so far); its copies are slower",
+                    what, MIB(bytes), MIB(o->pinned_limit), MIB(o->pinned_bytes));
+  }
+  if (!p) {
+    p = aligned_alloc(64, (size_t)((bytes + 63) / 64 * 64));
+    if (!p)
+      return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "offload: out of host memory for %s (%.1f MiB)",
+                       what, MIB(bytes));
+  }
+  o->bufs[o->nbufs].ptr = p;
+  o->bufs[o->nbufs].bytes = bytes;
+  o->bufs[o->nbufs].pinned = pinned;
+  o->nbufs++;
+  if (pinned) o->pinned_bytes += bytes;
+  else o->pageable_bytes += bytes;
+  memset(p, 0, (size_t)bytes);
+  *out = p;
+  return ESMT_OK;
+}
+
+static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
+  esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
+  if (st)
+    return esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what, MIB(bytes));
+  return ESMT_OK;
+}
+
+static const esmt_backend_entry *host_backend(const esmt_context *ctx) {
+  for (int i = 0; i < ctx->registry.count; i++) {
+    const esmt_backend_entry *e = &ctx->registry.entries[i];
+    if (e->loaded && e->probe.available && strcmp(e->name, "cpu") == 0) return e;
+  }
+  return NULL;
+}
+
+esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
+  const char *fn = "esmt_model_create: offload";
+  esmt_offload *o = calloc(1, sizeof *o);
+  if (!o) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  m->offload = o;
+  o->pinned_limit = opt->pinned_limit;
+  const esmt_backend_entry *he = host_backend(m->ctx);
+  if (!he)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the host optimizer is the cpu backend (cpu.so), "
+                     "which was not loaded from %s", fn,
+                     m->ctx->registry.searched[0] ? m->ctx->registry.searched : "the backend path");
+  o->hops = he->ops;
+  if (!o->hops->open || !o->hops->adamw || !o->hops->sumsq || !o->hops->convert)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the cpu backend lacks adamw, sumsq or convert", fn);
+  if (!m->ops->stream_create || !m->ops->event_create || !m->ops->event_record ||
+      !m->ops->stream_wait_event)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s has no streams/events", fn, m->ops->name);
+  esmtb_open_options oo = {sizeof oo, 0, m->ctx->num_threads, 0};
+  esmtb_status bs = o->hops->open(&oo, &o->hdev);
+  if (!bs) bs = m->ops->stream_create(m->dev, &o->copy);
+  if (!bs) bs = m->ops->event_create(m->dev, &o->ready);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+
+  /* LayerNorm w/b: where the kernels find them in F16/BF16. */
+  m->n_norm = esmt_norm_tensor_count(&m->cfg);
+  m->norm_offs = malloc((size_t)m->n_norm * sizeof *m->norm_offs);
+  if (!m->norm_offs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  const esmt_layout *ly = &m->layout;
+  int k = 0;
+  for (int l = 0; l < m->L; l++) {
+    m->norm_offs[k++] = ly->layers[l].ln1_w;
+    m->norm_offs[k++] = ly->layers[l].ln1_b;
+    m->norm_offs[k++] = ly->layers[l].ln2_w;
+    m->norm_offs[k++] = ly->layers[l].ln2_b;
+  }
+  m->norm_offs[k++] = ly->lnf_w;
+  m->norm_offs[k++] = ly->lnf_b;
+  m->norm_offs[k++] = ly->head_ln_w;
+  m->norm_offs[k++] = ly->head_ln_b;
+
+  const uint64_t P = ly->total, bytes = P * sizeof(float);
+  const int es = (int)m->esize;
+  const uint64_t need = esmt_offload_host_bytes(&m->cfg, es);
+  esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
+                  "offload: optimizer on the host (%s AdamW): %.1f MiB of host RAM (fp32 master "
+                  "weights, AdamW m and v, fp32 gradients%s), pinned %s %.1f MiB; the device "
+                  "keeps the %s weights and fp32 gradients",
+                  o->hops->name, MIB(need), es == 4 ? "" : ", the compute-weight staging copy",
+                  o->pinned_limit ? "up to offload.pinned_memory_limit" : "all (no cap):",
+                  MIB(o->pinned_limit ? o->pinned_limit : need), esmt_dtype_name(m->dtype));
+  /* Pinned first where the DMA engine reads or writes: the gradients (D2H)
+   * and the upload source (the staging image in half, the master in fp32);
+   * the moments are only touched by the host AdamW, so under a cap they are
+   * the first to go pageable. */
+  esmt_status st = host_alloc(m, bytes, "host gradients", (void **)&o->grads);
+  if (!st && es != 4) {
+    o->staging_bytes = esmt_offload_compute_bytes(&m->cfg, es);
+    st = host_alloc(m, o->staging_bytes, "compute-weight staging", &o->staging);
+  }
+  if (!st) st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->params);
+  if (!st) st = host_alloc(m, bytes, "AdamW first moments", (void **)&m->adam_m);
+  if (!st) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->adam_v);
+  if (st) return st;
+  if (es == 4) {
+    st = dev_alloc(m, bytes, (void **)&m->params_dev, "fp32 compute weights");
+  } else {
+    st = dev_alloc(m, o->staging_bytes, &m->params_lowp, "half-precision weights and norms");
+    if (!st) m->norm_dev = (float *)(void *)((char *)m->params_lowp + ALIGN256(P * (uint64_t)es));
+  }
+  return st;
+}
+
+void esmt_offload_destroy(esmt_model *m) {
+  esmt_offload *o = m->offload;
+  if (!o) return;
+  if (m->dev) {
+    if (o->copy) {
+      m->ops->stream_sync(m->dev, o->copy);
+      m->ops->stream_destroy(m->dev, o->copy);
+    }
+    if (o->ready) m->ops->event_destroy(m->dev, o->ready);
+  }
+  for (int i = 0; i < o->nbufs; i++) {
+    if (o->bufs[i].pinned) m->ops->free(m->dev, ESMTB_MEM_PINNED_HOST, o->bufs[i].ptr);
+    else free(o->bufs[i].ptr);
+  }
+  if (o->hdev) o->hops->close(o->hdev);
+  free(m->norm_offs);
+  m->norm_offs = NULL;
+  m->params = m->adam_m = m->adam_v = NULL;
+  free(o);
+  m->offload = NULL;
+}
+
+static esmt_status h2d(esmt_model *m, void *dst, const void *src, uint64_t bytes) {
+  esmtb_status cs = m->ops->copy_async(m->dev, dst, src, bytes, ESMTB_COPY_H2D, m->stream);
+  return cs ? esmt_fail_prefix((esmt_status)cs, "offload: weight upload: ") : ESMT_OK;
+}
+
+/* The fp32 LayerNorm w/b into the staging image, after the half weights. */
+static float *gather_norms(esmt_model *m) {
+  esmt_offload *o = m->offload;
+  float *dst = (float *)(void *)((char *)o->staging +
+                                 ALIGN256(m->layout.total * (uint64_t)m->esize));
+  for (int i = 0; i < m->n_norm; i++)
+    memcpy(dst + (uint64_t)i * m->d, m->params + m->norm_offs[i], (size_t)m->d * sizeof(float));
+  return dst;
+}
+
+esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t count) {
+  esmt_offload *o = m->offload;
+  esmt_status st;
+  if (!m->params_lowp) {
+    st = h2d(m, m->params_dev + offset, m->params + offset, count * sizeof(float));
+  } else {
+    esmtb_convert_args c = {sizeof c, count, m->params + offset, ESMTB_F32,
+                            (char *)o->staging + offset * m->esize, m->dtype};
+    esmtb_status bs = o->hops->convert(o->hdev, &c, NULL);
+    if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: converting the weights: ");
+    const float *norms = gather_norms(m);
+    st = h2d(m, (char *)m->params_lowp + offset * m->esize, (char *)o->staging + offset * m->esize,
+             count * m->esize);
+    if (!st) st = h2d(m, m->norm_dev, norms, (uint64_t)m->n_norm * m->d * sizeof(float));
+  }
+  esmtb_status ss = st ? 0 : m->ops->stream_sync(m->dev, m->stream);
+  if (ss) st = esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ");
+  m->have_forward = 0;
+  return st;
+}
+
+esmt_status esmt_offload_arm(esmt_model *m) {
+  esmt_offload *o = m->offload;
+  if (!o) return ESMT_OK;
+  /* The copy stream may still hold nothing: every update ends in finish. */
+  o->armed = 1;
+  o->pending_end = m->layout.total;
+  o->host_grads_valid = 0;
+  return ESMT_OK;
+}
+
+esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from) {
+  esmt_offload *o = m->offload;
+  if (!o || !o->armed || from >= o->pending_end) return ESMT_OK;
+  /* Bucket [from, pending_end): ordered after the compute stream's work so
+   * far by the event, copied while the compute stream goes on. */
+  esmtb_status bs = m->ops->event_record(m->dev, o->ready, m->stream);
+  if (!bs) bs = m->ops->stream_wait_event(m->dev, o->copy, o->ready);
+  if (!bs)
+    bs = m->ops->copy_async(m->dev, o->grads + from, m->grads + from,
+                            (o->pending_end - from) * sizeof(float), ESMTB_COPY_D2H, o->copy);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient copy: ");
+  o->pending_end = from;
+  o->buckets_streamed++;
+  return ESMT_OK;
+}
+
+esmt_status esmt_offload_finish(esmt_model *m) {
+  esmt_offload *o = m->offload;
+  if (!o || !o->armed) return ESMT_OK;
+  o->armed = 0;
+  esmtb_status bs = m->ops->stream_sync(m->dev, o->copy);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient copy: ");
+  o->host_grads_valid = o->pending_end == 0; /* else pulled in one copy later */
+  return ESMT_OK;
+}
+
+void esmt_offload_cancel(esmt_model *m) {
+  esmt_offload *o = m->offload;
+  if (!o) return;
+  if (o->armed) m->ops->stream_sync(m->dev, o->copy);
+  o->armed = 0;
+  o->host_grads_valid = 0;
+}
+
+void esmt_offload_grads_changed(esmt_model *m) {
+  if (m->offload && !m->offload->armed) m->offload->host_grads_valid = 0;
+}
+
+esmt_status esmt_offload_pull_grads(esmt_model *m) {
+  esmt_offload *o = m->offload;
+  if (o->host_grads_valid) return ESMT_OK;
+  esmtb_status bs = m->ops->copy_async(m->dev, o->grads, m->grads, m->layout.total * sizeof(float),
+                                       ESMTB_COPY_D2H, m->stream);
+  if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient download: ");
+  o->host_grads_valid = 1;
+  o->full_pulls++;
+  return ESMT_OK;
+}
+
+esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum) {
+  esmt_offload *o = m->offload;
+  esmt_status st = esmt_offload_pull_grads(m);
+  if (st) return st;
+  *sum = 0.0f;
+  esmtb_sumsq_args s = {sizeof s, m->layout.total, o->grads, sum};
+  esmtb_status bs = o->hops->sumsq(o->hdev, &s, NULL);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "offload: host gradient norm: ") : ESMT_OK;
+}
+
+esmt_status esmt_offload_adamw(esmt_model *m, esmtb_adamw_args *a) {
+  esmt_offload *o = m->offload;
+  esmt_status st = esmt_offload_pull_grads(m);
+  if (st) return st;
+  a->params = m->params;
+  a->grads = o->grads;
+  a->m = m->adam_m;
+  a->v = m->adam_v;
+  a->params_lowp = m->params_lowp ? o->staging : NULL; /* the compute dtype, for one upload */
+  a->lowp_dtype = m->dtype;
+  esmtb_status bs = o->hops->adamw(o->hdev, a, NULL);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: host AdamW: ");
+  if (!m->params_lowp) {
+    st = h2d(m, m->params_dev, m->params, m->layout.total * sizeof(float));
+  } else {
+    gather_norms(m);
+    st = h2d(m, m->params_lowp, o->staging, o->staging_bytes);
+  }
+  esmtb_status ss = st ? 0 : m->ops->stream_sync(m->dev, m->stream);
+  return ss ? esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ") : st;
+}

@@ -1,0 +1,113 @@
+/* Optimizer offload (issue #7): fp32 master weights, AdamW moments and a
+ * host copy of the fp32 gradients live in (pinned) host memory; the device
+ * keeps the compute-dtype weights and the fp32 gradients. The host AdamW
+ * is the cpu backend's (cpu.so loaded from the registry as a second "host"
+ * ops table). Shared unchanged by every GPU backend: only the ABI's alloc
+ * (ESMTB_MEM_PINNED_HOST), copy_async, streams and events are used.
+ *
+ * Schedule of one update (k micro-batches):
+ *
+ *   micro-batches 1..k-1   forward/backward, gradients accumulate on the device
+ *   micro-batch k          esmt_offload_arm(); backward calls the model's
+ *                          grads_ready point as each bucket [from, end) of
+ *                          gradients becomes final (LM head + final LN, each
+ *                          layer top-down, the embedding last): we record an
+ *                          event on the compute stream, make the copy stream
+ *                          wait for it and queue the D2H copy of that bucket
+ *                          there, so the copies overlap the rest of backward
+ *   esmt_offload_finish()  waits for the copy stream: host gradients valid
+ *   grad norm / clip       on the host copy (the cpu backend's sumsq)
+ *   AdamW                  the cpu backend's adamw on the host buffers; in
+ *                          F16/BF16 it also writes the compute-dtype weights
+ *                          into a pinned staging buffer (followed by the fp32
+ *                          LayerNorm w/b the kernels read)
+ *   push                   one H2D copy of the new compute weights (the
+ *                          staging buffer, or the fp32 master itself in fp32)
+ *
+ * A backward that was not armed (the public API used directly, or data
+ * parallelism, whose all-reduce must finish before the copy) leaves the
+ * host copy stale; the norm and AdamW then pull all gradients in one copy.
+ *
+ * Host memory is taken with ops->alloc(ESMTB_MEM_PINNED_HOST) while the
+ * total stays within offload.pinned_memory_limit; a buffer past the cap (or
+ * whose pinned allocation fails) falls back to pageable malloc, logged.
+ * The buffers the copies use are allocated (so pinned) first: gradients,
+ * the staging image, the master; then the moments (host-only). */
+#ifndef ESMTRAIN_OFFLOAD_H
+#define ESMTRAIN_OFFLOAD_H
+
+#include "model.h"
+
+typedef struct esmt_offload_options {
+  int enabled;                /* 1: master weights and moments on the host */
+  uint64_t pinned_limit;      /* bytes of page-locked memory at most; 0 = no cap */
+} esmt_offload_options;
+
+#define ESMT_OFFLOAD_MAX_BUFS 5
+
+typedef struct esmt_offload esmt_offload;
+
+struct esmt_offload {
+  const esmtb_ops *hops;      /* the host optimizer: cpu.so's table */
+  esmtb_device *hdev;
+  esmtb_stream *copy;         /* device stream for the gradient D2H copies */
+  esmtb_event *ready;         /* recorded on the compute stream per bucket */
+  float *grads;               /* host fp32 gradients, layout.total */
+  void *staging;              /* F16/BF16: host image of the device compute buffer */
+  uint64_t staging_bytes;
+  struct {
+    void *ptr;
+    uint64_t bytes;
+    int pinned;
+  } bufs[ESMT_OFFLOAD_MAX_BUFS];
+  int nbufs;
+  uint64_t pinned_limit, pinned_bytes, pageable_bytes;
+  int armed;                  /* streaming the current backward's buckets */
+  uint64_t pending_end;       /* buckets [from, pending_end) not yet queued */
+  int host_grads_valid;       /* host grads equal the device grads */
+  uint64_t buckets_streamed;  /* statistics: copies queued from grads_ready */
+  uint64_t full_pulls;        /* ... and whole-buffer pulls */
+};
+
+/* Host bytes an offloaded model allocates (master weights, moments, host
+ * gradients, and for F16/BF16 the staging image): the planner's figure. */
+ESMT_HIDDEN uint64_t esmt_offload_host_bytes(const esmt_model_config *cfg, int esize);
+
+/* Bytes of the device compute-weight buffer under offload in F16/BF16:
+ * the half weights (padded to 256 bytes) then the fp32 LayerNorm w/b. */
+ESMT_HIDDEN uint64_t esmt_offload_compute_bytes(const esmt_model_config *cfg, int esize);
+
+/* Number of LayerNorm w/b tensors (each hidden_size floats). */
+ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
+
+/* During esmt_model_create: open the host optimizer, allocate the host
+ * buffers (setting m->params, m->adam_m, m->adam_v) and the device
+ * compute weights; logs the host RAM needed. */
+ESMT_HIDDEN esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *o);
+ESMT_HIDDEN void esmt_offload_destroy(esmt_model *m);
+
+/* 1 when buf points into a host master buffer (params, adam_m, adam_v). */
+ESMT_HIDDEN int esmt_offload_is_master(const esmt_model *m, const void *buf);
+
+/* Refresh the device compute weights from the host master (elements
+ * [offset, offset+count); the fp32 LayerNorm copies always). */
+ESMT_HIDDEN esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t count);
+
+/* Stream the next backward's gradients to the host bucket by bucket. */
+ESMT_HIDDEN esmt_status esmt_offload_arm(esmt_model *m);
+/* The backward's grads_ready point: [from, total) are final. */
+ESMT_HIDDEN esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from);
+/* Wait for the streamed copies (after an armed backward); cancel on error. */
+ESMT_HIDDEN esmt_status esmt_offload_finish(esmt_model *m);
+ESMT_HIDDEN void esmt_offload_cancel(esmt_model *m);
+/* The device gradients changed (zero_grad, backward, a write). */
+ESMT_HIDDEN void esmt_offload_grads_changed(esmt_model *m);
+/* Make the host gradients current (one D2H copy unless streamed). */
+ESMT_HIDDEN esmt_status esmt_offload_pull_grads(esmt_model *m);
+
+/* Global gradient sum of squares on the host copy. */
+ESMT_HIDDEN esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum);
+/* Host AdamW on the host buffers, then the compute weights to the device. */
+ESMT_HIDDEN esmt_status esmt_offload_adamw(esmt_model *m, esmtb_adamw_args *a);
+
+#endif
