@@ -126,6 +126,10 @@ struct esmt_model {
    * all-reduce can overlap the rest of backward. */
   void (*grads_ready)(void *user, uint64_t from);
   void *grads_ready_user;
+  /* 0: backward waits for m->stream before each call (the hook reads the
+   * gradients on the host). 1: the hook orders its own device work after
+   * the queued ops (an event on m->stream), so backward does not wait. */
+  int grads_ready_async;
 };
 
 /* A weight at element offset `off` as the compute ops read it (the half

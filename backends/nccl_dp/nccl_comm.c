@@ -216,6 +216,11 @@ static esmtb_status n_event_sync(esmtb_device *dev, esmtb_event *ev) {
   return watch(s, q_event, (void *)ev, "event_sync");
 }
 
+static void n_comm_abort(esmtb_device *dev) {
+  nccl_state *s = state_of(dev);
+  if (s) kill_comm(s, "this rank gave up (comm_abort)");
+}
+
 /* Finalize (it waits for the communicator's queued work, bounded by the
  * timeout) and destroy; after a failure or timeout abort instead, so that
  * cuda_common's close never waits on an NCCL kernel. */
@@ -247,4 +252,5 @@ void nccl_fill_comm_ops(esmtb_ops *ops) {
   ops->allreduce = n_allreduce;
   ops->comm_unique_id = n_unique_id;
   ops->comm_init = n_comm_init;
+  ops->comm_abort = n_comm_abort;
 }

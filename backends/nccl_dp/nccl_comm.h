@@ -7,7 +7,7 @@
 #include "cuda_common.h"
 
 /* Replace the entries of `ops` (already filled by cuda_common) that the
- * communicator changes: comm_*, allreduce, stream_sync, event_sync, close.
+ * communicator changes: comm_unique_id/init/abort, allreduce, stream_sync, event_sync, close.
  * The previous close/stream_sync/event_sync are kept and called through. */
 CUDA_HIDDEN void nccl_fill_comm_ops(esmtb_ops *ops);
 

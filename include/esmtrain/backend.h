@@ -410,6 +410,11 @@ typedef struct esmtb_ops {
    * opened device before the first allreduce. close() releases it. */
   esmtb_status (*comm_unique_id)(esmtb_device *dev, void *buf, size_t cap, size_t *len);
   esmtb_status (*comm_init)(esmtb_device *dev, const esmtb_comm_init_args *a);
+  /* This rank gives up (it failed mid-step, or a peer did): stop the
+   * communicator's queued work now without waiting for peers, so that
+   * freeing memory and close() cannot block; later allreduce calls fail.
+   * Optional (NULL: nothing to stop). */
+  void (*comm_abort)(esmtb_device *dev);
 } esmtb_ops;
 
 /* Entry symbols a backend exports (names are the ABI). */
