@@ -75,8 +75,13 @@ void esmt_dp_set_step(esmt_dp *dp, int64_t step) {
 
 void esmt_dp_abort(esmt_dp *dp, const char *reason) {
   if (!dp) return;
+  /* `reason` is often esmt_last_error(), which the aborts may overwrite */
+  char why[1024], last[1024];
+  snprintf(why, sizeof why, "%s", reason ? reason : "");
+  snprintf(last, sizeof last, "%s", esmt_last_error());
   esmt_dp_device_abort(dp);
-  esmt_comm_abort(dp->comm, reason);
+  esmt_comm_abort(dp->comm, why);
+  esmt_fail(ESMT_OK, "%s", last);
 }
 
 void esmt_dp_set_timeout(esmt_dp *dp, double seconds) {
