@@ -96,11 +96,7 @@ esmt_status esmt_dp_device_setup(esmt_dp *dp, esmt_model *m) {
   bs = m->ops->stream_create(m->dev, &dp->comm_stream);
   if (!bs) bs = m->ops->event_create(m->dev, &dp->ready_event);
   if ((st = agree(dp, bs, "creating the all-reduce stream"))) return st;
-  if ((st = test_allreduce(dp, m))) return st;
-  esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
-                  "data parallel: gradients summed on the device by %s (rank %d of %d)",
-                  m->ops->name, esmt_dp_rank(dp), esmt_dp_world(dp));
-  return ESMT_OK;
+  return test_allreduce(dp, m);
 }
 
 /* grads_ready hook: queue the all-reduce of every newly complete bucket on
