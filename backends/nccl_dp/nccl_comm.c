@@ -42,14 +42,15 @@ static double now_s(void) {
   return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
-/* Yield for the first millisecond (the usual end-of-step wait is short and
- * latency matters), then sleep 50 us between polls. */
+/* Yield for the first 10 ms (most waits are short and their latency is
+ * step time, as with cudaStreamSynchronize's spin), then sleep 20 us
+ * between polls. */
 static void nap(double waited) {
-  if (waited < 1e-3) {
+  if (waited < 1e-2) {
     sched_yield();
     return;
   }
-  struct timespec ts = {0, 50000};
+  struct timespec ts = {0, 20000};
   nanosleep(&ts, NULL);
 }
 
