@@ -78,6 +78,17 @@ static esmt_status test_allreduce(esmt_dp *dp, esmt_model *m) {
   return ESMT_OK;
 }
 
+/* The backend asks, while it waits on NCCL, whether a peer is known to
+ * have failed: the TCP control channel hears of a dead or aborting rank at
+ * once, while NCCL on one node may wait for the timeout. Runs on the thread
+ * that waits (the training thread, the only user of dp->comm here). */
+static const char *peer_failed(void *user) {
+  esmt_dp *dp = user;
+  if (esmt_comm_check_peers(dp->comm) == ESMT_OK) return NULL;
+  snprintf(dp->peer_text, sizeof dp->peer_text, "%s", esmt_last_error());
+  return dp->peer_text;
+}
+
 esmt_status esmt_dp_device_setup(esmt_dp *dp, esmt_model *m) {
   if (dp->on_device) {
     if (dp->m == m) return ESMT_OK;
@@ -88,7 +99,7 @@ esmt_status esmt_dp_device_setup(esmt_dp *dp, esmt_model *m) {
   esmt_status st = share_id(dp, m, id, &len);
   if (st) return st;
   esmtb_comm_init_args a = {sizeof a, esmt_dp_rank(dp), esmt_dp_world(dp), id, (size_t)len,
-                            dp->timeout_s};
+                            dp->timeout_s, peer_failed, dp};
   esmtb_status bs = m->ops->comm_init(m->dev, &a);
   if ((st = agree(dp, bs, "joining the device communicator"))) return st;
   dp->on_device = 1; /* from here on, destroy releases and abort aborts */

@@ -31,6 +31,7 @@ struct esmt_dp {
   esmt_model *m;             /* the model whose device holds the communicator */
   esmtb_stream *comm_stream; /* the all-reduces run here, overlapping backward */
   esmtb_event *ready_event;  /* recorded on m->stream at each grads_ready point */
+  char peer_text[1024];      /* why a peer failed, for the backend's waits */
 };
 
 /* Bucket k covers [total - (k+1) B, total - k B), clipped at 0: the top of

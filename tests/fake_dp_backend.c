@@ -7,6 +7,7 @@
 #include <string.h>
 #include <unistd.h>
 
+#include "internal.h"
 #include "model.h"
 #include "tcp_comm.h"
 
@@ -18,6 +19,9 @@ static const float *g_grads;
 static uint64_t g_total;
 static fake_call g_calls[8192];
 static int g_n;
+static const char *(*g_peer_failed)(void *user);
+static void *g_peer_user;
+static int g_peer_checks;
 
 static void note(fake_call c) {
   if (g_n < (int)(sizeof g_calls / sizeof g_calls[0])) g_calls[g_n++] = c;
@@ -43,6 +47,8 @@ static esmtb_status f_comm_init(esmtb_device *d, const esmtb_comm_init_args *a) 
   for (const char *p = path; *p; p++) token = (token ^ (unsigned char)*p) * 1099511628211ull;
   esmt_comm_options o = {a->rank, a->world, NULL, 0, path, token, a->timeout_s > 0 ? a->timeout_s : 20};
   note((fake_call){.kind = FAKE_INIT, .rank = a->rank, .world = a->world});
+  g_peer_failed = a->peer_failed;
+  g_peer_user = a->peer_failed_user;
   return (esmtb_status)esmt_comm_create(&g_comm, &o);
 }
 
@@ -76,6 +82,19 @@ static esmtb_status f_stream_wait_event(esmtb_device *d, esmtb_stream *s, esmtb_
   return g_cpu->stream_wait_event(d, s, e);
 }
 
+/* Waits on a stream other than the model's ask the core about the peers,
+ * as nccl_dp's do while NCCL works. */
+static esmtb_status f_stream_sync(esmtb_device *d, esmtb_stream *s) {
+  if (s && g_peer_failed) {
+    g_peer_checks++;
+    const char *why = g_peer_failed(g_peer_user);
+    if (why) return esmt_fail(ESMT_ERR_BACKEND, "fake stream_sync abandoned: %s", why);
+  }
+  return g_cpu->stream_sync(d, s);
+}
+
+int fake_dp_peer_checks(void) { return g_peer_checks; }
+
 static void f_close(esmtb_device *d) {
   esmt_comm_destroy(g_comm);
   g_comm = NULL;
@@ -98,7 +117,10 @@ const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir) {
   g_ops.event_record = f_event_record;
   g_ops.stream_wait_event = f_stream_wait_event;
   g_ops.close = f_close;
+  g_ops.stream_sync = f_stream_sync;
   g_n = 0;
+  g_peer_checks = 0;
+  g_peer_failed = NULL;
   return &g_ops;
 }
 

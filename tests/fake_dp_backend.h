@@ -28,6 +28,9 @@ const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir);
 /* Express all-reduce buffers as offsets into this fp32 gradient buffer. */
 void fake_dp_watch(const float *grads, uint64_t total);
 
+/* Calls of the core's peer_failed from waits on the comm stream. */
+int fake_dp_peer_checks(void);
+
 /* The log so far. */
 const fake_call *fake_dp_calls(int *n);
 

@@ -126,7 +126,8 @@ static esmt_status run(const run_spec *s) {
     const char *p = fake_dp_check(s->rank, s->world, m->layout.total, BUCKET_BYTES / 4, STEPS,
                                   &groups);
     if (p) snprintf(report, sizeof report, "problem: %s", p);
-    else snprintf(report, sizeof report, "ok groups=%d", groups);
+    else snprintf(report, sizeof report, "ok groups=%d peer_checks=%d", groups,
+                  fake_dp_peer_checks());
   } else {
     snprintf(report, sizeof report, "ok");
   }
@@ -210,6 +211,7 @@ static void test_device_path_matches_tcp(void **state) {
     assert_int_equal(st[r], 0);
     assert_int_equal(strncmp(text, "ok groups=", 10), 0);
     assert_true(atoi(text + 10) > 1); /* buckets queued at several points of backward */
+    assert_null(strstr(text, "peer_checks=0")); /* the backend can ask about the peers */
   }
   assert_same_weights(wt[0], wf[0]); /* the device path sums exactly as TCP does */
   assert_same_weights(wf[0], wf[1]);

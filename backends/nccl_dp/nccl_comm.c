@@ -14,6 +14,7 @@
 
 #include <nccl.h>
 #include <sched.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -28,6 +29,9 @@ typedef struct nccl_state {
   ncclComm_t comm;           /* NULL once aborted */
   int rank, world;
   double timeout_s;          /* 0 = wait forever */
+  const char *(*peer_failed)(void *user); /* the core's view of the peers, or NULL */
+  void *peer_failed_user;
+  double last_peer_check;
   unsigned long long calls;  /* allreduce calls, for messages */
   char why[256];             /* why it was aborted */
 } nccl_state;
@@ -89,12 +93,27 @@ static esmtb_status nccl_timeout(nccl_state *s, const char *what) {
   return st;
 }
 
+/* Every 5 ms: does the core know of a failed peer? Then abort. */
+static esmtb_status peers_gone(nccl_state *s, const char *what) {
+  const double t = now_s();
+  if (!s->peer_failed || t - s->last_peer_check < 5e-3) return 0;
+  s->last_peer_check = t;
+  const char *why = s->peer_failed(s->peer_failed_user);
+  if (!why) return 0;
+  esmtb_status st = cuda_fail(ST_BACKEND, "NCCL %s (rank %d of %d) abandoned: %s", what, s->rank,
+                              s->world, why);
+  kill_comm(s, "a peer failed");
+  return st;
+}
+
 /* After a non-blocking call: wait until the communicator leaves
  * ncclInProgress. */
 static esmtb_status settle(nccl_state *s, ncclResult_t r, const char *what) {
   const double t0 = now_s();
   while (r == ncclInProgress) {
     if (timed_out(s, t0)) return nccl_timeout(s, what);
+    esmtb_status gone = peers_gone(s, what);
+    if (gone) return gone;
     nap(now_s() - t0);
     ncclResult_t q = ncclCommGetAsyncError(s->comm, &r);
     if (q != ncclSuccess) r = q;
@@ -123,7 +142,7 @@ static esmtb_status n_unique_id(esmtb_device *dev, void *buf, size_t cap, size_t
 
 static esmtb_status n_comm_init(esmtb_device *dev, const esmtb_comm_init_args *a) {
   ncclUniqueId id;
-  if (!dev || !a || a->struct_size < sizeof *a || !a->unique_id || a->id_bytes != sizeof id ||
+  if (!dev || !a || a->struct_size < offsetof(esmtb_comm_init_args, peer_failed) || !a->unique_id || a->id_bytes != sizeof id ||
       a->world < 1 || a->rank < 0 || a->rank >= a->world)
     return cuda_fail(ST_INVALID, "comm_init: bad arguments (rank %d of %d, id of %zu "
                      "bytes; NCCL's is %zu)", a ? a->rank : -1, a ? a->world : -1,
@@ -134,6 +153,10 @@ static esmtb_status n_comm_init(esmtb_device *dev, const esmtb_comm_init_args *a
   s->rank = a->rank;
   s->world = a->world;
   s->timeout_s = a->timeout_s > 0 ? a->timeout_s : 0;
+  if (a->struct_size >= offsetof(esmtb_comm_init_args, peer_failed_user) + sizeof(void *)) {
+    s->peer_failed = a->peer_failed;
+    s->peer_failed_user = a->peer_failed_user;
+  }
   memcpy(&id, a->unique_id, sizeof id);
   cudaSetDevice(dev->ordinal);
   ncclConfig_t cfg = NCCL_CONFIG_INITIALIZER;
@@ -201,6 +224,8 @@ static esmtb_status watch(nccl_state *s, query_fn q, void *what_obj, const char 
     if (ncclCommGetAsyncError(s->comm, &ae) != ncclSuccess || (ae != ncclSuccess && ae != ncclInProgress))
       return nccl_failed(s, ae, what);
     if (timed_out(s, t0)) return nccl_timeout(s, what);
+    esmtb_status gone = peers_gone(s, what);
+    if (gone) return gone;
     nap(now_s() - t0);
   }
 }

@@ -339,6 +339,13 @@ typedef struct esmtb_comm_init_args {
    * fails (and tears the communicator down) instead of hanging on a dead
    * peer; 0 = wait forever. */
   double timeout_s;
+  /* Optional (NULL: none). While it waits on the communicator's work the
+   * backend calls this every few milliseconds (from the waiting thread):
+   * non-NULL is why a peer is known to have failed (the core learned it on
+   * its own connections, e.g. a killed process); give up at once, as on a
+   * timeout, with that reason in the message. */
+  const char *(*peer_failed)(void *user);
+  void *peer_failed_user;
 } esmtb_comm_init_args;
 
 #define ESMTB_COMM_ID_MAX 1024 /* the largest unique id the core carries */
