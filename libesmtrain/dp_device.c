@@ -98,8 +98,10 @@ esmt_status esmt_dp_device_setup(esmt_dp *dp, esmt_model *m) {
   uint64_t len = 0;
   esmt_status st = share_id(dp, m, id, &len);
   if (st) return st;
+  /* peer_failed's user (dp) dies first; only comm_release can stop the calls */
+  const int can_release = ESMTB_OPS_HAS(m->ops, comm_release);
   esmtb_comm_init_args a = {sizeof a, esmt_dp_rank(dp), esmt_dp_world(dp), id, (size_t)len,
-                            dp->timeout_s, peer_failed, dp};
+                            dp->timeout_s, can_release ? peer_failed : NULL, dp};
   esmtb_status bs = m->ops->comm_init(m->dev, &a);
   if ((st = agree(dp, bs, "joining the device communicator"))) return st;
   dp->on_device = 1; /* from here on, destroy releases and abort aborts */
@@ -166,12 +168,13 @@ esmt_status esmt_dp_device_finish(esmt_dp *dp, esmt_model *m) {
 
 void esmt_dp_device_abort(esmt_dp *dp) {
   const esmtb_ops *o = dp->on_device ? dp->m->ops : NULL;
-  if (o && ESMTB_OPS_HAS(o, comm_abort)) o->comm_abort(dp->m->dev);
+  if (o && ESMTB_OPS_HAS(o, comm_release)) o->comm_release(dp->m->dev, 1);
 }
 
 void esmt_dp_device_release(esmt_dp *dp) {
   if (!dp->on_device) return;
   esmt_model *m = dp->m;
+  if (ESMTB_OPS_HAS(m->ops, comm_release)) m->ops->comm_release(m->dev, 0);
   if (dp->ready_event) m->ops->event_destroy(m->dev, dp->ready_event);
   if (dp->comm_stream) m->ops->stream_destroy(m->dev, dp->comm_stream);
   dp->ready_event = NULL;

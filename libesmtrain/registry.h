@@ -36,7 +36,7 @@ ESMT_HIDDEN esmt_status esmt_registry_choose(esmt_registry *r, const char *force
 ESMT_HIDDEN void esmt_registry_release(esmt_registry *r);
 
 /* Size of esmtb_ops in ABI 1.0 (and 1.1): the least a backend table may
- * have. 1.2 appended comm_unique_id, comm_init and comm_abort. */
+ * have. 1.2 appended comm_unique_id, comm_init and comm_release. */
 #define ESMTB_OPS_MIN_SIZE offsetof(esmtb_ops, comm_unique_id)
 
 /* 1 when `ops` has the ABI 1.2 communicator ops (table new and long enough,

@@ -52,10 +52,16 @@ static esmtb_status f_comm_init(esmtb_device *d, const esmtb_comm_init_args *a) 
   return (esmtb_status)esmt_comm_create(&g_comm, &o);
 }
 
-static void f_comm_abort(esmtb_device *d) {
+static void f_comm_release(esmtb_device *d, int abort) {
   (void)d;
+  g_peer_failed = NULL; /* the core's data may go now */
+  if (!abort) {
+    esmt_comm_destroy(g_comm);
+    g_comm = NULL;
+    return;
+  }
   note((fake_call){.kind = FAKE_ABORT});
-  if (g_comm) esmt_comm_abort(g_comm, "fake comm_abort");
+  if (g_comm) esmt_comm_abort(g_comm, "fake comm_release(abort)");
 }
 
 static esmtb_status f_allreduce(esmtb_device *d, const esmtb_allreduce_args *a, esmtb_stream *s) {
@@ -112,7 +118,7 @@ const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir) {
   g_ops.caps = (cpu->caps & ~(uint32_t)ESMTB_CAP_HOST_ADDRESSABLE) | ESMTB_CAP_MULTI_DEVICE;
   g_ops.comm_unique_id = f_unique_id;
   g_ops.comm_init = f_comm_init;
-  g_ops.comm_abort = f_comm_abort;
+  g_ops.comm_release = f_comm_release;
   g_ops.allreduce = f_allreduce;
   g_ops.event_record = f_event_record;
   g_ops.stream_wait_event = f_stream_wait_event;

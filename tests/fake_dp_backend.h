@@ -1,7 +1,7 @@
 /* A test-only multi-device backend: the cpu backend's table as an ABI 1.2
  * ESMTB_CAP_MULTI_DEVICE backend whose memory is NOT host addressable (so
  * the core takes its device path), with comm_unique_id / comm_init /
- * comm_abort / allreduce implemented by a host TCP communicator of its own
+ * comm_release / allreduce implemented by a host TCP communicator of its own
  * (the "unique id" is a rendezvous file name, as NCCL's carries the root's
  * address). Every communicator, event and all-reduce call is logged so a
  * test can check ordering, bucket boundaries and dtypes. */
@@ -10,7 +10,7 @@
 
 #include "esmtrain/backend.h"
 
-enum { FAKE_ID = 1, FAKE_INIT, FAKE_RECORD, FAKE_WAIT, FAKE_ALLREDUCE, FAKE_ABORT };
+enum { FAKE_ID = 1, FAKE_INIT, FAKE_RECORD, FAKE_WAIT, FAKE_ALLREDUCE, FAKE_ABORT /* release(abort) */ };
 
 typedef struct fake_call {
   int kind;

@@ -136,7 +136,7 @@ static esmt_status run(const run_spec *s) {
     const fake_call *calls = fake_dp_calls(&n);
     for (int i = 0; i < n; i++)
       if (calls[i].kind == FAKE_ABORT) {
-        strncat(report, " [comm_abort]", sizeof report - strlen(report) - 1);
+        strncat(report, " [comm_release(abort)]", sizeof report - strlen(report) - 1);
         break;
       }
   }
@@ -246,7 +246,7 @@ static void test_killed_rank(void **state) {
   assert_int_equal(st[1], 128 + SIGKILL);
   assert_true(st[0] != 0 && st[0] < 128);
   assert_non_null(strstr(text, "rank 1"));
-  assert_non_null(strstr(text, "[comm_abort]"));
+  assert_non_null(strstr(text, "[comm_release(abort)]"));
 }
 
 /* A MULTI_DEVICE table with device memory the core cannot use: refused. */

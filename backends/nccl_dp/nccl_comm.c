@@ -242,26 +242,35 @@ static esmtb_status n_event_sync(esmtb_device *dev, esmtb_event *ev) {
   return watch(s, q_event, (void *)ev, "event_sync");
 }
 
-static void n_comm_abort(esmtb_device *dev) {
-  nccl_state *s = state_of(dev);
-  if (s) kill_comm(s, "this rank gave up (comm_abort)");
+/* Finalize (it waits for the communicator's queued work, bounded by the
+ * timeout) and destroy; with `abort`, or after a failure or timeout, abort
+ * instead, so that nothing later (cudaFree, close) waits on an NCCL kernel.
+ * The core's peer_failed is never called again: its user data may go. */
+static void release(nccl_state *s, int abort, const char *why) {
+  s->peer_failed = NULL;
+  if (s->comm && !abort) {
+    ncclResult_t r = ncclCommFinalize(s->comm);
+    if (settle(s, r, "finalize") == 0) {
+      ncclCommDestroy(s->comm);
+      s->comm = NULL;
+      snprintf(s->why, sizeof s->why, "%s", why);
+    }
+  }
+  kill_comm(s, why);
 }
 
-/* Finalize (it waits for the communicator's queued work, bounded by the
- * timeout) and destroy; after a failure or timeout abort instead, so that
- * cuda_common's close never waits on an NCCL kernel. */
+static void n_comm_release(esmtb_device *dev, int abort) {
+  nccl_state *s = state_of(dev);
+  if (!s) return;
+  cudaSetDevice(dev->ordinal);
+  release(s, abort, abort ? "this rank gave up (comm_release)" : "comm_release");
+}
+
 static void n_close(esmtb_device *dev) {
   nccl_state *s = state_of(dev);
   if (s) {
     cudaSetDevice(dev->ordinal);
-    if (s->comm) {
-      ncclResult_t r = ncclCommFinalize(s->comm);
-      if (settle(s, r, "finalize") == 0) {
-        ncclCommDestroy(s->comm);
-        s->comm = NULL;
-      }
-    }
-    if (s->comm) kill_comm(s, "close");
+    release(s, 0, "close");
     free(s);
     dev->ext = NULL;
   }
@@ -278,5 +287,5 @@ void nccl_fill_comm_ops(esmtb_ops *ops) {
   ops->allreduce = n_allreduce;
   ops->comm_unique_id = n_unique_id;
   ops->comm_init = n_comm_init;
-  ops->comm_abort = n_comm_abort;
+  ops->comm_release = n_comm_release;
 }

@@ -340,10 +340,10 @@ typedef struct esmtb_comm_init_args {
    * peer; 0 = wait forever. */
   double timeout_s;
   /* Optional (NULL: none). While it waits on the communicator's work the
-   * backend calls this every few milliseconds (from the waiting thread):
-   * non-NULL is why a peer is known to have failed (the core learned it on
-   * its own connections, e.g. a killed process); give up at once, as on a
-   * timeout, with that reason in the message. */
+   * backend calls this every few milliseconds (from the waiting thread)
+   * until comm_release: non-NULL is why a peer is known to have failed (the
+   * core learned it on its own connections, e.g. a killed process); give up
+   * at once, as on a timeout, with that reason in the message. */
   const char *(*peer_failed)(void *user);
   void *peer_failed_user;
 } esmtb_comm_init_args;
@@ -417,11 +417,14 @@ typedef struct esmtb_ops {
    * opened device before the first allreduce. close() releases it. */
   esmtb_status (*comm_unique_id)(esmtb_device *dev, void *buf, size_t cap, size_t *len);
   esmtb_status (*comm_init)(esmtb_device *dev, const esmtb_comm_init_args *a);
-  /* This rank gives up (it failed mid-step, or a peer did): stop the
-   * communicator's queued work now without waiting for peers, so that
-   * freeing memory and close() cannot block; later allreduce calls fail.
-   * Optional (NULL: nothing to stop). */
-  void (*comm_abort)(esmtb_device *dev);
+  /* Release the device's communicator before close(): abort = 0 once its
+   * work is done (a clean end); abort = 1 when this rank gives up (it failed
+   * mid-step, or a peer did): stop the queued work now without waiting for
+   * peers, so that freeing memory and close() cannot block. Afterwards
+   * allreduce fails and comm_init's peer_failed is never called again.
+   * Optional; without it the core passes no peer_failed (close() alone
+   * ends the communicator). */
+  void (*comm_release)(esmtb_device *dev, int abort);
 } esmtb_ops;
 
 /* Entry symbols a backend exports (names are the ABI). */
