@@ -6,7 +6,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "dist_env.h"
 #include "model.h"
 
 #define MODEL_CONFIG_MIN_SIZE ESMT_MODEL_CONFIG_MIN_SIZE
@@ -51,18 +50,6 @@ esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
   return st;
 }
 
-/* One process per GPU: a multi-device backend opens the GPU of this
- * process's local rank, modulo the GPUs it sees (one when the launcher
- * gives each rank its own CUDA_VISIBLE_DEVICES). */
-static int device_for_rank(const esmt_context *ctx) {
-  const esmt_backend_entry *b = ctx->backend;
-  esmt_dist_env env;
-  if (!(b->ops->caps & ESMTB_CAP_MULTI_DEVICE) || b->probe.device_count < 1 ||
-      esmt_dist_env_detect(&env) != ESMT_OK)
-    return 0;
-  return env.local_rank % b->probe.device_count;
-}
-
 esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
                               esmt_model **out) {
   const char *fn = "esmt_model_create";
@@ -97,7 +84,7 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
   const char *prof = getenv("ESMT_PROFILE");
   m->profile.enabled = prof && *prof && strcmp(prof, "0") != 0;
 
-  esmtb_open_options oo = {sizeof oo, device_for_rank(ctx), ctx->num_threads, 0};
+  esmtb_open_options oo = {sizeof oo, esmt_context_device_index(ctx), ctx->num_threads, 0};
   esmtb_status bs = m->ops->open ? m->ops->open(&oo, &m->dev) : ESMT_ERR_UNSUPPORTED;
   if (bs) {
     st = esmt_fail_prefix((esmt_status)bs, "%s: opening backend %s: ", fn, m->ops->name);

@@ -414,7 +414,8 @@ typedef struct esmtb_ops {
   /* ABI 1.2 (optional; read only when abi_minor >= 2 and struct_size covers
    * them). A MULTI_DEVICE backend that has both gets its communicator from
    * the core: rank 0 calls comm_unique_id, every rank then comm_init on its
-   * opened device before the first allreduce. close() releases it. */
+   * opened device before the first allreduce. comm_release (or close())
+   * ends it. */
   esmtb_status (*comm_unique_id)(esmtb_device *dev, void *buf, size_t cap, size_t *len);
   esmtb_status (*comm_init)(esmtb_device *dev, const esmtb_comm_init_args *a);
   /* Release the device's communicator before close(): abort = 0 once its
