@@ -142,11 +142,28 @@ int cmd_launch(int argc, char **argv) {
         if (pids[r] != p) continue;
         pids[r] = 0;
         alive--;
-        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+        int code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status), who = r;
+        if (code != 0 && !WIFSIGNALED(status) && failed_rank < 0) {
+          /* A rank that exited with an error may only be reporting another
+           * that was killed in the same instant: blame the killed one. */
+          pid_t q;
+          int st2, killed = 0;
+          while ((q = waitpid(-1, &st2, WNOHANG)) > 0)
+            for (int k = 0; k < n; k++) {
+              if (pids[k] != q) continue;
+              pids[k] = 0;
+              alive--;
+              if (WIFSIGNALED(st2) && !killed) {
+                killed = 1;
+                who = k;
+                code = 128 + WTERMSIG(st2);
+              }
+            }
+        }
         if (code != 0 && failed_rank < 0) {
-          failed_rank = r;
+          failed_rank = who;
           rc = code;
-          fprintf(stderr, "esmtrain-example: launch: rank %d exited with status %d%s\n", r, code,
+          fprintf(stderr, "esmtrain-example: launch: rank %d exited with status %d%s\n", who, code,
                   alive ? "; waiting for the other ranks to stop" : "");
           struct timespec ts;
           clock_gettime(CLOCK_MONOTONIC, &ts);

@@ -58,6 +58,8 @@ const esmt_key_def esmt_config_keys[] = {
     {"backend.device_memory_limit", Y, "0", NULL, 0, BIG, "keep device memory under this (e.g. 8GiB); 0 = none"},
     {"dist.bucket_size", Y, "26214400", NULL, 4096, BIG,
      "data parallel: gradient bytes per all-reduce (25 MiB; buckets overlap backward)"},
+    {"dist.force", B, "false", NULL, 0, 0,
+     "data parallel even as one process (as ESMTRAIN_FORCE_DP=1): world size 1 through nccl_dp"},
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
     {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "recompute activations in backward"},
     {"offload.pinned_memory_limit", Y, "0", NULL, 0, BIG, "cap on page-locked host memory; 0 = none"},

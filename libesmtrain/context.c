@@ -1,6 +1,8 @@
 /* Context lifecycle and tunables. */
 #include "context.h"
 
+#include "dist_env.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -180,4 +182,13 @@ esmt_status esmt_context_backend_info(const esmt_context *ctx, int index,
 const char *esmt_context_backend_name(const esmt_context *ctx) {
   if (!ctx || !ctx->backend) return "";
   return ctx->backend->name;
+}
+
+int esmt_context_device_index(const esmt_context *ctx) {
+  const esmt_backend_entry *b = ctx->backend;
+  esmt_dist_env env;
+  if (!(b->ops->caps & ESMTB_CAP_MULTI_DEVICE) || b->probe.device_count < 1 ||
+      esmt_dist_env_detect(&env) != ESMT_OK)
+    return 0;
+  return env.local_rank % b->probe.device_count;
 }

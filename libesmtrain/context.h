@@ -13,4 +13,9 @@ struct esmt_context {
   void *progress_user;
 };
 
+/* The device a model opens: 0, or for a multi-device backend (one process
+ * per GPU) the GPU of this process's local rank, modulo the GPUs it sees
+ * (one when the launcher gives each rank its own CUDA_VISIBLE_DEVICES). */
+ESMT_HIDDEN int esmt_context_device_index(const esmt_context *ctx);
+
 #endif

@@ -1,30 +1,12 @@
 /* See dp_group.h. */
 #define _POSIX_C_SOURCE 200809L
-#include "dp_group.h"
+#include "dp_group_internal.h"
 
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
-struct esmt_dp {
-  esmt_comm *comm;
-  uint64_t bucket_elems;
-  /* the update's gradient sum, run by a worker thread */
-  pthread_t worker;
-  int worker_running;
-  pthread_mutex_t mu;
-  pthread_cond_t cv;
-  float *grads;
-  uint64_t total, nbuckets;
-  uint64_t ready;            /* buckets (from the top) whose gradients are final */
-  uint64_t done;             /* buckets reduced */
-  esmt_status error;
-  char error_text[1024];
-  /* stats */
-  uint64_t bytes;
-  double busy_s;
-};
+#include "registry.h"
 
 esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out) {
   *out = NULL;
@@ -34,6 +16,7 @@ esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "data parallel: out of memory");
   }
   dp->comm = comm;
+  dp->timeout_s = 300;
   if (!bucket_bytes) bucket_bytes = 25u << 20;
   dp->bucket_elems = bucket_bytes / sizeof(float) ? bucket_bytes / sizeof(float) : 1;
   pthread_mutex_init(&dp->mu, NULL);
@@ -42,15 +25,19 @@ esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out
   return ESMT_OK;
 }
 
-esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, esmt_dp **out) {
+esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force, esmt_dp **out) {
   *out = NULL;
   esmt_dist_env env;
   esmt_status st = esmt_dist_env_detect(&env);
   if (st) return st;
-  if (env.world_size <= 1) return ESMT_OK;
+  const char *f = getenv("ESMTRAIN_FORCE_DP");
+  if (f && *f && strcmp(f, "0") != 0) force = 1;
+  if (env.world_size <= 1 && !force) return ESMT_OK;
   esmt_comm *c = NULL;
   if ((st = esmt_comm_create_from_env(&c, &env))) return st;
-  return esmt_dp_create(c, bucket_bytes, out);
+  if ((st = esmt_dp_create(c, bucket_bytes, out))) return st;
+  (*out)->timeout_s = env.timeout_s;
+  return ESMT_OK;
 }
 
 void esmt_dp_destroy(esmt_dp *dp) {
@@ -62,6 +49,7 @@ void esmt_dp_destroy(esmt_dp *dp) {
     pthread_mutex_unlock(&dp->mu);
     pthread_join(dp->worker, NULL);
   }
+  esmt_dp_device_release(dp);
   esmt_comm_destroy(dp->comm);
   pthread_cond_destroy(&dp->cv);
   pthread_mutex_destroy(&dp->mu);
@@ -86,8 +74,21 @@ void esmt_dp_set_step(esmt_dp *dp, int64_t step) {
 }
 
 void esmt_dp_abort(esmt_dp *dp, const char *reason) {
-  if (dp) esmt_comm_abort(dp->comm, reason);
+  if (!dp) return;
+  /* `reason` is often esmt_last_error(), which the aborts may overwrite */
+  char why[1024], last[1024];
+  snprintf(why, sizeof why, "%s", reason ? reason : "");
+  snprintf(last, sizeof last, "%s", esmt_last_error());
+  esmt_dp_device_abort(dp);
+  esmt_comm_abort(dp->comm, why);
+  esmt_fail(ESMT_OK, "%s", last);
 }
+
+void esmt_dp_set_timeout(esmt_dp *dp, double seconds) {
+  if (dp) dp->timeout_s = seconds;
+}
+
+int esmt_dp_on_device(const esmt_dp *dp) { return dp ? dp->on_device : 0; }
 
 void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s) {
   *bytes = dp ? dp->bytes : 0;
@@ -96,15 +97,48 @@ void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s) {
 
 static esmt_status need_host_grads(const esmt_model *m) {
   if (m->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE) return ESMT_OK;
+  if (m->ops->caps & ESMTB_CAP_MULTI_DEVICE)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED,
+                     "data parallel: backend %s (ABI %u.%u) lacks the ABI 1.2 communicator ops "
+                     "(comm_unique_id, comm_init) the core needs to sum device gradients",
+                     m->ops->name, (unsigned)m->ops->abi_major, (unsigned)m->ops->abi_minor);
   return esmt_fail(ESMT_ERR_UNSUPPORTED,
                    "data parallel over TCP needs host-addressable gradients; backend %s has "
                    "device memory (use the nccl_dp backend for GPUs)",
                    m->ops->name);
 }
 
+/* FNV-1a over the fp32 bits of the parameters; device memory is read in
+ * chunks. */
+static esmt_status params_checksum(esmt_model *m, uint64_t *out) {
+  uint64_t cs = 1469598103934665603ull;
+  if (m->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE) {
+    const uint32_t *bits = (const uint32_t *)(const void *)m->params;
+    for (uint64_t i = 0; i < m->layout.total; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
+    *out = cs;
+    return ESMT_OK;
+  }
+  enum { CHUNK = 1 << 22 };
+  uint32_t *bits = malloc(CHUNK * sizeof *bits);
+  if (!bits) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "data parallel: out of memory");
+  esmtb_status bs = 0;
+  for (uint64_t at = 0; at < m->layout.total && !bs; at += CHUNK) {
+    const uint64_t n = m->layout.total - at < CHUNK ? m->layout.total - at : CHUNK;
+    bs = m->ops->copy_async(m->dev, bits, m->params + at, n * sizeof *bits, ESMTB_COPY_D2H,
+                            m->stream);
+    if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
+    for (uint64_t i = 0; !bs && i < n; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
+  }
+  free(bits);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "data parallel: reading the weights: ");
+  *out = cs;
+  return ESMT_OK;
+}
+
 esmt_status esmt_dp_check_start(esmt_dp *dp, esmt_model *m) {
   if (!dp) return ESMT_OK;
-  esmt_status st = need_host_grads(m);
+  const int device = esmt_ops_has_comm(m->ops);
+  esmt_status st = device ? ESMT_OK : need_host_grads(m);
   if (st) return st;
   const int world = esmt_dp_world(dp);
   uint64_t one = 1;
@@ -113,10 +147,10 @@ esmt_status esmt_dp_check_start(esmt_dp *dp, esmt_model *m) {
   if (one != (uint64_t)world)
     return esmt_fail(ESMT_ERR_INTERNAL, "data parallel: test all-reduce gave %llu, not %d",
                      (unsigned long long)one, world);
+  if (device && (st = esmt_dp_device_setup(dp, m))) return st;
   /* the same weights everywhere: a checksum of the fp32 bits */
-  uint64_t cs = 1469598103934665603ull;
-  const uint32_t *bits = (const uint32_t *)(const void *)m->params;
-  for (uint64_t i = 0; i < m->layout.total; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
+  uint64_t cs = 0;
+  if ((st = params_checksum(m, &cs))) return st;
   uint64_t v[2] = {cs, 0};
   if ((st = esmt_dp_sum_u64(dp, v, 1))) return esmt_fail_prefix(st, "data parallel: ");
   uint64_t differs = v[0] != cs * (uint64_t)world;
@@ -130,13 +164,6 @@ esmt_status esmt_dp_check_start(esmt_dp *dp, esmt_model *m) {
   return ESMT_OK;
 }
 
-/* Bucket k covers [total - (k+1) B, total - k B), clipped at 0: the top of
- * the buffer first, in the order backward finishes it. */
-static void bucket_range(const esmt_dp *dp, uint64_t k, uint64_t *lo, uint64_t *hi) {
-  *hi = dp->total - k * dp->bucket_elems;
-  *lo = *hi > dp->bucket_elems ? *hi - dp->bucket_elems : 0;
-}
-
 static void *worker_main(void *arg) {
   esmt_dp *dp = arg;
   pthread_mutex_lock(&dp->mu);
@@ -147,7 +174,7 @@ static void *worker_main(void *arg) {
     }
     uint64_t k = dp->done, lo, hi;
     pthread_mutex_unlock(&dp->mu);
-    bucket_range(dp, k, &lo, &hi);
+    esmt_dp_bucket_range(dp, k, &lo, &hi);
     double t0 = esmt_now_s();
     esmt_status st = esmt_comm_allreduce_sum(dp->comm, dp->grads + lo, (size_t)(hi - lo),
                                              ESMT_COMM_F32);
@@ -172,7 +199,7 @@ static void on_grads_ready(void *user, uint64_t from) {
   pthread_mutex_lock(&dp->mu);
   while (dp->ready < dp->nbuckets) {
     uint64_t lo, hi;
-    bucket_range(dp, dp->ready, &lo, &hi);
+    esmt_dp_bucket_range(dp, dp->ready, &lo, &hi);
     if (lo < from) break;
     dp->ready++;
   }
@@ -182,7 +209,9 @@ static void on_grads_ready(void *user, uint64_t from) {
 
 esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
   if (!dp) return ESMT_OK;
-  esmt_status st = need_host_grads(m);
+  if (dp->on_device && dp->m != m)
+    return esmt_fail(ESMT_ERR_STATE, "data parallel: the group serves another model");
+  esmt_status st = dp->on_device ? ESMT_OK : need_host_grads(m);
   if (st) return st;
   dp->grads = m->grads;
   dp->total = m->layout.total;
@@ -190,6 +219,10 @@ esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
   dp->ready = dp->done = 0;
   dp->error = ESMT_OK;
   dp->error_text[0] = '\0';
+  if (dp->on_device) {
+    esmt_dp_device_arm(dp, m);
+    return ESMT_OK;
+  }
   if (pthread_create(&dp->worker, NULL, worker_main, dp) != 0)
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "data parallel: cannot start the all-reduce thread");
   dp->worker_running = 1;
@@ -202,6 +235,8 @@ esmt_status esmt_dp_grads_finish(esmt_dp *dp, esmt_model *m) {
   if (!dp) return ESMT_OK;
   m->grads_ready = NULL;
   m->grads_ready_user = NULL;
+  m->grads_ready_async = 0;
+  if (dp->on_device) return esmt_dp_device_finish(dp, m);
   if (!dp->worker_running) return ESMT_OK;
   on_grads_ready(dp, 0); /* whatever backward did not report (e.g. it failed) */
   pthread_join(dp->worker, NULL);
@@ -214,6 +249,11 @@ void esmt_dp_grads_cancel(esmt_dp *dp, esmt_model *m) {
   if (!dp) return;
   m->grads_ready = NULL;
   m->grads_ready_user = NULL;
+  m->grads_ready_async = 0;
+  if (dp->on_device) { /* queued all-reduces may never complete: stop them */
+    esmt_dp_device_abort(dp);
+    return;
+  }
   if (!dp->worker_running) return;
   pthread_mutex_lock(&dp->mu);
   if (!dp->error) dp->error = ESMT_ERR_CANCELLED;

@@ -1,6 +1,9 @@
 /* Data parallelism in the core: the same rank, bucket and normalisation
- * logic whatever carries the bytes (today the host TCP communicator; the
- * NCCL backend plugs in behind the same calls).
+ * logic whatever carries the bytes: the host TCP communicator for
+ * host-memory backends (cpu), or the backend's own allreduce on device
+ * memory (nccl_dp: NCCL) when it has ESMTB_CAP_MULTI_DEVICE and the ABI
+ * 1.2 comm ops (dp_device.c). The small sums always go over TCP, which
+ * also carries the backend's communicator id at setup.
  *
  * Per update: every rank takes its own micro-batches (the loader shards
  * batches by rank), the selected-token counts are summed first so that
@@ -22,9 +25,21 @@ typedef struct esmt_dp esmt_dp;
 /* A group over an existing communicator (owned by the group from then on).
  * bucket_bytes: gradient bytes per all-reduce (0 = 25 MiB). */
 ESMT_HIDDEN esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out);
-/* From the launcher's environment; *out is NULL for a single process. */
-ESMT_HIDDEN esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, esmt_dp **out);
+/* From the launcher's environment; *out is NULL for a single process
+ * unless `force` or $ESMTRAIN_FORCE_DP (not "0") asks for a group of one
+ * (world size 1 through the real collectives, e.g. to measure nccl_dp's
+ * overhead). */
+ESMT_HIDDEN esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force, esmt_dp **out);
+/* Destroy the group before the model it was started with (it releases a
+ * stream and an event of that model's device). */
 ESMT_HIDDEN void esmt_dp_destroy(esmt_dp *dp);
+
+/* The backend communicator's timeout (default 300 s; from the environment
+ * ESMTRAIN_COMM_TIMEOUT): a device all-reduce without progress this long
+ * fails. Call before esmt_dp_check_start. */
+ESMT_HIDDEN void esmt_dp_set_timeout(esmt_dp *dp, double seconds);
+/* 1 when the gradients are summed by the backend on the device. */
+ESMT_HIDDEN int esmt_dp_on_device(const esmt_dp *dp);
 
 ESMT_HIDDEN int esmt_dp_rank(const esmt_dp *dp);   /* 0 for NULL */
 ESMT_HIDDEN int esmt_dp_world(const esmt_dp *dp);  /* 1 for NULL */
@@ -35,28 +50,32 @@ ESMT_HIDDEN esmt_status esmt_dp_sum_f64(esmt_dp *dp, double *v, int n);
 
 /* Start-up check: a test all-reduce, and the same parameters on every
  * rank (their fp32 checksums summed and compared), with a message naming
- * what differs. */
+ * what differs. With a device communicator (see above) this also sets it
+ * up: rank 0's id is broadcast, every rank calls comm_init, and a test
+ * all-reduce runs through the backend. */
 ESMT_HIDDEN esmt_status esmt_dp_check_start(esmt_dp *dp, esmt_model *m);
 
 /* Gradient sum of the update's last backward: arm before it (installs the
  * model's grads_ready hook), finish after it (reduces what is left, waits
- * for the worker, removes the hook). The model's gradients must be host
- * addressable (the cpu backend); others need a backend all-reduce. */
+ * for the worker or the device all-reduces, removes the hook). Without a
+ * device communicator the gradients must be host addressable (cpu). */
 ESMT_HIDDEN esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_dp_grads_finish(esmt_dp *dp, esmt_model *m);
 
 /* After a failure on this rank between arm and finish: stop the worker
- * (it completes the bucket in flight) and remove the hook. Then abort. */
+ * (it completes the bucket in flight) or abort the device communicator,
+ * and remove the hook. Then abort. */
 ESMT_HIDDEN void esmt_dp_grads_cancel(esmt_dp *dp, esmt_model *m);
 
 /* Tag messages with the update number. */
 ESMT_HIDDEN void esmt_dp_set_step(esmt_dp *dp, int64_t step);
 
 /* This rank is failing: tell the others (their next collective fails with
- * "rank K failed: <reason>"). */
+ * "rank K failed: <reason>"); a device communicator is aborted first. */
 ESMT_HIDDEN void esmt_dp_abort(esmt_dp *dp, const char *reason);
 
-/* Bytes all-reduced and seconds the worker spent, for metrics. */
+/* Bytes all-reduced and seconds spent (host path: the worker's busy time;
+ * device path: the wait for the all-reduces after backward), for metrics. */
 ESMT_HIDDEN void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s);
 
 #endif

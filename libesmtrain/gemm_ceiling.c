@@ -38,7 +38,7 @@ static esmt_status ceiling(esmt_context *ctx, esmtb_dtype dt, int m, int n, int 
   if (!ops->gemm)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s has no gemm", fn, ops->name);
   esmtb_device *dev = NULL;
-  esmtb_open_options oo = {sizeof oo, 0, ctx->num_threads, 0};
+  esmtb_open_options oo = {sizeof oo, esmt_context_device_index(ctx), ctx->num_threads, 0};
   esmtb_status bs = ops->open(&oo, &dev);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
   void *a = NULL, *b = NULL, *c = NULL;

@@ -136,6 +136,10 @@ struct esmt_model {
   float *norm_dev;           /* F16/BF16 offload: n_norm LayerNorm w/b of d floats each */
   uint64_t *norm_offs;       /* their offsets in the flat layout */
   int n_norm;
+  /* 0: backward waits for m->stream before each call (the hook reads the
+   * gradients on the host). 1: the hook orders its own device work after
+   * the queued ops (an event on m->stream), so backward does not wait. */
+  int grads_ready_async;
 };
 
 /* A weight at element offset `off` as the compute ops read it (the half

@@ -90,7 +90,7 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   const char *prof = getenv("ESMT_PROFILE");
   m->profile.enabled = prof && *prof && strcmp(prof, "0") != 0;
 
-  esmtb_open_options oo = {sizeof oo, 0, ctx->num_threads, 0};
+  esmtb_open_options oo = {sizeof oo, esmt_context_device_index(ctx), ctx->num_threads, 0};
   esmtb_status bs = m->ops->open ? m->ops->open(&oo, &m->dev) : ESMT_ERR_UNSUPPORTED;
   if (bs) {
     st = esmt_fail_prefix((esmt_status)bs, "%s: opening backend %s: ", fn, m->ops->name);

@@ -65,7 +65,8 @@ static esmt_status gelu_backward(esmt_model *m, const void *pre, void *d, uint64
 }
 
 /* Tell the data-parallel hook that gradients from `from` on are final. The
- * queued ops must have finished writing them first. */
+ * queued ops must have finished writing them first (or, for an async hook,
+ * be ordered before its work by the hook itself). */
 static esmt_status grads_ready(esmt_model *m, uint64_t from) {
   /* Optimizer offload queues this bucket's D2H copy behind an event: no
    * host wait (offload.c). */
@@ -74,7 +75,7 @@ static esmt_status grads_ready(esmt_model *m, uint64_t from) {
     if (ost) return ost;
   }
   if (!m->grads_ready) return ESMT_OK;
-  esmtb_status st = m->ops->stream_sync(m->dev, m->stream);
+  esmtb_status st = m->grads_ready_async ? 0 : m->ops->stream_sync(m->dev, m->stream);
   if (st) return esmt_fail_prefix((esmt_status)st, "backward: stream sync: ");
   m->grads_ready(m->grads_ready_user, from);
   return ESMT_OK;

@@ -35,7 +35,18 @@ ESMT_HIDDEN esmt_status esmt_registry_choose(esmt_registry *r, const char *force
 
 ESMT_HIDDEN void esmt_registry_release(esmt_registry *r);
 
-/* Size of esmtb_ops in ABI 1.0: the least a backend table may have. */
-#define ESMTB_OPS_MIN_SIZE sizeof(esmtb_ops)
+/* Size of esmtb_ops in ABI 1.0 (and 1.1): the least a backend table may
+ * have. 1.2 appended comm_unique_id, comm_init and comm_release. */
+#define ESMTB_OPS_MIN_SIZE offsetof(esmtb_ops, comm_unique_id)
+
+/* 1 when `ops` has the ABI 1.2 communicator ops (table new and long enough,
+ * both set): the core may then call them. */
+#define ESMTB_OPS_HAS(ops, field)                                                 \
+  ((ops)->struct_size >= offsetof(esmtb_ops, field) + sizeof((ops)->field) &&     \
+   (ops)->field != NULL)
+static inline int esmt_ops_has_comm(const esmtb_ops *ops) {
+  return ops->abi_minor >= 2 && (ops->caps & ESMTB_CAP_MULTI_DEVICE) &&
+         ESMTB_OPS_HAS(ops, comm_unique_id) && ESMTB_OPS_HAS(ops, comm_init) && ops->allreduce;
+}
 
 #endif

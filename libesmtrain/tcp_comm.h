@@ -60,6 +60,13 @@ ESMT_HIDDEN esmt_status esmt_comm_barrier(esmt_comm *c);
  * fails with "rank K failed: <reason>". The communicator is dead afterwards. */
 ESMT_HIDDEN esmt_status esmt_comm_abort(esmt_comm *c, const char *reason);
 
+/* Without blocking: has a peer failed or vanished (an abort notice, or its
+ * control connection closed without a goodbye)? Then the communicator is
+ * dead and this returns that error ("rank K failed: ..."); else ESMT_OK.
+ * For waits outside the communicator (a device all-reduce) that should end
+ * as soon as a peer does. */
+ESMT_HIDDEN esmt_status esmt_comm_check_peers(esmt_comm *c);
+
 /* Tag following operations with a training step for messages (-1: none). */
 ESMT_HIDDEN void esmt_comm_set_step(esmt_comm *c, int64_t step);
 /* "allreduce #37 (step 12), 4000000 bytes, done|failed|in progress" or

@@ -206,6 +206,21 @@ void comm_wait_explanation(esmt_comm *c, double seconds) {
   free(peers);
 }
 
+esmt_status esmt_comm_check_peers(esmt_comm *c) {
+  if (c->dead) return comm_dead_error(c);
+  struct pollfd *pf = malloc((size_t)c->world * sizeof *pf);
+  int *peers = malloc((size_t)c->world * sizeof *peers);
+  if (pf && peers) {
+    int n = ctl_pollfds(c, pf, peers);
+    if (n > 0 && poll(pf, (nfds_t)n, 0) > 0)
+      for (int i = 0; i < n && !c->dead; i++)
+        if (pf[i].revents) comm_handle_ctl(c, peers[i], 0, NULL);
+  }
+  free(pf);
+  free(peers);
+  return c->dead ? comm_dead_error(c) : ESMT_OK;
+}
+
 /* The connection to `peer` broke: give the control channel a moment to say
  * why (an abort travels there), else blame the peer. */
 static esmt_status peer_lost(esmt_comm *c, int peer, int err, const char *doing) {

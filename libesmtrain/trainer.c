@@ -106,9 +106,13 @@ esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp) {
   t->dp = dp;
   t->up.dp = dp;
   esmt_status st = esmt_dp_check_start(dp, t->m);
+  /* a forced one-rank group is unusual enough to show at the default level */
   if (!st && dp)
-    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "data parallel: rank %d of %d",
-                    esmt_dp_rank(dp), esmt_dp_world(dp));
+    esmt_logger_log(&t->m->ctx->logger, esmt_dp_world(dp) == 1 ? ESMT_LOG_WARN : ESMT_LOG_INFO,
+                    "data parallel: rank %d of %d%s, gradients summed %s%s",
+                    esmt_dp_rank(dp), esmt_dp_world(dp), esmt_dp_world(dp) == 1 ? " (forced)" : "",
+                    esmt_dp_on_device(dp) ? "on the device by " : "over TCP",
+                    esmt_dp_on_device(dp) ? t->m->ops->name : "");
   return st;
 }
 

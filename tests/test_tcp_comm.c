@@ -550,6 +550,46 @@ static void test_rank_leaves_early(void **state) {
   printf("rank 2 left early, rank 0 says: %s\n", res[0].msg);
 }
 
+/* esmt_comm_check_peers: quiet while all live, then (without a collective)
+ * names a rank that died; a peer that leaves cleanly is no failure. */
+static int child_check_peers(esmt_comm *c, const group *g, char *msg) {
+  const int r = esmt_comm_rank(c), victim = g->world - 1;
+  if (esmt_comm_barrier(c) != ESMT_OK || esmt_comm_check_peers(c) != ESMT_OK) {
+    snprintf(msg, MSG, "before: %s", esmt_last_error());
+    return 1;
+  }
+  if (r == victim) { /* after the others' first check */
+    struct timespec ts = {0, 300000000};
+    nanosleep(&ts, NULL);
+    raise(SIGKILL);
+  }
+  const double t0 = now_s();
+  esmt_status st = ESMT_OK;
+  while (st == ESMT_OK && now_s() - t0 < 5) {
+    struct timespec ts = {0, 2000000};
+    nanosleep(&ts, NULL);
+    st = esmt_comm_check_peers(c);
+  }
+  snprintf(msg, MSG, "%s", st == ESMT_OK ? "never noticed" : esmt_last_error());
+  return st == ESMT_OK;
+}
+
+static void test_check_peers(void **state) {
+  (void)state;
+  for (int W = 2; W <= 3; W++) {
+    group g = make_group(W, 20);
+    result res[MAXP];
+    run_group(&g, child_check_peers, res);
+    char needle[32];
+    snprintf(needle, sizeof needle, "rank %d failed", W - 1);
+    assert_int_equal(res[W - 1].status, 128 + SIGKILL);
+    for (int i = 0; i < W - 1; i++)
+      if (res[i].status != 0 || !strstr(res[i].msg, needle))
+        fail_msg("W=%d rank %d status %d: %s", W, i, res[i].status, res[i].msg);
+    printf("W=%d: rank %d died outside a collective; rank 0 noticed: %s\n", W, W - 1, res[0].msg);
+  }
+}
+
 /* SIGALRM every millisecond (no SA_RESTART) during collectives: every
  * poll/send/recv sees EINTR now and then. */
 static void on_alarm(int sig) { (void)sig; }
@@ -716,6 +756,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_args),
       cmocka_unit_test(test_allreduce_exact),
+      cmocka_unit_test(test_check_peers),
       cmocka_unit_test(test_allreduce_deterministic),
       cmocka_unit_test(test_allreduce_16m),
       cmocka_unit_test(test_broadcast_allgather_barrier),

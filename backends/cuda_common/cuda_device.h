@@ -16,6 +16,9 @@ struct esmtb_device {
    * gemm (cuda_gemm.cu) and released by close(); `lock` guards them. */
   struct cuda_gemm_state *gemm;
   pthread_mutex_t lock;
+  /* The wrapping backend's own per-device state (nccl_dp: its NCCL
+   * communicator); that backend's close() releases it first. */
+  void *ext;
 };
 
 /* Release dev->gemm (cuda_gemm.cu); called by close(). */

@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 1
+#define ESMTB_ABI_MINOR 2
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -80,7 +80,7 @@ typedef enum esmtb_caps {
   ESMTB_CAP_F32 = 1u << 1,
   ESMTB_CAP_F16 = 1u << 2,
   ESMTB_CAP_BF16 = 1u << 3,
-  ESMTB_CAP_MULTI_DEVICE = 1u << 4      /* implements allreduce */
+  ESMTB_CAP_MULTI_DEVICE = 1u << 4      /* implements allreduce (and, ABI 1.2, comm_*) */
 } esmtb_caps;
 
 typedef struct esmtb_device esmtb_device; /* one opened device (backend-defined) */
@@ -327,6 +327,29 @@ typedef struct esmtb_allreduce_args {
   void *buf;
 } esmtb_allreduce_args;
 
+/* ABI 1.2: join this device to a communicator of `world` ranks. Every rank
+ * passes the bytes that rank 0's comm_unique_id produced (the core carries
+ * them over its host communicator). */
+typedef struct esmtb_comm_init_args {
+  uint32_t struct_size;
+  int rank, world;
+  const void *unique_id;
+  size_t id_bytes;
+  /* A collective or a wait on one that makes no progress for this long
+   * fails (and tears the communicator down) instead of hanging on a dead
+   * peer; 0 = wait forever. */
+  double timeout_s;
+  /* Optional (NULL: none). While it waits on the communicator's work the
+   * backend calls this every few milliseconds (from the waiting thread)
+   * until comm_release: non-NULL is why a peer is known to have failed (the
+   * core learned it on its own connections, e.g. a killed process); give up
+   * at once, as on a timeout, with that reason in the message. */
+  const char *(*peer_failed)(void *user);
+  void *peer_failed_user;
+} esmtb_comm_init_args;
+
+#define ESMTB_COMM_ID_MAX 1024 /* the largest unique id the core carries */
+
 /* ------------------------------------------------------------------------ */
 /* The ops table                                                            */
 /* ------------------------------------------------------------------------ */
@@ -387,6 +410,22 @@ typedef struct esmtb_ops {
   esmtb_status (*scale)(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
   esmtb_status (*convert)(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s);
   esmtb_status (*allreduce)(esmtb_device *dev, const esmtb_allreduce_args *a, esmtb_stream *s);
+
+  /* ABI 1.2 (optional; read only when abi_minor >= 2 and struct_size covers
+   * them). A MULTI_DEVICE backend that has both gets its communicator from
+   * the core: rank 0 calls comm_unique_id, every rank then comm_init on its
+   * opened device before the first allreduce. comm_release (or close())
+   * ends it. */
+  esmtb_status (*comm_unique_id)(esmtb_device *dev, void *buf, size_t cap, size_t *len);
+  esmtb_status (*comm_init)(esmtb_device *dev, const esmtb_comm_init_args *a);
+  /* Release the device's communicator before close(): abort = 0 once its
+   * work is done (a clean end); abort = 1 when this rank gives up (it failed
+   * mid-step, or a peer did): stop the queued work now without waiting for
+   * peers, so that freeing memory and close() cannot block. Afterwards
+   * allreduce fails and comm_init's peer_failed is never called again.
+   * Optional; without it the core passes no peer_failed (close() alone
+   * ends the communicator). */
+  void (*comm_release)(esmtb_device *dev, int abort);
 } esmtb_ops;
 
 /* Entry symbols a backend exports (names are the ABI). */

@@ -1,0 +1,52 @@
+/* The data-parallel group's state, shared by dp_group.c (host path: a
+ * worker thread sums host gradients over TCP) and dp_device.c (device
+ * path: the backend's allreduce, NCCL for nccl_dp). */
+#ifndef ESMTRAIN_DP_GROUP_INTERNAL_H
+#define ESMTRAIN_DP_GROUP_INTERNAL_H
+
+#include <pthread.h>
+
+#include "dp_group.h"
+
+struct esmt_dp {
+  esmt_comm *comm;
+  uint64_t bucket_elems;
+  double timeout_s;          /* handed to the backend's communicator */
+  /* the update's gradient sum, run by a worker thread */
+  pthread_t worker;
+  int worker_running;
+  pthread_mutex_t mu;
+  pthread_cond_t cv;
+  float *grads;
+  uint64_t total, nbuckets;
+  uint64_t ready;            /* buckets (from the top) whose gradients are final */
+  uint64_t done;             /* buckets reduced (device path: queued) */
+  esmt_status error;
+  char error_text[1024];
+  /* stats */
+  uint64_t bytes;
+  double busy_s;
+  /* device path, set up by esmt_dp_device_setup */
+  int on_device;
+  esmt_model *m;             /* the model whose device holds the communicator */
+  esmtb_stream *comm_stream; /* the all-reduces run here, overlapping backward */
+  esmtb_event *ready_event;  /* recorded on m->stream at each grads_ready point */
+  char peer_text[1024];      /* why a peer failed, for the backend's waits */
+};
+
+/* Bucket k covers [total - (k+1) B, total - k B), clipped at 0: the top of
+ * the buffer first, in the order backward finishes it. */
+static inline void esmt_dp_bucket_range(const esmt_dp *dp, uint64_t k, uint64_t *lo,
+                                        uint64_t *hi) {
+  *hi = dp->total - k * dp->bucket_elems;
+  *lo = *hi > dp->bucket_elems ? *hi - dp->bucket_elems : 0;
+}
+
+/* dp_device.c */
+ESMT_HIDDEN esmt_status esmt_dp_device_setup(esmt_dp *dp, esmt_model *m);
+ESMT_HIDDEN void esmt_dp_device_arm(esmt_dp *dp, esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_dp_device_finish(esmt_dp *dp, esmt_model *m);
+ESMT_HIDDEN void esmt_dp_device_abort(esmt_dp *dp);
+ESMT_HIDDEN void esmt_dp_device_release(esmt_dp *dp);
+
+#endif

@@ -1,0 +1,203 @@
+/* See fake_dp_backend.h. */
+#define _GNU_SOURCE
+#include "fake_dp_backend.h"
+
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "internal.h"
+#include "model.h"
+#include "tcp_comm.h"
+
+static const esmtb_ops *g_cpu;
+static esmtb_ops g_ops;
+static char g_dir[512];
+static esmt_comm *g_comm; /* the fake "NCCL" communicator */
+static const float *g_grads;
+static uint64_t g_total;
+static fake_call g_calls[8192];
+static int g_n;
+static const char *(*g_peer_failed)(void *user);
+static void *g_peer_user;
+static int g_peer_checks;
+
+static void note(fake_call c) {
+  if (g_n < (int)(sizeof g_calls / sizeof g_calls[0])) g_calls[g_n++] = c;
+}
+
+static esmtb_status f_unique_id(esmtb_device *d, void *buf, size_t cap, size_t *len) {
+  (void)d;
+  static int serial;
+  char id[600];
+  int n = snprintf(id, sizeof id, "%s/fake-nccl-%d-%d", g_dir, (int)getpid(), serial++);
+  if ((size_t)n + 1 > cap) return 1;
+  memcpy(buf, id, (size_t)n + 1);
+  *len = (size_t)n + 1;
+  note((fake_call){.kind = FAKE_ID});
+  return 0;
+}
+
+static esmtb_status f_comm_init(esmtb_device *d, const esmtb_comm_init_args *a) {
+  (void)d;
+  const char *path = a->unique_id;
+  if (a->id_bytes < 2 || path[a->id_bytes - 1] != '\0') return 1;
+  uint64_t token = 1469598103934665603ull;
+  for (const char *p = path; *p; p++) token = (token ^ (unsigned char)*p) * 1099511628211ull;
+  esmt_comm_options o = {a->rank, a->world, NULL, 0, path, token, a->timeout_s > 0 ? a->timeout_s : 20};
+  note((fake_call){.kind = FAKE_INIT, .rank = a->rank, .world = a->world});
+  g_peer_failed = a->peer_failed;
+  g_peer_user = a->peer_failed_user;
+  return (esmtb_status)esmt_comm_create(&g_comm, &o);
+}
+
+static void f_comm_release(esmtb_device *d, int abort) {
+  (void)d;
+  g_peer_failed = NULL; /* the core's data may go now */
+  if (!abort) {
+    esmt_comm_destroy(g_comm);
+    g_comm = NULL;
+    return;
+  }
+  note((fake_call){.kind = FAKE_ABORT});
+  if (g_comm) esmt_comm_abort(g_comm, "fake comm_release(abort)");
+}
+
+static esmtb_status f_allreduce(esmtb_device *d, const esmtb_allreduce_args *a, esmtb_stream *s) {
+  (void)d;
+  const float *f = a->buf;
+  int64_t lo = -1, hi = -1;
+  if (g_grads && f >= g_grads && f + a->n <= g_grads + g_total) {
+    lo = f - g_grads;
+    hi = lo + (int64_t)a->n;
+  }
+  note((fake_call){.kind = FAKE_ALLREDUCE, .stream = s, .dtype = a->dtype, .lo = lo, .hi = hi});
+  if (!g_comm) return 12;
+  if (a->dtype != ESMTB_F32) return 8; /* the core only sums fp32 gradients */
+  return (esmtb_status)esmt_comm_allreduce_sum(g_comm, a->buf, a->n, ESMT_COMM_F32);
+}
+
+static esmtb_status f_event_record(esmtb_device *d, esmtb_event *e, esmtb_stream *s) {
+  note((fake_call){.kind = FAKE_RECORD, .stream = s, .event = e});
+  return g_cpu->event_record(d, e, s);
+}
+
+static esmtb_status f_stream_wait_event(esmtb_device *d, esmtb_stream *s, esmtb_event *e) {
+  note((fake_call){.kind = FAKE_WAIT, .stream = s, .event = e});
+  return g_cpu->stream_wait_event(d, s, e);
+}
+
+/* Waits on a stream other than the model's ask the core about the peers,
+ * as nccl_dp's do while NCCL works. */
+static esmtb_status f_stream_sync(esmtb_device *d, esmtb_stream *s) {
+  if (s && g_peer_failed) {
+    g_peer_checks++;
+    const char *why = g_peer_failed(g_peer_user);
+    if (why) return esmt_fail(ESMT_ERR_BACKEND, "fake stream_sync abandoned: %s", why);
+  }
+  return g_cpu->stream_sync(d, s);
+}
+
+int fake_dp_peer_checks(void) { return g_peer_checks; }
+
+static void f_close(esmtb_device *d) {
+  esmt_comm_destroy(g_comm);
+  g_comm = NULL;
+  g_cpu->close(d);
+}
+
+const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir) {
+  g_cpu = cpu;
+  snprintf(g_dir, sizeof g_dir, "%s", dir);
+  memset(&g_ops, 0, sizeof g_ops);
+  memcpy(&g_ops, cpu, cpu->struct_size < sizeof g_ops ? cpu->struct_size : sizeof g_ops);
+  g_ops.abi_minor = 2;
+  g_ops.struct_size = sizeof g_ops;
+  g_ops.name = "fake_dp";
+  /* fp32 only: a device backend with half caps would make AUTO precision
+   * pick bf16, and the comparison with the cpu TCP path is in fp32 */
+  g_ops.caps = (cpu->caps & ~(uint32_t)(ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F16 |
+                                        ESMTB_CAP_BF16)) |
+               ESMTB_CAP_MULTI_DEVICE;
+  g_ops.comm_unique_id = f_unique_id;
+  g_ops.comm_init = f_comm_init;
+  g_ops.comm_release = f_comm_release;
+  g_ops.allreduce = f_allreduce;
+  g_ops.event_record = f_event_record;
+  g_ops.stream_wait_event = f_stream_wait_event;
+  g_ops.close = f_close;
+  g_ops.stream_sync = f_stream_sync;
+  g_n = 0;
+  g_peer_checks = 0;
+  g_peer_failed = NULL;
+  return &g_ops;
+}
+
+void fake_dp_watch(const float *grads, uint64_t total) {
+  g_grads = grads;
+  g_total = total;
+}
+
+const fake_call *fake_dp_calls(int *n) {
+  *n = g_n;
+  return g_calls;
+}
+
+static char g_problem[512];
+#define PROBLEM(...) (snprintf(g_problem, sizeof g_problem, __VA_ARGS__), g_problem)
+
+const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, int steps,
+                          int *groups) {
+  const fake_call *c = g_calls;
+  int i = 0, ids = 0;
+  *groups = 0;
+  for (; i < g_n && c[i].kind != FAKE_INIT; i++) {
+    if (c[i].kind == FAKE_ID) ids++;
+    else return PROBLEM("call %d (kind %d) before comm_init", i, c[i].kind);
+  }
+  if (ids != (rank == 0)) return PROBLEM("rank %d made %d ids", rank, ids);
+  if (i == g_n) return PROBLEM("no comm_init");
+  if (c[i].rank != rank || c[i].world != world)
+    return PROBLEM("comm_init as rank %d of %d", c[i].rank, c[i].world);
+  i++;
+  if (i >= g_n || c[i].kind != FAKE_ALLREDUCE || c[i].lo != -1 || c[i].dtype != ESMTB_F32)
+    return PROBLEM("call %d is not the one-float test all-reduce", i);
+  const void *comm_stream = c[i].stream;
+  if (!comm_stream) return PROBLEM("the test all-reduce ran on the model's stream");
+  i++;
+  const uint64_t per_step = (total + bucket - 1) / bucket;
+  for (int s = 0; s < steps; s++) {
+    uint64_t next_hi = total, made = 0;
+    int step_groups = 0;
+    while (made < per_step) {
+      /* a RECORD on the model stream, the comm stream's WAIT on it, then all-reduces */
+      if (i + 1 >= g_n || c[i].kind != FAKE_RECORD || c[i + 1].kind != FAKE_WAIT)
+        return PROBLEM("step %d: call %d is not an event record + wait before all-reduces", s, i);
+      if (c[i].stream != NULL || c[i + 1].stream != comm_stream || c[i].event != c[i + 1].event)
+        return PROBLEM("step %d: the event at call %d is not model stream -> comm stream", s, i);
+      i += 2;
+      step_groups++;
+      int n = 0;
+      for (; i < g_n && c[i].kind == FAKE_ALLREDUCE; i++, n++) {
+        if (c[i].stream != comm_stream || c[i].dtype != ESMTB_F32)
+          return PROBLEM("step %d: all-reduce %d: stream %p dtype %d", s, i, c[i].stream,
+                         c[i].dtype);
+        const uint64_t want_lo = next_hi > bucket ? next_hi - bucket : 0;
+        if (c[i].hi != (int64_t)next_hi || c[i].lo != (int64_t)want_lo)
+          return PROBLEM("step %d: bucket %llu is [%lld, %lld), want [%llu, %llu)", s,
+                         (unsigned long long)made, (long long)c[i].lo, (long long)c[i].hi,
+                         (unsigned long long)want_lo, (unsigned long long)next_hi);
+        next_hi = want_lo;
+        made++;
+      }
+      if (!n) return PROBLEM("step %d: an event with no all-reduce after it (call %d)", s, i);
+    }
+    if (next_hi != 0) return PROBLEM("step %d: gradients below %llu not summed", s,
+                                     (unsigned long long)next_hi);
+    if (s == 0) *groups = step_groups;
+  }
+  for (; i < g_n; i++)
+    if (c[i].kind == FAKE_ALLREDUCE) return PROBLEM("extra all-reduce at call %d", i);
+  return NULL;
+}

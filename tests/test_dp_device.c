@@ -1,0 +1,312 @@
+/* The core's device path of data parallelism (dp_device.c) without a GPU:
+ * fake_dp_backend is the cpu ops as an ABI 1.2 multi-device backend with
+ * device (non host-addressable) memory whose all-reduce is a TCP
+ * communicator of its own. With 2 fork()ed ranks:
+ *  - the id/init/event/all-reduce calls come in the right order, on the
+ *    right streams, in F32 buckets that cover the gradients top-down, at
+ *    several points of backward (overlap);
+ *  - the weights equal, bit for bit, those of the cpu backend's TCP path;
+ *  - a killed rank stops the other with an error naming it, and the
+ *    device communicator is aborted;
+ * and in one process: world size 1 forced by ESMTRAIN_FORCE_DP runs the
+ * same calls and equals a run without data parallelism; a table older
+ * than ABI 1.2 or without the comm ops is refused with a message. */
+#define _GNU_SOURCE
+#include "test_util.h"
+
+#include <signal.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include "checkpoint.h"
+#include "context.h"
+#include "dp_group.h"
+#include "fake_dp_backend.h"
+#include "mem_source.h"
+#include "trainer.h"
+
+enum { STEPS = 4, BUCKET_BYTES = 4096 };
+enum { MODE_TCP, MODE_FAKE, MODE_FAKE_FORCED, MODE_NONE };
+
+static char g_dir[256];
+static int g_job;
+
+typedef struct run_spec {
+  int rank, world, mode;
+  int die_at;                /* > 0: SIGKILL after that update */
+  const char *weights_out, *report_out;
+} run_spec;
+
+static void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  if (f) {
+    fputs(text, f);
+    fclose(f);
+  }
+}
+
+static void read_text(const char *path, char *buf, size_t cap) {
+  buf[0] = '\0';
+  FILE *f = fopen(path, "r");
+  if (!f) return;
+  size_t n = fread(buf, 1, cap - 1, f);
+  buf[n] = '\0';
+  fclose(f);
+}
+
+static esmt_status attach_dp(esmt_trainer *t, const run_spec *s) {
+  esmt_dp *dp = NULL;
+  esmt_status st;
+  if (s->mode == MODE_FAKE_FORCED) {
+    setenv("ESMTRAIN_FORCE_DP", "1", 1);
+    st = esmt_dp_create_from_env(BUCKET_BYTES, 0, &dp);
+  } else {
+    char rdv[512];
+    snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
+    esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
+    esmt_comm *comm = NULL;
+    st = esmt_comm_create(&comm, &co);
+    if (!st) st = esmt_dp_create(comm, BUCKET_BYTES, &dp);
+  }
+  if (!st && !dp) st = esmt_fail(ESMT_ERR_INTERNAL, "no data-parallel group");
+  if (!st) esmt_dp_set_timeout(dp, 20);
+  if (!st) st = esmt_trainer_set_dp(t, dp);
+  if (!st && esmt_dp_on_device(dp) != (s->mode != MODE_TCP))
+    st = esmt_fail(ESMT_ERR_INTERNAL, "on_device is %d in mode %d", esmt_dp_on_device(dp), s->mode);
+  return st;
+}
+
+/* One process's run; returns its status. */
+static esmt_status run(const run_spec *s) {
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 1;
+  esmt_context *ctx = NULL;
+  if (esmt_context_create(&o, &ctx)) return ESMT_ERR_INTERNAL;
+  const esmt_backend_entry *real = ctx->backend;
+  esmt_backend_entry fake = *real;
+  const int faked = s->mode == MODE_FAKE || s->mode == MODE_FAKE_FORCED;
+  if (faked) {
+    fake.ops = fake_dp_ops(real->ops, g_dir);
+    ctx->backend = &fake;
+  }
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
+  esmt_model *m = NULL;
+  esmt_status st = esmt_model_create(ctx, &c, 7, &m);
+  esmt_trainer *t = NULL;
+  mem_source ms = {.rows = 2, .offset = s->rank, .stride = s->world};
+  esmt_batch_source src = mem_source_as_source(&ms);
+  if (!st) {
+    fake_dp_watch(m->grads, m->layout.total);
+    esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
+    to.adamw.lr = 1e-3;
+    to.schedule.peak_lr = 1e-3;
+    to.schedule.warmup_steps = 2;
+    to.schedule.total_steps = 20;
+    to.log_every = 0;
+    to.max_steps = STEPS;
+    st = esmt_trainer_create(m, &to, &src, &t);
+  }
+  if (!st && s->mode != MODE_NONE) st = attach_dp(t, s);
+  while (!st && esmt_trainer_step_count(t) < STEPS) {
+    esmt_train_metrics mt = {.struct_size = sizeof mt};
+    st = esmt_trainer_step(t, &mt);
+    if (!st && s->die_at && esmt_trainer_step_count(t) == s->die_at) raise(SIGKILL);
+  }
+  char report[1024];
+  if (st) {
+    snprintf(report, sizeof report, "error: %s", esmt_last_error());
+  } else if (faked) {
+    int groups = 0;
+    const char *p = fake_dp_check(s->rank, s->world, m->layout.total, BUCKET_BYTES / 4, STEPS,
+                                  &groups);
+    if (p) snprintf(report, sizeof report, "problem: %s", p);
+    else snprintf(report, sizeof report, "ok groups=%d peer_checks=%d", groups,
+                  fake_dp_peer_checks());
+  } else {
+    snprintf(report, sizeof report, "ok");
+  }
+  if (faked) { /* was the device communicator aborted? */
+    int n;
+    const fake_call *calls = fake_dp_calls(&n);
+    for (int i = 0; i < n; i++)
+      if (calls[i].kind == FAKE_ABORT) {
+        strncat(report, " [comm_release(abort)]", sizeof report - strlen(report) - 1);
+        break;
+      }
+  }
+  if (s->report_out) write_text(s->report_out, report);
+  if (!st && s->weights_out) {
+    float *w = malloc(m->layout.total * sizeof *w);
+    FILE *f = fopen(s->weights_out, "wb");
+    if (w && f && !esmt_flat_download(m, w, m->params)) fwrite(w, sizeof *w, m->layout.total, f);
+    if (f) fclose(f);
+    free(w);
+  }
+  esmt_trainer_destroy(t);
+  esmt_model_destroy(m);
+  ctx->backend = real;
+  esmt_context_destroy(ctx);
+  return st;
+}
+
+static void run_ranks(const run_spec *specs, int n, int *status) {
+  g_job++;
+  pid_t pid[4];
+  for (int i = 0; i < n; i++) {
+    pid[i] = fork();
+    if (pid[i] == 0) _exit((int)run(&specs[i]));
+  }
+  for (int i = 0; i < n; i++) {
+    int ws;
+    waitpid(pid[i], &ws, 0);
+    status[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
+  }
+}
+
+static float *read_weights(const char *path, size_t *n) {
+  FILE *f = fopen(path, "rb");
+  if (!f) fail_msg("no weights at %s", path);
+  fseek(f, 0, SEEK_END);
+  long bytes = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  float *w = malloc((size_t)bytes + 1);
+  *n = fread(w, sizeof *w, (size_t)bytes / sizeof *w, f);
+  fclose(f);
+  return w;
+}
+
+static void assert_same_weights(const char *a, const char *b) {
+  size_t na, nb;
+  float *x = read_weights(a, &na), *y = read_weights(b, &nb);
+  assert_true(na > 0);
+  assert_int_equal(na, nb);
+  assert_memory_equal(x, y, na * sizeof *x);
+  free(x);
+  free(y);
+}
+
+static void path(char *out, const char *name) { snprintf(out, 512, "%s/%s", g_dir, name); }
+
+static void test_device_path_matches_tcp(void **state) {
+  (void)state;
+  char wt[2][512], wf[2][512], rep[2][512], text[1024];
+  path(wt[0], "tcp0"); path(wt[1], "tcp1");
+  path(wf[0], "fake0"); path(wf[1], "fake1");
+  path(rep[0], "rep0"); path(rep[1], "rep1");
+  run_spec tcp[2] = {{0, 2, MODE_TCP, 0, wt[0], NULL}, {1, 2, MODE_TCP, 0, wt[1], NULL}};
+  run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0]}, {1, 2, MODE_FAKE, 0, wf[1], rep[1]}};
+  int st[2];
+  run_ranks(tcp, 2, st);
+  assert_int_equal(st[0] | st[1], 0);
+  run_ranks(dev, 2, st);
+  for (int r = 0; r < 2; r++) {
+    read_text(rep[r], text, sizeof text);
+    printf("rank %d (device path): %s\n", r, text);
+    assert_int_equal(st[r], 0);
+    assert_int_equal(strncmp(text, "ok groups=", 10), 0);
+    assert_true(atoi(text + 10) > 1); /* buckets queued at several points of backward */
+    assert_null(strstr(text, "peer_checks=0")); /* the backend can ask about the peers */
+  }
+  assert_same_weights(wt[0], wf[0]); /* the device path sums exactly as TCP does */
+  assert_same_weights(wf[0], wf[1]);
+  printf("2 ranks: device path == TCP path, bit for bit\n");
+}
+
+static void test_forced_world_one(void **state) {
+  (void)state;
+  char w1[512], w0[512], rep[512], text[1024];
+  path(w1, "forced"); path(w0, "plain"); path(rep, "rep-forced");
+  run_spec forced = {0, 1, MODE_FAKE_FORCED, 0, w1, rep}, plain = {0, 1, MODE_NONE, 0, w0, NULL};
+  int st;
+  run_ranks(&forced, 1, &st);
+  read_text(rep, text, sizeof text);
+  printf("world 1 forced: %s\n", text);
+  assert_int_equal(st, 0);
+  assert_int_equal(strncmp(text, "ok", 2), 0);
+  run_ranks(&plain, 1, &st);
+  assert_int_equal(st, 0);
+  assert_same_weights(w0, w1);
+}
+
+static void test_killed_rank(void **state) {
+  (void)state;
+  char rep[512], text[1024];
+  path(rep, "rep-killed");
+  run_spec s[2] = {{0, 2, MODE_FAKE, 0, NULL, rep}, {1, 2, MODE_FAKE, 2, NULL, NULL}};
+  int st[2];
+  run_ranks(s, 2, st);
+  read_text(rep, text, sizeof text);
+  printf("rank 1 killed after update 2: rank 0: %s\n", text);
+  assert_int_equal(st[1], 128 + SIGKILL);
+  assert_true(st[0] != 0 && st[0] < 128);
+  assert_non_null(strstr(text, "rank 1"));
+  assert_non_null(strstr(text, "[comm_release(abort)]"));
+}
+
+/* A MULTI_DEVICE table with device memory the core cannot use: refused. */
+static void test_refuses_old_tables(void **state) {
+  (void)state;
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 1;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
+  const esmt_backend_entry *real = ctx->backend;
+  esmt_backend_entry fake = *real;
+  esmtb_ops *ops = (esmtb_ops *)fake_dp_ops(real->ops, g_dir);
+  fake.ops = ops;
+  ctx->backend = &fake;
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 1; c.hidden_size = 16; c.num_heads = 2; c.max_positions = 32;
+  for (int k = 0; k < 3; k++) {
+    fake_dp_ops(real->ops, g_dir);
+    if (k == 0) ops->abi_minor = 1;       /* ABI 1.1: the fields may be garbage */
+    if (k == 1) ops->comm_init = NULL;    /* 1.2 without the ops */
+    if (k == 2) ops->struct_size = (uint32_t)offsetof(esmtb_ops, comm_unique_id);
+    esmt_model *m = NULL;
+    assert_int_equal(esmt_model_create(ctx, &c, 7, &m), ESMT_OK);
+    esmt_comm_options co = {0, 1, NULL, 0, NULL, 1, 5.0};
+    esmt_comm *comm = NULL;
+    esmt_dp *dp = NULL;
+    assert_int_equal(esmt_comm_create(&comm, &co), ESMT_OK);
+    assert_int_equal(esmt_dp_create(comm, 0, &dp), ESMT_OK);
+    assert_int_equal(esmt_dp_check_start(dp, m), ESMT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(esmt_last_error(), "ABI 1.2 communicator ops"));
+    int n;
+    fake_dp_calls(&n);
+    assert_int_equal(n, 0); /* nothing was called */
+    esmt_dp_destroy(dp);
+    esmt_model_destroy(m);
+  }
+  ctx->backend = real;
+  esmt_context_destroy(ctx);
+}
+
+static int setup(void **state) {
+  (void)state;
+  snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
+  unsetenv("ESMTRAIN_FORCE_DP");
+  return 0;
+}
+static int teardown(void **state) {
+  (void)state;
+  test_rmtree(g_dir);
+  return 0;
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(test_device_path_matches_tcp),
+      cmocka_unit_test(test_forced_world_one),
+      cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_refuses_old_tables),
+  };
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
