@@ -15,31 +15,8 @@
 #include "checkpoint.h"
 #include "loss_scaler.h"
 #include "mem_source.h"
+#include "trainer_fixture.h"
 #include "trainer.h"
-
-static esmt_context *g_ctx;
-
-static int setup(void **state) {
-  (void)state;
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 2;
-  return esmt_context_create(&o, &g_ctx) == ESMT_OK ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  esmt_context_destroy(g_ctx);
-  return 0;
-}
-
-static esmt_model *make_model(void) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
-  esmt_model *m = NULL;
-  if (esmt_model_create(g_ctx, &c, 7, &m) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  return m;
-}
 
 static esmt_trainer_options scaled_opts(double initial, int hysteresis) {
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
@@ -52,12 +29,6 @@ static esmt_trainer_options scaled_opts(double initial, int hysteresis) {
   o.loss_scale.initial = initial;
   o.loss_scale.hysteresis = hysteresis;
   return o;
-}
-
-static float *weights(esmt_model *m) {
-  float *h = malloc(m->layout.total * sizeof *h);
-  assert_int_equal(esmt_flat_download(m, h, m->params), ESMT_OK);
-  return h;
 }
 
 static double rel_diff(const float *a, const float *b, size_t n) {
@@ -123,7 +94,7 @@ static void test_policy(void **state) {
   o.loss_scale.hysteresis = 0;
   mem_source ms = {.rows = 2};
   esmt_batch_source src = mem_source_as_source(&ms);
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   esmt_trainer *t = NULL;
   assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_ERR_INVALID_ARGUMENT);
   assert_null(t);
@@ -135,7 +106,7 @@ static void test_scaled_matches_unscaled(void **state) {
   (void)state;
   float *w[2];
   for (int run = 0; run < 2; run++) {
-    esmt_model *m = make_model();
+    esmt_model *m = fixture_model();
     mem_source ms = {.rows = 2};
     esmt_batch_source src = mem_source_as_source(&ms);
     esmt_trainer_options o = scaled_opts(1024, 2);
@@ -147,7 +118,7 @@ static void test_scaled_matches_unscaled(void **state) {
     for (int i = 0; i < 5; i++) assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
     assert_true(mt.loss_scale == (run ? 4096.0 : 1.0));
     assert_int_equal(mt.skipped, 0);
-    w[run] = weights(m);
+    w[run] = fixture_weights(m);
     if (run) {
       double d = rel_diff(w[1], w[0], m->layout.total);
       printf("scaled vs unscaled weights after 5 updates: rel diff %.3g\n", d);
@@ -166,7 +137,7 @@ static void test_scaled_matches_unscaled(void **state) {
 static void test_overflow_skip_and_recover(void **state) {
   (void)state;
   for (int inf = 0; inf < 2; inf++) {
-    esmt_model *m = make_model();
+    esmt_model *m = fixture_model();
     mem_source ms = {.rows = 2};
     esmt_batch_source src = mem_source_as_source(&ms);
     esmt_trainer_options o = scaled_opts(65536, 2);
@@ -178,20 +149,20 @@ static void test_overflow_skip_and_recover(void **state) {
     esmt_test_inject_inf = inf;
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
-    float *before = weights(m);
+    float *before = fixture_weights(m);
     assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK); /* overflow 1: tolerated */
     assert_int_equal(mt.skipped, 1);
     assert_int_equal(mt.overflows, 1);
     assert_true(mt.loss_scale == 65536);
     assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK); /* overflow 2: backs off */
     assert_int_equal(mt.overflows, 2);
-    float *after = weights(m);
+    float *after = fixture_weights(m);
     assert_memory_equal(before, after, m->layout.total * sizeof *before);
     assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK); /* recovers */
     assert_true(mt.loss_scale == 32768);
     assert_int_equal(mt.skipped, 2);
     assert_true(isfinite(mt.loss) && isfinite(mt.grad_norm) && mt.grad_norm > 0);
-    float *later = weights(m);
+    float *later = fixture_weights(m);
     assert_true(rel_diff(later, after, m->layout.total) > 0); /* it trained */
     no_injection();
     free(before);
@@ -210,7 +181,7 @@ static void test_floor_saves_and_stops(void **state) {
   const char *d = test_mkdtemp();
   char run[256];
   snprintf(run, sizeof run, "%s", d);
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   mem_source ms = {.rows = 2};
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_trainer_options o = scaled_opts(8, 1);
@@ -231,15 +202,15 @@ static void test_floor_saves_and_stops(void **state) {
   assert_non_null(strstr(msg, "checkpoint saved"));
   assert_non_null(strstr(msg, "step-00000005"));
   assert_int_equal(esmt_trainer_step_count(t), 5);
-  float *w = weights(m);
+  float *w = fixture_weights(m);
   no_injection();
   esmt_trainer_destroy(t);
   /* step 2's checkpoint is intact and holds the same weights (3-5 skipped) */
   char dir[4096];
   snprintf(dir, sizeof dir, "%s/checkpoints/step-00000002", run);
-  esmt_model *m2 = make_model();
+  esmt_model *m2 = fixture_model();
   assert_int_equal(esmt_checkpoint_load(m2, dir, 1, NULL), ESMT_OK);
-  float *w2 = weights(m2);
+  float *w2 = fixture_weights(m2);
   assert_memory_equal(w, w2, m->layout.total * sizeof *w);
   /* resume from the floor checkpoint: step 5, the scale where it stopped */
   mem_source ms2 = {.rows = 2};
@@ -268,5 +239,5 @@ int main(void) {
       cmocka_unit_test(test_overflow_skip_and_recover),
       cmocka_unit_test(test_floor_saves_and_stops),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }

@@ -11,38 +11,14 @@
 
 #include "checkpoint.h"
 #include "mem_source.h"
+#include "trainer_fixture.h"
 #include "trainer_update.h"
 #include <unistd.h>
 
-static esmt_status esmt_flat_download_for_test(esmt_model *m, float *h) { return esmt_flat_download(m, h, m->params); }
 
 enum { B = 2, T = MEM_T, MAXB = MEM_MAXB };
 
 static esmt_batch_source as_source(mem_source *m) { return mem_source_as_source(m); }
-
-static esmt_context *g_ctx;
-
-static int setup(void **state) {
-  (void)state;
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 2;
-  return esmt_context_create(&o, &g_ctx) == ESMT_OK ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  esmt_context_destroy(g_ctx);
-  return 0;
-}
-
-static esmt_model *make_model(void) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
-  esmt_model *m = NULL;
-  if (esmt_model_create(g_ctx, &c, 7, &m) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  return m;
-}
 
 static esmt_trainer_options base_opts(void) {
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
@@ -54,16 +30,10 @@ static esmt_trainer_options base_opts(void) {
   return o;
 }
 
-static float *weights(esmt_model *m) {
-  float *h = malloc(m->layout.total * sizeof *h);
-  assert_int_equal(esmt_flat_download_for_test(m, h), ESMT_OK);
-  return h;
-}
-
 /* Two micro-batches of 2 rows in one update == one batch of 4 rows. */
 static void test_accumulation_equivalence(void **state) {
   (void)state;
-  esmt_model *a = make_model(), *b = make_model();
+  esmt_model *a = fixture_model(), *b = fixture_model();
   mem_source sa = {.rows = 2}, sb = {.rows = 4, .repeat = 1};
   /* sb's single batch holds batch 0's two rows then batch 1's two rows. */
   esmt_batch_source src_a = as_source(&sa);
@@ -95,7 +65,7 @@ static void test_accumulation_equivalence(void **state) {
   esmt_update_params up = {ob.adamw, ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0, NULL};
   assert_int_equal(esmt_run_update(b, &mb, 1, &up, 1, 1, &r), ESMT_OK);
   assert_true(fabs(r.loss - ma.loss) <= 1e-5 * fabs(r.loss));
-  float *wa = weights(a), *wb = weights(b);
+  float *wa = fixture_weights(a), *wb = fixture_weights(b);
   double num = 0, den = 0;
   for (uint64_t i = 0; i < a->layout.total; i++) {
     num += (double)(wa[i] - wb[i]) * (wa[i] - wb[i]);
@@ -113,7 +83,7 @@ static void test_accumulation_equivalence(void **state) {
 }
 
 static float *train_steps(const char *run, int steps, int resume_half) {
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   mem_source s = {.rows = B};
   esmt_batch_source src = as_source(&s);
   esmt_trainer_options o = base_opts();
@@ -126,7 +96,7 @@ static float *train_steps(const char *run, int steps, int resume_half) {
     esmt_trainer_destroy(t);
     esmt_model_destroy(m);
     /* A fresh process would start here: new model, new source, resume. */
-    m = make_model();
+    m = fixture_model();
     mem_source s2 = {.rows = B};
     esmt_batch_source src2 = as_source(&s2);
     o.max_steps = steps;
@@ -137,7 +107,7 @@ static float *train_steps(const char *run, int steps, int resume_half) {
     assert_int_equal(esmt_trainer_run(t), ESMT_OK);
   }
   assert_int_equal(esmt_trainer_step_count(t), steps);
-  float *w = weights(m);
+  float *w = fixture_weights(m);
   esmt_trainer_destroy(t);
   esmt_model_destroy(m);
   return w;
@@ -153,7 +123,7 @@ static void test_exact_resume(void **state) {
   snprintf(r2, sizeof r2, "%s", d2);
   float *full = train_steps(r1, 8, 0);
   float *halves = train_steps(r2, 8, 1);
-  esmt_model *probe = make_model();
+  esmt_model *probe = fixture_model();
   assert_memory_equal(full, halves, probe->layout.total * sizeof *full); /* bit for bit */
   esmt_model_destroy(probe);
   free(full);
@@ -164,7 +134,7 @@ static void test_exact_resume(void **state) {
 
 static void test_overfit_and_eval(void **state) {
   (void)state;
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   mem_source s = {.rows = B, .repeat = 1}, ev = {.rows = B, .repeat = 1};
   esmt_batch_source src = as_source(&s), esrc = as_source(&ev);
   esmt_trainer_options o = base_opts();
@@ -198,12 +168,12 @@ static void test_overfit_and_eval(void **state) {
 
 static void test_nonfinite_policies(void **state) {
   (void)state;
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   float nan_bias[ESMT_VOCAB_SIZE];
   for (int i = 0; i < ESMT_VOCAB_SIZE; i++) nan_bias[i] = i == 5 ? NAN : 0.0f;
   assert_int_equal(esmt_model_write_tensor(m, "lm_head.bias", ESMT_BUF_PARAMS, nan_bias,
                                            ESMT_VOCAB_SIZE), ESMT_OK);
-  float *before = weights(m);
+  float *before = fixture_weights(m);
   mem_source s = {.rows = B};
   esmt_batch_source src = as_source(&s);
   esmt_trainer_options o = base_opts();
@@ -212,7 +182,7 @@ static void test_nonfinite_policies(void **state) {
   esmt_train_metrics mt = {.struct_size = sizeof mt};
   assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK); /* skip policy */
   assert_int_equal(mt.skipped, 1);
-  float *after = weights(m);
+  float *after = fixture_weights(m);
   assert_memory_equal(before, after, m->layout.total * sizeof *before); /* untouched */
   esmt_trainer_destroy(t);
   o.nonfinite_abort = 1;
@@ -235,7 +205,7 @@ static void test_stop_saves(void **state) {
   const char *run = test_mkdtemp();
   char rd[256];
   snprintf(rd, sizeof rd, "%s", run);
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   mem_source s = {.rows = B};
   esmt_batch_source src = as_source(&s);
   esmt_trainer_options o = base_opts();
@@ -271,7 +241,7 @@ static void test_gradient_nan_injection(void **state) {
   const char *d = test_mkdtemp();
   char run[256];
   snprintf(run, sizeof run, "%s", d);
-  esmt_model *m = make_model();
+  esmt_model *m = fixture_model();
   mem_source s = {.rows = B};
   esmt_batch_source src = as_source(&s);
   esmt_trainer_options o = base_opts();
@@ -283,18 +253,18 @@ static void test_gradient_nan_injection(void **state) {
   esmt_train_metrics mt = {.struct_size = sizeof mt};
   assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
   assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
-  float *before = weights(m);
+  float *before = fixture_weights(m);
   assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK);
   assert_int_equal(mt.skipped, 1);
   assert_true(!isfinite(mt.grad_norm));
-  float *after = weights(m);
+  float *after = fixture_weights(m);
   assert_memory_equal(before, after, m->layout.total * sizeof *before);
   assert_int_equal(esmt_trainer_step(t, &mt), ESMT_OK); /* recovers */
   assert_int_equal(mt.skipped, 1);
   assert_true(isfinite(mt.loss));
   esmt_trainer_destroy(t);
   /* abort: a checkpoint at step 2, then the fault at step 3 */
-  esmt_model *m2 = make_model();
+  esmt_model *m2 = fixture_model();
   mem_source s2 = {.rows = B};
   esmt_batch_source src2 = as_source(&s2);
   o.nonfinite_abort = 1;
@@ -329,5 +299,5 @@ int main(void) {
       cmocka_unit_test(test_stop_saves),
       cmocka_unit_test(test_gradient_nan_injection),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fixture_setup, fixture_teardown);
 }
