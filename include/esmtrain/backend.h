@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 2
+#define ESMTB_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -80,7 +80,8 @@ typedef enum esmtb_caps {
   ESMTB_CAP_F32 = 1u << 1,
   ESMTB_CAP_F16 = 1u << 2,
   ESMTB_CAP_BF16 = 1u << 3,
-  ESMTB_CAP_MULTI_DEVICE = 1u << 4      /* implements allreduce (and, ABI 1.2, comm_*) */
+  ESMTB_CAP_MULTI_DEVICE = 1u << 4,     /* implements allreduce (and, ABI 1.2, comm_*) */
+  ESMTB_CAP_VARLEN = 1u << 5            /* ABI 1.3: embed and attention take packed segments */
 } esmtb_caps;
 
 typedef struct esmtb_device esmtb_device; /* one opened device (backend-defined) */
@@ -162,6 +163,20 @@ typedef struct esmtb_gemm_args {
   int c_f32;
 } esmtb_gemm_args;
 
+/* Packed rows (ABI 1.3). Several sequences share one row of T tokens:
+ * segment s covers the flattened token indices
+ *   [start[s], start[s] + len[s])      (start into the B*T rows)
+ * which lie inside one row; segments are ascending and disjoint; tokens in
+ * no segment are padding. nseg == 0 (or a struct_size that stops before
+ * the field) means the right-padded layout: one sequence per row, length
+ * seq_len[b]. Backends without ESMTB_CAP_VARLEN never see nseg > 0. */
+typedef struct esmtb_segments {
+  int nseg;                  /* number of sequences in the micro-batch */
+  int max_len;               /* longest len[s] (grid sizing) */
+  const int32_t *start;      /* device [nseg] */
+  const int32_t *len;        /* device [nseg], >= 1 */
+} esmtb_segments;
+
 /* Embedding with ESM-2 token dropout (always on):
  *   out[r] = E[tok[r]] * s_b, 0 where tok == mask_id or tok == pad_id,
  *   s_b = (1 - mask_ratio_train) / (1 - m_b / n_b), n_b = non-pad tokens of
@@ -180,6 +195,10 @@ typedef struct esmtb_embed_args {
   /* backward only */
   const void *dout;          /* [B*T,d] */
   float *dE;                 /* [V,d] fp32, accumulated */
+  /* ABI 1.3, packed rows (see esmtb_segments; only with ESMTB_CAP_VARLEN).
+   * With segs.nseg > 0 the token-dropout scale is per segment: n = seg_len,
+   * m = mask tokens in the segment, and `row_scale` is [nseg]. */
+  esmtb_segments segs;
 } esmtb_embed_args;
 
 /* LayerNorm over the last dim d of [N,d], eps, biased variance; fp32 math.
@@ -251,6 +270,12 @@ typedef struct esmtb_attention_args {
   /* backward only */
   const void *dout;
   void *dqkv;
+  /* ABI 1.3, packed rows (only with ESMTB_CAP_VARLEN): with segs.nseg > 0,
+   * seq_len is ignored; a query attends only to keys of its own segment;
+   * the rotary position of a token is its index minus its segment's start
+   * (positions restart per sequence); padding tokens (in no segment) get
+   * out = 0, dqkv = 0 and lse = 0. lse keeps its [B*H*T] layout. */
+  esmtb_segments segs;
 } esmtb_attention_args;
 
 /* Fused softmax cross-entropy over [N, V] logits with int32 labels
