@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "../../../backends/cuda_common/cuda_attention.cu"
+using namespace esmt_attn;
 
 #include <stdio.h>
 

@@ -1,0 +1,355 @@
+// Device-side building blocks of the flash-style attention
+// (cuda_attention.cu): parameters, the per-sequence view (right-padded rows
+// or packed segments), 16-bit dtype helpers, tensor-core fragments, tiles
+// through shared memory with rotary applied on the way, and the rowsum
+// kernel of backward. Included by cuda_attention.cu only (and by the host
+// emulation in tests/gpu/emu), inside namespace esmt_attn.
+#ifndef ESMTRAIN_CUDA_ATTENTION_DEVICE_CUH
+#define ESMTRAIN_CUDA_ATTENTION_DEVICE_CUH
+
+#define LOG2E_F 1.44269504088896341f
+#define LN2_F 0.69314718055994531f
+#define NTHREADS 128
+
+namespace esmt_attn {
+
+#ifdef ESMT_ATTN_EMULATE
+alignas(16) unsigned char smem[65536];
+#endif
+
+struct attn_params {
+  const void *qkv;
+  void *out;
+  float *lse;
+  const void *dout;
+  void *dqkv;
+  const float *D;  // rowsum(dO * O), [B*H*T]
+  const int32_t *seq_len;
+  const float *cos, *sin;
+  int B, T, H, hd;
+  float scale;
+};
+
+__device__ __forceinline__ int valid_len(const attn_params &p, int b) {
+  int L = p.seq_len[b];
+  return L < 0 ? 0 : (L > p.T ? p.T : L);
+}
+
+// ---- dtype helpers (16-bit types move as packed pairs) ----
+
+template <typename T> struct dt;
+template <> struct dt<__half> {
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    __half2 h;
+    memcpy(&h, &u, 4);
+    return __half22float2(h);
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __half2 h = __floats2half2_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+};
+template <> struct dt<__nv_bfloat16> {
+  static __device__ __forceinline__ float2 unpack(uint32_t u) {
+    __nv_bfloat162 h;
+    memcpy(&h, &u, 4);
+    return __bfloat1622float2(h);
+  }
+  static __device__ __forceinline__ uint32_t pack(float lo, float hi) {
+    __nv_bfloat162 h = __floats2bfloat162_rn(lo, hi);
+    uint32_t u;
+    memcpy(&u, &h, 4);
+    return u;
+  }
+};
+
+// 4 consecutive 16-bit values <-> 4 floats (8-byte accesses).
+template <typename T> __device__ __forceinline__ void ld4(const T *p, float x[4]) {
+  uint2 u = *reinterpret_cast<const uint2 *>(p);
+  float2 a = dt<T>::unpack(u.x), b = dt<T>::unpack(u.y);
+  x[0] = a.x; x[1] = a.y; x[2] = b.x; x[3] = b.y;
+}
+template <typename T> __device__ __forceinline__ void st4(T *p, const float x[4]) {
+  uint2 u;
+  u.x = dt<T>::pack(x[0], x[1]);
+  u.y = dt<T>::pack(x[2], x[3]);
+  *reinterpret_cast<uint2 *>(p) = u;
+}
+template <typename T> __device__ __forceinline__ void st4_zero(T *p) {
+  *reinterpret_cast<uint2 *>(p) = make_uint2(0u, 0u);
+}
+
+// ---- tensor-core fragments ----
+
+template <typename T>
+__device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2]);
+
+template <>
+__device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4],
+                                                 const uint32_t b[2]) {
+#if defined(ESMT_ATTN_EMULATE)
+  emu_mma16816(c, a, b, 0);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  // Turing: k16 = two k8 halves; {a0,a1},{b0} cover k 0..7, {a2,a3},{b1} k 8..15.
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(b[0]));
+  asm("mma.sync.aligned.m16n8k8.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5}, {%6}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[2]), "r"(a[3]), "r"(b[1]));
+#endif
+}
+
+template <>
+__device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32_t a[4],
+                                                        const uint32_t b[2]) {
+#if defined(ESMT_ATTN_EMULATE)
+  emu_mma16816(c, a, b, 1);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
+      "{%8,%9}, {%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b[0]), "r"(b[1]));
+#elif defined(__CUDA_ARCH__)
+  (void)c; (void)a; (void)b;
+  __trap();  // the host refuses bf16 below sm_80
+#endif
+}
+
+__device__ __forceinline__ uint32_t lds32(const void *p) {
+  return *reinterpret_cast<const uint32_t *>(p);
+}
+
+// A[r][k] = X[r0 + r][k0 + k] (16 x 16, X row-major with leading dim ld).
+template <typename T>
+__device__ __forceinline__ void frag_a(uint32_t a[4], const T *X, int ld, int r0, int k0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const T *p = X + (r0 + g) * ld + k0 + 2 * t;
+  a[0] = lds32(p);
+  a[1] = lds32(p + 8 * ld);
+  a[2] = lds32(p + 8);
+  a[3] = lds32(p + 8 * ld + 8);
+}
+
+// B[k][n] = X[n0 + n][k0 + k] (16 x 8): X holds B transposed (rows = n).
+template <typename T>
+__device__ __forceinline__ void frag_b_nt(uint32_t b[2], const T *X, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const T *p = X + (n0 + g) * ld + k0 + 2 * t;
+  b[0] = lds32(p);
+  b[1] = lds32(p + 8);
+}
+
+// B[k][n] = X[k0 + k][n0 + n] (16 x 8), X row-major: ldmatrix.x2.trans.
+template <typename T>
+__device__ __forceinline__ void frag_b_t(uint32_t b[2], const T *X, int ld, int k0, int n0) {
+  const int lane = threadIdx.x & 15;
+  const T *p = X + (k0 + lane) * ld + n0;
+#ifdef ESMT_ATTN_EMULATE
+  emu_ldsm_x2_trans(b, p);
+#else
+  uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(b[0]), "=r"(b[1])
+               : "r"(addr)
+               : "memory");
+#endif
+}
+
+// Accumulator tiles j (keys/cols 8j..8j+7) -> A operand for k-step kk
+// (cols 16kk..16kk+15): a0 = (g, 2t), a1 = (g+8, 2t), a2 = (g, 2t+8), a3 = (g+8, 2t+8).
+template <typename T>
+__device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const float hi[4]) {
+  a[0] = dt<T>::pack(lo[0], lo[1]);
+  a[1] = dt<T>::pack(lo[2], lo[3]);
+  a[2] = dt<T>::pack(hi[0], hi[1]);
+  a[3] = dt<T>::pack(hi[2], hi[3]);
+}
+
+// ---- tiles through shared memory ----
+
+// 4 rotary table entries (c is a multiple of 4 and hd/2 is too, so with a
+// 16-byte aligned table these are 16-byte loads; checked on the host).
+__device__ __forceinline__ float4 ld_f4(const float *p) {
+  return __ldg(reinterpret_cast<const float4 *>(p));
+}
+__device__ __forceinline__ float f4_at(const float4 &v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
+}
+
+// Rows [0, nrows) of a tile into s (leading dim LD) from src (row 0 of the
+// tile, `stride` elements between rows): rows >= nvalid are zeros. With
+// `rot`, split-half rotary at positions t0 + r, times `mult`. Columns
+// [hd, HD) are left alone (zeroed once per kernel).
+template <typename T, int LD>
+__device__ __forceinline__ void load_tile(T *s, const T *src, size_t stride, int nrows, int nvalid, int hd,
+                          const float *cs, const float *sn, int t0, float mult, bool rot) {
+  if (rot) {
+    const int half = hd >> 1, q4 = half >> 2;
+    for (int i = threadIdx.x; i < nrows * q4; i += NTHREADS) {
+      const int r = i / q4, c = (i - r * q4) * 4;
+      T *d = s + r * LD + c;
+      if (r < nvalid) {
+        const T *x = src + (size_t)r * stride + c;
+        float a[4], b[4], y0[4], y1[4];
+        ld4(x, a);
+        ld4(x + half, b);
+        const float4 co = ld_f4(cs + (size_t)(t0 + r) * half + c);
+        const float4 si = ld_f4(sn + (size_t)(t0 + r) * half + c);
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const float cv = f4_at(co, k), sv = f4_at(si, k);
+          y0[k] = (a[k] * cv - b[k] * sv) * mult;
+          y1[k] = (b[k] * cv + a[k] * sv) * mult;
+        }
+        st4(d, y0);
+        st4(d + half, y1);
+      } else {
+        st4_zero(d);
+        st4_zero(d + half);
+      }
+    }
+  } else {
+    const int n4 = hd >> 2;
+    for (int i = threadIdx.x; i < nrows * n4; i += NTHREADS) {
+      const int r = i / n4, c = (i - r * n4) * 4;
+      T *d = s + r * LD + c;
+      if (r < nvalid) {
+        *reinterpret_cast<uint2 *>(d) =
+            *reinterpret_cast<const uint2 *>(src + (size_t)r * stride + c);
+      } else {
+        st4_zero(d);
+      }
+    }
+  }
+}
+
+// Zero columns [hd, HD) of `rows` rows (hd = 24 running as HD = 32).
+template <typename T, int HD, int LD>
+__device__ __forceinline__ void zero_pad_cols(T *s, int rows, int hd) {
+  if (hd >= HD) return;
+  const int w = HD - hd;
+  for (int i = threadIdx.x; i < rows * w; i += NTHREADS) {
+    const int r = i / w, c = hd + (i - r * w);
+    s[r * LD + c] = T(0.0f);
+  }
+}
+
+// fp32 staging tile -> global rows: rows < nvalid get (inverse rotary when
+// `rot`) * mult, rows in [nvalid, nrows) zeros.
+template <typename T, int LDF>
+__device__ __forceinline__ void store_tile(T *dst, size_t stride, const float *sf, int nrows, int nvalid, int hd,
+                           const float *cs, const float *sn, int t0, float mult, bool rot) {
+  if (rot) {
+    const int half = hd >> 1, q4 = half >> 2;
+    for (int i = threadIdx.x; i < nrows * q4; i += NTHREADS) {
+      const int r = i / q4, c = (i - r * q4) * 4;
+      T *d = dst + (size_t)r * stride + c;
+      if (r < nvalid) {
+        const float *a = sf + r * LDF + c, *b = a + half;
+        const float4 co = ld_f4(cs + (size_t)(t0 + r) * half + c);
+        const float4 si = ld_f4(sn + (size_t)(t0 + r) * half + c);
+        float x0[4], x1[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) {
+          const float cv = f4_at(co, k), sv = f4_at(si, k);
+          x0[k] = (a[k] * cv + b[k] * sv) * mult;
+          x1[k] = (b[k] * cv - a[k] * sv) * mult;
+        }
+        st4(d, x0);
+        st4(d + half, x1);
+      } else {
+        st4_zero(d);
+        st4_zero(d + half);
+      }
+    }
+  } else {
+    const int n4 = hd >> 2;
+    for (int i = threadIdx.x; i < nrows * n4; i += NTHREADS) {
+      const int r = i / n4, c = (i - r * n4) * 4;
+      T *d = dst + (size_t)r * stride + c;
+      if (r < nvalid) {
+        float x[4];
+#pragma unroll
+        for (int k = 0; k < 4; k++) x[k] = sf[r * LDF + c + k] * mult;
+        st4(d, x);
+      } else {
+        st4_zero(d);
+      }
+    }
+  }
+}
+
+// Accumulators of a warp's 16 rows x HD columns -> fp32 staging tile.
+template <int HD, int LDF>
+__device__ __forceinline__ void stage_acc(float *sf, const float acc[][4], int row0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++) {
+    float *p = sf + (row0 + g) * LDF + n * 8 + 2 * t;
+    p[0] = acc[n][0];
+    p[1] = acc[n][1];
+    p[8 * LDF] = acc[n][2];
+    p[8 * LDF + 1] = acc[n][3];
+  }
+}
+
+// Zero rows [r0, r1) of one head's hd columns (rows `stride` apart).
+template <typename T>
+__device__ __forceinline__ void zero_rows(T *dst, size_t stride, int nrows, int hd) {
+  const int n4 = hd >> 2;
+  for (int i = threadIdx.x; i < nrows * n4; i += NTHREADS) {
+    const int r = i / n4, c = (i - r * n4) * 4;
+    st4_zero(dst + (size_t)r * stride + c);
+  }
+}
+
+// ---- shared-memory plans ----
+
+template <int HD> struct plan {
+  static constexpr int LD = HD + 8;          // elements per smem row
+  static constexpr int LDF = HD + 4;         // floats per staging row
+  static constexpr int BI = HD >= 128 ? 32 : 64;  // inner tile in backward
+  static constexpr size_t fwd_bytes = 3 * 64 * LD * 2;
+  static constexpr size_t stage_bytes = 64 * LDF * 4;
+  static constexpr size_t bwd_tiles = (2 * 64 + 2 * BI) * LD * 2;
+  static constexpr size_t bwd_bytes =
+      (bwd_tiles + 2 * BI * 4 > stage_bytes ? bwd_tiles + 2 * BI * 4 : stage_bytes);
+};
+
+// D[b,h,t] = sum_c dO[t,c] O[t,c] (fp32), 0 for t >= L. One warp per
+// (token, head); lanes over columns.
+template <typename T>
+__global__ void attn_bwd_dot(attn_params p, float *Dout) {
+  const size_t warp_id = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
+  const int lane = threadIdx.x & 31;
+  const size_t total = (size_t)p.B * p.T * p.H;
+  if (warp_id >= total) return;
+  const int h = (int)(warp_id % p.H);
+  const size_t bt = warp_id / p.H;
+  const int tt = (int)(bt % p.T), b = (int)(bt / p.T);
+  const int L = valid_len(p, b);
+  float acc = 0.0f;
+  if (tt < L) {
+    const size_t off = bt * (size_t)p.H * p.hd + (size_t)h * p.hd;
+    const T *o = reinterpret_cast<const T *>(p.out) + off;
+    const T *d = reinterpret_cast<const T *>(p.dout) + off;
+    for (int c = lane; c < p.hd; c += 32) acc += (float)d[c] * (float)o[c];
+  }
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (lane == 0) Dout[((size_t)b * p.H + h) * p.T + tt] = acc;
+}
+
+}  // namespace esmt_attn
+
+#endif
