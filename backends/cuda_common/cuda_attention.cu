@@ -96,7 +96,7 @@ esmtb_status fwd_mma(const attn_params &p, cudaStream_t st) {
   const size_t bytes = plan<HD>::fwd_bytes;
   esmtb_status rc = set_smem(attn_fwd_mma<T, HD, HDR>, bytes, "attention_forward: smem");
   if (rc) return rc;
-  dim3 grid((p.T + 63) / 64, p.H, p.B);
+  const dim3 grid = attn_grid(p, 64);
   attn_fwd_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
   return launch_err("attention_forward");
 }
@@ -107,7 +107,7 @@ esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
   esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD, HDR>, bytes, "attention_backward: smem");
   if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD, HDR>, bytes, "attention_backward: smem");
   if (rc) return rc;
-  dim3 grid((p.T + 63) / 64, p.H, p.B);
+  const dim3 grid = attn_grid(p, 64);
   attn_bwd_dkdv_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
   attn_bwd_dq_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
   return launch_err("attention_backward");
@@ -115,14 +115,14 @@ esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
 
 template <int HD>
 esmtb_status fwd_f32(const attn_params &p, cudaStream_t st) {
-  dim3 grid((p.T + F32_ROWS - 1) / F32_ROWS, p.H, p.B);
+  const dim3 grid = attn_grid(p, F32_ROWS);
   attn_fwd_f32<HD><<<grid, F32_ROWS, f32_fwd_bytes(HD), st>>>(p);
   return launch_err("attention_forward");
 }
 
 template <int HD>
 esmtb_status bwd_f32(const attn_params &p, cudaStream_t st) {
-  dim3 grid((p.T + F32_ROWS - 1) / F32_ROWS, p.H, p.B);
+  const dim3 grid = attn_grid(p, F32_ROWS);
   attn_bwd_dkdv_f32<HD><<<grid, F32_ROWS, f32_bwd_bytes(HD), st>>>(p);
   attn_bwd_dq_f32<HD><<<grid, F32_ROWS, f32_fwd_bytes(HD), st>>>(p);
   return launch_err("attention_backward");
@@ -149,13 +149,48 @@ esmtb_status dispatch_f32(const attn_params &p, int backward, cudaStream_t st) {
   }
 }
 
+// Packed rows when the caller's struct has the field and uses it.
+const esmtb_segments *segments_of(const esmtb_attention_args *a) {
+  if (a->struct_size < offsetof(esmtb_attention_args, segs) + sizeof(esmtb_segments)) return NULL;
+  return a->segs.nseg > 0 ? &a->segs : NULL;
+}
+
+// Reads the segment arrays back (a sync, like the seq_len check) and checks
+// the layout backend.h promises: ascending, disjoint, each inside one row.
+esmtb_status check_segments(const esmtb_attention_args *a, const esmtb_segments *sg,
+                            const char *op, cudaStream_t st) {
+  const size_t n = (size_t)sg->nseg;
+  int32_t *h = (int32_t *)malloc(2 * n * sizeof(int32_t));
+  if (!h) return cuda_fail(2, "%s: out of host memory", op);
+  esmtb_status rc = cuda_check(cudaMemcpyAsync(h, sg->start, n * sizeof(int32_t),
+                                               cudaMemcpyDeviceToHost, st), op);
+  if (!rc) rc = cuda_check(cudaMemcpyAsync(h + n, sg->len, n * sizeof(int32_t),
+                                           cudaMemcpyDeviceToHost, st), op);
+  if (!rc) rc = cuda_check(cudaStreamSynchronize(st), op);
+  long long end = 0;
+  for (size_t i = 0; !rc && i < n; i++) {
+    const long long s0 = h[i], L = h[n + i];
+    if (s0 < end || L < 1 || L > sg->max_len || s0 / a->T != (s0 + L - 1) / a->T ||
+        s0 + L > (long long)a->B * a->T)
+      rc = cuda_fail(1, "%s: segment %zu (start %lld, len %lld) is not ascending, disjoint, "
+                        "inside one row of %d and at most max_len %d", op, i, s0, L, a->T,
+                     sg->max_len);
+    end = s0 + L;
+  }
+  free(h);
+  return rc;
+}
+
+size_t esize(esmtb_dtype t) { return t == ESMTB_F32 ? 4 : 2; }
+
 bool aligned8(const void *ptr) { return ((uintptr_t)ptr & 7u) == 0; }
 
 esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int backward,
                         cudaStream_t st) {
   const char *op = backward ? "attention_backward" : "attention_forward";
   if (!dev || !a) return cuda_fail(1, "%s: NULL argument", op);
-  if (!a->qkv || !a->seq_len || !a->rope_cos || !a->rope_sin || !a->out || !a->lse)
+  const esmtb_segments *sg = segments_of(a);
+  if (!a->qkv || (!sg && !a->seq_len) || !a->rope_cos || !a->rope_sin || !a->out || !a->lse)
     return cuda_fail(1, "%s: NULL argument", op);
   if (backward && (!a->dout || !a->dqkv)) return cuda_fail(1, "%s: NULL gradient", op);
   if (a->dtype != ESMTB_F32 && a->dtype != ESMTB_F16 && a->dtype != ESMTB_BF16)
@@ -180,21 +215,24 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
     if (rc) return rc;
     if (major < 8) return cuda_fail(8, "%s: bf16 needs compute capability 8.0+", op);
   }
+  if (sg && (sg->nseg > a->B * a->T || sg->max_len < 1 || sg->max_len > a->T || !sg->start ||
+             !sg->len || sg->nseg > 65535))
+    return cuda_fail(1, "%s: bad segments (nseg=%d max_len=%d, B*T=%d, at most 65535)", op,
+                     sg->nseg, sg->max_len, a->B * a->T);
   const char *skip = getenv("ESMT_CUDA_ATTN_NO_SEQ_CHECK");
-  if (!(skip && skip[0] == '1')) {
-    int32_t small[64];
-    int32_t *h = a->B <= 64 ? small : (int32_t *)malloc((size_t)a->B * sizeof(int32_t));
-    if (!h) return cuda_fail(2, "%s: out of host memory", op);
-    rc = cuda_check(cudaMemcpyAsync(h, a->seq_len, (size_t)a->B * sizeof(int32_t),
-                                    cudaMemcpyDeviceToHost, st), op);
-    if (!rc) rc = cuda_check(cudaStreamSynchronize(st), op);
-    for (int b = 0; !rc && b < a->B; b++)
-      if (h[b] < 1 || h[b] > a->T)
-        rc = cuda_fail(1, "%s: seq_len[%d] = %d outside [1, %d]", op, b, h[b], a->T);
-    if (h != small) free(h);
-    if (rc) return rc;
-  }
-  return 0;
+  if (skip && skip[0] == '1') return 0;
+  if (sg) return check_segments(a, sg, op, st);
+  int32_t small[64];
+  int32_t *h = a->B <= 64 ? small : (int32_t *)malloc((size_t)a->B * sizeof(int32_t));
+  if (!h) return cuda_fail(2, "%s: out of host memory", op);
+  rc = cuda_check(cudaMemcpyAsync(h, a->seq_len, (size_t)a->B * sizeof(int32_t),
+                                  cudaMemcpyDeviceToHost, st), op);
+  if (!rc) rc = cuda_check(cudaStreamSynchronize(st), op);
+  for (int b = 0; !rc && b < a->B; b++)
+    if (h[b] < 1 || h[b] > a->T)
+      rc = cuda_fail(1, "%s: seq_len[%d] = %d outside [1, %d]", op, b, h[b], a->T);
+  if (h != small) free(h);
+  return rc;
 }
 
 attn_params make_params(const esmtb_attention_args *a) {
@@ -213,6 +251,11 @@ attn_params make_params(const esmtb_attention_args *a) {
   p.H = a->H;
   p.hd = a->hd;
   p.scale = a->scale;
+  const esmtb_segments *sg = segments_of(a);
+  p.nseg = sg ? sg->nseg : 0;
+  p.max_len = sg ? sg->max_len : 0;
+  p.seg_start = sg ? sg->start : NULL;
+  p.seg_len = sg ? sg->len : NULL;
   return p;
 }
 
@@ -224,6 +267,14 @@ extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_at
   esmtb_status rc = check_args(dev, a, 0, st);
   if (rc) return rc;
   const attn_params p = make_params(a);
+  if (p.nseg > 0) {  // tokens outside every segment: out = 0, lse = 0
+    const size_t tok = (size_t)a->B * a->T;
+    rc = cuda_check(cudaMemsetAsync(a->out, 0, tok * a->H * a->hd * esize(a->dtype), st),
+                    "attention_forward: zero padding");
+    if (!rc) rc = cuda_check(cudaMemsetAsync(a->lse, 0, tok * a->H * sizeof(float), st),
+                             "attention_forward: zero padding");
+    if (rc) return rc;
+  }
   switch (a->dtype) {
     case ESMTB_F16: return dispatch_mma<__half>(p, 0, st);
     case ESMTB_BF16: return dispatch_mma<__nv_bfloat16>(p, 0, st);
@@ -243,24 +294,30 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
                   "attention_backward: scratch");
   if (rc) return rc;
   p.D = D;
+  if (p.nseg > 0)  // tokens outside every segment: dqkv = 0
+    rc = cuda_check(cudaMemsetAsync(a->dqkv, 0, (size_t)a->B * a->T * 3 * a->H * a->hd *
+                                                    esize(a->dtype), st),
+                    "attention_backward: zero padding");
   const size_t threads = rows * 32;
   const unsigned blocks = (unsigned)((threads + 255) / 256);
-  switch (a->dtype) {
-    case ESMTB_F16:
-      attn_bwd_dot<__half><<<blocks, 256, 0, st>>>(p, D);
-      rc = launch_err("attention_backward: rowsum");
-      if (!rc) rc = dispatch_mma<__half>(p, 1, st);
-      break;
-    case ESMTB_BF16:
-      attn_bwd_dot<__nv_bfloat16><<<blocks, 256, 0, st>>>(p, D);
-      rc = launch_err("attention_backward: rowsum");
-      if (!rc) rc = dispatch_mma<__nv_bfloat16>(p, 1, st);
-      break;
-    default:
-      attn_bwd_dot<float><<<blocks, 256, 0, st>>>(p, D);
-      rc = launch_err("attention_backward: rowsum");
-      if (!rc) rc = dispatch_f32(p, 1, st);
-      break;
+  if (!rc) {
+    switch (a->dtype) {
+      case ESMTB_F16:
+        attn_bwd_dot<__half><<<blocks, 256, 0, st>>>(p, D);
+        rc = launch_err("attention_backward: rowsum");
+        if (!rc) rc = dispatch_mma<__half>(p, 1, st);
+        break;
+      case ESMTB_BF16:
+        attn_bwd_dot<__nv_bfloat16><<<blocks, 256, 0, st>>>(p, D);
+        rc = launch_err("attention_backward: rowsum");
+        if (!rc) rc = dispatch_mma<__nv_bfloat16>(p, 1, st);
+        break;
+      default:
+        attn_bwd_dot<float><<<blocks, 256, 0, st>>>(p, D);
+        rc = launch_err("attention_backward: rowsum");
+        if (!rc) rc = dispatch_f32(p, 1, st);
+        break;
+    }
   }
   esmtb_status rc2 = cuda_check(cudaFreeAsync(D, st), "attention_backward: scratch");
   return rc ? rc : rc2;

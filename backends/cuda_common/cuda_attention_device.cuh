@@ -28,11 +28,52 @@ struct attn_params {
   const float *cos, *sin;
   int B, T, H, hd;
   float scale;
+  // packed rows (esmtb_segments): nseg > 0 replaces seq_len
+  int nseg, max_len;
+  const int32_t *seg_start, *seg_len;
 };
 
 __device__ __forceinline__ int valid_len(const attn_params &p, int b) {
   int L = p.seq_len[b];
   return L < 0 ? 0 : (L > p.T ? p.T : L);
+}
+
+// The sequence one block works on. Grids are (row tiles, H, sequences):
+// blockIdx.z is a row of the right-padded layout or a packed segment.
+struct seq_view {
+  size_t tok0;  // flattened token index of its first token
+  size_t lse0;  // index of that token's lse / D entry for head h
+  int L;        // valid tokens
+  int rows;     // rows the blocks cover: T (padding rows get zeros here) or
+                // L (packed: padding outside segments is zeroed up front)
+};
+
+__device__ __forceinline__ seq_view seq_of(const attn_params &p, int z, int h) {
+  seq_view v;
+  if (p.nseg > 0) {
+    // Clamped so that unchecked garbage (ESMT_CUDA_ATTN_NO_SEQ_CHECK=1)
+    // can never address outside the buffers.
+    int s0 = p.seg_start[z], L = p.seg_len[z];
+    if (s0 < 0 || s0 >= p.B * p.T) s0 = 0, L = 0;
+    const int b = s0 / p.T, t0 = s0 - b * p.T;
+    L = L < 0 ? 0 : (L > p.T - t0 ? p.T - t0 : L);
+    v.tok0 = (size_t)s0;
+    v.lse0 = ((size_t)b * p.H + h) * p.T + t0;
+    v.L = v.rows = L;
+  } else {
+    v.tok0 = (size_t)z * p.T;
+    v.lse0 = ((size_t)z * p.H + h) * p.T;
+    v.L = valid_len(p, z);
+    v.rows = p.T;
+  }
+  return v;
+}
+
+// Grid of the attention kernels for blocks of `rows_per_block` rows.
+__host__ __device__ inline dim3 attn_grid(const attn_params &p, int rows_per_block) {
+  const int rows = p.nseg > 0 ? p.max_len : p.T;
+  return dim3((unsigned)((rows + rows_per_block - 1) / rows_per_block), (unsigned)p.H,
+              (unsigned)(p.nseg > 0 ? p.nseg : p.B));
 }
 
 // ---- dtype helpers (16-bit types move as packed pairs) ----
@@ -326,7 +367,7 @@ template <int HD> struct plan {
       (bwd_tiles + 2 * BI * 4 > stage_bytes ? bwd_tiles + 2 * BI * 4 : stage_bytes);
 };
 
-// D[b,h,t] = sum_c dO[t,c] O[t,c] (fp32), 0 for t >= L. One warp per
+// D[b,h,t] = sum_c dO[t,c] O[t,c] (fp32), 0 for t >= L (right-padded rows). One warp per
 // (token, head); lanes over columns.
 template <typename T>
 __global__ void attn_bwd_dot(attn_params p, float *Dout) {
@@ -337,7 +378,8 @@ __global__ void attn_bwd_dot(attn_params p, float *Dout) {
   const int h = (int)(warp_id % p.H);
   const size_t bt = warp_id / p.H;
   const int tt = (int)(bt % p.T), b = (int)(bt / p.T);
-  const int L = valid_len(p, b);
+  // packed rows: D is computed everywhere; padding entries are never read
+  const int L = p.nseg > 0 ? p.T : valid_len(p, b);
   float acc = 0.0f;
   if (tt < L) {
     const size_t off = bt * (size_t)p.H * p.hd + (size_t)h * p.hd;

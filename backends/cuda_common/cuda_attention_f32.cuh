@@ -91,12 +91,14 @@ template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_fwd_f32(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   float *sK = reinterpret_cast<float *>(smem), *sV = sK + F32_TILE * HD;
-  const int b = blockIdx.z, h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
-  const int Tn = p.T, L = valid_len(p, b);
+  const int h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L;
+  if ((int)blockIdx.x * F32_ROWS >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * HD, D3 = 3 * Dm;
-  const float *base = reinterpret_cast<const float *>(p.qkv) + (size_t)b * Tn * D3 + h * HD;
-  float *out = reinterpret_cast<float *>(p.out) + (size_t)b * Tn * Dm + h * HD;
-  float *lse = p.lse + ((size_t)b * p.H + h) * Tn;
+  const float *base = reinterpret_cast<const float *>(p.qkv) + sq.tok0 * D3 + h * HD;
+  float *out = reinterpret_cast<float *>(p.out) + sq.tok0 * Dm + h * HD;
+  float *lse = p.lse + sq.lse0;
   const bool valid = row < L;
   float q[HD], acc[HD];
   f32_load_row<HD>(q, base + (size_t)row * D3, valid, p.cos, p.sin, row, p.scale * LOG2E_F, true);
@@ -145,13 +147,15 @@ __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dkdv_f32(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   float *sQ = reinterpret_cast<float *>(smem), *sO = sQ + F32_TILE * HD, *sL = sO + F32_TILE * HD;
   float *sD = sL + F32_TILE;
-  const int b = blockIdx.z, h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
-  const int Tn = p.T, L = valid_len(p, b);
+  const int h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L;
+  if ((int)blockIdx.x * F32_ROWS >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * HD, D3 = 3 * Dm;
-  const float *base = reinterpret_cast<const float *>(p.qkv) + (size_t)b * Tn * D3 + h * HD;
-  const float *gO = reinterpret_cast<const float *>(p.dout) + (size_t)b * Tn * Dm + h * HD;
-  float *dbase = reinterpret_cast<float *>(p.dqkv) + (size_t)b * Tn * D3 + h * HD;
-  const float *lse = p.lse + ((size_t)b * p.H + h) * Tn, *Dr = p.D + ((size_t)b * p.H + h) * Tn;
+  const float *base = reinterpret_cast<const float *>(p.qkv) + sq.tok0 * D3 + h * HD;
+  const float *gO = reinterpret_cast<const float *>(p.dout) + sq.tok0 * Dm + h * HD;
+  float *dbase = reinterpret_cast<float *>(p.dqkv) + sq.tok0 * D3 + h * HD;
+  const float *lse = p.lse + sq.lse0, *Dr = p.D + sq.lse0;
   const bool valid = row < L;
   float k[HD], v[HD], dk[HD], dv[HD];
   f32_load_row<HD>(k, base + Dm + (size_t)row * D3, valid, p.cos, p.sin, row, 1.0f, true);
@@ -199,13 +203,15 @@ template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dq_f32(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   float *sK = reinterpret_cast<float *>(smem), *sV = sK + F32_TILE * HD;
-  const int b = blockIdx.z, h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
-  const int Tn = p.T, L = valid_len(p, b);
+  const int h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L;
+  if ((int)blockIdx.x * F32_ROWS >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * HD, D3 = 3 * Dm;
-  const float *base = reinterpret_cast<const float *>(p.qkv) + (size_t)b * Tn * D3 + h * HD;
-  const float *gO = reinterpret_cast<const float *>(p.dout) + (size_t)b * Tn * Dm + h * HD;
-  float *dbase = reinterpret_cast<float *>(p.dqkv) + (size_t)b * Tn * D3 + h * HD;
-  const float *lse = p.lse + ((size_t)b * p.H + h) * Tn, *Dr = p.D + ((size_t)b * p.H + h) * Tn;
+  const float *base = reinterpret_cast<const float *>(p.qkv) + sq.tok0 * D3 + h * HD;
+  const float *gO = reinterpret_cast<const float *>(p.dout) + sq.tok0 * Dm + h * HD;
+  float *dbase = reinterpret_cast<float *>(p.dqkv) + sq.tok0 * D3 + h * HD;
+  const float *lse = p.lse + sq.lse0, *Dr = p.D + sq.lse0;
   const bool valid = row < L;
   float q[HD], o[HD], dq[HD];
   f32_load_row<HD>(q, base + (size_t)row * D3, valid, p.cos, p.sin, row, p.scale * LOG2E_F, true);

@@ -15,12 +15,14 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int LD = plan<HD>::LD;
   T *sQ = reinterpret_cast<T *>(smem), *sK = sQ + 64 * LD, *sV = sK + 64 * LD;
-  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * 64;
+  const int h = blockIdx.y, q0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
-  const int Tn = p.T, L = valid_len(p, b);
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L;
+  if ((int)blockIdx.x * 64 >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
-  T *out = reinterpret_cast<T *>(p.out) + (size_t)b * Tn * Dm + h * hd;
-  float *lse = p.lse + ((size_t)b * p.H + h) * Tn;
+  T *out = reinterpret_cast<T *>(p.out) + sq.tok0 * Dm + h * hd;
+  float *lse = p.lse + sq.lse0;
   const int rows_here = min(64, Tn - q0);
   if (q0 >= L) {  // padding only: zeros
     zero_rows(out + (size_t)q0 * Dm, Dm, rows_here, hd);
@@ -29,7 +31,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   zero_pad_cols<T, HD, LD>(sQ, 3 * 64, hd);
-  const T *base = reinterpret_cast<const T *>(p.qkv) + (size_t)b * Tn * D3 + h * hd;
+  const T *base = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + h * hd;
   load_tile<T, LD>(sQ, base + (size_t)q0 * D3, D3, 64, min(64, L - q0), hd, p.cos, p.sin, q0,
                    p.scale * LOG2E_F, true);
   __syncthreads();
@@ -143,11 +145,13 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
   constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
   T *sK = reinterpret_cast<T *>(smem), *sV = sK + 64 * LD, *sQ = sV + 64 * LD, *sO = sQ + BI * LD;
   float *sL = reinterpret_cast<float *>(sO + BI * LD), *sD = sL + BI;
-  const int b = blockIdx.z, h = blockIdx.y, k0 = blockIdx.x * 64;
+  const int h = blockIdx.y, k0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
-  const int Tn = p.T, L = valid_len(p, b);
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L;
+  if ((int)blockIdx.x * 64 >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
-  T *dq_base = reinterpret_cast<T *>(p.dqkv) + (size_t)b * Tn * D3 + h * hd;
+  T *dq_base = reinterpret_cast<T *>(p.dqkv) + sq.tok0 * D3 + h * hd;
   T *dk = dq_base + Dm + (size_t)k0 * D3, *dv = dq_base + 2 * Dm + (size_t)k0 * D3;
   const int rows_here = min(64, Tn - k0);
   if (k0 >= L) {
@@ -158,9 +162,9 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
   const int kv = min(64, L - k0);
   zero_pad_cols<T, HD, LD>(sK, 128 + 2 * BI, hd);
-  const T *base = reinterpret_cast<const T *>(p.qkv) + (size_t)b * Tn * D3 + h * hd;
-  const T *gO = reinterpret_cast<const T *>(p.dout) + (size_t)b * Tn * Dm + h * hd;
-  const float *lse = p.lse + ((size_t)b * p.H + h) * Tn, *Dr = p.D + ((size_t)b * p.H + h) * Tn;
+  const T *base = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + h * hd;
+  const T *gO = reinterpret_cast<const T *>(p.dout) + sq.tok0 * Dm + h * hd;
+  const float *lse = p.lse + sq.lse0, *Dr = p.D + sq.lse0;
   load_tile<T, LD>(sK, base + Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f, true);
   load_tile<T, LD>(sV, base + 2 * Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f,
                    false);
@@ -264,11 +268,13 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   extern __shared__ __align__(16) unsigned char smem[];
   constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
   T *sQ = reinterpret_cast<T *>(smem), *sO = sQ + 64 * LD, *sK = sO + 64 * LD, *sV = sK + BI * LD;
-  const int b = blockIdx.z, h = blockIdx.y, q0 = blockIdx.x * 64;
+  const int h = blockIdx.y, q0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
-  const int Tn = p.T, L = valid_len(p, b);
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L;
+  if ((int)blockIdx.x * 64 >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
-  T *dq = reinterpret_cast<T *>(p.dqkv) + (size_t)b * Tn * D3 + h * hd + (size_t)q0 * D3;
+  T *dq = reinterpret_cast<T *>(p.dqkv) + sq.tok0 * D3 + h * hd + (size_t)q0 * D3;
   const int rows_here = min(64, Tn - q0);
   if (q0 >= L) {
     zero_rows(dq, D3, rows_here, hd);
@@ -277,9 +283,9 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int qv = min(64, L - q0);
   zero_pad_cols<T, HD, LD>(sQ, 128 + 2 * BI, hd);
-  const T *base = reinterpret_cast<const T *>(p.qkv) + (size_t)b * Tn * D3 + h * hd;
-  const T *gO = reinterpret_cast<const T *>(p.dout) + (size_t)b * Tn * Dm + h * hd;
-  const float *lse = p.lse + ((size_t)b * p.H + h) * Tn, *Dr = p.D + ((size_t)b * p.H + h) * Tn;
+  const T *base = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + h * hd;
+  const T *gO = reinterpret_cast<const T *>(p.dout) + sq.tok0 * Dm + h * hd;
+  const float *lse = p.lse + sq.lse0, *Dr = p.D + sq.lse0;
   load_tile<T, LD>(sQ, base + (size_t)q0 * D3, D3, 64, qv, hd, p.cos, p.sin, q0,
                    p.scale * LOG2E_F, true);
   load_tile<T, LD>(sO, gO + (size_t)q0 * Dm, Dm, 64, qv, hd, p.cos, p.sin, q0, 1.0f, false);

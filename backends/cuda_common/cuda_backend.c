@@ -14,7 +14,7 @@ const esmtb_ops *cuda_backend_init(const cuda_backend_desc *desc, const esmtb_ho
     g_ops.abi_major = ESMTB_ABI_MAJOR;
     g_ops.abi_minor = ESMTB_ABI_MINOR;
     g_ops.struct_size = sizeof g_ops;
-    g_ops.caps = desc->caps;
+    g_ops.caps = desc->caps | ESMTB_CAP_VARLEN; /* the shared embed/attention take segments */
     g_ops.name = desc->name;
     g_ops.description = desc->description;
     cuda_fill_common_ops(&g_ops);

@@ -2,7 +2,8 @@
  * turing_fp16.so on sm_75) against cpu.so's fp32 attention.
  *
  * For every dtype the GPU backend offers (f32, f16, bf16 on sm_80+) and
- * every head dim (16, 24, 32, 64, 128): random batches with varied seq_len
+ * every head dim (16, 24, 32, 64, 128): random batches with varied seq_len,
+ * and random packed rows (ABI 1.3 segments) against each sequence alone
  * (T, 1, tile boundaries, random). qkv and dout are rounded to the GPU dtype
  * first and the CPU computes in fp32 from those rounded values; padded rows
  * of the GPU's qkv and dout are NaN (the CPU gets zeros there), and the
@@ -183,9 +184,50 @@ static void acc_err(errs *e, double g, double r) {
 }
 static double rel(const errs *e) { return e->den > 0 ? sqrt(e->num / e->den) : sqrt(e->num); }
 
-static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t *len) {
+/* The fp32 CPU reference for packed rows, independent of any packed-row
+ * code: each segment alone as a one-row right-padded batch (positions from
+ * 0), results scattered back to its tokens; other tokens stay 0. */
+static void cpu_reference_packed(const esmtb_attention_args *a, int nseg, const int32_t *start,
+                                 const int32_t *len) {
+  const int D = a->H * a->hd;
+  for (int s = 0; s < nseg; s++) {
+    const size_t t0 = (size_t)start[s];
+    esmtb_attention_args one = *a;
+    one.B = 1;
+    one.T = len[s];
+    one.seq_len = &len[s];
+    memset(&one.segs, 0, sizeof one.segs);
+    one.qkv = (const float *)a->qkv + t0 * 3 * D;
+    one.dout = (const float *)a->dout + t0 * D;
+    one.out = (float *)a->out + t0 * D;
+    one.dqkv = (float *)a->dqkv + t0 * 3 * D;
+    float *lse = malloc((size_t)a->H * len[s] * 4);
+    REQUIRE(lse, "host memory");
+    one.lse = lse;
+    REQUIRE(cpu->attention_forward(cdev, &one, NULL) == 0, "cpu attention_forward (segment)");
+    REQUIRE(cpu->attention_backward(cdev, &one, NULL) == 0, "cpu attention_backward (segment)");
+    const size_t b = t0 / a->T, tt = t0 % a->T;
+    for (int h = 0; h < a->H; h++)
+      memcpy(a->lse + (b * a->H + h) * a->T + tt, lse + (size_t)h * len[s], (size_t)len[s] * 4);
+    free(lse);
+  }
+}
+
+/* Right-padded rows (nseg == 0: len[b] per row) or packed rows (nseg
+ * segments start[i], len[i] of the flattened B*T tokens). Padding is NaN on
+ * the GPU side and must come back as zeros. */
+static void run_case_any(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t *len,
+                         int nseg, const int32_t *start) {
   const int half = hd / 2, D = H * hd;
   const size_t N = (size_t)B * T, nq = N * 3 * D, no = N * D, nl = N * H, es = esize(dt);
+  char *in_seg = calloc(N, 1);
+  REQUIRE(in_seg, "host memory");
+  int max_len = 0;
+  for (int i = 0; i < (nseg ? nseg : B); i++) {
+    const size_t t0 = nseg ? (size_t)start[i] : (size_t)i * T;
+    memset(in_seg + t0, 1, (size_t)len[i]);
+    if (len[i] > max_len) max_len = len[i];
+  }
   float *qkv = malloc(nq * 4), *dout = malloc(no * 4), *cs = malloc((size_t)T * half * 4);
   float *sn = malloc((size_t)T * half * 4);
   REQUIRE(qkv && dout && cs && sn, "host memory");
@@ -202,15 +244,15 @@ static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t 
   REQUIRE(qkv_g && dout_g, "host memory");
   memcpy(qkv_g, qkv, nq * 4);
   memcpy(dout_g, dout, no * 4);
-  for (int b = 0; b < B; b++)
-    for (int t = len[b]; t < T; t++) {
+  for (size_t tok = 0; tok < N; tok++)
+    if (!in_seg[tok]) {
       for (int k = 0; k < 3 * D; k++) {
-        qkv[((size_t)b * T + t) * 3 * D + k] = 0.0f;
-        qkv_g[((size_t)b * T + t) * 3 * D + k] = NAN;
+        qkv[tok * 3 * D + k] = 0.0f;
+        qkv_g[tok * 3 * D + k] = NAN;
       }
       for (int k = 0; k < D; k++) {
-        dout[((size_t)b * T + t) * D + k] = 0.0f;
-        dout_g[((size_t)b * T + t) * D + k] = NAN;
+        dout[tok * D + k] = 0.0f;
+        dout_g[tok * D + k] = NAN;
       }
     }
   /* CPU reference (fp32) */
@@ -222,10 +264,14 @@ static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t 
   a.dtype = ESMTB_F32;
   a.B = B; a.T = T; a.H = H; a.hd = hd;
   a.scale = 1.0f / sqrtf((float)hd);
-  a.seq_len = len; a.rope_cos = cs; a.rope_sin = sn;
+  a.seq_len = nseg ? NULL : len; a.rope_cos = cs; a.rope_sin = sn;
   a.qkv = qkv; a.out = out_r; a.lse = lse_r; a.dout = dout; a.dqkv = dqkv_r;
-  REQUIRE(cpu->attention_forward(cdev, &a, NULL) == 0, "cpu attention_forward");
-  REQUIRE(cpu->attention_backward(cdev, &a, NULL) == 0, "cpu attention_backward");
+  if (nseg) {
+    cpu_reference_packed(&a, nseg, start, len);
+  } else {
+    REQUIRE(cpu->attention_forward(cdev, &a, NULL) == 0, "cpu attention_forward");
+    REQUIRE(cpu->attention_backward(cdev, &a, NULL) == 0, "cpu attention_backward");
+  }
 
   /* GPU */
   unsigned char *hq = malloc(nq * es), *ho = malloc(no * es);
@@ -234,15 +280,24 @@ static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t 
   encode(dt, dout_g, ho, no);
   void *d_qkv = galloc(nq * es), *d_out = galloc(no * es), *d_dout = galloc(no * es);
   void *d_dqkv = galloc(nq * es), *d_lse = galloc(nl * 4), *d_cs = galloc((size_t)T * half * 4);
-  void *d_sn = galloc((size_t)T * half * 4), *d_len = galloc((size_t)B * 4);
+  const int nrows = nseg ? nseg : B;
+  void *d_sn = galloc((size_t)T * half * 4), *d_len = galloc((size_t)nrows * 4);
+  void *d_start = nseg ? galloc((size_t)nseg * 4) : NULL;
+  if (nseg) h2d(d_start, start, (size_t)nseg * 4);
   h2d(d_qkv, hq, nq * es);
   h2d(d_dout, ho, no * es);
   h2d(d_cs, cs, (size_t)T * half * 4);
   h2d(d_sn, sn, (size_t)T * half * 4);
-  h2d(d_len, len, (size_t)B * 4);
+  h2d(d_len, len, (size_t)nrows * 4);
   esmtb_attention_args g = a;
   g.dtype = dt;
-  g.seq_len = d_len; g.rope_cos = d_cs; g.rope_sin = d_sn;
+  g.seq_len = nseg ? NULL : d_len; g.rope_cos = d_cs; g.rope_sin = d_sn;
+  if (nseg) {
+    g.segs.nseg = nseg;
+    g.segs.max_len = max_len;
+    g.segs.start = d_start;
+    g.segs.len = d_len;
+  }
   g.qkv = d_qkv; g.out = d_out; g.lse = d_lse; g.dout = d_dout; g.dqkv = d_dqkv;
   unsigned char *go[2], *gd[2];
   float *gl[2];
@@ -269,7 +324,7 @@ static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t 
   int nonfinite = 0, pad_nonzero = 0;
   for (int b = 0; b < B; b++)
     for (int t = 0; t < T; t++) {
-      const int valid = t < len[b];
+      const int valid = in_seg[(size_t)b * T + t];
       for (int k = 0; k < D; k++) {
         const size_t i = ((size_t)b * T + t) * D + k;
         const float v = decode1(dt, go[0], i);
@@ -288,31 +343,60 @@ static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t 
         const size_t i = ((size_t)b * H + h) * T + t;
         if (!isfinite(gl[0][i])) nonfinite++;
         if (valid) acc_err(&el, gl[0][i], lse_r[i]);
+        else if (gl[0][i] != 0.0f) pad_nonzero++;
       }
     }
   const double tol = dt == ESMTB_F32 ? 1e-4 : 1e-2;
   char lens[128] = "";
-  for (int b = 0; b < B && strlen(lens) < 100; b++)
+  for (int b = 0; b < nrows && strlen(lens) < 100; b++)
     snprintf(lens + strlen(lens), sizeof lens - strlen(lens), "%s%d", b ? "," : "", len[b]);
   const int ok = rel(&eo) <= tol && el.maxabs <= tol && rel(&eg[0]) <= tol &&
                  rel(&eg[1]) <= tol && rel(&eg[2]) <= tol && !nonfinite && !pad_nonzero &&
                  deterministic;
-  printf("%-4s %s hd=%-3d B=%d T=%-4d H=%d len=[%s]: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
+  printf("%-4s %s%s hd=%-3d B=%d T=%-4d H=%d len=[%s]: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
          "(max|err|/max|ref|: out %.1e dq %.1e dk %.1e dv %.1e) nonfinite=%d pad!=0=%d det=%d\n",
-         ok ? "ok" : "FAIL", dt_name(dt), hd, B, T, H, lens, rel(&eo), el.maxabs, rel(&eg[0]),
+         ok ? "ok" : "FAIL", nseg ? "packed " : "", dt_name(dt), hd, B, T, H, lens, rel(&eo), el.maxabs, rel(&eg[0]),
          rel(&eg[1]), rel(&eg[2]), eo.maxabs / (eo.maxref + 1e-30),
          eg[0].maxabs / (eg[0].maxref + 1e-30), eg[1].maxabs / (eg[1].maxref + 1e-30),
          eg[2].maxabs / (eg[2].maxref + 1e-30), nonfinite, pad_nonzero, deterministic);
   fflush(stdout);
   if (!ok) g_failures++;
 
-  void *bufs[] = {d_qkv, d_out, d_dout, d_dqkv, d_lse, d_cs, d_sn, d_len};
-  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->free(gdev, ESMTB_MEM_DEVICE, bufs[i]);
+  void *bufs[] = {d_qkv, d_out, d_dout, d_dqkv, d_lse, d_cs, d_sn, d_len, d_start};
+  for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) gpu->free(gdev, ESMTB_MEM_DEVICE, bufs[i]);
+  free(in_seg);
   for (int run = 0; run < 2; run++) {
     free(go[run]); free(gd[run]); free(gl[run]);
   }
   free(qkv); free(dout); free(cs); free(sn); free(qkv_g); free(dout_g); free(out_r); free(lse_r);
   free(dqkv_r); free(hq); free(ho);
+}
+
+static void run_case(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t *len) {
+  run_case_any(dt, B, T, H, hd, len, 0, NULL);
+}
+
+/* Random packed rows: sequences of random length (a few long, many short)
+ * fill each row greedily; the rest of a row is padding. */
+static void run_packed_random(esmtb_dtype dt, int B, int T, int H, int hd) {
+  int32_t *start = malloc((size_t)B * T * 4), *len = malloc((size_t)B * T * 4);
+  REQUIRE(start && len, "host memory");
+  int n = 0;
+  for (int b = 0; b < B; b++) {
+    int t = (b % 2) ? (int)((urand() + 1.0) * 4) : 0; /* odd rows start after a little padding */
+    while (t < T - 1) {
+      const double u = (urand() + 1.0) * 0.5;
+      int L = u < 0.3 ? 1 + (int)(u * 40) : 1 + (int)(u * u * T);
+      if (L > T - t) L = T - t;
+      start[n] = b * T + t;
+      len[n++] = L;
+      t += L + ((urand() > 0.6) ? 1 : 0); /* now and then a gap */
+    }
+  }
+  run_case_any(dt, B, T, H, hd, len, n, start);
+  free(start);
+  free(len);
 }
 
 /* A call that must fail with a message. */
@@ -378,8 +462,36 @@ static void error_cases(int cc_major) {
   e = g;
   e.dtype = ESMTB_I32;
   expect_error("dtype i32", gpu->attention_forward(gdev, &e, NULL));
+  /* packed rows: a segment crossing a row, overlapping ones, len 0 */
+  void *d_start = galloc(3 * 4), *d_slen = galloc(3 * 4);
+  e = g;
+  e.seq_len = NULL;
+  e.segs.nseg = 2;
+  e.segs.max_len = 8;
+  e.segs.start = d_start;
+  e.segs.len = d_slen;
+  const int32_t ok_st[2] = {0, 9}, ok_ln[2] = {8, 5};
+  h2d(d_start, ok_st, sizeof ok_st);
+  h2d(d_slen, ok_ln, sizeof ok_ln);
+  g_err[0] = '\0';
+  CHECK(gpu->attention_forward(gdev, &e, NULL) == 0, "valid packed call failed: %s", g_err);
+  CHECK(gpu->attention_backward(gdev, &e, NULL) == 0, "valid packed call failed: %s", g_err);
+  const int32_t cross_st[2] = {0, 6}, cross_ln[2] = {4, 4};
+  h2d(d_start, cross_st, sizeof cross_st);
+  h2d(d_slen, cross_ln, sizeof cross_ln);
+  expect_error("segment crossing a row", gpu->attention_forward(gdev, &e, NULL));
+  const int32_t ov_st[2] = {0, 3}, ov_ln[2] = {4, 2};
+  h2d(d_start, ov_st, sizeof ov_st);
+  h2d(d_slen, ov_ln, sizeof ov_ln);
+  expect_error("overlapping segments (backward)", gpu->attention_backward(gdev, &e, NULL));
+  const int32_t z_st[2] = {0, 4}, z_ln[2] = {4, 0};
+  h2d(d_start, z_st, sizeof z_st);
+  h2d(d_slen, z_ln, sizeof z_ln);
+  expect_error("segment of length 0", gpu->attention_forward(gdev, &e, NULL));
+  e.segs.max_len = T + 1;
+  expect_error("max_len > T", gpu->attention_forward(gdev, &e, NULL));
   REQUIRE(gpu->stream_sync(gdev, NULL) == 0, "sync after error cases");
-  void *bufs[] = {d_qkv, d_out, d_dout, d_dqkv, d_lse, d_cs, d_sn, d_len};
+  void *bufs[] = {d_qkv, d_out, d_dout, d_dqkv, d_lse, d_cs, d_sn, d_len, d_start, d_slen};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->free(gdev, ESMTB_MEM_DEVICE, bufs[i]);
 }
 
@@ -445,6 +557,8 @@ int main(void) {
     }
     const int32_t l4[] = {1024, 700};
     run_case(dt, 2, 1024, 2, 64, l4); /* many tiles */
+    for (size_t hi = 0; hi < 5; hi++) run_packed_random(dt, 3, 300, 2, hds[hi]);
+    run_packed_random(dt, 2, 1024, 4, 64); /* ESM-2 650M's head dim, max length 1024 */
   }
   error_cases(ccM);
   gpu->close(gdev);

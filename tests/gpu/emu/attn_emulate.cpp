@@ -122,20 +122,23 @@ void emu_ldsm_x2_trans(uint32_t b[2], const void *p) {
 struct ref_out {
   std::vector<double> out, lse, dqkv;
 };
+// Sequences are segments (start, len) of the flattened B*T tokens; rotary
+// positions count from each segment's start.
 static ref_out reference(const std::vector<float> &qkv, const std::vector<float> &dout,
                          const std::vector<float> &cs, const std::vector<float> &sn,
-                         const std::vector<int32_t> &len, int B, int T, int H, int hd, double scale) {
+                         const std::vector<int32_t> &seg_start, const std::vector<int32_t> &len,
+                         int B, int T, int H, int hd, double scale) {
   const int D = H * hd, half = hd / 2;
   ref_out r;
   r.out.assign((size_t)B * T * D, 0.0);
   r.lse.assign((size_t)B * H * T, 0.0);
   r.dqkv.assign((size_t)B * T * 3 * D, 0.0);
-  for (int b = 0; b < B; b++)
+  for (size_t sgi = 0; sgi < len.size(); sgi++)
     for (int h = 0; h < H; h++) {
-      const int L = len[b];
+      const int L = len[sgi], s0 = seg_start[sgi], b = s0 / T, t0 = s0 % T;
       std::vector<double> q(L * hd), k(L * hd), v(L * hd), P(L * L), dO(L * hd), O(L * hd);
       for (int t = 0; t < L; t++) {
-        const float *row = &qkv[((size_t)b * T + t) * 3 * D];
+        const float *row = &qkv[((size_t)s0 + t) * 3 * D];
         for (int i = 0; i < half; i++) {
           const double c = cs[t * half + i], s = sn[t * half + i];
           const double q0 = row[h * hd + i] * scale, q1 = row[h * hd + i + half] * scale;
@@ -147,7 +150,7 @@ static ref_out reference(const std::vector<float> &qkv, const std::vector<float>
         }
         for (int c = 0; c < hd; c++) {
           v[t * hd + c] = row[2 * D + h * hd + c];
-          dO[t * hd + c] = dout[((size_t)b * T + t) * D + h * hd + c];
+          dO[t * hd + c] = dout[((size_t)s0 + t) * D + h * hd + c];
         }
       }
       for (int i = 0; i < L; i++) {
@@ -160,12 +163,12 @@ static ref_out reference(const std::vector<float> &qkv, const std::vector<float>
         }
         for (int j = 0; j < L; j++) z += (P[i * L + j] = exp(P[i * L + j] - mx));
         for (int j = 0; j < L; j++) P[i * L + j] /= z;
-        r.lse[((size_t)b * H + h) * T + i] = mx + log(z);
+        r.lse[((size_t)b * H + h) * T + t0 + i] = mx + log(z);
         for (int c = 0; c < hd; c++) {
           double o = 0;
           for (int j = 0; j < L; j++) o += P[i * L + j] * v[j * hd + c];
           O[i * hd + c] = o;
-          r.out[((size_t)b * T + i) * D + h * hd + c] = o;
+          r.out[((size_t)s0 + i) * D + h * hd + c] = o;
         }
       }
       std::vector<double> dq(L * hd, 0.0), dk(L * hd, 0.0), dv(L * hd, 0.0);
@@ -184,7 +187,7 @@ static ref_out reference(const std::vector<float> &qkv, const std::vector<float>
         }
       }
       for (int t = 0; t < L; t++) {
-        double *row = &r.dqkv[((size_t)b * T + t) * 3 * D];
+        double *row = &r.dqkv[((size_t)s0 + t) * 3 * D];
         for (int i = 0; i < half; i++) {
           const double c = cs[t * half + i], s = sn[t * half + i];
           const double a0 = dq[t * hd + i], a1 = dq[t * hd + i + half];
@@ -201,21 +204,36 @@ static ref_out reference(const std::vector<float> &qkv, const std::vector<float>
 }
 
 // ---- running the kernels ----
+// What cuda_attention.cu's host side does before the kernels of packed rows.
+template <typename T> static void zero_padding(const attn_params &p, bool backward) {
+  if (p.nseg == 0) return;
+  const size_t tok = (size_t)p.B * p.T, w = (size_t)p.H * p.hd;
+  if (backward) {
+    memset(p.dqkv, 0, tok * 3 * w * sizeof(T));
+  } else {
+    memset(p.out, 0, tok * w * sizeof(T));
+    memset(p.lse, 0, tok * p.H * sizeof(float));
+  }
+}
 template <typename T, int HD, int HDR> void run_mma(attn_params p, float *D) {
-  const dim3 grid((p.T + 63) / 64, p.H, p.B);
+  const dim3 grid = attn_grid(p, 64);
+  zero_padding<T>(p, false);
   emu::launch(grid, NTHREADS, [&] { attn_fwd_mma<T, HD, HDR>(p); });
   const size_t rows = (size_t)p.B * p.H * p.T;
   emu::launch(dim3((unsigned)((rows * 32 + 255) / 256)), 256, [&] { attn_bwd_dot<T>(p, D); });
   p.D = D;
+  zero_padding<T>(p, true);
   emu::launch(grid, NTHREADS, [&] { attn_bwd_dkdv_mma<T, HD, HDR>(p); });
   emu::launch(grid, NTHREADS, [&] { attn_bwd_dq_mma<T, HD, HDR>(p); });
 }
 template <int HD> void run_f32(attn_params p, float *D) {
-  const dim3 grid((p.T + F32_ROWS - 1) / F32_ROWS, p.H, p.B);
+  const dim3 grid = attn_grid(p, F32_ROWS);
+  zero_padding<float>(p, false);
   emu::launch(grid, F32_ROWS, [&] { attn_fwd_f32<HD>(p); });
   const size_t rows = (size_t)p.B * p.H * p.T;
   emu::launch(dim3((unsigned)((rows * 32 + 255) / 256)), 256, [&] { attn_bwd_dot<float>(p, D); });
   p.D = D;
+  zero_padding<float>(p, true);
   emu::launch(grid, F32_ROWS, [&] { attn_bwd_dkdv_f32<HD>(p); });
   emu::launch(grid, F32_ROWS, [&] { attn_bwd_dq_f32<HD>(p); });
 }
@@ -252,7 +270,22 @@ template <typename T> static float tof(T v) { return (float)v; }
 
 // dt: 0 f32, 1 f16, 2 bf16
 template <typename T>
-static void run_case(int dt, int B, int Tn, int H, int hd, std::vector<int32_t> len) {
+// Right-padded rows (seg_start empty: len[b] per row) or packed rows
+// (segments seg_start[i], len[i] of the flattened tokens).
+static void run_case(int dt, int B, int Tn, int H, int hd, std::vector<int32_t> len,
+                     std::vector<int32_t> seg_start = {}) {
+  const bool packed = !seg_start.empty();
+  std::vector<int32_t> row_len;  // per row in the right-padded layout
+  if (!packed) {
+    row_len = len;
+    for (int b = 0; b < B; b++) seg_start.push_back(b * Tn);
+  }
+  std::vector<char> in_seg((size_t)B * Tn, 0);
+  int max_len = 0;
+  for (size_t i = 0; i < len.size(); i++) {
+    for (int t = 0; t < len[i]; t++) in_seg[(size_t)seg_start[i] + t] = 1;
+    max_len = len[i] > max_len ? len[i] : max_len;
+  }
   const int D = H * hd, half = hd / 2;
   const size_t nq = (size_t)B * Tn * 3 * D, no = (size_t)B * Tn * D;
   std::vector<float> qkv(nq), dout(no), cs(Tn * half), sn(Tn * half);
@@ -266,27 +299,29 @@ static void run_case(int dt, int B, int Tn, int H, int hd, std::vector<int32_t> 
       sn[t * half + i] = (float)sin(ang);
     }
   const double scale = 1.0 / sqrt((double)hd);
-  ref_out r = reference(qkv, dout, cs, sn, len, B, Tn, H, hd, (float)scale);
+  ref_out r = reference(qkv, dout, cs, sn, seg_start, len, B, Tn, H, hd, (float)scale);
   std::vector<T> gq(nq), go(no, T(NAN)), gdo(no), gd(nq, T(NAN));
   for (size_t i = 0; i < nq; i++) gq[i] = T(qkv[i]);
   for (size_t i = 0; i < no; i++) gdo[i] = T(dout[i]);
-  for (int b = 0; b < B; b++)
-    for (int t = len[b]; t < Tn; t++) {
-      for (int k = 0; k < 3 * D; k++) gq[((size_t)b * Tn + t) * 3 * D + k] = T(NAN);
-      for (int k = 0; k < D; k++) gdo[((size_t)b * Tn + t) * D + k] = T(NAN);
+  for (size_t tok = 0; tok < (size_t)B * Tn; tok++)
+    if (!in_seg[tok]) {  // padding is poisoned: it must never be read
+      for (int k = 0; k < 3 * D; k++) gq[tok * 3 * D + k] = T(NAN);
+      for (int k = 0; k < D; k++) gdo[tok * D + k] = T(NAN);
     }
   std::vector<float> lse((size_t)B * H * Tn, NAN), Dbuf((size_t)B * H * Tn, NAN);
   attn_params p;
   p.qkv = gq.data(); p.out = go.data(); p.lse = lse.data(); p.dout = gdo.data();
-  p.dqkv = gd.data(); p.D = nullptr; p.seq_len = len.data(); p.cos = cs.data(); p.sin = sn.data();
+  p.dqkv = gd.data(); p.D = nullptr; p.seq_len = packed ? nullptr : row_len.data(); p.cos = cs.data(); p.sin = sn.data();
   p.B = B; p.T = Tn; p.H = H; p.hd = hd; p.scale = (float)scale;
+  p.nseg = packed ? (int)len.size() : 0; p.max_len = packed ? max_len : 0;
+  p.seg_start = packed ? seg_start.data() : nullptr; p.seg_len = packed ? len.data() : nullptr;
   if constexpr (std::is_same<T, float>::value) run_f32_hd(p, Dbuf.data());
   else run_mma_hd<T>(p, Dbuf.data());
   double e_o = 0, n_o = 0, e_l = 0, e_g[3] = {0, 0, 0}, n_g[3] = {0, 0, 0};
   int bad = 0, pad = 0;
   for (int b = 0; b < B; b++)
     for (int t = 0; t < Tn; t++) {
-      const bool valid = t < len[b];
+      const bool valid = in_seg[(size_t)b * Tn + t];
       for (int k = 0; k < D; k++) {
         const size_t i = ((size_t)b * Tn + t) * D + k;
         const double v = tof(go[i]);
@@ -314,9 +349,9 @@ static void run_case(int dt, int B, int Tn, int H, int hd, std::vector<int32_t> 
   const double tol = dt == 0 ? 1e-4 : 1e-2;
   const bool ok = ro <= tol && rq <= tol && rk <= tol && rv <= tol && e_l <= tol && !bad && !pad;
   if (!ok) g_fail++;
-  printf("%-4s %s hd=%-3d B=%d T=%-3d H=%d: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e nonfinite=%d "
+  printf("%-4s %s%s hd=%-3d B=%d T=%-3d H=%d: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e nonfinite=%d "
          "pad!=0=%d\n",
-         ok ? "ok" : "FAIL", dt == 0 ? "f32" : dt == 1 ? "f16" : "bf16", hd, B, Tn, H, ro, e_l, rq,
+         ok ? "ok" : "FAIL", packed ? "packed " : "", dt == 0 ? "f32" : dt == 1 ? "f16" : "bf16", hd, B, Tn, H, ro, e_l, rq,
          rk, rv, bad, pad);
   fflush(stdout);
 }
@@ -329,10 +364,17 @@ int main(int argc, char **argv) {
     run_case<__half>(1, 3, 70, 1, hd, {70, 1, 33});
     run_case<__nv_bfloat16>(2, 3, 70, 1, hd, {70, 1, 33});
     run_case<float>(0, 3, 70, 1, hd, {70, 1, 33});
+    // packed rows of 70: [40 | 1 | 20 | pad 9], [pad 3 | 67], [2 | 5 | pad 63]
+    const std::vector<int32_t> plen = {40, 1, 20, 67, 2, 5}, pst = {0, 40, 41, 73, 140, 142};
+    run_case<__nv_bfloat16>(2, 3, 70, 1, hd, plen, pst);
+    run_case<__half>(1, 3, 70, 1, hd, plen, pst);
+    run_case<float>(0, 3, 70, 1, hd, plen, pst);
     if (!quick) {
       run_case<__nv_bfloat16>(2, 2, 130, 2, hd, {130, 64});
       run_case<__half>(1, 2, 130, 1, hd, {129, 65});
       run_case<float>(0, 2, 130, 1, hd, {129, 65});
+      // a segment longer than one 64-row tile next to short ones, 2 heads
+      run_case<__nv_bfloat16>(2, 2, 130, 2, hd, {100, 30, 3, 127}, {0, 100, 130, 133});
     }
   }
   printf(g_fail ? "%d FAILED\n" : "all emulated cases passed\n", g_fail);
