@@ -51,7 +51,7 @@ struct seq_view {
 __device__ __forceinline__ seq_view seq_of(const attn_params &p, int z, int h) {
   seq_view v;
   if (p.nseg > 0) {
-    // Clamped so that unchecked garbage (ESMT_CUDA_ATTN_NO_SEQ_CHECK=1)
+    // Clamped so that unchecked garbage (no ESMT_CUDA_ATTN_CHECK=1)
     // can never address outside the buffers.
     int s0 = p.seg_start[z], L = p.seg_len[z];
     if (s0 < 0 || s0 >= p.B * p.T) s0 = 0, L = 0;
