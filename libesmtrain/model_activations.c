@@ -98,20 +98,26 @@ uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int e
 }
 
 esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
-  if (m->arena && B <= m->act_B && T <= m->act_T) return ESMT_OK;
+  if (m->arena && B <= m->act_B && T <= m->act_T && m->act_recompute == m->recompute)
+    return ESMT_OK;
   /* Grow to cover both the old and the new shape. */
   int nB = B > m->act_B ? B : m->act_B, nT = T > m->act_T ? T : m->act_T;
-  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT, (int)m->esize, 0);
+  const int rec = m->recompute;
+  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT, (int)m->esize, rec);
   if (m->arena) {
     m->ops->stream_sync(m->dev, m->stream);
     m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->arena);
     m->arena = NULL;
+    m->arena_bytes = 0;
+    m->have_forward = 0;
   }
   void *arena = NULL;
   esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, &arena);
-  if (st)
-    return esmt_fail_prefix((esmt_status)st, "activations for %d x %d tokens (%.1f MiB): ", nB,
-                            nT, (double)bytes / 1048576.0);
+  if (st) {
+    esmt_fail_prefix((esmt_status)st, "activations for %d x %d tokens (%.1f MiB%s): ", nB, nT,
+                     (double)bytes / 1048576.0, rec ? ", recompute on" : "");
+    return esmt_oom_advice(m, (esmt_status)st, "activations", bytes, nB, nT);
+  }
   if (!m->act_vtables) m->act_vtables = calloc(ESMT_ACT_VTABLES * (size_t)(m->L + 1), sizeof(void *));
   if (!m->act_ftables) m->act_ftables = calloc(ESMT_ACT_FTABLES * (size_t)(m->L + 1), sizeof(float *));
   if (!m->act_vtables || !m->act_ftables) {
@@ -125,9 +131,10 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   }
   m->host_seq_len = seq;
   carver c = {arena, 0};
-  carve(&c, &m->cfg, nB, nT, m->esize, 0, &m->act, m->act_vtables, m->act_ftables);
+  carve(&c, &m->cfg, nB, nT, m->esize, rec, &m->act, m->act_vtables, m->act_ftables);
   m->arena = arena;
   m->arena_bytes = bytes;
+  m->act_recompute = rec;
   m->act_B = nB;
   m->act_T = nT;
   m->have_forward = 0;
