@@ -200,11 +200,10 @@ ESMT_HIDDEN esmt_status esmt_model_sync_lowp(esmt_model *m, uint64_t offset, uin
  * the recompute setting changed). */
 ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
 
-/* Turn a failed device allocation of `bytes` for `what` into an
- * ESMT_ERR_OUT_OF_MEMORY that says what to change (other statuses pass
- * through); `B` x `T` is the micro-batch when the arena failed, else 0. */
-ESMT_HIDDEN esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, const char *what,
-                                        uint64_t bytes, int B, int T);
+/* Append to a failed device allocation's ESMT_ERR_OUT_OF_MEMORY message
+ * what to change (other statuses pass through); `B` x `T` is the
+ * micro-batch when the activation arena failed, else 0. */
+ESMT_HIDDEN esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, int B, int T);
 
 /* Attention arguments of layer l (forward fields; backward adds dout/dqkv). */
 ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l);

@@ -116,7 +116,7 @@ esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
   if (st) {
     esmt_fail_prefix((esmt_status)st, "activations for %d x %d tokens (%.1f MiB%s): ", nB, nT,
                      (double)bytes / 1048576.0, rec ? ", recompute on" : "");
-    return esmt_oom_advice(m, (esmt_status)st, "activations", bytes, nB, nT);
+    return esmt_oom_advice(m, (esmt_status)st, nB, nT);
   }
   if (!m->act_vtables) m->act_vtables = calloc(ESMT_ACT_VTABLES * (size_t)(m->L + 1), sizeof(void *));
   if (!m->act_ftables) m->act_ftables = calloc(ESMT_ACT_FTABLES * (size_t)(m->L + 1), sizeof(float *));

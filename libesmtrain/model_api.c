@@ -16,7 +16,7 @@ static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const ch
   if (!st) return ESMT_OK;
   esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
                    (double)bytes / 1048576.0);
-  return esmt_oom_advice(m, (esmt_status)st, what, bytes, 0, 0);
+  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
 }
 
 /* fp32 split-half rotary tables: angle = p * inv_freq[c], cos/sin in

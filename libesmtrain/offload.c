@@ -79,7 +79,7 @@ static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const ch
   esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
   if (!st) return ESMT_OK;
   esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what, MIB(bytes));
-  return esmt_oom_advice(m, (esmt_status)st, what, bytes, 0, 0);
+  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
 }
 
 static const esmt_backend_entry *host_backend(const esmt_context *ctx) {
