@@ -136,9 +136,9 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     return st;
   }
   esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
-                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s (%s)", m->L,
+                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s (%s%s)", m->L,
                   m->d, m->H, m->F, (unsigned long long)m->layout.total, m->ops->name,
-                  esmt_dtype_name(m->dtype));
+                  esmt_dtype_name(m->dtype), m->recompute ? ", activation recompute" : "");
   *out = m;
   return ESMT_OK;
 }
