@@ -240,7 +240,8 @@ int cmd_train(int argc, char **argv) {
     pr.model.max_positions = (int)cfg_int(cfg, "model.max_positions");
     pr.seq_len = (int)cfg_int(cfg, "data.max_len");
     pr.micro_batch = (int)cfg_int(cfg, "data.micro_batch");
-    if (!pr.micro_batch) pr.micro_batch = (int)(cfg_int(cfg, "data.tokens_per_batch") / pr.seq_len);
+    if (!pr.micro_batch) /* rounded up as the trainer does: greedy batches of any shape */
+      pr.micro_batch = (int)((cfg_int(cfg, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
     const char *prec = cfg_str(cfg, "backend.precision");
     pr.precision = !strcmp(prec, "fp16") ? ESMT_PRECISION_FP16
                  : !strcmp(prec, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;

@@ -69,7 +69,8 @@ typedef struct esmt_activations {
 #define ESMT_ACT_FTABLES 5
 
 /* Bytes of the activation arena for B x T with activations of `esize`
- * bytes, optionally with per-layer recomputation (also the planner's). */
+ * bytes, optionally with per-layer recomputation (also the planner's). It
+ * depends on B * T only: the arena serves any shape within that many tokens. */
 ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
                                            int recompute);
 
@@ -104,10 +105,10 @@ struct esmt_model {
   float *scalar;                            /* device fp32 scratch for reductions */
   float inv_freq[ESMT_MAX_HALF_HEAD];       /* rotary inverse frequencies in use */
 
-  /* activation arena, sized for act_B rows of act_T tokens */
+  /* activation arena, sized for act_N tokens (any B x T with B * T <= act_N) */
   void *arena;
   uint64_t arena_bytes;
-  int act_B, act_T;
+  uint64_t act_N;
   /* Activation recompute: `recompute` is the setting (applied by the next
    * esmt_model_reserve), `act_recompute` how the arena is carved. With it
    * only res[l] is kept per layer; backward re-runs each layer's forward
@@ -122,7 +123,7 @@ struct esmt_model {
   int B, T;
   uint64_t selected;
   double normalizer;
-  int32_t *host_seq_len;     /* [act_B] */
+  int32_t *host_seq_len;     /* [act_N] (rows <= tokens) */
   esmt_op_profile profile;
 
   /* Data parallelism: when set, backward calls this as soon as the

@@ -48,11 +48,13 @@ static esmt_precision precision_of(const esmt_config *c) {
 }
 
 /* The micro-batch shape the planner sees: data.micro_batch rows (or
- * data.tokens_per_batch / data.max_len) of data.max_len tokens. */
+ * data.tokens_per_batch / data.max_len, rounded up: the loader's greedy
+ * batches hold up to tokens_per_batch tokens in any shape, and the arena
+ * depends on the token count only) of data.max_len tokens. */
 static void planned_shape(const esmt_config *c, int *B, int *T) {
   *T = (int)gi(c, "data.max_len");
   *B = (int)gi(c, "data.micro_batch");
-  if (!*B && *T > 0) *B = (int)(gi(c, "data.tokens_per_batch") / *T);
+  if (!*B && *T > 0) *B = (int)((gi(c, "data.tokens_per_batch") + *T - 1) / *T);
   if (*B < 1) *B = 1;
 }
 

@@ -285,14 +285,15 @@ static const char *make_data(const char *dir) {
 }
 
 static esmt_config *config_for(const char *data, const char *offload, const char *recompute,
-                               uint64_t budget) {
+                               uint64_t budget, const char *rows) {
   esmt_config *cfg = NULL;
   assert_int_equal(esmt_config_create(&cfg), ESMT_OK);
   char b[32];
   snprintf(b, sizeof b, "%llu", (unsigned long long)budget);
   const char *sets[] = {"data.train_dir", data, "model.num_layers", "3", "model.hidden_size", "32",
                         "model.num_heads", "4", "model.ffn_size", "128", "model.max_positions", "64",
-                        "data.max_len", "64", "data.micro_batch", "4",
+                        "data.max_len", "64", "data.micro_batch", rows,
+                        "data.tokens_per_batch", "200",
                         "train.max_steps", "3", "schedule.warmup_steps", "1",
                         "train.eval_every", "0", "train.tokens_per_update", "512",
                         "offload.optimizer", offload, "offload.recompute", recompute,
@@ -325,16 +326,19 @@ static void test_trainer_budget(void **state) {
   const uint64_t plain = plan_total(0), lean = plan_total(1);
   assert_true(lean < plain);
   esmt_model_config c = tiny(ESMT_PRECISION_FP32);
-  struct { const char *off, *rec; uint64_t budget; int ok, want_rec; } cases[] = {
-      {"auto", "auto", plain, 1, 0},
-      {"auto", "auto", plain - 1, 1, 1},   /* only recompute fits: chosen */
-      {"off", "auto", lean, 1, 1},
-      {"auto", "auto", 1 << 20, 0, 1},     /* nothing fits: the smallest plan fails with advice */
-      {"off", "off", 1 << 20, 0, 0},       /* forced: the arena does not fit */
+  struct { const char *off, *rec; uint64_t budget; int ok, want_rec; const char *rows; } cases[] = {
+      {"auto", "auto", plain, 1, 0, "4"},
+      {"auto", "auto", plain - 1, 1, 1, "4"},   /* only recompute fits: chosen */
+      {"off", "auto", lean, 1, 1, "4"},
+      /* greedy batches of up to 200 tokens in any shape (9 x 22 ... 3 x 61):
+       * planned as ceil(200 / 64) = 4 rows of 64, the arena never grows */
+      {"off", "auto", lean, 1, 1, "0"},
+      {"auto", "auto", 1 << 20, 0, 1, "4"},     /* nothing fits: the smallest plan fails with advice */
+      {"off", "off", 1 << 20, 0, 0, "4"},       /* forced: the arena does not fit */
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     g_log[0] = '\0';
-    esmt_config *cfg = config_for(data, cases[i].off, cases[i].rec, cases[i].budget);
+    esmt_config *cfg = config_for(data, cases[i].off, cases[i].rec, cases[i].budget, cases[i].rows);
     esmt_trainer *t = NULL;
     esmt_status st = esmt_trainer_create_from_config(g_ctx, cfg, NULL, &t);
     if (!cases[i].ok) {
@@ -349,7 +353,7 @@ static void test_trainer_budget(void **state) {
       assert_int_equal(t->m->arena_bytes, esmt_activation_bytes(&c, 4, 64, 4, cases[i].want_rec));
       if (esmt_trainer_run(t) != ESMT_OK) fail_msg("case %zu: run: %s", i, esmt_last_error());
       assert_int_equal(esmt_trainer_step_count(t), 3);
-      assert_true(t->m->arena_bytes <= esmt_activation_bytes(&c, 4, 64, 4, cases[i].want_rec));
+      assert_int_equal(t->m->arena_bytes, esmt_activation_bytes(&c, 4, 64, 4, cases[i].want_rec));
     }
     esmt_trainer_destroy(t);
     esmt_config_destroy(cfg);
