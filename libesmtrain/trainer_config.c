@@ -93,12 +93,14 @@ static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c,
   pr.device_budget = budget;
   pr.offload_optimizer = off;
   pr.recompute = rec;
-  if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20; /* CUDA context */
+  /* A CUDA context, as `plan` counts it for half precision (not on the cpu backend). */
+  if (pr.precision != ESMT_PRECISION_FP32 && !(ctx->backend->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE))
+    pr.runtime_overhead = 512ull << 20;
   esmt_plan plan = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
   esmt_clear_error();
-  /* Nothing fits: the smallest plan, whose allocation then fails with advice. */
+  /* Nothing fits: the smallest plan; if its allocation fails, that says what to change. */
   o->enabled = plan.offload_optimizer;
   o->recompute = plan.recompute;
   esmt_logger_log(&ctx->logger, plan.fits ? ESMT_LOG_INFO : ESMT_LOG_WARN,
