@@ -124,7 +124,8 @@ int cli_config_check(const cli_config *cc, const char *cmd, FILE *out) {
   pr.model.max_positions = (int)cfg_int(c, "model.max_positions");
   pr.seq_len = (int)cfg_int(c, "data.max_len");
   pr.micro_batch = (int)cfg_int(c, "data.micro_batch");
-  if (!pr.micro_batch) pr.micro_batch = (int)(cfg_int(c, "data.tokens_per_batch") / pr.seq_len);
+  if (!pr.micro_batch) /* rounded up as the trainer does: greedy batches of any shape */
+    pr.micro_batch = (int)((cfg_int(c, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
   const char *prec = cfg_str(c, "backend.precision");
   pr.precision = !strcmp(prec, "fp16") ? ESMT_PRECISION_FP16
                : !strcmp(prec, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;

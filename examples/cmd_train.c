@@ -240,7 +240,8 @@ int cmd_train(int argc, char **argv) {
     pr.model.max_positions = (int)cfg_int(cfg, "model.max_positions");
     pr.seq_len = (int)cfg_int(cfg, "data.max_len");
     pr.micro_batch = (int)cfg_int(cfg, "data.micro_batch");
-    if (!pr.micro_batch) pr.micro_batch = (int)(cfg_int(cfg, "data.tokens_per_batch") / pr.seq_len);
+    if (!pr.micro_batch) /* rounded up as the trainer does: greedy batches of any shape */
+      pr.micro_batch = (int)((cfg_int(cfg, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
     const char *prec = cfg_str(cfg, "backend.precision");
     pr.precision = !strcmp(prec, "fp16") ? ESMT_PRECISION_FP16
                  : !strcmp(prec, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;
@@ -319,11 +320,14 @@ int cmd_train(int argc, char **argv) {
     goto fail;
   }
   uint64_t params = 0;
+  int recompute = 0;
   esmt_model_param_count(model, &params);
-  say(&io, 1, "training %s: %d layers, d=%d, %d heads, %.2fM parameters on %s (%s); data %s; "
-      "%lld steps from step %lld", model_name, mc.num_layers,
+  esmt_model_get_recompute(model, &recompute);
+  say(&io, 1, "training %s: %d layers, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
+      "recompute %s); data %s; %lld steps from step %lld", model_name, mc.num_layers,
       mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
-      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", data, (long long)steps,
+      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data,
+      (long long)steps,
       (long long)esmt_trainer_step_count(tr));
   esmt_eval_metrics before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
   if (has_eval && (st = esmt_trainer_evaluate(tr, &before))) goto fail;

@@ -3,6 +3,7 @@
 
 #include "dist_env.h"
 
+#include <stdint.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -42,6 +43,7 @@ esmt_status esmt_context_create(const esmt_context_options *user_opts, esmt_cont
   esmt_context *ctx = calloc(1, sizeof *ctx);
   if (!ctx) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_context_create: out of memory");
   ctx->num_threads = opts.num_threads ? opts.num_threads : online_cores();
+  ctx->device_memory_limit = opts.device_memory_limit;
   ctx->logger.fn = opts.log;
   ctx->logger.user = opts.log_user;
   ctx->logger.min_level = opts.log_level;
@@ -69,7 +71,7 @@ void esmt_context_destroy(esmt_context *ctx) {
   free(ctx);
 }
 
-static const char *const k_option_names[] = {"num_threads", "log_level"};
+static const char *const k_option_names[] = {"num_threads", "log_level", "device_memory_limit"};
 #define N_OPTIONS ((int)(sizeof k_option_names / sizeof k_option_names[0]))
 
 static esmt_status unknown_option(const char *fn, const char *name) {
@@ -110,6 +112,14 @@ esmt_status esmt_context_set_option(esmt_context *ctx, const char *name, const c
     ctx->logger.min_level = lv;
     return ESMT_OK;
   }
+  if (strcmp(name, "device_memory_limit") == 0) { /* models created from now on */
+    uint64_t b = 0;
+    if (esmt_parse_size(value, &b) != ESMT_OK || b > (uint64_t)INT64_MAX)
+      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: device_memory_limit must be a size such as "
+                       "8GiB or 0 (no limit), got '%s'", fn, value);
+    ctx->device_memory_limit = b;
+    return ESMT_OK;
+  }
   return unknown_option(fn, name);
 }
 
@@ -126,6 +136,11 @@ esmt_status esmt_context_option_bounds(const esmt_context *ctx, const char *name
   if (strcmp(name, "log_level") == 0) {
     *min = ESMT_LOG_DEBUG;
     *max = ESMT_LOG_NONE;
+    return ESMT_OK;
+  }
+  if (strcmp(name, "device_memory_limit") == 0) {
+    *min = 0;
+    *max = INT64_MAX;
     return ESMT_OK;
   }
   return unknown_option(fn, name);

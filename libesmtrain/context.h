@@ -8,6 +8,7 @@ struct esmt_context {
   esmt_registry registry;
   const esmt_backend_entry *backend;  /* the chosen one */
   int num_threads;
+  uint64_t device_memory_limit; /* bytes each model's backend device may allocate; 0 = no cap */
   esmt_logger logger;
   esmt_progress_fn progress;
   void *progress_user;

@@ -52,6 +52,15 @@ esmt_status esmt_fail_prefix(esmt_status status, const char *fmt, ...) {
   return status;
 }
 
+esmt_status esmt_fail_append(esmt_status status, const char *fmt, ...) {
+  size_t n = strlen(g_last_error);
+  va_list ap;
+  va_start(ap, fmt);
+  if (n + 1 < sizeof g_last_error) vsnprintf(g_last_error + n, sizeof g_last_error - n, fmt, ap);
+  va_end(ap);
+  return status;
+}
+
 esmt_status esmt_check_struct(const char *fn, const char *type, uint32_t got, size_t min_size) {
   if (got < min_size)
     return esmt_fail(ESMT_ERR_ABI,

@@ -19,6 +19,11 @@ ESMT_HIDDEN esmt_status esmt_fail(esmt_status status, const char *fmt, ...)
 ESMT_HIDDEN esmt_status esmt_fail_prefix(esmt_status status, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
 
+/* Like esmt_fail but keeps the current message and appends `fmt` to it
+ * (advice after the failure it explains). */
+ESMT_HIDDEN esmt_status esmt_fail_append(esmt_status status, const char *fmt, ...)
+    __attribute__((format(printf, 2, 3)));
+
 /* Deliver one log line to the process-wide sink. */
 ESMT_HIDDEN void esmt_log(esmt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));

@@ -69,7 +69,8 @@ typedef struct esmt_activations {
 #define ESMT_ACT_FTABLES 5
 
 /* Bytes of the activation arena for B x T with activations of `esize`
- * bytes, optionally with per-layer recomputation (also the planner's). */
+ * bytes, optionally with per-layer recomputation (also the planner's). It
+ * depends on B * T only: the arena serves any shape within that many tokens. */
 ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
                                            int recompute);
 
@@ -104,10 +105,15 @@ struct esmt_model {
   float *scalar;                            /* device fp32 scratch for reductions */
   float inv_freq[ESMT_MAX_HALF_HEAD];       /* rotary inverse frequencies in use */
 
-  /* activation arena, sized for act_rows rows and act_B rows of sequences */
+  /* activation arena, sized for act_N tokens (any B x T with B * T <= act_N) */
   void *arena;
   uint64_t arena_bytes;
-  int act_B, act_T;
+  uint64_t act_N;
+  /* Activation recompute: `recompute` is the setting (applied by the next
+   * esmt_model_reserve), `act_recompute` how the arena is carved. With it
+   * only res[l] is kept per layer; backward re-runs each layer's forward
+   * into the shared set (esmt_layer_forward) before differentiating it. */
+  int recompute, act_recompute;
   esmt_activations act;
   void **act_vtables;        /* host storage behind the per-layer arrays */
   float **act_ftables;
@@ -117,7 +123,7 @@ struct esmt_model {
   int B, T;
   uint64_t selected;
   double normalizer;
-  int32_t *host_seq_len;     /* [act_B] */
+  int32_t *host_seq_len;     /* [act_N] (rows <= tokens) */
   esmt_op_profile profile;
 
   /* Data parallelism: when set, backward calls this as soon as the
@@ -191,8 +197,14 @@ ESMT_HIDDEN void esmt_to_f32(esmtb_dtype dtype, const void *src, float *dst, uin
  * (no-op in fp32); call after anything writes params outside AdamW. */
 ESMT_HIDDEN esmt_status esmt_model_sync_lowp(esmt_model *m, uint64_t offset, uint64_t count);
 
-/* Make the activation arena fit B x T (reallocates when it is too small). */
+/* Make the activation arena fit B x T (reallocates when it is too small or
+ * the recompute setting changed). */
 ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
+
+/* Append to a failed device allocation's ESMT_ERR_OUT_OF_MEMORY message
+ * what to change (other statuses pass through); `B` x `T` is the
+ * micro-batch when the activation arena failed, else 0. */
+ESMT_HIDDEN esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, int B, int T);
 
 /* Attention arguments of layer l (forward fields; backward adds dout/dqkv). */
 ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l);
@@ -202,6 +214,10 @@ ESMT_HIDDEN esmtb_embed_args esmt_embed_args(const esmt_model *m);
 
 /* The graph. */
 ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);
+/* One transformer layer l from res[l], batch shape and state read from m.
+ * full = 1: everything through res[l+1] (the forward pass); full = 0: only
+ * what backward reads, i.e. up to the FFN's GELU (recompute). */
+ESMT_HIDDEN esmt_status esmt_layer_forward(esmt_model *m, int l, int full);
 ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);
 
 /* Install rotary inverse frequencies (hd/2 values; NULL = the default

@@ -23,14 +23,17 @@ static void *take(carver *c, uint64_t bytes) {
  * fp32. */
 #define ACT(n) take(c, (uint64_t)(n) * esize)
 
-/* Carve for B x T rows; per-layer pointer arrays go into `vt` (compute
- * dtype, ESMT_ACT_VTABLES arrays of L + 1 entries) and `ft` (fp32,
- * ESMT_ACT_FTABLES arrays) when non-NULL. With `recompute`, only the
- * residual stream is kept per layer and every other per-layer tensor
- * aliases one shared set that backward refills layer by layer. */
-static void carve(carver *c, const esmt_model_config *cfg, int B, int T, uint64_t esize,
+/* Carve for N tokens in any B x T with B * T <= N (per-row arrays get N
+ * entries too: a row holds at least one token), so that batches of varying
+ * shape under one token budget share one arena of the planned size.
+ * Per-layer pointer arrays go into `vt` (compute dtype, ESMT_ACT_VTABLES
+ * arrays of L + 1 entries) and `ft` (fp32, ESMT_ACT_FTABLES arrays) when
+ * non-NULL. With `recompute`, only the residual stream is kept per layer
+ * and every other per-layer tensor aliases one shared set that backward
+ * refills layer by layer. */
+static void carve(carver *c, const esmt_model_config *cfg, uint64_t N, uint64_t esize,
                   int recompute, esmt_activations *a, void **vt, float **ft) {
-  const uint64_t N = (uint64_t)B * (uint64_t)T, d = (uint64_t)cfg->hidden_size;
+  const uint64_t B = N, d = (uint64_t)cfg->hidden_size;
   const uint64_t H = (uint64_t)cfg->num_heads, V = (uint64_t)cfg->vocab_size;
   const uint64_t F = cfg->ffn_size ? (uint64_t)cfg->ffn_size : 4 * d;
   const int L = cfg->num_layers;
@@ -93,43 +96,52 @@ static void carve(carver *c, const esmt_model_config *cfg, int B, int T, uint64_
 uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int esize,
                                int recompute) {
   carver c = {NULL, 0};
-  carve(&c, cfg, B, T, (uint64_t)esize, recompute, NULL, NULL, NULL);
+  carve(&c, cfg, (uint64_t)B * (uint64_t)T, (uint64_t)esize, recompute, NULL, NULL, NULL);
   return c.off;
 }
 
 esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
-  if (m->arena && B <= m->act_B && T <= m->act_T) return ESMT_OK;
-  /* Grow to cover both the old and the new shape. */
-  int nB = B > m->act_B ? B : m->act_B, nT = T > m->act_T ? T : m->act_T;
-  uint64_t bytes = esmt_activation_bytes(&m->cfg, nB, nT, (int)m->esize, 0);
+  const uint64_t N = (uint64_t)B * (uint64_t)T;
+  if (m->arena && N <= m->act_N && m->act_recompute == m->recompute) return ESMT_OK;
+  /* Grow to cover both the old and the new token count. */
+  const uint64_t nN = N > m->act_N ? N : m->act_N;
+  const int rec = m->recompute;
+  carver cnt = {NULL, 0};
+  carve(&cnt, &m->cfg, nN, m->esize, rec, NULL, NULL, NULL);
+  const uint64_t bytes = cnt.off;
   if (m->arena) {
     m->ops->stream_sync(m->dev, m->stream);
     m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->arena);
     m->arena = NULL;
+    m->arena_bytes = 0;
+    m->have_forward = 0;
   }
   void *arena = NULL;
   esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, &arena);
-  if (st)
-    return esmt_fail_prefix((esmt_status)st, "activations for %d x %d tokens (%.1f MiB): ", nB,
-                            nT, (double)bytes / 1048576.0);
+  if (st) {
+    esmt_fail_prefix((esmt_status)st, "activations for %llu tokens (%d x %d now; %.1f MiB%s): ",
+                     (unsigned long long)nN, B, T, (double)bytes / 1048576.0,
+                     rec ? ", recompute on" : "");
+    return esmt_oom_advice(m, (esmt_status)st, B, T);
+  }
   if (!m->act_vtables) m->act_vtables = calloc(ESMT_ACT_VTABLES * (size_t)(m->L + 1), sizeof(void *));
   if (!m->act_ftables) m->act_ftables = calloc(ESMT_ACT_FTABLES * (size_t)(m->L + 1), sizeof(float *));
   if (!m->act_vtables || !m->act_ftables) {
     m->ops->free(m->dev, ESMTB_MEM_DEVICE, arena);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "activations: out of host memory");
   }
-  int32_t *seq = realloc(m->host_seq_len, (size_t)nB * sizeof *seq);
+  int32_t *seq = realloc(m->host_seq_len, (size_t)nN * sizeof *seq);
   if (!seq) {
     m->ops->free(m->dev, ESMTB_MEM_DEVICE, arena);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "activations: out of host memory");
   }
   m->host_seq_len = seq;
   carver c = {arena, 0};
-  carve(&c, &m->cfg, nB, nT, m->esize, 0, &m->act, m->act_vtables, m->act_ftables);
+  carve(&c, &m->cfg, nN, m->esize, rec, &m->act, m->act_vtables, m->act_ftables);
   m->arena = arena;
   m->arena_bytes = bytes;
-  m->act_B = nB;
-  m->act_T = nT;
+  m->act_recompute = rec;
+  m->act_N = nN;
   m->have_forward = 0;
   return ESMT_OK;
 }

@@ -13,10 +13,10 @@
 
 static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
   esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
-  if (st)
-    return esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
-                            (double)bytes / 1048576.0);
-  return ESMT_OK;
+  if (!st) return ESMT_OK;
+  esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
+                   (double)bytes / 1048576.0);
+  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
 }
 
 /* fp32 split-half rotary tables: angle = p * inv_freq[c], cos/sin in
@@ -90,7 +90,12 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   const char *prof = getenv("ESMT_PROFILE");
   m->profile.enabled = prof && *prof && strcmp(prof, "0") != 0;
 
-  esmtb_open_options oo = {sizeof oo, esmt_context_device_index(ctx), ctx->num_threads, 0};
+  /* Memory policy: recompute and the device budget (the options' limit
+   * overrides the context's). */
+  m->recompute = offload ? offload->recompute : 0;
+  const uint64_t limit = offload && offload->device_memory_limit ? offload->device_memory_limit
+                                                                 : ctx->device_memory_limit;
+  esmtb_open_options oo = {sizeof oo, esmt_context_device_index(ctx), ctx->num_threads, limit};
   esmtb_status bs = m->ops->open ? m->ops->open(&oo, &m->dev) : ESMT_ERR_UNSUPPORTED;
   if (bs) {
     st = esmt_fail_prefix((esmt_status)bs, "%s: opening backend %s: ", fn, m->ops->name);
@@ -131,9 +136,9 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     return st;
   }
   esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
-                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s (%s)", m->L,
+                  "model: %d layers, d=%d, %d heads, FFN %d: %llu parameters on %s (%s%s)", m->L,
                   m->d, m->H, m->F, (unsigned long long)m->layout.total, m->ops->name,
-                  esmt_dtype_name(m->dtype));
+                  esmt_dtype_name(m->dtype), m->recompute ? ", activation recompute" : "");
   *out = m;
   return ESMT_OK;
 }
@@ -405,6 +410,21 @@ esmt_status esmt_model_zero_grad(esmt_model *m) {
   esmtb_status cs = m->ops->memset_async(m->dev, m->grads, 0, m->layout.total * sizeof(float),
                                          m->stream);
   return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_zero_grad: ") : ESMT_OK;
+}
+
+esmt_status esmt_model_set_recompute(esmt_model *m, int enabled) {
+  const char *fn = "esmt_model_set_recompute";
+  ESMT_CHECK_ARG(m, fn, "model is NULL");
+  if (enabled != 0 && enabled != 1)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: enabled is %d; use 0 or 1", fn, enabled);
+  m->recompute = enabled; /* esmt_model_reserve re-carves; backward follows the carving */
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_get_recompute(const esmt_model *m, int *enabled) {
+  ESMT_CHECK_ARG(m && enabled, "esmt_model_get_recompute", "model and enabled must not be NULL");
+  *enabled = m->recompute;
+  return ESMT_OK;
 }
 
 esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, int64_t step) {

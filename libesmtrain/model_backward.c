@@ -107,6 +107,9 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
 
   for (int l = m->L - 1; l >= 0; l--) {
     const esmt_layer_offsets *o = &ly->layers[l];
+    /* Recompute: refill the shared set with layer l's intermediates from
+     * res[l] (the forward left the last layer's there already). */
+    if (m->act_recompute && l < m->L - 1 && (st = esmt_layer_forward(m, l, 0))) return st;
     /* FFN block: d_resid is d res[l+1] on entry and d res_mid[l] after. */
     if ((st = linear_backward(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->d_resid, a->d_wide, N, F,
                               d, "backward: FFN down")))

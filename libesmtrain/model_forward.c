@@ -77,10 +77,43 @@ esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
   return at;
 }
 
+esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
+  esmt_activations *a = &m->act;
+  const int N = m->B * m->T, d = m->d, F = m->F;
+  const uint64_t nd = (uint64_t)N * (uint64_t)d;
+  const esmt_layer_offsets *o = &m->layout.layers[l];
+  esmt_status st;
+  /* Self-attention block (pre-LN). */
+  if ((st = layernorm(m, a->res[l], o->ln1_w, o->ln1_b, a->ln1[l], a->ln1_mean[l],
+                      a->ln1_rstd[l], N, "forward: attention LayerNorm")))
+    return st;
+  if ((st = linear(m, a->ln1[l], o->qkv_w, o->qkv_b, a->qkv[l], N, d, 3 * d, NULL,
+                   "forward: q/k/v projection")))
+    return st;
+  esmtb_attention_args at = esmt_attention_args(m, l);
+  ESMT_OP(m, attention_forward, at, "forward: attention");
+  if ((st = linear(m, a->attn[l], o->out_w, o->out_b, a->tmp, N, d, d, NULL,
+                   "forward: attention output")))
+    return st;
+  if ((st = residual_add(m, a->res[l], a->tmp, a->res_mid[l], nd, "forward: residual")))
+    return st;
+  /* Feed-forward block (pre-LN, erf GELU). */
+  if ((st = layernorm(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2[l], a->ln2_mean[l],
+                      a->ln2_rstd[l], N, "forward: FFN LayerNorm")))
+    return st;
+  if ((st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
+                   "forward: FFN up")))
+    return st;
+  if (!full) return ESMT_OK; /* backward needs nothing past the GELU */
+  if ((st = linear(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->tmp, N, F, d, NULL,
+                   "forward: FFN down")))
+    return st;
+  return residual_add(m, a->res_mid[l], a->tmp, a->res[l + 1], nd, "forward: residual");
+}
+
 esmt_status esmt_model_run_forward(esmt_model *m) {
   esmt_activations *a = &m->act;
-  const int B = m->B, T = m->T, N = B * T, d = m->d, F = m->F, V = m->V;
-  const uint64_t nd = (uint64_t)N * (uint64_t)d;
+  const int B = m->B, T = m->T, N = B * T, d = m->d, V = m->V;
   esmt_status st;
 
   /* Embedding with token dropout. */
@@ -88,35 +121,10 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   e.out = a->res[0];
   ESMT_OP(m, embed_forward, e, "forward: embedding");
 
-  for (int l = 0; l < m->L; l++) {
-    const esmt_layer_offsets *o = &m->layout.layers[l];
-    /* Self-attention block (pre-LN). */
-    if ((st = layernorm(m, a->res[l], o->ln1_w, o->ln1_b, a->ln1[l], a->ln1_mean[l],
-                        a->ln1_rstd[l], N, "forward: attention LayerNorm")))
-      return st;
-    if ((st = linear(m, a->ln1[l], o->qkv_w, o->qkv_b, a->qkv[l], N, d, 3 * d, NULL,
-                     "forward: q/k/v projection")))
-      return st;
-    esmtb_attention_args at = esmt_attention_args(m, l);
-    ESMT_OP(m, attention_forward, at, "forward: attention");
-    if ((st = linear(m, a->attn[l], o->out_w, o->out_b, a->tmp, N, d, d, NULL,
-                     "forward: attention output")))
-      return st;
-    if ((st = residual_add(m, a->res[l], a->tmp, a->res_mid[l], nd, "forward: residual")))
-      return st;
-    /* Feed-forward block (pre-LN, erf GELU). */
-    if ((st = layernorm(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2[l], a->ln2_mean[l],
-                        a->ln2_rstd[l], N, "forward: FFN LayerNorm")))
-      return st;
-    if ((st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
-                     "forward: FFN up")))
-      return st;
-    if ((st = linear(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->tmp, N, F, d, NULL,
-                     "forward: FFN down")))
-      return st;
-    if ((st = residual_add(m, a->res_mid[l], a->tmp, a->res[l + 1], nd, "forward: residual")))
-      return st;
-  }
+  /* The layers; under recompute their intermediates share one set, left
+   * holding the last layer's (backward starts there). */
+  for (int l = 0; l < m->L; l++)
+    if ((st = esmt_layer_forward(m, l, 1))) return st;
 
   /* Final LayerNorm and the LM head: LN(gelu(x Wd^T + bd)) E^T + b. */
   const esmt_layout *ly = &m->layout;

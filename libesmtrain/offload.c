@@ -77,9 +77,9 @@ static esmt_status host_alloc(esmt_model *m, uint64_t bytes, const char *what, v
 
 static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
   esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
-  if (st)
-    return esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what, MIB(bytes));
-  return ESMT_OK;
+  if (!st) return ESMT_OK;
+  esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what, MIB(bytes));
+  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
 }
 
 static const esmt_backend_entry *host_backend(const esmt_context *ctx) {

@@ -38,9 +38,13 @@
 
 #include "model.h"
 
+/* The memory policy a model is created with (offload.*, the device
+ * budget); {0} is the plain model of esmt_model_create. */
 typedef struct esmt_offload_options {
   int enabled;                /* 1: master weights and moments on the host */
   uint64_t pinned_limit;      /* bytes of page-locked memory at most; 0 = no cap */
+  int recompute;              /* 1: activation recompute (esmt_model_set_recompute) */
+  uint64_t device_memory_limit; /* the backend's allocation budget; 0 = the context's */
 } esmt_offload_options;
 
 #define ESMT_OFFLOAD_MAX_BUFS 5

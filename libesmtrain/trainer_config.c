@@ -47,50 +47,67 @@ static esmt_precision precision_of(const esmt_config *c) {
        : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
 }
 
-/* offload.optimizer (+ offload.pinned_memory_limit): on, off, or auto =
- * what the memory planner picks for backend.device_memory_limit at this
- * shape (no limit: off). The planner request mirrors `esmtrain-example
+/* The micro-batch shape the planner sees: data.micro_batch rows (or
+ * data.tokens_per_batch / data.max_len, rounded up: the loader's greedy
+ * batches hold up to tokens_per_batch tokens in any shape, and the arena
+ * depends on the token count only) of data.max_len tokens. */
+static void planned_shape(const esmt_config *c, int *B, int *T) {
+  *T = (int)gi(c, "data.max_len");
+  *B = (int)gi(c, "data.micro_batch");
+  if (!*B && *T > 0) *B = (int)((gi(c, "data.tokens_per_batch") + *T - 1) / *T);
+  if (*B < 1) *B = 1;
+}
+
+static int policy_of(const esmt_config *c, const char *key) { /* -1 auto, 0 off, 1 on */
+  const char *v = gs(c, key);
+  return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
+}
+
+/* The memory policy: offload.optimizer and offload.recompute (on, off, or
+ * auto = what the memory planner picks for backend.device_memory_limit at
+ * this shape: the cheapest of none, recompute, offload, both that fits; no
+ * limit: off), offload.pinned_memory_limit, and the limit itself, which the
+ * model's backend enforces. The planner request mirrors `esmtrain-example
  * plan`/`train --validate` so that the printed plan is the one applied. */
-static esmt_status offload_policy(esmt_context *ctx, const esmt_config *c,
-                                  const esmt_model_config *mc, esmt_offload_options *o) {
+static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c,
+                                 const esmt_model_config *mc, esmt_offload_options *o) {
   memset(o, 0, sizeof *o);
   uint64_t pinned = 0, budget = 0;
   esmt_config_get_bytes(c, "offload.pinned_memory_limit", &pinned);
   esmt_config_get_bytes(c, "backend.device_memory_limit", &budget);
   o->pinned_limit = pinned;
-  const char *off = gs(c, "offload.optimizer");
-  if (!strcmp(off, "on") || !strcmp(off, "off")) {
-    o->enabled = !strcmp(off, "on");
-    return ESMT_OK;
-  }
-  if (!budget) return ESMT_OK; /* auto without a budget: everything on the device */
+  o->device_memory_limit = budget;
+  const int off = policy_of(c, "offload.optimizer"), rec = policy_of(c, "offload.recompute");
+  o->enabled = off == 1;
+  o->recompute = rec == 1;
+  if ((off >= 0 && rec >= 0) || !budget) return ESMT_OK; /* auto without a budget: off */
   esmtb_dtype dt = ESMTB_F32;
   esmt_status st = esmt_resolve_precision(ctx->backend->ops, (int)mc->precision, &dt);
   if (st) return st;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
   pr.model = *mc;
   pr.model.precision = ESMT_PRECISION_FP32;
-  pr.seq_len = (int)gi(c, "data.max_len");
-  pr.micro_batch = (int)gi(c, "data.micro_batch");
-  if (!pr.micro_batch && pr.seq_len > 0) pr.micro_batch = (int)(gi(c, "data.tokens_per_batch") / pr.seq_len);
-  if (pr.micro_batch < 1) pr.micro_batch = 1;
+  planned_shape(c, &pr.micro_batch, &pr.seq_len);
   pr.precision = dt == ESMTB_F16 ? ESMT_PRECISION_FP16 : dt == ESMTB_BF16 ? ESMT_PRECISION_BF16
                                                                          : ESMT_PRECISION_FP32;
   pr.device_budget = budget;
-  /* The model does not recompute activations yet (esmt_model_reserve
-   * carves the full arena), so "auto" must not let the planner pick a
-   * recompute-only policy that leaves the optimizer on the device. */
-  const char *rec = gs(c, "offload.recompute");
-  pr.recompute = !strcmp(rec, "on") ? 1 : 0;
-  if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20; /* CUDA context */
+  pr.offload_optimizer = off;
+  pr.recompute = rec;
+  /* A CUDA context, as `plan` counts it for half precision (not on the cpu backend). */
+  if (pr.precision != ESMT_PRECISION_FP32 && !(ctx->backend->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE))
+    pr.runtime_overhead = 512ull << 20;
   esmt_plan plan = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
   esmt_clear_error();
+  /* Nothing fits: the smallest plan; if its allocation fails, that says what to change. */
   o->enabled = plan.offload_optimizer;
+  o->recompute = plan.recompute;
   esmt_logger_log(&ctx->logger, plan.fits ? ESMT_LOG_INFO : ESMT_LOG_WARN,
-                  "offload.optimizer auto: %s for backend.device_memory_limit %.2f GiB (%s)",
-                  o->enabled ? "on" : "off", (double)budget / 1073741824.0, plan.advice);
+                  "memory policy auto: offload.optimizer %s, offload.recompute %s for "
+                  "backend.device_memory_limit %.2f GiB (%s)",
+                  o->enabled ? "on" : "off", o->recompute ? "on" : "off",
+                  (double)budget / 1073741824.0, plan.advice);
   return ESMT_OK;
 }
 
@@ -126,9 +143,17 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_config_get_bool(cfg, "dist.force", &force_dp);
   if ((st = esmt_dp_create_from_env(bucket, force_dp, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
   esmt_offload_options oo;
-  if ((st = offload_policy(ctx, cfg, &mc, &oo))) goto fail;
+  if ((st = memory_policy(ctx, cfg, &mc, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
     goto fail;
+  if (oo.device_memory_limit) { /* the planned arena now: out of memory here, not at step n */
+    int rows, len;
+    planned_shape(cfg, &rows, &len);
+    if ((st = esmt_model_reserve(model, rows, len))) {
+      esmt_fail_prefix(st, "%s: ", fn);
+      goto fail;
+    }
+  }
 
   esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
   lo.dir = data;

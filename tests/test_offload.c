@@ -63,7 +63,7 @@ static esmt_model_config tiny(esmt_precision p) {
 
 static esmt_model *create(esmt_precision p, int offload, uint64_t pinned_limit) {
   esmt_model_config c = tiny(p);
-  esmt_offload_options o = {offload, pinned_limit};
+  esmt_offload_options o = {.enabled = offload, .pinned_limit = pinned_limit};
   esmt_model *m = NULL;
   if (esmt_model_create_with(g_ctx, &c, 11, &o, &m) != ESMT_OK)
     fail_msg("create: %s", esmt_last_error());
@@ -440,16 +440,17 @@ static void test_config_policy(void **state) {
   snprintf(run_x, sizeof run_x, "%s/x", dir);
   const uint64_t plain = plan_total(0), offl = plan_total(1);
   assert_true(offl < plain);
-  struct { const char *mode; uint64_t budget; int want; const char *rec; } cases[] = {
-      {"auto", 0, 0, "off"},          /* no budget: all on the device */
-      {"auto", plain, 0, "off"},      /* the plain plan fits */
-      {"auto", plain - 1, 1, "off"},  /* it does not: the planner offloads */
-      {"auto", offl, 1, "off"},
-      {"on", 0, 1, "off"},
-      {"off", offl, 0, "off"},        /* forced off whatever the budget */
-      /* recompute auto: the model does not recompute yet, so a
-       * recompute-only plan must not keep the optimizer on the device */
-      {"auto", plain - 1, 1, "auto"},
+  struct { const char *mode; uint64_t budget; int want; const char *rec; int want_rec; } cases[] = {
+      {"auto", 0, 0, "off", 0},          /* no budget: all on the device */
+      {"auto", plain, 0, "off", 0},      /* the plain plan fits */
+      {"auto", plain - 1, 1, "off", 0},  /* it does not: the planner offloads */
+      {"auto", offl, 1, "off", 0},
+      {"on", 0, 1, "off", 0},
+      {"off", offl, 0, "off", 0},        /* forced off whatever the budget */
+      /* recompute auto: recompute is cheaper than offload and fits */
+      {"auto", plain - 1, 0, "auto", 1},
+      {"auto", plain, 0, "auto", 0},
+      {"off", plain - 1, 0, "auto", 1},
   };
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     g_log[0] = '\0';
@@ -458,8 +459,11 @@ static void test_config_policy(void **state) {
     if ((t->m->offload != NULL) != cases[i].want)
       fail_msg("case %zu (%s, budget %llu): offload %d, want %d; log:\n%s", i, cases[i].mode,
                (unsigned long long)cases[i].budget, t->m->offload != NULL, cases[i].want, g_log);
+    if (t->m->recompute != cases[i].want_rec)
+      fail_msg("case %zu: recompute %d, want %d; log:\n%s", i, t->m->recompute, cases[i].want_rec,
+               g_log);
     if (!strcmp(cases[i].mode, "auto") && cases[i].budget)
-      assert_non_null(strstr(g_log, "offload.optimizer auto: "));
+      assert_non_null(strstr(g_log, "memory policy auto: "));
     esmt_trainer_destroy(t);
     esmt_config_destroy(cfg);
   }

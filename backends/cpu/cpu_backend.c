@@ -116,10 +116,12 @@ static esmtb_status cpu_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64
 #define HDR 64
 
 static esmtb_status cpu_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out) {
-  (void)kind;
   if (!dev || !out) return cpu_fail(1, "cpu alloc: NULL argument");
   *out = NULL;
-  if (dev->memory_limit && dev->allocated + bytes > dev->memory_limit)
+  /* As on CUDA, only device memory counts against the limit (pinned host
+   * buffers are the offload's, which the planner counts apart). */
+  const int counted = kind == ESMTB_MEM_DEVICE;
+  if (counted && dev->memory_limit && dev->allocated + bytes > dev->memory_limit)
     return cpu_fail(2, "cpu alloc: %zu bytes would exceed the memory limit (%llu of %llu in use)",
                     bytes, (unsigned long long)dev->allocated,
                     (unsigned long long)dev->memory_limit);
@@ -127,18 +129,17 @@ static esmtb_status cpu_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t byt
   unsigned char *p = aligned_alloc(64, total);
   if (!p) return cpu_fail(2, "cpu alloc: out of host memory allocating %zu bytes", bytes);
   memcpy(p, &bytes, sizeof bytes);
-  dev->allocated += bytes;
+  if (counted) dev->allocated += bytes;
   *out = p + HDR;
   return 0;
 }
 
 static void cpu_free(esmtb_device *dev, esmtb_mem_kind kind, void *ptr) {
-  (void)kind;
   if (!ptr) return;
   unsigned char *p = (unsigned char *)ptr - HDR;
   size_t bytes;
   memcpy(&bytes, p, sizeof bytes);
-  if (dev) dev->allocated -= bytes;
+  if (dev && kind == ESMTB_MEM_DEVICE) dev->allocated -= bytes;
   free(p);
 }
 

@@ -175,10 +175,18 @@ typedef struct esmt_context_options {
   uint64_t job_param_count;
   int job_seq_len;
   int job_micro_batch;
+  /* Appended field (a caller whose struct_size ends before it gets 0): the
+   * device memory each model may allocate on the backend, in bytes (the
+   * config's backend.device_memory_limit); 0 = no limit. An allocation past
+   * it fails with ESMT_ERR_OUT_OF_MEMORY and advice (smaller micro-batch,
+   * recompute, optimizer offload); esmt_plan_request.device_budget is the
+   * same figure for the planner. Also settable with
+   * esmt_context_set_option(ctx, "device_memory_limit", "8GiB"). */
+  uint64_t device_memory_limit;
 } esmt_context_options;
 
 #define ESMT_CONTEXT_OPTIONS_INIT \
-  { sizeof(esmt_context_options), NULL, NULL, 0, NULL, NULL, ESMT_LOG_INFO, NULL, NULL, 0, 0, 0 }
+  { sizeof(esmt_context_options), NULL, NULL, 0, NULL, NULL, ESMT_LOG_INFO, NULL, NULL, 0, 0, 0, 0 }
 
 /* Same as assigning ESMT_CONTEXT_OPTIONS_INIT. */
 ESMT_API esmt_status esmt_context_options_init(esmt_context_options *opts);
@@ -191,8 +199,9 @@ ESMT_API esmt_status esmt_context_create(const esmt_context_options *opts, esmt_
 
 ESMT_API void esmt_context_destroy(esmt_context *ctx);
 
-/* Set a tunable by name from a string, e.g. ("num_threads", "4") or
- * ("log_level", "debug"). An unknown name is ESMT_ERR_INVALID_ARGUMENT with
+/* Set a tunable by name from a string, e.g. ("num_threads", "4"),
+ * ("log_level", "debug") or ("device_memory_limit", "8GiB"; applies to
+ * models created afterwards). An unknown name is ESMT_ERR_INVALID_ARGUMENT with
  * a message naming the closest valid one. */
 ESMT_API esmt_status esmt_context_set_option(esmt_context *ctx, const char *name, const char *value);
 
@@ -399,6 +408,17 @@ ESMT_API esmt_status esmt_model_backward(esmt_model *model);
 
 /* Set every gradient to zero. */
 ESMT_API esmt_status esmt_model_zero_grad(esmt_model *model);
+
+/* Activation recompute (activation checkpointing): with `enabled` 1 the
+ * forward keeps only each layer's input (the residual stream) and backward
+ * re-runs each layer's forward before differentiating it, so activation
+ * memory no longer grows with the layer count (about one layer's forward
+ * extra compute; results are bit-identical on a deterministic backend).
+ * Takes effect at the next esmt_model_forward, which re-carves the
+ * activation arena (esmt_plan_memory's "activations" figure with recompute
+ * on). Off by default; the trainer sets it from offload.recompute. */
+ESMT_API esmt_status esmt_model_set_recompute(esmt_model *model, int enabled);
+ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enabled);
 
 typedef struct esmt_adamw_config {
   uint32_t struct_size;

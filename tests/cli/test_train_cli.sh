@@ -19,6 +19,21 @@ common=(--data "$work/data" --layers 2 --width 32 --heads 2 --max-len 128 --batc
 echo "== uninterrupted reference run"
 "$cli" train "${common[@]}" --out "$work/ref" >/dev/null
 
+echo "== activation recompute: the same weights and moments bit for bit"
+"$cli" train "${common[@]}" --set offload.recompute=on --out "$work/rec" > "$work/rec.log"
+grep -q "activation recompute on" "$work/rec.log"
+for f in model optimizer; do
+  cmp "$work/ref/checkpoints/step-00000040/$f.safetensors" "$work/rec/checkpoints/step-00000040/$f.safetensors"
+done
+
+echo "== a device memory limit too small: out of memory with advice, no crash"
+set +e
+"$cli" train "${common[@]}" --set backend.device_memory_limit=1MiB --set offload.optimizer=off \
+  --set offload.recompute=off --out "$work/oom" > "$work/oom.log" 2>&1; rc=$?
+set -e
+[ "$rc" -eq 1 ] && grep -q "out of memory" "$work/oom.log" && grep -q "offload.recompute: on" "$work/oom.log" \
+  || { echo "expected exit 1 with advice, got $rc"; cat "$work/oom.log"; exit 1; }
+
 echo "== SIGTERM once the first checkpoint exists"
 "$cli" train "${common[@]}" --out "$work/run" > "$work/run.log" 2>&1 &
 pid=$!

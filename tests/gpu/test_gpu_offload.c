@@ -75,7 +75,7 @@ typedef struct run_result {
 static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s, int offload,
                  float **params_out, run_result *r) {
   memset(r, 0, sizeof *r);
-  esmt_offload_options oo = {offload, 0};
+  esmt_offload_options oo = {.enabled = offload};
   esmt_model *m = NULL;
   if (esmt_model_create_with(ctx, cfg, 5, &oo, &m) != ESMT_OK) {
     fprintf(stderr, "create (offload %d): %s\n", offload, esmt_last_error());
