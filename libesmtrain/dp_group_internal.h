@@ -23,6 +23,11 @@ struct esmt_dp {
   uint64_t done;             /* buckets reduced (device path: queued) */
   esmt_status error;
   char error_text[1024];
+  /* ZeRO-1 (dp_zero.c): rank r owns [shard_off[r], shard_off[r+1]) of the
+   * flat buffer; the worker reduce-scatters each bucket onto the owners */
+  int zero;
+  uint64_t *shard_off;       /* world + 1 offsets, set by esmt_dp_zero_start */
+  uint64_t *bucket_off;      /* scratch: the shards clipped to one bucket */
   /* stats */
   uint64_t bytes;
   double busy_s;

@@ -125,6 +125,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_config_get_bytes(cfg, "dist.bucket_size", &bucket);
   esmt_config_get_bool(cfg, "dist.force", &force_dp);
   if ((st = esmt_dp_create_from_env(bucket, force_dp, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
+  esmt_dp_set_zero(dp, gi(cfg, "dist.zero") != 0); /* no-op alone: nothing to shard */
   esmt_offload_options oo;
   if ((st = offload_policy(ctx, cfg, &mc, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
