@@ -1,5 +1,6 @@
-/* ZeRO stage 1 over the host (TCP) path: see dp_group.h and
- * docs/distributed.md "ZeRO-1".
+/* ZeRO stage 1: see dp_group.h and docs/distributed.md "ZeRO-1". The host
+ * path uses the TCP communicator's halves, the device path the backend's
+ * ABI 1.3 reduce_scatter/allgather (dp_device.c).
  *
  * The flat buffer is cut into `world` contiguous shards of whole
  * ESMT_ZERO_ALIGN-element units, as even as the units allow (the first
@@ -17,6 +18,7 @@
 
 #include "checkpoint.h"
 #include "dp_group_internal.h"
+#include "registry.h"
 
 void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
   const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
@@ -51,11 +53,11 @@ static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
                      "dist.zero 1 does not combine with offload.optimizer (the offloaded "
                      "optimizer keeps the whole fp32 master and moments in host memory): turn "
                      "one of them off");
-  if (dp->on_device)
+  if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "dist.zero 1 is implemented for the host (TCP) gradient path only; backend "
-                     "%s sums gradients on the device: set dist.zero 0",
-                     m->ops->name);
+                     "dist.zero 1: backend %s (ABI %u.%u) sums gradients on the device but lacks "
+                     "the ABI 1.3 reduce_scatter/allgather ops ZeRO-1 needs: set dist.zero 0",
+                     m->ops->name, (unsigned)m->ops->abi_major, (unsigned)m->ops->abi_minor);
   return ESMT_OK;
 }
 
@@ -68,7 +70,8 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   if (!dp->shard_off) {
     dp->shard_off = calloc((size_t)W + 1, sizeof *dp->shard_off);
     dp->bucket_off = calloc((size_t)W + 1, sizeof *dp->bucket_off);
-    if (!dp->shard_off || !dp->bucket_off)
+    dp->dev_off = calloc((size_t)W + 1, sizeof *dp->dev_off);
+    if (!dp->shard_off || !dp->bucket_off || !dp->dev_off)
       return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ZeRO-1: out of memory");
   }
   esmt_zero_split(m->layout.total, W, dp->shard_off);
@@ -112,8 +115,10 @@ esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   uint64_t lo, hi;
   const uint64_t total = m->layout.total;
   esmt_dp_shard(dp, total, &lo, &hi);
-  esmt_status st = esmt_comm_allgather_shards(dp->comm, m->params, (size_t)total, dp->shard_off,
-                                              sizeof(float));
+  esmt_status st = dp->on_device
+      ? esmt_dp_device_allgather(dp, m, m->params, total)
+      : esmt_comm_allgather_shards(dp->comm, m->params, (size_t)total, dp->shard_off,
+                                   sizeof(float));
   if (st) return esmt_fail_prefix(st, "ZeRO-1: all-gather of the updated weights: ");
   /* AdamW refreshed the compute copy of this shard; the rest follows */
   if (!st && lo) st = esmt_model_sync_lowp(m, 0, lo);
