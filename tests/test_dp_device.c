@@ -11,7 +11,8 @@
  *    device communicator is aborted;
  * and in one process: world size 1 forced by ESMTRAIN_FORCE_DP runs the
  * same calls and equals a run without data parallelism; a table older
- * than ABI 1.2 or without the comm ops is refused with a message. */
+ * than ABI 1.2 or without the comm ops is refused with a message, and so
+ * is dist.zero 1 on a table without the ABI 1.3 reduce_scatter/allgather. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -272,17 +273,19 @@ static void test_forced_world_one(void **state) {
 
 static void test_killed_rank(void **state) {
   (void)state;
-  char rep[512], text[1024];
-  path(rep, "rep-killed");
-  run_spec s[2] = {{0, 2, MODE_FAKE, 0, NULL, rep, 0}, {1, 2, MODE_FAKE, 2, NULL, NULL, 0}};
-  int st[2];
-  run_ranks(s, 2, st);
-  read_text(rep, text, sizeof text);
-  printf("rank 1 killed after update 2: rank 0: %s\n", text);
-  assert_int_equal(st[1], 128 + SIGKILL);
-  assert_true(st[0] != 0 && st[0] < 128);
-  assert_non_null(strstr(text, "rank 1"));
-  assert_non_null(strstr(text, "[comm_release(abort)]"));
+  for (int zero = 0; zero <= 1; zero++) { /* plain, and ZeRO-1 */
+    char rep[512], text[1024];
+    path(rep, zero ? "rep-killed-zero" : "rep-killed");
+    run_spec s[2] = {{0, 2, MODE_FAKE, 0, NULL, rep, zero}, {1, 2, MODE_FAKE, 2, NULL, NULL, zero}};
+    int st[2];
+    run_ranks(s, 2, st);
+    read_text(rep, text, sizeof text);
+    printf("rank 1 killed after update 2%s: rank 0: %s\n", zero ? " (ZeRO-1)" : "", text);
+    assert_int_equal(st[1], 128 + SIGKILL);
+    assert_true(st[0] != 0 && st[0] < 128);
+    assert_non_null(strstr(text, "rank 1"));
+    assert_non_null(strstr(text, "[comm_release(abort)]"));
+  }
 }
 
 /* A MULTI_DEVICE table with device memory the core cannot use: refused. */
@@ -325,6 +328,44 @@ static void test_refuses_old_tables(void **state) {
   esmt_context_destroy(ctx);
 }
 
+/* dist.zero 1 on a device backend without the ABI 1.3 ops: refused. */
+static void test_zero1_needs_abi13(void **state) {
+  (void)state;
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 1;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
+  const esmt_backend_entry *real = ctx->backend;
+  esmt_backend_entry fake = *real;
+  esmtb_ops *ops = (esmtb_ops *)fake_dp_ops(real->ops, g_dir);
+  ops->abi_minor = 2; /* a 1.2 table: the 1.3 fields are not read */
+  fake.ops = ops;
+  ctx->backend = &fake;
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 1; c.hidden_size = 16; c.num_heads = 2; c.max_positions = 32;
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(ctx, &c, 7, &m), ESMT_OK);
+  char rdv[512];
+  snprintf(rdv, sizeof rdv, "%s/rdv-z13", g_dir);
+  esmt_comm_options co = {0, 1, NULL, 0, rdv, 99, 5.0};
+  esmt_comm *comm = NULL;
+  esmt_dp *dp = NULL;
+  assert_int_equal(esmt_comm_create(&comm, &co), ESMT_OK);
+  assert_int_equal(esmt_dp_create(comm, 0, &dp), ESMT_OK);
+  esmt_dp_set_zero(dp, 1);
+  assert_int_equal(esmt_dp_check_start(dp, m), ESMT_OK);
+  assert_int_equal(esmt_dp_zero_start(dp, m), ESMT_ERR_UNSUPPORTED);
+  printf("refused: %s\n", esmt_last_error());
+  assert_non_null(strstr(esmt_last_error(), "ABI 1.3 reduce_scatter/allgather"));
+  assert_int_equal(m->opt_hi - m->opt_lo, m->layout.total); /* nothing was sharded */
+  esmt_dp_destroy(dp);
+  esmt_model_destroy(m);
+  ctx->backend = real;
+  esmt_context_destroy(ctx);
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
@@ -344,6 +385,7 @@ int main(void) {
       cmocka_unit_test(test_forced_world_one),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_refuses_old_tables),
+      cmocka_unit_test(test_zero1_needs_abi13),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
