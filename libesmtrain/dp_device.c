@@ -131,7 +131,7 @@ static void on_ready(void *user, uint64_t from) {
   for (; !bs && k < dp->ready; k++) {
     uint64_t lo, hi;
     esmt_dp_bucket_range(dp, k, &lo, &hi);
-    if (dp->zero) { /* ZeRO-1: each owner gets the sum of its part of the bucket */
+    if (esmt_dp_zero(dp)) { /* ZeRO-1: each owner gets the sum of its part of the bucket */
       const int W = esmt_dp_world(dp);
       for (int j = 0; j <= W; j++) {
         uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];

@@ -180,7 +180,7 @@ static void *worker_main(void *arg) {
     esmt_dp_bucket_range(dp, k, &lo, &hi);
     double t0 = esmt_now_s();
     esmt_status st;
-    if (dp->zero) { /* each owner gets the sum of its part of the bucket */
+    if (esmt_dp_zero(dp)) { /* each owner gets the sum of its part of the bucket */
       const int W = esmt_comm_world_size(dp->comm);
       for (int j = 0; j <= W; j++) {
         uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];

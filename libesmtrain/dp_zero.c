@@ -66,7 +66,10 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   const int W = esmt_dp_world(dp), r = esmt_dp_rank(dp);
   /* every rank refuses alike (same config, same backend) */
   esmt_status st = refuse(dp, m);
-  if (st) return st;
+  if (st) {
+    dp->zero = 0;
+    return st;
+  }
   if (!dp->shard_off) {
     dp->shard_off = calloc((size_t)W + 1, sizeof *dp->shard_off);
     dp->bucket_off = calloc((size_t)W + 1, sizeof *dp->bucket_off);
@@ -81,6 +84,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   char own[1024] = "";
   if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
   esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
+  if (st || cs || failed) dp->zero = 0; /* the group is unusable: set_dp fails */
   if (st) return esmt_fail(st, "ZeRO-1: %s", own);
   if (cs) return esmt_fail_prefix(cs, "ZeRO-1: ");
   if (failed)
