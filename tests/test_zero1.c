@@ -34,11 +34,22 @@ static char g_dir[256];
 static int g_job;
 static double g_clip; /* train.grad_clip of the runs */
 
+static char g_zero_line[512]; /* this process's "ZeRO-1: rank ..." log line */
+
+static void on_log(void *user, esmt_log_level level, const char *message) {
+  (void)user;
+  (void)level;
+  if (strncmp(message, "ZeRO-1: rank", 12) == 0)
+    snprintf(g_zero_line, sizeof g_zero_line, "%s", message);
+}
+
 static esmt_context *make_ctx(void) {
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
   o.backend_path = test_backend_dir();
   o.backend = "cpu";
   o.num_threads = 1; /* the same thread count everywhere: same reductions */
+  o.log = on_log;
+  o.log_level = ESMT_LOG_INFO;
   esmt_context *c = NULL;
   return esmt_context_create(&o, &c) ? NULL : c;
 }
@@ -121,6 +132,9 @@ static esmt_status run(const run_spec *s) {
              (unsigned long long)m->layout.total, (long long)t->scaler.overflows,
              (long long)t->skipped, t->last_finite_norm);
     write_text(s->info_out, info);
+    char line_out[600];
+    snprintf(line_out, sizeof line_out, "%s.log", s->info_out);
+    write_text(line_out, g_zero_line);
   }
   if (!st && s->weights_out) {
     float *w = malloc(m->layout.total * sizeof *w);
@@ -201,15 +215,25 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
       assert_true(norm > g_clip); /* clipping was active */
     }
     assert_int_equal(total, *n);
-    if (zero) { /* this rank's moments: its shard only */
+    char line[600], line_path[600], want[64];
+    snprintf(line_path, sizeof line_path, "%s.log", info[r]);
+    f = fopen(line_path, "r");
+    assert_non_null(f);
+    line[fread(line, 1, sizeof line - 1, f)] = '\0';
+    fclose(f);
+    if (zero) { /* this rank's moments: its shard only, and the start-up log says so */
       printf("  world %d rank %d: moments for [%llu, %llu): %llu bytes instead of %llu\n", world,
              r, lo, hi, 8 * (hi - lo), 8 * total);
+      snprintf(want, sizeof want, "AdamW moments %llu bytes", 8 * (hi - lo));
+      assert_non_null(strstr(line, want));
+      if (r == 0 && world == 3) printf("  log: %s\n", line);
       assert_true(hi - lo <= total / (uint64_t)world + ESMT_ZERO_ALIGN);
       assert_int_equal(lo, covered);
       covered = hi;
     } else {
       assert_int_equal(lo, 0);
       assert_int_equal(hi, total);
+      assert_int_equal(line[0], '\0'); /* no ZeRO-1 line without it */
     }
     if (scaling) { /* the overflow in one shard was skipped by every rank */
       assert_int_equal(overflows, 1);
