@@ -15,7 +15,9 @@
  * the backend's stream_sync, which for nccl_dp watches the communicator
  * (a dead peer fails after the timeout instead of hanging); only then may
  * the model's stream read the summed gradients. The small sums (counts,
- * losses, flags) stay on TCP. */
+ * losses, flags) stay on TCP. With ZeRO-1 (dp_zero.c) the buckets go
+ * through the backend's ABI 1.3 reduce_scatter instead, and the updated
+ * weights through its allgather (esmt_dp_device_allgather). */
 #include <stdio.h>
 #include <string.h>
 
