@@ -6,6 +6,8 @@
  *    of two values does not depend on the order); 3 ranks (uneven shards)
  *    agree within fp32 rounding (the per-element summation order differs)
  *    and bit for bit between the ranks;
+ *  - the same with bf16 compute (half_emu_backend): the shard's half copy
+ *    refreshed by AdamW, the others' after the all-gather;
  *  - a loss-scale overflow seen in one shard is skipped by every rank;
  *  - checkpoints: ZeRO-1 4 + resume 2 == 6 bit for bit, and checkpoints
  *    cross between dist.zero 0 and 1 both ways;
@@ -23,7 +25,9 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "context.h"
 #include "dp_group.h"
+#include "half_emu_backend.h"
 #include "mem_source.h"
 #include "offload.h"
 #include "trainer.h"
@@ -33,6 +37,8 @@ enum { STEPS = 5 };
 static char g_dir[256];
 static int g_job;
 static double g_clip; /* train.grad_clip of the runs */
+static int g_bf16;    /* 1: bf16 compute on half_emu_backend (the cpu ops, bf16 emulated) */
+static esmt_backend_entry g_emu;
 
 static char g_zero_line[512]; /* this process's "ZeRO-1: rank ..." log line */
 
@@ -57,6 +63,12 @@ static esmt_context *make_ctx(void) {
 static esmt_model *make_model(esmt_context *ctx) {
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
   c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
+  if (g_bf16) { /* a half-precision compute copy beside the fp32 master */
+    g_emu = *ctx->backend;
+    g_emu.ops = half_emu_ops(ctx->backend->ops, ESMTB_CAP_BF16, ESMTB_ABI_MINOR);
+    ctx->backend = &g_emu;
+    c.precision = ESMT_PRECISION_BF16;
+  }
   esmt_model *m = NULL;
   return esmt_model_create(ctx, &c, 7, &m) ? NULL : m;
 }
@@ -83,8 +95,10 @@ static void write_text(const char *path, const char *text) {
 
 static esmt_status run(const run_spec *s) {
   esmt_context *ctx = make_ctx();
+  const esmt_backend_entry *real = ctx ? ctx->backend : NULL;
   esmt_model *m = ctx ? make_model(ctx) : NULL;
   if (!m) return ESMT_ERR_INTERNAL;
+  if (g_bf16 && m->dtype != ESMTB_BF16) return ESMT_ERR_INTERNAL;
   mem_source ms = {.rows = 2, .offset = s->rank, .stride = s->world};
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
@@ -145,6 +159,7 @@ static esmt_status run(const run_spec *s) {
   }
   esmt_trainer_destroy(t);
   esmt_model_destroy(m);
+  ctx->backend = real;
   esmt_context_destroy(ctx);
   return st;
 }
@@ -352,6 +367,21 @@ static void test_two_ranks_clipped(void **state) {
   free(zero);
 }
 
+/* bf16 compute: AdamW refreshes the half copy of the shard, the other
+ * shards' copies are converted after the all-gather. */
+static void test_two_ranks_bf16(void **state) {
+  (void)state;
+  size_t n0, n1;
+  g_bf16 = 1;
+  float *plain = train(2, 0, 0, &n0, "e"), *zero = train(2, 1, 0, &n1, "e");
+  g_bf16 = 0;
+  assert_int_equal(n0, n1);
+  assert_memory_equal(plain, zero, n0 * sizeof *plain);
+  printf("2 ranks, bf16 compute (emulated): dist.zero 1 == dist.zero 0 bit for bit\n");
+  free(plain);
+  free(zero);
+}
+
 static void test_three_ranks(void **state) {
   (void)state;
   size_t n0, n1;
@@ -505,6 +535,7 @@ int main(void) {
       cmocka_unit_test(test_comm_halves),
       cmocka_unit_test(test_two_ranks_bit_identical),
       cmocka_unit_test(test_two_ranks_clipped),
+      cmocka_unit_test(test_two_ranks_bf16),
       cmocka_unit_test(test_three_ranks),
       cmocka_unit_test(test_overflow_is_global),
       cmocka_unit_test(test_resume),
