@@ -52,7 +52,8 @@ static esmt_precision precision_of(const esmt_config *c) {
  * shape (no limit: off). The planner request mirrors `esmtrain-example
  * plan`/`train --validate` so that the printed plan is the one applied. */
 static esmt_status offload_policy(esmt_context *ctx, const esmt_config *c,
-                                  const esmt_model_config *mc, esmt_offload_options *o) {
+                                  const esmt_model_config *mc, int zero,
+                                  esmt_offload_options *o) {
   memset(o, 0, sizeof *o);
   uint64_t pinned = 0, budget = 0;
   esmt_config_get_bytes(c, "offload.pinned_memory_limit", &pinned);
@@ -64,6 +65,11 @@ static esmt_status offload_policy(esmt_context *ctx, const esmt_config *c,
     return ESMT_OK;
   }
   if (!budget) return ESMT_OK; /* auto without a budget: everything on the device */
+  if (zero) { /* the two do not combine (dp_zero.c); ZeRO-1 was asked for by name */
+    esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
+                    "offload.optimizer auto: off (dist.zero 1 shards the optimizer state instead)");
+    return ESMT_OK;
+  }
   esmtb_dtype dt = ESMTB_F32;
   esmt_status st = esmt_resolve_precision(ctx->backend->ops, (int)mc->precision, &dt);
   if (st) return st;
@@ -125,9 +131,10 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_config_get_bytes(cfg, "dist.bucket_size", &bucket);
   esmt_config_get_bool(cfg, "dist.force", &force_dp);
   if ((st = esmt_dp_create_from_env(bucket, force_dp, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
-  esmt_dp_set_zero(dp, gi(cfg, "dist.zero") != 0); /* no-op alone: nothing to shard */
+  const int zero = dp && gi(cfg, "dist.zero") != 0; /* alone: nothing to shard */
+  esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;
-  if ((st = offload_policy(ctx, cfg, &mc, &oo))) goto fail;
+  if ((st = offload_policy(ctx, cfg, &mc, zero, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
     goto fail;
 
