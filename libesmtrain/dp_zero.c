@@ -70,16 +70,18 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
     dp->zero = 0;
     return st;
   }
-  if (!dp->shard_off) {
-    dp->shard_off = calloc((size_t)W + 1, sizeof *dp->shard_off);
-    dp->bucket_off = calloc((size_t)W + 1, sizeof *dp->bucket_off);
-    dp->dev_off = calloc((size_t)W + 1, sizeof *dp->dev_off);
-    if (!dp->shard_off || !dp->bucket_off || !dp->dev_off)
-      return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ZeRO-1: out of memory");
+  if (!dp->shard_off) dp->shard_off = calloc((size_t)W + 1, sizeof *dp->shard_off);
+  if (!dp->bucket_off) dp->bucket_off = calloc((size_t)W + 1, sizeof *dp->bucket_off);
+  if (!dp->dev_off) dp->dev_off = calloc((size_t)W + 1, sizeof *dp->dev_off);
+  uint64_t lo = 0, hi = m->layout.total;
+  if (!dp->shard_off || !dp->bucket_off || !dp->dev_off) {
+    st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+  } else { /* the split, then this rank's moments cut down to its shard */
+    esmt_zero_split(m->layout.total, W, dp->shard_off);
+    lo = dp->shard_off[r];
+    hi = dp->shard_off[r + 1];
+    st = esmt_model_shard_optimizer(m, lo, hi);
   }
-  esmt_zero_split(m->layout.total, W, dp->shard_off);
-  const uint64_t lo = dp->shard_off[r], hi = dp->shard_off[r + 1];
-  st = esmt_model_shard_optimizer(m, lo, hi);
   uint64_t failed = st != ESMT_OK;
   char own[1024] = "";
   if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
