@@ -106,6 +106,17 @@ static esmt_status prune(const char *ckdir, int keep_last) {
 esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
                                  const char *trainer_json, int keep_last, char *out_dir,
                                  size_t cap) {
+  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, out_dir,
+                                   cap);
+}
+
+esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_t step,
+                                      const char *trainer_json, int keep_last,
+                                      const float *host_m, const float *host_v, char *out_dir,
+                                      size_t cap) {
+  if (!host_m && (m->opt_lo != 0 || m->opt_hi != m->layout.total))
+    return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
+                     "optimizer state; gather the moments first");
   char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
   snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
   esmt_status st = esmt_mkdir_p(ckdir);
@@ -125,7 +136,7 @@ esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t ste
   /* Moments first into a host buffer, then weights into the same buffer
    * size again: peak host memory is two flat buffers. */
   uint64_t n = m->layout.total;
-  float *a = malloc(n * sizeof *a), *b = malloc(n * sizeof *b);
+  float *a = malloc(n * sizeof *a), *b = host_m ? a : malloc(n * sizeof *b);
   uint32_t crc_model = 0, crc_opt = 0;
   if (!a || !b) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: out of host memory");
   if (!st) st = esmt_flat_download(m, a, m->params);
@@ -136,17 +147,17 @@ esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t ste
     esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 1, meta, 2, &crc_model);
   }
-  if (!st) st = esmt_flat_download(m, a, m->adam_m);
-  if (!st) st = esmt_flat_download(m, b, m->adam_v);
+  if (!st && !host_m) st = esmt_flat_download(m, a, m->adam_m);
+  if (!st && !host_m) st = esmt_flat_download(m, b, m->adam_v);
   if (!st) {
     snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
-    const float *bufs[] = {a, b};
+    const float *bufs[] = {host_m ? host_m : a, host_m ? host_v : b};
     const char *pre[] = {"m.", "v."};
     esmt_st_meta meta[] = {{"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 2, meta, 1, &crc_opt);
   }
+  if (b != a) free(b);
   free(a);
-  free(b);
   if (!st) {
     char mp[PATH_CAP], op[PATH_CAP];
     snprintf(mp, sizeof mp, "%s/model.safetensors", tmp);

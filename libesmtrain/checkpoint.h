@@ -21,6 +21,13 @@ ESMT_HIDDEN esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir,
                                              const char *trainer_json, int keep_last,
                                              char *out_dir, size_t cap);
 
+/* The same with the moments given as host buffers (layout.total each),
+ * e.g. gathered from the ZeRO-1 shards of every rank; NULL: the model's. */
+ESMT_HIDDEN esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir,
+                                                  int64_t step, const char *trainer_json,
+                                                  int keep_last, const float *host_m,
+                                                  const float *host_v, char *out_dir, size_t cap);
+
 /* Record `ckpt_dir`'s name as the best checkpoint (kept by pruning). */
 ESMT_HIDDEN esmt_status esmt_checkpoint_mark_best(const char *run_dir, const char *ckpt_dir);
 
@@ -29,7 +36,7 @@ ESMT_HIDDEN esmt_status esmt_checkpoint_mark_best(const char *run_dir, const cha
 ESMT_HIDDEN esmt_status esmt_checkpoint_resolve(const char *spec, char *out, size_t cap);
 
 /* Verify and load a checkpoint into the model: weights always, moments
- * when with_optimizer. *trainer_json (may be NULL) receives a malloc'ed
+ * when with_optimizer (only the model's [opt_lo, opt_hi) under ZeRO-1). *trainer_json (may be NULL) receives a malloc'ed
  * copy of the trainer's state. The model is unchanged on failure. */
 ESMT_HIDDEN esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir,
                                              int with_optimizer, char **trainer_json);

@@ -8,10 +8,18 @@
 #include "offload.h"
 #include "safetensors.h"
 
-/* Copy a whole flat buffer between device and host. */
+/* Copy a whole flat buffer between device and host. The moments cover
+ * [opt_lo, opt_hi) of it (a ZeRO-1 shard, else everything): only that part
+ * of `host` is copied. */
 static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_device) {
+  uint64_t lo = 0, n = m->layout.total;
+  if (dev_buf && (dev_buf == m->adam_m || dev_buf == m->adam_v)) {
+    lo = m->opt_lo;
+    n = m->opt_hi - m->opt_lo;
+  }
   /* a master buffer may be host memory (optimizer offload) */
-  esmt_status st = esmt_master_copy(m, host, dev_buf, m->layout.total * sizeof(float), to_device);
+  esmt_status st = n ? esmt_master_copy(m, host + lo, dev_buf, n * sizeof(float), to_device)
+                     : ESMT_OK;
   return st ? esmt_fail_prefix(st, "copying model buffers: ") : ESMT_OK;
 }
 

@@ -60,6 +60,8 @@ const esmt_key_def esmt_config_keys[] = {
      "data parallel: gradient bytes per all-reduce (25 MiB; buckets overlap backward)"},
     {"dist.force", B, "false", NULL, 0, 0,
      "data parallel even as one process (as ESMTRAIN_FORCE_DP=1): world size 1 through nccl_dp"},
+    {"dist.zero", I, "0", NULL, 0, 1,
+     "ZeRO stage 1: 1 shards the AdamW moments over the ranks (reduce-scatter, all-gather)"},
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
     {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "keep only layer inputs, recompute the rest in backward; auto: if the planner needs it"},
     {"offload.pinned_memory_limit", Y, "0", NULL, 0, BIG, "cap on page-locked host memory; 0 = none"},

@@ -15,7 +15,9 @@
  * the backend's stream_sync, which for nccl_dp watches the communicator
  * (a dead peer fails after the timeout instead of hanging); only then may
  * the model's stream read the summed gradients. The small sums (counts,
- * losses, flags) stay on TCP. */
+ * losses, flags) stay on TCP. With ZeRO-1 (dp_zero.c) the buckets go
+ * through the backend's ABI 1.3 reduce_scatter instead, and the updated
+ * weights through its allgather (esmt_dp_device_allgather). */
 #include <stdio.h>
 #include <string.h>
 
@@ -131,8 +133,19 @@ static void on_ready(void *user, uint64_t from) {
   for (; !bs && k < dp->ready; k++) {
     uint64_t lo, hi;
     esmt_dp_bucket_range(dp, k, &lo, &hi);
-    esmtb_allreduce_args a = {sizeof a, ESMTB_F32, (size_t)(hi - lo), dp->grads + lo};
-    bs = m->ops->allreduce(m->dev, &a, dp->comm_stream);
+    if (esmt_dp_zero(dp)) { /* ZeRO-1: each owner gets the sum of its part of the bucket */
+      const int W = esmt_dp_world(dp);
+      for (int j = 0; j <= W; j++) {
+        uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
+        dp->dev_off[j] = (size_t)(o - lo);
+      }
+      esmtb_shard_args a = {sizeof a, ESMTB_F32, (size_t)(hi - lo), dp->grads + lo, W,
+                            dp->dev_off};
+      bs = m->ops->reduce_scatter(m->dev, &a, dp->comm_stream);
+    } else {
+      esmtb_allreduce_args a = {sizeof a, ESMTB_F32, (size_t)(hi - lo), dp->grads + lo};
+      bs = m->ops->allreduce(m->dev, &a, dp->comm_stream);
+    }
     if (!bs) {
       dp->bytes += (hi - lo) * sizeof(float);
       dp->done++;
@@ -144,6 +157,20 @@ static void on_ready(void *user, uint64_t from) {
              "data parallel: all-reduce of gradient bucket %llu of %llu: %s",
              (unsigned long long)k, (unsigned long long)dp->nbuckets, esmt_last_error());
   }
+}
+
+esmt_status esmt_dp_device_allgather(esmt_dp *dp, esmt_model *m, float *buf, uint64_t n) {
+  const int W = esmt_dp_world(dp);
+  for (int j = 0; j <= W; j++) dp->dev_off[j] = (size_t)dp->shard_off[j];
+  esmtb_shard_args a = {sizeof a, ESMTB_F32, (size_t)n, buf, W, dp->dev_off};
+  /* the buffer's writers (AdamW) ran on m->stream: order after them */
+  esmtb_status bs = m->ops->event_record(m->dev, dp->ready_event, m->stream);
+  if (!bs) bs = m->ops->stream_wait_event(m->dev, dp->comm_stream, dp->ready_event);
+  if (!bs) bs = m->ops->allgather(m->dev, &a, dp->comm_stream);
+  if (!bs) bs = m->ops->stream_sync(m->dev, dp->comm_stream); /* watched, as for the grads */
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "data parallel: %s allgather: ",
+                                  m->ops->name);
+  return ESMT_OK;
 }
 
 void esmt_dp_device_arm(esmt_dp *dp, esmt_model *m) {

@@ -51,6 +51,9 @@ void esmt_dp_destroy(esmt_dp *dp) {
   }
   esmt_dp_device_release(dp);
   esmt_comm_destroy(dp->comm);
+  free(dp->shard_off);
+  free(dp->bucket_off);
+  free(dp->dev_off);
   pthread_cond_destroy(&dp->cv);
   pthread_mutex_destroy(&dp->mu);
   free(dp);
@@ -176,8 +179,18 @@ static void *worker_main(void *arg) {
     pthread_mutex_unlock(&dp->mu);
     esmt_dp_bucket_range(dp, k, &lo, &hi);
     double t0 = esmt_now_s();
-    esmt_status st = esmt_comm_allreduce_sum(dp->comm, dp->grads + lo, (size_t)(hi - lo),
-                                             ESMT_COMM_F32);
+    esmt_status st;
+    if (esmt_dp_zero(dp)) { /* each owner gets the sum of its part of the bucket */
+      const int W = esmt_comm_world_size(dp->comm);
+      for (int j = 0; j <= W; j++) {
+        uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
+        dp->bucket_off[j] = o - lo;
+      }
+      st = esmt_comm_reduce_scatter_sum(dp->comm, dp->grads + lo, (size_t)(hi - lo),
+                                        dp->bucket_off, ESMT_COMM_F32);
+    } else {
+      st = esmt_comm_allreduce_sum(dp->comm, dp->grads + lo, (size_t)(hi - lo), ESMT_COMM_F32);
+    }
     double t1 = esmt_now_s();
     pthread_mutex_lock(&dp->mu);
     dp->busy_s += t1 - t0;

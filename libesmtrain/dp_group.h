@@ -13,7 +13,9 @@
  * the LM head, after each layer from the top) and a worker thread
  * all-reduces every complete bucket at once. After the sum every rank
  * holds identical gradients, so the norm, clipping, skip decisions and
- * AdamW agree bit for bit without further traffic. */
+ * AdamW agree bit for bit without further traffic. With ZeRO-1 the
+ * buckets are reduce-scattered instead and each rank updates its shard
+ * (dp_zero.c, below). */
 #ifndef ESMTRAIN_DP_GROUP_H
 #define ESMTRAIN_DP_GROUP_H
 
@@ -77,5 +79,32 @@ ESMT_HIDDEN void esmt_dp_abort(esmt_dp *dp, const char *reason);
 /* Bytes all-reduced and seconds spent (host path: the worker's busy time;
  * device path: the wait for the all-reduces after backward), for metrics. */
 ESMT_HIDDEN void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s);
+
+/* ZeRO-1 (dp_zero.c): optimizer state sharded over the ranks. */
+#define ESMT_ZERO_ALIGN 64 /* elements (256 bytes) per unit of a shard */
+/* Split `total` elements into `world` shards: off[0..world], off[0] = 0,
+ * off[world] = total, whole ESMT_ZERO_ALIGN units, as even as they allow. */
+ESMT_HIDDEN void esmt_zero_split(uint64_t total, int world, uint64_t *off);
+/* Ask for ZeRO-1 (before esmt_dp_zero_start). */
+ESMT_HIDDEN void esmt_dp_set_zero(esmt_dp *dp, int on);
+/* After esmt_dp_check_start: shard the model's moments (the current
+ * values of the shard are kept) and log the bytes per rank. Refuses
+ * optimizer offload and the device path with a message. No-op unless
+ * asked for. */
+ESMT_HIDDEN esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m);
+/* 1 when ZeRO-1 is running (started). */
+ESMT_HIDDEN int esmt_dp_zero(const esmt_dp *dp);
+/* This rank's shard [lo, hi); the whole [0, total) without ZeRO-1. */
+ESMT_HIDDEN void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi);
+/* The global gradient norm: shard sums of squares summed over the ranks
+ * (after the reduce-scatter only the shard holds final gradients). */
+ESMT_HIDDEN esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm);
+/* After AdamW updated the shard: every rank's shard to everyone (fp32
+ * weights, then the half-precision copy of the other shards). */
+ESMT_HIDDEN esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m);
+/* The whole moments (layout.total floats each) into host_m/host_v on
+ * every rank, for a checkpoint in the usual format. Collective. */
+ESMT_HIDDEN esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,
+                                                    float *host_v);
 
 #endif

@@ -23,6 +23,12 @@ struct esmt_dp {
   uint64_t done;             /* buckets reduced (device path: queued) */
   esmt_status error;
   char error_text[1024];
+  /* ZeRO-1 (dp_zero.c): rank r owns [shard_off[r], shard_off[r+1]) of the
+   * flat buffer; the worker reduce-scatters each bucket onto the owners */
+  int zero;
+  uint64_t *shard_off;       /* world + 1 offsets, set by esmt_dp_zero_start */
+  uint64_t *bucket_off;      /* scratch: the shards clipped to one bucket */
+  size_t *dev_off;           /* the same for the backend's reduce_scatter/allgather */
   /* stats */
   uint64_t bytes;
   double busy_s;
@@ -48,5 +54,9 @@ ESMT_HIDDEN void esmt_dp_device_arm(esmt_dp *dp, esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_dp_device_finish(esmt_dp *dp, esmt_model *m);
 ESMT_HIDDEN void esmt_dp_device_abort(esmt_dp *dp);
 ESMT_HIDDEN void esmt_dp_device_release(esmt_dp *dp);
+/* ZeRO-1: every rank's shard of the device buffer `buf` (layout order, n
+ * fp32) into everyone's, through the backend's allgather; waits for it. */
+ESMT_HIDDEN esmt_status esmt_dp_device_allgather(esmt_dp *dp, esmt_model *m, float *buf,
+                                                 uint64_t n);
 
 #endif

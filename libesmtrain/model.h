@@ -93,7 +93,12 @@ struct esmt_model {
   esmt_model_config cfg;
   int L, d, H, hd, F, V;
   esmt_layout layout;
-  float *params, *grads, *adam_m, *adam_v;  /* device, layout.total each (fp32) */
+  float *params, *grads;     /* device, layout.total each (fp32) */
+  /* AdamW moments of the elements [opt_lo, opt_hi) only (device fp32):
+   * the whole buffer, except under ZeRO-1 where each rank keeps its shard
+   * (esmt_model_shard_optimizer). */
+  float *adam_m, *adam_v;
+  uint64_t opt_lo, opt_hi;
   /* Compute precision: ESMTB_F32 computes on params itself; F16/BF16 on
    * params_lowp, the same layout in that dtype, refreshed from params by
    * every write (init, load, write_tensor: esmt_model_sync_lowp) and by
@@ -171,6 +176,12 @@ ESMT_HIDDEN esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_mod
                                                uint64_t seed,
                                                const struct esmt_offload_options *offload,
                                                esmt_model **out);
+
+/* ZeRO-1: keep the AdamW moments of [lo, hi) only (their current values
+ * are kept); AdamW then updates only those weights. Not with offload. */
+ESMT_HIDDEN esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi);
+/* Sum of squares of the gradients [lo, hi) (fp32 sum, as sumsq computes). */
+ESMT_HIDDEN esmt_status esmt_model_grad_sumsq(esmt_model *m, uint64_t lo, uint64_t hi, float *sum);
 
 /* Copy `bytes` between caller host memory and a master buffer (params,
  * adam_m, adam_v: device memory, or host memory under offload) at `buf`. */

@@ -103,6 +103,7 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     return st;
   }
   st = esmt_layout_build(&m->cfg, &m->layout);
+  m->opt_hi = m->layout.total;
   uint64_t bytes = m->layout.total * sizeof(float);
   const int offloaded = offload && offload->enabled;
   if (offloaded) { /* host master and moments, device compute weights (offload.c) */
@@ -239,7 +240,15 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
   if (count != t->numel)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: '%s' has %llu values, not %llu", fn, name,
                      (unsigned long long)t->numel, (unsigned long long)count);
-  if ((st = esmt_master_copy(m, host, buf + t->offset, count * sizeof(float), to_device)))
+  uint64_t at = t->offset;
+  if (which == ESMT_BUF_ADAM_M || which == ESMT_BUF_ADAM_V) { /* maybe a ZeRO-1 shard */
+    if (t->offset < m->opt_lo || t->offset + t->numel > m->opt_hi)
+      return esmt_fail(ESMT_ERR_STATE, "%s: the optimizer state of '%s' is held by another "
+                       "rank (ZeRO-1 shard [%llu, %llu))", fn, name,
+                       (unsigned long long)m->opt_lo, (unsigned long long)m->opt_hi);
+    at -= m->opt_lo;
+  }
+  if ((st = esmt_master_copy(m, host, buf + at, count * sizeof(float), to_device)))
     return esmt_fail_prefix(st, "%s: '%s': ", fn, name);
   if (to_device && which == ESMT_BUF_GRADS) esmt_offload_grads_changed(m);
   if (to_device && which == ESMT_BUF_PARAMS) {
@@ -441,21 +450,27 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
                      "weight_decay >= 0 and a finite grad_scale", fn);
   esmtb_segment *segs = malloc((size_t)m->layout.count * sizeof *segs);
   if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  /* Offsets relative to opt_lo: only the elements whose moments this
+   * model holds (all of them but under ZeRO-1). */
+  const uint64_t lo = m->opt_lo, hi = m->opt_hi;
   int n = 0;
   for (int i = 0; i < m->layout.count; i++) {
     const esmt_tensor_info *t = &m->layout.tensors[i];
+    uint64_t a0 = t->offset > lo ? t->offset : lo;
+    uint64_t a1 = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+    if (a0 >= a1) continue;
     float wd = (cfg->decay_biases_and_norms || t->ndim >= 2) ? (float)cfg->weight_decay : 0.0f;
-    if (n && segs[n - 1].weight_decay == wd && segs[n - 1].offset + segs[n - 1].count == t->offset)
-      segs[n - 1].count += t->numel; /* merge runs with the same decay */
+    if (n && segs[n - 1].weight_decay == wd && segs[n - 1].offset + segs[n - 1].count == a0 - lo)
+      segs[n - 1].count += a1 - a0; /* merge runs with the same decay */
     else
-      segs[n++] = (esmtb_segment){t->offset, t->numel, wd};
+      segs[n++] = (esmtb_segment){a0 - lo, a1 - a0, wd};
   }
   esmtb_adamw_args a = {0};
   a.struct_size = sizeof a;
   a.n_segments = n;
   a.segments = segs;
-  a.params = m->params;
-  a.grads = m->grads;
+  a.params = m->params + lo;
+  a.grads = m->grads + lo;
   a.m = m->adam_m;
   a.v = m->adam_v;
   a.lr = (float)cfg->lr;
@@ -465,7 +480,7 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
   a.step = step;
   a.grad_scale = (float)cfg->grad_scale;
   if (m->params_lowp) { /* the backend refreshes the compute copy as it updates */
-    a.params_lowp = m->params_lowp;
+    a.params_lowp = (char *)m->params_lowp + lo * m->esize;
     a.lowp_dtype = m->dtype;
   }
   if (m->offload) { /* the host optimizer on the host buffers (offload.c) */
@@ -474,7 +489,8 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
     m->have_forward = 0;
     return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
   }
-  esmtb_status bs = m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream) : ESMT_ERR_UNSUPPORTED;
+  esmtb_status bs = !n ? 0 : m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream)
+                                            : ESMT_ERR_UNSUPPORTED;
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream); /* segs is read by the op */
   free(segs);
   m->have_forward = 0;

@@ -49,4 +49,10 @@ static inline int esmt_ops_has_comm(const esmtb_ops *ops) {
          ESMTB_OPS_HAS(ops, comm_unique_id) && ESMTB_OPS_HAS(ops, comm_init) && ops->allreduce;
 }
 
+/* ABI 1.3 reduce_scatter + allgather: ZeRO-1 on the device path. */
+static inline int esmt_ops_has_shard_comm(const esmtb_ops *ops) {
+  return ops->abi_minor >= 3 && ESMTB_OPS_HAS(ops, reduce_scatter) &&
+         ESMTB_OPS_HAS(ops, allgather);
+}
+
 #endif

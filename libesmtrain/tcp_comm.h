@@ -49,6 +49,17 @@ ESMT_HIDDEN int esmt_comm_world_size(const esmt_comm *c);
  * element is summed in a fixed rank order). */
 ESMT_HIDDEN esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count,
                                                 esmt_comm_dtype dtype);
+/* The two halves of allreduce_sum over uneven shards (ZeRO): `off` holds
+ * world_size + 1 element offsets, off[0] = 0, off[W] = count, rank r owning
+ * [off[r], off[r+1]). reduce_scatter_sum leaves the sum of rank r's shard
+ * there (bitwise the same from run to run; the rest of buf is scratch);
+ * allgather_shards copies every rank's shard into everyone's buf. One
+ * ring, like allreduce_sum: each rank sends count - its shard elements per
+ * call. */
+ESMT_HIDDEN esmt_status esmt_comm_reduce_scatter_sum(esmt_comm *c, void *buf, size_t count,
+                                                     const uint64_t *off, esmt_comm_dtype dtype);
+ESMT_HIDDEN esmt_status esmt_comm_allgather_shards(esmt_comm *c, void *buf, size_t count,
+                                                   const uint64_t *off, size_t elem_size);
 /* Root's nbytes at buf are copied into every rank's buf. */
 ESMT_HIDDEN esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root);
 /* recv (world_size * nbytes) receives every rank's nbytes, in rank order. */

@@ -9,8 +9,11 @@
 #include <stdlib.h>
 #include <string.h>
 
-enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_ALLGATHER, OP_BARRIER };
-static const char *const k_op_names[] = {"?", "allreduce", "broadcast", "allgather", "barrier"};
+enum { OP_ALLREDUCE = 1, OP_BROADCAST, OP_ALLGATHER, OP_BARRIER, OP_REDUCE_SCATTER,
+       OP_ALLGATHER_SHARDS, OP_COUNT };
+static const char *const k_op_names[] = {"?",       "allreduce",      "broadcast",
+                                         "allgather", "barrier",      "reduce_scatter",
+                                         "allgather_shards"};
 
 #define BCAST_CHUNK ((size_t)1 << 20)
 
@@ -40,7 +43,7 @@ static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
              "called %s #%llu (%llu bytes, arg %lld); every rank must call the same "
              "collectives in the same order",
              c->rank, k_op_names[op], (unsigned long long)c->seq, bytes, (long long)extra, prev,
-             pop >= 1 && pop <= 4 ? k_op_names[pop] : "(garbage)",
+             pop >= 1 && pop < OP_COUNT ? k_op_names[pop] : "(garbage)",
              (unsigned long long)comm_get_u64(theirs + 16), (unsigned long long)comm_get_u64(theirs + 24),
              (long long)(int32_t)(uint32_t)kind);
     return comm_kill(c, c->rank, why, 1, -1);
@@ -58,36 +61,113 @@ static size_t seg_off(size_t count, int world, int j) {
   return (size_t)j * base + ((size_t)j < rem ? (size_t)j : rem);
 }
 
-esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count, esmt_comm_dtype dtype) {
-  ESMT_CHECK_ARG(c, "esmt_comm_allreduce_sum", "NULL communicator");
-  ESMT_CHECK_ARG(dtype == ESMT_COMM_F32 || dtype == ESMT_COMM_F64 || dtype == ESMT_COMM_I64,
-                 "esmt_comm_allreduce_sum", "unknown dtype");
-  size_t es = dtype == ESMT_COMM_F32 ? 4 : 8;
-  ESMT_CHECK_ARG(buf || count == 0, "esmt_comm_allreduce_sum", "NULL buffer");
-  ESMT_CHECK_ARG(count <= SIZE_MAX / es, "esmt_comm_allreduce_sum", "count too large");
-  ESMT_CHECK_ARG(((uintptr_t)buf % es) == 0, "esmt_comm_allreduce_sum",
-                 "buffer not aligned to its element size");
-  esmt_status st = op_begin(c, OP_ALLREDUCE, count * es, dtype);
-  if (st != ESMT_OK || c->world == 1) return op_end(c, st);
-  /* Ring reduce-scatter then all-gather over W segments. Segment j starts
-   * at rank j and is summed in ring order j, j+1, ..., j-1: a fixed order
-   * for a given W, and the all-gather copies the finished sums, so every
-   * rank ends with the same bits. */
-  unsigned char *b = buf;
+/* The ring's W segments: ring segment j is block (j - shift) mod W of the
+ * buffer, the blocks given by `off` (W+1 element offsets) or balanced when
+ * off is NULL. After the reduce-scatter half rank r holds the finished sum
+ * of ring segment r+1: shift 0 (allreduce) leaves it there for the
+ * all-gather half; shift 1 (ZeRO shards) makes it block r. */
+typedef struct ring_segs {
+  const uint64_t *off;
+  size_t count, es;
+  int W, shift;
+} ring_segs;
+
+static void ring_seg(const ring_segs *g, int j, size_t *o, size_t *n) {
+  int k = ((j - g->shift) % g->W + g->W) % g->W;
+  size_t a = g->off ? (size_t)g->off[k] : seg_off(g->count, g->W, k);
+  size_t b = g->off ? (size_t)g->off[k + 1] : seg_off(g->count, g->W, k + 1);
+  *o = a * g->es;
+  *n = (b - a) * g->es;
+}
+
+/* Segment j starts at rank j and is summed in ring order j, j+1, ..., j-1:
+ * a fixed order for a given W and segmentation. */
+static esmt_status ring_reduce_scatter(esmt_comm *c, unsigned char *b, const ring_segs *g,
+                                       esmt_comm_dtype dtype) {
+  esmt_status st = ESMT_OK;
   int W = c->world, r = c->rank;
   for (int s = 0; st == ESMT_OK && s < W - 1; s++) {
-    int sj = (r - s + W) % W, rj = (r - s - 1 + 2 * W) % W;
-    size_t so = seg_off(count, W, sj), sn = seg_off(count, W, sj + 1) - so;
-    size_t ro = seg_off(count, W, rj), rn = seg_off(count, W, rj + 1) - ro;
-    st = comm_xfer(c, b + so * es, sn * es, b + ro * es, rn * es, dtype);
+    size_t so, sn, ro, rn;
+    ring_seg(g, r - s, &so, &sn);
+    ring_seg(g, r - s - 1, &ro, &rn);
+    st = comm_xfer(c, b + so, sn, b + ro, rn, dtype);
   }
+  return st;
+}
+
+/* Rank r starts with the finished ring segment r+1 and passes finished
+ * segments on: copies, so every rank ends with the same bits. */
+static esmt_status ring_all_gather(esmt_comm *c, unsigned char *b, const ring_segs *g) {
+  esmt_status st = ESMT_OK;
+  int W = c->world, r = c->rank;
   for (int s = 0; st == ESMT_OK && s < W - 1; s++) {
-    int sj = (r + 1 - s + W) % W, rj = (r - s + W) % W;
-    size_t so = seg_off(count, W, sj), sn = seg_off(count, W, sj + 1) - so;
-    size_t ro = seg_off(count, W, rj), rn = seg_off(count, W, rj + 1) - ro;
-    st = comm_xfer(c, b + so * es, sn * es, b + ro * es, rn * es, 0);
+    size_t so, sn, ro, rn;
+    ring_seg(g, r + 1 - s, &so, &sn);
+    ring_seg(g, r - s, &ro, &rn);
+    st = comm_xfer(c, b + so, sn, b + ro, rn, 0);
   }
+  return st;
+}
+
+static esmt_status check_dtype(esmt_comm_dtype dtype, const void *buf, size_t count,
+                               const char *fn, size_t *es) {
+  ESMT_CHECK_ARG(dtype == ESMT_COMM_F32 || dtype == ESMT_COMM_F64 || dtype == ESMT_COMM_I64, fn,
+                 "unknown dtype");
+  *es = dtype == ESMT_COMM_F32 ? 4 : 8;
+  ESMT_CHECK_ARG(buf || count == 0, fn, "NULL buffer");
+  ESMT_CHECK_ARG(count <= SIZE_MAX / *es, fn, "count too large");
+  ESMT_CHECK_ARG(((uintptr_t)buf % *es) == 0, fn, "buffer not aligned to its element size");
+  return ESMT_OK;
+}
+
+static esmt_status check_shards(const esmt_comm *c, const uint64_t *off, size_t count,
+                                const char *fn) {
+  ESMT_CHECK_ARG(off && off[0] == 0 && off[c->world] == count, fn,
+                 "shard offsets must run from 0 to count");
+  for (int k = 0; k < c->world; k++)
+    ESMT_CHECK_ARG(off[k] <= off[k + 1], fn, "shard offsets must not decrease");
+  return ESMT_OK;
+}
+
+esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count, esmt_comm_dtype dtype) {
+  ESMT_CHECK_ARG(c, "esmt_comm_allreduce_sum", "NULL communicator");
+  size_t es = 0;
+  esmt_status st = check_dtype(dtype, buf, count, "esmt_comm_allreduce_sum", &es);
+  if (st) return st;
+  st = op_begin(c, OP_ALLREDUCE, count * es, dtype);
+  if (st != ESMT_OK || c->world == 1) return op_end(c, st);
+  ring_segs g = {NULL, count, es, c->world, 0};
+  st = ring_reduce_scatter(c, buf, &g, dtype);
+  if (st == ESMT_OK) st = ring_all_gather(c, buf, &g);
   return op_end(c, st);
+}
+
+esmt_status esmt_comm_reduce_scatter_sum(esmt_comm *c, void *buf, size_t count,
+                                         const uint64_t *off, esmt_comm_dtype dtype) {
+  const char *fn = "esmt_comm_reduce_scatter_sum";
+  ESMT_CHECK_ARG(c, fn, "NULL communicator");
+  size_t es = 0;
+  esmt_status st = check_dtype(dtype, buf, count, fn, &es);
+  if (!st) st = check_shards(c, off, count, fn);
+  if (st) return st;
+  st = op_begin(c, OP_REDUCE_SCATTER, count * es, dtype);
+  if (st != ESMT_OK || c->world == 1) return op_end(c, st);
+  ring_segs g = {off, count, es, c->world, 1};
+  return op_end(c, ring_reduce_scatter(c, buf, &g, dtype));
+}
+
+esmt_status esmt_comm_allgather_shards(esmt_comm *c, void *buf, size_t count,
+                                       const uint64_t *off, size_t elem_size) {
+  const char *fn = "esmt_comm_allgather_shards";
+  ESMT_CHECK_ARG(c, fn, "NULL communicator");
+  ESMT_CHECK_ARG(elem_size > 0 && count <= SIZE_MAX / elem_size, fn, "bad size");
+  ESMT_CHECK_ARG(buf || count == 0, fn, "NULL buffer");
+  esmt_status st = check_shards(c, off, count, fn);
+  if (st) return st;
+  st = op_begin(c, OP_ALLGATHER_SHARDS, count * elem_size, (int64_t)elem_size);
+  if (st != ESMT_OK || c->world == 1) return op_end(c, st);
+  ring_segs g = {off, count, elem_size, c->world, 1};
+  return op_end(c, ring_all_gather(c, buf, &g));
 }
 
 esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root) {

@@ -106,11 +106,13 @@ esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp) {
   t->dp = dp;
   t->up.dp = dp;
   esmt_status st = esmt_dp_check_start(dp, t->m);
+  if (!st) st = esmt_dp_zero_start(dp, t->m);
   /* a forced one-rank group is unusual enough to show at the default level */
   if (!st && dp)
     esmt_logger_log(&t->m->ctx->logger, esmt_dp_world(dp) == 1 ? ESMT_LOG_WARN : ESMT_LOG_INFO,
-                    "data parallel: rank %d of %d%s, gradients summed %s%s",
+                    "data parallel: rank %d of %d%s, gradients %s %s%s",
                     esmt_dp_rank(dp), esmt_dp_world(dp), esmt_dp_world(dp) == 1 ? " (forced)" : "",
+                    esmt_dp_zero(dp) ? "reduce-scattered (ZeRO-1)" : "summed",
                     esmt_dp_on_device(dp) ? "on the device by " : "over TCP",
                     esmt_dp_on_device(dp) ? t->m->ops->name : "");
   return st;
@@ -270,21 +272,47 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   return ESMT_OK;
 }
 
-static esmt_status save_here(esmt_trainer *t, char *path, size_t cap);
+static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
+                             const float *host_v);
 
-/* Data parallel: rank 0 writes (every rank holds the same weights) and
- * all ranks learn whether it worked. */
+/* ZeRO-1: every rank's moments into host buffers (all ranks take part). */
+static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
+  *hm = *hv = NULL;
+  if (!esmt_dp_zero(t->dp)) return ESMT_OK;
+  const uint64_t n = t->m->layout.total;
+  *hm = malloc(n * sizeof **hm);
+  *hv = malloc(n * sizeof **hv);
+  /* a rank without the memory cannot take part: it fails, and its abort
+   * reaches the others in the gather */
+  if (!*hm || !*hv)
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_trainer_save: ZeRO-1: no host memory to "
+                     "gather the moments (%llu bytes)", (unsigned long long)(2 * n * sizeof(float)));
+  return esmt_dp_zero_gather_moments(t->dp, t->m, *hm, *hv);
+}
+
+/* Data parallel: rank 0 writes (every rank holds the same weights; under
+ * ZeRO-1 the moments are gathered first) and all ranks learn whether it
+ * worked. */
 esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
   const char *fn = "esmt_trainer_save";
   ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
-  if (!t->dp) return save_here(t, path, cap);
-  esmt_status st = ESMT_OK;
+  if (!t->dp) return save_here(t, path, cap, NULL, NULL);
+  float *hm = NULL, *hv = NULL;
+  esmt_status st = gather_moments(t, &hm, &hv);
+  if (st) {
+    free(hm);
+    free(hv);
+    esmt_dp_abort(t->dp, esmt_last_error());
+    return st;
+  }
   char why[1024] = "";
-  if (esmt_dp_rank(t->dp) == 0 && (st = save_here(t, path, cap)))
+  if (esmt_dp_rank(t->dp) == 0 && (st = save_here(t, path, cap, hm, hv)))
     snprintf(why, sizeof why, "%s", esmt_last_error());
   else if (esmt_dp_rank(t->dp) != 0 && path)
     snprintf(path, cap, "%s/checkpoints/step-%08lld", t->run_dir, (long long)t->step);
+  free(hm);
+  free(hv);
   uint64_t failed = st != ESMT_OK;
   esmt_status cs = esmt_dp_sum_u64(t->dp, &failed, 1);
   if (st) return esmt_fail(st, "%s", why);
@@ -293,13 +321,15 @@ esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
   return ESMT_OK;
 }
 
-static esmt_status save_here(esmt_trainer *t, char *path, size_t cap) {
+static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
+                             const float *host_v) {
   const char *fn = "esmt_trainer_save";
   char *json = NULL;
   esmt_status st = esmt_trainer_state_to_json(t, &json);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
   char dir[4096];
-  st = esmt_checkpoint_save(t->m, t->run_dir, t->step, json, t->o.keep_last, dir, sizeof dir);
+  st = esmt_checkpoint_save_with(t->m, t->run_dir, t->step, json, t->o.keep_last, host_m, host_v,
+                                 dir, sizeof dir);
   free(json);
   if (st) return st;
   if (path) snprintf(path, cap, "%s", dir);

@@ -70,14 +70,20 @@ static int policy_of(const esmt_config *c, const char *key) { /* -1 auto, 0 off,
  * model's backend enforces. The planner request mirrors `esmtrain-example
  * plan`/`train --validate` so that the printed plan is the one applied. */
 static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c,
-                                 const esmt_model_config *mc, esmt_offload_options *o) {
+                                 const esmt_model_config *mc, int zero, esmt_offload_options *o) {
   memset(o, 0, sizeof *o);
   uint64_t pinned = 0, budget = 0;
   esmt_config_get_bytes(c, "offload.pinned_memory_limit", &pinned);
   esmt_config_get_bytes(c, "backend.device_memory_limit", &budget);
   o->pinned_limit = pinned;
   o->device_memory_limit = budget;
-  const int off = policy_of(c, "offload.optimizer"), rec = policy_of(c, "offload.recompute");
+  int off = policy_of(c, "offload.optimizer");
+  const int rec = policy_of(c, "offload.recompute");
+  if (zero && off < 0) { /* the two do not combine (dp_zero.c); ZeRO-1 was asked for by name */
+    esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
+                    "offload.optimizer auto: off (dist.zero 1 shards the optimizer state instead)");
+    off = 0;
+  }
   o->enabled = off == 1;
   o->recompute = rec == 1;
   if ((off >= 0 && rec >= 0) || !budget) return ESMT_OK; /* auto without a budget: off */
@@ -142,8 +148,10 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_config_get_bytes(cfg, "dist.bucket_size", &bucket);
   esmt_config_get_bool(cfg, "dist.force", &force_dp);
   if ((st = esmt_dp_create_from_env(bucket, force_dp, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
+  const int zero = dp && gi(cfg, "dist.zero") != 0; /* alone: nothing to shard */
+  esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;
-  if ((st = memory_policy(ctx, cfg, &mc, &oo))) goto fail;
+  if ((st = memory_policy(ctx, cfg, &mc, zero, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
     goto fail;
   if (oo.device_memory_limit) { /* the planned arena now: out of memory here, not at step n */

@@ -97,7 +97,11 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     esmt_offload_grads_changed(m); /* the host copy must see it too */
   }
   double t2 = esmt_now_s();
-  if ((st = esmt_model_grad_norm(m, &r->grad_norm))) return st;
+  /* ZeRO-1: each rank holds final gradients for its shard only; the norm
+   * (and with it every skip and overflow decision) is global */
+  st = esmt_dp_zero(p->dp) ? esmt_dp_zero_grad_norm(p->dp, m, &r->grad_norm)
+                           : esmt_model_grad_norm(m, &r->grad_norm);
+  if (st) return st;
   r->grad_norm /= S;
   if (p->scaling && isfinite(r->loss) && !isfinite(r->grad_norm)) {
     /* Overflow: the scaler (the caller) backs off; no policy applies. */
@@ -124,6 +128,7 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   ac.grad_scale = 1.0 / S;
   if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) ac.grad_scale *= p->grad_clip / r->grad_norm;
   if ((st = esmt_model_adamw_step(m, &ac, adam_step))) return st;
+  if (esmt_dp_zero(p->dp) && (st = esmt_dp_zero_gather_params(p->dp, m))) return st;
   r->t_optimizer = esmt_now_s() - t2;
   return ESMT_OK;
 }

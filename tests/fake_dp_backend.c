@@ -78,6 +78,42 @@ static esmtb_status f_allreduce(esmtb_device *d, const esmtb_allreduce_args *a, 
   return (esmtb_status)esmt_comm_allreduce_sum(g_comm, a->buf, a->n, ESMT_COMM_F32);
 }
 
+static void range_of(const void *buf, size_t n, int64_t *lo, int64_t *hi) {
+  const float *f = buf;
+  *lo = -1;
+  *hi = (int64_t)n;
+  if (g_grads && f >= g_grads && f + n <= g_grads + g_total) {
+    *lo = f - g_grads;
+    *hi = *lo + (int64_t)n;
+  }
+}
+
+static esmtb_status shard_call(const esmtb_shard_args *a, esmtb_stream *s, int kind) {
+  int64_t lo, hi;
+  range_of(a->buf, a->n, &lo, &hi);
+  note((fake_call){.kind = kind, .stream = s, .dtype = a->dtype, .lo = lo, .hi = hi});
+  if (!g_comm) return 12;
+  if (a->dtype != ESMTB_F32) return 8;
+  const int W = esmt_comm_world_size(g_comm);
+  if (a->world != W) return 1;
+  uint64_t off[65];
+  if (W > 64) return 1;
+  for (int j = 0; j <= W; j++) off[j] = a->offsets[j];
+  return kind == FAKE_REDUCE_SCATTER
+             ? (esmtb_status)esmt_comm_reduce_scatter_sum(g_comm, a->buf, a->n, off, ESMT_COMM_F32)
+             : (esmtb_status)esmt_comm_allgather_shards(g_comm, a->buf, a->n, off, sizeof(float));
+}
+
+static esmtb_status f_reduce_scatter(esmtb_device *d, const esmtb_shard_args *a, esmtb_stream *s) {
+  (void)d;
+  return shard_call(a, s, FAKE_REDUCE_SCATTER);
+}
+
+static esmtb_status f_allgather(esmtb_device *d, const esmtb_shard_args *a, esmtb_stream *s) {
+  (void)d;
+  return shard_call(a, s, FAKE_ALLGATHER);
+}
+
 static esmtb_status f_event_record(esmtb_device *d, esmtb_event *e, esmtb_stream *s) {
   note((fake_call){.kind = FAKE_RECORD, .stream = s, .event = e});
   return g_cpu->event_record(d, e, s);
@@ -112,7 +148,7 @@ const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir) {
   snprintf(g_dir, sizeof g_dir, "%s", dir);
   memset(&g_ops, 0, sizeof g_ops);
   memcpy(&g_ops, cpu, cpu->struct_size < sizeof g_ops ? cpu->struct_size : sizeof g_ops);
-  g_ops.abi_minor = 2;
+  g_ops.abi_minor = 3;
   g_ops.struct_size = sizeof g_ops;
   g_ops.name = "fake_dp";
   /* fp32 only: a device backend with half caps would make AUTO precision
@@ -124,6 +160,8 @@ const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir) {
   g_ops.comm_init = f_comm_init;
   g_ops.comm_release = f_comm_release;
   g_ops.allreduce = f_allreduce;
+  g_ops.reduce_scatter = f_reduce_scatter;
+  g_ops.allgather = f_allgather;
   g_ops.event_record = f_event_record;
   g_ops.stream_wait_event = f_stream_wait_event;
   g_ops.close = f_close;
@@ -143,6 +181,9 @@ const fake_call *fake_dp_calls(int *n) {
   *n = g_n;
   return g_calls;
 }
+
+static int g_zero;
+void fake_dp_expect_zero(int on) { g_zero = on; }
 
 static char g_problem[512];
 #define PROBLEM(...) (snprintf(g_problem, sizeof g_problem, __VA_ARGS__), g_problem)
@@ -179,7 +220,8 @@ const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, 
       i += 2;
       step_groups++;
       int n = 0;
-      for (; i < g_n && c[i].kind == FAKE_ALLREDUCE; i++, n++) {
+      const int bucket_kind = g_zero ? FAKE_REDUCE_SCATTER : FAKE_ALLREDUCE;
+      for (; i < g_n && c[i].kind == bucket_kind; i++, n++) {
         if (c[i].stream != comm_stream || c[i].dtype != ESMTB_F32)
           return PROBLEM("step %d: all-reduce %d: stream %p dtype %d", s, i, c[i].stream,
                          c[i].dtype);
@@ -195,6 +237,14 @@ const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, 
     }
     if (next_hi != 0) return PROBLEM("step %d: gradients below %llu not summed", s,
                                      (unsigned long long)next_hi);
+    if (g_zero) { /* the updated shards to everyone: the weights, not the gradients */
+      for (; i < g_n && c[i].kind != FAKE_ALLGATHER && c[i].kind != FAKE_RECORD; i++) {}
+      if (i < g_n && c[i].kind == FAKE_RECORD) i += 2; /* ordered after AdamW */
+      if (i >= g_n || c[i].kind != FAKE_ALLGATHER || c[i].stream != comm_stream ||
+          c[i].dtype != ESMTB_F32 || c[i].lo != -1 || c[i].hi != (int64_t)total)
+        return PROBLEM("step %d: call %d is not the weights' allgather on the comm stream", s, i);
+      i++;
+    }
     if (s == 0) *groups = step_groups;
   }
   for (; i < g_n; i++)

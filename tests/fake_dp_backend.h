@@ -1,7 +1,8 @@
-/* A test-only multi-device backend: the cpu backend's table as an ABI 1.2
+/* A test-only multi-device backend: the cpu backend's table as an ABI 1.3
  * ESMTB_CAP_MULTI_DEVICE backend whose memory is NOT host addressable (so
  * the core takes its device path), with comm_unique_id / comm_init /
- * comm_release / allreduce implemented by a host TCP communicator of its own
+ * comm_release / allreduce (and the ABI 1.3 reduce_scatter / allgather)
+ * implemented by a host TCP communicator of its own
  * (the "unique id" is a rendezvous file name, as NCCL's carries the root's
  * address). Every communicator, event and all-reduce call is logged so a
  * test can check ordering, bucket boundaries and dtypes. */
@@ -10,14 +11,15 @@
 
 #include "esmtrain/backend.h"
 
-enum { FAKE_ID = 1, FAKE_INIT, FAKE_RECORD, FAKE_WAIT, FAKE_ALLREDUCE, FAKE_ABORT /* release(abort) */ };
+enum { FAKE_ID = 1, FAKE_INIT, FAKE_RECORD, FAKE_WAIT, FAKE_ALLREDUCE, FAKE_ABORT /* release(abort) */,
+       FAKE_REDUCE_SCATTER, FAKE_ALLGATHER /* ABI 1.3 */ };
 
 typedef struct fake_call {
   int kind;
   const void *stream;        /* RECORD/WAIT/ALLREDUCE */
   const void *event;         /* RECORD/WAIT */
-  int dtype;                 /* ALLREDUCE */
-  int64_t lo, hi;            /* ALLREDUCE: element range in the watched gradients, or -1 */
+  int dtype;                 /* ALLREDUCE, REDUCE_SCATTER, ALLGATHER */
+  int64_t lo, hi;            /* the element range in the watched gradients, or -1 and n */
   int rank, world;           /* INIT */
 } fake_call;
 
@@ -43,5 +45,10 @@ const fake_call *fake_dp_calls(int *n);
  * the RECORD/WAIT points of the first update (> 1: overlap). */
 const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, int steps,
                           int *groups);
+
+/* For the checks that follow: 1 = ZeRO-1 (the buckets are reduce-scattered
+ * and each update ends with one F32 allgather of `total` weights on the comm
+ * stream). */
+void fake_dp_expect_zero(int on);
 
 #endif

@@ -1,16 +1,18 @@
 /* The core's device path of data parallelism (dp_device.c) without a GPU:
- * fake_dp_backend is the cpu ops as an ABI 1.2 multi-device backend with
+ * fake_dp_backend is the cpu ops as an ABI 1.3 multi-device backend with
  * device (non host-addressable) memory whose all-reduce is a TCP
  * communicator of its own. With 2 fork()ed ranks:
  *  - the id/init/event/all-reduce calls come in the right order, on the
  *    right streams, in F32 buckets that cover the gradients top-down, at
  *    several points of backward (overlap);
- *  - the weights equal, bit for bit, those of the cpu backend's TCP path;
+ *  - the weights equal, bit for bit, those of the cpu backend's TCP path,
+ *    also with ZeRO-1 through the ABI 1.3 reduce_scatter/allgather;
  *  - a killed rank stops the other with an error naming it, and the
  *    device communicator is aborted;
  * and in one process: world size 1 forced by ESMTRAIN_FORCE_DP runs the
  * same calls and equals a run without data parallelism; a table older
- * than ABI 1.2 or without the comm ops is refused with a message. */
+ * than ABI 1.2 or without the comm ops is refused with a message, and so
+ * is dist.zero 1 on a table without the ABI 1.3 reduce_scatter/allgather. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -38,6 +40,7 @@ typedef struct run_spec {
   int rank, world, mode;
   int die_at;                /* > 0: SIGKILL after that update */
   const char *weights_out, *report_out;
+  int zero;                  /* dist.zero */
 } run_spec;
 
 static void write_text(const char *path, const char *text) {
@@ -73,6 +76,7 @@ static esmt_status attach_dp(esmt_trainer *t, const run_spec *s) {
   }
   if (!st && !dp) st = esmt_fail(ESMT_ERR_INTERNAL, "no data-parallel group");
   if (!st) esmt_dp_set_timeout(dp, 20);
+  if (!st) esmt_dp_set_zero(dp, s->zero);
   if (!st) st = esmt_trainer_set_dp(t, dp);
   if (!st && esmt_dp_on_device(dp) != (s->mode != MODE_TCP))
     st = esmt_fail(ESMT_ERR_INTERNAL, "on_device is %d in mode %d", esmt_dp_on_device(dp), s->mode);
@@ -123,11 +127,12 @@ static esmt_status run(const run_spec *s) {
     snprintf(report, sizeof report, "error: %s", esmt_last_error());
   } else if (faked) {
     int groups = 0;
+    fake_dp_expect_zero(s->zero);
     const char *p = fake_dp_check(s->rank, s->world, m->layout.total, BUCKET_BYTES / 4, STEPS,
                                   &groups);
     if (p) snprintf(report, sizeof report, "problem: %s", p);
-    else snprintf(report, sizeof report, "ok groups=%d peer_checks=%d", groups,
-                  fake_dp_peer_checks());
+    else snprintf(report, sizeof report, "ok groups=%d peer_checks=%d moments=%llu", groups,
+                  fake_dp_peer_checks(), (unsigned long long)(m->opt_hi - m->opt_lo));
   } else {
     snprintf(report, sizeof report, "ok");
   }
@@ -199,8 +204,8 @@ static void test_device_path_matches_tcp(void **state) {
   path(wt[0], "tcp0"); path(wt[1], "tcp1");
   path(wf[0], "fake0"); path(wf[1], "fake1");
   path(rep[0], "rep0"); path(rep[1], "rep1");
-  run_spec tcp[2] = {{0, 2, MODE_TCP, 0, wt[0], NULL}, {1, 2, MODE_TCP, 0, wt[1], NULL}};
-  run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0]}, {1, 2, MODE_FAKE, 0, wf[1], rep[1]}};
+  run_spec tcp[2] = {{0, 2, MODE_TCP, 0, wt[0], NULL, 0}, {1, 2, MODE_TCP, 0, wt[1], NULL, 0}};
+  run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0], 0}, {1, 2, MODE_FAKE, 0, wf[1], rep[1], 0}};
   int st[2];
   run_ranks(tcp, 2, st);
   assert_int_equal(st[0] | st[1], 0);
@@ -218,11 +223,43 @@ static void test_device_path_matches_tcp(void **state) {
   printf("2 ranks: device path == TCP path, bit for bit\n");
 }
 
+/* ZeRO-1 through the backend's ABI 1.3 reduce_scatter/allgather: the
+ * buckets are reduce-scattered on the comm stream, the weights all-gathered
+ * once per update, each rank holds half the moments, and (2 ranks) the
+ * weights equal the TCP path without ZeRO bit for bit. */
+static void test_device_zero1(void **state) {
+  (void)state;
+  char wt[2][512], wf[2][512], rep[2][512], text[1024];
+  path(wt[0], "ztcp0"); path(wt[1], "ztcp1");
+  path(wf[0], "zfake0"); path(wf[1], "zfake1");
+  path(rep[0], "zrep0"); path(rep[1], "zrep1");
+  run_spec tcp[2] = {{0, 2, MODE_TCP, 0, wt[0], NULL, 0}, {1, 2, MODE_TCP, 0, wt[1], NULL, 0}};
+  run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0], 1}, {1, 2, MODE_FAKE, 0, wf[1], rep[1], 1}};
+  int st[2];
+  run_ranks(tcp, 2, st);
+  assert_int_equal(st[0] | st[1], 0);
+  run_ranks(dev, 2, st);
+  for (int r = 0; r < 2; r++) {
+    read_text(rep[r], text, sizeof text);
+    printf("rank %d (device path, ZeRO-1): %s\n", r, text);
+    assert_int_equal(st[r], 0);
+    assert_int_equal(strncmp(text, "ok groups=", 10), 0);
+    assert_true(atoi(text + 10) > 1); /* still overlapped with backward */
+    const char *mo = strstr(text, "moments=");
+    assert_non_null(mo);
+    const long long held = atoll(mo + 8);
+    assert_true(held > 0 && held < 27681 / 2 + 64); /* half of the model's 27681 */
+  }
+  assert_same_weights(wt[0], wf[0]);
+  assert_same_weights(wf[0], wf[1]);
+  printf("2 ranks: device path with ZeRO-1 == TCP path without, bit for bit\n");
+}
+
 static void test_forced_world_one(void **state) {
   (void)state;
   char w1[512], w0[512], rep[512], text[1024];
   path(w1, "forced"); path(w0, "plain"); path(rep, "rep-forced");
-  run_spec forced = {0, 1, MODE_FAKE_FORCED, 0, w1, rep}, plain = {0, 1, MODE_NONE, 0, w0, NULL};
+  run_spec forced = {0, 1, MODE_FAKE_FORCED, 0, w1, rep, 0}, plain = {0, 1, MODE_NONE, 0, w0, NULL, 0};
   int st;
   run_ranks(&forced, 1, &st);
   read_text(rep, text, sizeof text);
@@ -236,17 +273,19 @@ static void test_forced_world_one(void **state) {
 
 static void test_killed_rank(void **state) {
   (void)state;
-  char rep[512], text[1024];
-  path(rep, "rep-killed");
-  run_spec s[2] = {{0, 2, MODE_FAKE, 0, NULL, rep}, {1, 2, MODE_FAKE, 2, NULL, NULL}};
-  int st[2];
-  run_ranks(s, 2, st);
-  read_text(rep, text, sizeof text);
-  printf("rank 1 killed after update 2: rank 0: %s\n", text);
-  assert_int_equal(st[1], 128 + SIGKILL);
-  assert_true(st[0] != 0 && st[0] < 128);
-  assert_non_null(strstr(text, "rank 1"));
-  assert_non_null(strstr(text, "[comm_release(abort)]"));
+  for (int zero = 0; zero <= 1; zero++) { /* plain, and ZeRO-1 */
+    char rep[512], text[1024];
+    path(rep, zero ? "rep-killed-zero" : "rep-killed");
+    run_spec s[2] = {{0, 2, MODE_FAKE, 0, NULL, rep, zero}, {1, 2, MODE_FAKE, 2, NULL, NULL, zero}};
+    int st[2];
+    run_ranks(s, 2, st);
+    read_text(rep, text, sizeof text);
+    printf("rank 1 killed after update 2%s: rank 0: %s\n", zero ? " (ZeRO-1)" : "", text);
+    assert_int_equal(st[1], 128 + SIGKILL);
+    assert_true(st[0] != 0 && st[0] < 128);
+    assert_non_null(strstr(text, "rank 1"));
+    assert_non_null(strstr(text, "[comm_release(abort)]"));
+  }
 }
 
 /* A MULTI_DEVICE table with device memory the core cannot use: refused. */
@@ -289,6 +328,44 @@ static void test_refuses_old_tables(void **state) {
   esmt_context_destroy(ctx);
 }
 
+/* dist.zero 1 on a device backend without the ABI 1.3 ops: refused. */
+static void test_zero1_needs_abi13(void **state) {
+  (void)state;
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 1;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
+  const esmt_backend_entry *real = ctx->backend;
+  esmt_backend_entry fake = *real;
+  esmtb_ops *ops = (esmtb_ops *)fake_dp_ops(real->ops, g_dir);
+  ops->abi_minor = 2; /* a 1.2 table: the 1.3 fields are not read */
+  fake.ops = ops;
+  ctx->backend = &fake;
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 1; c.hidden_size = 16; c.num_heads = 2; c.max_positions = 32;
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(ctx, &c, 7, &m), ESMT_OK);
+  char rdv[512];
+  snprintf(rdv, sizeof rdv, "%s/rdv-z13", g_dir);
+  esmt_comm_options co = {0, 1, NULL, 0, rdv, 99, 5.0};
+  esmt_comm *comm = NULL;
+  esmt_dp *dp = NULL;
+  assert_int_equal(esmt_comm_create(&comm, &co), ESMT_OK);
+  assert_int_equal(esmt_dp_create(comm, 0, &dp), ESMT_OK);
+  esmt_dp_set_zero(dp, 1);
+  assert_int_equal(esmt_dp_check_start(dp, m), ESMT_OK);
+  assert_int_equal(esmt_dp_zero_start(dp, m), ESMT_ERR_UNSUPPORTED);
+  printf("refused: %s\n", esmt_last_error());
+  assert_non_null(strstr(esmt_last_error(), "ABI 1.3 reduce_scatter/allgather"));
+  assert_int_equal(m->opt_hi - m->opt_lo, m->layout.total); /* nothing was sharded */
+  esmt_dp_destroy(dp);
+  esmt_model_destroy(m);
+  ctx->backend = real;
+  esmt_context_destroy(ctx);
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
@@ -304,9 +381,11 @@ static int teardown(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_path_matches_tcp),
+      cmocka_unit_test(test_device_zero1),
       cmocka_unit_test(test_forced_world_one),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_refuses_old_tables),
+      cmocka_unit_test(test_zero1_needs_abi13),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

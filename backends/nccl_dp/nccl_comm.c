@@ -8,6 +8,7 @@
  * waiting for a dead peer never finishes): an NCCL error, or no completion
  * within timeout_s, aborts the communicator (ncclCommAbort stops its
  * kernels) and fails with a message. Any later allreduce fails at once.
+ * The ABI 1.3 reduce_scatter/allgather (ZeRO-1) work the same way.
  * NCCL_DEBUG and the other NCCL_* variables reach NCCL untouched. */
 #define _POSIX_C_SOURCE 200809L
 #include "nccl_comm.h"
@@ -206,6 +207,88 @@ static esmtb_status n_allreduce(esmtb_device *dev, const esmtb_allreduce_args *a
   return settle(s, r, "allreduce");
 }
 
+/* ABI 1.3 (ZeRO-1): rank r owns [offsets[r], offsets[r+1]) of buf. Equal
+ * parts take NCCL's ring ncclReduceScatter / ncclAllGather in place (rank
+ * r's part at buf + r * part); uneven parts (a gradient bucket across shard
+ * boundaries, the shorter last shard) one ncclReduce / ncclBroadcast per
+ * owner, rooted there, in one group. */
+static esmtb_status check_shard_args(nccl_state *s, const esmtb_shard_args *a, const char *what,
+                                     ncclDataType_t *t, size_t *es, int *equal) {
+  if (!s) return cuda_fail(ST_STATE, "%s: comm_init was not called", what);
+  if (!a || a->struct_size < sizeof *a || !a->offsets || a->world != s->world ||
+      a->offsets[0] != 0 || a->offsets[a->world] != a->n)
+    return cuda_fail(ST_INVALID, "%s: bad arguments (world %d, the communicator's %d)", what,
+                     a ? a->world : -1, s->world);
+  if (!s->comm) return dead(s, what);
+  int ok;
+  *t = nccl_type(a->dtype, &ok);
+  if (!ok) return cuda_fail(ST_INVALID, "%s: dtype %d is not F32/F16/BF16", what, (int)a->dtype);
+  *es = a->dtype == ESMTB_F32 ? 4 : 2;
+  const size_t part = a->offsets[1];
+  *equal = 1;
+  for (int j = 0; j < a->world; j++) {
+    if (a->offsets[j + 1] < a->offsets[j])
+      return cuda_fail(ST_INVALID, "%s: offsets decrease at rank %d", what, j);
+    if (a->offsets[j + 1] - a->offsets[j] != part) *equal = 0;
+  }
+  return 0;
+}
+
+static esmtb_status group_end(nccl_state *s, ncclResult_t r, const char *what) {
+  ncclResult_t e = ncclGroupEnd();
+  if (r == ncclSuccess || r == ncclInProgress) r = e;
+  return settle(s, r, what);
+}
+
+static esmtb_status n_reduce_scatter(esmtb_device *dev, const esmtb_shard_args *a,
+                                     esmtb_stream *stream) {
+  nccl_state *s = state_of(dev);
+  ncclDataType_t t;
+  size_t es;
+  int equal;
+  esmtb_status st = check_shard_args(s, a, "reduce_scatter", &t, &es, &equal);
+  if (st || a->n == 0) return st;
+  s->calls++;
+  cudaStream_t cs = cuda_stream_of(stream);
+  char *b = a->buf;
+  if (equal) {
+    const size_t part = a->offsets[1];
+    ncclResult_t r = ncclReduceScatter(b, b + (size_t)s->rank * part * es, part, t, ncclSum,
+                                       s->comm, cs);
+    return settle(s, r, "reduce_scatter");
+  }
+  ncclResult_t r = ncclGroupStart();
+  for (int j = 0; j < a->world && (r == ncclSuccess || r == ncclInProgress); j++) {
+    const size_t o = a->offsets[j], n = a->offsets[j + 1] - o;
+    if (n) r = ncclReduce(b + o * es, b + o * es, n, t, ncclSum, j, s->comm, cs);
+  }
+  return group_end(s, r, "reduce_scatter");
+}
+
+static esmtb_status n_allgather(esmtb_device *dev, const esmtb_shard_args *a,
+                                esmtb_stream *stream) {
+  nccl_state *s = state_of(dev);
+  ncclDataType_t t;
+  size_t es;
+  int equal;
+  esmtb_status st = check_shard_args(s, a, "allgather", &t, &es, &equal);
+  if (st || a->n == 0) return st;
+  s->calls++;
+  cudaStream_t cs = cuda_stream_of(stream);
+  char *b = a->buf;
+  if (equal) {
+    const size_t part = a->offsets[1];
+    ncclResult_t r = ncclAllGather(b + (size_t)s->rank * part * es, b, part, t, s->comm, cs);
+    return settle(s, r, "allgather");
+  }
+  ncclResult_t r = ncclGroupStart();
+  for (int j = 0; j < a->world && (r == ncclSuccess || r == ncclInProgress); j++) {
+    const size_t o = a->offsets[j], n = a->offsets[j + 1] - o;
+    if (n) r = ncclBroadcast(b + o * es, b + o * es, n, t, j, s->comm, cs);
+  }
+  return group_end(s, r, "allgather");
+}
+
 /* Poll `done` (cudaStreamQuery / cudaEventQuery) and the communicator. */
 typedef cudaError_t (*query_fn)(void *);
 static cudaError_t q_stream(void *p) { return cudaStreamQuery((cudaStream_t)p); }
@@ -285,6 +368,8 @@ void nccl_fill_comm_ops(esmtb_ops *ops) {
   ops->stream_sync = n_stream_sync;
   ops->event_sync = n_event_sync;
   ops->allreduce = n_allreduce;
+  ops->reduce_scatter = n_reduce_scatter;
+  ops->allgather = n_allgather;
   ops->comm_unique_id = n_unique_id;
   ops->comm_init = n_comm_init;
   ops->comm_release = n_comm_release;

@@ -352,6 +352,23 @@ typedef struct esmtb_allreduce_args {
   void *buf;
 } esmtb_allreduce_args;
 
+/* ABI 1.3 (reduce_scatter, allgather): the two halves of allreduce over
+ * uneven shards, for ZeRO-1. `offsets` (host memory, world + 1 values,
+ * offsets[0] = 0, offsets[world] = n, non-decreasing) gives rank r the
+ * elements [offsets[r], offsets[r+1]) of buf. reduce_scatter: afterwards
+ * rank r's part of buf holds the sum over the ranks (the rest of buf is
+ * unspecified); allgather: every rank's part is copied into every rank's
+ * buf. In place, queued on the stream like allreduce; the offsets are read
+ * before the call returns. */
+typedef struct esmtb_shard_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  size_t n;
+  void *buf;
+  int world;
+  const size_t *offsets;
+} esmtb_shard_args;
+
 /* ABI 1.2: join this device to a communicator of `world` ranks. Every rank
  * passes the bytes that rank 0's comm_unique_id produced (the core carries
  * them over its host communicator). */
@@ -451,6 +468,12 @@ typedef struct esmtb_ops {
    * Optional; without it the core passes no peer_failed (close() alone
    * ends the communicator). */
   void (*comm_release)(esmtb_device *dev, int abort);
+
+  /* ABI 1.3 (optional; read only when abi_minor >= 3 and struct_size covers
+   * them): ZeRO-1 on the device (esmtb_shard_args). Without them the core
+   * refuses dist.zero 1 on this backend's device path. */
+  esmtb_status (*reduce_scatter)(esmtb_device *dev, const esmtb_shard_args *a, esmtb_stream *s);
+  esmtb_status (*allgather)(esmtb_device *dev, const esmtb_shard_args *a, esmtb_stream *s);
 } esmtb_ops;
 
 /* Entry symbols a backend exports (names are the ABI). */

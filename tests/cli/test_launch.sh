@@ -1,6 +1,8 @@
 #!/usr/bin/env bash
 # `esmtrain-example launch` on one machine (issue #9), CPU backend:
 #  - 2 ranks train; only rank 0 writes the log, metrics and checkpoints;
+#  - dist.zero 1 (ZeRO-1) writes the same checkpoint as dist.zero 0, and
+#    is refused with optimizer offload;
 #  - 2 ranks stopped at update 4 and resumed by 2 ranks end bit-identical
 #    to an uninterrupted 2-rank run;
 #  - Ctrl-C (SIGINT to the launcher) reaches every rank: they stop after the
@@ -26,6 +28,27 @@ grep -q "step 8/8" "$work/full.log"
 [ "$(grep -c 'step 8/8' "$work/full.log")" -eq 1 ] || { echo "rank 1 printed progress"; exit 1; }
 [ -f "$work/full/checkpoints/step-00000008/model.safetensors" ]
 [ "$(wc -l < "$work/full/metrics.jsonl")" -ge 8 ]
+
+echo "== 2 ranks, dist.zero 1: the same checkpoint as dist.zero 0, bit for bit"
+# without clipping: the ZeRO-1 norm is summed per shard, its last bits may
+# differ, and with them an active clip factor (docs/distributed.md)
+for z in 0 1; do
+  "$cli" launch -n 2 train "${common[@]}" --steps 8 --out "$work/zero$z" --set dist.zero=$z \
+    --set train.grad_clip=0 > "$work/zero$z.log" 2>&1 || { cat "$work/zero$z.log"; exit 1; }
+done
+for f in model optimizer; do
+  cmp "$work/zero0/checkpoints/step-00000008/$f.safetensors" \
+      "$work/zero1/checkpoints/step-00000008/$f.safetensors"
+done
+echo "== dist.zero 1 with offload.optimizer on: refused at start"
+set +e
+"$cli" launch -n 2 train "${common[@]}" --steps 8 --out "$work/zoff" --set dist.zero=1 \
+  --set offload.optimizer=on > "$work/zoff.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -ne 0 ] || { echo "ZeRO-1 with offload was not refused"; exit 1; }
+grep -q "dist.zero 1 does not combine with offload.optimizer" "$work/zoff.log" \
+  || { cat "$work/zoff.log"; exit 1; }
 
 echo "== SIGINT to the launcher mid-run, then 2 ranks --resume latest: bit-identical"
 "$cli" launch -n 2 train "${common[@]}" --steps 40 --save-every 5 --out "$work/ref" > /dev/null 2>&1

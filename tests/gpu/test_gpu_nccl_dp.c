@@ -4,8 +4,11 @@
  * ncclCommInitRankConfig and ncclAllReduce calls on the gradient buckets).
  * Both compute with the same cuda_common kernels and a one-rank sum is the
  * identity, so the losses must agree (printed bitwise, checked to 1e-5).
- * Also: the group must be on the device path, and an allreduce on a
- * device without comm_init fails with a message (no crash).
+ * A third run adds ZeRO-1 (dist.zero 1: the ABI 1.3 reduce_scatter and
+ * allgather, ncclReduceScatter/ncclAllGather with one rank): the same
+ * losses again.
+ * Also: the group must be on the device path, and an allreduce or
+ * reduce_scatter on a device without comm_init fails with a message.
  * Without a usable GPU or NCCL it prints "SKIP: <reason>" and exits 77. */
 #define _GNU_SOURCE
 #include <math.h>
@@ -16,6 +19,7 @@
 #include "context.h"
 #include "dp_group.h"
 #include "mem_source.h"
+#include "registry.h"
 #include "trainer.h"
 
 enum { STEPS = 6 };
@@ -28,7 +32,8 @@ static esmt_context *make_ctx(const char *backend) {
   return esmt_context_create(&o, &c) ? NULL : c;
 }
 
-/* STEPS updates; the loss of each into loss[]. Returns 0 or prints why. */
+/* STEPS updates; the loss of each into loss[]. dp_on: 1 = a one-rank
+ * group, 2 = the same with ZeRO-1. Returns 0 or prints why. */
 static int train(const char *backend, int dp_on, double *loss) {
   esmt_context *ctx = make_ctx(backend);
   if (!ctx) {
@@ -53,9 +58,13 @@ static int train(const char *backend, int dp_on, double *loss) {
   if (!st && dp_on) {
     esmt_dp *dp = NULL;
     st = esmt_dp_create_from_env(64 << 10, 1, &dp); /* small buckets: many calls */
+    if (!st) esmt_dp_set_zero(dp, dp_on == 2);
     if (!st) st = esmt_trainer_set_dp(t, dp);
     if (!st && !esmt_dp_on_device(dp))
       st = esmt_fail(ESMT_ERR_INTERNAL, "nccl_dp did not take the device path");
+    if (!st && esmt_dp_zero(dp) != (dp_on == 2))
+      st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-1 is %d, asked for %d", esmt_dp_zero(dp),
+                     dp_on == 2);
   }
   for (int i = 0; !st && i < STEPS; i++) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
@@ -83,6 +92,11 @@ static int check_no_comm(void) {
     esmtb_allreduce_args a = {sizeof a, ESMTB_F32, 4, buf};
     bad = ops->allreduce(dev, &a, NULL) == 0 || !strstr(esmt_last_error(), "comm_init");
     printf("allreduce without comm_init: %s\n", esmt_last_error());
+    const size_t offs[2] = {0, 4};
+    esmtb_shard_args r = {sizeof r, ESMTB_F32, 4, buf, 1, offs};
+    bad |= !ESMTB_OPS_HAS(ops, reduce_scatter) || ops->reduce_scatter(dev, &r, NULL) == 0 ||
+           !strstr(esmt_last_error(), "comm_init");
+    printf("reduce_scatter without comm_init: %s\n", esmt_last_error());
     ops->free(dev, ESMTB_MEM_DEVICE, buf);
   }
   if (dev) ops->close(dev);
@@ -102,14 +116,16 @@ int main(void) {
   }
   const char *ref = (probe->backend->ops->caps & ESMTB_CAP_BF16) ? "ampere_bf16" : "turing_fp16";
   esmt_context_destroy(probe);
-  double a[STEPS], b[STEPS];
-  if (train(ref, 0, a) || train("nccl_dp", 1, b)) return 1;
+  double a[STEPS], b[STEPS], z[STEPS];
+  if (train(ref, 0, a) || train("nccl_dp", 1, b) || train("nccl_dp", 2, z)) return 1;
   int bad = 0;
   for (int i = 0; i < STEPS; i++) {
     const double rel = fabs(a[i] - b[i]) / fmax(fabs(a[i]), 1e-30);
-    printf("RESULT step %d loss %s %.9g nccl_dp(world 1) %.9g rel %.3g%s\n", i + 1, ref, a[i],
-           b[i], rel, a[i] == b[i] ? " (bitwise)" : "");
-    if (!(rel <= 1e-5)) bad = 1;
+    const double relz = fabs(a[i] - z[i]) / fmax(fabs(a[i]), 1e-30);
+    printf("RESULT step %d loss %s %.9g nccl_dp(world 1) %.9g rel %.3g%s, with ZeRO-1 %.9g "
+           "rel %.3g%s\n", i + 1, ref, a[i], b[i], rel, a[i] == b[i] ? " (bitwise)" : "", z[i],
+           relz, a[i] == z[i] ? " (bitwise)" : "");
+    if (!(rel <= 1e-5) || !(relz <= 1e-5)) bad = 1;
   }
   if (a[STEPS - 1] >= a[0]) {
     printf("FAIL: the loss did not go down (%g -> %g)\n", a[0], a[STEPS - 1]);

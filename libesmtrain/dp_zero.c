@@ -1,0 +1,155 @@
+/* ZeRO stage 1: see dp_group.h and docs/distributed.md "ZeRO-1". The host
+ * path uses the TCP communicator's halves, the device path the backend's
+ * ABI 1.3 reduce_scatter/allgather (dp_device.c).
+ *
+ * The flat buffer is cut into `world` contiguous shards of whole
+ * ESMT_ZERO_ALIGN-element units, as even as the units allow (the first
+ * total_units % world ranks get one unit more; the last shard ends at
+ * layout.total). The worker reduce-scatters every gradient bucket onto the
+ * owners of its elements (dp_group.c), so after backward each rank holds
+ * the summed gradients of its shard only (the rest of its gradient buffer
+ * is partial sums). The norm is the square root of the sum over ranks of
+ * the shard sums of squares, AdamW updates the shard with the rank's own
+ * moments, and the updated weights are all-gathered. */
+#define _POSIX_C_SOURCE 200809L
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+
+#include "checkpoint.h"
+#include "dp_group_internal.h"
+#include "registry.h"
+
+void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
+  const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
+  const uint64_t base = units / (uint64_t)world, rem = units % (uint64_t)world;
+  for (int r = 0; r <= world; r++) {
+    uint64_t u = (uint64_t)r * base + ((uint64_t)r < rem ? (uint64_t)r : rem);
+    uint64_t o = u * ESMT_ZERO_ALIGN;
+    off[r] = o < total ? o : total;
+  }
+}
+
+void esmt_dp_set_zero(esmt_dp *dp, int on) {
+  if (dp) dp->zero = on != 0;
+}
+
+int esmt_dp_zero(const esmt_dp *dp) { return dp && dp->zero && dp->shard_off; }
+
+void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi) {
+  if (!esmt_dp_zero(dp)) {
+    *lo = 0;
+    *hi = total;
+    return;
+  }
+  const int r = esmt_dp_rank(dp);
+  *lo = dp->shard_off[r];
+  *hi = dp->shard_off[r + 1];
+}
+
+static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
+  if (m->offload)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED,
+                     "dist.zero 1 does not combine with offload.optimizer (the offloaded "
+                     "optimizer keeps the whole fp32 master and moments in host memory): turn "
+                     "one of them off");
+  if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
+    return esmt_fail(ESMT_ERR_UNSUPPORTED,
+                     "dist.zero 1: backend %s (ABI %u.%u) sums gradients on the device but lacks "
+                     "the ABI 1.3 reduce_scatter/allgather ops ZeRO-1 needs: set dist.zero 0",
+                     m->ops->name, (unsigned)m->ops->abi_major, (unsigned)m->ops->abi_minor);
+  return ESMT_OK;
+}
+
+esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
+  if (!dp || !dp->zero) return ESMT_OK;
+  const int W = esmt_dp_world(dp), r = esmt_dp_rank(dp);
+  /* every rank refuses alike (same config, same backend) */
+  esmt_status st = refuse(dp, m);
+  if (st) {
+    dp->zero = 0;
+    return st;
+  }
+  if (!dp->shard_off) dp->shard_off = calloc((size_t)W + 1, sizeof *dp->shard_off);
+  if (!dp->bucket_off) dp->bucket_off = calloc((size_t)W + 1, sizeof *dp->bucket_off);
+  if (!dp->dev_off) dp->dev_off = calloc((size_t)W + 1, sizeof *dp->dev_off);
+  uint64_t lo = 0, hi = m->layout.total;
+  if (!dp->shard_off || !dp->bucket_off || !dp->dev_off) {
+    st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+  } else { /* the split, then this rank's moments cut down to its shard */
+    esmt_zero_split(m->layout.total, W, dp->shard_off);
+    lo = dp->shard_off[r];
+    hi = dp->shard_off[r + 1];
+    st = esmt_model_shard_optimizer(m, lo, hi);
+  }
+  uint64_t failed = st != ESMT_OK;
+  char own[1024] = "";
+  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
+  esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
+  if (st || cs || failed) dp->zero = 0; /* the group is unusable: set_dp fails */
+  if (st) return esmt_fail(st, "ZeRO-1: %s", own);
+  if (cs) return esmt_fail_prefix(cs, "ZeRO-1: ");
+  if (failed)
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ZeRO-1: sharding the optimizer state failed on "
+                     "%llu other rank(s)", (unsigned long long)failed);
+  const double mib = 1.0 / (1 << 20);
+  const uint64_t full = 2 * m->layout.total * sizeof(float), mine = 2 * (hi - lo) * sizeof(float);
+  esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
+                  "ZeRO-1: rank %d owns parameters [%llu, %llu) (%llu of %llu); AdamW moments "
+                  "%llu bytes (%.2f MiB) on this rank instead of %llu (%.2f MiB); fp32 weights "
+                  "and gradients stay whole",
+                  r, (unsigned long long)lo, (unsigned long long)hi,
+                  (unsigned long long)(hi - lo), (unsigned long long)m->layout.total,
+                  (unsigned long long)mine, (double)mine * mib, (unsigned long long)full,
+                  (double)full * mib);
+  return ESMT_OK;
+}
+
+esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm) {
+  uint64_t lo, hi;
+  esmt_dp_shard(dp, m->layout.total, &lo, &hi);
+  float part = 0.0f;
+  esmt_status st = esmt_model_grad_sumsq(m, lo, hi, &part);
+  double sum = part; /* a non-finite shard makes the sum non-finite on every rank */
+  if (!st) st = esmt_dp_sum_f64(dp, &sum, 1);
+  if (st) return st;
+  *norm = sqrt(sum);
+  return ESMT_OK;
+}
+
+esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
+  uint64_t lo, hi;
+  const uint64_t total = m->layout.total;
+  esmt_dp_shard(dp, total, &lo, &hi);
+  esmt_status st = dp->on_device
+      ? esmt_dp_device_allgather(dp, m, m->params, total)
+      : esmt_comm_allgather_shards(dp->comm, m->params, (size_t)total, dp->shard_off,
+                                   sizeof(float));
+  if (st) return esmt_fail_prefix(st, "ZeRO-1: all-gather of the updated weights: ");
+  /* AdamW refreshed the compute copy of this shard; the rest follows */
+  if (!st && lo) st = esmt_model_sync_lowp(m, 0, lo);
+  if (!st && hi < total) st = esmt_model_sync_lowp(m, hi, total - hi);
+  m->have_forward = 0;
+  return st;
+}
+
+esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,
+                                        float *host_v) {
+  const uint64_t total = m->layout.total;
+  /* this rank's shard into its place; the all-gathers fill in the rest */
+  esmt_status st = esmt_flat_download(m, host_m, m->adam_m);
+  if (!st) st = esmt_flat_download(m, host_v, m->adam_v);
+  uint64_t failed = st != ESMT_OK;
+  char own[1024] = "";
+  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
+  esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
+  if (st) return esmt_fail(st, "ZeRO-1: reading the moments: %s", own);
+  if (cs) return esmt_fail_prefix(cs, "ZeRO-1: ");
+  if (failed)
+    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO-1: %llu other rank(s) could not read their moments",
+                     (unsigned long long)failed);
+  st = esmt_comm_allgather_shards(dp->comm, host_m, (size_t)total, dp->shard_off, sizeof(float));
+  if (!st) st = esmt_comm_allgather_shards(dp->comm, host_v, (size_t)total, dp->shard_off,
+                                           sizeof(float));
+  return st ? esmt_fail_prefix(st, "ZeRO-1: gathering the moments: ") : ESMT_OK;
+}
