@@ -494,7 +494,7 @@ static void test_offload_refused(void **state) {
   esmt_context *ctx = make_ctx();
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
   c.num_layers = 1; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
-  esmt_offload_options oo = {1, 0};
+  esmt_offload_options oo = {.enabled = 1};
   esmt_model *m = NULL;
   assert_int_equal(esmt_model_create_with(ctx, &c, 7, &oo, &m), ESMT_OK);
   mem_source ms = {.rows = 2};
