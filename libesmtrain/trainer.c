@@ -75,6 +75,8 @@ void esmt_trainer_destroy(esmt_trainer *t) {
   for (int i = 0; i < t->mb_cap; i++) {
     free(t->mbs[i].tokens);
     free(t->mbs[i].labels);
+    free(t->mbs[i].seg_start);
+    free(t->mbs[i].seg_len);
   }
   free(t->mbs);
   free(t->mb_alloc);
@@ -141,6 +143,20 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
     if (lab) mb->labels = lab;
     if (!tok || !lab) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->mb_alloc[i] = n;
+  }
+  const int nseg = b->struct_size >= sizeof *b ? b->num_segments : 0;
+  if (nseg > mb->seg_cap) {
+    int32_t *ss = realloc(mb->seg_start, (size_t)nseg * sizeof *ss);
+    if (ss) mb->seg_start = ss;
+    int32_t *sl = realloc(mb->seg_len, (size_t)nseg * sizeof *sl);
+    if (sl) mb->seg_len = sl;
+    if (!ss || !sl) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    mb->seg_cap = nseg;
+  }
+  mb->nseg = nseg;
+  if (nseg > 0) {
+    memcpy(mb->seg_start, b->seg_start, (size_t)nseg * sizeof *mb->seg_start);
+    memcpy(mb->seg_len, b->seg_len, (size_t)nseg * sizeof *mb->seg_len);
   }
   mb->B = b->batch;
   mb->T = b->seq_len;
