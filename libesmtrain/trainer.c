@@ -190,7 +190,8 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   const char *fn = "esmt_trainer_step";
   ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (out) {
-    esmt_status st = esmt_check_struct(fn, "esmt_train_metrics", out->struct_size, sizeof *out);
+    esmt_status st = esmt_check_struct(fn, "esmt_train_metrics", out->struct_size,
+                                       offsetof(esmt_train_metrics, padding_fraction));
     if (st) return st;
   }
   double t0 = esmt_now_s();
@@ -281,7 +282,13 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
     mt.skipped = t->skipped;
     mt.loss_scale = scale_used;
     mt.overflows = t->scaler.overflows;
-    memcpy(out, &mt, sizeof mt);
+    uint64_t real = 0, positions = 0;
+    for (int i = 0; i < n; i++) {
+      real += t->mbs[i].real_tokens;
+      positions += (uint64_t)t->mbs[i].B * (uint64_t)t->mbs[i].T;
+    }
+    mt.padding_fraction = positions ? 1.0 - (double)real / (double)positions : 0.0;
+    memcpy(out, &mt, out->struct_size < sizeof mt ? out->struct_size : sizeof mt);
   }
   return ESMT_OK;
 }

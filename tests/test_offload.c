@@ -79,6 +79,7 @@ static void fill_batch(esmt_micro_batch *mb, int u, int k, int32_t *tok, int32_t
     tok[i] = t >= len ? ESMT_TOKEN_PAD : t % 6 == 3 ? ESMT_TOKEN_MASK : 4 + (i * 7 + u * 3 + k) % 20;
     lab[i] = t < len && (t % 6 == 3 || t % 11 == 1) ? 4 + (i + u + k) % 20 : ESMT_LABEL_IGNORE;
   }
+  memset(mb, 0, sizeof *mb); /* right-padded: no segments */
   mb->B = B;
   mb->T = T;
   mb->tokens = tok;

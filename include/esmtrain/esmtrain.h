@@ -589,6 +589,9 @@ typedef struct esmt_train_metrics {
   int64_t skipped;            /* updates skipped for non-finite loss/gradients */
   double loss_scale;          /* dynamic loss scale in use (1 when off) */
   int64_t overflows;          /* of `skipped`, those that were loss-scale overflows */
+  /* Appended: share of the last update's micro-batch positions (this rank)
+   * that were padding, 1 - real / (rows x row length). */
+  double padding_fraction;
 } esmt_train_metrics;
 
 typedef struct esmt_eval_metrics {
