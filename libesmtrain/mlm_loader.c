@@ -450,8 +450,18 @@ static esmt_status prefetch_start(esmt_loader *L) {
   return ESMT_OK;
 }
 
-esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
-  ESMT_CHECK_ARG(L && b, "esmt_loader_next", "loader and batch must not be NULL");
+esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *caller) {
+  const char *fn = "esmt_loader_next";
+  ESMT_CHECK_ARG(L && caller, fn, "loader and batch must not be NULL");
+  /* A caller built before packed rows has a shorter esmt_batch: it gets
+   * the fields it knows, and cannot take packed batches. */
+  esmt_status cs = esmt_check_struct(fn, "esmt_batch", caller->struct_size,
+                                     offsetof(esmt_batch, num_segments));
+  if (cs) return cs;
+  if (L->o.pack && caller->struct_size < sizeof *caller)
+    return esmt_fail(ESMT_ERR_ABI, "%s: packed batches need an esmt_batch with the segment "
+                     "fields (struct_size %u < %zu)", fn, caller->struct_size, sizeof *caller);
+  esmt_batch full = ESMT_BATCH_INIT, *b = &full;
   uint64_t real = 0, padded = 0;
   if (!L->pf) {
     esmt_status st = produce(L, &L->out, b, &real, &padded);
@@ -492,6 +502,9 @@ esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
   L->stats.batches++;
   L->stats.real_tokens += real;
   L->stats.padded_tokens += padded;
+  const uint32_t size = caller->struct_size;
+  memcpy(caller, b, size < sizeof full ? size : sizeof full);
+  caller->struct_size = size;
   return ESMT_OK;
 }
 

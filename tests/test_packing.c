@@ -155,6 +155,15 @@ static void test_model_packed_equals_padded(void **state) {
     const double d = rel_diff(pg + ti->offset, ug + ti->offset, ti->numel);
     if (d > 1e-5) fail_msg("%s: gradient rel %.3g > 1e-5", ti->name, d);
   }
+  /* a caller from before segments (shorter esmt_batch, junk after it) gets
+   * the right-padded result */
+  struct { esmt_batch b; int32_t junk[8]; } oldb;
+  memset(&oldb, 0x7F, sizeof oldb);
+  memcpy(&oldb.b, &ub, offsetof(esmt_batch, num_segments));
+  oldb.b.struct_size = (uint32_t)offsetof(esmt_batch, num_segments);
+  esmt_forward_result orr = ESMT_FORWARD_RESULT_INIT;
+  ASSERT_OK(esmt_model_forward(m, &oldb.b, &orr, NULL));
+  assert_true(orr.loss == ur.loss && orr.real_tokens == real);
   /* a backend without packed rows refuses the batch with a clear message */
   esmtb_ops no_varlen = *m->ops;
   no_varlen.caps &= ~(uint32_t)ESMTB_CAP_VARLEN;
@@ -340,6 +349,23 @@ static void test_loader_epoch(void **state) {
                 (unsigned long long)real);
   assert_true(s.padding_fraction < us.padding_fraction);
   assert_true(s.padding_fraction < 0.05);
+  /* a caller with the esmt_batch from before segments: unpacked batches
+   * fill only its fields, packed ones are refused */
+  struct { esmt_batch b; int32_t guard[8]; } old;
+  memset(&old, 0x5A, sizeof old);
+  old.b.struct_size = (uint32_t)offsetof(esmt_batch, num_segments);
+  ASSERT_OK(esmt_loader_create(&u, &L));
+  ASSERT_OK(esmt_loader_next(L, &old.b));
+  assert_int_equal(old.b.struct_size, offsetof(esmt_batch, num_segments));
+  assert_true(old.b.batch >= 1 && old.b.tokens != NULL);
+  const unsigned char *tail = (const unsigned char *)&old.b + offsetof(esmt_batch, num_segments);
+  for (size_t i = 0; i < sizeof old - offsetof(esmt_batch, num_segments); i++)
+    assert_int_equal(tail[i], 0x5A);
+  esmt_loader_destroy(L);
+  ASSERT_OK(esmt_loader_create(&o, &L));
+  assert_int_equal(esmt_loader_next(L, &old.b), ESMT_ERR_ABI);
+  assert_non_null(strstr(esmt_last_error(), "segment"));
+  esmt_loader_destroy(L);
 }
 
 /* Deterministic for a seed, with and without prefetch; a cursor saved
