@@ -175,6 +175,19 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
 
 static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out);
 
+/* Model FLOPs of one micro-batch (esmt_model_train_flops); packed rows
+ * attend within each sequence, so attention counts sum(len^2) instead of
+ * T^2 per row. */
+static double micro_batch_flops(const esmt_model_config *cfg, const esmt_micro_batch *mb) {
+  double f = 0;
+  esmt_model_train_flops(cfg, mb->B, mb->T, &f);
+  if (mb->nseg <= 0) return f;
+  const double att = 12.0 * cfg->num_layers * cfg->hidden_size;
+  double sq = 0;
+  for (int s = 0; s < mb->nseg; s++) sq += (double)mb->seg_len[s] * mb->seg_len[s];
+  return f - att * (double)mb->T * mb->T * mb->B + att * sq;
+}
+
 /* A failure here that the other ranks do not share (bad data, out of
  * memory) is announced to them, so they stop with this rank's reason
  * instead of waiting for it. Data exhaustion and numeric stops are
@@ -269,11 +282,7 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
     mt.tokens_per_s = (double)r.real_tokens / (t2 - t0);
     if (t->o.gemm_ceiling_gflops > 0) {
       double flops = 0;
-      for (int i = 0; i < n; i++) {
-        double f = 0;
-        esmt_model_train_flops(&t->m->cfg, t->mbs[i].B, t->mbs[i].T, &f);
-        flops += f;
-      }
+      for (int i = 0; i < n; i++) flops += micro_batch_flops(&t->m->cfg, &t->mbs[i]);
       mt.mfu = flops / (t2 - t0) / 1e9 / t->o.gemm_ceiling_gflops;
     }
     mt.elapsed_s = t->elapsed_before + (t2 - t->t_start);

@@ -85,27 +85,55 @@ static void rope_tables(int T, int hd, float **cs, float **sn) {
     }
 }
 
-static void attention_packed_case(int H, int hd) {
+/* Activations in dtype dt: random values (fp32, or half bit patterns of
+ * magnitude 1/4..2), NaN poison, and the +0 check, by element size. */
+static size_t esz(esmtb_dtype dt) { return dt == ESMTB_F32 ? 4 : 2; }
+static void *rand_act(esmtb_dtype dt, size_t n) {
+  if (dt == ESMTB_F32) return randf(n, 1.5);
+  uint16_t *h = malloc(n * sizeof *h);
+  assert_non_null(h);
+  for (size_t i = 0; i < n; i++) {
+    const unsigned sign = urand() < 0, m = (unsigned)((urand() + 1) * 60);
+    if (dt == ESMTB_BF16) h[i] = (uint16_t)(sign << 15 | (125u + m % 3) << 7 | (m & 0x7F));
+    else h[i] = (uint16_t)(sign << 15 | (13u + m % 3) << 10 | (m * 7 & 0x3FF));
+  }
+  return h;
+}
+static void *nan_act(esmtb_dtype dt, size_t n) {
+  if (dt == ESMTB_F32) return nanf_buf(n);
+  uint16_t *h = malloc(n * sizeof *h);
+  assert_non_null(h);
+  for (size_t i = 0; i < n; i++) h[i] = dt == ESMTB_BF16 ? 0x7FC0 : 0x7E00;
+  return h;
+}
+static void assert_bytes_zero(const void *p, size_t bytes, const char *what) {
+  const unsigned char *c = p;
+  for (size_t i = 0; i < bytes; i++)
+    if (c[i]) fail_msg("%s: byte %zu is %u, not 0", what, i, c[i]);
+}
+
+static void attention_packed_case(esmtb_dtype dt, int H, int hd) {
   const int D = H * hd, T = PT;
-  const size_t Np = (size_t)PB * T, Nu = (size_t)NSEG * T;
+  const size_t Np = (size_t)PB * T, Nu = (size_t)NSEG * T, es = esz(dt);
   float *cs, *sn;
   rope_tables(T, hd, &cs, &sn);
   /* packed inputs; the unpacked batch holds segment s alone in row s */
-  float *qkv = randf(Np * 3 * D, 1.5), *dout = randf(Np * D, 1.0);
-  float *uqkv = randf(Nu * 3 * D, 1.5), *udout = randf(Nu * D, 1.0);
+  char *qkv = rand_act(dt, Np * 3 * D), *dout = rand_act(dt, Np * D);
+  char *uqkv = rand_act(dt, Nu * 3 * D), *udout = rand_act(dt, Nu * D);
   int32_t ulen[NSEG];
   for (int s = 0; s < NSEG; s++) {
     ulen[s] = seg_len[s];
-    memcpy(uqkv + (size_t)s * T * 3 * D, qkv + (size_t)seg_start[s] * 3 * D,
-           (size_t)seg_len[s] * 3 * D * sizeof(float));
-    memcpy(udout + (size_t)s * T * D, dout + (size_t)seg_start[s] * D,
-           (size_t)seg_len[s] * D * sizeof(float));
+    memcpy(uqkv + (size_t)s * T * 3 * D * es, qkv + (size_t)seg_start[s] * 3 * D * es,
+           (size_t)seg_len[s] * 3 * D * es);
+    memcpy(udout + (size_t)s * T * D * es, dout + (size_t)seg_start[s] * D * es,
+           (size_t)seg_len[s] * D * es);
   }
-  float *out = nanf_buf(Np * D), *lse = nanf_buf(Np * H), *dqkv = nanf_buf(Np * 3 * D);
-  float *uout = nanf_buf(Nu * D), *ulse = nanf_buf(Nu * H), *udqkv = nanf_buf(Nu * 3 * D);
+  char *out = nan_act(dt, Np * D), *dqkv = nan_act(dt, Np * 3 * D);
+  char *uout = nan_act(dt, Nu * D), *udqkv = nan_act(dt, Nu * 3 * D);
+  float *lse = nanf_buf(Np * H), *ulse = nanf_buf(Nu * H);
 
   esmtb_attention_args a = {0};
-  a.struct_size = sizeof a; a.dtype = ESMTB_F32; a.B = PB; a.T = T; a.H = H; a.hd = hd;
+  a.struct_size = sizeof a; a.dtype = dt; a.B = PB; a.T = T; a.H = H; a.hd = hd;
   a.scale = 1.0f / sqrtf((float)hd); a.seq_len = NULL; /* ignored when packed */
   a.rope_cos = cs; a.rope_sin = sn;
   a.qkv = qkv; a.out = out; a.lse = lse; a.dout = dout; a.dqkv = dqkv;
@@ -121,41 +149,49 @@ static void attention_packed_case(int H, int hd) {
   char what[96];
   for (int r = 0; r < PB * T; r++) {
     const int s = owner_of(r), b = r / T, t = r % T;
-    snprintf(what, sizeof what, "H=%d hd=%d token %d (segment %d)", H, hd, r, s);
+    snprintf(what, sizeof what, "dtype %d H=%d hd=%d token %d (segment %d)", (int)dt, H, hd, r, s);
     if (s < 0) { /* padding: zeros over the NaNs */
-      assert_all_zero(out + (size_t)r * D, (size_t)D, what);
-      assert_all_zero(dqkv + (size_t)r * 3 * D, 3 * (size_t)D, what);
+      assert_bytes_zero(out + (size_t)r * D * es, (size_t)D * es, what);
+      assert_bytes_zero(dqkv + (size_t)r * 3 * D * es, 3 * (size_t)D * es, what);
       for (int h = 0; h < H; h++) assert_all_zero(lse + ((size_t)b * H + h) * T + t, 1, what);
       continue;
     }
     const int k = r - seg_start[s]; /* its row in the unpacked batch */
     const size_t ur = (size_t)s * T + k;
-    if (memcmp(out + (size_t)r * D, uout + ur * D, (size_t)D * sizeof(float)))
+    if (memcmp(out + (size_t)r * D * es, uout + ur * D * es, (size_t)D * es))
       fail_msg("%s: out differs from the sequence run alone", what);
-    if (memcmp(dqkv + (size_t)r * 3 * D, udqkv + ur * 3 * D, 3 * (size_t)D * sizeof(float)))
+    if (memcmp(dqkv + (size_t)r * 3 * D * es, udqkv + ur * 3 * D * es, 3 * (size_t)D * es))
       fail_msg("%s: dqkv differs from the sequence run alone", what);
     for (int h = 0; h < H; h++)
       if (lse[((size_t)b * H + h) * T + t] != ulse[((size_t)s * H + h) * T + k])
         fail_msg("%s: lse of head %d differs", what, h);
   }
-  for (size_t i = 0; i < Np * D; i++) assert_true(isfinite(out[i]));
+  for (size_t i = 0; i < Np * H; i++) assert_true(isfinite(lse[i]));
   /* one thread: the same bits (work splits by (segment, head) only) */
-  float *out1 = nanf_buf(Np * D), *lse1 = nanf_buf(Np * H), *dqkv1 = nanf_buf(Np * 3 * D);
+  char *out1 = nan_act(dt, Np * D), *dqkv1 = nan_act(dt, Np * 3 * D);
+  float *lse1 = nanf_buf(Np * H);
   a.out = out1; a.lse = lse1; a.dqkv = dqkv1;
   assert_int_equal(ops->attention_forward(dev1, &a, NULL), 0);
   assert_int_equal(ops->attention_backward(dev1, &a, NULL), 0);
-  assert_memory_equal(out1, out, Np * D * sizeof *out);
+  assert_memory_equal(out1, out, Np * D * es);
   assert_memory_equal(lse1, lse, Np * H * sizeof *lse);
-  assert_memory_equal(dqkv1, dqkv, Np * 3 * D * sizeof *dqkv);
+  assert_memory_equal(dqkv1, dqkv, Np * 3 * D * es);
   free(cs); free(sn); free(qkv); free(dout); free(uqkv); free(udout); free(out); free(lse);
   free(dqkv); free(uout); free(ulse); free(udqkv); free(out1); free(lse1); free(dqkv1);
 }
 
 static void test_attention_packed(void **state) {
   (void)state;
-  attention_packed_case(2, 16);
-  attention_packed_case(3, 24); /* hd not a multiple of the vector width */
-  attention_packed_case(1, 64);
+  attention_packed_case(ESMTB_F32, 2, 16);
+  attention_packed_case(ESMTB_F32, 3, 24); /* hd not a multiple of the vector width */
+  attention_packed_case(ESMTB_F32, 1, 64);
+}
+
+/* F16/BF16 activations take the staging path of the head kernels. */
+static void test_attention_packed_half(void **state) {
+  (void)state;
+  attention_packed_case(ESMTB_BF16, 2, 16);
+  attention_packed_case(ESMTB_F16, 3, 24);
 }
 
 /* An args struct from before ABI 1.3 (struct_size without segs) reads as
@@ -294,6 +330,7 @@ static void test_bad_segments(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_attention_packed),
+      cmocka_unit_test(test_attention_packed_half),
       cmocka_unit_test(test_attention_old_struct),
       cmocka_unit_test(test_embed_packed),
       cmocka_unit_test(test_bad_segments),
