@@ -198,11 +198,13 @@ static int packed_rows(const esmt_loader *L) {
 /* First-fit decreasing of the m samples (sorted by length, ascending) into
  * rows of max_len tokens, then batches of packed_rows() consecutive rows. */
 static void pack_rows(esmt_loader *L, int m) {
-  int nrows = 0;
+  int nrows = 0, open = 0; /* rows before `open` cannot take even the shortest sample */
   int *row_of = L->order; /* scratch until shuffle_and_split */
+  const uint32_t cap = (uint32_t)L->o.max_len;
   for (int i = m - 1; i >= 0; i--) {
-    int r = 0;
-    while (r < nrows && L->rfill[r] + L->lengths[i] > (uint32_t)L->o.max_len) r++;
+    while (open < nrows && L->rfill[open] + L->lengths[0] > cap) open++;
+    int r = open;
+    while (r < nrows && L->rfill[r] + L->lengths[i] > cap) r++;
     if (r == nrows) L->rfill[nrows++] = 0;
     L->rfill[r] += L->lengths[i];
     row_of[i] = r;
