@@ -3,7 +3,8 @@
 # packed training and evaluation run, the progress line and metrics.jsonl
 # report padding, a run resumed from a mid-run checkpoint ends bit-identical
 # to the uninterrupted one, and resuming an unpacked run with packing on is
-# refused naming data.pack. Usage: test_pack_cli.sh CLI
+# refused naming data.pack; 2 data-parallel ranks train packed and resume
+# bit-identically. Usage: test_pack_cli.sh CLI
 set -euo pipefail
 cli=$1
 work=$(mktemp -d /tmp/esmt-pack-XXXXXX)
@@ -43,4 +44,15 @@ set +e
 rc=$?
 set -e
 [ "$rc" -ne 0 ] && grep -q "data.pack" "$work/bad.log" || { cat "$work/bad.log"; exit 1; }
+echo "== 2 data-parallel ranks packed; resumed from step 3 by 2 ranks: bit-identical"
+dp=(--steps 6 --save-every 3 --eval-every 3 --set data.pack=on)
+"$cli" launch -n 2 train "${common[@]}" "${dp[@]}" --out "$work/dp" > "$work/dp.log" 2>&1 ||
+  { cat "$work/dp.log"; exit 1; }
+grep -q "step 6/6" "$work/dp.log"
+mkdir -p "$work/dp2/checkpoints"
+cp -r "$work/dp/checkpoints/step-00000003" "$work/dp2/checkpoints/"
+echo step-00000003 > "$work/dp2/checkpoints/latest"
+"$cli" launch -n 2 train "${common[@]}" "${dp[@]}" --out "$work/dp2" --resume latest >/dev/null 2>&1
+cmp "$work/dp/checkpoints/step-00000006/model.safetensors" \
+    "$work/dp2/checkpoints/step-00000006/model.safetensors"
 echo "pack CLI test passed"
