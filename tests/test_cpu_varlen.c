@@ -222,10 +222,9 @@ static void test_attention_old_struct(void **state) {
 
 enum { PAD = 1, MASK = 32, VOCAB = 33 };
 
-static void test_embed_packed(void **state) {
-  (void)state;
+static void embed_packed_case(esmtb_dtype dt) {
   const int d = 40, T = PT;
-  const size_t Np = (size_t)PB * T, Nu = (size_t)NSEG * T;
+  const size_t Np = (size_t)PB * T, Nu = (size_t)NSEG * T, es = esz(dt);
   /* packed tokens: cls .. eos per segment with some masks; gap tokens are
    * PAD except one non-pad token, which must count as padding too */
   int32_t tok[PB * PT], utok[NSEG * PT];
@@ -241,17 +240,17 @@ static void test_embed_packed(void **state) {
   for (int i = 0; i < NSEG * T; i++) utok[i] = PAD;
   for (int s = 0; s < NSEG; s++)
     memcpy(utok + (size_t)s * T, tok + seg_start[s], (size_t)seg_len[s] * sizeof *tok);
-  float *E = randf((size_t)VOCAB * d, 0.5), *dout = randf(Np * d, 1.0);
-  float *udout = randf(Nu * d, 1.0);
+  char *E = rand_act(dt, (size_t)VOCAB * d), *dout = rand_act(dt, Np * d);
+  char *udout = rand_act(dt, Nu * d);
   for (int s = 0; s < NSEG; s++)
-    memcpy(udout + (size_t)s * T * d, dout + (size_t)seg_start[s] * d,
-           (size_t)seg_len[s] * d * sizeof(float));
-  float *out = nanf_buf(Np * d), *uout = nanf_buf(Nu * d);
+    memcpy(udout + (size_t)s * T * d * es, dout + (size_t)seg_start[s] * d * es,
+           (size_t)seg_len[s] * d * es);
+  char *out = nan_act(dt, Np * d), *uout = nan_act(dt, Nu * d);
   float *scale = nanf_buf(NSEG), *uscale = nanf_buf(NSEG);
   float *dE = calloc((size_t)VOCAB * d, sizeof *dE), *udE = calloc((size_t)VOCAB * d, sizeof *udE);
   assert_true(dE && udE);
   esmtb_embed_args a = {0};
-  a.struct_size = sizeof a; a.dtype = ESMTB_F32; a.B = PB; a.T = T; a.d = d;
+  a.struct_size = sizeof a; a.dtype = dt; a.B = PB; a.T = T; a.d = d;
   a.tokens = tok; a.E = E; a.out = out; a.row_scale = scale;
   a.mask_id = MASK; a.pad_id = PAD; a.mask_ratio_train = 0.12f;
   a.dout = dout; a.dE = dE;
@@ -269,19 +268,26 @@ static void test_embed_packed(void **state) {
   for (int r = 0; r < PB * T; r++) {
     const int s = owner_of(r);
     char what[64];
-    snprintf(what, sizeof what, "embed token %d", r);
+    snprintf(what, sizeof what, "embed dtype %d token %d", (int)dt, r);
     if (s < 0) {
-      assert_all_zero(out + (size_t)r * d, (size_t)d, what);
+      assert_bytes_zero(out + (size_t)r * d * es, (size_t)d * es, what);
       continue;
     }
     const size_t ur = (size_t)s * T + (size_t)(r - seg_start[s]);
-    if (memcmp(out + (size_t)r * d, uout + ur * d, (size_t)d * sizeof(float)))
+    if (memcmp(out + (size_t)r * d * es, uout + ur * d * es, (size_t)d * es))
       fail_msg("%s: differs from the sequence embedded alone", what);
   }
   /* dE: the same sums in the same order; the gap's token 7 adds nothing */
   assert_memory_equal(dE, udE, (size_t)VOCAB * d * sizeof *dE);
   free(E); free(dout); free(udout); free(out); free(uout); free(scale); free(uscale);
   free(dE); free(udE);
+}
+
+static void test_embed_packed(void **state) {
+  (void)state;
+  embed_packed_case(ESMTB_F32);
+  embed_packed_case(ESMTB_BF16);
+  embed_packed_case(ESMTB_F16);
 }
 
 /* ---- refused segments ---- */
