@@ -26,17 +26,18 @@ static double proc_status_mib(const char *name) {
 
 int cmd_bench_loader(int argc, char **argv) {
   const char *data = NULL;
-  int rows = 4, len = 512, batches = 2000;
+  int rows = 4, len = 512, batches = 2000, pack = 0;
   for (int i = 0; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--data")) data = argv[i + 1];
     else if (!strcmp(argv[i], "--rows")) rows = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--max-len")) len = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--batches")) batches = atoi(argv[i + 1]);
+    else if (!strcmp(argv[i], "--pack")) pack = atoi(argv[i + 1]);
     else { fprintf(stderr, "bench-loader: unknown argument '%s'\n", argv[i]); return 2; }
   }
   if (!data) {
     printf("usage: esmtrain-example bench-loader --data DIR [--rows 4] [--max-len 512] "
-           "[--batches 2000]\n");
+           "[--batches 2000] [--pack 0|1]\n");
     return 2;
   }
   esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
@@ -44,6 +45,7 @@ int cmd_bench_loader(int argc, char **argv) {
   o.max_len = len;
   o.batch_rows = rows;
   o.tokens_per_batch = (uint64_t)rows * (uint64_t)len;
+  o.pack = pack;
   esmt_loader *l = NULL;
   esmt_status st = esmt_loader_create(&o, &l);
   if (st) { cli_error("bench-loader", st); return 1; }

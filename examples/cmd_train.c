@@ -77,14 +77,15 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
       fprintf(io->metrics, "{\"kind\":\"train\",\"step\":%lld,\"loss\":%.6f,\"lr\":%.3e,"
               "\"grad_norm\":%.4f,\"tokens\":%llu,\"tokens_per_s\":%.1f,\"mfu\":%.4f,"
               "\"step_ms\":%.1f,\"data_ms\":%.2f,\"overhead_ms\":%.2f,\"skipped\":%lld,"
-              "\"loss_scale\":%g,\"overflows\":%lld,\"elapsed_s\":%.1f}\n",
+              "\"loss_scale\":%g,\"overflows\":%lld,\"elapsed_s\":%.1f,\"padding\":%.4f}\n",
               (long long)t->step, t->loss, t->lr, t->grad_norm, (unsigned long long)t->tokens,
               t->tokens_per_s, t->mfu, t->step_ms, t->data_ms, t->overhead_ms, (long long)t->skipped,
-              t->loss_scale, (long long)t->overflows, t->elapsed_s);
+              t->loss_scale, (long long)t->overflows, t->elapsed_s, t->padding_fraction);
     char line[512];
-    snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e | %.0f tok/s MFU %.0f%% | "
+    snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e | %.0f tok/s MFU %.0f%% pad %.0f%% | "
              "%.0f ms/step | ETA %.0fs | RSS %.0f MiB%s", (long long)t->step,
-             (long long)io->max_steps, t->loss, t->lr, t->tokens_per_s, 100 * t->mfu, t->step_ms,
+             (long long)io->max_steps, t->loss, t->lr, t->tokens_per_s, 100 * t->mfu,
+             100 * t->padding_fraction, t->step_ms,
              t->eta_s, rss_mib(),
              t->overflows ? " | fp16 overflows skipped" : t->skipped ? " | skipped updates!" : "");
     if (io->quiet) {

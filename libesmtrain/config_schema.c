@@ -27,6 +27,9 @@ const esmt_key_def esmt_config_keys[] = {
     {"data.prefetch", I, "2", NULL, 0, 1024, "batches prepared ahead by a background thread"},
     {"data.seed", I, "1", NULL, 0, BIG, "order, crops and masks"},
     {"data.mask_prob", D, "0.15", NULL, 0, 1, "share of residues selected for the loss"},
+    {"data.pack", E, "auto", "auto|on|off", 0, 0,
+     "pack several proteins into each row (attention stays within a protein); auto = on for "
+     "GPU backends that support it"},
     {"train.max_steps", I, "100000", NULL, 0, BIG,
      "optimizer updates; 0 = until train.max_time or Ctrl-C (schedule.kind constant only)"},
     {"train.tokens_per_update", I, "0", NULL, 0, BIG, "accumulate micro-batches to this many tokens; 0 = one"},

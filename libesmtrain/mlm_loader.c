@@ -13,7 +13,13 @@
  * no rank waits at a collective for one that ran out (as PyTorch's
  * DistributedSampler pads). Everything random - permutation,
  * crops, masks - is a function of (seed, epoch, record), so a cursor of
- * (epoch, window, batch) restores the exact stream. */
+ * (epoch, window, batch) restores the exact stream.
+ *
+ * Packing (options.pack): a window's samples are instead placed first-fit
+ * decreasing into rows of max_len tokens, each sample keeping its own
+ * cls/eos (and crop), and consecutive rows make batches of B rows; the
+ * batch then carries the segments (esmt_batch.num_segments). Batch order,
+ * the rank split and cursors work on these batches exactly as above. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
@@ -23,6 +29,13 @@
 #include "shard_set.h"
 
 #define WINDOW_BATCHES 32   /* batches' worth of samples sorted together */
+
+/* One batch's host arrays, grown as needed. */
+typedef struct out_buf {
+  int32_t *tok, *lab;        /* [cap] */
+  int32_t *seg_start, *seg_len; /* [seg_cap] (packed) */
+  size_t cap, seg_cap;
+} out_buf;
 
 struct esmt_loader {
   esmt_loader_options o;
@@ -36,10 +49,13 @@ struct esmt_loader {
   uint64_t *samples;         /* record ids, sorted by length */
   uint32_t *lengths;         /* row length (tokens incl. cls/eos, cropped) */
   int *bstart, *bcount, *order, nbatches, nmine;
+  /* packed: batch j is rows [bstart, bstart + bcount); row r holds the
+   * samples items[rstart[r] ..] (rcount of them), rfill tokens */
+  int *items, *rstart, *rcount;
+  uint32_t *rfill;
   int64_t built_epoch, built_window;
   /* output of the synchronous path */
-  int32_t *tok, *lab;
-  size_t cap;
+  out_buf out;
   esmt_loader_stats stats;
   /* background prefetch (prefetch > 0): a ring of prepared batches */
   struct prefetch *pf;
@@ -47,8 +63,7 @@ struct esmt_loader {
 
 /* One prepared batch and the position after it (for cursors). */
 typedef struct slot {
-  int32_t *tok, *lab;
-  size_t cap;
+  out_buf out;
   esmt_batch batch;
   esmt_status status;
   char message[512];
@@ -110,6 +125,10 @@ static uint32_t row_len(const esmt_loader *L, uint32_t residues) {
   return (uint32_t)(full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len);
 }
 
+static void unpacked_batches(esmt_loader *L, int m);
+static void pack_rows(esmt_loader *L, int m);
+static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w);
+
 /* Build window w of epoch e: sort its samples by length, cut batches. */
 static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
   if (L->built_epoch == (int64_t)e && L->built_window == (int64_t)w) return ESMT_OK;
@@ -139,7 +158,19 @@ static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
     L->samples[j + 1] = s;
     L->lengths[j + 1] = l;
   }
-  /* greedy batches: rows x longest <= budget (and <= batch_rows) */
+  if (L->o.pack) {
+    pack_rows(L, m);
+  } else {
+    unpacked_batches(L, m);
+  }
+  shuffle_and_split(L, e, w);
+  L->built_epoch = (int64_t)e;
+  L->built_window = (int64_t)w;
+  return ESMT_OK;
+}
+
+/* greedy batches: rows x longest <= budget (and <= batch_rows) */
+static void unpacked_batches(esmt_loader *L, int m) {
   L->nbatches = 0;
   for (int i = 0; i < m;) {
     int start = i, rows = 0;
@@ -155,7 +186,52 @@ static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
     L->bcount[L->nbatches] = rows;
     L->nbatches++;
   }
-  /* a shuffled batch order, then this rank's share */
+}
+
+/* Rows per packed batch. */
+static int packed_rows(const esmt_loader *L) {
+  if (L->o.batch_rows > 0) return L->o.batch_rows;
+  uint64_t rows = L->o.tokens_per_batch / (uint64_t)L->o.max_len;
+  return rows < 1 ? 1 : rows > (1u << 30) ? 1 << 30 : (int)rows;
+}
+
+/* First-fit decreasing of the m samples (sorted by length, ascending) into
+ * rows of max_len tokens, then batches of packed_rows() consecutive rows. */
+static void pack_rows(esmt_loader *L, int m) {
+  int nrows = 0, open = 0; /* rows before `open` cannot take even the shortest sample */
+  int *row_of = L->order; /* scratch until shuffle_and_split */
+  const uint32_t cap = (uint32_t)L->o.max_len;
+  for (int i = m - 1; i >= 0; i--) {
+    while (open < nrows && L->rfill[open] + L->lengths[0] > cap) open++;
+    int r = open;
+    while (r < nrows && L->rfill[r] + L->lengths[i] > cap) r++;
+    if (r == nrows) L->rfill[nrows++] = 0;
+    L->rfill[r] += L->lengths[i];
+    row_of[i] = r;
+  }
+  /* items grouped by row, in placement order (longest first) */
+  for (int r = 0; r < nrows; r++) L->rcount[r] = 0;
+  for (int i = 0; i < m; i++) L->rcount[row_of[i]]++;
+  for (int r = 0, at = 0; r < nrows; r++) {
+    L->rstart[r] = at;
+    at += L->rcount[r];
+    L->rcount[r] = 0;
+  }
+  for (int i = m - 1; i >= 0; i--) {
+    const int r = row_of[i];
+    L->items[L->rstart[r] + L->rcount[r]++] = i;
+  }
+  const int B = packed_rows(L);
+  L->nbatches = 0;
+  for (int r = 0; r < nrows; r += B) {
+    L->bstart[L->nbatches] = r;
+    L->bcount[L->nbatches] = nrows - r < B ? nrows - r : B;
+    L->nbatches++;
+  }
+}
+
+/* A shuffled batch order, then this rank's share. */
+static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w) {
   int *all = L->order;
   for (int j = 0; j < L->nbatches; j++) all[j] = j;
   if (L->o.shuffle) {
@@ -172,17 +248,15 @@ static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
   const int last = all[((L->nmine - 1) * world + rank) % L->nbatches];
   for (int i = 0; i < L->nmine - 1; i++) all[i] = all[i * world + rank];
   all[L->nmine - 1] = last;
-  L->built_epoch = (int64_t)e;
-  L->built_window = (int64_t)w;
-  return ESMT_OK;
 }
 
 static uint64_t windows_per_epoch(const esmt_loader *L) {
   return (L->set.records + L->window_size - 1) / L->window_size;
 }
 
-/* One row: crop, add cls/eos where the window reaches the ends, mask. */
-static esmt_status make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, int32_t *lab,
+/* One sequence into tok/lab (row_len() tokens): crop, add cls/eos where
+ * the window reaches the ends, mask. The caller pads around it. */
+static esmt_status fill_seq(esmt_loader *L, uint64_t id, int32_t *tok, int32_t *lab,
                             uint64_t *real) {
   uint32_t len;
   const uint8_t *res;
@@ -192,14 +266,11 @@ static esmt_status make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, in
   const uint64_t full = (uint64_t)len + 2; /* the virtual row: cls + residues + eos */
   const uint64_t keep = full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len;
   const uint64_t start = full > keep ? rng_next(&r) % (full - keep + 1) : 0;
-  for (int t = 0; t < T; t++) {
-    tok[t] = ESMT_TOKEN_PAD;
-    lab[t] = ESMT_LABEL_IGNORE;
-  }
   for (uint64_t k = 0; k < keep; k++) {
     uint64_t v = start + k;
     int32_t id_tok = v == 0 ? ESMT_TOKEN_CLS : v == full - 1 ? ESMT_TOKEN_EOS : res[v - 1];
     tok[k] = id_tok;
+    lab[k] = ESMT_LABEL_IGNORE;
     if (v == 0 || v == full - 1) continue; /* specials are never selected */
     if (rng_unit(&r) >= L->o.mask_prob) continue;
     lab[k] = id_tok;
@@ -216,9 +287,69 @@ static esmt_status make_row(esmt_loader *L, uint64_t id, int T, int32_t *tok, in
   return ESMT_OK;
 }
 
-/* Make the next batch into (*tok, *lab), growing them as needed. */
-static esmt_status produce(esmt_loader *L, int32_t **tokp, int32_t **labp, size_t *cap,
-                           esmt_batch *b, uint64_t *real_out, uint64_t *padded_out) {
+static void pad(int32_t *tok, int32_t *lab, size_t n) {
+  for (size_t k = 0; k < n; k++) {
+    tok[k] = ESMT_TOKEN_PAD;
+    lab[k] = ESMT_LABEL_IGNORE;
+  }
+}
+
+/* Room for n tokens and nseg segments in o. */
+static esmt_status grow(out_buf *o, size_t n, size_t nseg) {
+  if (n > o->cap) {
+    int32_t *t = realloc(o->tok, n * sizeof *t);
+    if (t) o->tok = t;
+    int32_t *l = t ? realloc(o->lab, n * sizeof *l) : NULL;
+    if (l) o->lab = l;
+    if (!t || !l) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
+    o->cap = n;
+  }
+  if (nseg > o->seg_cap) {
+    int32_t *s = realloc(o->seg_start, nseg * sizeof *s);
+    if (s) o->seg_start = s;
+    int32_t *l = s ? realloc(o->seg_len, nseg * sizeof *l) : NULL;
+    if (l) o->seg_len = l;
+    if (!s || !l) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
+    o->seg_cap = nseg;
+  }
+  return ESMT_OK;
+}
+
+/* Packed batch j: its rows, T = the fullest row, one segment per sample. */
+static esmt_status produce_packed(esmt_loader *L, int j, out_buf *o, esmt_batch *b,
+                                  uint64_t *real) {
+  const int r0 = L->bstart[j], rows = L->bcount[j];
+  int T = 0, nseg = 0;
+  for (int r = r0; r < r0 + rows; r++) {
+    if ((int)L->rfill[r] > T) T = (int)L->rfill[r];
+    nseg += L->rcount[r];
+  }
+  esmt_status st = grow(o, (size_t)rows * (size_t)T, (size_t)nseg);
+  if (st) return st;
+  int s = 0;
+  for (int r = 0; r < rows; r++) {
+    const int row = r0 + r;
+    size_t at = (size_t)r * (size_t)T;
+    for (int k = 0; k < L->rcount[row]; k++) {
+      const int i = L->items[L->rstart[row] + k];
+      if ((st = fill_seq(L, L->samples[i], o->tok + at, o->lab + at, real))) return st;
+      o->seg_start[s] = (int32_t)at;
+      o->seg_len[s++] = (int32_t)L->lengths[i];
+      at += L->lengths[i];
+    }
+    pad(o->tok + at, o->lab + at, (size_t)(r + 1) * (size_t)T - at);
+  }
+  b->batch = rows;
+  b->seq_len = T;
+  b->num_segments = nseg;
+  b->seg_start = o->seg_start;
+  b->seg_len = o->seg_len;
+  return ESMT_OK;
+}
+
+/* Make the next batch into o, growing it as needed. */
+static esmt_status produce(esmt_loader *L, out_buf *o, esmt_batch *b, uint64_t *real_out,
+                           uint64_t *padded_out) {
   for (;;) {
     if (L->o.epochs > 0 && L->epoch >= (uint64_t)L->o.epochs)
       return esmt_fail(ESMT_ERR_STATE, "loader: all %d epochs are done", L->o.epochs);
@@ -232,30 +363,30 @@ static esmt_status produce(esmt_loader *L, int32_t **tokp, int32_t **labp, size_
     }
   }
   int j = L->order[L->batch++];
-  int rows = L->bcount[j];
-  int T = (int)L->lengths[L->bstart[j] + rows - 1]; /* the longest: sorted */
-  size_t need = (size_t)rows * (size_t)T;
-  if (need > *cap) {
-    int32_t *t = realloc(*tokp, need * sizeof *t);
-    if (t) *tokp = t;
-    int32_t *l = t ? realloc(*labp, need * sizeof *l) : NULL;
-    if (l) *labp = l;
-    if (!t || !l) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
-    *cap = need;
-  }
   uint64_t real = 0;
-  for (int r = 0; r < rows; r++) {
-    esmt_status st = make_row(L, L->samples[L->bstart[j] + r], T, *tokp + (size_t)r * T,
-                              *labp + (size_t)r * T, &real);
+  if (L->o.pack) {
+    esmt_status st = produce_packed(L, j, o, b, &real);
     if (st) return st;
+  } else {
+    int rows = L->bcount[j];
+    int T = (int)L->lengths[L->bstart[j] + rows - 1]; /* the longest: sorted */
+    esmt_status st = grow(o, (size_t)rows * (size_t)T, 0);
+    if (st) return st;
+    for (int r = 0; r < rows; r++) {
+      int32_t *tok = o->tok + (size_t)r * T, *lab = o->lab + (size_t)r * T;
+      pad(tok, lab, (size_t)T);
+      if ((st = fill_seq(L, L->samples[L->bstart[j] + r], tok, lab, &real))) return st;
+    }
+    b->batch = rows;
+    b->seq_len = T;
+    b->num_segments = 0;
+    b->seg_start = b->seg_len = NULL;
   }
-  b->batch = rows;
-  b->seq_len = T;
-  b->tokens = *tokp;
-  b->labels = *labp;
+  b->tokens = o->tok;
+  b->labels = o->lab;
   b->loss_normalizer = 0;
   *real_out = real;
-  *padded_out = need;
+  *padded_out = (uint64_t)b->batch * (uint64_t)b->seq_len;
   return ESMT_OK;
 }
 
@@ -270,7 +401,7 @@ static void *prefetch_main(void *arg) {
     slot *s = &p->slots[(p->head + p->count) % p->depth];
     pthread_mutex_unlock(&p->mu);
     esmt_batch b = ESMT_BATCH_INIT;
-    s->status = produce(L, &s->tok, &s->lab, &s->cap, &b, &s->real, &s->padded);
+    s->status = produce(L, &s->out, &b, &s->real, &s->padded);
     if (s->status) snprintf(s->message, sizeof s->message, "%s", esmt_last_error());
     s->batch = b;
     s->epoch = L->epoch;
@@ -321,11 +452,21 @@ static esmt_status prefetch_start(esmt_loader *L) {
   return ESMT_OK;
 }
 
-esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
-  ESMT_CHECK_ARG(L && b, "esmt_loader_next", "loader and batch must not be NULL");
+esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *caller) {
+  const char *fn = "esmt_loader_next";
+  ESMT_CHECK_ARG(L && caller, fn, "loader and batch must not be NULL");
+  /* A caller built before packed rows has a shorter esmt_batch: it gets
+   * the fields it knows, and cannot take packed batches. */
+  esmt_status cs = esmt_check_struct(fn, "esmt_batch", caller->struct_size,
+                                     offsetof(esmt_batch, num_segments));
+  if (cs) return cs;
+  if (L->o.pack && caller->struct_size < sizeof *caller)
+    return esmt_fail(ESMT_ERR_ABI, "%s: packed batches need an esmt_batch with the segment "
+                     "fields (struct_size %u < %zu)", fn, caller->struct_size, sizeof *caller);
+  esmt_batch full = ESMT_BATCH_INIT, *b = &full;
   uint64_t real = 0, padded = 0;
   if (!L->pf) {
-    esmt_status st = produce(L, &L->tok, &L->lab, &L->cap, b, &real, &padded);
+    esmt_status st = produce(L, &L->out, b, &real, &padded);
     if (st) return st;
   } else {
     struct prefetch *p = L->pf;
@@ -363,6 +504,9 @@ esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *b) {
   L->stats.batches++;
   L->stats.real_tokens += real;
   L->stats.padded_tokens += padded;
+  const uint32_t size = caller->struct_size;
+  memcpy(caller, b, size < sizeof full ? size : sizeof full);
+  caller->struct_size = size;
   return ESMT_OK;
 }
 
@@ -371,8 +515,12 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
   ESMT_CHECK_ARG(out, fn, "out is NULL");
   *out = NULL;
   ESMT_CHECK_ARG(o && o->dir, fn, "options and options->dir must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_loader_options", o->struct_size, sizeof *o);
+  esmt_status st = esmt_check_struct(fn, "esmt_loader_options", o->struct_size,
+                                     offsetof(esmt_loader_options, pack));
   if (st) return st;
+  esmt_loader_options oo = ESMT_LOADER_OPTIONS_INIT; /* pack = 0 for an older caller */
+  memcpy(&oo, o, o->struct_size < sizeof oo ? o->struct_size : sizeof oo);
+  o = &oo;
   if (o->max_len < 3 || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->batch_rows < 0 ||
       (o->batch_rows == 0 && o->tokens_per_batch < (uint64_t)o->max_len) || o->epochs < 0 ||
       !(o->mask_prob >= 0 && o->mask_prob <= 1) ||
@@ -400,7 +548,14 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
     L->bstart = malloc(W * sizeof *L->bstart);
     L->bcount = malloc(W * sizeof *L->bcount);
     L->order = malloc(W * sizeof *L->order);
-    if (!L->samples || !L->lengths || !L->bstart || !L->bcount || !L->order)
+    if (o->pack) {
+      L->items = malloc(W * sizeof *L->items);
+      L->rstart = malloc(W * sizeof *L->rstart);
+      L->rcount = malloc(W * sizeof *L->rcount);
+      L->rfill = malloc(W * sizeof *L->rfill);
+    }
+    if (!L->samples || !L->lengths || !L->bstart || !L->bcount || !L->order ||
+        (o->pack && (!L->items || !L->rstart || !L->rcount || !L->rfill)))
       st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
   if (!st && o->prefetch > 0) {
@@ -426,15 +581,19 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
   return ESMT_OK;
 }
 
+static void out_free(out_buf *o) {
+  free(o->tok);
+  free(o->lab);
+  free(o->seg_start);
+  free(o->seg_len);
+}
+
 void esmt_loader_destroy(esmt_loader *L) {
   if (!L) return;
   if (L->pf) {
     prefetch_stop(L);
     if (L->pf->slots) {
-      for (int i = 0; i < L->pf->depth; i++) {
-        free(L->pf->slots[i].tok);
-        free(L->pf->slots[i].lab);
-      }
+      for (int i = 0; i < L->pf->depth; i++) out_free(&L->pf->slots[i].out);
       pthread_mutex_destroy(&L->pf->mu);
       pthread_cond_destroy(&L->pf->can_fill);
       pthread_cond_destroy(&L->pf->can_take);
@@ -448,8 +607,11 @@ void esmt_loader_destroy(esmt_loader *L) {
   free(L->bstart);
   free(L->bcount);
   free(L->order);
-  free(L->tok);
-  free(L->lab);
+  free(L->items);
+  free(L->rstart);
+  free(L->rcount);
+  free(L->rfill);
+  out_free(&L->out);
   free(L->dir);
   free(L);
 }
@@ -473,9 +635,11 @@ esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
     batch = L->pf->batch;
     pthread_mutex_unlock(&L->pf->mu);
   }
+  /* "pack" only when packing: unpacked cursors keep their old text */
   int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,"
-                   "\"records\":%llu}", (unsigned long long)epoch, (unsigned long long)window,
-                   batch, (unsigned long long)L->o.seed, (unsigned long long)L->set.records);
+                   "\"records\":%llu%s}", (unsigned long long)epoch, (unsigned long long)window,
+                   batch, (unsigned long long)L->o.seed, (unsigned long long)L->set.records,
+                   L->o.pack ? ",\"pack\":1" : "");
   if (n < 0 || (size_t)n >= cap)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_loader_save_cursor: buffer too small");
   return ESMT_OK;
@@ -493,6 +657,11 @@ esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
     return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for another dataset or seed (records "
                      "%llu vs %llu, seed %llu vs %llu)", fn, records,
                      (unsigned long long)L->set.records, seed, (unsigned long long)L->o.seed);
+  const int packed = strstr(json, "\"pack\":1") != NULL;
+  if (packed != (L->o.pack != 0))
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for %s batches but the loader makes %s "
+                     "ones (data.pack changed since the checkpoint)", fn,
+                     packed ? "packed" : "unpacked", L->o.pack ? "packed" : "unpacked");
   if (window >= windows_per_epoch(L) || batch < 0)
     return esmt_fail(ESMT_ERR_FORMAT, "%s: position out of range", fn);
   prefetch_stop(L);

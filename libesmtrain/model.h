@@ -85,6 +85,18 @@ typedef struct esmt_op_profile {
   uint64_t calls[ESMT_PROFILE_SLOTS];
 } esmt_op_profile;
 
+/* Packed rows of the current micro-batch (esmt_batch.num_segments > 0,
+ * model_packing.c): device copies of the segment arrays and the
+ * per-segment dropout scales, room for `cap` segments. nseg == 0 is the
+ * right-padded layout. esmt_embed_args and esmt_attention_args read it, so
+ * every embed/attention call (forward, backward, recomputation) agrees. */
+typedef struct esmt_packed {
+  int nseg, max_len, cap;
+  int32_t *start, *len;      /* device [cap] */
+  float *scale;              /* device [cap]: the embedding's row_scale */
+  void *buf;                 /* the one device allocation behind them */
+} esmt_packed;
+
 struct esmt_model {
   esmt_context *ctx;
   const esmtb_ops *ops;
@@ -129,6 +141,7 @@ struct esmt_model {
   uint64_t selected;
   double normalizer;
   int32_t *host_seq_len;     /* [act_N] (rows <= tokens) */
+  esmt_packed packed;
   esmt_op_profile profile;
 
   /* Data parallelism: when set, backward calls this as soon as the
@@ -216,6 +229,16 @@ ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
  * what to change (other statuses pass through); `B` x `T` is the
  * micro-batch when the activation arena failed, else 0. */
 ESMT_HIDDEN esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, int B, int T);
+/* Packed rows (model_packing.c). Whether the backend takes them: OK, or
+ * ESMT_ERR_UNSUPPORTED with a message naming it. */
+ESMT_HIDDEN esmt_status esmt_packing_supported(const esmtb_ops *ops);
+/* Check a packed batch on the host (segments, padding, ids, labels), fill
+ * the counts and host_seq_len, and upload the segments into m->packed. */
+ESMT_HIDDEN esmt_status esmt_packed_prepare(esmt_model *m, const esmt_batch *b,
+                                            esmt_forward_result *r);
+/* Zero the logits [B*T, V] of positions in no segment. */
+ESMT_HIDDEN void esmt_packed_zero_padding(const esmt_model *m, const esmt_batch *b, float *logits);
+ESMT_HIDDEN void esmt_packed_free(esmt_model *m);
 
 /* Attention arguments of layer l (forward fields; backward adds dout/dqkv). */
 ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l);

@@ -157,6 +157,7 @@ void esmt_model_destroy(esmt_model *m) {
                     m->rope_cos, m->rope_sin, m->arena, m->params_lowp};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
+    esmt_packed_free(m);
     m->ops->close(m->dev);
   } else {
     esmt_offload_destroy(m);
@@ -328,8 +329,13 @@ esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_
                                float *logits) {
   const char *fn = "esmt_model_forward";
   ESMT_CHECK_ARG(m && b, fn, "model and batch must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_batch", b->struct_size, sizeof *b);
+  esmt_status st = esmt_check_struct(fn, "esmt_batch", b->struct_size,
+                                     offsetof(esmt_batch, num_segments));
   if (st) return st;
+  /* a caller from before packed rows: its struct ends at loss_normalizer */
+  esmt_batch bb = ESMT_BATCH_INIT;
+  memcpy(&bb, b, b->struct_size < sizeof bb ? b->struct_size : sizeof bb);
+  b = &bb;
   if (result && (st = esmt_check_struct(fn, "esmt_forward_result", result->struct_size,
                                         sizeof *result)))
     return st;
@@ -344,7 +350,12 @@ esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_
   m->have_forward = 0;
   if ((st = esmt_model_reserve(m, b->batch, b->seq_len))) return esmt_fail_prefix(st, "%s: ", fn);
   esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
-  if ((st = check_batch(m, b, &r))) return st;
+  m->packed.nseg = 0;
+  if (b->num_segments < 0)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: num_segments %d is negative", fn,
+                     b->num_segments);
+  if ((st = b->num_segments > 0 ? esmt_packed_prepare(m, b, &r) : check_batch(m, b, &r)))
+    return st;
   m->B = b->batch;
   m->T = b->seq_len;
   m->selected = r.selected;
@@ -385,7 +396,8 @@ esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_
   if (!cs && half) esmt_to_f32(m->dtype, half, logits, NV);
   free(half);
   if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: download: ", fn);
-  if (logits) /* padded positions carry no prediction */
+  if (logits && b->num_segments > 0) esmt_packed_zero_padding(m, b, logits);
+  else if (logits) /* padded positions carry no prediction */
     for (int i = 0; i < m->B; i++)
       for (int t = m->host_seq_len[i]; t < m->T; t++)
         memset(logits + ((uint64_t)i * m->T + t) * m->V, 0, (size_t)m->V * sizeof(float));

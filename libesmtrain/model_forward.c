@@ -60,6 +60,10 @@ esmtb_embed_args esmt_embed_args(const esmt_model *m) {
   e.mask_id = ESMT_TOKEN_MASK;
   e.pad_id = ESMT_TOKEN_PAD;
   e.mask_ratio_train = m->cfg.mask_ratio_train;
+  if (m->packed.nseg > 0) { /* per-segment scales (ABI 1.3) */
+    e.segs = (esmtb_segments){m->packed.nseg, m->packed.max_len, m->packed.start, m->packed.len};
+    e.row_scale = m->packed.scale;
+  }
   return e;
 }
 
@@ -74,6 +78,8 @@ esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
   at.qkv = m->act.qkv[l];
   at.out = m->act.attn[l];
   at.lse = m->act.lse[l];
+  if (m->packed.nseg > 0)
+    at.segs = (esmtb_segments){m->packed.nseg, m->packed.max_len, m->packed.start, m->packed.len};
   return at;
 }
 

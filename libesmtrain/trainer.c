@@ -75,6 +75,8 @@ void esmt_trainer_destroy(esmt_trainer *t) {
   for (int i = 0; i < t->mb_cap; i++) {
     free(t->mbs[i].tokens);
     free(t->mbs[i].labels);
+    free(t->mbs[i].seg_start);
+    free(t->mbs[i].seg_len);
   }
   free(t->mbs);
   free(t->mb_alloc);
@@ -144,6 +146,20 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
     if (!tok || !lab) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
     t->mb_alloc[i] = n;
   }
+  const int nseg = b->struct_size >= sizeof *b ? b->num_segments : 0;
+  if (nseg > mb->seg_cap) {
+    int32_t *ss = realloc(mb->seg_start, (size_t)nseg * sizeof *ss);
+    if (ss) mb->seg_start = ss;
+    int32_t *sl = realloc(mb->seg_len, (size_t)nseg * sizeof *sl);
+    if (sl) mb->seg_len = sl;
+    if (!ss || !sl) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer: out of memory");
+    mb->seg_cap = nseg;
+  }
+  mb->nseg = nseg;
+  if (nseg > 0) {
+    memcpy(mb->seg_start, b->seg_start, (size_t)nseg * sizeof *mb->seg_start);
+    memcpy(mb->seg_len, b->seg_len, (size_t)nseg * sizeof *mb->seg_len);
+  }
   mb->B = b->batch;
   mb->T = b->seq_len;
   memcpy(mb->tokens, b->tokens, n * sizeof *mb->tokens);
@@ -161,6 +177,19 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
 
 static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out);
 
+/* Model FLOPs of one micro-batch (esmt_model_train_flops); packed rows
+ * attend within each sequence, so attention counts sum(len^2) instead of
+ * T^2 per row. */
+static double micro_batch_flops(const esmt_model_config *cfg, const esmt_micro_batch *mb) {
+  double f = 0;
+  esmt_model_train_flops(cfg, mb->B, mb->T, &f);
+  if (mb->nseg <= 0) return f;
+  const double att = 12.0 * cfg->num_layers * cfg->hidden_size;
+  double sq = 0;
+  for (int s = 0; s < mb->nseg; s++) sq += (double)mb->seg_len[s] * mb->seg_len[s];
+  return f - att * (double)mb->T * mb->T * mb->B + att * sq;
+}
+
 /* A failure here that the other ranks do not share (bad data, out of
  * memory) is announced to them, so they stop with this rank's reason
  * instead of waiting for it. Data exhaustion and numeric stops are
@@ -176,7 +205,8 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   const char *fn = "esmt_trainer_step";
   ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (out) {
-    esmt_status st = esmt_check_struct(fn, "esmt_train_metrics", out->struct_size, sizeof *out);
+    esmt_status st = esmt_check_struct(fn, "esmt_train_metrics", out->struct_size,
+                                       offsetof(esmt_train_metrics, padding_fraction));
     if (st) return st;
   }
   double t0 = esmt_now_s();
@@ -254,11 +284,7 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
     mt.tokens_per_s = (double)r.real_tokens / (t2 - t0);
     if (t->o.gemm_ceiling_gflops > 0) {
       double flops = 0;
-      for (int i = 0; i < n; i++) {
-        double f = 0;
-        esmt_model_train_flops(&t->m->cfg, t->mbs[i].B, t->mbs[i].T, &f);
-        flops += f;
-      }
+      for (int i = 0; i < n; i++) flops += micro_batch_flops(&t->m->cfg, &t->mbs[i]);
       mt.mfu = flops / (t2 - t0) / 1e9 / t->o.gemm_ceiling_gflops;
     }
     mt.elapsed_s = t->elapsed_before + (t2 - t->t_start);
@@ -267,7 +293,13 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
     mt.skipped = t->skipped;
     mt.loss_scale = scale_used;
     mt.overflows = t->scaler.overflows;
-    memcpy(out, &mt, sizeof mt);
+    uint64_t real = 0, positions = 0;
+    for (int i = 0; i < n; i++) {
+      real += t->mbs[i].real_tokens;
+      positions += (uint64_t)t->mbs[i].B * (uint64_t)t->mbs[i].T;
+    }
+    mt.padding_fraction = positions ? 1.0 - (double)real / (double)positions : 0.0;
+    memcpy(out, &mt, out->struct_size < sizeof mt ? out->struct_size : sizeof mt);
   }
   return ESMT_OK;
 }

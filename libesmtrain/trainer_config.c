@@ -117,6 +117,25 @@ static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c,
   return ESMT_OK;
 }
 
+/* data.pack -> loader packing: auto packs on a backend with packed-row
+ * support that is not host memory (GPUs; on the CPU the padding a length-
+ * sorted batch carries costs little); on without support is an error. */
+static esmt_status pack_policy(esmt_context *ctx, const esmt_config *c, int *pack) {
+  const char *p = gs(c, "data.pack");
+  const esmtb_ops *ops = ctx->backend->ops;
+  *pack = 0;
+  if (!strcmp(p, "off")) return ESMT_OK;
+  if (!strcmp(p, "on")) {
+    esmt_status st = esmt_packing_supported(ops);
+    if (st) return esmt_fail_prefix(st, "data.pack is on, but ");
+    *pack = 1;
+    return ESMT_OK;
+  }
+  *pack = ops->abi_minor >= 3 && (ops->caps & ESMTB_CAP_VARLEN) &&
+          !(ops->caps & ESMTB_CAP_HOST_ADDRESSABLE);
+  return ESMT_OK;
+}
+
 esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
                                             const esmt_trainer_options *base,
                                             esmt_trainer **out) {
@@ -151,6 +170,8 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   const int zero = dp && gi(cfg, "dist.zero") != 0; /* alone: nothing to shard */
   esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;
+  int pack = 0;
+  if ((st = pack_policy(ctx, cfg, &pack))) goto fail;
   if ((st = memory_policy(ctx, cfg, &mc, zero, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
     goto fail;
@@ -171,6 +192,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   lo.tokens_per_batch = (uint64_t)gi(cfg, "data.tokens_per_batch");
   lo.prefetch = (int)gi(cfg, "data.prefetch");
   lo.mask_prob = gd(cfg, "data.mask_prob");
+  lo.pack = pack;
   lo.rank = esmt_dp_rank(dp);
   lo.world = esmt_dp_world(dp);
   if (overfit > 0) lo.shuffle = 0;

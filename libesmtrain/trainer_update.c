@@ -56,6 +56,9 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     b.seq_len = mbs[i].T;
     b.tokens = mbs[i].tokens;
     b.labels = mbs[i].labels;
+    b.num_segments = mbs[i].nseg;
+    b.seg_start = mbs[i].seg_start;
+    b.seg_len = mbs[i].seg_len;
     /* The whole update's count: k micro-batches equal one big batch. The
      * loss scale rides on the normaliser: gradients come out scale times
      * larger and the optimizer's grad_scale divides it out. */

@@ -13,6 +13,9 @@ typedef struct esmt_micro_batch {
   int B, T;
   int32_t *tokens, *labels;  /* [B*T] host arrays */
   uint64_t selected, real_tokens;
+  /* packed rows (esmt_batch.num_segments): nseg 0 = right-padded */
+  int nseg, seg_cap;
+  int32_t *seg_start, *seg_len;
 } esmt_micro_batch;
 
 typedef enum esmt_nonfinite_policy { ESMT_NONFINITE_SKIP = 0, ESMT_NONFINITE_ABORT = 1 } esmt_nonfinite_policy;

@@ -16,6 +16,7 @@
 #include "checkpoint.h"
 #include "context.h"
 #include "half_emu_backend.h"
+#include "micro_batch_fixture.h"
 #include "offload.h"
 #include "trainer.h"
 
@@ -73,17 +74,7 @@ static esmt_model *create(esmt_precision p, int offload, uint64_t pinned_limit) 
 
 /* Micro-batch k of update u: right-padded rows, some masked positions. */
 static void fill_batch(esmt_micro_batch *mb, int u, int k, int32_t *tok, int32_t *lab) {
-  const int B = 3, T = 24;
-  for (int i = 0; i < B * T; i++) {
-    int t = i % T, row = i / T, len = T - (row + u + k) % 5;
-    tok[i] = t >= len ? ESMT_TOKEN_PAD : t % 6 == 3 ? ESMT_TOKEN_MASK : 4 + (i * 7 + u * 3 + k) % 20;
-    lab[i] = t < len && (t % 6 == 3 || t % 11 == 1) ? 4 + (i + u + k) % 20 : ESMT_LABEL_IGNORE;
-  }
-  mb->B = B;
-  mb->T = T;
-  mb->tokens = tok;
-  mb->labels = lab;
-  esmt_micro_batch_count(mb);
+  fill_micro_batch(mb, 3, 24, u, k, tok, lab);
 }
 
 /* `updates` updates of two micro-batches each, clipping engaged. */

@@ -196,7 +196,8 @@ static const esmtb_ops g_cpu_ops = {
     .abi_minor = ESMTB_ABI_MINOR,
     .struct_size = sizeof(esmtb_ops),
     /* F16/BF16: every op takes them (fp32 math, cpu_half.h) */
-    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32 | ESMTB_CAP_F16 | ESMTB_CAP_BF16,
+    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32 | ESMTB_CAP_F16 | ESMTB_CAP_BF16 |
+            ESMTB_CAP_VARLEN, /* packed rows (ABI 1.3) */
     .name = "cpu",
     .description = "fp32 math on the host (f32/f16/bf16 activations): OpenBLAS GEMMs, OpenMP kernels",
     .probe = cpu_probe,

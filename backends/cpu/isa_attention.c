@@ -1,6 +1,9 @@
 /* Attention head kernels, compiled once per instruction set (see
- * isa_kernels.h). One call handles one (row b, head h) with L = seq_len[b]
- * valid tokens; keys >= L and query rows >= L are never computed.
+ * isa_kernels.h). One call handles one (sequence, head): a right-padded
+ * row b with L = seq_len[b] valid tokens, or one packed segment of L
+ * tokens (ABI 1.3), which is the same computation on a row that starts at
+ * the segment's first token (so rotary positions restart there); keys >= L
+ * and query rows >= L are never computed.
  *
  * Layout: keys run along the vector lanes everywhere. The head is moved
  * into scratch transposed, by VW x VW register transposes, as Q^T, K^T, V^T
@@ -245,11 +248,12 @@ static void begin(const esmtb_attention_args *a, float *scratch) {
 }
 
 /* Q^T (rotated, times scale * log2 e), K^T (rotated) and V^T of head h of
- * row b, zero past L; and the key mask for the last KSTEP columns. */
-static void gather_head(const esmtb_attention_args *a, int b, int h, int L, int Lk, size_t ld,
-                        const head_mem *m) {
+ * the sequence from token tok0, zero past L; and the key mask for the last
+ * KSTEP columns. */
+static void gather_head(const esmtb_attention_args *a, size_t tok0, int h, int L, int Lk,
+                        size_t ld, const head_mem *m) {
   const int hd = a->hd, D = a->H * hd;
-  const size_t first = (size_t)b * a->T * 3 * D + (size_t)h * hd;
+  const size_t first = tok0 * 3 * D + (size_t)h * hd;
   const size_t ldT = key_stride(a->T);
   float *const dst[3] = {m->Qt, m->Kt, m->Vt};
   for (int part = 0; part < 3; part++) {
@@ -264,17 +268,45 @@ static void gather_head(const esmtb_attention_args *a, int b, int h, int L, int 
   for (int i = 0; i < KSTEP; i++) m->tail[i] = Lk - KSTEP + i < L ? 0.0f : MASKED;
 }
 
+/* The tokens one task covers: L rows from flattened token tok0, their
+ * log-sum-exps at lse; rows [L, pad) after them are padding this task
+ * zeroes (right-padded rows; packed gaps are zeroed by the caller). */
+typedef struct span {
+  size_t tok0;
+  int L, pad, h;
+  float *lse;
+} span;
+
+static span task_span(const esmtb_attention_args *a, int task) {
+  const int i = task / a->H;
+  span s;
+  s.h = task % a->H;
+  if (a->segs.nseg > 0) {
+    const size_t t0 = (size_t)a->segs.start[i], b = t0 / (size_t)a->T;
+    s.tok0 = t0;
+    s.L = s.pad = a->segs.len[i];
+    s.lse = a->lse + (b * a->H + s.h) * a->T + (t0 - b * a->T);
+  } else {
+    s.tok0 = (size_t)i * a->T;
+    s.L = a->seq_len[i];
+    s.pad = a->T;
+    s.lse = a->lse + ((size_t)i * a->H + s.h) * a->T;
+  }
+  return s;
+}
+
 /* ---- forward ---- */
 
-INLINE void forward_impl(const esmtb_attention_args *a, int b, int h, float *scratch,
+INLINE void forward_impl(const esmtb_attention_args *a, const span *sp, float *scratch,
                          const int hd) {
-  const int T = a->T, D = a->H * hd, L = a->seq_len[b];
+  const int T = a->T, D = a->H * hd, L = sp->L, h = sp->h;
+  const size_t tok0 = sp->tok0;
   const int Lk = (int)round_up((size_t)L, KSTEP);
   const size_t ld = key_stride(L);
   head_mem m;
   carve(scratch, T, hd, &m);
-  gather_head(a, b, h, L, Lk, ld, &m);
-  float *lse = a->lse + ((size_t)b * a->H + h) * T;
+  gather_head(a, tok0, h, L, Lk, ld, &m);
+  float *lse = sp->lse;
   for (int i0 = 0; i0 < L; i0 += MR) {
     float mx[MR], sum[VW], lg[VW];
     k1(MR, K1_MASK_MAX, m.Qt + i0, 1, ld, hd, m.Kt, ld, m.S, ld, Lk, NULL, m.tail, mx);
@@ -295,15 +327,15 @@ INLINE void forward_impl(const esmtb_attention_args *a, int b, int h, float *scr
     k2(m.S, ld, m.Vt, ld, Lk, hd, m.tmp, (size_t)hd, 1);
     const int rb = L - i0 < MR ? L - i0 : MR;
     for (int r = 0; r < rb; r++) { /* normalise the output, not each probability */
-      const size_t at = ((size_t)b * T + i0 + r) * D + (size_t)h * hd;
+      const size_t at = (tok0 + i0 + r) * D + (size_t)h * hd;
       float *o = cpu_out(a->out, a->dtype, at, m.stage);
       const float inv = 1.0f / sum[r];
       for (int c = 0; c < hd; c++) o[c] = m.tmp[r * hd + c] * inv;
       cpu_out_done(a->out, a->dtype, at, m.stage, hd);
     }
   }
-  for (int t = L; t < T; t++) { /* padded queries: zero output */
-    cpu_zero(a->out, a->dtype, ((size_t)b * T + t) * D + (size_t)h * hd, (size_t)hd);
+  for (int t = L; t < sp->pad; t++) { /* padded queries: zero output */
+    cpu_zero(a->out, a->dtype, (tok0 + t) * D + (size_t)h * hd, (size_t)hd);
     lse[t] = 0.0f;
   }
 }
@@ -320,15 +352,16 @@ INLINE void accum_xty(const float *X, size_t xrs, size_t xcs, const int hd, cons
     k1(2, K1_ACCUM, X + c * xcs, xcs, xrs, BQ, Y, ld, C + c * ld, ld, Lk, NULL, NULL, NULL);
 }
 
-INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *scratch,
+INLINE void backward_impl(const esmtb_attention_args *a, const span *sp, float *scratch,
                           const int hd, const esmtb_dtype dt) {
-  const int T = a->T, D = a->H * hd, L = a->seq_len[b];
+  const int T = a->T, D = a->H * hd, L = sp->L, h = sp->h;
+  const size_t tok0 = sp->tok0;
   const int Lq = (int)round_up((size_t)L, BQ), Lk = (int)round_up((size_t)L, KSTEP);
   const size_t ld = key_stride(L);
   head_mem m;
   carve(scratch, T, hd, &m);
-  gather_head(a, b, h, L, Lk, ld, &m);
-  const float *lse = a->lse + ((size_t)b * a->H + h) * T;
+  gather_head(a, tok0, h, L, Lk, ld, &m);
+  const float *lse = sp->lse;
   const size_t es = cpu_dtype_size(dt);
   /* dO rows; -D = -rowsum(dO * O) and -lse (base 2) become the initial
    * values of the dP and score tiles. */
@@ -340,7 +373,7 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
       m.nlse2[t] = MASKED;
       continue;
     }
-    const size_t at = ((size_t)b * T + t) * D + (size_t)h * hd;
+    const size_t at = (tok0 + t) * D + (size_t)h * hd;
     if (t + 16 < L) {
       PREFETCH_SLICE((const char *)a->dout + (at + 16 * (size_t)D) * es, hd * es, 0, 3);
       PREFETCH_SLICE((const char *)a->out + (at + 16 * (size_t)D) * es, hd * es, 0, 3);
@@ -355,7 +388,7 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
   }
   memset(m.dKt, 0, (size_t)hd * ld * sizeof(float));
   memset(m.dVt, 0, (size_t)hd * ld * sizeof(float));
-  const size_t first = (size_t)b * T * 3 * D + (size_t)h * hd, sld = 3 * (size_t)D;
+  const size_t first = tok0 * 3 * D + (size_t)h * hd, sld = 3 * (size_t)D;
   const char *dst = (const char *)a->dqkv + first * es; /* for prefetching only */
   for (int i0 = 0; i0 < L; i0 += BQ) {
     const float *dOb = m.dO + (size_t)i0 * hd;
@@ -389,7 +422,7 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
   head_out(a, m.dQt, ld, L, hd, a->dqkv, first, sld, m.stage);
   head_out(a, m.dKt, ld, L, hd, a->dqkv, first + D, sld, m.stage);
   head_out(a, m.dVt, ld, L, hd, a->dqkv, first + 2 * (size_t)D, sld, m.stage);
-  for (int t = L; t < T; t++) /* padding: no gradient */
+  for (int t = L; t < sp->pad; t++) /* padding: no gradient */
     for (int part = 0; part < 3; part++)
       cpu_zero(a->dqkv, dt, first + (size_t)t * sld + (size_t)part * D, (size_t)hd);
 }
@@ -397,14 +430,14 @@ INLINE void backward_impl(const esmtb_attention_args *a, int b, int h, float *sc
 /* The ESM-2 head sizes get their own copies with hd a constant, so that the
  * reduction loops unroll. */
 static void forward_head(const esmtb_attention_args *a, int task, float *scratch) {
-  const int b = task / a->H, h = task % a->H;
+  const span sp = task_span(a, task);
   switch (a->hd) {
-    case 16: forward_impl(a, b, h, scratch, 16); break;
-    case 24: forward_impl(a, b, h, scratch, 24); break;
-    case 32: forward_impl(a, b, h, scratch, 32); break;
-    case 64: forward_impl(a, b, h, scratch, 64); break;
-    case 128: forward_impl(a, b, h, scratch, 128); break;
-    default: forward_impl(a, b, h, scratch, a->hd); break;
+    case 16: forward_impl(a, &sp, scratch, 16); break;
+    case 24: forward_impl(a, &sp, scratch, 24); break;
+    case 32: forward_impl(a, &sp, scratch, 32); break;
+    case 64: forward_impl(a, &sp, scratch, 64); break;
+    case 128: forward_impl(a, &sp, scratch, 128); break;
+    default: forward_impl(a, &sp, scratch, a->hd); break;
   }
 }
 
@@ -413,16 +446,16 @@ static void forward_head(const esmtb_attention_args *a, int task, float *scratch
  * loop cost 8%); F16 and BF16 share the other copy. */
 #define BACKWARD_BY_HD(dt)                                                 \
   switch (a->hd) {                                                         \
-    case 16: backward_impl(a, b, h, scratch, 16, dt); break;               \
-    case 24: backward_impl(a, b, h, scratch, 24, dt); break;               \
-    case 32: backward_impl(a, b, h, scratch, 32, dt); break;               \
-    case 64: backward_impl(a, b, h, scratch, 64, dt); break;               \
-    case 128: backward_impl(a, b, h, scratch, 128, dt); break;             \
-    default: backward_impl(a, b, h, scratch, a->hd, dt); break;            \
+    case 16: backward_impl(a, &sp, scratch, 16, dt); break;               \
+    case 24: backward_impl(a, &sp, scratch, 24, dt); break;               \
+    case 32: backward_impl(a, &sp, scratch, 32, dt); break;               \
+    case 64: backward_impl(a, &sp, scratch, 64, dt); break;               \
+    case 128: backward_impl(a, &sp, scratch, 128, dt); break;             \
+    default: backward_impl(a, &sp, scratch, a->hd, dt); break;            \
   }
 
 static void backward_head(const esmtb_attention_args *a, int task, float *scratch) {
-  const int b = task / a->H, h = task % a->H;
+  const span sp = task_span(a, task);
   if (a->dtype == ESMTB_F32) BACKWARD_BY_HD(ESMTB_F32)
   else BACKWARD_BY_HD(a->dtype)
 }

@@ -15,7 +15,9 @@
 #define ISA_CAT(a, b) ISA_CAT2(a, b)
 #define ISA_SYMBOL(name) ISA_CAT(name, CPU_ISA)
 
-/* One (row b, head h) of attention per call, task = b * H + h. `scratch`
+/* One (row b, head h) of attention per call, task = b * H + h; with packed
+ * segments (a->segs.nseg > 0, args already size-checked) one (segment s,
+ * head h), task = s * H + h. `scratch`
  * is per-thread, 64-byte aligned, scratch_floats(T, hd) floats long, and
  * set up by begin() once per call of the op in each thread. */
 typedef struct cpu_isa_attention {

@@ -382,16 +382,27 @@ typedef struct esmt_batch {
    * 0 = the selected count of this batch (the mean). The trainer passes the
    * count of the whole update when accumulating micro-batches. */
   double loss_normalizer;
+  /* Appended (packed rows; a caller whose struct_size ends before it has
+   * right-padded rows). num_segments > 0: several sequences share a row;
+   * sequence s covers the flattened positions [seg_start[s], seg_start[s] +
+   * seg_len[s]) of tokens, inside one row, ascending and disjoint;
+   * positions in no sequence are padding (ESMT_TOKEN_PAD, no label).
+   * Attention never crosses a sequence boundary, rotary positions restart
+   * at each sequence's start, token dropout is scaled per sequence. Needs a
+   * backend with packed-row support (ESMTB_CAP_VARLEN). 0: right-padded. */
+  int num_segments;
+  const int32_t *seg_start;  /* [num_segments] */
+  const int32_t *seg_len;    /* [num_segments], >= 1 */
 } esmt_batch;
 
-#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0 }
+#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0, 0, NULL, NULL }
 
 typedef struct esmt_forward_result {
   uint32_t struct_size;
   double loss;              /* summed CE / normalizer; 0 when nothing selected */
   double loss_sum;          /* summed CE over selected positions */
   uint64_t selected;        /* positions with a label */
-  uint64_t real_tokens;     /* non-pad positions */
+  uint64_t real_tokens;     /* non-pad positions (packed: the sequences' tokens) */
 } esmt_forward_result;
 
 #define ESMT_FORWARD_RESULT_INIT { sizeof(esmt_forward_result), 0.0, 0.0, 0, 0 }
@@ -598,6 +609,9 @@ typedef struct esmt_train_metrics {
   int64_t skipped;            /* updates skipped for non-finite loss/gradients */
   double loss_scale;          /* dynamic loss scale in use (1 when off) */
   int64_t overflows;          /* of `skipped`, those that were loss-scale overflows */
+  /* Appended: share of the last update's micro-batch positions (this rank)
+   * that were padding, 1 - real / (rows x row length). */
+  double padding_fraction;
 } esmt_train_metrics;
 
 typedef struct esmt_eval_metrics {
@@ -791,11 +805,15 @@ typedef struct esmt_loader_options {
   int fixed_masking;          /* 1: the same masks every epoch (evaluation) */
   int epochs;                 /* 0 = endless; else the source ends after this many */
   int prefetch;               /* batches a background thread prepares ahead; 0 = none */
+  /* Appended: 1 packs several proteins (each with its own cls/eos) into
+   * rows of max_len tokens, batch_rows rows (or tokens_per_batch / max_len)
+   * per batch, with esmt_batch segments; 0: one protein per row. */
+  int pack;
 } esmt_loader_options;
 
 #define ESMT_LOADER_OPTIONS_INIT \
   { sizeof(esmt_loader_options), NULL, ESMT_SPLIT_TRAIN, 1, 1024, 0, 4096, 0, 1, 0.15, 0.8, 0.1, \
-    1, 0, 0, 2 }
+    1, 0, 0, 2, 0 }
 
 typedef struct esmt_loader esmt_loader;
 

@@ -8,7 +8,7 @@ export ESMT_TEST_BACKEND_DIR=$build/lib/esmtrain/backends ESMT_TEST_SRC_DIR=$src
 unset ESMTRAIN_BACKEND_PATH ESMTRAIN_BACKEND
 export OMP_WAIT_POLICY=passive
 status=0
-for t in test_api test_registry test_schedule test_config test_planner test_checkpoint test_data test_hf_interop test_mixed_fake test_offload test_recompute; do
+for t in test_api test_registry test_schedule test_config test_planner test_checkpoint test_data test_hf_interop test_mixed_fake test_offload test_recompute test_cpu_varlen test_packing; do
   log=$(mktemp)
   start=$(date +%s)
   valgrind -q --error-exitcode=9 --leak-check=full --errors-for-leak-kinds=definite \
