@@ -108,7 +108,7 @@ big)
     step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o /tmp/esmt-db --max-len 1022 --quiet
     step "train 650M bf16 on DB.fasta.gz (ampere_bf16)" 300 $E train --preset esm2_t33_650M \
       --data /tmp/esmt-db --out /tmp/run-650m --backend ampere_bf16 --set backend.precision=bf16 \
-      --set data.max_len=1024 --steps 30 --eval-every 0 --log-every 5 --warmup 5
+      --set data.max_len=1024 --set data.pack=on --steps 30 --eval-every 0 --log-every 5 --warmup 5
     grep -E "step (10|20|30)/" "$out/$phase.log" | tail -3 >> "$sum"
     step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 python3 tests/gpu/bench_transformers.py \
       --model esm2_t33_650M --batch 8 --seq 1024 --dtype bf16 --steps 10 --fasta "$fasta"
@@ -130,7 +130,7 @@ big)
     --preset rtx2080super --data /tmp/esmt-db --out /tmp/run-8g --steps 20 --eval-every 0 --log-every 5
   grep -E "step (10|20)/|memory|offload|GiB" "$out/$phase.log" | tail -6 >> "$sum"
   step "3B bf16 with recompute" 300 $E bench --model esm2_t36_3B --batch 4 --seq 1024 --steps 3 \
-    --warmup 1 --backend ampere_bf16 --precision bf16
+    --warmup 1 --backend ampere_bf16 --precision bf16 --recompute
   grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   ;;
 *) echo "usage: run_all.sh test|bench|big"; exit 2 ;;
