@@ -378,30 +378,71 @@ static int32_t *make_tokens(int B, int T) {
   return t;
 }
 
-static void embed_case(const gpu *g, esmtb_dtype dt, int B, int T, int d) {
+/* Packed rows (ABI 1.3 segments): sequences of 3..T/3 tokens, each with
+ * its own cls/eos and ~12% masks, filling each row with now and then a
+ * padding gap; the rest of a row is padding. start/len are malloc'ed. */
+static int32_t *make_packed_tokens(int B, int T, int *nseg, int32_t **start, int32_t **len) {
+  int32_t *t = malloc((size_t)B * T * sizeof *t);
+  *start = malloc((size_t)B * T * sizeof **start);
+  *len = malloc((size_t)B * T * sizeof **len);
+  assert_true(t && *start && *len);
+  for (size_t i = 0; i < (size_t)B * T; i++) t[i] = PAD;
+  int n = 0;
+  for (int b = 0; b < B; b++)
+    for (int p = 0; p + 3 <= T;) {
+      int L = 3 + (int)((urand() + 1.0) * 0.5 * (T / 3 - 2));
+      if (L > T - p) L = T - p;
+      (*start)[n] = b * T + p;
+      (*len)[n++] = L;
+      for (int i = 0; i < L; i++) {
+        int32_t id = i == 0 ? 0 : i == L - 1 ? 2 : urand() < -0.76 ? MASK
+                   : 4 + (int32_t)((urand() + 1.0) * 13.0);
+        t[(size_t)b * T + p + i] = id;
+      }
+      p += L + (urand() > 0.5 ? 1 : 0);
+    }
+  *nseg = n;
+  return t;
+}
+
+static void embed_case_any(const gpu *g, esmtb_dtype dt, int B, int T, int d, int packed) {
   const size_t N = (size_t)B * T, nE = (size_t)V * d, nO = N * d;
-  int32_t *tok = make_tokens(B, T);
+  int nseg = 0, max_len = 0;
+  int32_t *sst = NULL, *sln = NULL;
+  int32_t *tok = packed ? make_packed_tokens(B, T, &nseg, &sst, &sln) : make_tokens(B, T);
+  for (int i = 0; i < nseg; i++) max_len = sln[i] > max_len ? sln[i] : max_len;
+  const size_t nscale = packed ? (size_t)nseg : (size_t)B;
   float *E = randf(nE, 1.0, 0), *dout = randf(nO, 1.0, 0), *dE0 = randf(nE, 0.5, 0);
   round_to(E, nE, dt);
   round_to(dout, nO, dt);
-  float *cout = malloc(nO * sizeof *cout), cscale[64], *cdE = copyf(dE0, nE);
+  float *cout = malloc(nO * sizeof *cout), *cscale = malloc(nscale * sizeof *cscale);
+  float *cdE = copyf(dE0, nE);
   assert_non_null(cout);
+  assert_non_null(cscale);
   esmtb_embed_args e = {0};
   e.struct_size = sizeof e; e.dtype = ESMTB_F32; e.B = B; e.T = T; e.d = d;
   e.tokens = tok; e.E = E; e.out = cout; e.row_scale = cscale;
   e.mask_id = MASK; e.pad_id = PAD; e.mask_ratio_train = 0.12f;
   e.dout = dout; e.dE = cdE;
+  if (packed) e.segs = (esmtb_segments){nseg, max_len, sst, sln};
   cpu_ok(cpu->embed_forward(cdev, &e, NULL), "embed_forward");
   cpu_ok(cpu->embed_backward(cdev, &e, NULL), "embed_backward");
 
-  int32_t *dtok = galloc(g, N * sizeof *dtok);
+  int32_t *dtok = galloc(g, N * sizeof *dtok), *dst = NULL, *dln = NULL;
   gput_raw(g, dtok, tok, N * sizeof *dtok);
+  if (packed) {
+    dst = galloc(g, (size_t)nseg * sizeof *dst);
+    dln = galloc(g, (size_t)nseg * sizeof *dln);
+    gput_raw(g, dst, sst, (size_t)nseg * sizeof *dst);
+    gput_raw(g, dln, sln, (size_t)nseg * sizeof *dln);
+    e.segs = (esmtb_segments){nseg, max_len, dst, dln};
+  }
   void *dE = gup(g, E, nE, dt), *dO = galloc(g, nO * dt_size(dt)), *dG = gup(g, dout, nO, dt);
-  float *dscale = galloc(g, (size_t)B * sizeof(float)), *ddE = gup(g, dE0, nE, ESMTB_F32);
+  float *dscale = galloc(g, nscale * sizeof(float)), *ddE = gup(g, dE0, nE, ESMTB_F32);
   e.dtype = dt; e.tokens = dtok; e.E = dE; e.out = dO; e.row_scale = dscale;
   e.dout = dG; e.dE = ddE;
   gpu_ok(g, g->ops->embed_forward(g->dev, &e, g->st), "embed_forward");
-  float *go = gdown(g, dO, nO, dt), *gs = gdown(g, dscale, (size_t)B, ESMTB_F32);
+  float *go = gdown(g, dO, nO, dt), *gs = gdown(g, dscale, nscale, ESMTB_F32);
   gpu_ok(g, g->ops->embed_backward(g->dev, &e, g->st), "embed_backward");
   float *gdE = gdown(g, ddE, nE, ESMTB_F32);
   /* Again from the same dE: the same bits. */
@@ -410,17 +451,23 @@ static void embed_case(const gpu *g, esmtb_dtype dt, int B, int T, int d) {
   float *gdE2 = gdown(g, ddE, nE, ESMTB_F32);
 
   char what[96];
-  snprintf(what, sizeof what, "embed_forward B%d T%d d%d", B, T, d);
+  const char *pk = packed ? " packed" : "";
+  snprintf(what, sizeof what, "embed_forward%s B%d T%d d%d", pk, B, T, d);
   report(g, what, dt, relerr(go, cout, nO), dt_tol(dt));
-  snprintf(what, sizeof what, "embed row_scale B%d T%d", B, T);
-  report(g, what, dt, relerr(gs, cscale, (size_t)B), 1e-6);
-  snprintf(what, sizeof what, "embed_backward dE B%d T%d d%d", B, T, d);
+  snprintf(what, sizeof what, "embed row_scale%s B%d T%d", pk, B, T);
+  report(g, what, dt, relerr(gs, cscale, nscale), 1e-6);
+  snprintf(what, sizeof what, "embed_backward dE%s B%d T%d d%d", pk, B, T, d);
   report(g, what, dt, relerr(gdE, cdE, nE), dt_tol(dt));
   report_bits(g, what, dt, gdE, gdE2, nE * sizeof(float));
 
   gfree(g, dtok); gfree(g, dE); gfree(g, dO); gfree(g, dG); gfree(g, dscale); gfree(g, ddE);
-  free(tok); free(E); free(dout); free(dE0); free(cout); free(cdE);
-  free(go); free(gs); free(gdE); free(gdE2);
+  if (packed) { gfree(g, dst); gfree(g, dln); }
+  free(tok); free(E); free(dout); free(dE0); free(cout); free(cdE); free(cscale);
+  free(go); free(gs); free(gdE); free(gdE2); free(sst); free(sln);
+}
+
+static void embed_case(const gpu *g, esmtb_dtype dt, int B, int T, int d) {
+  embed_case_any(g, dt, B, T, d, 0);
 }
 
 static void test_embed(void **state) {
@@ -431,6 +478,8 @@ static void test_embed(void **state) {
     embed_case(g, dt, 2, 512, 1280);
     embed_case(g, dt, 3, 77, 33);
     embed_case(g, dt, 16, 512, 320); /* more tokens than one staged tile */
+    embed_case_any(g, dt, 2, 512, 320, 1); /* packed rows: per-segment dropout scale */
+    embed_case_any(g, dt, 8, 1024, 1280, 1);
   }
   CHECKS_END();
 }
