@@ -30,6 +30,7 @@
 #include "half_emu_backend.h"
 #include "mem_source.h"
 #include "offload.h"
+#include "rank_runner.h"
 #include "trainer.h"
 
 enum { STEPS = 5 };
@@ -85,13 +86,6 @@ typedef struct run_spec {
   const char *weights_out, *error_out, *info_out;
 } run_spec;
 
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  if (f) {
-    fputs(text, f);
-    fclose(f);
-  }
-}
 
 static esmt_status run(const run_spec *s) {
   esmt_context *ctx = make_ctx();
@@ -150,13 +144,7 @@ static esmt_status run(const run_spec *s) {
     snprintf(line_out, sizeof line_out, "%s.log", s->info_out);
     write_text(line_out, g_zero_line);
   }
-  if (!st && s->weights_out) {
-    float *w = malloc(m->layout.total * sizeof *w);
-    FILE *f = fopen(s->weights_out, "wb");
-    if (w && f && !esmt_flat_download(m, w, m->params)) fwrite(w, sizeof *w, m->layout.total, f);
-    if (f) fclose(f);
-    free(w);
-  }
+  if (!st && s->weights_out) write_weights(m, s->weights_out);
   esmt_trainer_destroy(t);
   esmt_model_destroy(m);
   ctx->backend = real;
@@ -164,31 +152,13 @@ static esmt_status run(const run_spec *s) {
   return st;
 }
 
+/* Run each spec in its own process; statuses (or 128 + signal) out. */
+static esmt_status run_any(const void *spec) { return run((const run_spec *)spec); }
 static void run_ranks(const run_spec *specs, int n, int *status) {
   g_job++;
-  pid_t pid[8];
-  for (int i = 0; i < n; i++) {
-    pid[i] = fork();
-    if (pid[i] == 0) _exit((int)run(&specs[i]));
-  }
-  for (int i = 0; i < n; i++) {
-    int ws;
-    waitpid(pid[i], &ws, 0);
-    status[i] = WIFEXITED(ws) ? WEXITSTATUS(ws) : 128 + WTERMSIG(ws);
-  }
+  run_ranks_forked(run_any, specs, sizeof *specs, n, status);
 }
 
-static float *read_weights(const char *path, size_t *n) {
-  FILE *f = fopen(path, "rb");
-  if (!f) fail_msg("no weights at %s", path);
-  fseek(f, 0, SEEK_END);
-  long bytes = ftell(f);
-  fseek(f, 0, SEEK_SET);
-  float *w = malloc((size_t)bytes);
-  *n = fread(w, sizeof *w, (size_t)bytes / sizeof *w, f);
-  fclose(f);
-  return w;
-}
 
 static void path_of(char *buf, size_t cap, const char *what, int a, int b) {
   snprintf(buf, cap, "%s/%s-%d-%d", g_dir, what, a, b);

@@ -1,0 +1,24 @@
+/* What the multi-process data-parallel tests (test_data_parallel,
+ * test_dp_device, test_zero1) share: running each rank's spec in a fork()ed
+ * process, and passing results back through small files (an error text,
+ * the trained fp32 weights). */
+#ifndef ESMT_TEST_RANK_RUNNER_H
+#define ESMT_TEST_RANK_RUNNER_H
+
+#include <stddef.h>
+
+#include "esmtrain/esmtrain.h"
+
+/* Runs fn(spec i) for i < n, each in its own process (specs is an array of
+ * n elements of spec_size bytes); status[i] is its esmt_status, or 128 +
+ * the signal that ended it. */
+typedef esmt_status (*rank_fn)(const void *spec);
+void run_ranks_forked(rank_fn fn, const void *specs, size_t spec_size, int n, int *status);
+
+void write_text(const char *path, const char *text);
+/* The model's fp32 weights into `path` (raw floats); nothing on failure. */
+void write_weights(esmt_model *m, const char *path);
+/* Reads a write_weights file (fails the test when it is missing); *n floats. */
+float *read_weights(const char *path, size_t *n);
+
+#endif
