@@ -1,7 +1,10 @@
 /* See micro_batch_fixture.h. */
 #include "micro_batch_fixture.h"
 
+#include <stdio.h>
 #include <string.h>
+
+#include "test_util.h"
 
 void fill_micro_batch(esmt_micro_batch *mb, int B, int T, int u, int k, int32_t *tok,
                       int32_t *lab) {
@@ -16,4 +19,27 @@ void fill_micro_batch(esmt_micro_batch *mb, int B, int T, int u, int k, int32_t 
   mb->tokens = tok;
   mb->labels = lab;
   esmt_micro_batch_count(mb);
+}
+
+const char *fixture_dataset(const char *dir) {
+  static char data[600];
+  char fa[600];
+  snprintf(fa, sizeof fa, "%s/p.fa", dir);
+  snprintf(data, sizeof data, "%s/data", dir);
+  FILE *f = fopen(fa, "w");
+  assert_non_null(f);
+  for (int r = 0; r < 40; r++) {
+    fprintf(f, ">s%d\n", r);
+    for (int i = 0; i < 20 + r; i++) fputc("ACDEFGHIKLMNPQRSTVWY"[(r * 7 + i) % 20], f);
+    fputc('\n', f);
+  }
+  fclose(f);
+  esmt_ingest_options io = ESMT_INGEST_OPTIONS_INIT;
+  const char *in[] = {fa};
+  io.inputs = in;
+  io.n_inputs = 1;
+  io.output_dir = data;
+  io.valid_fraction = 0.2;
+  assert_int_equal(esmt_ingest(&io, NULL), ESMT_OK);
+  return data;
 }

@@ -1,6 +1,7 @@
-/* Deterministic right-padded micro-batches for the update-level tests
- * (test_offload, test_recompute): micro-batch k of update u, B rows of T,
- * row lengths T - (row + u + k) % 5, some positions masked with labels. */
+/* Deterministic inputs for the update-level tests (test_offload,
+ * test_recompute): right-padded micro-batches (micro-batch k of update u,
+ * B rows of T, row lengths T - (row + u + k) % 5, some positions masked
+ * with labels), and a tiny ingested dataset for config-driven trainers. */
 #ifndef ESMT_TEST_MICRO_BATCH_FIXTURE_H
 #define ESMT_TEST_MICRO_BATCH_FIXTURE_H
 
@@ -12,5 +13,9 @@
  * no packed segments), with the counts filled in. */
 void fill_micro_batch(esmt_micro_batch *mb, int B, int T, int u, int k, int32_t *tok,
                       int32_t *lab);
+
+/* 40 protein-like records of 20..59 residues ingested into <dir>/data
+ * (20% validation); returns that path (static storage). */
+const char *fixture_dataset(const char *dir);
 
 #endif

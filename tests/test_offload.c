@@ -353,28 +353,6 @@ static void test_fp16_bit_identical(void **state) { (void)state; half_run(ESMT_P
 
 /* ---- offload.optimizer through the config: on/off/auto --------------- */
 
-static const char *make_data(const char *dir) {
-  static char data[600];
-  char fa[600];
-  snprintf(fa, sizeof fa, "%s/p.fa", dir);
-  snprintf(data, sizeof data, "%s/data", dir);
-  FILE *f = fopen(fa, "w");
-  assert_non_null(f);
-  for (int r = 0; r < 40; r++) {
-    fprintf(f, ">s%d\n", r);
-    for (int i = 0; i < 20 + r; i++) fputc("ACDEFGHIKLMNPQRSTVWY"[(r * 7 + i) % 20], f);
-    fputc('\n', f);
-  }
-  fclose(f);
-  esmt_ingest_options io = ESMT_INGEST_OPTIONS_INIT;
-  const char *in[] = {fa};
-  io.inputs = in;
-  io.n_inputs = 1;
-  io.output_dir = data;
-  io.valid_fraction = 0.2;
-  assert_int_equal(esmt_ingest(&io, NULL), ESMT_OK);
-  return data;
-}
 
 static esmt_config *config_for_rec(const char *data, const char *run, const char *offload,
                                    uint64_t budget, const char *recompute) {
@@ -424,7 +402,7 @@ static uint64_t plan_total(int offload) {
 static void test_config_policy(void **state) {
   (void)state;
   const char *dir = test_mkdtemp();
-  const char *data = make_data(dir);
+  const char *data = fixture_dataset(dir);
   char run_on[600], run_off[600], run_x[600], ck[700];
   snprintf(run_on, sizeof run_on, "%s/on", dir);
   snprintf(run_off, sizeof run_off, "%s/off", dir);

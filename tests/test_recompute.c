@@ -253,28 +253,6 @@ static void test_context_limit(void **state) {
   assert_true(lo == 0 && hi > 0);
 }
 
-static const char *make_data(const char *dir) {
-  static char data[600];
-  char fa[600];
-  snprintf(fa, sizeof fa, "%s/p.fa", dir);
-  snprintf(data, sizeof data, "%s/data", dir);
-  FILE *f = fopen(fa, "w");
-  assert_non_null(f);
-  for (int r = 0; r < 40; r++) {
-    fprintf(f, ">s%d\n", r);
-    for (int i = 0; i < 20 + r; i++) fputc("ACDEFGHIKLMNPQRSTVWY"[(r * 7 + i) % 20], f);
-    fputc('\n', f);
-  }
-  fclose(f);
-  esmt_ingest_options io = ESMT_INGEST_OPTIONS_INIT;
-  const char *in[] = {fa};
-  io.inputs = in;
-  io.n_inputs = 1;
-  io.output_dir = data;
-  io.valid_fraction = 0.2;
-  assert_int_equal(esmt_ingest(&io, NULL), ESMT_OK);
-  return data;
-}
 
 static esmt_config *config_for(const char *data, const char *offload, const char *recompute,
                                uint64_t budget, const char *rows) {
@@ -314,7 +292,7 @@ static uint64_t plan_total(int recompute) {
 static void test_trainer_budget(void **state) {
   (void)state;
   const char *dir = test_mkdtemp();
-  const char *data = make_data(dir);
+  const char *data = fixture_dataset(dir);
   const uint64_t plain = plan_total(0), lean = plan_total(1);
   assert_true(lean < plain);
   esmt_model_config c = tiny(ESMT_PRECISION_FP32);
