@@ -155,6 +155,17 @@ static void test_model_packed_equals_padded(void **state) {
     const double d = rel_diff(pg + ti->offset, ug + ti->offset, ti->numel);
     if (d > 1e-5) fail_msg("%s: gradient rel %.3g > 1e-5", ti->name, d);
   }
+  /* activation recompute re-runs each layer inside backward: with packed
+   * rows it must pick up the same segments (bit-identical gradients) */
+  float *rg = malloc(P * sizeof *rg);
+  assert_non_null(rg);
+  esmt_forward_result rr = ESMT_FORWARD_RESULT_INIT;
+  ASSERT_OK(esmt_model_set_recompute(m, 1));
+  run_batch(m, &pb, &rr, NULL, rg);
+  ASSERT_OK(esmt_model_set_recompute(m, 0));
+  assert_true(rr.loss == pr.loss);
+  assert_memory_equal(rg, pg, P * sizeof *rg);
+  free(rg);
   /* a caller from before segments (shorter esmt_batch, junk after it) gets
    * the right-padded result */
   struct { esmt_batch b; int32_t junk[8]; } oldb;
