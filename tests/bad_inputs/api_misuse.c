@@ -85,6 +85,14 @@ static esmt_status run(const char *name) {
       int32_t big[64] = {0};
       b.tokens = big; b.labels = NULL;
       st = esmt_model_forward(m, &b, &fr, NULL);
+    } else if (!strcmp(name, "packed-overlap")) {
+      /* two packed sequences in one row of 8, the second starting inside the first */
+      int32_t pt[8] = {0, 5, 6, 2, 0, 7, 2, 1}, st0[2] = {0, 2}, ln[2] = {4, 3};
+      b.tokens = pt; b.labels = NULL;
+      b.num_segments = 2; b.seg_start = st0; b.seg_len = ln;
+      st = esmt_model_forward(m, &b, &fr, NULL);
+    } else if (!strcmp(name, "recompute-null-model")) {
+      st = esmt_model_set_recompute(NULL, 1);
     } else if (!strcmp(name, "backward-before-forward")) {
       st = esmt_model_backward(m);
     } else if (!strcmp(name, "unknown-tensor")) {
