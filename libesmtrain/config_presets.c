@@ -146,15 +146,21 @@ esmt_status esmt_config_find_preset(const esmt_config *c, const char *name, char
   if (!valid_name(name))
     return esmt_fail(ESMT_ERR_CONFIG, "'%s' is not a preset name (a YAML file is loaded with "
                      "--config / esmt_config_load_yaml)", name);
+  /* The first directory of the search path holding NAME.yaml, as scan()
+   * would keep it, without listing (and opening) every preset. */
+  char dirs[8192];
+  search_path(c, dirs, sizeof dirs);
+  char *save = NULL;
+  for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save)) {
+    struct stat sb;
+    if ((size_t)snprintf(path, cap, "%s/%s.yaml", d, name) < cap && stat(path, &sb) == 0 &&
+        S_ISREG(sb.st_mode))
+      return ESMT_OK;
+  }
+  path[0] = '\0';
   preset_list l = {0, 0, NULL};
   esmt_status st = scan(c, &l);
   if (st) return st;
-  for (int i = 0; i < l.n; i++)
-    if (strcmp(l.v[i].name, name) == 0) {
-      snprintf(path, cap, "%s", l.v[i].path);
-      free(l.v);
-      return ESMT_OK;
-    }
   /* not found: say what exists and where we looked */
   const char *names[64];
   char avail[1024] = "";
@@ -166,11 +172,11 @@ esmt_status esmt_config_find_preset(const esmt_config *c, const char *name, char
       len += (size_t)snprintf(avail + len, sizeof avail - len, "%s%s", i ? " " : "", names[i]);
   }
   const char *best = n ? esmt_closest(name, names, n) : NULL;
-  char dirs[8192], shown[8192];
+  char shown[8192];
   search_path(c, dirs, sizeof dirs);
   size_t sl = 0;
   shown[0] = '\0';
-  char *save = NULL;
+  save = NULL;
   for (char *d = strtok_r(dirs, ":", &save); d; d = strtok_r(NULL, ":", &save))
     if (sl < sizeof shown) sl += (size_t)snprintf(shown + sl, sizeof shown - sl, "%s%s", sl ? ":" : "", d);
   st = esmt_fail(ESMT_ERR_CONFIG, "no preset named '%s'%s%s%s; available: %s (searched %s)", name,
