@@ -18,18 +18,62 @@ args=(--data "$work/data" --layers 2 --width 32 --heads 2 --max-len 96 --batch-t
 "$cli" train "${args[@]}" --out "$work/ref" >/dev/null
 RANDOM=$seed
 done_runs=0 killed=0 midsave=0
+ckpt=$work/run/checkpoints
+# The temporary checkpoint directories there now, one name per line (stale
+# ones of killed runs stay until the next save prunes them).
+tmp_dirs() { compgen -G "$ckpt/.tmp-*" || true; }
+# Whether a temporary directory exists that was not in $1.
+new_tmp_dir() {
+  local d
+  while read -r d; do
+    [ -n "$d" ] && ! grep -qxF "$d" <<<"$1" && return 0
+  done < <(tmp_dirs)
+  return 1
+}
+# Poll (~1 ms) until the run has begun a checkpoint write (a new temporary
+# directory), or has ended; 60 s at most.
+wait_for_save_start() {
+  local i
+  for ((i = 0; i < 60000; i++)); do
+    new_tmp_dir "$stale" && return 0
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.001
+  done
+}
+# Until `latest` names a newer checkpoint than when called, or the run ended.
+wait_for_next_checkpoint() {
+  local before="" now i
+  [ -f "$ckpt/latest" ] && before=$(<"$ckpt/latest")
+  for ((i = 0; i < 60000; i++)); do
+    now=""
+    [ -f "$ckpt/latest" ] && now=$(<"$ckpt/latest")
+    [ "$now" != "$before" ] && return 0
+    kill -0 "$1" 2>/dev/null || return 0
+    sleep 0.001
+  done
+}
 for k in $(seq "$kills"); do
   resume=()
   [ -f "$work/run/checkpoints/latest" ] && resume=(--resume latest)
+  stale=$(tmp_dirs)
   "$cli" train "${args[@]}" --out "$work/run" "${resume[@]}" >"$work/last.log" 2>&1 &
   pid=$!
-  # a random moment: startup, a step, or a checkpoint write
-  sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.02 + (r % 1000) / 1000.0 * 0.15 }')"
+  # The moment, by the run's progress rather than by the clock (on a loaded
+  # machine start-up alone can outlast any fixed delay): every 4th kill a
+  # random moment of start-up, every 4th as soon as a checkpoint write has
+  # begun, the rest a random moment after the run has published its next
+  # checkpoint (inside a step or the next write).
+  case $((k % 4)) in
+    0) sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.02 + (r % 1000) / 1000.0 * 0.15 }')" ;;
+    1) wait_for_save_start "$pid" ;;
+    *) wait_for_next_checkpoint "$pid"
+       sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 1000) / 1000.0 * 0.06 }')" ;;
+  esac
   if kill -KILL "$pid" 2>/dev/null; then
     killed=$((killed + 1))
     wait "$pid" 2>/dev/null || true
-    # a temporary checkpoint directory means the kill landed mid-save
-    if ls -a "$work/run/checkpoints" 2>/dev/null | grep -q '^\.tmp-'; then midsave=$((midsave + 1)); fi
+    # a new temporary checkpoint directory means the kill landed mid-save
+    if new_tmp_dir "$stale"; then midsave=$((midsave + 1)); fi
   else
     # it ended before the kill: that must have been a success
     set +e; wait "$pid"; rc=$?; set -e
@@ -49,3 +93,4 @@ cmp "$work/ref/checkpoints/$final/model.safetensors" "$work/run/checkpoints/$fin
 cmp "$work/ref/checkpoints/$final/optimizer.safetensors" "$work/run/checkpoints/$final/optimizer.safetensors"
 leftovers=$(ls -a "$work/run/checkpoints" | grep -c '^\.tmp-' || true)
 echo "kill anywhere: $killed SIGKILLs ($midsave during a checkpoint write), every resume succeeded, final weights and moments identical ($leftovers stale temp dirs left)"
+rm -rf "$work" # kept when anything above failed, for a look
