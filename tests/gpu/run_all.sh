@@ -65,7 +65,7 @@ test)
   step "probe" 60 $E probe; $E probe 2>&1 | tee -a "$sum" >/dev/null
   # GPU suites first, then everything else (the slow CPU crash tests last)
   step "GPU tests" 300 bash -c 'cd build-gpu && ctest --output-on-failure \
-      -R "gpu|mixed|test_cpu_ops$|model_reference|test_api|test_trainer|loss_scale|data_parallel"'
+      -R "gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel"'
   grep -E "RESULT .*FAIL|SKIP|tests passed|tests failed|Failed|\*\*\*" "$out/$phase.log" | tail -40 >> "$sum"
   grep -E "^RESULT" "$out/$phase.log" > "$out/results-ops.txt"
   step "rest of the suite" 240 bash -c 'cd build-gpu && ctest -j8 --output-on-failure \
