@@ -43,3 +43,23 @@ const char *fixture_dataset(const char *dir) {
   assert_int_equal(esmt_ingest(&io, NULL), ESMT_OK);
   return data;
 }
+
+char g_log[16384];
+
+static void capture(void *user, esmt_log_level level, const char *msg) {
+  (void)user;
+  (void)level;
+  size_t n = strlen(g_log);
+  snprintf(g_log + n, sizeof g_log - n, "%s\n", msg);
+}
+
+esmt_context *fixture_logging_context(void) {
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 2;
+  o.log = capture;
+  o.log_level = ESMT_LOG_INFO;
+  esmt_context *ctx = NULL;
+  return esmt_context_create(&o, &ctx) == ESMT_OK ? ctx : NULL;
+}

@@ -1,13 +1,20 @@
 /* Deterministic inputs for the update-level tests (test_offload,
  * test_recompute): right-padded micro-batches (micro-batch k of update u,
  * B rows of T, row lengths T - (row + u + k) % 5, some positions masked
- * with labels), and a tiny ingested dataset for config-driven trainers. */
+ * with labels), a tiny ingested dataset for config-driven trainers, and a
+ * 2-thread cpu context whose INFO+ log lines collect in g_log. */
 #ifndef ESMT_TEST_MICRO_BATCH_FIXTURE_H
 #define ESMT_TEST_MICRO_BATCH_FIXTURE_H
 
 #include <stdint.h>
 
+#include "esmtrain/esmtrain.h"
 #include "trainer_update.h"
+
+/* Every log line of fixture_logging_context()'s context, newline-ended. */
+extern char g_log[16384];
+/* A cpu context (2 threads, INFO) logging into g_log; NULL on failure. */
+esmt_context *fixture_logging_context(void);
 
 /* Fills tok/lab [B*T] and points mb at them (every other field zeroed:
  * no packed segments), with the counts filled in. */

@@ -23,24 +23,9 @@
 static esmt_context *g_ctx;
 static const esmt_backend_entry *g_real;
 static esmt_backend_entry g_fake;
-static char g_log[16384];
-
-static void capture(void *user, esmt_log_level level, const char *msg) {
-  (void)user;
-  (void)level;
-  size_t n = strlen(g_log);
-  snprintf(g_log + n, sizeof g_log - n, "%s\n", msg);
-}
-
 static int setup(void **state) {
   (void)state;
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 2;
-  o.log = capture;
-  o.log_level = ESMT_LOG_INFO;
-  if (esmt_context_create(&o, &g_ctx) != ESMT_OK) return -1;
+  if (!(g_ctx = fixture_logging_context())) return -1;
   g_real = g_ctx->backend;
   return 0;
 }
