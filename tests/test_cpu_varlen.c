@@ -10,39 +10,8 @@
 #include <stdlib.h>
 #include <string.h>
 
-static const esmtb_ops *ops;
-static esmtb_device *dev;  /* 2 threads */
-static esmtb_device *dev1; /* 1 thread */
+#include "cpu_ops_common.h" /* the opened cpu.so, random data */
 
-static int setup(void **state) {
-  (void)state;
-  ops = test_load_backend("cpu");
-  esmtb_open_options o = {sizeof o, 0, 2, 0};
-  if (ops->open(&o, &dev)) return -1;
-  o.num_threads = 1;
-  return ops->open(&o, &dev1) == 0 ? 0 : -1;
-}
-static int teardown(void **state) {
-  (void)state;
-  if (!ops) return 0;
-  if (dev) ops->close(dev);
-  if (dev1) ops->close(dev1);
-  return 0;
-}
-
-static uint64_t g_rng = 0x9E3779B97F4A7C15ull;
-static double urand(void) { /* uniform in [-1, 1) */
-  g_rng ^= g_rng << 13;
-  g_rng ^= g_rng >> 7;
-  g_rng ^= g_rng << 17;
-  return (double)(g_rng >> 11) / 4503599627370496.0 - 1.0;
-}
-static float *randf(size_t n, double scale) {
-  float *v = malloc(n * sizeof *v);
-  assert_non_null(v);
-  for (size_t i = 0; i < n; i++) v[i] = (float)(urand() * scale);
-  return v;
-}
 static float *nanf_buf(size_t n) {
   float *v = malloc(n * sizeof *v);
   assert_non_null(v);
@@ -220,7 +189,6 @@ static void test_attention_old_struct(void **state) {
 
 /* ---- embedding ---- */
 
-enum { PAD = 1, MASK = 32, VOCAB = 33 };
 
 static void embed_packed_case(esmtb_dtype dt) {
   const int d = 40, T = PT;
