@@ -97,12 +97,12 @@ esmtb_status cuda_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stre
   const float step_size = a->lr / bc1, inv_sqrt_bc2 = 1.0f / sqrtf(bc2);
   const unsigned grid = (unsigned)blocks;
   if (!a->params_lowp) {
-    adamw_kernel<float><<<grid, ADAMW_THREADS, 0, st>>>(table, n, a->params, a->grads, a->m, a->v,
+    ESMT_LAUNCH(grid, ADAMW_THREADS, 0, st, adamw_kernel<float>)(table, n, a->params, a->grads, a->m, a->v,
                                                         NULL, b1, b2, a->eps, a->grad_scale,
                                                         step_size, inv_sqrt_bc2);
   } else {
     CUDA_DISPATCH_DTYPE(a->lowp_dtype, L,
-                        adamw_kernel<L><<<grid, ADAMW_THREADS, 0, st>>>(
+                        ESMT_LAUNCH(grid, ADAMW_THREADS, 0, st, adamw_kernel<L>)(
                             table, n, a->params, a->grads, a->m, a->v, (L *)a->params_lowp, b1,
                             b2, a->eps, a->grad_scale, step_size, inv_sqrt_bc2));
   }

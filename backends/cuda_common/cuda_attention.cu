@@ -46,9 +46,9 @@
 //   (forward, dQ) or per key row (dK/dV), 32-row tiles of the other operand
 //   in smem, same algorithm and the same masking rules.
 //
-// Host emulation: tests/gpu/emu compiles this file with -DESMT_ATTN_EMULATE
-// (threads as coroutines, mma/ldmatrix per the PTX layouts) and checks every
-// kernel against float64 without a GPU (ctest gpu_attention_emulated).
+// Host emulation: the ESMT_CUDA_EMULATE build (backends/cuda_emu) compiles
+// this file as host code, with mma.sync/ldmatrix per the PTX layouts, and
+// runs every kernel under race, bounds and stream-order checking.
 //
 // Argument checks: shapes, dtype, hd, alignment (qkv/out/dout/dqkv 8 bytes,
 // the rotary tables 16). The values of seq_len (in [1, T]) or of the packed
@@ -62,24 +62,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
-#ifdef ESMT_ATTN_EMULATE
-// Host emulation of the kernels (tests/gpu/emu): warps, shuffles, MMAs and
-// ldmatrix are emulated; the host-side entry points are left out.
-#include "attn_emulate.h"
-#else
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
 #include "cuda_attention.h"
+#include "cuda_launch.cuh"
 #include "cuda_device.h"
-#endif
 
 #include "cuda_attention_device.cuh"
 #include "cuda_attention_f32.cuh"
 #include "cuda_attention_mma.cuh"
 
 // ---- host side ----
-#ifndef ESMT_ATTN_EMULATE
 namespace {
 using namespace esmt_attn;
 
@@ -100,7 +94,7 @@ esmtb_status fwd_mma(const attn_params &p, cudaStream_t st) {
   esmtb_status rc = set_smem(attn_fwd_mma<T, HD, HDR>, bytes, "attention_forward: smem");
   if (rc) return rc;
   const dim3 grid = attn_grid(p, 64);
-  attn_fwd_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
+  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_fwd_mma<T, HD, HDR>)(p);
   return launch_err("attention_forward");
 }
 
@@ -111,23 +105,23 @@ esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
   if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD, HDR>, bytes, "attention_backward: smem");
   if (rc) return rc;
   const dim3 grid = attn_grid(p, 64);
-  attn_bwd_dkdv_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
-  attn_bwd_dq_mma<T, HD, HDR><<<grid, NTHREADS, bytes, st>>>(p);
+  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_bwd_dkdv_mma<T, HD, HDR>)(p);
+  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_bwd_dq_mma<T, HD, HDR>)(p);
   return launch_err("attention_backward");
 }
 
 template <int HD>
 esmtb_status fwd_f32(const attn_params &p, cudaStream_t st) {
   const dim3 grid = attn_grid(p, F32_ROWS);
-  attn_fwd_f32<HD><<<grid, F32_ROWS, f32_fwd_bytes(HD), st>>>(p);
+  ESMT_LAUNCH(grid, F32_ROWS, f32_fwd_bytes(HD), st, attn_fwd_f32<HD>)(p);
   return launch_err("attention_forward");
 }
 
 template <int HD>
 esmtb_status bwd_f32(const attn_params &p, cudaStream_t st) {
   const dim3 grid = attn_grid(p, F32_ROWS);
-  attn_bwd_dkdv_f32<HD><<<grid, F32_ROWS, f32_bwd_bytes(HD), st>>>(p);
-  attn_bwd_dq_f32<HD><<<grid, F32_ROWS, f32_fwd_bytes(HD), st>>>(p);
+  ESMT_LAUNCH(grid, F32_ROWS, f32_bwd_bytes(HD), st, attn_bwd_dkdv_f32<HD>)(p);
+  ESMT_LAUNCH(grid, F32_ROWS, f32_fwd_bytes(HD), st, attn_bwd_dq_f32<HD>)(p);
   return launch_err("attention_backward");
 }
 
@@ -306,17 +300,17 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
   if (!rc) {
     switch (a->dtype) {
       case ESMTB_F16:
-        attn_bwd_dot<__half><<<blocks, 256, 0, st>>>(p, D);
+        ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<__half>)(p, D);
         rc = launch_err("attention_backward: rowsum");
         if (!rc) rc = dispatch_mma<__half>(p, 1, st);
         break;
       case ESMTB_BF16:
-        attn_bwd_dot<__nv_bfloat16><<<blocks, 256, 0, st>>>(p, D);
+        ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<__nv_bfloat16>)(p, D);
         rc = launch_err("attention_backward: rowsum");
         if (!rc) rc = dispatch_mma<__nv_bfloat16>(p, 1, st);
         break;
       default:
-        attn_bwd_dot<float><<<blocks, 256, 0, st>>>(p, D);
+        ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<float>)(p, D);
         rc = launch_err("attention_backward: rowsum");
         if (!rc) rc = dispatch_f32(p, 1, st);
         break;
@@ -330,4 +324,3 @@ extern "C" void cuda_fill_attention_ops(esmtb_ops *ops) {
   ops->attention_forward = cuda_attention_forward;
   ops->attention_backward = cuda_attention_backward;
 }
-#endif  // ESMT_ATTN_EMULATE

@@ -2,8 +2,8 @@
 // (cuda_attention.cu): parameters, the per-sequence view (right-padded rows
 // or packed segments), 16-bit dtype helpers, tensor-core fragments, tiles
 // through shared memory with rotary applied on the way, and the rowsum
-// kernel of backward. Included by cuda_attention.cu only (and by the host
-// emulation in tests/gpu/emu), inside namespace esmt_attn.
+// kernel of backward. Included by cuda_attention.cu only (also compiled for the
+// host by the ESMT_CUDA_EMULATE build), inside namespace esmt_attn.
 #ifndef ESMTRAIN_CUDA_ATTENTION_DEVICE_CUH
 #define ESMTRAIN_CUDA_ATTENTION_DEVICE_CUH
 
@@ -12,10 +12,6 @@
 #define NTHREADS 128
 
 namespace esmt_attn {
-
-#ifdef ESMT_ATTN_EMULATE
-alignas(16) unsigned char smem[65536];
-#endif
 
 struct attn_params {
   const void *qkv;
@@ -130,8 +126,8 @@ __device__ __forceinline__ void mma16816(float c[4], const uint32_t a[4], const 
 template <>
 __device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4],
                                                  const uint32_t b[2]) {
-#if defined(ESMT_ATTN_EMULATE)
-  emu_mma16816(c, a, b, 0);
+#if defined(ESMT_CUDA_EMULATE)
+  ::cuemu::mma16816(c, a, b, 0);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.f16.f16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
@@ -153,8 +149,8 @@ __device__ __forceinline__ void mma16816<__half>(float c[4], const uint32_t a[4]
 template <>
 __device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32_t a[4],
                                                         const uint32_t b[2]) {
-#if defined(ESMT_ATTN_EMULATE)
-  emu_mma16816(c, a, b, 1);
+#if defined(ESMT_CUDA_EMULATE)
+  ::cuemu::mma16816(c, a, b, 1);
 #elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
   asm("mma.sync.aligned.m16n8k16.row.col.f32.bf16.bf16.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, "
       "{%8,%9}, {%0,%1,%2,%3};\n"
@@ -195,8 +191,8 @@ template <typename T>
 __device__ __forceinline__ void frag_b_t(uint32_t b[2], const T *X, int ld, int k0, int n0) {
   const int lane = threadIdx.x & 15;
   const T *p = X + (k0 + lane) * ld + n0;
-#ifdef ESMT_ATTN_EMULATE
-  emu_ldsm_x2_trans(b, p);
+#ifdef ESMT_CUDA_EMULATE
+  ::cuemu::ldsm_x2_trans(b, p);
 #else
   uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"

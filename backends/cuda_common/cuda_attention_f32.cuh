@@ -89,7 +89,7 @@ __device__ void f32_store_row(float *dst, const float *x, bool valid, const floa
 
 template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_fwd_f32(attn_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  ESMT_DYNAMIC_SMEM(smem);
   float *sK = reinterpret_cast<float *>(smem), *sV = sK + F32_TILE * HD;
   const int h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
   const seq_view sq = seq_of(p, blockIdx.z, h);
@@ -144,7 +144,7 @@ __global__ void __launch_bounds__(F32_ROWS) attn_fwd_f32(attn_params p) {
 
 template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dkdv_f32(attn_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  ESMT_DYNAMIC_SMEM(smem);
   float *sQ = reinterpret_cast<float *>(smem), *sO = sQ + F32_TILE * HD, *sL = sO + F32_TILE * HD;
   float *sD = sL + F32_TILE;
   const int h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
@@ -201,7 +201,7 @@ __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dkdv_f32(attn_params p) {
 
 template <int HD>
 __global__ void __launch_bounds__(F32_ROWS) attn_bwd_dq_f32(attn_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  ESMT_DYNAMIC_SMEM(smem);
   float *sK = reinterpret_cast<float *>(smem), *sV = sK + F32_TILE * HD;
   const int h = blockIdx.y, row = blockIdx.x * F32_ROWS + threadIdx.x;
   const seq_view sq = seq_of(p, blockIdx.z, h);

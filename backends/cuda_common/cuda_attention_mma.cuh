@@ -12,7 +12,7 @@ namespace esmt_attn {
 
 template <typename T, int HD, int HDR>
 __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  ESMT_DYNAMIC_SMEM(smem);
   constexpr int LD = plan<HD>::LD;
   T *sQ = reinterpret_cast<T *>(smem), *sK = sQ + 64 * LD, *sV = sK + 64 * LD;
   const int h = blockIdx.y, q0 = blockIdx.x * 64;
@@ -141,7 +141,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
 // dK, dV for 64 keys; loops over query tiles of BI.
 template <typename T, int HD, int HDR>
 __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  ESMT_DYNAMIC_SMEM(smem);
   constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
   T *sK = reinterpret_cast<T *>(smem), *sV = sK + 64 * LD, *sQ = sV + 64 * LD, *sO = sQ + BI * LD;
   float *sL = reinterpret_cast<float *>(sO + BI * LD), *sD = sL + BI;
@@ -265,7 +265,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
 // dQ for 64 queries; loops over key tiles of BI.
 template <typename T, int HD, int HDR>
 __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
-  extern __shared__ __align__(16) unsigned char smem[];
+  ESMT_DYNAMIC_SMEM(smem);
   constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
   T *sQ = reinterpret_cast<T *>(smem), *sO = sQ + 64 * LD, *sK = sO + 64 * LD, *sV = sK + BI * LD;
   const int h = blockIdx.y, q0 = blockIdx.x * 64;

@@ -70,13 +70,13 @@ esmtb_status cuda_colsum(esmtb_dtype dt, int rows, int cols, const void *dy, con
   dim3 grid((unsigned)((cols + COL_TILE - 1) / COL_TILE), (unsigned)nchunks), block(COL_TILE, ROW_LANES);
   CUDA_DISPATCH_DTYPE(dt, T, {
     if (ln)
-      colsum_partial<T, true><<<grid, block, 0, st>>>((const T *)dy, (const T *)x, mean, rstd,
+      ESMT_LAUNCH(grid, block, 0, st, colsum_partial<T, true>)((const T *)dy, (const T *)x, mean, rstd,
                                                       rows, cols, partial);
     else
-      colsum_partial<T, false><<<grid, block, 0, st>>>((const T *)dy, NULL, NULL, NULL, rows,
+      ESMT_LAUNCH(grid, block, 0, st, colsum_partial<T, false>)((const T *)dy, NULL, NULL, NULL, rows,
                                                        cols, partial);
   });
-  colsum_final<<<(cols + 255) / 256, 256, 0, st>>>(partial, nchunks, cols, out0, ln ? out1 : NULL);
+  ESMT_LAUNCH((cols + 255) / 256, 256, 0, st, colsum_final)(partial, nchunks, cols, out0, ln ? out1 : NULL);
   cudaFreeAsync(partial, st);
   return cuda_check(cudaGetLastError(), op);
 }

@@ -4,6 +4,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_device.h"
+#include "cuda_launch.cuh"
 
 __global__ void scale_kernel(float *x, size_t n, float f) {
   for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
@@ -66,7 +67,7 @@ static unsigned grid_for(size_t n) {
 esmtb_status cuda_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s) {
   if (!a || (!a->x && a->n)) return cuda_fail(1, "scale: NULL argument");
   if (!a->n) return 0;
-  scale_kernel<<<grid_for(a->n), 256, 0, cuda_stream_of(s)>>>(a->x, a->n, a->factor);
+  ESMT_LAUNCH(grid_for(a->n), 256, 0, cuda_stream_of(s), scale_kernel)(a->x, a->n, a->factor);
   return cuda_check(cudaGetLastError(), "scale");
 }
 
@@ -77,8 +78,8 @@ esmtb_status cuda_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stre
   esmtb_status rc = cuda_check(cudaMallocAsync((void **)&partial, SUMSQ_BLOCKS * sizeof(float), st),
                                "sumsq: scratch");
   if (rc) return rc;
-  sumsq_partial<<<SUMSQ_BLOCKS, SUMSQ_THREADS, 0, st>>>(a->x, a->n, partial);
-  sumsq_final<<<1, SUMSQ_BLOCKS, 0, st>>>(partial, a->out);
+  ESMT_LAUNCH(SUMSQ_BLOCKS, SUMSQ_THREADS, 0, st, sumsq_partial)(a->x, a->n, partial);
+  ESMT_LAUNCH(1, SUMSQ_BLOCKS, 0, st, sumsq_final)(partial, a->out);
   cudaFreeAsync(partial, st);
   return cuda_check(cudaGetLastError(), "sumsq");
 }
@@ -86,9 +87,9 @@ esmtb_status cuda_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stre
 template <typename S>
 static void launch_convert_from(const S *src, void *dst, esmtb_dtype dt, size_t n, cudaStream_t st) {
   switch (dt) {
-    case ESMTB_F32: convert_kernel<<<grid_for(n), 256, 0, st>>>(src, (float *)dst, n); break;
-    case ESMTB_F16: convert_kernel<<<grid_for(n), 256, 0, st>>>(src, (__half *)dst, n); break;
-    default: convert_kernel<<<grid_for(n), 256, 0, st>>>(src, (__nv_bfloat16 *)dst, n); break;
+    case ESMTB_F32: ESMT_LAUNCH(grid_for(n), 256, 0, st, convert_kernel<S, float>)(src, (float *)dst, n); break;
+    case ESMTB_F16: ESMT_LAUNCH(grid_for(n), 256, 0, st, convert_kernel<S, __half>)(src, (__half *)dst, n); break;
+    default: ESMT_LAUNCH(grid_for(n), 256, 0, st, convert_kernel<S, __nv_bfloat16>)(src, (__nv_bfloat16 *)dst, n); break;
   }
 }
 

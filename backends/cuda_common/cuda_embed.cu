@@ -142,12 +142,12 @@ esmtb_status cuda_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, es
   esmtb_status rc = check_layout(a, g, "embed_forward");
   if (rc) return rc;
   cudaStream_t st = cuda_stream_of(s);
-  embed_row_scale<<<g.nseg ? g.nseg : a->B, 256, 0, st>>>(a->tokens, g, a->mask_id, a->pad_id,
+  ESMT_LAUNCH(g.nseg ? g.nseg : a->B, 256, 0, st, embed_row_scale)(a->tokens, g, a->mask_id, a->pad_id,
                                                           a->mask_ratio_train, a->row_scale);
   const unsigned rows = (unsigned)a->B * (unsigned)a->T;
   const int threads = a->d >= 256 ? 256 : (a->d + 31) / 32 * 32;
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      embed_rows<T><<<rows, threads, 0, st>>>(a->tokens, (const T *)a->E,
+                      ESMT_LAUNCH(rows, threads, 0, st, embed_rows<T>)(a->tokens, (const T *)a->E,
                                                               a->row_scale, (T *)a->out, g,
                                                               a->d, a->mask_id, a->pad_id));
   return cuda_check(cudaGetLastError(), "embed_forward");
@@ -165,7 +165,7 @@ esmtb_status cuda_embed_backward(esmtb_device *dev, const esmtb_embed_args *a, e
   cudaStream_t st = cuda_stream_of(s);
   const dim3 grid((unsigned)((a->d + EMB_COLS - 1) / EMB_COLS), EMB_VGRID);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      embed_backward_kernel<T><<<grid, EMB_COLS, 0, st>>>(
+                      ESMT_LAUNCH(grid, EMB_COLS, 0, st, embed_backward_kernel<T>)(
                           a->tokens, (const T *)a->dout, a->row_scale, a->dE, a->B * a->T, g,
                           a->d, a->mask_id, a->pad_id));
   return cuda_check(cudaGetLastError(), "embed_backward");

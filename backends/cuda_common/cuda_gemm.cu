@@ -286,7 +286,7 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   const dim3 grid((unsigned)((a->n + 255) / 256), (unsigned)(a->m < 65535 ? a->m : 65535));
   void *pre = gelu && a->pre ? a->pre : NULL;
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      epilogue_kernel<T><<<grid, 256, 0, stream>>>(
+                      ESMT_LAUNCH(grid, 256, 0, stream, epilogue_kernel<T>)(
                           (const T *)d, own_bias ? (const T *)a->bias : NULL, (T *)pre, (T *)a->c,
                           gelu, a->m, a->n, a->ldc));
   return cuda_check(cudaGetLastError(), "gemm: epilogue");

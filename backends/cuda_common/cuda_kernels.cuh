@@ -9,6 +9,7 @@
 #include <cuda_fp16.h>
 
 #include "cuda_device.h"
+#include "cuda_launch.cuh"
 
 // Activations are float, __half or __nv_bfloat16; all math is fp32.
 static __device__ __forceinline__ float ld_f(float v) { return v; }

@@ -66,7 +66,7 @@ esmtb_status cuda_layernorm_forward(esmtb_device *dev, const esmtb_layernorm_arg
   const dim3 block(32, ROWS_PER_BLOCK);
   const unsigned grid = (unsigned)((a->N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      ln_forward<T><<<grid, block, 0, st>>>((const T *)a->x, a->w, a->b,
+                      ESMT_LAUNCH(grid, block, 0, st, ln_forward<T>)((const T *)a->x, a->w, a->b,
                                                             (T *)a->out, a->mean, a->rstd, a->N,
                                                             a->d, a->eps));
   return cuda_check(cudaGetLastError(), "layernorm_forward");
@@ -89,7 +89,7 @@ esmtb_status cuda_layernorm_backward(esmtb_device *dev, const esmtb_layernorm_ar
   const dim3 block(32, ROWS_PER_BLOCK);
   const unsigned grid = (unsigned)((a->N + ROWS_PER_BLOCK - 1) / ROWS_PER_BLOCK);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      ln_backward_dx<T><<<grid, block, 0, st>>>(
+                      ESMT_LAUNCH(grid, block, 0, st, ln_backward_dx<T>)(
                           (const T *)a->x, a->w, (const T *)a->dout, a->mean, a->rstd,
                           (T *)a->dx, a->accumulate_dx, a->N, a->d));
   return cuda_check(cudaGetLastError(), "layernorm_backward");

@@ -24,7 +24,7 @@ esmtb_status cuda_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *
   if (!a->n) return 0;
   cudaStream_t st = cuda_stream_of(s);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      add_kernel<T><<<cuda_grid_1d(a->n), 256, 0, st>>>(
+                      ESMT_LAUNCH(cuda_grid_1d(a->n), 256, 0, st, add_kernel<T>)(
                           (const T *)a->a, (const T *)a->b, (T *)a->y, a->n));
   return cuda_check(cudaGetLastError(), "add");
 }
@@ -39,7 +39,7 @@ esmtb_status cuda_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_arg
   if (!a->n) return 0;
   cudaStream_t st = cuda_stream_of(s);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      gelu_backward_kernel<T><<<cuda_grid_1d(a->n), 256, 0, st>>>(
+                      ESMT_LAUNCH(cuda_grid_1d(a->n), 256, 0, st, gelu_backward_kernel<T>)(
                           (const T *)a->pre, (const T *)a->dout, (T *)a->dpre, a->n));
   return cuda_check(cudaGetLastError(), "gelu_backward");
 }

@@ -66,10 +66,10 @@ esmtb_status cuda_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream
   const dim3 block(32, XENT_ROWS);
   const unsigned grid = (unsigned)((a->N + XENT_ROWS - 1) / XENT_ROWS);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      xent_rows<T><<<grid, block, 0, st>>>((const T *)a->logits, a->labels,
+                      ESMT_LAUNCH(grid, block, 0, st, xent_rows<T>)((const T *)a->logits, a->labels,
                                                            (T *)a->dlogits, row_loss, a->N, a->V,
                                                            a->grad_scale));
-  xent_sum<<<1, XENT_SUM_THREADS, 0, st>>>(row_loss, a->N, a->loss_sum);
+  ESMT_LAUNCH(1, XENT_SUM_THREADS, 0, st, xent_sum)(row_loss, a->N, a->loss_sum);
   cudaFreeAsync(row_loss, st);
   return cuda_check(cudaGetLastError(), "xent");
 }

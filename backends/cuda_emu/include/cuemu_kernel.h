@@ -1,0 +1,187 @@
+/* Kernel-side CUDA for the host emulation (C++ only, included by the
+ * emulated cuda_runtime.h). Kernels are ordinary functions; every CUDA
+ * thread of a block runs as a coroutine of the emulator's block scheduler
+ * (backends/cuda_emu/src/emu_block.cpp): warps run independently, in a
+ * seeded random order, between the points where CUDA synchronises them
+ * (__syncthreads for the block; shuffles, mma.sync and ldmatrix for one
+ * warp). `__shared__` variables are statics (one block runs at a time in a
+ * process); every load and store of kernel code is instrumented (compiled
+ * with -fsanitize=thread, whose hooks the emulator implements) for shared
+ * memory races, bounds and stream order. See backends/cuda_emu/README.md. */
+#ifndef CUEMU_KERNEL_H
+#define CUEMU_KERNEL_H
+
+#include <math.h>
+#include <stdint.h>
+#include <string.h>
+
+#include <tuple>
+#include <utility>
+
+#include "cuemu_half.h"
+
+#define __global__
+#define __device__
+#define __host__
+#define __forceinline__ inline
+#define __launch_bounds__(...)
+#define __shared__ static
+#define __align__(n) alignas(n)
+#define __restrict__ __restrict
+
+struct dim3 {
+  unsigned x = 1, y = 1, z = 1;
+  dim3() {}
+  dim3(unsigned a, unsigned b = 1, unsigned c = 1) : x(a), y(b), z(c) {}
+};
+struct float2 {
+  float x, y;
+};
+struct float4 {
+  float x, y, z, w;
+};
+struct uint2 {
+  unsigned x, y;
+};
+struct int2 {
+  int x, y;
+};
+static inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
+static inline float2 make_float2(float a, float b) { return float2{a, b}; }
+static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
+
+namespace cuemu {
+/* The block being run: written by the scheduler before each coroutine
+ * resumes (one block runs at a time in a process). */
+struct kernel_state {
+  dim3 thread_idx, block_idx, block_dim, grid_dim;
+};
+extern kernel_state g_k CUEMU_HIDDEN;
+
+CUEMU_HIDDEN void syncthreads();
+CUEMU_HIDDEN void syncwarp();
+CUEMU_HIDDEN uint64_t shfl(uint64_t v, int src_lane_or_mask, int width, int mode);
+CUEMU_HIDDEN unsigned char *dynamic_smem();
+[[noreturn]] CUEMU_HIDDEN void trap(const char *why);
+/* mma.sync.m16n8k16.row.col (f32 accumulate) and ldmatrix.x2.trans, per
+ * the PTX ISA register layouts, as one warp-collective step each. */
+CUEMU_HIDDEN void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int bf16);
+CUEMU_HIDDEN void ldsm_x2_trans(uint32_t b[2], const void *p);
+
+/* Host side of a launch: the configuration, then the kernel bound to its
+ * exact parameter types so that arguments convert as in a real launch. */
+typedef void (*thread_body)(void *closure);
+CUEMU_HIDDEN void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream,
+                                const char *name, const void *fn, thread_body body, void *closure,
+                                void (*destroy)(void *closure));
+/* Called by each emulated thread after it has copied its arguments: from
+ * here on, its memory accesses are checked. */
+CUEMU_HIDDEN void kernel_body_begins();
+
+template <typename... P>
+struct launcher {
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  const char *name;
+  void (*fn)(P...);
+  struct closure {
+    void (*fn)(P...);
+    std::tuple<P...> args;
+  };
+  static void run(void *c) {
+    closure local = *static_cast<closure *>(c); /* this thread's copy of the parameters */
+    kernel_body_begins();
+    std::apply(local.fn, local.args);
+  }
+  static void destroy(void *c) { delete static_cast<closure *>(c); }
+  void operator()(P... args) const {
+    closure *c = new closure{fn, std::tuple<P...>(args...)};
+    launch_kernel(grid, block, smem, stream, name, (const void *)fn, run, c, destroy);
+  }
+};
+struct launch_cfg {
+  dim3 grid, block;
+  size_t smem;
+  cudaStream_t stream;
+  const char *name;
+  template <typename... P>
+  launcher<P...> bind(void (*fn)(P...)) const {
+    return launcher<P...>{grid, block, smem, stream, name, fn};
+  }
+};
+}  // namespace cuemu
+
+#define threadIdx (::cuemu::g_k.thread_idx)
+#define blockIdx (::cuemu::g_k.block_idx)
+#define blockDim (::cuemu::g_k.block_dim)
+#define gridDim (::cuemu::g_k.grid_dim)
+
+/* kernel<<<grid, block, smem, stream>>>(args) is written
+ * ESMT_LAUNCH(grid, block, smem, stream, kernel)(args) in the sources. */
+#define ESMT_LAUNCH(grid, block, smem, stream, ...) \
+  ::cuemu::launch_cfg{dim3(grid), dim3(block), (size_t)(smem), (stream), #__VA_ARGS__}.bind(__VA_ARGS__)
+#define ESMT_DYNAMIC_SMEM(name) unsigned char *name = ::cuemu::dynamic_smem()
+#define ESMT_PTX_EMULATED 1
+
+static inline void __syncthreads() { ::cuemu::syncthreads(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; ::cuemu::syncwarp(); }
+[[noreturn]] static inline void __trap() { ::cuemu::trap("__trap()"); }
+
+template <typename T>
+static inline T cuemu_shfl_t(T v, int lane, int width, int mode) {
+  static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
+  uint64_t u = 0;
+  memcpy(&u, &v, sizeof v);
+  u = ::cuemu::shfl(u, lane, width, mode);
+  T r;
+  memcpy(&r, &u, sizeof r);
+  return r;
+}
+template <typename T>
+static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
+  (void)mask;
+  return cuemu_shfl_t(v, lane_mask, width, 0);
+}
+template <typename T>
+static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
+  (void)mask;
+  return cuemu_shfl_t(v, src, width, 1);
+}
+template <typename T>
+static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
+  (void)mask;
+  return cuemu_shfl_t(v, (int)delta, width, 2);
+}
+template <typename T> static inline T __ldg(const T *p) { return *p; }
+
+static inline int min(int a, int b) { return a < b ? a : b; }
+static inline int max(int a, int b) { return a > b ? a : b; }
+static inline unsigned min(unsigned a, unsigned b) { return a < b ? a : b; }
+static inline unsigned max(unsigned a, unsigned b) { return a > b ? a : b; }
+static inline long long min(long long a, long long b) { return a < b ? a : b; }
+static inline long long max(long long a, long long b) { return a > b ? a : b; }
+static inline size_t min(size_t a, size_t b) { return a < b ? a : b; }
+static inline size_t max(size_t a, size_t b) { return a > b ? a : b; }
+static inline float __int_as_float(int i) {
+  float f;
+  memcpy(&f, &i, 4);
+  return f;
+}
+static inline int __float_as_int(float f) {
+  int i;
+  memcpy(&i, &f, 4);
+  return i;
+}
+static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
+static inline float __expf(float x) { return expf(x); }
+static inline float __fdividef(float a, float b) { return a / b; }
+
+static inline float2 __half22float2(__half2 h) { return float2{(float)h.x, (float)h.y}; }
+static inline __half2 __floats2half2_rn(float a, float b) { return __half2{__half(a), __half(b)}; }
+static inline float2 __bfloat1622float2(__nv_bfloat162 h) { return float2{(float)h.x, (float)h.y}; }
+static inline __nv_bfloat162 __floats2bfloat162_rn(float a, float b) {
+  return __nv_bfloat162{__nv_bfloat16(a), __nv_bfloat16(b)};
+}
+
+#endif
