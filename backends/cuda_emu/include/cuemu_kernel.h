@@ -174,7 +174,6 @@ static inline int __float_as_int(float f) {
   return i;
 }
 static inline float rsqrtf(float x) { return 1.0f / sqrtf(x); }
-static inline float __expf(float x) { return expf(x); }
 static inline float __fdividef(float a, float b) { return a / b; }
 
 static inline float2 __half22float2(__half2 h) { return float2{(float)h.x, (float)h.y}; }

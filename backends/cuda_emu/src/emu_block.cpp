@@ -1,0 +1,404 @@
+// Kernel execution: every CUDA thread of a block is a coroutine on its own
+// stack. The scheduler picks a warp at random (seeded) among those with
+// runnable threads and runs each of its threads to its next
+// synchronisation point: __syncthreads waits for the whole block, a
+// shuffle, mma.sync or ldmatrix for the thread's warp only, so warps run
+// independently between block barriers, in a different order for each
+// seed. One block runs at a time in the process (g_exec), which is what
+// lets `__shared__` variables be plain statics.
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstring>
+#include <map>
+#include <mutex>
+#include <random>
+
+#include "emu_private.h"
+
+namespace cuemu {
+
+kernel_state g_k;
+
+namespace {
+constexpr int kMaxThreads = 1024;
+constexpr size_t kStack = 256 * 1024, kGuard = 4096;
+enum tstate { T_READY, T_WARP, T_BAR, T_DONE };
+}  // namespace
+
+struct ethread {
+  void *sp;
+  int state;
+  int tid;
+  bool checking;
+  dim3 idx;
+};
+
+launch_info g_launch;
+ethread *g_cur;
+char *g_stk_lo, *g_stk_hi;
+unsigned char *g_dsmem;
+
+namespace {
+std::mutex g_exec;  // one block at a time, process-wide
+ethread g_threads[kMaxThreads];
+void *g_sched_sp;
+int g_nthreads;
+thread_body g_body;
+void *g_closure;
+uint64_t g_xch[kMaxThreads];                         // shuffle exchange
+uint32_t g_abuf[kMaxThreads][4], g_bbuf[kMaxThreads][2];  // mma operands
+const void *g_pbuf[kMaxThreads];                     // ldmatrix row addresses
+std::mt19937_64 g_rng;
+std::map<const void *, int> g_max_dyn_smem;          // cudaFuncSetAttribute
+std::mutex g_attr_mu;
+uint64_t g_kernels, g_blocks;
+}  // namespace
+
+}  // namespace cuemu
+
+// Context switch (x86-64 System V): save the callee-saved registers on the
+// current stack, store its pointer in *save, switch to `to`, restore.
+extern "C" void cuemu_switch(void **save, void *to) __attribute__((visibility("hidden")));
+#if defined(__x86_64__)
+__asm__(
+    ".text\n"
+    ".globl cuemu_switch\n"
+    ".hidden cuemu_switch\n"
+    ".type cuemu_switch,@function\n"
+    "cuemu_switch:\n"
+    "  pushq %rbp\n  pushq %rbx\n  pushq %r12\n  pushq %r13\n  pushq %r14\n  pushq %r15\n"
+    "  subq $8, %rsp\n  stmxcsr (%rsp)\n  fnstcw 4(%rsp)\n"
+    "  movq %rsp, (%rdi)\n"
+    "  movq %rsi, %rsp\n"
+    "  ldmxcsr (%rsp)\n  fldcw 4(%rsp)\n  addq $8, %rsp\n"
+    "  popq %r15\n  popq %r14\n  popq %r13\n  popq %r12\n  popq %rbx\n  popq %rbp\n"
+    "  ret\n"
+    ".size cuemu_switch, .-cuemu_switch\n");
+#else
+#error "the CUDA emulator's coroutines are written for x86-64"
+#endif
+
+namespace cuemu {
+
+namespace {
+[[noreturn]] void thread_entry() {
+  ethread *t = g_cur;
+  t->checking = false;  // until the arguments are copied (kernel_body_begins)
+  g_body(g_closure);
+  t->checking = false;
+  t->state = T_DONE;
+  cuemu_switch(&t->sp, g_sched_sp);
+  __builtin_unreachable();
+}
+
+void init_stacks() {
+  if (g_stk_lo) return;
+  const size_t total = (size_t)kMaxThreads * (kStack + kGuard);
+  void *p = mmap(nullptr, total, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  if (p == MAP_FAILED) return;
+  for (int i = 0; i < kMaxThreads; i++)
+    mprotect((char *)p + (size_t)i * (kStack + kGuard), kGuard, PROT_NONE);  // overflow traps
+  g_stk_lo = (char *)p;
+  g_stk_hi = (char *)p + total;
+  void *d = mmap(nullptr, kDynSmemMax + 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
+                 -1, 0);
+  g_dsmem = d == MAP_FAILED ? nullptr : (unsigned char *)d;
+  check_init_segments();
+}
+
+void prepare(ethread *t, int i) {
+  char *top = g_stk_lo + (size_t)(i + 1) * (kStack + kGuard);
+  void **sp = (void **)((uintptr_t)top & ~(uintptr_t)15);
+  *--sp = nullptr;                     // alignment slot (a return address)
+  *--sp = (void *)thread_entry;        // where `ret` goes
+  for (int r = 0; r < 6; r++) *--sp = nullptr;  // rbp rbx r12 r13 r14 r15
+  uint32_t ctl[2];
+  __asm__ volatile("stmxcsr %0" : "=m"(ctl[0]));
+  __asm__ volatile("fnstcw %0" : "=m"(ctl[1]));
+  sp--;
+  memcpy(sp, ctl, 8);
+  t->sp = sp;
+  t->state = T_READY;
+  t->tid = i;
+  t->checking = false;
+}
+
+void yield(int state) {
+  ethread *t = g_cur;
+  t->state = state;
+  cuemu_switch(&t->sp, g_sched_sp);
+}
+
+void resume(ethread *t) {
+  g_cur = t;
+  g_k.thread_idx = t->idx;
+  cuemu_switch(&g_sched_sp, t->sp);
+}
+
+// Run one block to completion; false when it was aborted.
+bool run_block(dim3 block) {
+  const int n = g_nthreads, nwarps = (n + 31) / 32;
+  for (int i = 0; i < n; i++) {
+    prepare(&g_threads[i], i);
+    g_threads[i].idx = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
+  }
+  if (g_dsmem && g_launch.smem) memset(g_dsmem, 0xff, g_launch.smem);  // uninitialised: NaN
+  smem_new_epoch();
+  std::vector<int> ready;
+  for (;;) {
+    ready.clear();
+    for (int w = 0; w < nwarps; w++)
+      for (int l = 0; l < 32 && w * 32 + l < n; l++)
+        if (g_threads[w * 32 + l].state == T_READY) {
+          ready.push_back(w);
+          break;
+        }
+    if (!ready.empty()) {
+      const int w = ready[g_rng() % ready.size()];
+      for (int l = 0; l < 32 && w * 32 + l < n; l++) {
+        ethread *t = &g_threads[w * 32 + l];
+        if (t->state != T_READY) continue;
+        resume(t);
+        if (g_launch.aborted) return false;
+      }
+      continue;
+    }
+    // Nothing runnable: complete a warp collective, else a block barrier.
+    bool progress = false;
+    for (int w = 0; w < nwarps; w++) {
+      int live = 0, at = 0;
+      for (int l = 0; l < 32 && w * 32 + l < n; l++) {
+        const int s = g_threads[w * 32 + l].state;
+        live += s != T_DONE;
+        at += s == T_WARP;
+      }
+      if (live && at == live) {
+        for (int l = 0; l < 32 && w * 32 + l < n; l++)
+          if (g_threads[w * 32 + l].state == T_WARP) g_threads[w * 32 + l].state = T_READY;
+        progress = true;
+      }
+    }
+    if (progress) continue;
+    int live = 0, bar = 0;
+    for (int i = 0; i < n; i++) {
+      live += g_threads[i].state != T_DONE;
+      bar += g_threads[i].state == T_BAR;
+    }
+    if (!live) return true;
+    if (bar == live) {
+      for (int i = 0; i < n; i++)
+        if (g_threads[i].state == T_BAR) g_threads[i].state = T_READY;
+      smem_new_epoch();
+      continue;
+    }
+    report(g_launch.dev, "deadlock",
+           "kernel %s, block (%u,%u,%u): threads wait at a warp collective while others of their "
+           "warp wait at __syncthreads or have exited (divergent synchronisation)",
+           g_launch.name, g_launch.bx, g_launch.by, g_launch.bz);
+    g_launch.aborted = cudaErrorLaunchFailure;
+    return false;
+  }
+}
+
+cudaError_t run_grid(const op_ctx &c, dim3 grid, dim3 block, size_t smem, const char *name,
+                     thread_body body, void *closure) {
+  std::lock_guard<std::mutex> g(g_exec);
+  init_stacks();
+  if (!g_stk_lo || !g_dsmem) {
+    report(c.device, "emulator", "cannot map coroutine stacks for %s", name);
+    return cudaErrorLaunchOutOfResources;
+  }
+  g_launch = launch_info{};
+  g_launch.name = name;
+  g_launch.smem = smem;
+  g_launch.ctx = &c;
+  g_launch.dev = c.device;
+  g_body = body;
+  g_closure = closure;
+  g_k.block_dim = block;
+  g_k.grid_dim = grid;
+  g_nthreads = (int)(block.x * block.y * block.z);
+  g_rng.seed(seed() * 0x9e3779b97f4a7c15ull + c.launch_id);
+  g_kernels++;
+  const uint64_t nblocks = (uint64_t)grid.x * grid.y * grid.z;
+  // Blocks in a seeded order: start anywhere, stride coprime to the count.
+  uint64_t stride = 1, start = nblocks > 1 ? g_rng() % nblocks : 0;
+  if (nblocks > 2) {
+    stride = 1 + g_rng() % (nblocks - 1);
+    auto gcd = [](uint64_t a, uint64_t b) { while (b) { uint64_t t = a % b; a = b; b = t; } return a; };
+    while (gcd(stride, nblocks) != 1) stride++;
+  }
+  for (uint64_t k = 0; k < nblocks; k++) {
+    const uint64_t b = (start + k * stride) % nblocks;
+    g_k.block_idx = dim3((unsigned)(b % grid.x), (unsigned)((b / grid.x) % grid.y),
+                         (unsigned)(b / ((uint64_t)grid.x * grid.y)));
+    g_launch.block_linear = (uint32_t)b;
+    g_launch.bx = g_k.block_idx.x;
+    g_launch.by = g_k.block_idx.y;
+    g_launch.bz = g_k.block_idx.z;
+    g_blocks++;
+    if (!run_block(block)) break;
+  }
+  g_cur = nullptr;
+  return (cudaError_t)g_launch.aborted;
+}
+}  // namespace
+
+int cur_tid() { return g_cur ? g_cur->tid : -1; }
+bool cur_checking() { return g_cur && g_cur->checking; }
+
+void cur_thread_desc(char *buf, size_t n) {
+  if (!g_cur) {
+    snprintf(buf, n, "(no thread)");
+    return;
+  }
+  snprintf(buf, n, "thread (%u,%u,%u) [warp %d] of block (%u,%u,%u)", g_cur->idx.x, g_cur->idx.y,
+           g_cur->idx.z, g_cur->tid / 32, g_launch.bx, g_launch.by, g_launch.bz);
+}
+
+[[noreturn]] void abort_kernel(cudaError_t e) {
+  if (!g_launch.aborted) g_launch.aborted = e;
+  ethread *t = g_cur;
+  t->checking = false;
+  cuemu_switch(&t->sp, g_sched_sp);  // never resumed
+  __builtin_unreachable();
+}
+
+void kernel_body_begins() {
+  if (g_cur) g_cur->checking = true;
+}
+
+void syncthreads() { yield(T_BAR); }
+void syncwarp() { yield(T_WARP); }
+
+uint64_t shfl(uint64_t v, int arg, int width, int mode) {
+  const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31;
+  if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
+  const int seg = lane & ~(width - 1);
+  int src = lane;
+  switch (mode) {
+    case 0: src = lane ^ arg; break;                              // xor
+    case 1: src = seg + (arg & (width - 1)); break;               // idx
+    default: src = (lane & (width - 1)) + arg < width ? lane + arg : lane; break;  // down
+  }
+  g_xch[tid] = v;
+  yield(T_WARP);
+  uint64_t r = v;
+  if (src >= 0 && src < 32 && w0 + src < g_nthreads && g_threads[w0 + src].state != T_DONE)
+    r = g_xch[w0 + src];
+  yield(T_WARP);
+  return r;
+}
+
+unsigned char *dynamic_smem() { return g_dsmem; }
+
+[[noreturn]] void trap(const char *why) {
+  char who[128];
+  cur_thread_desc(who, sizeof who);
+  report(g_launch.dev, "trap", "kernel %s: %s in %s", g_launch.name, why, who);
+  abort_kernel(cudaErrorLaunchFailure);
+}
+
+static float half_of(uint32_t u, int hi, int bf) {
+  const uint16_t h = (uint16_t)(hi ? u >> 16 : u & 0xffffu);
+  return bf ? cuemu_bf2f(h) : cuemu_h2f(h);
+}
+
+// mma.sync.aligned.m16n8k16.row.col.f32.{f16,bf16}: thread (g = lane/4,
+// t = lane%4) holds a0 (row g, k 2t..2t+1), a1 (g+8, 2t..), a2 (g, 2t+8..),
+// a3 (g+8, 2t+8..); b0 (k 2t.., col g), b1 (k 2t+8.., col g); c0,c1 (g,
+// 2t..), c2,c3 (g+8, 2t..). On sm_75 it is two m16n8k8 (f16 only).
+void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int bf) {
+  const device_config *cfg = device(g_launch.dev);
+  if (bf && cfg && cfg->sm_major < 8) {
+    char who[128];
+    cur_thread_desc(who, sizeof who);
+    report(g_launch.dev, "illegal-instruction",
+           "kernel %s: bf16 mma.sync needs sm_80, the device is sm_%d%d (%s)", g_launch.name,
+           cfg->sm_major, cfg->sm_minor, who);
+    abort_kernel(cudaErrorIllegalInstruction);
+  }
+  const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  memcpy(g_abuf[tid], a, 16);
+  memcpy(g_bbuf[tid], b, 8);
+  yield(T_WARP);
+  for (int e = 0; e < 4; e++) {
+    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    float acc = c[e];
+    for (int k = 0; k < 16; k++) {
+      const int kk = k & 7, khi = k >> 3;
+      const float av = half_of(g_abuf[w0 + (row & 7) * 4 + (kk >> 1)][(row >> 3) + 2 * khi], kk & 1, bf);
+      const float bv = half_of(g_bbuf[w0 + col * 4 + (kk >> 1)][khi], kk & 1, bf);
+      acc += av * bv;
+    }
+    c[e] = acc;
+  }
+  yield(T_WARP);
+}
+
+// ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16: threads 8m..8m+7 give
+// the row addresses of matrix m; thread (g, t) receives of matrix m the
+// elements (row 2t, col g) and (row 2t+1, col g).
+void ldsm_x2_trans(uint32_t b[2], const void *p) {
+  const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  if (lane < 16) kernel_access(p, 16, false);  // the rows this thread supplies
+  g_pbuf[tid] = p;
+  yield(T_WARP);
+  for (int m = 0; m < 2; m++) {
+    const uint16_t *r0 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t];
+    const uint16_t *r1 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t + 1];
+    b[m] = (uint32_t)r0[g] | ((uint32_t)r1[g] << 16);
+  }
+  yield(T_WARP);
+}
+
+int max_dynamic_smem(const void *fn) {
+  std::lock_guard<std::mutex> g(g_attr_mu);
+  auto it = g_max_dyn_smem.find(fn);
+  return it == g_max_dyn_smem.end() ? 48 * 1024 : it->second;
+}
+
+void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, const char *name,
+                   const void *fn, thread_body body, void *closure, void (*destroy)(void *)) {
+  const uint64_t threads = (uint64_t)block.x * block.y * block.z;
+  cudaError_t e = cudaSuccess;
+  if (!threads || threads > 1024 || block.x > 1024 || block.y > 1024 || block.z > 64 || !grid.x ||
+      !grid.y || !grid.z || grid.y > 65535 || grid.z > 65535 || grid.x > 0x7fffffffu)
+    e = cudaErrorInvalidConfiguration;
+  else if (smem > (size_t)max_dynamic_smem(fn))
+    e = cudaErrorInvalidValue;
+  if (e) {
+    report(current_device(), "launch",
+           "kernel %s: grid (%u,%u,%u) block (%u,%u,%u) dynamic shared %zu bytes (limit %d): %s",
+           name, grid.x, grid.y, grid.z, block.x, block.y, block.z, smem, max_dynamic_smem(fn),
+           cudaGetErrorString(e));
+    destroy(closure);
+    record_error(e);
+    return;
+  }
+  e = enqueue(stream, name, [=](op_ctx &c) -> cudaError_t {
+    cudaError_t r = compute_enabled() ? run_grid(c, grid, block, smem, name, body, closure)
+                                      : cudaSuccess;
+    destroy(closure);
+    return r;
+  });
+  if (e) {
+    destroy(closure);
+    record_error(e);
+  }
+}
+
+void kernel_counts(uint64_t *kernels, uint64_t *blocks) {
+  std::lock_guard<std::mutex> g(g_exec);
+  *kernels = g_kernels;
+  *blocks = g_blocks;
+}
+
+void set_max_dynamic_smem(const void *fn, int v) {
+  std::lock_guard<std::mutex> g(g_attr_mu);
+  g_max_dyn_smem[fn] = v;
+}
+
+}  // namespace cuemu

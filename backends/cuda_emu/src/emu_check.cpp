@@ -1,0 +1,277 @@
+// The checkers behind every load and store of kernel code. The kernel
+// sources are compiled with GCC's -fsanitize=thread, which calls
+// __tsan_readN / __tsan_writeN before each access; the emulator implements
+// those hooks (no ThreadSanitizer runtime is linked). An access made by an
+// emulated thread (its frame lies on a coroutine stack) is classified:
+//   - its own stack: a local, nothing to check;
+//   - dynamic shared memory: bounds against the launch's size, then races;
+//   - the plugin's writable data: `__shared__` statics, checked for races;
+//   - device memory: bounds against the live allocation, then stream order
+//     and blocks of one launch touching the same word;
+//   - pinned host memory: allowed (zero-copy);
+//   - anything else: host memory, an illegal address on a GPU.
+// Shared-memory race: within one barrier interval, a byte written by one
+// warp and read or written by another, or read by one warp and then written
+// by another (what compute-sanitizer's racecheck reports).
+#include <cxxabi.h>
+#include <dlfcn.h>
+#include <link.h>
+#include <sys/mman.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <mutex>
+
+#include "emu_private.h"
+
+namespace cuemu {
+
+namespace {
+struct smem_shadow {
+  uint32_t epoch;
+  int16_t wtid, rtid;
+  uint32_t rmask;  // warps that read since the epoch began
+};
+struct dev_shadow {
+  uint32_t gen, w_op, w_clock, r_clock, w_block;
+  uint16_t w_slot, r_slot;
+};
+
+uint32_t g_epoch = 1;
+smem_shadow *g_dyn_shadow, *g_static_shadow;
+char *g_static_lo, *g_static_hi;
+dev_shadow *g_dev_shadow[16];
+
+void *map_zero(size_t bytes) {
+  void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
+                 -1, 0);
+  return p == MAP_FAILED ? nullptr : p;
+}
+
+int find_segment(struct dl_phdr_info *info, size_t, void *) {
+  const uintptr_t anchor = (uintptr_t)&g_k;
+  for (int i = 0; i < info->dlpi_phnum; i++) {
+    const ElfW(Phdr) &ph = info->dlpi_phdr[i];
+    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
+    if (anchor >= lo && anchor < hi) {
+      g_static_lo = (char *)lo;
+      g_static_hi = (char *)hi;
+      return 1;
+    }
+  }
+  return 0;
+}
+
+void thread_desc_of(int tid, char *buf, size_t n) {
+  const dim3 b = g_k.block_dim;
+  snprintf(buf, n, "thread (%u,%u,%u) [warp %d]", tid % b.x, (tid / b.x) % b.y, tid / (b.x * b.y),
+           tid / 32);
+}
+
+// "dynamic shared offset 0x40" or "__shared__ sh (xent_sum) + 0x40".
+void smem_where(const char *p, bool dynamic, char *buf, size_t n) {
+  if (dynamic) {
+    snprintf(buf, n, "dynamic shared offset %zu", (size_t)(p - (const char *)g_dsmem));
+    return;
+  }
+  Dl_info di;
+  if (dladdr(p, &di) && di.dli_sname) {
+    int st = 0;
+    char *dem = abi::__cxa_demangle(di.dli_sname, nullptr, nullptr, &st);
+    snprintf(buf, n, "__shared__ %s + %zu", dem ? dem : di.dli_sname,
+             (size_t)(p - (const char *)di.dli_saddr));
+    free(dem);
+  } else {
+    snprintf(buf, n, "static shared memory at %p", (const void *)p);
+  }
+}
+
+bool note_finding() { return ++g_launch.reports <= 3; }
+
+void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool write, bool dynamic) {
+  const int tid = cur_tid(), w = tid >> 5;
+  bool reported = false;
+  for (size_t i = 0; i < n; i++) {
+    smem_shadow *e = &base[off + i];
+    if (e->epoch != g_epoch) {
+      e->epoch = g_epoch;
+      e->wtid = -1;
+      e->rmask = 0;
+    }
+    int other = -1;
+    const char *what = nullptr;
+    if (e->wtid >= 0 && (e->wtid >> 5) != w) {
+      other = e->wtid;
+      what = write ? "writes a byte that %s wrote" : "reads a byte that %s wrote";
+    } else if (write && (e->rmask & ~(1u << w))) {
+      other = e->rtid;
+      what = "writes a byte that %s read";
+    }
+    if (what && !reported) {
+      reported = true;
+      if (note_finding()) {
+        char me[128], them[64], where[160], verb[128];
+        cur_thread_desc(me, sizeof me);
+        thread_desc_of(other, them, sizeof them);
+        smem_where(p + i, dynamic, where, sizeof where);
+        snprintf(verb, sizeof verb, what, them);
+        report(g_launch.dev, "race",
+               "kernel %s: %s %s, with no __syncthreads in between (%s, %s access of %zu bytes)",
+               g_launch.name, me, verb, where, write ? "a write" : "a read", n);
+      } else {
+        report(g_launch.dev, "race", "(more races in kernel %s)", g_launch.name);
+      }
+    }
+    if (write) {
+      e->wtid = (int16_t)tid;
+    } else {
+      e->rmask |= 1u << w;
+      e->rtid = (int16_t)tid;
+    }
+  }
+}
+
+[[noreturn]] void illegal(const char *p, size_t n, bool write, const char *why) {
+  char me[128];
+  cur_thread_desc(me, sizeof me);
+  report(g_launch.dev, "bounds", "kernel %s: %s %s %zu bytes at %p: %s", g_launch.name, me,
+         write ? "writes" : "reads", n, (const void *)p, why);
+  abort_kernel(cudaErrorIllegalAddress);
+}
+}  // namespace
+
+void check_init_segments() {
+  g_dyn_shadow = (smem_shadow *)map_zero((kDynSmemMax + 65536) * sizeof(smem_shadow));
+  dl_iterate_phdr(find_segment, nullptr);
+  if (g_static_lo)
+    g_static_shadow = (smem_shadow *)map_zero((size_t)(g_static_hi - g_static_lo) * sizeof(smem_shadow));
+}
+
+void smem_new_epoch() { g_epoch++; }
+
+void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bool write,
+                   uint32_t block) {
+  size_t span = 0;
+  char *arena = device_arena(r.device, &span);
+  if (!arena || r.device < 0 || r.device >= 16) return;
+  if (!g_dev_shadow[r.device]) {
+    static std::mutex mu;
+    std::lock_guard<std::mutex> g(mu);
+    if (!g_dev_shadow[r.device])
+      g_dev_shadow[r.device] = (dev_shadow *)map_zero(span / 4 * sizeof(dev_shadow));
+    if (!g_dev_shadow[r.device]) return;
+  }
+  dev_shadow *sh = g_dev_shadow[r.device];
+  const size_t w0 = (size_t)(p - arena) / 4, w1 = (size_t)(p + n - 1 - arena) / 4;
+  bool reported = false;
+  for (size_t w = w0; w <= w1; w++) {
+    dev_shadow *e = &sh[w];
+    if (e->gen != r.gen) *e = dev_shadow{r.gen, 0, 0, 0, 0, kNoSlot, kNoSlot};
+    const char *finding = nullptr;
+    uint16_t other_slot = kNoSlot;
+    if (e->w_slot != kNoSlot && e->w_slot != c.slot && c.vc[e->w_slot] < e->w_clock) {
+      finding = write ? "overwrites device memory written by" : "reads device memory written by";
+      other_slot = e->w_slot;
+    } else if (write && e->r_slot != kNoSlot && e->r_slot != c.slot && c.vc[e->r_slot] < e->r_clock) {
+      finding = "overwrites device memory still being read by an operation of";
+      other_slot = e->r_slot;
+    } else if (block && e->w_op == c.launch_id && e->w_block != block) {
+      if (!reported && (reported = true) && note_finding()) {
+        char me[128];
+        cur_thread_desc(me, sizeof me);
+        report(c.device, "race",
+               "kernel %s: %s %s %zu bytes at %p that block %u of the same launch wrote "
+               "(blocks are not ordered)",
+               c.what, me, write ? "writes" : "reads", n, (const void *)p, e->w_block - 1);
+      }
+    }
+    if (finding && !reported) {
+      reported = true;
+      if (!block || note_finding())
+        report(c.device, "stream-order",
+               "%s on stream #%d %s %s (stream #%d) with no event wait or synchronisation "
+               "between them (%zu bytes at %p, allocation %p + %zu)",
+               c.what, c.slot, finding, other_slot == e->w_slot ? op_name(e->w_op) : "another stream",
+               other_slot, n, (const void *)p, (void *)r.base, (size_t)(p - r.base));
+    }
+    if (write) {
+      e->w_slot = (uint16_t)c.slot;
+      e->w_clock = c.clock;
+      e->w_op = (uint32_t)c.launch_id;
+      e->w_block = block;
+    } else {
+      e->r_slot = (uint16_t)c.slot;
+      e->r_clock = c.clock;
+    }
+  }
+}
+
+void kernel_access(const void *addr, size_t n, bool write) {
+  const char *p = (const char *)addr;
+  if (p >= g_stk_lo && p < g_stk_hi) return;  // a local
+  if (g_dsmem && p >= (const char *)g_dsmem && p < (const char *)g_dsmem + kDynSmemMax + 65536) {
+    const size_t off = (size_t)(p - (const char *)g_dsmem);
+    if (off + n > g_launch.smem) {
+      char why[160];
+      snprintf(why, sizeof why, "dynamic shared offset %zu is past the launch's %zu bytes", off,
+               g_launch.smem);
+      illegal(p, n, write, why);
+    }
+    if (g_dyn_shadow) smem_check(g_dyn_shadow, off, p, n, write, true);
+    return;
+  }
+  if (p >= g_static_lo && p < g_static_hi) {
+    if (p >= (const char *)&g_k && p < (const char *)(&g_k + 1)) return;  // threadIdx & co
+    if (g_static_shadow) smem_check(g_static_shadow, (size_t)(p - g_static_lo), p, n, write, false);
+    return;
+  }
+  region r;
+  if (find_region(p, &r)) {
+    if (r.kind == MEM_PINNED) return;
+    if (p + n > r.base + r.size) {
+      char why[160];
+      snprintf(why, sizeof why, "%zu bytes past the end of the %zu-byte allocation at %p",
+               (size_t)(p + n - (r.base + r.size)), r.size, (void *)r.base);
+      illegal(p, n, write, why);
+    }
+    shadow_access(*g_launch.ctx, r, p, n, write, g_launch.block_linear + 1);
+    return;
+  }
+  if (is_device_address(p))
+    illegal(p, n, write, "not inside any live device allocation (out of bounds, or freed)");
+  illegal(p, n, write, "host memory (not device, shared or pinned memory)");
+}
+
+}  // namespace cuemu
+
+using namespace cuemu;
+
+// The instrumentation's entry points. Frames on a coroutine stack belong to
+// an emulated GPU thread; everything else is host code and passes.
+#define CUEMU_HOOK extern "C" __attribute__((visibility("hidden")))
+static inline void hook(void *p, size_t n, bool write) {
+  const char *fp = (const char *)__builtin_frame_address(0);
+  if (fp < g_stk_lo || fp >= g_stk_hi || !cur_checking()) return;
+  kernel_access(p, n, write);
+}
+#define CUEMU_RW(N)                                                          \
+  CUEMU_HOOK void __tsan_read##N(void *p) { hook(p, N, false); }             \
+  CUEMU_HOOK void __tsan_write##N(void *p) { hook(p, N, true); }             \
+  CUEMU_HOOK void __tsan_unaligned_read##N(void *p) { hook(p, N, false); }   \
+  CUEMU_HOOK void __tsan_unaligned_write##N(void *p) { hook(p, N, true); }   \
+  CUEMU_HOOK void __tsan_volatile_read##N(void *p) { hook(p, N, false); }    \
+  CUEMU_HOOK void __tsan_volatile_write##N(void *p) { hook(p, N, true); }
+CUEMU_RW(1)
+CUEMU_RW(2)
+CUEMU_RW(4)
+CUEMU_RW(8)
+CUEMU_RW(16)
+CUEMU_HOOK void __tsan_read_range(void *p, unsigned long n) { if (n) hook(p, n, false); }
+CUEMU_HOOK void __tsan_write_range(void *p, unsigned long n) { if (n) hook(p, n, true); }
+CUEMU_HOOK void __tsan_init(void) {}
+CUEMU_HOOK void __tsan_func_entry(void *) {}
+CUEMU_HOOK void __tsan_func_exit(void) {}
+CUEMU_HOOK void __tsan_vptr_update(void **, void *) {}
+CUEMU_HOOK void __tsan_vptr_read(void **) {}

@@ -1,0 +1,70 @@
+// Internals of the emulated runtime shared between its own files (the
+// cuBLASLt and NCCL stand-ins use emu_internal.h only).
+#ifndef CUEMU_PRIVATE_H
+#define CUEMU_PRIVATE_H
+
+#include <cstddef>
+#include <cstdint>
+#include <cstdio>
+
+#include "emu_internal.h"
+
+namespace cuemu {
+
+constexpr int kMaxSlots = 64;     // streams alive at once, all devices
+constexpr uint16_t kNoSlot = 0xffff;
+
+// emu_config.cpp
+void set_current_device(int d);
+cudaError_t take_last_error(bool clear);
+bool strict();
+
+// emu_memory.cpp
+cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out);
+// Remove the allocation at p (exactly its base); false if none.
+bool device_release(void *p, mem_kind *kind, size_t *size);
+void pool_trim(int dev);  // at a synchronisation: back to the release threshold
+void memory_stats_json(FILE *f);
+char *device_arena(int dev, size_t *span);  // NULL before the first allocation
+
+// emu_stream.cpp
+void device_sync(int dev);       // every stream of dev, host clock joined
+const char *op_name(uint32_t op_id);  // recent operations, for reports
+
+// emu_check.cpp
+// Stream-order and inter-block checks of [p, p + n) inside region r.
+void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bool write,
+                   uint32_t block);
+// A kernel thread's access (the __tsan_* hooks call it; so does ldmatrix).
+void kernel_access(const void *p, size_t n, bool write);
+void check_init_segments();
+void smem_new_epoch();  // a block starts or passes __syncthreads
+
+// emu_block.cpp: the kernel being run, for the checkers.
+struct ethread;
+struct launch_info {
+  const char *name;
+  size_t smem;           // dynamic shared memory bytes of the launch
+  const op_ctx *ctx;     // its stream operation
+  uint32_t block_linear; // the block being run
+  unsigned bx, by, bz;   // its index
+  int dev;
+  int aborted;           // cudaError_t that stops the grid, 0 while running
+  uint32_t reports;      // findings in this launch (printing is capped)
+};
+extern launch_info g_launch;
+extern ethread *g_cur;
+extern char *g_stk_lo, *g_stk_hi;
+extern unsigned char *g_dsmem;
+constexpr size_t kDynSmemMax = 256 * 1024;
+int cur_tid();
+void cur_thread_desc(char *buf, size_t n);  // "thread (x,y,z) of warp w, block (..)"
+bool cur_checking();
+[[noreturn]] void abort_kernel(cudaError_t e);
+int max_dynamic_smem(const void *fn);
+void set_max_dynamic_smem(const void *fn, int bytes);
+void kernel_counts(uint64_t *kernels, uint64_t *blocks);
+
+}  // namespace cuemu
+
+#endif
