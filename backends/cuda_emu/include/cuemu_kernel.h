@@ -4,8 +4,8 @@
  * (backends/cuda_emu/src/emu_block.cpp): warps run independently, in a
  * seeded random order, between the points where CUDA synchronises them
  * (__syncthreads for the block; shuffles, mma.sync and ldmatrix for one
- * warp). `__shared__` variables are statics (one block runs at a time in a
- * process); every load and store of kernel code is instrumented (compiled
+ * warp). `__shared__` variables are thread-local statics (a block runs on
+ * its stream's worker thread, one block at a time); every load and store of kernel code is instrumented (compiled
  * with -fsanitize=thread, whose hooks the emulator implements) for shared
  * memory races, bounds and stream order. See backends/cuda_emu/README.md. */
 #ifndef CUEMU_KERNEL_H
@@ -25,7 +25,7 @@
 #define __host__
 #define __forceinline__ inline
 #define __launch_bounds__(...)
-#define __shared__ static
+#define __shared__ static thread_local
 #define __align__(n) alignas(n)
 #define __restrict__ __restrict
 

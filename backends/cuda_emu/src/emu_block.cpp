@@ -105,7 +105,6 @@ void init_stacks() {
   void *d = mmap(nullptr, kDynSmemMax + 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
                  -1, 0);
   g_dsmem = d == MAP_FAILED ? nullptr : (unsigned char *)d;
-  check_init_segments();
 }
 
 void prepare(ethread *t, int i) {
@@ -206,6 +205,7 @@ cudaError_t run_grid(const op_ctx &c, dim3 grid, dim3 block, size_t smem, const 
                      thread_body body, void *closure) {
   std::lock_guard<std::mutex> g(g_exec);
   init_stacks();
+  check_init_segments();  // this worker thread's `__shared__` block
   if (!g_stk_lo || !g_dsmem) {
     report(c.device, "emulator", "cannot map coroutine stacks for %s", name);
     return cudaErrorLaunchOutOfResources;

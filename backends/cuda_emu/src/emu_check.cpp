@@ -5,7 +5,8 @@
 // emulated thread (its frame lies on a coroutine stack) is classified:
 //   - its own stack: a local, nothing to check;
 //   - dynamic shared memory: bounds against the launch's size, then races;
-//   - the plugin's writable data: `__shared__` statics, checked for races;
+//   - the module's thread-local block: `__shared__` statics (thread_local
+//     in the emulation, nothing else of kernel code is), checked for races;
 //   - device memory: bounds against the live allocation, then stream order
 //     and blocks of one launch touching the same word;
 //   - pinned host memory: allowed (zero-copy);
@@ -49,19 +50,22 @@ void *map_zero(size_t bytes) {
   return p == MAP_FAILED ? nullptr : p;
 }
 
-int find_segment(struct dl_phdr_info *info, size_t, void *) {
+// The calling thread's instance of this module's PT_TLS block, where the
+// `__shared__` statics live.
+int find_tls(struct dl_phdr_info *info, size_t, void *) {
   const uintptr_t anchor = (uintptr_t)&g_k;
+  bool mine = false;
+  size_t tls_size = 0;
   for (int i = 0; i < info->dlpi_phnum; i++) {
     const ElfW(Phdr) &ph = info->dlpi_phdr[i];
-    if (ph.p_type != PT_LOAD || !(ph.p_flags & PF_W)) continue;
-    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr, hi = lo + ph.p_memsz;
-    if (anchor >= lo && anchor < hi) {
-      g_static_lo = (char *)lo;
-      g_static_hi = (char *)hi;
-      return 1;
-    }
+    const uintptr_t lo = info->dlpi_addr + ph.p_vaddr;
+    if (ph.p_type == PT_LOAD && anchor >= lo && anchor < lo + ph.p_memsz) mine = true;
+    if (ph.p_type == PT_TLS) tls_size = ph.p_memsz;
   }
-  return 0;
+  if (!mine) return 0;
+  g_static_lo = (char *)info->dlpi_tls_data;
+  g_static_hi = g_static_lo ? g_static_lo + tls_size : nullptr;
+  return 1;
 }
 
 void thread_desc_of(int tid, char *buf, size_t n) {
@@ -84,7 +88,7 @@ void smem_where(const char *p, bool dynamic, char *buf, size_t n) {
              (size_t)(p - (const char *)di.dli_saddr));
     free(dem);
   } else {
-    snprintf(buf, n, "static shared memory at %p", (const void *)p);
+    snprintf(buf, n, "a __shared__ variable at static offset %zu", (size_t)(p - g_static_lo));
   }
 }
 
@@ -142,11 +146,21 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
 }
 }  // namespace
 
+thread_local char t_tls_anchor;  // makes this thread's TLS block exist
+
 void check_init_segments() {
-  g_dyn_shadow = (smem_shadow *)map_zero((kDynSmemMax + 65536) * sizeof(smem_shadow));
-  dl_iterate_phdr(find_segment, nullptr);
-  if (g_static_lo)
-    g_static_shadow = (smem_shadow *)map_zero((size_t)(g_static_hi - g_static_lo) * sizeof(smem_shadow));
+  if (!g_dyn_shadow)
+    g_dyn_shadow = (smem_shadow *)map_zero((kDynSmemMax + 65536) * sizeof(smem_shadow));
+  t_tls_anchor = 1;
+  g_static_lo = g_static_hi = nullptr;
+  dl_iterate_phdr(find_tls, nullptr);
+  static size_t shadow_size;
+  const size_t need = (size_t)(g_static_hi - g_static_lo);
+  if (g_static_lo && need > shadow_size) {
+    if (g_static_shadow) munmap(g_static_shadow, shadow_size * sizeof(smem_shadow));
+    g_static_shadow = (smem_shadow *)map_zero(need * sizeof(smem_shadow));
+    shadow_size = g_static_shadow ? need : 0;
+  }
 }
 
 void smem_new_epoch() { g_epoch++; }
@@ -222,8 +236,8 @@ void kernel_access(const void *addr, size_t n, bool write) {
     if (g_dyn_shadow) smem_check(g_dyn_shadow, off, p, n, write, true);
     return;
   }
+  if (p >= (const char *)&g_k && p < (const char *)(&g_k + 1)) return;  // threadIdx & co
   if (p >= g_static_lo && p < g_static_hi) {
-    if (p >= (const char *)&g_k && p < (const char *)(&g_k + 1)) return;  // threadIdx & co
     if (g_static_shadow) smem_check(g_static_shadow, (size_t)(p - g_static_lo), p, n, write, false);
     return;
   }
@@ -239,8 +253,16 @@ void kernel_access(const void *addr, size_t n, bool write) {
     shadow_access(*g_launch.ctx, r, p, n, write, g_launch.block_linear + 1);
     return;
   }
-  if (is_device_address(p))
-    illegal(p, n, write, "not inside any live device allocation (out of bounds, or freed)");
+  if (is_device_address(p)) {
+    char why[200];
+    if (find_region_below(p, &r))
+      snprintf(why, sizeof why, "%zu bytes past the end of the %zu-byte allocation at %p "
+               "(or in memory freed since)", (size_t)(p + n - (r.base + r.size)), r.size,
+               (void *)r.base);
+    else
+      snprintf(why, sizeof why, "not inside any live device allocation");
+    illegal(p, n, write, why);
+  }
   illegal(p, n, write, "host memory (not device, shared or pinned memory)");
 }
 

@@ -131,6 +131,16 @@ bool find_region(const void *p, region *out) {
   return true;
 }
 
+bool find_region_below(const void *p, region *out) {
+  std::lock_guard<std::mutex> g(g_mu);
+  auto it = g_regions.upper_bound((uintptr_t)p);
+  if (it == g_regions.begin()) return false;
+  --it;
+  if (it->second.kind == MEM_PINNED) return false;
+  *out = it->second;
+  return true;
+}
+
 char *device_arena(int dev, size_t *span) {
   if (!device(dev)) return nullptr;
   if (span) *span = g_mem[dev].span + kSlack;

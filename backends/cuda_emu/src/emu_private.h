@@ -25,7 +25,8 @@ cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out);
 bool device_release(void *p, mem_kind *kind, size_t *size);
 void pool_trim(int dev);  // at a synchronisation: back to the release threshold
 void memory_stats_json(FILE *f);
-char *device_arena(int dev, size_t *span);  // NULL before the first allocation
+char *device_arena(int dev, size_t *span);
+bool find_region_below(const void *p, region *out);  // the nearest allocation below p  // NULL before the first allocation
 
 // emu_stream.cpp
 void device_sync(int dev);       // every stream of dev, host clock joined

@@ -1,0 +1,189 @@
+// The emulated CUDA runtime on its own: kernels compute, and each checker
+// reports what it is for (a missing __syncthreads, shared and global
+// bounds, host memory in a kernel, stream order without an event, blocks
+// racing) and stays silent on correct code. Each case runs in a child
+// process (a finding poisons the emulated device, as on a GPU) and the
+// parent checks its exit status and the report it printed.
+#include <cuda_runtime.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <string>
+
+#include "cuda_launch.cuh"
+
+__global__ void block_sum(const float *x, float *out, int n, int skip_barrier) {
+  __shared__ float sh[256];
+  float v = 0;
+  for (int i = threadIdx.x; i < n; i += blockDim.x) v += x[i];
+  sh[threadIdx.x] = v;
+  if (!skip_barrier) __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if ((int)threadIdx.x < s) sh[threadIdx.x] += sh[threadIdx.x + s];
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[blockIdx.x] = sh[0];
+}
+
+__global__ void warp_sum(const float *x, float *out) {
+  float v = x[threadIdx.x];
+  for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
+  if ((threadIdx.x & 31) == 0) out[threadIdx.x / 32] = v;
+}
+
+__global__ void dyn_copy(const float *x, float *y, int n, int extra) {
+  ESMT_DYNAMIC_SMEM(smem);
+  float *s = reinterpret_cast<float *>(smem);
+  for (int i = threadIdx.x; i < n + extra; i += blockDim.x) s[i] = x[i < n ? i : 0];
+  __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = s[n - 1 - i];
+}
+
+__global__ void scale(float *x, int n, float f) {
+  for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] *= f;
+}
+
+__global__ void write_first(float *x) { x[0] = (float)blockIdx.x; }
+
+static int fail(const char *m) {
+  fprintf(stderr, "FAIL: %s\n", m);
+  return 1;
+}
+
+// Cases: each returns 0 when the behaviour expected of it happened.
+static int case_compute(void) {
+  const int n = 1000;
+  float h[n], r[4] = {0};
+  double want = 0;
+  for (int i = 0; i < n; i++) want += (h[i] = (float)(i % 7) - 3.0f);
+  float *d, *o;
+  cudaMalloc((void **)&d, n * 4);
+  cudaMalloc((void **)&o, 16);
+  cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
+  ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, n, 0);
+  float w[64];
+  for (int i = 0; i < 64; i++) w[i] = (float)i;
+  float *dw;
+  cudaMalloc((void **)&dw, 64 * 4);
+  cudaMemcpy(dw, w, 256, cudaMemcpyHostToDevice);
+  ESMT_LAUNCH(1, 64, 0, 0, warp_sum)(dw, o + 1);
+  cudaMemcpy(r, o, 12, cudaMemcpyDeviceToHost);
+  if (cudaDeviceSynchronize() != cudaSuccess) return fail("sync");
+  if (r[0] != (float)want) return fail("block_sum value");
+  if (r[1] != 496.0f || r[2] != 1520.0f) return fail("warp_sum value");
+  cudaFuncSetAttribute(dyn_copy, cudaFuncAttributeMaxDynamicSharedMemorySize, 64 * 1024);
+  ESMT_LAUNCH(1, 128, 64 * 1024, 0, dyn_copy)(d, d, 0, 0);  // 64 KiB after the opt-in: fine
+  return cudaDeviceSynchronize() == cudaSuccess ? 0 : fail("opt-in launch");
+}
+static int case_race(void) {
+  float *d, *o;
+  cudaMalloc((void **)&d, 4096);
+  cudaMalloc((void **)&o, 16);
+  cudaMemset(d, 0, 4096);
+  ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, 1000, 1);
+  return cudaDeviceSynchronize();
+}
+static int case_smem_bounds(void) {
+  float *d;
+  cudaMalloc((void **)&d, 4096);
+  ESMT_LAUNCH(1, 64, 256 * 4, 0, dyn_copy)(d, d, 256, 1);
+  return cudaDeviceSynchronize();
+}
+static int case_global_bounds(void) {
+  float *d;
+  cudaMalloc((void **)&d, 1000 * 4);
+  ESMT_LAUNCH(4, 256, 0, 0, scale)(d, 1001, 2.0f);
+  return cudaDeviceSynchronize();
+}
+static int case_host_pointer(void) {
+  static float h[16];
+  ESMT_LAUNCH(1, 16, 0, 0, scale)(h, 16, 2.0f);
+  return cudaDeviceSynchronize();
+}
+static int case_blocks(void) {
+  float *d;
+  cudaMalloc((void **)&d, 16);
+  ESMT_LAUNCH(2, 1, 0, 0, write_first)(d);
+  return cudaDeviceSynchronize();
+}
+// Stream order: B reads what A wrote; with the event wait it is ordered.
+static int stream_pair(bool with_event) {
+  cudaStream_t a, b;
+  cudaEvent_t e;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  float *d;
+  cudaMalloc((void **)&d, 4096);
+  cudaMemsetAsync(d, 0, 4096, a);
+  ESMT_LAUNCH(4, 256, 0, a, scale)(d, 1024, 2.0f);
+  if (with_event) {
+    cudaEventRecord(e, a);
+    cudaStreamWaitEvent(b, e, 0);
+  }
+  float h[1024];
+  cudaMemcpyAsync(h, d, 4096, cudaMemcpyDeviceToHost, b);
+  return cudaDeviceSynchronize();
+}
+static int case_stream_ok(void) { return stream_pair(true); }
+static int case_stream_missing_wait(void) { return stream_pair(false); }
+static int case_bad_config(void) {
+  float *d;
+  cudaMalloc((void **)&d, 16);
+  ESMT_LAUNCH(1, 2048, 0, 0, scale)(d, 4, 1.0f);
+  return cudaGetLastError() == cudaErrorInvalidConfiguration ? 0 : 1;
+}
+
+struct tcase {
+  const char *name;
+  int (*fn)(void);
+  bool expect_ok;
+  const char *report;  // fragment expected on stderr ("" = no report at all)
+};
+static const tcase k_cases[] = {
+    {"compute", case_compute, true, ""},
+    {"race (missing __syncthreads)", case_race, false, "cuda-emu: race: kernel block_sum"},
+    {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
+    {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
+    {"host pointer in a kernel", case_host_pointer, false, "host memory"},
+    {"blocks writing one word", case_blocks, false, "of the same launch wrote"},
+    {"stream order with event wait", case_stream_ok, true, ""},
+    {"stream order without event wait", case_stream_missing_wait, false, "cuda-emu: stream-order"},
+    {"invalid launch configuration", case_bad_config, true, "invalid configuration argument"},
+};
+
+int main(void) {
+  int passed = 0, failed = 0;
+  for (const tcase &c : k_cases) {
+    char path[] = "/tmp/esmt-emu-rt-XXXXXX";
+    int fd = mkstemp(path);
+    pid_t pid = fork();
+    if (pid == 0) {
+      dup2(fd, 2);
+      _exit(c.fn() == 0 ? 0 : 3);
+    }
+    int st = 0;
+    waitpid(pid, &st, 0);
+    std::string err;
+    char buf[4096];
+    ssize_t k;
+    lseek(fd, 0, SEEK_SET);
+    while ((k = read(fd, buf, sizeof buf)) > 0) err.append(buf, (size_t)k);
+    close(fd);
+    unlink(path);
+    const bool exited_ok = WIFEXITED(st) && WEXITSTATUS(st) == 0;
+    const bool crashed = !WIFEXITED(st);
+    bool ok = !crashed && exited_ok == c.expect_ok;
+    if (*c.report) ok = ok && err.find(c.report) != std::string::npos;
+    else ok = ok && err.find("cuda-emu:") == std::string::npos;
+    printf("%s: %s\n", ok ? "ok  " : "FAIL", c.name);
+    if (!ok) printf("  exit %d%s, stderr:\n%s\n", WIFEXITED(st) ? WEXITSTATUS(st) : -1,
+                    crashed ? " (crashed)" : "", err.c_str());
+    (ok ? passed : failed)++;
+  }
+  printf("%d passed, %d failed\n", passed, failed);
+  return failed ? 1 : 0;
+}
