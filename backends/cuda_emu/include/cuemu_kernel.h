@@ -58,7 +58,7 @@ struct kernel_state {
 };
 extern kernel_state g_k CUEMU_HIDDEN;
 
-CUEMU_HIDDEN void syncthreads();
+CUEMU_HIDDEN void syncthreads(const char *file, int line);
 CUEMU_HIDDEN void syncwarp();
 CUEMU_HIDDEN uint64_t shfl(uint64_t v, int src_lane_or_mask, int width, int mode);
 CUEMU_HIDDEN unsigned char *dynamic_smem();
@@ -124,7 +124,9 @@ struct launch_cfg {
 #define ESMT_DYNAMIC_SMEM(name) unsigned char *name = ::cuemu::dynamic_smem()
 #define ESMT_PTX_EMULATED 1
 
-static inline void __syncthreads() { ::cuemu::syncthreads(); }
+/* The call site travels with the barrier so that a mutation test can drop
+ * one (ESMT_EMU_DROP_BARRIER=file:line). */
+#define __syncthreads() ::cuemu::syncthreads(__FILE__, __LINE__)
 static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; ::cuemu::syncwarp(); }
 [[noreturn]] static inline void __trap() { ::cuemu::trap("__trap()"); }
 

@@ -13,6 +13,9 @@
 #include <map>
 #include <mutex>
 #include <random>
+#include <string>
+#include <vector>
+#include <cstdlib>
 
 #include "emu_private.h"
 
@@ -270,7 +273,42 @@ void kernel_body_begins() {
   if (g_cur) g_cur->checking = true;
 }
 
-void syncthreads() { yield(T_BAR); }
+// Mutation testing: ESMT_EMU_DROP_BARRIER=file:line[,file:line...] makes the
+// named __syncthreads a no-op, as if deleted from the source; the checkers
+// must then report (tests/gpu/emu/mutants.sh).
+namespace {
+struct dropped_barrier {
+  std::string file;
+  int line;
+};
+std::vector<dropped_barrier> g_dropped;
+std::once_flag g_dropped_once;
+void parse_dropped() {
+  const char *v = getenv("ESMT_EMU_DROP_BARRIER");
+  for (const char *p = v; p && *p;) {
+    const char *end = strchr(p, ',');
+    std::string item(p, end ? (size_t)(end - p) : strlen(p));
+    const size_t colon = item.rfind(':');
+    if (colon != std::string::npos)
+      g_dropped.push_back({item.substr(0, colon), atoi(item.c_str() + colon + 1)});
+    p = end ? end + 1 : nullptr;
+  }
+}
+bool barrier_dropped(const char *file, int line) {
+  std::call_once(g_dropped_once, parse_dropped);
+  for (const dropped_barrier &d : g_dropped) {
+    if (d.line != line) continue;
+    const size_t n = strlen(file), m = d.file.size();
+    if (n >= m && strcmp(file + n - m, d.file.c_str()) == 0) return true;
+  }
+  return false;
+}
+}  // namespace
+
+void syncthreads(const char *file, int line) {
+  if (barrier_dropped(file, line)) return;
+  yield(T_BAR);
+}
 void syncwarp() { yield(T_WARP); }
 
 uint64_t shfl(uint64_t v, int arg, int width, int mode) {

@@ -5,6 +5,7 @@
 // host synchronisation join clocks, exactly the orderings CUDA guarantees.
 #include <chrono>
 #include <condition_variable>
+#include <cstdlib>
 #include <cstring>
 #include <deque>
 #include <memory>
@@ -451,6 +452,9 @@ cudaError_t cudaStreamWaitEvent(cudaStream_t stream, cudaEvent_t h, unsigned int
   stream_obj *s = resolve_locked(stream);
   if (!e || !s) return record_error(cudaErrorInvalidResourceHandle);
   if (!e->recorded) return cudaSuccess;  // waits on nothing, as in CUDA
+  // Mutation testing: ESMT_EMU_DROP_EVENT_WAIT=1 deletes every wait.
+  static const bool drop = getenv("ESMT_EMU_DROP_EVENT_WAIT") && atoi(getenv("ESMT_EMU_DROP_EVENT_WAIT"));
+  if (drop) return cudaSuccess;
   join(s->vc, e->vc);
   enqueue_locked(s, "cudaStreamWaitEvent", [](op_ctx &) { return cudaSuccess; }, e->s, e->seq);
   return cudaSuccess;

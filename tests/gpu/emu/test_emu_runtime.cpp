@@ -15,6 +15,7 @@
 
 #include "cuda_launch.cuh"
 
+static const int kFirstBarrierLine = __LINE__ + 6;  // the barrier a mutant drops
 __global__ void block_sum(const float *x, float *out, int n, int skip_barrier) {
   __shared__ float sh[256];
   float v = 0;
@@ -86,6 +87,19 @@ static int case_race(void) {
   ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, 1000, 1);
   return cudaDeviceSynchronize();
 }
+// The same kernel, correct in the source, with its first barrier dropped by
+// the emulator's mutation switch.
+static int case_dropped_barrier(void) {
+  char spec[64];
+  snprintf(spec, sizeof spec, "test_emu_runtime.cpp:%d", kFirstBarrierLine);
+  setenv("ESMT_EMU_DROP_BARRIER", spec, 1);
+  float *d, *o;
+  cudaMalloc((void **)&d, 4096);
+  cudaMalloc((void **)&o, 16);
+  cudaMemset(d, 0, 4096);
+  ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, 1000, 0);
+  return cudaDeviceSynchronize();
+}
 static int case_smem_bounds(void) {
   float *d;
   cudaMalloc((void **)&d, 4096);
@@ -146,6 +160,8 @@ struct tcase {
 static const tcase k_cases[] = {
     {"compute", case_compute, true, ""},
     {"race (missing __syncthreads)", case_race, false, "cuda-emu: race: kernel block_sum"},
+    {"race (barrier dropped by ESMT_EMU_DROP_BARRIER)", case_dropped_barrier, false,
+     "cuda-emu: race: kernel block_sum"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
