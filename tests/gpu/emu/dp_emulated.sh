@@ -1,0 +1,87 @@
+#!/usr/bin/env bash
+# nccl_dp end to end through `launch`, on two emulated GPUs (host CUDA
+# emulator, ESMT_EMU_DEVICES=2, one per rank by LOCAL_RANK), fp32 compute:
+#   - 2 ranks with nccl_dp end where 1 process on ampere_bf16 accumulating
+#     both micro-batches of each update ends (packed rows of ~512 real
+#     tokens, so tokens_per_update 513 takes exactly two);
+#   - dist.zero 1 (ncclReduceScatter + ncclAllGather) ends where dist.zero 0
+#     does, without clipping;
+#   - a rank killed mid-run makes the other stop with a message naming it,
+#     and the launcher fails, within the communication timeout (no hang);
+# and the emulator reports nothing.
+# Usage: dp_emulated.sh CLI
+set -euo pipefail
+cli=$1
+here=$(cd "$(dirname "$0")" && pwd)
+work=$(mktemp -d /tmp/esmt-emu-dp-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+export ESMT_EMU_DEVICES=2 ESMT_EMU_SM=80 ESMT_EMU_STRICT=1 ESMTRAIN_COMM_TIMEOUT=60
+awk 'BEGIN { srand(5); aa = "ACDEFGHIKLMNPQRSTVWY";
+  for (r = 0; r < 300; r++) { printf(">p%d\n", r); n = 30 + int(rand() * 60);
+    for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' \
+  > "$work/prot.fa"
+"$cli" ingest "$work/prot.fa" -o "$work/data" --valid-fraction 0.1 --quiet >/dev/null
+common=(--data "$work/data" --layers 2 --width 64 --heads 4 --max-len 64 --batch-tokens 512
+        --warmup 2 --eval-every 0 --log-every 1 --keep 0 --no-mfu --threads 1
+        --set data.pack=on --set backend.precision=fp32 --set train.grad_clip=0)
+pass=0
+fail=0
+check() {
+  local what=$1
+  shift
+  if "$@"; then echo "ok: $what"; pass=$((pass + 1)); else echo "FAIL: $what"; fail=$((fail + 1)); fi
+}
+quiet_emulator() {  # LOG: no finding of the emulator's checkers
+  if grep -q "cuda-emu:" "$1"; then grep "cuda-emu:" "$1" | head -20; return 1; fi
+}
+train1() {  # NAME ARGS...: one process
+  local name=$1
+  shift
+  "$cli" train "${common[@]}" --out "$work/$name" "$@" > "$work/$name.log" 2>&1 ||
+    { tail -30 "$work/$name.log"; return 1; }
+  quiet_emulator "$work/$name.log"
+}
+launch2() {  # NAME ARGS...: two ranks
+  local name=$1
+  shift
+  "$cli" launch -n 2 train "${common[@]}" --out "$work/$name" "$@" > "$work/$name.log" 2>&1 ||
+    { tail -30 "$work/$name.log"; return 1; }
+  quiet_emulator "$work/$name.log"
+}
+ckpt() { echo "$work/$1/checkpoints/step-$(printf %08d "$2")/model.safetensors"; }
+
+echo "== 2 ranks (nccl_dp) vs 1 process accumulating both micro-batches"
+check "1 process, ampere_bf16, 2 micro-batches per update" \
+  train1 acc --steps 6 --set backend.name=ampere_bf16 --set train.tokens_per_update=513
+check "2 ranks, nccl_dp" launch2 dp --steps 6 --set backend.name=nccl_dp --set dist.force=true
+check "the weights agree" python3 "$here/compare_checkpoints.py" "$(ckpt acc 6)" "$(ckpt dp 6)" 1e-5
+
+echo "== ZeRO-1 (reduce-scatter + all-gather) vs plain"
+check "2 ranks, nccl_dp, dist.zero 1" launch2 zero --steps 6 --set backend.name=nccl_dp \
+  --set dist.force=true --set dist.zero=1
+check "ZeRO-1 ends where plain data parallelism does" \
+  python3 "$here/compare_checkpoints.py" "$(ckpt dp 6)" "$(ckpt zero 6)" 1e-6
+
+echo "== rank 1 killed mid-run"
+"$cli" launch -n 2 train "${common[@]}" --steps 100000 --save-every 2 --out "$work/kill" \
+  --set backend.name=nccl_dp --set dist.force=true > "$work/kill.log" 2>&1 &
+pid=$!
+for _ in $(seq 1200); do [ -f "$work/kill/checkpoints/latest" ] && break; sleep 0.1; done
+victim=
+for c in $(pgrep -P "$pid"); do
+  if tr '\0' '\n' < "/proc/$c/environ" 2>/dev/null | grep -qx 'RANK=1'; then victim=$c; fi
+done
+if [ -n "$victim" ]; then kill -KILL "$victim"; fi
+start=$SECONDS
+set +e
+wait "$pid"
+rc=$?
+set -e
+echo "   launcher exit $rc after $((SECONDS - start)) s"
+check "a victim was found and killed" test -n "$victim"
+check "the launcher fails" test "$rc" -ne 0
+check "rank 0 names the dead rank" grep -q "rank 1" "$work/kill.log"
+check "no hang (stopped within the timeout)" test $((SECONDS - start)) -lt 90
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
