@@ -281,7 +281,7 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
   void *dc = gup(g, c0, nc, ct);
   gput(g, (char *)da + off, a, na, dt);
   gput(g, (char *)db + off, b, nb, dt);
-  void *dbias = galloc(g, ((size_t)c->n + 1) * dt_size(dt)), *dpre = gup(g, pre0, nc, dt);
+  void *dbias = galloc(g, ((size_t)c->n + c->bias_off) * dt_size(dt)), *dpre = gup(g, pre0, nc, dt);
   void *dbias_at = (char *)dbias + (size_t)c->bias_off * dt_size(dt);
   gput(g, dbias_at, bias, (size_t)c->n, dt);
   x.dtype = dt; x.a = (char *)da + off; x.b = (char *)db + off; x.c = dc;

@@ -12,6 +12,7 @@
 #include <stdint.h>
 
 #define CUDART_VERSION 13000
+#define CUDART_CB
 #define CUEMU_HIDDEN __attribute__((visibility("hidden")))
 
 #ifdef __cplusplus

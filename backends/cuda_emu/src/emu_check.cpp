@@ -39,6 +39,9 @@ struct dev_shadow {
   uint16_t w_slot, r_slot;
 };
 
+// Device memory is shadowed per 2 bytes: the narrowest element the kernels
+// store (f16/bf16), so blocks writing neighbouring halves do not collide.
+constexpr size_t kGrain = 2;
 uint32_t g_epoch = 1;
 smem_shadow *g_dyn_shadow, *g_static_shadow;
 char *g_static_lo, *g_static_hi;
@@ -174,11 +177,11 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
     static std::mutex mu;
     std::lock_guard<std::mutex> g(mu);
     if (!g_dev_shadow[r.device])
-      g_dev_shadow[r.device] = (dev_shadow *)map_zero(span / 4 * sizeof(dev_shadow));
+      g_dev_shadow[r.device] = (dev_shadow *)map_zero(span / kGrain * sizeof(dev_shadow));
     if (!g_dev_shadow[r.device]) return;
   }
   dev_shadow *sh = g_dev_shadow[r.device];
-  const size_t w0 = (size_t)(p - arena) / 4, w1 = (size_t)(p + n - 1 - arena) / 4;
+  const size_t w0 = (size_t)(p - arena) / kGrain, w1 = (size_t)(p + n - 1 - arena) / kGrain;
   bool reported = false;
   for (size_t w = w0; w <= w1; w++) {
     dev_shadow *e = &sh[w];
