@@ -183,6 +183,14 @@ static void acc_err(errs *e, double g, double r) {
   if (fabs(r) > e->maxref) e->maxref = fabs(r);
 }
 static double rel(const errs *e) { return e->den > 0 ? sqrt(e->num / e->den) : sqrt(e->num); }
+/* dq and dk relative to the larger of their own norm and dv's: with one
+ * token (L = 1) softmax is constant, dq = dk = 0 analytically, and both
+ * the reference and the result are rounding noise whose ratio means
+ * nothing (found when the kernels first ran, under the host emulator). */
+static double rel_floor(const errs *e, const errs *floor) {
+  const double den = e->den > floor->den ? e->den : floor->den;
+  return den > 0 ? sqrt(e->num / den) : sqrt(e->num);
+}
 
 /* The fp32 CPU reference for packed rows, independent of any packed-row
  * code: each segment alone as a one-row right-padded batch (positions from
@@ -350,13 +358,13 @@ static void run_case_any(esmtb_dtype dt, int B, int T, int H, int hd, const int3
   char lens[128] = "";
   for (int b = 0; b < nrows && strlen(lens) < 100; b++)
     snprintf(lens + strlen(lens), sizeof lens - strlen(lens), "%s%d", b ? "," : "", len[b]);
-  const int ok = rel(&eo) <= tol && el.maxabs <= tol && rel(&eg[0]) <= tol &&
-                 rel(&eg[1]) <= tol && rel(&eg[2]) <= tol && !nonfinite && !pad_nonzero &&
+  const int ok = rel(&eo) <= tol && el.maxabs <= tol && rel_floor(&eg[0], &eg[2]) <= tol &&
+                 rel_floor(&eg[1], &eg[2]) <= tol && rel(&eg[2]) <= tol && !nonfinite && !pad_nonzero &&
                  deterministic;
   printf("%-4s %s%s hd=%-3d B=%d T=%-4d H=%d len=[%s]: out %.2e lse %.2e dq %.2e dk %.2e dv %.2e "
          "(max|err|/max|ref|: out %.1e dq %.1e dk %.1e dv %.1e) nonfinite=%d pad!=0=%d det=%d\n",
-         ok ? "ok" : "FAIL", nseg ? "packed " : "", dt_name(dt), hd, B, T, H, lens, rel(&eo), el.maxabs, rel(&eg[0]),
-         rel(&eg[1]), rel(&eg[2]), eo.maxabs / (eo.maxref + 1e-30),
+         ok ? "ok" : "FAIL", nseg ? "packed " : "", dt_name(dt), hd, B, T, H, lens, rel(&eo), el.maxabs,
+         rel_floor(&eg[0], &eg[2]), rel_floor(&eg[1], &eg[2]), rel(&eg[2]), eo.maxabs / (eo.maxref + 1e-30),
          eg[0].maxabs / (eg[0].maxref + 1e-30), eg[1].maxabs / (eg[1].maxref + 1e-30),
          eg[2].maxabs / (eg[2].maxref + 1e-30), nonfinite, pad_nonzero, deterministic);
   fflush(stdout);
