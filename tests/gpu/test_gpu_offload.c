@@ -211,8 +211,13 @@ int main(int argc, char **argv) {
     if (e > worst_loss) worst_loss = e;
   }
   const double werr = sqrt(dd / nn);
-  /* device and host AdamW/norm are both fp32; only rounding may differ */
-  const int ok = exact ? (dd == 0 && worst_loss == 0) : (werr < 1e-4 && worst_loss < 1e-3);
+  /* Device and host AdamW/norm are both fp32; only rounding may differ. In
+   * bf16/fp16 compute (AUTO on a GPU) a last-bit difference of a master
+   * weight flips the rounding of its half copy now and then, and training
+   * carries that on: measured under the emulator on ampere_bf16, 5 updates,
+   * weights 1.9e-4 apart, losses 3.9e-5 (a bf16 ulp is 3.9e-3). */
+  const double wtol = pr == ESMT_PRECISION_FP32 ? 1e-4 : 2e-3;
+  const int ok = exact ? (dd == 0 && worst_loss == 0) : (werr < wtol && worst_loss < 1e-3);
   printf("RESULT offload_agreement backend=%s weights_rel_l2=%.3e worst_loss_rel=%.3e %s\n",
          chosen, werr, worst_loss, ok ? "ok" : "FAIL");
   fails += !ok;

@@ -53,15 +53,17 @@ struct event_obj {
 };
 
 // One lock for every queue and clock: the emulator favours being obviously
-// right over contention it does not have (a handful of streams).
-std::mutex g_mu;
-std::condition_variable g_cv;
+// right over contention it does not have (a handful of streams). Never
+// destroyed: detached workers still wait on them when the process exits
+// (destroying a condition variable with waiters blocks forever).
+std::mutex &g_mu = *new std::mutex;
+std::condition_variable &g_cv = *new std::condition_variable;
 uint32_t g_host_vc[kMaxSlots];
 uint32_t g_slot_clock[kMaxSlots];
 bool g_slot_used[kMaxSlots];
 stream_obj *g_legacy[kLegacySlots];
-std::set<stream_obj *> g_live;  // streams never freed: events may name them
-std::set<event_obj *> g_events;
+std::set<stream_obj *> &g_live = *new std::set<stream_obj *>;  // never freed: events name them
+std::set<event_obj *> &g_events = *new std::set<event_obj *>;
 uint32_t g_op_id;
 const char *g_names[4096];
 
