@@ -1,11 +1,12 @@
-// Device discovery through the CUDA runtime (statically linked, so the
-// backend loads without a driver and reports "no driver" instead).
-#include <dlfcn.h>
+// Errors and device discovery (through the driver API, cuda_driver.c; the
+// runtime is statically linked, so the backend loads without a driver and
+// reports "no driver" instead).
 #include <stdarg.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "cuda_device.h"
+#include "cuda_driver.h"
 
 const esmtb_host *cuda_host;
 
@@ -26,41 +27,36 @@ esmtb_status cuda_check(cudaError_t err, const char *what) {
   return cuda_fail(status, "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 
+// Devices from the driver API (cuda_driver.c): no context is created on
+// any GPU; free memory comes from NVML when present, and is measured by
+// the runtime only on the device a backend opens.
 int cuda_probe_devices(esmtb_probe *out, int min_major, int min_minor, const char *what) {
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
-  // Name the usual cause plainly before asking the runtime.
-  void *drv = dlopen("libcuda.so.1", RTLD_LAZY | RTLD_LOCAL);
-  if (!drv) {
-    snprintf(out->reason, sizeof out->reason,
-             "no NVIDIA driver on this machine (libcuda.so.1 not found)");
+  const cuda_driver_info *drv = cuda_driver_query();
+  if (!drv->loaded) {
+    snprintf(out->reason, sizeof out->reason, "%s", drv->error);
     return 0;
   }
-  dlclose(drv);
-  int count = 0;
-  cudaError_t err = cudaGetDeviceCount(&count);
-  if (err != cudaSuccess) {
-    cudaGetLastError();
-    snprintf(out->reason, sizeof out->reason, "no usable CUDA driver or device: %s",
-             cudaGetErrorString(err));
+  if (drv->driver_version && drv->driver_version < CUDART_VERSION) {
+    snprintf(out->reason, sizeof out->reason,
+             "the NVIDIA driver supports CUDA %d.%d; this build of %s needs CUDA %d.%d or newer: "
+             "update the driver", drv->driver_version / 1000, drv->driver_version % 1000 / 10,
+             what, CUDART_VERSION / 1000, CUDART_VERSION % 1000 / 10);
     return 0;
   }
   int usable = 0;
-  for (int i = 0; i < count && i < ESMTB_MAX_DEVICES; i++) {
-    cudaDeviceProp p;
-    if (cudaGetDeviceProperties(&p, i) != cudaSuccess) continue;
+  for (int i = 0; i < drv->device_count; i++) {
+    const cuda_driver_device *dd = &drv->devices[i];
     esmtb_device_desc *d = &out->devices[out->device_count++];
-    snprintf(d->name, sizeof d->name, "%s", p.name);
-    d->cc_major = p.major;
-    d->cc_minor = p.minor;
-    d->total_bytes = p.totalGlobalMem;
-    size_t free_b = 0, total_b = 0;
-    if (cudaSetDevice(i) == cudaSuccess && cudaMemGetInfo(&free_b, &total_b) == cudaSuccess)
-      d->free_bytes = free_b;
-    cudaGetLastError();
-    if (p.major > min_major || (p.major == min_major && p.minor >= min_minor)) usable++;
+    snprintf(d->name, sizeof d->name, "%s", dd->name);
+    d->cc_major = dd->cc_major;
+    d->cc_minor = dd->cc_minor;
+    d->total_bytes = dd->total_bytes;
+    d->free_bytes = dd->free_bytes;
+    if (dd->cc_major > min_major || (dd->cc_major == min_major && dd->cc_minor >= min_minor)) usable++;
   }
-  if (count == 0)
+  if (drv->device_count == 0)
     snprintf(out->reason, sizeof out->reason, "the CUDA driver reports no device");
   else if (!usable)
     snprintf(out->reason, sizeof out->reason, "%s needs compute capability %d.%d or newer",

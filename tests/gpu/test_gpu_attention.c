@@ -503,7 +503,25 @@ static void error_cases(int cc_major) {
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++) gpu->free(gdev, ESMTB_MEM_DEVICE, bufs[i]);
 }
 
-int main(void) {
+/* Arguments: --quick leaves out the two T = 1024 cases per dtype (the
+ * emulated suite runs that way: under the host emulator they cost minutes);
+ * --only f16:64 runs one dtype (f32, f16, bf16) and head dim, quick. */
+int main(int argc, char **argv) {
+  int quick = 0, only_hd = 0;
+  const char *only_dt = NULL;
+  for (int i = 1; i < argc; i++) {
+    if (!strcmp(argv[i], "--quick")) quick = 1;
+    else if (!strcmp(argv[i], "--only") && i + 1 < argc) {
+      static char dtbuf[8];
+      snprintf(dtbuf, sizeof dtbuf, "%.*s", (int)strcspn(argv[i + 1], ":"), argv[i + 1]);
+      only_dt = dtbuf;
+      only_hd = strchr(argv[++i], ':') ? atoi(strchr(argv[i], ':') + 1) : 0;
+      quick = 1;
+    } else {
+      fprintf(stderr, "usage: test_gpu_attention [--quick] [--only f32|f16|bf16:HD]\n");
+      return 2;
+    }
+  }
   /* the device-side value checks of seq_len and segments (off in training) */
   setenv("ESMT_CUDA_ATTN_CHECK", "1", 1);
   const char *dir = getenv("ESMT_TEST_BACKEND_DIR");
@@ -553,8 +571,10 @@ int main(void) {
   for (size_t di = 0; di < 3; di++) {
     const esmtb_dtype dt = dts[di];
     if (dt == ESMTB_BF16 && ccM < 8) continue;
+    if (only_dt && strcmp(only_dt, dt_name(dt))) continue;
     for (size_t hi = 0; hi < 5; hi++) {
       const int hd = hds[hi];
+      if (only_hd && hd != only_hd) continue;
       const int32_t l1[] = {77, 1, 40, 64};
       run_case(dt, 4, 77, 2, hd, l1); /* T, 1, partial tile, exactly one tile */
       const int32_t l2[] = {200, 129, 1};
@@ -566,11 +586,12 @@ int main(void) {
       run_case(dt, 1, 1, 2, hd, l3); /* a single token */
     }
     const int32_t l4[] = {1024, 700};
-    run_case(dt, 2, 1024, 2, 64, l4); /* many tiles */
-    for (size_t hi = 0; hi < 5; hi++) run_packed_random(dt, 3, 300, 2, hds[hi]);
-    run_packed_random(dt, 2, 1024, 4, 64); /* ESM-2 650M's head dim, max length 1024 */
+    if (!quick) run_case(dt, 2, 1024, 2, 64, l4); /* many tiles */
+    for (size_t hi = 0; hi < 5; hi++)
+      if (!only_hd || hds[hi] == only_hd) run_packed_random(dt, 3, 300, 2, hds[hi]);
+    if (!quick) run_packed_random(dt, 2, 1024, 4, 64); /* ESM-2 650M's head dim, max length 1024 */
   }
-  error_cases(ccM);
+  if (!only_dt) error_cases(ccM);
   gpu->close(gdev);
   cpu->close(cdev);
   if (g_failures) {

@@ -1,0 +1,69 @@
+#!/usr/bin/env bash
+# The checkers against mutated GPU code (host CUDA emulator): each mutant
+# deletes one synchronisation from the real sources at run time
+# (ESMT_EMU_DROP_BARRIER=file:line, ESMT_EMU_DROP_EVENT_WAIT=1, see
+# backends/cuda_emu/README.md) and must be reported by the emulator and fail
+# its test. The barriers are the three the old lockstep emulator could not
+# see: the forward kernel's loop-top barrier, the dK/dV kernel's, and the
+# one before the dK/dV kernel's fp32 staging tile. The event wait is the
+# offload schedule's (the copy stream waits for backward before it reads
+# the gradients). Usage: mutants.sh BUILD_DIR
+set -uo pipefail
+build=$1
+src=$(cd "$(dirname "$0")/../../.." && pwd)
+mma=$src/backends/cuda_common/cuda_attention_mma.cuh
+export ESMT_TEST_BACKEND_DIR=$build/lib/esmtrain/backends ESMT_EMU_SM=80
+pass=0
+fail=0
+
+# Line of the first `__syncthreads();` at or after the first line matching
+# PATTERN (after line FROM).
+barrier_after() {
+  awk -v pat="$1" -v from="${2:-0}" 'NR > from && !seen && $0 ~ pat { seen = 1 }
+    seen && /__syncthreads\(\);/ { print NR; exit }' "$mma"
+}
+fwd=$(barrier_after 'the previous tile is consumed')
+dkdv_fn=$(grep -n 'attn_bwd_dkdv_mma(attn_params p)' "$mma" | cut -d: -f1)
+dkdv=$(barrier_after 'const int qv = min\(BI, L - i0\);' "$dkdv_fn")
+staging=$(barrier_after 'Out through the fp32 staging tile' "$dkdv_fn")
+
+mutant() {  # NAME EXPECTED_REPORT ENV... -- COMMAND...
+  local name=$1 want=$2
+  shift 2
+  local envs=()
+  while [ "$1" != "--" ]; do envs+=("$1"); shift; done
+  shift
+  local log
+  log=$(env "${envs[@]}" timeout 900 "$@" 2>&1)
+  local rc=$?
+  if [ "$rc" -ne 0 ] && grep -q "$want" <<<"$log"; then
+    echo "ok: $name: reported ($(grep -m1 "$want" <<<"$log" | cut -c1-160))"
+    pass=$((pass + 1))
+  else
+    echo "FAIL: $name: exit $rc, expected a report matching '$want'"
+    tail -15 <<<"$log"
+    fail=$((fail + 1))
+  fi
+}
+
+for hd in 32 64 128; do
+  mutant "forward loop-top barrier removed (line $fwd), f16 hd $hd" "cuda-emu: race: kernel attn_fwd_mma" \
+    "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$fwd" -- \
+    "$build/bin/test_gpu_attention" --only "f16:$hd"
+done
+for hd in 32 64 128; do
+  mutant "dK/dV loop-top barrier removed (line $dkdv), f16 hd $hd" "cuda-emu: race: kernel attn_bwd_dkdv_mma" \
+    "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$dkdv" -- \
+    "$build/bin/test_gpu_attention" --only "f16:$hd"
+done
+for hd in 32 64 128; do
+  mutant "barrier before the fp32 staging tile removed (line $staging), f16 hd $hd" \
+    "cuda-emu: race: kernel attn_bwd_dkdv_mma" \
+    "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$staging" -- \
+    "$build/bin/test_gpu_attention" --only "f16:$hd"
+done
+mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
+  "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
+
+echo "$pass passed, $fail failed"
+[ "$fail" -eq 0 ]
