@@ -121,7 +121,12 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
       if (note_finding()) {
         char me[128], them[64], where[160], verb[128];
         cur_thread_desc(me, sizeof me);
-        thread_desc_of(other, them, sizeof them);
+        if ((other >> 5) != w) {
+          thread_desc_of(other, them, sizeof them);
+        } else {  // the last reader is of this warp: name another that read
+          const uint32_t others = e->rmask & ~(1u << w);
+          snprintf(them, sizeof them, "a thread of warp %d", others ? __builtin_ctz(others) : -1);
+        }
         smem_where(p + i, dynamic, where, sizeof where);
         snprintf(verb, sizeof verb, what, them);
         report(g_launch.dev, "race",

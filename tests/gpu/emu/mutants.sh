@@ -56,7 +56,10 @@ for hd in 32 64 128; do
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$dkdv" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
 done
-for hd in 32 64 128; do
+# At hd <= 64 the dK/dV kernel keeps K and V in registers, the staging tile
+# overlays only their (idle) tiles, and this barrier protects nothing; at hd
+# 128 the tile overlays operands other warps still read.
+for hd in 128; do
   mutant "barrier before the fp32 staging tile removed (line $staging), f16 hd $hd" \
     "cuda-emu: race: kernel attn_bwd_dkdv_mma" \
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$staging" -- \
