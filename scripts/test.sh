@@ -16,6 +16,9 @@ cmake --build build -j"$jobs"
 echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs")
 
+echo "== GPU backends under the host CUDA emulator (ctest -L gpu-emu)"
+bash tests/gpu/emu/run_emu_suite.sh build-emu
+
 echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
       -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF >/dev/null
