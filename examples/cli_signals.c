@@ -1,9 +1,11 @@
 /* Signals and standard output of the CLI commands (cli.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <poll.h>
 #include <signal.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 
@@ -75,13 +77,24 @@ const char *cli_signal_name(int sig) {
   }
 }
 
+/* Why writing to standard output failed, when errno no longer says: a pipe
+ * whose reader is gone reports POLLERR; anything else stays unnamed. */
+static int stdout_errno(int err) {
+  if (err) return err;
+  struct pollfd p = {STDOUT_FILENO, POLLOUT, 0};
+  if (poll(&p, 1, 0) == 1 && (p.revents & POLLERR)) return EPIPE;
+  if (p.revents & POLLNVAL) return EBADF;
+  return 0;
+}
+
 int cli_stdout_finish(int rc) {
   errno = 0;
   if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
-  int err = errno;
+  int err = stdout_errno(errno);
   if (rc == 0)
     fprintf(stderr, "esmtrain-example: cannot write to standard output: %s%s\n",
-            err ? strerror(err) : "write error",
+            err ? strerror(err) : "a write failed (the output is closed, the disk full, or a "
+            "file size limit reached)",
             err == EPIPE ? " (it was closed early, e.g. by `| head`); the output is incomplete"
                          : "");
   return rc ? rc : 1;
