@@ -113,7 +113,12 @@ static void describe_self(char *out, size_t cap) {
 /* The holder's record, on one line: "pid 12, host h, started ..., command ...". */
 static void describe_holder(int fd, char *out, size_t cap) {
   char text[4096];
-  ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  ssize_t n = 0;
+  /* a holder that has just taken the lock writes its record a moment later */
+  for (int tries = 0; tries < 200 && (n = pread(fd, text, sizeof text - 1, 0)) <= 0; tries++) {
+    struct timespec nap = {0, 10 * 1000 * 1000};
+    nanosleep(&nap, NULL);
+  }
   if (n <= 0) {
     snprintf(out, cap, "it has not recorded its pid yet");
     return;
