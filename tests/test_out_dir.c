@@ -6,6 +6,7 @@
  * a killed process of ours is cleaned up. */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "cpu_dir_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -14,39 +15,6 @@
 #include <unistd.h>
 
 #include "esmtrain/esmtrain.h"
-
-static char g_dir[256];
-static esmt_context *g_ctx;
-
-static int setup(void **s) {
-  (void)s;
-  snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  return esmt_context_create(&o, &g_ctx) == ESMT_OK ? 0 : -1;
-}
-static int teardown(void **s) {
-  (void)s;
-  esmt_context_destroy(g_ctx);
-  test_rmtree(g_dir);
-  return 0;
-}
-
-static const char *path_in(const char *name) {
-  static char buf[8][600];
-  static int k;
-  k = (k + 1) % 8;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-  return buf[k];
-}
-
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 static int exists(const char *dir, const char *name) {
   char p[700];
@@ -180,5 +148,5 @@ int main(void) {
       cmocka_unit_test(test_export_overwrite_rules),
       cmocka_unit_test(test_stale_temporary_of_dead_process),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, cpu_dir_setup, cpu_dir_teardown);
 }
