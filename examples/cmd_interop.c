@@ -80,13 +80,8 @@ int cmd_import_hf(int argc, char **argv) {
     return 2;
   }
   if (cli_run_check(out, "import-hf", NULL)) return 1;
-  int lock_fd = cli_run_lock(out, "import-hf");
-  if (lock_fd < 0 || cli_run_check(out, "import-hf", NULL)) {
-    cli_run_unlock(lock_fd);
-    return 1;
-  }
   esmt_context *ctx = make_ctx();
-  if (!ctx) { cli_run_unlock(lock_fd); return 1; }
+  if (!ctx) return 1;
   cli_signals_defer(); /* the checkpoint is written whole or not at all */
   esmt_model *m = NULL;
   esmt_trainer *t = NULL;
@@ -94,7 +89,16 @@ int cmd_import_hf(int argc, char **argv) {
   to.run_dir = out;
   esmt_batch_source none = {sizeof none, NULL, no_batches, NULL, NULL, NULL};
   char saved[4096] = "";
+  int lock_fd = -1;
+  /* read the input first: a bad one leaves no run directory behind */
   esmt_status st = esmt_model_import_hf(ctx, in, &m);
+  if (!st && ((lock_fd = cli_run_lock(out, "import-hf")) < 0 ||
+              cli_run_check(out, "import-hf", NULL))) {
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+    cli_run_unlock(lock_fd);
+    return 1;
+  }
   if (!st) st = esmt_trainer_create(m, &to, &none, &t);
   if (!st) st = esmt_trainer_save(t, saved, sizeof saved);
   if (st) cli_error("import-hf", st);

@@ -116,15 +116,18 @@ snapshot() {
       awk '{ h = $1; sub(/^[0-9a-f]+  /, ""); print $0 "\tmd5 " h }'
   ) | LC_ALL=C sort
 }
-# The entries that differ between snapshots $1 and $2, except inside a
-# directory the case created for a new run (it holds run.lock).
+# The entries that differ between snapshots $1 and $2, except a directory
+# the case created for a new run (it holds run.lock), what is inside it and
+# the parents made for it.
 changes() {
   local line path d new_runs=()
   while IFS=$'\t' read -r path line; do
     [[ "$line" == d* ]] && [ -e "$W/$path/run.lock" ] && new_runs+=("$path")
   done < <(LC_ALL=C comm -13 <(echo "$1") <(echo "$2"))
   LC_ALL=C comm -3 <(echo "$1") <(echo "$2") | sed 's/^\t//' | while IFS=$'\t' read -r path line; do
-    for d in "${new_runs[@]}"; do [[ "$path" == "$d" || "$path" == "$d"/* ]] && continue 2; done
+    for d in "${new_runs[@]}"; do
+      [[ "$path" == "$d" || "$path" == "$d"/* || "$d" == "$path"/* ]] && continue 2
+    done
     echo "$path ($line)"
   done
 }
@@ -136,7 +139,7 @@ while IFS=$'\t' read -r id want frag cmd; do
   cmd=${cmd//\$API/$API}
   cmd=${cmd//\$W/$W}
   before=$(snapshot)
-  out=$(timeout 120 bash -c "$cmd" 2>&1 </dev/null)
+  out=$(cd "$W" && timeout 120 bash -c "$cmd" 2>&1 </dev/null) # defaults like runs/ land in $W
   rc=$?
   changed=$(changes "$before" "$(snapshot)")
   if [ "$rc" -eq "$want" ] && [[ "$out" == *"$frag"* ]] && [ -z "$changed" ]; then
