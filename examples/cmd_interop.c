@@ -45,7 +45,9 @@ int cmd_export(int argc, char **argv) {
   }
   if (!ckpt || !out || strcmp(format, "hf") != 0) {
     printf("usage: esmtrain-example export CKPT|RUN_DIR -o DIR [--format hf] [--overwrite]\n"
-           "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n");
+           "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n"
+           "DIR must be new or empty and outside the source; --overwrite replaces an earlier\n"
+           "export (marked .esmtrain-export), never a directory esmtrain did not write.\n");
     return 2;
   }
   if (cli_path_inside(out, ckpt) || cli_path_inside(ckpt, out)) {
@@ -76,7 +78,8 @@ int cmd_import_hf(int argc, char **argv) {
   }
   if (!in || !out) {
     printf("usage: esmtrain-example import-hf HF_DIR -o RUN_DIR\n"
-           "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n");
+           "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n"
+           "RUN_DIR must not hold a run already (its checkpoints are never replaced).\n");
     return 2;
   }
   if (cli_run_check(out, "import-hf", NULL)) return 1;

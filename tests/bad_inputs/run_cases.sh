@@ -106,10 +106,11 @@ export -f signal_run signal_ingest
 # Every path under $W ("PATH<TAB>type mode [size mtime | link]"), with an
 # md5 for files under 1 MiB; the runs' own bookkeeping (run.lock,
 # train.log, metrics.jsonl, checkpoint temporaries) left out: a case may
-# append to a run's log and take its lock, and change nothing else.
+# append to a run's log and take its lock, and change nothing else. A case
+# that makes inputs of its own in its command puts them under $W/scratch/.
 snapshot() {
   ( cd "$W" || exit 1
-    local skip=( \( -name run.lock -o -name train.log -o -name metrics.jsonl -o -path '*/checkpoints/.tmp-*' \) -prune )
+    local skip=( \( -path ./scratch -o -name run.lock -o -name train.log -o -name metrics.jsonl -o -path '*/checkpoints/.tmp-*' \) -prune )
     find . -mindepth 1 "${skip[@]}" -o -type d -printf '%p\t%y %m\n'
     find . -mindepth 1 "${skip[@]}" -o ! -type d -printf '%p\t%y %m %s %T@ %l\n'
     find . -mindepth 1 "${skip[@]}" -o -type f -size -1024k -print0 | xargs -0 -r md5sum |
