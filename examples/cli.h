@@ -61,10 +61,11 @@ int cli_stdout_finish(int rc);
 /* ---- Run directories (run_dir.c) ---- */
 
 /* Whether `cmd` (train, import-hf) may write a run into run_dir: not a
- * dataset or a checkpoint directory, and holding no checkpoints unless it
- * continues them (resume is "latest" or a checkpoint inside run_dir).
- * Returns 0, or 1 after printing why not and what to do instead. */
-int cli_run_check(const char *run_dir, const char *cmd, const char *resume);
+ * dataset, a checkpoint or a run's checkpoints/ directory, and holding no
+ * checkpoints unless it continues them (resume is "latest" or a checkpoint
+ * inside run_dir). Returns 0, or 1 after printing (unless quiet) why not
+ * and what to do instead. */
+int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int quiet);
 
 /* Create run_dir and hold an exclusive lock on run_dir/run.lock (it dies
  * with the process) recording this process's pid, host, start time and

@@ -82,7 +82,14 @@ int cmd_import_hf(int argc, char **argv) {
            "RUN_DIR must not hold a run already (its checkpoints are never replaced).\n");
     return 2;
   }
-  if (cli_run_check(out, "import-hf", NULL)) return 1;
+  if (cli_path_inside(out, in) || cli_path_inside(in, out)) {
+    fprintf(stderr, "esmtrain-example: import-hf: -o %s %s the input %s: the run would be "
+            "written into the Hugging Face directory. Nothing was changed: choose an output "
+            "directory outside it\n", out, cli_path_inside(in, out) ? "is or contains" : "is inside",
+            in);
+    return 1;
+  }
+  if (cli_run_check(out, "import-hf", NULL, 0)) return 1;
   esmt_context *ctx = make_ctx();
   if (!ctx) return 1;
   cli_signals_defer(); /* the checkpoint is written whole or not at all */
@@ -96,7 +103,7 @@ int cmd_import_hf(int argc, char **argv) {
   /* read the input first: a bad one leaves no run directory behind */
   esmt_status st = esmt_model_import_hf(ctx, in, &m);
   if (!st && ((lock_fd = cli_run_lock(out, "import-hf")) < 0 ||
-              cli_run_check(out, "import-hf", NULL))) {
+              cli_run_check(out, "import-hf", NULL, 0))) {
     esmt_model_destroy(m);
     esmt_context_destroy(ctx);
     cli_run_unlock(lock_fd);

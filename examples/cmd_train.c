@@ -47,14 +47,19 @@ static void on_signal(int sig) {
     return;
   }
   if (g_trained) return;
-  char msg[160] = "esmtrain-example: train: stopped by signal ", num[8];
+  char msg[320] = "esmtrain-example: train: stopped by signal ", num[8];
   int n = 0, s = sig;
   do num[n++] = (char)('0' + s % 10); while ((s /= 10) && n < 7);
   size_t len = strlen(msg);
   while (n > 0) msg[len++] = num[--n];
-  const char *tail = " before training began: nothing to save, no checkpoint written\n";
-  memcpy(msg + len, tail, strlen(tail));
-  len += strlen(tail);
+  const char *parts[] = {", ", cli_signal_name(sig),
+                         ", before training began: nothing to save, no checkpoint written\n"};
+  for (int i = 0; i < 3; i++) {
+    size_t k = strlen(parts[i]);
+    if (len + k >= sizeof msg) break;
+    memcpy(msg + len, parts[i], k);
+    len += k;
+  }
   if (write(STDERR_FILENO, msg, len) < 0) { /* nothing else can be done here */ }
   _exit(128 + sig);
 }
@@ -298,10 +303,11 @@ int cmd_train(int argc, char **argv) {
   int rc = 1, lock_fd = -1;
   double ceiling = 0;
   /* rank 0 writes the run: it alone holds the lock (checked before and
-   * after taking it: a run may have appeared meanwhile) */
+   * after taking it: a run may have appeared meanwhile); the other ranks
+   * refuse what it refuses, at once and without repeating its message */
+  if (!fast_dev && cli_run_check(out, "train", resume, rank > 0)) goto done;
   if (!fast_dev && rank == 0 &&
-      (cli_run_check(out, "train", resume) || (lock_fd = cli_run_lock(out, "train")) < 0 ||
-       cli_run_check(out, "train", resume)))
+      ((lock_fd = cli_run_lock(out, "train")) < 0 || cli_run_check(out, "train", resume, 0)))
     goto done;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
   if (measure_ceiling) esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);

@@ -50,33 +50,54 @@ static int has_checkpoints(const char *run_dir, char *what, size_t cap) {
   return n > 0;
 }
 
-int cli_run_check(const char *run_dir, const char *cmd, const char *resume) {
+/* 1 when dir looks like the checkpoints/ directory of a run. */
+static int is_checkpoints_dir(const char *dir) {
+  if (exists(dir, "latest")) return 1;
+  DIR *d = opendir(dir);
+  if (!d) return 0;
+  struct dirent *de;
+  int found = 0;
+  while (!found && (de = readdir(d))) found = !strncmp(de->d_name, "step-", 5);
+  closedir(d);
+  return found;
+}
+
+int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int quiet) {
   char what[PATH_MAX + 256];
+  FILE *err = quiet ? NULL : stderr;
+#define SAY(...) (err ? fprintf(err, __VA_ARGS__) : 0)
   if (exists(run_dir, "manifest.json")) {
-    fprintf(stderr, "esmtrain-example: %s: %s is a dataset (it holds manifest.json), not a run "
-            "directory: choose another output directory for the run\n", cmd, run_dir);
+    SAY("esmtrain-example: %s: %s is a dataset (it holds manifest.json), not a run "
+        "directory: choose another output directory for the run\n", cmd, run_dir);
     return 1;
   }
   if (exists(run_dir, "state.json")) {
-    fprintf(stderr, "esmtrain-example: %s: %s is a checkpoint directory (it holds state.json), "
-            "not a run directory: choose another output directory for the run\n", cmd, run_dir);
+    SAY("esmtrain-example: %s: %s is a checkpoint directory (it holds state.json), "
+        "not a run directory: choose another output directory for the run\n", cmd, run_dir);
+    return 1;
+  }
+  if (is_checkpoints_dir(run_dir)) {
+    SAY("esmtrain-example: %s: %s is the checkpoints directory of a run, not a run directory: "
+        "give the run directory (its parent) with --resume latest, or choose another output "
+        "directory\n", cmd, run_dir);
     return 1;
   }
   if (!has_checkpoints(run_dir, what, sizeof what)) return 0;
   if (!strcmp(cmd, "import-hf")) {
-    fprintf(stderr, "esmtrain-example: import-hf: %s already holds a run (%s); importing there "
-            "would make step 0 its latest checkpoint. Nothing was changed: import into a new "
-            "directory (-o NEW_DIR), or train from the Hugging Face weights with "
-            "`train --init-from hf:DIR --out NEW_DIR`\n", run_dir, what);
+    SAY("esmtrain-example: import-hf: %s already holds a run (%s); importing there "
+        "would make step 0 its latest checkpoint. Nothing was changed: import into a new "
+        "directory (-o NEW_DIR), or train from the Hugging Face weights with "
+        "`train --init-from hf:DIR --out NEW_DIR`\n", run_dir, what);
     return 1;
   }
   if (resume && (!strcmp(resume, "latest") || cli_path_inside(resume, run_dir))) return 0;
-  fprintf(stderr, "esmtrain-example: %s: %s already holds a run (%s); %s would overwrite and "
-          "prune its checkpoints. Nothing was changed: continue that run with --resume latest, "
-          "start from its weights in a new directory with --init-from %s --out NEW_DIR, or "
-          "choose a fresh --out\n", cmd, run_dir, what,
-          resume ? "continuing a checkpoint of another run there" : "a new run there", run_dir);
+  SAY("esmtrain-example: %s: %s already holds a run (%s); %s would overwrite and "
+      "prune its checkpoints. Nothing was changed: continue that run with --resume latest, "
+      "start from its weights in a new directory with --init-from %s --out NEW_DIR, or "
+      "choose a fresh --out\n", cmd, run_dir, what,
+      resume ? "continuing a checkpoint of another run there" : "a new run there", run_dir);
   return 1;
+#undef SAY
 }
 
 /* mkdir -p */
