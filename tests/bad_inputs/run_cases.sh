@@ -6,9 +6,10 @@
 # ($API in a case is tests/bad_inputs/api_misuse.c: wrong call sequences
 # against the C API, run on the cpu backend from BACKEND_DIR.)
 set -uo pipefail
-CLI=$1
-API=$2
-export ESMT_BACKEND_DIR=$3
+CLI=$(realpath "$1") # absolute: each case runs in the work dir
+API=$(realpath "$2")
+ESMT_BACKEND_DIR=$(realpath "$3")
+export ESMT_BACKEND_DIR
 here=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d /tmp/esmt-bad-XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -74,11 +75,12 @@ awk 'BEGIN { s = "MKVLAGGHHKKLLAAGGDEFPQRSTVWYCINMKVLAGGHHKKLLAAGGDEFPQRSTVWYCIN
 # or 99 when `--resume latest` then fails.
 signal_run() {
   local sig=$1 cli=$2 run=$3 data=$4 log rc
-  local tiny=(--data "$data" --no-mfu --layers 1 --width 16 --heads 2 --warmup 1 --eval-every 0)
+  local tiny=(--data "$data" --no-mfu --layers 1 --width 16 --heads 2 --warmup 1 --eval-every 0
+              --threads 1)
   log=$(mktemp)
   "$cli" train "${tiny[@]}" --steps 100000 --save-every 20 --out "$run" > "$log" 2>&1 &
   local pid=$!
-  for _ in $(seq 600); do [ -f "$run/checkpoints/latest" ] && break; sleep 0.05; done
+  for _ in $(seq 600); do [ -f "$run/checkpoints/latest" ] || ! kill -0 "$pid" 2>/dev/null && break; sleep 0.05; done
   kill -"$sig" "$pid"
   wait "$pid"; rc=$?
   cat "$log"; rm -f "$log"
@@ -93,7 +95,8 @@ signal_ingest() {
   "$cli" ingest "$in" -o "$out" --quiet > "$log" 2>&1 &
   local pid=$!
   for _ in $(seq 2000); do # the temporary: beside a new OUT, inside an existing one
-    compgen -G "$out.esmtrain-tmp-*" >/dev/null || compgen -G "$out/.esmtrain-tmp-*" >/dev/null && break
+    compgen -G "$out.esmtrain-tmp-*" >/dev/null || compgen -G "$out/.esmtrain-tmp-*" >/dev/null ||
+      ! kill -0 "$pid" 2>/dev/null && break
     sleep 0.005
   done
   kill -"$sig" "$pid"
