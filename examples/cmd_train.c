@@ -349,8 +349,7 @@ int cmd_train(int argc, char **argv) {
   if (has_eval && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
   if (has_eval) on_metrics(&io, NULL, &before);
 
-  g_trainer = tr;
-  if (cli_signal_caught()) esmt_trainer_request_stop(tr); /* arrived just before */
+  g_trainer = tr; /* from now on a stop signal saves (before, on_signal has ended the process) */
   st = esmt_trainer_run(tr);
   g_trained = 1;
   g_trainer = NULL;

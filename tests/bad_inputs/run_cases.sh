@@ -88,6 +88,22 @@ signal_run() {
   "$cli" train "${tiny[@]}" --steps $((10#${step#step-} + 2)) --out "$run" --resume latest >/dev/null 2>&1 || return 99
   return $rc
 }
+# signal_startup SIG CLI RUN DATA: SIG to a train in start-up (it holds the
+# run's lock and measures the GEMM ceiling, seconds); it must end at once
+# with its status and a message, and leave no checkpoint.
+signal_startup() {
+  local sig=$1 cli=$2 run=$3 data=$4 log rc
+  log=$(mktemp)
+  "$cli" train --data "$data" --layers 1 --width 16 --heads 2 --warmup 1 --steps 5 --out "$run" \
+    > "$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do [ -s "$run/run.lock" ] || ! kill -0 "$pid" 2>/dev/null && break; sleep 0.01; done
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?
+  cat "$log"; rm -f "$log"
+  [ ! -e "$run/checkpoints" ] || return 99
+  return $rc
+}
 # signal_ingest SIG CLI IN OUT: SIG to an ingest once it writes.
 signal_ingest() {
   local sig=$1 cli=$2 in=$3 out=$4 log rc
@@ -104,7 +120,7 @@ signal_ingest() {
   cat "$log"; rm -f "$log"
   return $rc
 }
-export -f signal_run signal_ingest
+export -f signal_run signal_startup signal_ingest
 # ---- what a case may change ----
 # Every path under $W ("PATH<TAB>type mode [size mtime | link]"), with an
 # md5 for files under 1 MiB; the runs' own bookkeeping (run.lock,
