@@ -31,6 +31,53 @@ void cli_log_stderr(void *user, esmt_log_level level, const char *message);
 /* Format a byte count as "7.5 GiB". */
 const char *cli_bytes(uint64_t bytes, char *buf, int cap);
 
+/* ---- Signals and standard output (cli_signals.c) ---- */
+
+/* For every command: SIGPIPE and SIGXFSZ ignored, so that a write to a
+ * closed pipe or past the file size limit fails with EPIPE/EFBIG (and is
+ * reported) instead of killing the process without a word. */
+void cli_signals_init(void);
+
+/* Catch SIGINT, SIGTERM, SIGHUP, SIGPIPE and SIGXFSZ: the first is
+ * remembered (cli_signal_caught) and `hook` (may be NULL; must be
+ * async-signal-safe) runs in the handler with its number. */
+void cli_signals_catch(void (*hook)(int sig));
+void cli_signals_set_hook(void (*hook)(int sig));
+int cli_signal_caught(void);
+
+/* For a short write that must finish or be undone whole: block SIGINT,
+ * SIGTERM and SIGHUP for the rest of the command; cli_signals_deferred()
+ * tells which of them arrived meanwhile (0: none). */
+void cli_signals_defer(void);
+int cli_signals_deferred(void);
+
+/* "SIGHUP (the terminal or session closed)" and the like. */
+const char *cli_signal_name(int sig);
+
+/* Flush standard output at the end of a command: a failed write (EPIPE,
+ * EFBIG) is reported and turns a status of 0 into 1. */
+int cli_stdout_finish(int rc);
+
+/* ---- Run directories (run_dir.c) ---- */
+
+/* Whether `cmd` (train, import-hf) may write a run into run_dir: not a
+ * dataset, a checkpoint or a run's checkpoints/ directory, and holding no
+ * checkpoints unless it continues them (resume is "latest" or a checkpoint
+ * inside run_dir). Returns 0, or 1 after printing (unless quiet) why not
+ * and what to do instead. */
+int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int quiet);
+
+/* Create run_dir and hold an exclusive lock on run_dir/run.lock (it dies
+ * with the process) recording this process's pid, host, start time and
+ * command. Returns the lock's descriptor, or -1 after printing why (held
+ * by another process: its record). */
+int cli_run_lock(const char *run_dir, const char *cmd);
+void cli_run_unlock(int fd);
+
+/* 1 when `inner` is `outer` or inside it (symbolic links resolved; paths
+ * need not exist yet). */
+int cli_path_inside(const char *inner, const char *outer);
+
 /* ---- Configuration flags shared by `config` and `train` (cli_config.c) ---- */
 
 typedef struct cli_config {

@@ -6,8 +6,11 @@
 
 #include "cli.h"
 
+/* Called every MiB of input: draws the bar unless quiet; a stop signal
+ * cancels the ingest (its temporary files are removed). */
 static int progress_bar(void *user, const esmt_progress *p) {
-  (void)user;
+  if (cli_signal_caught()) return 1;
+  if (!*(const int *)user) return 0;
   double mb = (double)p->done / 1048576.0, rate = p->elapsed_s > 0 ? mb / p->elapsed_s : 0;
   double frac = p->total ? (double)p->done / (double)p->total : 0;
   double eta = rate > 0 && p->total ? ((double)p->total - (double)p->done) / 1048576.0 / rate : 0;
@@ -85,11 +88,21 @@ int cmd_ingest(int argc, char **argv) {
   }
   o.inputs = inputs;
   o.n_inputs = n;
-  if (!quiet && isatty(STDERR_FILENO)) o.progress = progress_bar;
+  int bar = !quiet && isatty(STDERR_FILENO);
+  o.progress = progress_bar;
+  o.progress_user = &bar;
+  cli_signals_catch(NULL);
   esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
   esmt_status st = esmt_ingest(&o, &s);
-  if (o.progress) fputc('\n', stderr);
+  if (bar) fputc('\n', stderr);
   free(inputs);
+  int sig = cli_signal_caught();
+  if (st && sig) {
+    if (st != ESMT_ERR_CANCELLED) cli_error("ingest", st);
+    fprintf(stderr, "esmtrain-example: ingest: stopped by %s: no dataset was written to %s and "
+            "the temporary files were removed\n", cli_signal_name(sig), o.output_dir);
+    return 128 + sig;
+  }
   if (st) { cli_error("ingest", st); return 1; }
   printf("ingest: %llu records, %llu residues in %.1f s (%.1f MB/s of input) -> %s\n",
          (unsigned long long)s.records, (unsigned long long)s.residues, s.seconds,

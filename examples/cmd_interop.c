@@ -17,6 +17,16 @@ static esmt_context *make_ctx(void) {
   return ctx;
 }
 
+/* The exit status once a deferred stop signal is accounted for: the
+ * command finished (or failed and cleaned up) first; say so. */
+static int deferred_status(const char *cmd, int rc, const char *outcome) {
+  int sig = cli_signals_deferred();
+  if (!sig) return rc;
+  fprintf(stderr, "esmtrain-example: %s: stopped by %s, which arrived while writing: the write "
+          "was finished first (%s)\n", cmd, cli_signal_name(sig), outcome);
+  return 128 + sig;
+}
+
 /* A trainer over no data, only to load or save checkpoints. */
 static esmt_status no_batches(void *u, esmt_batch *b) {
   (void)u; (void)b;
@@ -35,11 +45,20 @@ int cmd_export(int argc, char **argv) {
   }
   if (!ckpt || !out || strcmp(format, "hf") != 0) {
     printf("usage: esmtrain-example export CKPT|RUN_DIR -o DIR [--format hf] [--overwrite]\n"
-           "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n");
+           "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n"
+           "DIR must be new or empty and outside the source; --overwrite replaces an earlier\n"
+           "export (marked .esmtrain-export), never a directory esmtrain did not write.\n");
     return 2;
+  }
+  if (cli_path_inside(out, ckpt) || cli_path_inside(ckpt, out)) {
+    fprintf(stderr, "esmtrain-example: export: -o %s %s the source %s: writing the export there "
+            "could destroy the run. Nothing was changed: choose an output directory outside it\n",
+            out, cli_path_inside(ckpt, out) ? "is or contains" : "is inside", ckpt);
+    return 1;
   }
   esmt_context *ctx = make_ctx();
   if (!ctx) return 1;
+  cli_signals_defer(); /* the export completes or is undone whole */
   esmt_model *m = NULL;
   esmt_status st = esmt_model_create_from_checkpoint(ctx, ckpt, &m);
   if (!st) st = esmt_model_export_hf(m, out, overwrite);
@@ -47,7 +66,7 @@ int cmd_export(int argc, char **argv) {
   else printf("exported %s to %s (Hugging Face EsmForMaskedLM)\n", ckpt, out);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
-  return st ? 1 : 0;
+  return deferred_status("export", st ? 1 : 0, st ? "nothing was written" : "the export is complete");
 }
 
 int cmd_import_hf(int argc, char **argv) {
@@ -59,18 +78,37 @@ int cmd_import_hf(int argc, char **argv) {
   }
   if (!in || !out) {
     printf("usage: esmtrain-example import-hf HF_DIR -o RUN_DIR\n"
-           "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n");
+           "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n"
+           "RUN_DIR must not hold a run already (its checkpoints are never replaced).\n");
     return 2;
   }
+  if (cli_path_inside(out, in) || cli_path_inside(in, out)) {
+    fprintf(stderr, "esmtrain-example: import-hf: -o %s %s the input %s: the run would be "
+            "written into the Hugging Face directory. Nothing was changed: choose an output "
+            "directory outside it\n", out, cli_path_inside(in, out) ? "is or contains" : "is inside",
+            in);
+    return 1;
+  }
+  if (cli_run_check(out, "import-hf", NULL, 0)) return 1;
   esmt_context *ctx = make_ctx();
   if (!ctx) return 1;
+  cli_signals_defer(); /* the checkpoint is written whole or not at all */
   esmt_model *m = NULL;
   esmt_trainer *t = NULL;
   esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
   to.run_dir = out;
   esmt_batch_source none = {sizeof none, NULL, no_batches, NULL, NULL, NULL};
   char saved[4096] = "";
+  int lock_fd = -1;
+  /* read the input first: a bad one leaves no run directory behind */
   esmt_status st = esmt_model_import_hf(ctx, in, &m);
+  if (!st && ((lock_fd = cli_run_lock(out, "import-hf")) < 0 ||
+              cli_run_check(out, "import-hf", NULL, 0))) {
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+    cli_run_unlock(lock_fd);
+    return 1;
+  }
   if (!st) st = esmt_trainer_create(m, &to, &none, &t);
   if (!st) st = esmt_trainer_save(t, saved, sizeof saved);
   if (st) cli_error("import-hf", st);
@@ -78,5 +116,7 @@ int cmd_import_hf(int argc, char **argv) {
   esmt_trainer_destroy(t);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
-  return st ? 1 : 0;
+  cli_run_unlock(lock_fd);
+  return deferred_status("import-hf", st ? 1 : 0,
+                         st ? "no checkpoint was written" : "the checkpoint is complete");
 }

@@ -2,7 +2,7 @@
  * Starts N copies of this program running COMMAND with the rank variables
  * torchrun would set (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), a
  * rendezvous file in a private temporary directory instead of a fixed
- * port (no port to collide with), and a job token. Ctrl-C/SIGTERM go to
+ * port (no port to collide with), and a job token. Ctrl-C/SIGTERM/SIGHUP go to
  * every rank (each saves and stops after the same update). When a rank
  * fails, the others learn it from the communicator and stop with its
  * reason; any rank still running after a grace period is terminated. */
@@ -98,6 +98,7 @@ int cmd_launch(int argc, char **argv) {
   sa.sa_handler = on_signal;
   sigaction(SIGINT, &sa, NULL);
   sigaction(SIGTERM, &sa, NULL);
+  sigaction(SIGHUP, &sa, NULL);
   pid_t pids[MAX_RANKS];
   int alive = 0, rc = 0, failed_rank = -1;
   for (int r = 0; r < n; r++) {
@@ -105,6 +106,7 @@ int cmd_launch(int argc, char **argv) {
     if (p == 0) {
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
+      signal(SIGHUP, SIG_DFL);
       set_int("RANK", r);
       set_int("WORLD_SIZE", n);
       set_int("LOCAL_RANK", r);

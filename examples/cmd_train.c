@@ -34,12 +34,34 @@ static int env_int(const char *a, const char *b, const char *c, int dflt) {
   return dflt;
 }
 
-static esmt_trainer *volatile g_trainer;
-static volatile sig_atomic_t g_signal;
+static esmt_trainer *volatile g_trainer;  /* set while esmt_trainer_run runs */
+static volatile sig_atomic_t g_trained;   /* esmt_trainer_run has returned */
 
+/* A stop signal (cli_signals_catch): while training, stop after this
+ * update and save (async-signal-safe); before training starts there is
+ * nothing to save, so end now with a message; afterwards it is only
+ * remembered (the final checkpoint is written already). */
 static void on_signal(int sig) {
-  g_signal = sig;
-  if (g_trainer) esmt_trainer_request_stop(g_trainer); /* async-signal-safe */
+  if (g_trainer) {
+    esmt_trainer_request_stop(g_trainer);
+    return;
+  }
+  if (g_trained) return;
+  char msg[320] = "esmtrain-example: train: stopped by signal ", num[8];
+  int n = 0, s = sig;
+  do num[n++] = (char)('0' + s % 10); while ((s /= 10) && n < 7);
+  size_t len = strlen(msg);
+  while (n > 0) msg[len++] = num[--n];
+  const char *parts[] = {", ", cli_signal_name(sig),
+                         ", before training began: nothing to save, no checkpoint written\n"};
+  for (int i = 0; i < 3; i++) {
+    size_t k = strlen(parts[i]);
+    if (len + k >= sizeof msg) break;
+    memcpy(msg + len, parts[i], k);
+    len += k;
+  }
+  if (write(STDERR_FILENO, msg, len) < 0) { /* nothing else can be done here */ }
+  _exit(128 + sig);
 }
 
 static void stamp(char *buf, size_t cap) {
@@ -110,20 +132,6 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
   if (io->metrics) fflush(io->metrics);
 }
 
-/* mkdir -p */
-static int mkdir_parents(const char *dir) {
-  char buf[4096];
-  snprintf(buf, sizeof buf, "%s", dir);
-  for (char *p = buf + 1; *p; p++)
-    if (*p == '/') {
-      *p = '\0';
-      if (mkdir(buf, 0755) != 0 && errno != EEXIST) return -1;
-      *p = '/';
-    }
-  return mkdir(buf, 0755) != 0 && errno != EEXIST ? -1 : 0;
-}
-
-
 static void usage(void) {
   printf(
       "usage: esmtrain-example train --data DIR [options]\n"
@@ -150,7 +158,10 @@ static void usage(void) {
       "                        hf:DIR starts from a Hugging Face ESM-2 directory\n"
       "  --fast-dev-run N      N updates, no checkpoints, no evaluation: a smoke test\n"
       "  --overfit-batches N   train on the first N batches only (loss should approach 0)\n"
-      "Ctrl-C (SIGINT) or SIGTERM saves a checkpoint and exits (status 130/143).\n");
+      "Ctrl-C (SIGINT), SIGTERM, SIGHUP, SIGPIPE (output closed) or SIGXFSZ saves a\n"
+      "checkpoint and exits with status 128 + the signal (130, 143, 129, 141, 153).\n"
+      "One process writes a run at a time (RUN/run.lock names the holder); a new run\n"
+      "never starts in a directory that holds checkpoints (--resume latest continues them).\n");
 }
 
 /* Command-line flags that are shorthands for configuration keys. */
@@ -185,6 +196,7 @@ int cmd_train(int argc, char **argv) {
   const char *resume = NULL, *init_from = NULL;
   int print_config = 0, validate_only = 0, measure_ceiling = 1;
   esmt_config *cfg = NULL;
+  cli_signals_catch(on_signal);
   esmt_status st = esmt_config_create(&cfg);
   if (st) { cli_error("train", st); return 1; }
   /* Presets, files, --set and flags apply in command-line order. */
@@ -288,14 +300,17 @@ int cmd_train(int argc, char **argv) {
   esmt_context *ctx = NULL;
   esmt_trainer *tr = NULL;
   run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps, rank > 0};
-  int rc = 1;
+  int rc = 1, lock_fd = -1;
   double ceiling = 0;
+  /* rank 0 writes the run: it alone holds the lock (checked before and
+   * after taking it: a run may have appeared meanwhile); the other ranks
+   * refuse what it refuses, at once and without repeating its message */
+  if (!fast_dev && cli_run_check(out, "train", resume, rank > 0)) goto done;
+  if (!fast_dev && rank == 0 &&
+      ((lock_fd = cli_run_lock(out, "train")) < 0 || cli_run_check(out, "train", resume, 0)))
+    goto done;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
   if (measure_ceiling) esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
-  if (!fast_dev && mkdir_parents(out) != 0) {
-    fprintf(stderr, "train: cannot create %s: %s\n", out, strerror(errno));
-    goto done;
-  }
   char path[4096];
   if (!fast_dev && rank == 0) { /* one log and one metrics file per run */
     snprintf(path, sizeof path, "%s/train.log", out);
@@ -334,19 +349,20 @@ int cmd_train(int argc, char **argv) {
   if (has_eval && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
   if (has_eval) on_metrics(&io, NULL, &before);
 
-  g_trainer = tr;
-  struct sigaction sa;
-  memset(&sa, 0, sizeof sa);
-  sa.sa_handler = on_signal;
-  sigaction(SIGINT, &sa, NULL);
-  sigaction(SIGTERM, &sa, NULL);
+  g_trainer = tr; /* from now on a stop signal saves (before, on_signal has ended the process) */
   st = esmt_trainer_run(tr);
+  g_trained = 1;
   g_trainer = NULL;
   if (io.tty) printf("\n");
-  if (st == ESMT_ERR_CANCELLED && g_signal) {
-    say(&io, 1, "interrupted by signal %d at step %lld: checkpoint saved in %s/checkpoints; "
-        "continue with --resume latest", (int)g_signal, (long long)esmt_trainer_step_count(tr), out);
-    rc = 128 + g_signal;
+  const int sig = cli_signal_caught();
+  if (st == ESMT_ERR_CANCELLED && sig) {
+    say(&io, 0, "interrupted by signal %d at step %lld: checkpoint saved", sig,
+        (long long)esmt_trainer_step_count(tr));
+    if (rank == 0) /* on stderr: with SIGPIPE, standard output is gone */
+      fprintf(stderr, "esmtrain-example: train: interrupted by signal %d, %s, at step %lld: "
+              "checkpoint saved in %s/checkpoints; continue with --resume latest\n", sig,
+              cli_signal_name(sig), (long long)esmt_trainer_step_count(tr), out);
+    rc = 128 + sig;
     goto done;
   }
   if (st) goto fail;
@@ -372,5 +388,6 @@ done:
   free(yaml);
   if (io.log) fclose(io.log);
   if (io.metrics) fclose(io.metrics);
+  cli_run_unlock(lock_fd);
   return rc;
 }

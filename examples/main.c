@@ -60,8 +60,10 @@ int main(int argc, char **argv) {
     printf("esmtrain-example (libesmtrain %s)\n", esmt_version_string());
     return 0;
   }
+  cli_signals_init();
   for (size_t i = 0; i < N_COMMANDS; i++)
-    if (strcmp(argv[1], k_commands[i].name) == 0) return k_commands[i].fn(argc - 2, argv + 2);
+    if (strcmp(argv[1], k_commands[i].name) == 0)
+      return cli_stdout_finish(k_commands[i].fn(argc - 2, argv + 2));
   fprintf(stderr, "esmtrain-example: unknown command '%s'\n\n", argv[1]);
   usage(stderr);
   return 2;

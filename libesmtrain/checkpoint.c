@@ -193,7 +193,12 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
   if (!st) st = write_small_file(ckdir, "latest", name);
   if (st) {
     esmt_cleanup_tree(tmp);
-    return esmt_fail_prefix(st, "saving checkpoint %s: ", name);
+    char prev[256] = "";
+    snprintf(path, sizeof path, "%s/latest", ckdir);
+    if (access(path, F_OK) == 0) read_small_file(path, prev, sizeof prev);
+    esmt_fail_prefix(st, "saving checkpoint %s: ", name);
+    return prev[0] ? esmt_fail_append(st, "; the previous checkpoint, %s, is intact", prev)
+                   : esmt_fail_append(st, "; no checkpoint of this run existed before");
   }
   if (out_dir) snprintf(out_dir, cap, "%s", final_dir);
   return prune(ckdir, keep_last);

@@ -10,13 +10,25 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+const char *esmt_write_errno_hint(int err) {
+  switch (err) {
+    case EFBIG: return " (the file size limit was reached: see `ulimit -f`)";
+    case ENOSPC: return " (the disk is full)";
+#ifdef EDQUOT
+    case EDQUOT: return " (the disk quota is used up)";
+#endif
+    default: return "";
+  }
+}
+
 esmt_status esmt_write_all(int fd, const void *data, size_t n, const char *path) {
   const char *p = data;
   while (n > 0) {
     ssize_t w = write(fd, p, n);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0)
-      return esmt_fail(ESMT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+      return esmt_fail(ESMT_ERR_IO, "%s: write failed: %s%s", path, strerror(errno),
+                       esmt_write_errno_hint(errno));
     if (w == 0)
       return esmt_fail(ESMT_ERR_IO, "%s: write made no progress (disk full?)", path);
     p += w;
@@ -32,7 +44,8 @@ esmt_status esmt_pwrite_all(int fd, const void *data, size_t n, uint64_t offset,
     ssize_t w = pwrite(fd, p, n, (off_t)offset);
     if (w < 0 && errno == EINTR) continue;
     if (w < 0)
-      return esmt_fail(ESMT_ERR_IO, "%s: write failed: %s", path, strerror(errno));
+      return esmt_fail(ESMT_ERR_IO, "%s: write failed: %s%s", path, strerror(errno),
+                       esmt_write_errno_hint(errno));
     if (w == 0)
       return esmt_fail(ESMT_ERR_IO, "%s: write made no progress (disk full?)", path);
     p += w;
@@ -63,9 +76,12 @@ void esmt_fsync_dir_published(const char *dir) {
              "survive a crash; the files themselves were synced", dir, strerror(err));
 }
 
-esmt_status esmt_mkdir_p(const char *dir) {
+esmt_status esmt_mkdir_p(const char *dir) { return esmt_mkdir_p_created(dir, NULL, 0); }
+
+esmt_status esmt_mkdir_p_created(const char *dir, char *created, size_t cap) {
   char buf[4096];
   size_t n = strlen(dir);
+  if (created && cap) created[0] = '\0';
   if (n == 0 || n >= sizeof buf)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "mkdir: bad path '%s'", dir);
   memcpy(buf, dir, n + 1);
@@ -73,8 +89,11 @@ esmt_status esmt_mkdir_p(const char *dir) {
     if (buf[i] != '/' && buf[i] != '\0') continue;
     char c = buf[i];
     buf[i] = '\0';
-    if (mkdir(buf, 0755) != 0 && errno != EEXIST)
+    if (mkdir(buf, 0755) == 0) {
+      if (created && cap && !created[0]) snprintf(created, cap, "%s", buf);
+    } else if (errno != EEXIST) {
       return esmt_fail(ESMT_ERR_IO, "%s: cannot create directory: %s", buf, strerror(errno));
+    }
     struct stat sb;
     if (stat(buf, &sb) != 0 || !S_ISDIR(sb.st_mode))
       return esmt_fail(ESMT_ERR_IO, "%s: exists and is not a directory", buf);

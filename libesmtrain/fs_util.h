@@ -5,6 +5,10 @@
 
 #include "internal.h"
 
+/* A hint after strerror for a failed write: " (the disk is full)" for
+ * ENOSPC, the `ulimit -f` file size limit for EFBIG; "" otherwise. */
+ESMT_HIDDEN const char *esmt_write_errno_hint(int err);
+
 /* write(2) until done; EINTR retried; a short write is an error (ENOSPC). */
 ESMT_HIDDEN esmt_status esmt_write_all(int fd, const void *data, size_t n, const char *path);
 
@@ -24,6 +28,11 @@ ESMT_HIDDEN void esmt_fsync_dir_published(const char *dir);
 
 /* mkdir -p with mode 0755. */
 ESMT_HIDDEN esmt_status esmt_mkdir_p(const char *dir);
+
+/* The same; `created` (may be NULL) receives the topmost directory it
+ * made ("" when all existed), so that a failed caller can remove exactly
+ * what it created and nothing else. */
+ESMT_HIDDEN esmt_status esmt_mkdir_p_created(const char *dir, char *created, size_t cap);
 
 /* rm -rf of a directory that esmtrain created (no symlink following). */
 ESMT_HIDDEN esmt_status esmt_remove_tree(const char *dir);

@@ -11,9 +11,12 @@
 
 #include "checkpoint.h"
 #include "fs_util.h"
+#include "out_dir.h"
 #include "safetensors.h"
 
 #define PATH_CAP 4096
+/* The file that marks a directory as an export esmtrain wrote. */
+#define ESMT_EXPORT_MARKER ".esmtrain-export"
 
 static esmt_status write_text(const char *dir, const char *name, const char *text) {
   char path[PATH_CAP];
@@ -119,46 +122,27 @@ static esmt_status write_weights(esmt_model *m, const char *dir) {
   return st;
 }
 
+/* The names an export holds; a directory with the marker and nothing else
+ * is an earlier export that overwrite may replace. */
+static const char *const k_export_names[] = {"config.json", "vocab.txt", "special_tokens_map.json",
+                                             "tokenizer_config.json", "model.safetensors",
+                                             ESMT_EXPORT_MARKER, NULL};
+
 esmt_status esmt_model_export_hf(esmt_model *m, const char *dir, int overwrite) {
   const char *fn = "esmt_model_export_hf";
   ESMT_CHECK_ARG(m && dir && *dir, fn, "model and dir must not be NULL");
-  struct stat sb;
-  int exists = stat(dir, &sb) == 0;
-  if (exists && !S_ISDIR(sb.st_mode))
-    return esmt_fail(ESMT_ERR_IO, "%s: %s exists and is not a directory", fn, dir);
-  if (exists && !overwrite && rmdir(dir) != 0)
-    return esmt_fail(ESMT_ERR_IO, "%s: %s is not empty (pass overwrite to replace it)", fn, dir);
-  char tmp[PATH_CAP], old[PATH_CAP];
-  snprintf(tmp, sizeof tmp, "%s.tmp-%ld", dir, (long)getpid());
-  snprintf(old, sizeof old, "%s.old-%ld", dir, (long)getpid());
-  esmt_remove_tree(tmp);
-  char parent0[PATH_CAP];
-  esmt_dirname(dir, parent0, sizeof parent0);
-  esmt_mkdir_p(parent0);
-  esmt_status st = mkdir(tmp, 0755) == 0
-                       ? ESMT_OK
-                       : esmt_fail(ESMT_ERR_IO, "%s: cannot create %s: %s", fn, tmp, strerror(errno));
-  if (!st) st = write_config(m, tmp);
-  if (!st) st = write_tokenizer(tmp);
-  if (!st) st = write_weights(m, tmp);
-  if (!st) st = esmt_fsync_dir(tmp);
-  int moved = 0;
-  if (!st && stat(dir, &sb) == 0) { /* overwrite: the old one goes only after the new is whole */
-    if (rename(dir, old) != 0) st = esmt_fail(ESMT_ERR_IO, "%s: rename %s: %s", fn, dir, strerror(errno));
-    else moved = 1;
-  }
-  if (!st && rename(tmp, dir) != 0) {
-    st = esmt_fail(ESMT_ERR_IO, "%s: rename to %s: %s", fn, dir, strerror(errno));
-    if (moved) rename(old, dir);
-    moved = 0;
-  }
-  if (moved) esmt_remove_tree(old);
-  if (!st) {
-    char parent[PATH_CAP];
-    esmt_dirname(dir, parent, sizeof parent);
-    esmt_fsync_dir_published(parent);
-  } else {
-    esmt_cleanup_tree(tmp);
-  }
+  const esmt_out_dir_rules rules = {fn, ESMT_EXPORT_MARKER, k_export_names, overwrite,
+                                    "overwrite (--overwrite)"};
+  esmt_out_dir od;
+  esmt_status st = esmt_out_dir_begin(&od, dir, &rules);
+  if (st) return st;
+  if (!st) st = write_config(m, od.work);
+  if (!st) st = write_tokenizer(od.work);
+  if (!st) st = write_weights(m, od.work);
+  if (!st) st = write_text(od.work, ESMT_EXPORT_MARKER,
+                           "This directory is a Hugging Face export written by esmtrain; "
+                           "`esmtrain-example export --overwrite` may replace it.\n");
+  if (!st) st = esmt_out_dir_publish(&od, ESMT_EXPORT_MARKER);
+  if (st) esmt_out_dir_abort(&od);
   return st;
 }

@@ -1,7 +1,8 @@
 /* esmt_ingest: FASTA(.gz) -> token shards + manifest. Everything is written
- * into a sibling temporary directory that is renamed into place only when
- * complete, so a failed or interrupted ingest leaves no dataset behind
- * and never touches an existing one. */
+ * into a temporary directory that is published only when complete
+ * (out_dir.h), so a failed or interrupted ingest leaves no dataset behind,
+ * never touches an existing one, and leaves a directory the user made
+ * (empty) as it was: same mode, still there. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <fcntl.h>
@@ -15,6 +16,7 @@
 
 #include "fasta_stream.h"
 #include "fs_util.h"
+#include "out_dir.h"
 #include "shard_format.h"
 
 #define PATH_CAP 4096
@@ -32,7 +34,8 @@ typedef struct shard_out {
 typedef struct ingest {
   const esmt_ingest_options *o;
   esmt_ingest_stats *st;
-  char tmp[PATH_CAP];
+  esmt_out_dir od;
+  const char *tmp;           /* od.work */
   shard_out out[2];
   uint64_t *seen;            /* open-addressing set of id hashes (duplicates) */
   uint64_t seen_cap, seen_count;
@@ -297,15 +300,6 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   memset(stats, 0, sizeof *stats);
   stats->struct_size = ssize;
 
-  /* The destination must be new or empty: never mix or clobber datasets. */
-  struct stat sb;
-  if (stat(o->output_dir, &sb) == 0) {
-    if (!S_ISDIR(sb.st_mode))
-      return esmt_fail(ESMT_ERR_IO, "%s: %s exists and is not a directory", fn, o->output_dir);
-    if (rmdir(o->output_dir) != 0 && errno != ENOENT)
-      return esmt_fail(ESMT_ERR_IO, "%s: output directory %s is not empty (choose a new one)",
-                       fn, o->output_dir);
-  }
   ingest g;
   memset(&g, 0, sizeof g);
   g.o = o;
@@ -313,17 +307,14 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   g.t0 = esmt_now_s();
   g.out[0].fd = g.out[1].fd = -1;
   g.out[1].split = 1;
-  g.shards = json_array();
+  struct stat sb;
   for (int i = 0; i < o->n_inputs; i++)
     if (stat(o->inputs[i], &sb) == 0) g.total_bytes += (uint64_t)sb.st_size;
-  snprintf(g.tmp, sizeof g.tmp, "%s.tmp-%ld", o->output_dir, (long)getpid());
-  esmt_remove_tree(g.tmp);
-  char parent[PATH_CAP];
-  esmt_dirname(o->output_dir, parent, sizeof parent);
-  if (esmt_mkdir_p(parent) != ESMT_OK) /* runs/data: create runs/ */
-    st = esmt_fail_prefix(ESMT_ERR_IO, "%s: cannot create the output's parent: ", fn);
-  else if (mkdir(g.tmp, 0755) != 0)
-    st = esmt_fail(ESMT_ERR_IO, "%s: cannot create %s: %s", fn, g.tmp, strerror(errno));
+  /* The destination must be new or empty: never mix or clobber datasets. */
+  const esmt_out_dir_rules rules = {fn, NULL, NULL, 0, NULL};
+  if ((st = esmt_out_dir_begin(&g.od, o->output_dir, &rules))) return st;
+  g.tmp = g.od.work;
+  g.shards = json_array();
   for (int i = 0; i < o->n_inputs && !st; i++) st = ingest_file(&g, o->inputs[i]);
   if (!st && stats->records == 0)
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: no residues found in the input (%llu empty records, "
@@ -334,16 +325,11 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   if (!st) st = shard_close(&g, &g.out[0]);
   if (!st) st = shard_close(&g, &g.out[1]);
   if (!st) st = write_manifest(&g);
-  if (!st) st = esmt_fsync_dir(g.tmp);
-  if (!st && rename(g.tmp, o->output_dir) != 0)
-    st = esmt_fail(ESMT_ERR_IO, "%s: cannot rename %s to %s: %s", fn, g.tmp, o->output_dir,
-                   strerror(errno));
-  if (!st) esmt_fsync_dir_published(parent);
-  for (int k = 0; k < 2; k++) {
-    if (g.out[k].fd >= 0) close(g.out[k].fd);
-    free(g.out[k].index);
-  }
-  if (st) esmt_cleanup_tree(g.tmp); /* nothing partial survives */
+  for (int k = 0; k < 2; k++)
+    if (g.out[k].fd >= 0) { close(g.out[k].fd); g.out[k].fd = -1; }
+  if (!st) st = esmt_out_dir_publish(&g.od, "manifest.json"); /* the manifest last */
+  if (st) esmt_out_dir_abort(&g.od); /* nothing partial survives */
+  for (int k = 0; k < 2; k++) free(g.out[k].index);
   free(g.seen);
   free(g.tok);
   json_decref(g.shards);

@@ -3,6 +3,7 @@
  * tensors, pickles refused, and an export that never clobbers a directory. */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "cpu_dir_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -13,45 +14,12 @@
 #include "model.h"
 #include "safetensors.h"
 
-static esmt_context *g_ctx;
-static char g_dir[256];
-
-static int setup(void **s) {
-  (void)s;
-  snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  return esmt_context_create(&o, &g_ctx) == ESMT_OK ? 0 : -1;
-}
-static int teardown(void **s) {
-  (void)s;
-  esmt_context_destroy(g_ctx);
-  test_rmtree(g_dir);
-  return 0;
-}
-
-static const char *path_in(const char *name) {
-  static char buf[8][600];
-  static int k;
-  k = (k + 1) % 8;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
-  return buf[k];
-}
-
 static esmt_model *small(uint64_t seed) {
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
   c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
   esmt_model *m = NULL;
   if (esmt_model_create(g_ctx, &c, seed, &m) != ESMT_OK) fail_msg("%s", esmt_last_error());
   return m;
-}
-
-static void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
 }
 
 static void test_round_trip_exact(void **state) {
@@ -229,5 +197,5 @@ int main(void) {
       cmocka_unit_test(test_round_trip_exact), cmocka_unit_test(test_config_errors),
       cmocka_unit_test(test_sharded_and_extras), cmocka_unit_test(test_unexpected_and_misshaped),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, cpu_dir_setup, cpu_dir_teardown);
 }

@@ -243,9 +243,10 @@ static esmt_config *config_for(const char *data, const char *offload, const char
                                uint64_t budget, const char *rows) {
   esmt_config *cfg = NULL;
   assert_int_equal(esmt_config_create(&cfg), ESMT_OK);
-  char b[32];
+  char b[32], run[700];
   snprintf(b, sizeof b, "%llu", (unsigned long long)budget);
-  const char *sets[] = {"data.train_dir", data, "model.num_layers", "3", "model.hidden_size", "32",
+  snprintf(run, sizeof run, "%s-run", data); /* beside the data, not in the working directory */
+  const char *sets[] = {"data.train_dir", data, "train.out_dir", run, "model.num_layers", "3", "model.hidden_size", "32",
                         "model.num_heads", "4", "model.ffn_size", "128", "model.max_positions", "64",
                         "data.max_len", "64", "data.micro_batch", rows,
                         "data.tokens_per_batch", "200",

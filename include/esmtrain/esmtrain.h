@@ -524,9 +524,12 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
  * names; also the keys transformers expects but ESM-2 does not use:
  * zero position embeddings, the rotary inv_freq buffers, a zero contact
  * head), vocab.txt, tokenizer_config.json, special_tokens_map.json.
- * Written into DIR.tmp-PID and renamed: DIR must not exist or be empty,
- * unless `overwrite` (then it is replaced only once the new one is
- * complete). */
+ * and a marker, .esmtrain-export. Written into a temporary directory and
+ * published only when complete: DIR must not exist or be empty (a
+ * directory the user made keeps its mode), unless `overwrite` and DIR is
+ * an earlier export (it carries the marker and only the files above):
+ * then its files are replaced. Nothing esmtrain did not write is ever
+ * replaced or removed. */
 ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, int overwrite);
 
 /* A model with the shape and weights of an esmtrain checkpoint ("RUN_DIR",

@@ -6,9 +6,10 @@
 # ($API in a case is tests/bad_inputs/api_misuse.c: wrong call sequences
 # against the C API, run on the cpu backend from BACKEND_DIR.)
 set -uo pipefail
-CLI=$1
-API=$2
-export ESMT_BACKEND_DIR=$3
+CLI=$(realpath "$1") # absolute: each case runs in the work dir
+API=$(realpath "$2")
+ESMT_BACKEND_DIR=$(realpath "$3")
+export ESMT_BACKEND_DIR
 here=$(cd "$(dirname "$0")" && pwd)
 W=$(mktemp -d /tmp/esmt-bad-XXXXXX)
 trap 'rm -rf "$W"' EXIT
@@ -47,6 +48,109 @@ printf 'PK pickle' > "$W/pickled/pytorch_model.bin"
 printf '{"model_type":"bert"}' > "$W/bert/config.json"
 printf 'model:\n\tnum_layers: 4\n' > "$W/tab.yaml"
 printf 'optimizer:\n  lrr: 1\n' > "$W/bad.yaml"
+# ---- #16 run-dir safety (h-runsafety) ----
+# Runs to protect, exports, a directory the user made, live lock holders,
+# a large input; helpers for the cases that send signals.
+for r in run-keep run-exp run-nolatest run-xfsz run-busy; do cp -r "$W/run-ok" "$W/$r"; done
+rm "$W/run-nolatest/checkpoints/latest"
+ln -s run-keep "$W/link-run"
+ln -s run-exp "$W/link-exp"
+"$CLI" export "$W/run-ok" -o "$W/hfexp" >/dev/null
+cp -r "$W/hfexp" "$W/hfexp-extra" && echo "the user's notes" > "$W/hfexp-extra/notes.txt"
+mkdir -m 0700 "$W/mine" "$W/busy-empty"
+# Holders of two run locks (as another esmtrain would hold them), with a
+# record to name; each ends once $W is gone.
+for d in run-busy busy-empty; do
+  printf 'pid 4242\nhost holder-host\nstarted 2026-01-01 00:00:00\ncommand esmtrain-example train --out %s\n' \
+    "$d" > "$W/$d/run.lock"
+  flock -n "$W/$d/run.lock" bash -c "while [ -d '$W' ]; do sleep 1; done" &
+done
+for d in run-busy busy-empty; do
+  for _ in $(seq 100); do flock -n "$W/$d/run.lock" true || break; sleep 0.05; done
+done
+awk 'BEGIN { s = "MKVLAGGHHKKLLAAGGDEFPQRSTVWYCINMKVLAGGHHKKLLAAGGDEFPQRSTVWYCINMKVLAGGHHKKLLAAGGDEFPQRSTVWYCIN";
+  for (r = 0; r < 400000; r++) printf(">b%d\n%s\n", r, substr(s, 1 + r % 20, 60)) }' > "$W/big.fa"
+# signal_run SIG CLI RUN DATA: a tiny train into RUN gets SIG once its
+# first checkpoint exists; prints its output and exits with its status,
+# or 99 when `--resume latest` then fails.
+signal_run() {
+  local sig=$1 cli=$2 run=$3 data=$4 log rc
+  local tiny=(--data "$data" --no-mfu --layers 1 --width 16 --heads 2 --warmup 1 --eval-every 0
+              --threads 1)
+  log=$(mktemp)
+  "$cli" train "${tiny[@]}" --steps 100000 --save-every 20 --out "$run" > "$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do [ -f "$run/checkpoints/latest" ] || ! kill -0 "$pid" 2>/dev/null && break; sleep 0.05; done
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?
+  cat "$log"; rm -f "$log"
+  local step; step=$(cat "$run/checkpoints/latest")
+  "$cli" train "${tiny[@]}" --steps $((10#${step#step-} + 2)) --out "$run" --resume latest >/dev/null 2>&1 || return 99
+  return $rc
+}
+# signal_startup SIG CLI RUN DATA: SIG to a train in start-up (it holds the
+# run's lock and measures the GEMM ceiling, seconds); it must end at once
+# with its status and a message, and leave no checkpoint.
+signal_startup() {
+  local sig=$1 cli=$2 run=$3 data=$4 log rc
+  log=$(mktemp)
+  "$cli" train --data "$data" --layers 1 --width 16 --heads 2 --warmup 1 --steps 5 --out "$run" \
+    > "$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 600); do [ -s "$run/run.lock" ] || ! kill -0 "$pid" 2>/dev/null && break; sleep 0.01; done
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?
+  cat "$log"; rm -f "$log"
+  [ ! -e "$run/checkpoints" ] || return 99
+  return $rc
+}
+# signal_ingest SIG CLI IN OUT: SIG to an ingest once it writes.
+signal_ingest() {
+  local sig=$1 cli=$2 in=$3 out=$4 log rc
+  log=$(mktemp)
+  "$cli" ingest "$in" -o "$out" --quiet > "$log" 2>&1 &
+  local pid=$!
+  for _ in $(seq 2000); do # the temporary: beside a new OUT, inside an existing one
+    compgen -G "$out.esmtrain-tmp-*" >/dev/null || compgen -G "$out/.esmtrain-tmp-*" >/dev/null ||
+      ! kill -0 "$pid" 2>/dev/null && break
+    sleep 0.005
+  done
+  kill -"$sig" "$pid"
+  wait "$pid"; rc=$?
+  cat "$log"; rm -f "$log"
+  return $rc
+}
+export -f signal_run signal_startup signal_ingest
+# ---- what a case may change ----
+# Every path under $W ("PATH<TAB>type mode [size mtime | link]"), with an
+# md5 for files under 1 MiB; the runs' own bookkeeping (run.lock,
+# train.log, metrics.jsonl, checkpoint temporaries) left out: a case may
+# append to a run's log and take its lock, and change nothing else. A case
+# that makes inputs of its own in its command puts them under $W/scratch/.
+snapshot() {
+  ( cd "$W" || exit 1
+    local skip=( \( -path ./scratch -o -name run.lock -o -name train.log -o -name metrics.jsonl -o -path '*/checkpoints/.tmp-*' \) -prune )
+    find . -mindepth 1 "${skip[@]}" -o -type d -printf '%p\t%y %m\n'
+    find . -mindepth 1 "${skip[@]}" -o ! -type d -printf '%p\t%y %m %s %T@ %l\n'
+    find . -mindepth 1 "${skip[@]}" -o -type f -size -1024k -print0 | xargs -0 -r md5sum |
+      awk '{ h = $1; sub(/^[0-9a-f]+  /, ""); print $0 "\tmd5 " h }'
+  ) | LC_ALL=C sort
+}
+# The entries that differ between snapshots $1 and $2, except a directory
+# the case created for a new run (it holds run.lock), what is inside it and
+# the parents made for it.
+changes() {
+  local line path d new_runs=()
+  while IFS=$'\t' read -r path line; do
+    [[ "$line" == d* ]] && [ -e "$W/$path/run.lock" ] && new_runs+=("$path")
+  done < <(LC_ALL=C comm -13 <(echo "$1") <(echo "$2"))
+  LC_ALL=C comm -3 <(echo "$1") <(echo "$2") | sed 's/^\t//' | while IFS=$'\t' read -r path line; do
+    for d in "${new_runs[@]}"; do
+      [[ "$path" == "$d" || "$path" == "$d"/* || "$d" == "$path"/* ]] && continue 2
+    done
+    echo "$path ($line)"
+  done
+}
 # ---- cases ----
 pass=0 fail=0
 while IFS=$'\t' read -r id want frag cmd; do
@@ -54,14 +158,17 @@ while IFS=$'\t' read -r id want frag cmd; do
   cmd=${cmd//\$CLI/$CLI}
   cmd=${cmd//\$API/$API}
   cmd=${cmd//\$W/$W}
-  out=$(timeout 120 bash -c "$cmd" 2>&1)
+  before=$(snapshot)
+  out=$(cd "$W" && timeout 120 bash -c "$cmd" 2>&1 </dev/null) # defaults like runs/ land in $W
   rc=$?
-  if [ "$rc" -eq "$want" ] && [[ "$out" == *"$frag"* ]]; then
+  changed=$(changes "$before" "$(snapshot)")
+  if [ "$rc" -eq "$want" ] && [[ "$out" == *"$frag"* ]] && [ -z "$changed" ]; then
     pass=$((pass + 1))
   else
     fail=$((fail + 1))
-    echo "FAIL $id: exit $rc (want $want), output lacks '$frag':"
+    echo "FAIL $id: exit $rc (want $want), output lacks '$frag', or it changed files:"
     echo "$out" | tail -3 | sed 's/^/    /'
+    [ -z "$changed" ] || echo "$changed" | head -5 | sed 's/^/    changed: /'
   fi
 done < "$here/cases.tsv"
 [ -f "$W/full/precious" ] || { echo "FAIL: an existing directory was touched"; fail=$((fail + 1)); }

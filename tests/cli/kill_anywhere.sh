@@ -1,8 +1,12 @@
 #!/usr/bin/env bash
-# Kill anywhere: SIGKILL a training run at KILLS random moments (checkpoint
-# writes included); after each, `--resume latest` (or a fresh start when no
-# checkpoint exists yet) must succeed, and the final weights and moments
-# must equal an uninterrupted run bit for bit.
+# Kill anywhere: interrupt a training run at KILLS random moments
+# (checkpoint writes included), cycling through SIGKILL, SIGHUP, SIGPIPE
+# and SIGXFSZ. A caught signal must end the run like SIGTERM: a checkpoint
+# saved and exit status 128 + the signal (or, before training began, that
+# status and a message); SIGKILL ends it anywhere. After each, `--resume
+# latest` (the newest step-* when `latest` was not yet written; a fresh
+# start when no checkpoint exists yet) must succeed, and the final weights
+# and moments must equal an uninterrupted run bit for bit.
 # Usage: kill_anywhere.sh CLI [KILLS] [SEED]
 set -euo pipefail
 cli=$1 kills=${2:-50} seed=${3:-1}
@@ -52,10 +56,23 @@ wait_for_next_checkpoint() {
     sleep 0.001
   done
 }
-for k in $(seq "$kills"); do
+# How to continue the run: `latest`, else the newest checkpoint (a kill
+# between publishing the first one and naming it in `latest`), else anew.
+resume_args() {
   resume=()
-  [ -f "$work/run/checkpoints/latest" ] && resume=(--resume latest)
+  local newest
+  newest=$(compgen -G "$ckpt/step-*" | sort | tail -1 || true)
+  if [ -f "$ckpt/latest" ]; then resume=(--resume latest)
+  elif [ -n "$newest" ]; then resume=(--resume "$newest")
+  fi
+}
+signals=(KILL HUP PIPE XFSZ)
+declare -A sent=() saved=() early=()
+for k in $(seq "$kills"); do
+  resume_args
   stale=$(tmp_dirs)
+  # each signal in turn for 4 kills, so that each meets every kind of moment
+  sig=${signals[$(( (k - 1) / 4 % 4 ))]}
   "$cli" train "${args[@]}" --out "$work/run" "${resume[@]}" >"$work/last.log" 2>&1 &
   pid=$!
   # The moment, by the run's progress rather than by the clock (on a loaded
@@ -64,16 +81,35 @@ for k in $(seq "$kills"); do
   # begun, the rest a random moment after the run has published its next
   # checkpoint (inside a step or the next write).
   case $((k % 4)) in
-    0) sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", 0.02 + (r % 1000) / 1000.0 * 0.15 }')" ;;
+    0) sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 1000) / 1000.0 * 0.15 }')" ;;
     1) wait_for_save_start "$pid" ;;
     *) wait_for_next_checkpoint "$pid"
        sleep "$(awk -v r=$RANDOM 'BEGIN { printf "%.3f", (r % 1000) / 1000.0 * 0.06 }')" ;;
   esac
-  if kill -KILL "$pid" 2>/dev/null; then
+  in_save=0
+  new_tmp_dir "$stale" && in_save=1
+  if kill -"$sig" "$pid" 2>/dev/null; then
     killed=$((killed + 1))
-    wait "$pid" 2>/dev/null || true
-    # a new temporary checkpoint directory means the kill landed mid-save
-    if new_tmp_dir "$stale"; then midsave=$((midsave + 1)); fi
+    sent[$sig]=$(( ${sent[$sig]:-0} + 1 ))
+    set +e; wait "$pid" 2>/dev/null; rc=$?; set -e
+    if [ "$sig" = KILL ]; then
+      # a new temporary checkpoint directory means the kill landed mid-save
+      if new_tmp_dir "$stale"; then midsave=$((midsave + 1)); fi
+    else
+      [ "$in_save" -eq 1 ] && midsave=$((midsave + 1))
+      num=$(kill -l "$sig")
+      if [ "$rc" -eq 0 ]; then
+        : # it finished as the signal came
+      elif [ "$rc" -ne $((128 + num)) ]; then
+        echo "run $k: SIG$sig gave exit $rc, not $((128 + num)):"; cat "$work/last.log"; exit 1
+      elif grep -q "interrupted by signal $num, .* checkpoint saved" "$work/last.log"; then
+        saved[$sig]=$(( ${saved[$sig]:-0} + 1 ))
+      elif grep -q "stopped by signal $num before training began" "$work/last.log" || [ ! -s "$work/last.log" ]; then
+        early[$sig]=$(( ${early[$sig]:-0} + 1 )) # in start-up: nothing to save
+      else
+        echo "run $k: SIG$sig gave exit $rc without saying why:"; cat "$work/last.log"; exit 1
+      fi
+    fi
   else
     # it ended before the kill: that must have been a success
     set +e; wait "$pid"; rc=$?; set -e
@@ -85,12 +121,17 @@ for k in $(seq "$kills"); do
   fi
 done
 # finish whatever is left
-resume=()
-[ -f "$work/run/checkpoints/latest" ] && resume=(--resume latest)
+resume_args
 "$cli" train "${args[@]}" --out "$work/run" "${resume[@]}" >"$work/last.log" 2>&1 || { cat "$work/last.log"; exit 1; }
 final=$(printf step-%08d $steps)
 cmp "$work/ref/checkpoints/$final/model.safetensors" "$work/run/checkpoints/$final/model.safetensors"
 cmp "$work/ref/checkpoints/$final/optimizer.safetensors" "$work/run/checkpoints/$final/optimizer.safetensors"
 leftovers=$(ls -a "$work/run/checkpoints" | grep -c '^\.tmp-' || true)
-echo "kill anywhere: $killed SIGKILLs ($midsave during a checkpoint write), every resume succeeded, final weights and moments identical ($leftovers stale temp dirs left)"
+per=""
+for sig in "${signals[@]}"; do
+  per+=" SIG$sig ${sent[$sig]:-0}"
+  [ "$sig" = KILL ] || per+=" (${saved[$sig]:-0} saved a checkpoint, ${early[$sig]:-0} in start-up)"
+  per+=";"
+done
+echo "kill anywhere: $killed interruptions ($midsave during a checkpoint write):$per every resume succeeded, final weights and moments identical ($leftovers stale temp dirs left)"
 rm -rf "$work" # kept when anything above failed, for a look

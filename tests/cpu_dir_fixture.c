@@ -1,0 +1,40 @@
+/* See cpu_dir_fixture.h. */
+#include "cpu_dir_fixture.h"
+
+#include <stdio.h>
+
+#include "test_util.h"
+
+esmt_context *g_ctx;
+char g_dir[256];
+
+int cpu_dir_setup(void **s) {
+  (void)s;
+  snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  return esmt_context_create(&o, &g_ctx) == ESMT_OK ? 0 : -1;
+}
+
+int cpu_dir_teardown(void **s) {
+  (void)s;
+  esmt_context_destroy(g_ctx);
+  test_rmtree(g_dir);
+  return 0;
+}
+
+const char *path_in(const char *name) {
+  static char buf[8][600];
+  static int k;
+  k = (k + 1) % 8;
+  snprintf(buf[k], sizeof buf[k], "%s/%s", g_dir, name);
+  return buf[k];
+}
+
+void write_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}

@@ -1,0 +1,22 @@
+/* A cmocka group fixture shared by suites that write files through the
+ * library: a context on the build's cpu backend and a fresh temporary
+ * directory, removed afterwards. */
+#ifndef ESMT_CPU_DIR_FIXTURE_H
+#define ESMT_CPU_DIR_FIXTURE_H
+
+#include "esmtrain/esmtrain.h"
+
+extern esmt_context *g_ctx; /* the cpu backend */
+extern char g_dir[256];     /* the group's temporary directory */
+
+/* Group setup and teardown (cmocka_run_group_tests). */
+int cpu_dir_setup(void **state);
+int cpu_dir_teardown(void **state);
+
+/* g_dir/name; each result lives for 8 calls. */
+const char *path_in(const char *name);
+
+/* Create or replace a file with `text`; fails the test when it cannot. */
+void write_text(const char *path, const char *text);
+
+#endif
