@@ -67,7 +67,8 @@ int cmd_plan(int argc, char **argv) {
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++)
     printf("  %-16s %12s\n", esmt_mem_class_name((esmt_mem_class)i),
            cli_bytes(p.device[i], buf, 32));
-  printf("  %-16s %12s\n", "device total", cli_bytes(p.device_total, buf, 32));
+  printf("  %-16s %12s  (%llu bytes)\n", "device total", cli_bytes(p.device_total, buf, 32),
+         (unsigned long long)p.device_total);
   printf("  %-16s %12s  (offload: fp32 master weights, moments, gradients; half: the weight "
          "staging copy)\n", "host pinned",
          cli_bytes(p.host_pinned, buf, 32));
