@@ -2,7 +2,10 @@
 """Two esmtrain checkpoints (model.safetensors, F32 tensors) tensor by
 tensor: prints the worst relative L2 difference and COMPARE_RESULT ok|FAIL
 against a tolerance (0 = bit-identical). Plain Python: no numpy needed.
-Usage: compare_checkpoints.py A.safetensors B.safetensors [TOL]"""
+--skip SUBSTR leaves out tensors whose name contains it (e.g. the attention
+key bias: softmax cancels it, its gradient is rounding noise that AdamW
+scales to full steps, so two summation orders part it at once).
+Usage: compare_checkpoints.py A.safetensors B.safetensors [TOL] [--skip SUBSTR]"""
 import json
 import math
 import struct
@@ -27,8 +30,17 @@ def tensors(path):
     return out
 
 
-ta, tb = tensors(sys.argv[1]), tensors(sys.argv[2])
-tol = float(sys.argv[3]) if len(sys.argv) > 3 else 0.0
+args = sys.argv[1:]
+skip = None
+if "--skip" in args:
+    i = args.index("--skip")
+    skip = args[i + 1]
+    del args[i:i + 2]
+ta, tb = tensors(args[0]), tensors(args[1])
+tol = float(args[2]) if len(args) > 2 else 0.0
+if skip:
+    ta = {k: v for k, v in ta.items() if skip not in k}
+    tb = {k: v for k, v in tb.items() if skip not in k}
 if set(ta) != set(tb):
     print(f"COMPARE_RESULT tensor names differ: {sorted(set(ta) ^ set(tb))[:5]} FAIL")
     sys.exit(1)

@@ -3,7 +3,10 @@
 # emulator, ESMT_EMU_DEVICES=2, one per rank by LOCAL_RANK), fp32 compute:
 #   - 2 ranks with nccl_dp end where 1 process on ampere_bf16 accumulating
 #     both micro-batches of each update ends (packed rows of ~512 real
-#     tokens, so tokens_per_update 513 takes exactly two);
+#     tokens, so tokens_per_update 513 takes exactly two): the two sum the
+#     gradients in another order, so within 1e-4 relative per tensor (measured
+#     6.7e-5 at worst, a LayerNorm bias that starts at 0), the attention key
+#     bias left out (its gradient is rounding noise: softmax cancels it);
 #   - dist.zero 1 (ncclReduceScatter + ncclAllGather) ends where dist.zero 0
 #     does, without clipping;
 #   - a rank killed mid-run makes the other stop with a message naming it,
@@ -54,7 +57,7 @@ echo "== 2 ranks (nccl_dp) vs 1 process accumulating both micro-batches"
 check "1 process, ampere_bf16, 2 micro-batches per update" \
   train1 acc --steps 6 --set backend.name=ampere_bf16 --set train.tokens_per_update=513
 check "2 ranks, nccl_dp" launch2 dp --steps 6 --set backend.name=nccl_dp --set dist.force=true
-check "the weights agree" python3 "$here/compare_checkpoints.py" "$(ckpt acc 6)" "$(ckpt dp 6)" 1e-5
+check "the weights agree" python3 "$here/compare_checkpoints.py" "$(ckpt acc 6)" "$(ckpt dp 6)" 1e-4 --skip attention.self.key.bias
 
 echo "== ZeRO-1 (reduce-scatter + all-gather) vs plain"
 check "2 ranks, nccl_dp, dist.zero 1" launch2 zero --steps 6 --set backend.name=nccl_dp \
