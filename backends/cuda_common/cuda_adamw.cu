@@ -46,7 +46,7 @@ __global__ void adamw_kernel(const adamw_seg *segs, int nseg, float *p, const fl
 static void CUDART_CB free_host_table(void *p) { free(p); }
 
 esmtb_status cuda_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || !a->params || !a->grads || !a->m || !a->v || (a->n_segments && !a->segments))
     return cuda_fail(1, "adamw: NULL argument");
   if (a->n_segments < 0) return cuda_fail(1, "adamw: n_segments %d is negative", a->n_segments);

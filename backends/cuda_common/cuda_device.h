@@ -27,6 +27,13 @@ CUDA_HIDDEN void cuda_gemm_release(esmtb_device *dev);
 /* esmtb_stream* and esmtb_event* are cudaStream_t / cudaEvent_t. */
 static inline cudaStream_t cuda_stream_of(esmtb_stream *s) { return (cudaStream_t)s; }
 
+/* Make dev the calling thread's current device: every entry point that
+ * touches CUDA calls it first, since the core may drive a device from any
+ * thread (cheap when it is current already). */
+static inline void cuda_use_device(const esmtb_device *dev) {
+  if (dev) cudaSetDevice(dev->ordinal);
+}
+
 /* Map a CUDA error to a status and message naming the call. */
 CUDA_HIDDEN esmtb_status cuda_check(cudaError_t err, const char *what);
 

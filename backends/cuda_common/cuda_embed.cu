@@ -133,7 +133,7 @@ static esmtb_status check_layout(const esmtb_embed_args *a, const emb_layout &g,
 }
 
 esmtb_status cuda_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!valid(a) || !a->out)
     return cuda_fail(1, "embed_forward: bad arguments (NULL pointer or B, T, d not positive)");
   if (!cuda_dtype_ok(a->dtype))
@@ -154,7 +154,7 @@ esmtb_status cuda_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, es
 }
 
 esmtb_status cuda_embed_backward(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!valid(a) || !a->dout || !a->dE)
     return cuda_fail(1, "embed_backward: bad arguments (NULL pointer or B, T, d not positive)");
   if (!cuda_dtype_ok(a->dtype))

@@ -238,6 +238,7 @@ static esmtb_status check_args(const esmtb_gemm_args *a) {
 }
 
 esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s) {
+  cuda_use_device(dev);
   esmtb_status st = check_args(a);
   if (st) return st;
   if (!dev) return cuda_fail(1, "gemm: device is NULL");

@@ -85,11 +85,13 @@ static void c_free(esmtb_device *dev, esmtb_mem_kind kind, void *ptr) {
 }
 
 static esmtb_status c_memset(esmtb_device *dev, void *dst, int value, size_t bytes, esmtb_stream *s) {
+  cuda_use_device(dev);
   return cuda_check(cudaMemsetAsync(dst, value, bytes, cuda_stream_of(s)), "memset_async");
 }
 
 static esmtb_status c_copy(esmtb_device *dev, void *dst, const void *src, size_t bytes,
                            esmtb_copy_kind kind, esmtb_stream *s) {
+  cuda_use_device(dev);
   cudaMemcpyKind k = kind == ESMTB_COPY_H2D   ? cudaMemcpyHostToDevice
                      : kind == ESMTB_COPY_D2H ? cudaMemcpyDeviceToHost
                                               : cudaMemcpyDeviceToDevice;
@@ -97,33 +99,41 @@ static esmtb_status c_copy(esmtb_device *dev, void *dst, const void *src, size_t
 }
 
 static esmtb_status c_stream_create(esmtb_device *dev, esmtb_stream **out) {
+  cuda_use_device(dev);
   cudaStream_t s;
   esmtb_status st = cuda_check(cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking), "stream_create");
   *out = st ? NULL : (esmtb_stream *)s;
   return st;
 }
 static void c_stream_destroy(esmtb_device *dev, esmtb_stream *s) {
+  cuda_use_device(dev);
   if (s) cudaStreamDestroy(cuda_stream_of(s));
 }
 static esmtb_status c_stream_sync(esmtb_device *dev, esmtb_stream *s) {
+  cuda_use_device(dev);
   return cuda_check(cudaStreamSynchronize(cuda_stream_of(s)), "stream_sync");
 }
 static esmtb_status c_event_create(esmtb_device *dev, esmtb_event **out) {
+  cuda_use_device(dev);
   cudaEvent_t e;
   esmtb_status st = cuda_check(cudaEventCreateWithFlags(&e, cudaEventDisableTiming), "event_create");
   *out = st ? NULL : (esmtb_event *)e;
   return st;
 }
 static void c_event_destroy(esmtb_device *dev, esmtb_event *e) {
+  cuda_use_device(dev);
   if (e) cudaEventDestroy((cudaEvent_t)e);
 }
 static esmtb_status c_event_record(esmtb_device *dev, esmtb_event *e, esmtb_stream *s) {
+  cuda_use_device(dev);
   return cuda_check(cudaEventRecord((cudaEvent_t)e, cuda_stream_of(s)), "event_record");
 }
 static esmtb_status c_stream_wait_event(esmtb_device *dev, esmtb_stream *s, esmtb_event *e) {
+  cuda_use_device(dev);
   return cuda_check(cudaStreamWaitEvent(cuda_stream_of(s), (cudaEvent_t)e, 0), "stream_wait_event");
 }
 static esmtb_status c_event_sync(esmtb_device *dev, esmtb_event *e) {
+  cuda_use_device(dev);
   return cuda_check(cudaEventSynchronize((cudaEvent_t)e), "event_sync");
 }
 

@@ -55,7 +55,7 @@ __global__ void ln_backward_dx(const T *x, const float *w, const T *dout, const 
 
 esmtb_status cuda_layernorm_forward(esmtb_device *dev, const esmtb_layernorm_args *a,
                                     esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || !a->x || !a->w || !a->b || !a->out || !a->mean || !a->rstd || a->N < 0 || a->d <= 0)
     return cuda_fail(1, "layernorm_forward: bad arguments (NULL pointer or N=%d d=%d)",
                      a ? a->N : 0, a ? a->d : 0);
@@ -74,7 +74,7 @@ esmtb_status cuda_layernorm_forward(esmtb_device *dev, const esmtb_layernorm_arg
 
 esmtb_status cuda_layernorm_backward(esmtb_device *dev, const esmtb_layernorm_args *a,
                                      esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || !a->x || !a->w || !a->dout || !a->dx || !a->dw || !a->db || !a->mean || !a->rstd ||
       a->N < 0 || a->d <= 0)
     return cuda_fail(1, "layernorm_backward: bad arguments (NULL pointer or N=%d d=%d)",

@@ -18,7 +18,7 @@ __global__ void gelu_backward_kernel(const T *pre, const T *dout, T *dpre, size_
 }
 
 esmtb_status cuda_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || (a->n && (!a->a || !a->b || !a->y))) return cuda_fail(1, "add: NULL argument");
   if (!cuda_dtype_ok(a->dtype)) return cuda_fail(8, "add: dtype %d is not supported", (int)a->dtype);
   if (!a->n) return 0;
@@ -31,7 +31,7 @@ esmtb_status cuda_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *
 
 esmtb_status cuda_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_args *a,
                                 esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || (a->n && (!a->pre || !a->dout || !a->dpre)))
     return cuda_fail(1, "gelu_backward: NULL argument");
   if (!cuda_dtype_ok(a->dtype))
@@ -45,7 +45,7 @@ esmtb_status cuda_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_arg
 }
 
 esmtb_status cuda_bias_grad(esmtb_device *dev, const esmtb_bias_grad_args *a, esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || !a->dy || !a->db) return cuda_fail(1, "bias_grad: NULL argument");
   if (!cuda_dtype_ok(a->dtype))
     return cuda_fail(8, "bias_grad: dtype %d is not supported", (int)a->dtype);

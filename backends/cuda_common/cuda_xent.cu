@@ -53,7 +53,7 @@ __global__ void xent_sum(const float *row_loss, int N, float *loss_sum) {
 }
 
 esmtb_status cuda_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s) {
-  (void)dev;
+  cuda_use_device(dev);
   if (!a || !a->logits || !a->labels || !a->loss_sum || a->N < 0 || a->V <= 0)
     return cuda_fail(1, "xent: bad arguments (NULL pointer or N=%d V=%d)", a ? a->N : 0,
                      a ? a->V : 0);

@@ -192,6 +192,7 @@ static ncclDataType_t nccl_type(esmtb_dtype t, int *ok) {
 
 static esmtb_status n_allreduce(esmtb_device *dev, const esmtb_allreduce_args *a,
                                 esmtb_stream *stream) {
+  cuda_use_device(dev);
   nccl_state *s = state_of(dev);
   if (!s) return cuda_fail(ST_STATE, "allreduce: comm_init was not called");
   if (!a || a->struct_size < sizeof *a)
@@ -242,6 +243,7 @@ static esmtb_status group_end(nccl_state *s, ncclResult_t r, const char *what) {
 
 static esmtb_status n_reduce_scatter(esmtb_device *dev, const esmtb_shard_args *a,
                                      esmtb_stream *stream) {
+  cuda_use_device(dev);
   nccl_state *s = state_of(dev);
   ncclDataType_t t;
   size_t es;
@@ -267,6 +269,7 @@ static esmtb_status n_reduce_scatter(esmtb_device *dev, const esmtb_shard_args *
 
 static esmtb_status n_allgather(esmtb_device *dev, const esmtb_shard_args *a,
                                 esmtb_stream *stream) {
+  cuda_use_device(dev);
   nccl_state *s = state_of(dev);
   ncclDataType_t t;
   size_t es;
@@ -314,12 +317,14 @@ static esmtb_status watch(nccl_state *s, query_fn q, void *what_obj, const char 
 }
 
 static esmtb_status n_stream_sync(esmtb_device *dev, esmtb_stream *st) {
+  cuda_use_device(dev);
   nccl_state *s = state_of(dev);
   if (!s || !s->comm) return base_stream_sync(dev, st);
   return watch(s, q_stream, (void *)cuda_stream_of(st), "stream_sync");
 }
 
 static esmtb_status n_event_sync(esmtb_device *dev, esmtb_event *ev) {
+  cuda_use_device(dev);
   nccl_state *s = state_of(dev);
   if (!s || !s->comm) return base_event_sync(dev, ev);
   return watch(s, q_event, (void *)ev, "event_sync");

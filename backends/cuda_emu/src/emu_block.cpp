@@ -416,6 +416,18 @@ void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, cons
     record_error(e);
     return;
   }
+  // A kernel runs on the current device: a stream of another device is an
+  // invalid handle there (what a backend that forgot cudaSetDevice hits
+  // when the core drives it from a second thread).
+  const int sdev = stream_device(stream);
+  if (sdev >= 0 && stream && sdev != current_device()) {
+    report(current_device(), "api",
+           "kernel %s launched on a stream of device %d while the thread's current device is %d "
+           "(cudaSetDevice missing)", name, sdev, current_device());
+    destroy(closure);
+    record_error(cudaErrorInvalidResourceHandle);
+    return;
+  }
   e = enqueue(stream, name, [=](op_ctx &c) -> cudaError_t {
     cudaError_t r = compute_enabled() ? run_grid(c, grid, block, smem, name, body, closure)
                                       : cudaSuccess;
