@@ -287,8 +287,7 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
   attn_params p = make_params(a);
   const size_t rows = (size_t)a->B * a->H * a->T;
   float *D = NULL;
-  rc = cuda_check(cudaMallocAsync((void **)&D, rows * sizeof(float), st),
-                  "attention_backward: scratch");
+  rc = cuda_scratch((void **)&D, rows * sizeof(float), st, "attention_backward");
   if (rc) return rc;
   p.D = D;
   if (p.nseg > 0)  // tokens outside every segment: dqkv = 0

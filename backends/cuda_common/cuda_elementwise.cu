@@ -77,8 +77,7 @@ esmtb_status cuda_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stre
   if (!a || !a->out || (!a->x && a->n)) return cuda_fail(1, "sumsq: NULL argument");
   float *partial = NULL;
   cudaStream_t st = cuda_stream_of(s);
-  esmtb_status rc = cuda_check(cudaMallocAsync((void **)&partial, SUMSQ_BLOCKS * sizeof(float), st),
-                               "sumsq: scratch");
+  esmtb_status rc = cuda_scratch((void **)&partial, SUMSQ_BLOCKS * sizeof(float), st, "sumsq");
   if (rc) return rc;
   ESMT_LAUNCH(SUMSQ_BLOCKS, SUMSQ_THREADS, 0, st, sumsq_partial)(a->x, a->n, partial);
   ESMT_LAUNCH(1, SUMSQ_BLOCKS, 0, st, sumsq_final)(partial, a->out);

@@ -24,6 +24,7 @@ typedef struct plan_key {
   int dtype, ta, tb, m, n, k, lda, ldb, ldc, bias;
   int c_f32;  // ABI 1.1: c/d fp32 with half a/b (weight gradients)
   int align[4];  // of a, b, c, d in bytes (cuBLASLt assumes 256 otherwise)
+  int bias_align;  // of the fused bias: the heuristic sees the real pointer
 } plan_key;
 
 typedef struct plan {
@@ -116,7 +117,7 @@ static int align_of(const void *p) {
   return a;
 }
 
-static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, plan *p) {
+static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, const void *bias, plan *p) {
   cudaDataType_t t = k->dtype == ESMTB_F32 ? CUDA_R_32F : k->dtype == ESMTB_F16 ? CUDA_R_16F
                                                                                  : CUDA_R_16BF;
   cublasComputeType_t ct = k->dtype == ESMTB_F32 ? CUBLAS_COMPUTE_32F_FAST_TF32 : CUBLAS_COMPUTE_32F;
@@ -132,6 +133,12 @@ static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, plan *p) {
   cublasLtEpilogue_t epi = k->bias ? CUBLASLT_EPILOGUE_BIAS : CUBLASLT_EPILOGUE_DEFAULT;
   LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_EPILOGUE, &epi, sizeof epi),
          "set EPILOGUE");
+  // The bias pointer before the heuristic, so the algorithm it picks does not
+  // assume a bias alignment the real one lacks (the key holds bias_align).
+  if (k->bias)
+    LT_TRY(cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER, &bias,
+                                          sizeof bias),
+           "set BIAS_POINTER");
   // Stored (pre-op) shapes in column-major terms.
   LT_TRY(cublasLtMatrixLayoutCreate(&p->la, t, k->tb ? k->k : k->n, k->tb ? k->n : k->k, k->ldb),
          "layout of b");
@@ -173,7 +180,7 @@ static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, plan *p) {
 }
 
 // The cached plan for `k`, building it in the least recently used slot.
-static esmtb_status plan_get(cuda_gemm_state *g, const plan_key *k, plan **out) {
+static esmtb_status plan_get(cuda_gemm_state *g, const plan_key *k, const void *bias, plan **out) {
   plan *victim = &g->plans[0];
   for (int i = 0; i < PLAN_SLOTS; i++) {
     plan *p = &g->plans[i];
@@ -185,7 +192,7 @@ static esmtb_status plan_get(cuda_gemm_state *g, const plan_key *k, plan **out) 
     if (!p->valid || (victim->valid && p->last_use < victim->last_use)) victim = p;
   }
   plan_destroy(victim);
-  esmtb_status st = plan_build(g, k, victim);
+  esmtb_status st = plan_build(g, k, bias, victim);
   if (st) {
     plan_destroy(victim);
     return st;
@@ -263,13 +270,14 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   k.align[1] = align_of(a->b);
   k.align[2] = align_of(a->c);
   k.align[3] = align_of(d);
+  k.bias_align = lt_bias ? align_of(a->bias) : 0;
   cudaStream_t stream = cuda_stream_of(s);
 
   pthread_mutex_lock(&dev->lock);
   cuda_gemm_state *g = NULL;
   plan *p = NULL;
   st = gemm_state(dev, &g);
-  if (!st) st = plan_get(g, &k, &p);
+  if (!st) st = plan_get(g, &k, lt_bias ? a->bias : NULL, &p);
   if (!st && lt_bias) {
     cublasStatus_t ls = cublasLtMatmulDescSetAttribute(p->op, CUBLASLT_MATMUL_DESC_BIAS_POINTER,
                                                        &a->bias, sizeof a->bias);

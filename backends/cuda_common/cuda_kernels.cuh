@@ -62,17 +62,6 @@ static inline unsigned cuda_grid_1d(size_t n) {
   return (unsigned)(g < 65535 ? (g ? g : 1) : 65535);
 }
 
-// Stream-ordered scratch (freed with cudaFreeAsync on the same stream).
-static inline esmtb_status cuda_scratch(void **p, size_t bytes, cudaStream_t st, const char *op) {
-  *p = NULL;
-  cudaError_t e = cudaMallocAsync(p, bytes ? bytes : 1, st);
-  if (e != cudaSuccess) {
-    cudaGetLastError();
-    return cuda_fail(e == cudaErrorMemoryAllocation ? 2 : 6, "%s: scratch of %zu bytes: %s", op,
-                     bytes, cudaGetErrorString(e));
-  }
-  return 0;
-}
 
 // Deterministic column sums over [rows, cols] (cuda_colsum.cu): one block
 // per (64-row chunk, 32-column chunk) writes partial[chunk][col]; a second

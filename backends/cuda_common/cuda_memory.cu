@@ -5,6 +5,38 @@
 #include "cuda_attention.h"
 #include "cuda_kernels.cuh"
 
+__thread const esmtb_device *cuda_current_dev;
+
+uint64_t cuda_pool_reserved(int ordinal) {
+  cudaMemPool_t pool;
+  uint64_t v = 0;
+  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) != cudaSuccess ||
+      cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &v) != cudaSuccess) {
+    cudaGetLastError();
+    return 0;
+  }
+  return v;
+}
+
+esmtb_status cuda_budget_check(const esmtb_device *dev, size_t bytes, const char *what) {
+  if (!dev || !dev->memory_limit) return 0;
+  uint64_t pool = cuda_pool_reserved(dev->ordinal);
+  if (dev->allocated + pool + bytes > dev->memory_limit && pool) {
+    cudaMemPool_t p;  // give back what the pool caches but nothing uses
+    if (cudaDeviceGetDefaultMemPool(&p, dev->ordinal) == cudaSuccess) cudaMemPoolTrimTo(p, 0);
+    cudaGetLastError();
+    pool = cuda_pool_reserved(dev->ordinal);
+  }
+  if (dev->allocated + pool + bytes <= dev->memory_limit) return 0;
+  return cuda_fail(2,
+                   "%s: %zu bytes would exceed device_memory_limit (%llu of %llu in use: %llu "
+                   "allocated, %llu in stream-ordered scratch); lower the micro-batch, turn on "
+                   "offload.recompute or raise the limit",
+                   what, bytes, (unsigned long long)(dev->allocated + pool),
+                   (unsigned long long)dev->memory_limit, (unsigned long long)dev->allocated,
+                   (unsigned long long)pool);
+}
+
 static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
   if (!out) return cuda_fail(1, "open: out is NULL");
   *out = NULL;
@@ -22,6 +54,14 @@ static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
   dev->num_threads = opts ? opts->num_threads : 0;
   dev->memory_limit = opts ? opts->device_memory_limit : 0;
   pthread_mutex_init(&dev->lock, NULL);
+  // The async pool keeps what scratch frees instead of returning it to the
+  // driver at every synchronisation (its default threshold is 0: a malloc
+  // and free per step); under a budget cuda_budget_check counts and trims it.
+  cudaMemPool_t pool;
+  uint64_t keep = UINT64_MAX;
+  if (cudaDeviceGetDefaultMemPool(&pool, ordinal) == cudaSuccess)
+    cudaMemPoolSetAttribute(pool, cudaMemPoolAttrReleaseThreshold, &keep);
+  cudaGetLastError();
   *out = dev;
   return 0;
 }
@@ -41,7 +81,8 @@ static esmtb_status c_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64_t
   esmtb_status st = cuda_check(cudaMemGetInfo(&f, &t), "mem_info");
   if (st) return st;
   if (dev->memory_limit) {
-    unsigned long long left = dev->memory_limit > dev->allocated ? dev->memory_limit - dev->allocated : 0;
+    const unsigned long long used = dev->allocated + cuda_pool_reserved(dev->ordinal);
+    unsigned long long left = dev->memory_limit > used ? dev->memory_limit - used : 0;
     if (left < f) f = left;
     t = dev->memory_limit;
   }
@@ -60,9 +101,8 @@ static esmtb_status c_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes
   cudaSetDevice(dev->ordinal);
   if (kind == ESMTB_MEM_PINNED_HOST)
     return cuda_check(cudaMallocHost(out, bytes ? bytes : 1), "alloc: cudaMallocHost");
-  if (dev->memory_limit && dev->allocated + bytes > dev->memory_limit)
-    return cuda_fail(2, "alloc: %zu bytes would exceed device_memory_limit (%llu of %llu in use)",
-                     bytes, dev->allocated, dev->memory_limit);
+  esmtb_status bs = cuda_budget_check(dev, bytes, "alloc");
+  if (bs) return bs;
   char *p = NULL;
   esmtb_status st = cuda_check(cudaMalloc((void **)&p, bytes + PREFIX), "alloc: cudaMalloc");
   if (st) return st;

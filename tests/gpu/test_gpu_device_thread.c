@@ -3,7 +3,8 @@
  * creates a stream, allocates, uploads, runs a GEMM (cuBLASLt) and an add
  * (a kernel), downloads and synchronises. Every entry point must make the
  * backend's device current itself; the results must be right and the
- * memory must be on device 1 (device 0 untouched). Needs two GPUs (the
+ * memory must be on device 1 (device 0 untouched). Then scratch past a
+ * device_memory_limit must be refused. Needs two GPUs (the
  * emulated build runs it with ESMT_EMU_DEVICES=2); exits 77 otherwise. */
 #include <dlfcn.h>
 #include <math.h>
@@ -142,6 +143,32 @@ int main(void) {
   const int untouched = free0 == total0;
   ops->close(dev0);
   ops->close(dev1);
-  printf("%s\n", g_ok && untouched ? "PASS" : "FAIL");
-  return g_ok && untouched ? 0 : 1;
+
+  /* Stream-ordered scratch counts against device_memory_limit: a budget
+   * that holds the input buffer exactly leaves no room for sumsq's
+   * partial sums, which must fail with the out-of-memory status (2) and a
+   * message, not allocate past the budget. */
+  esmtb_open_options ob = o0;
+  ob.device_memory_limit = sizeof a;
+  esmtb_device *devb = NULL;
+  void *x = NULL, *out = NULL;
+  int budget_ok = 0;
+  if (!ops->open(&ob, &devb) && !ops->alloc(devb, ESMTB_MEM_DEVICE, sizeof a - 64, &x)) {
+    out = x;
+    esmtb_sumsq_args sa;
+    memset(&sa, 0, sizeof sa);
+    sa.struct_size = sizeof sa;
+    sa.n = 1024;
+    sa.x = x;
+    sa.out = out;
+    g_err[0] = 0;
+    const esmtb_status st = ops->sumsq(devb, &sa, NULL);
+    budget_ok = st == 2 && strstr(g_err, "would exceed device_memory_limit") != NULL;
+    printf("scratch past the budget: status %d, \"%s\"\n", (int)st, g_err);
+    ops->free(devb, ESMTB_MEM_DEVICE, x);
+  }
+  if (devb) ops->close(devb);
+  const int ok = g_ok && untouched && budget_ok;
+  printf("%s\n", ok ? "PASS" : "FAIL");
+  return ok ? 0 : 1;
 }
