@@ -503,8 +503,7 @@ esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, i
   }
   esmtb_status bs = !n ? 0 : m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream)
                                             : ESMT_ERR_UNSUPPORTED;
-  if (!bs) bs = m->ops->stream_sync(m->dev, m->stream); /* segs is read by the op */
-  free(segs);
+  free(segs); /* an op keeps no pointer into the caller's arrays (backend.h): no sync */
   m->have_forward = 0;
   return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;
 }

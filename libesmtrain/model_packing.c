@@ -101,8 +101,8 @@ esmt_status esmt_packed_prepare(esmt_model *m, const esmt_batch *b, esmt_forward
                                        ESMTB_COPY_H2D, m->stream);
   if (!cs) cs = m->ops->copy_async(m->dev, m->packed.len, b->seg_len, bytes, ESMTB_COPY_H2D,
                                    m->stream);
-  /* the caller's arrays may change once this returns */
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  /* No sync: a copy from pageable memory reads it before copy_async
+   * returns (backend.h), so the caller may change its arrays at once. */
   if (cs) return esmt_fail_prefix((esmt_status)cs, "esmt_model_forward: upload: ");
   m->packed.nseg = b->num_segments;
   m->packed.max_len = max_len;

@@ -47,6 +47,34 @@ static int already_loaded(const esmt_registry *r, const char *name) {
   return 0;
 }
 
+/* dlopen's "libX.so.N: cannot open shared object file" for a library the
+ * plugin needs, said so that a user can act on it. */
+static void explain_load_error(const char *path, const char *why, char *out, size_t n) {
+  const char *tail = why ? strstr(why, ": cannot open shared object file") : NULL;
+  size_t len = tail ? (size_t)(tail - why) : 0;
+  if (!tail || len == 0 || len >= 128 || (strlen(path) == len && !strncmp(path, why, len))) {
+    snprintf(out, n, "cannot load: %s", why ? why : "unknown dlopen error");
+    return;
+  }
+  char lib[128];
+  memcpy(lib, why, len);
+  lib[len] = 0;
+  const char *ver = strstr(lib, ".so.");
+  const char *what = !strncmp(lib, "libcublas", 9) ? "cuBLAS"
+                     : !strncmp(lib, "libnccl", 7)  ? "NCCL"
+                     : !strncmp(lib, "libcudart", 9) ? "the CUDA runtime"
+                                                      : NULL;
+  if (what)
+    snprintf(out, n,
+             "cannot load: it needs %s (%s%s%s), which is not on the loader path: install it (a "
+             "CUDA toolkit or runtime package of that version) or add its directory to "
+             "LD_LIBRARY_PATH", lib, what, ver ? ", version " : "", ver ? ver + 4 : "");
+  else
+    snprintf(out, n,
+             "cannot load: it needs %s, which is not on the loader path: install it or add its "
+             "directory to LD_LIBRARY_PATH", lib);
+}
+
 /* Load one backend file into a new entry; never fails the whole registry. */
 static esmt_status load_one(esmt_registry *r, const char *path, const esmtb_job *job,
                             const esmt_logger *lg) {
@@ -60,8 +88,7 @@ static esmt_status load_one(esmt_registry *r, const char *path, const esmtb_job 
   /* NODELETE: CUDA runtimes register exit handlers; never unmap them. */
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) {
-    const char *why = dlerror();
-    snprintf(e->reason, sizeof e->reason, "cannot load: %s", why ? why : "unknown dlopen error");
+    explain_load_error(path, dlerror(), e->reason, sizeof e->reason);
     esmt_logger_log(lg, ESMT_LOG_WARN, "backend %s skipped: %s", path, e->reason);
     return ESMT_OK;
   }

@@ -116,6 +116,28 @@ static void test_garbage_file_skipped(void **state) {
   test_rmtree(dir);
 }
 
+/* A plugin whose shared-library dependency is not on the loader path is
+ * skipped with a reason naming the library and what to do about it. */
+static void test_missing_dependency_named(void **state) {
+  (void)state;
+  const char *dir = test_mkdtemp();
+  stage_cpu(dir);
+  char from[1024], path[1024];
+  snprintf(from, sizeof from, "%s/needs_missing_lib.so", ESMT_TEST_MISSING_DEP_DIR);
+  snprintf(path, sizeof path, "%s/needs_missing_lib.so", dir);
+  copy_file(from, path);
+  esmt_context *ctx;
+  assert_int_equal(create_with(dir, NULL, &ctx), ESMT_OK);
+  esmt_backend_info info;
+  assert_true(find_entry(ctx, "needs_missing_lib.so", &info) >= 0);
+  assert_false(info.loaded);
+  assert_non_null(strstr(info.reason, "needs libesmt_missing_dep.so.1"));
+  assert_non_null(strstr(info.reason, "LD_LIBRARY_PATH"));
+  assert_string_equal(esmt_context_backend_name(ctx), "cpu");
+  esmt_context_destroy(ctx);
+  test_rmtree(dir);
+}
+
 static void test_only_garbage_is_error(void **state) {
   (void)state;
   const char *dir = test_mkdtemp();
@@ -261,6 +283,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wrong_abi_refused),
       cmocka_unit_test(test_garbage_file_skipped),
+      cmocka_unit_test(test_missing_dependency_named),
       cmocka_unit_test(test_only_garbage_is_error),
       cmocka_unit_test(test_empty_and_missing_dirs),
       cmocka_unit_test(test_env_path_and_precedence),

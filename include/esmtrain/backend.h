@@ -417,6 +417,11 @@ typedef struct esmtb_ops {
   void (*free)(esmtb_device *dev, esmtb_mem_kind kind, void *ptr);
   esmtb_status (*memset_async)(esmtb_device *dev, void *dst, int value, size_t bytes,
                                esmtb_stream *s);
+  /* A host source that is not ESMTB_MEM_PINNED_HOST memory has been read
+   * when copy_async returns (CUDA stages pageable memory), so the caller may
+   * reuse it at once; pinned memory is read in stream order. More
+   * generally, no op keeps a pointer into the caller's host arguments
+   * (segment tables and the like) after it returns. */
   esmtb_status (*copy_async)(esmtb_device *dev, void *dst, const void *src, size_t bytes,
                              esmtb_copy_kind kind, esmtb_stream *s);
 

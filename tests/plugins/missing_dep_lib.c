@@ -1,0 +1,1 @@
+int esmt_missing_dep_value(void) { return 1; }
