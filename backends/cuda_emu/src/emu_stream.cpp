@@ -248,6 +248,23 @@ const char *kind_name(cudaMemcpyKind k) {
   }
 }
 
+// Enqueue a copy or memset; with `wait` the host waits for it (and has seen
+// it complete).
+cudaError_t submit(cudaStream_t h, const char *api, std::function<cudaError_t(op_ctx &)> fn,
+                   bool wait) {
+  std::unique_lock<std::mutex> lk(g_mu);
+  stream_obj *s = resolve_locked(h);
+  if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (sticky(s->device)) return record_error(sticky(s->device));
+  const uint64_t seq = enqueue_locked(s, api, std::move(fn));
+  if (wait) {
+    uint32_t vc[kMaxSlots];
+    memcpy(vc, s->vc, sizeof vc);
+    host_wait(lk, s, seq, vc);
+  }
+  return record_error(wait ? sticky(s->device) : cudaSuccess);
+}
+
 // The copy as a stream operation; `sync` waits for it like a copy to
 // pageable memory (or cudaMemcpy) does.
 cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kind, cudaStream_t h,
@@ -285,17 +302,7 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kin
     if (compute_enabled()) memcpy(dst, staged ? staged->data() : src, n);
     return cudaSuccess;
   };
-  std::unique_lock<std::mutex> lk(g_mu);
-  stream_obj *s = resolve_locked(h);
-  if (!s) return record_error(cudaErrorInvalidResourceHandle);
-  if (sticky(s->device)) return record_error(sticky(s->device));
-  const uint64_t seq = enqueue_locked(s, api, fn);
-  if (wait) {
-    uint32_t vc[kMaxSlots];
-    memcpy(vc, s->vc, sizeof vc);
-    host_wait(lk, s, seq, vc);
-  }
-  return record_error(wait ? sticky(s->device) : cudaSuccess);
+  return submit(h, api, fn, wait);
 }
 
 cudaError_t memset_impl(void *dst, int value, size_t n, cudaStream_t h, bool sync, const char *api) {
@@ -309,17 +316,7 @@ cudaError_t memset_impl(void *dst, int value, size_t n, cudaStream_t h, bool syn
     if (compute_enabled()) memset(dst, value, n);
     return cudaSuccess;
   };
-  std::unique_lock<std::mutex> lk(g_mu);
-  stream_obj *s = resolve_locked(h);
-  if (!s) return record_error(cudaErrorInvalidResourceHandle);
-  if (sticky(s->device)) return record_error(sticky(s->device));
-  const uint64_t seq = enqueue_locked(s, api, fn);
-  if (sync) {
-    uint32_t vc[kMaxSlots];
-    memcpy(vc, s->vc, sizeof vc);
-    host_wait(lk, s, seq, vc);
-  }
-  return record_error(sync ? sticky(s->device) : cudaSuccess);
+  return submit(h, api, fn, sync);
 }
 }  // namespace
 
