@@ -104,7 +104,7 @@ for k in $(seq "$kills"); do
         echo "run $k: SIG$sig gave exit $rc, not $((128 + num)):"; cat "$work/last.log"; exit 1
       elif grep -q "interrupted by signal $num, .* checkpoint saved" "$work/last.log"; then
         saved[$sig]=$(( ${saved[$sig]:-0} + 1 ))
-      elif grep -q "stopped by signal $num before training began" "$work/last.log" || [ ! -s "$work/last.log" ]; then
+      elif grep -q "stopped by signal $num[ ,].*before training began" "$work/last.log" || [ ! -s "$work/last.log" ]; then
         early[$sig]=$(( ${early[$sig]:-0} + 1 )) # in start-up: nothing to save
       else
         echo "run $k: SIG$sig gave exit $rc without saying why:"; cat "$work/last.log"; exit 1
