@@ -13,12 +13,20 @@
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-static esmt_status check_source(const esmt_batch_source *s, const char *fn, const char *what) {
+/* Check a caller's source and copy it into *dst: only the struct_size
+ * bytes it has (an older caller's source ends before `epoch`; the rest is
+ * zero, i.e. absent). */
+static esmt_status copy_source(esmt_batch_source *dst, const esmt_batch_source *s, const char *fn,
+                               const char *what) {
   if (!s) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s source is NULL", fn, what);
-  esmt_status st = esmt_check_struct(fn, "esmt_batch_source", s->struct_size, sizeof *s);
+  esmt_status st = esmt_check_struct(fn, "esmt_batch_source", s->struct_size,
+                                     offsetof(esmt_batch_source, epoch));
   if (st) return st;
   if (!s->next)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s source has no next()", fn, what);
+  memset(dst, 0, sizeof *dst);
+  memcpy(dst, s, s->struct_size < sizeof *dst ? s->struct_size : sizeof *dst);
+  dst->struct_size = sizeof *dst;
   return ESMT_OK;
 }
 
@@ -29,7 +37,8 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   *out = NULL;
   ESMT_CHECK_ARG(m && opts, fn, "model and options must not be NULL");
   esmt_status st = esmt_check_struct(fn, "esmt_trainer_options", opts->struct_size, sizeof *opts);
-  if (!st) st = check_source(train, fn, "training");
+  esmt_batch_source train_src;
+  if (!st) st = copy_source(&train_src, train, fn, "training");
   if (st) return st;
   if (opts->max_steps < 0 || opts->log_every < 0 || opts->eval_every < 0 || opts->save_every < 0 ||
       opts->keep_last < 0 || opts->eval_batches < 0 || !(opts->grad_clip >= 0) ||
@@ -48,7 +57,7 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   t->config_text = dup_or_null(opts->config_text);
   t->o.run_dir = t->run_dir;
   t->o.config_text = t->config_text;
-  t->train = *train;
+  t->train = train_src;
   t->up.adamw = opts->adamw;
   t->up.schedule = opts->schedule;
   if (t->up.schedule.total_steps <= 0 && opts->max_steps > 0)
@@ -57,6 +66,7 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   t->up.nonfinite = opts->nonfinite_abort ? ESMT_NONFINITE_ABORT : ESMT_NONFINITE_SKIP;
   t->best_eval_loss = INFINITY;
   t->t_start = esmt_now_s();
+  t->last_saved_step = -1;
   if ((opts->run_dir && !t->run_dir) || (opts->config_text && !t->config_text)) {
     esmt_trainer_destroy(t);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -88,9 +98,8 @@ void esmt_trainer_destroy(esmt_trainer *t) {
 
 esmt_status esmt_trainer_set_eval_source(esmt_trainer *t, const esmt_batch_source *eval) {
   ESMT_CHECK_ARG(t, "esmt_trainer_set_eval_source", "trainer is NULL");
-  esmt_status st = check_source(eval, "esmt_trainer_set_eval_source", "evaluation");
+  esmt_status st = copy_source(&t->eval, eval, "esmt_trainer_set_eval_source", "evaluation");
   if (st) return st;
-  t->eval = *eval;
   t->has_eval = 1;
   return ESMT_OK;
 }
@@ -325,9 +334,17 @@ static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
 /* Data parallel: rank 0 writes (every rank holds the same weights; under
  * ZeRO-1 the moments are gathered first) and all ranks learn whether it
  * worked. */
+static esmt_status save_all(esmt_trainer *t, char *path, size_t cap);
+
 esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
+  ESMT_CHECK_ARG(t, "esmt_trainer_save", "trainer is NULL");
+  esmt_status st = save_all(t, path, cap);
+  if (!st) t->last_saved_step = t->step;
+  return st;
+}
+
+static esmt_status save_all(esmt_trainer *t, char *path, size_t cap) {
   const char *fn = "esmt_trainer_save";
-  ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
   if (!t->dp) return save_here(t, path, cap, NULL, NULL);
   float *hm = NULL, *hv = NULL;
@@ -417,16 +434,27 @@ static int progress_cancel(esmt_trainer *t) {
   return t->o.progress(t->o.progress_user, &p) != 0;
 }
 
+/* A checkpoint of the current step unless this run wrote it already (an
+ * evaluation that found a best, then save_every, then the end of the run
+ * all land on one step); its directory into dir. */
+static esmt_status save_once(esmt_trainer *t, char *dir, size_t cap) {
+  if (t->last_saved_step == t->step) {
+    if (dir) snprintf(dir, cap, "%s/checkpoints/step-%08lld", t->run_dir, (long long)t->step);
+    return ESMT_OK;
+  }
+  return esmt_trainer_save(t, dir, cap);
+}
+
 /* Evaluate, report, and keep the best checkpoint. */
 static esmt_status eval_and_report(esmt_trainer *t) {
-  esmt_eval_metrics em = {.struct_size = sizeof em};
-  esmt_status st = esmt_trainer_evaluate(t, &em);
+  esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
+  esmt_status st = esmt_trainer_evaluate_in_run(t, &em);
   if (st) return st;
   if (t->o.metrics) t->o.metrics(t->o.metrics_user, NULL, &em);
   if (t->run_dir && em.loss < t->best_eval_loss) {
     t->best_eval_loss = em.loss;
     char dir[4096];
-    if ((st = esmt_trainer_save(t, dir, sizeof dir))) return st;
+    if ((st = save_once(t, dir, sizeof dir))) return st;
     if (esmt_dp_rank(t->dp) == 0 && (st = esmt_checkpoint_mark_best(t->run_dir, dir))) return st;
   } else if (em.loss < t->best_eval_loss) {
     t->best_eval_loss = em.loss;
@@ -454,6 +482,8 @@ static esmt_status run_impl(esmt_trainer *t);
 esmt_status esmt_trainer_run(esmt_trainer *t) {
   ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
   esmt_status st = run_impl(t);
+  t->run_deadline = 0;
+  if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed by the run it stopped */
   if (st && t->dp && st != ESMT_ERR_NUMERIC && st != ESMT_ERR_CANCELLED)
     esmt_dp_abort(t->dp, esmt_last_error()); /* a no-op when the step already did */
   return st;
@@ -461,8 +491,9 @@ esmt_status esmt_trainer_run(esmt_trainer *t) {
 
 static esmt_status run_impl(esmt_trainer *t) {
   esmt_status st = ESMT_OK;
-  int cancelled = 0, evaluated_at = -1;
+  int cancelled = 0, evaluated_at = -1, timed_out = 0;
   double run_start = esmt_now_s();
+  t->run_deadline = t->o.max_time_s > 0 ? run_start + t->o.max_time_s : 0;
   while ((t->o.max_steps == 0 || t->step < t->o.max_steps) && !t->stop_requested) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
@@ -473,25 +504,33 @@ static esmt_status run_impl(esmt_trainer *t) {
         (t->step % t->o.log_every == 0 || t->step == t->o.max_steps))
       t->o.metrics(t->o.metrics_user, &mt, NULL);
     if (t->has_eval && t->o.eval_every > 0 && t->step % t->o.eval_every == 0) {
-      if ((st = eval_and_report(t))) return st;
+      /* an evaluation cut short by a stop or the deadline: the run ends
+       * here, with its checkpoint, as after any update */
+      st = eval_and_report(t);
+      if (st && st != ESMT_ERR_CANCELLED) return st;
       evaluated_at = (int)t->step;
+      if (st) timed_out = !t->stop_requested;
+      st = ESMT_OK;
     }
     if (t->run_dir && t->o.save_every > 0 && t->step % t->o.save_every == 0 &&
-        (st = esmt_trainer_save(t, NULL, 0)))
+        (st = save_once(t, NULL, 0)))
       return st;
     if (progress_cancel(t)) t->stop_requested = 1;
     /* every rank stops after the same update */
     uint64_t stop[2] = {t->stop_requested != 0,
-                        t->o.max_time_s > 0 && esmt_now_s() - run_start >= t->o.max_time_s};
+                        timed_out || (t->o.max_time_s > 0 &&
+                                      esmt_now_s() - run_start >= t->o.max_time_s)};
     if ((st = esmt_dp_sum_u64(t->dp, stop, 2))) return st;
     if (stop[0]) t->stop_requested = 1;
     if (stop[1]) break;
   }
   cancelled = t->stop_requested != 0;
-  if (!cancelled && t->has_eval && t->o.eval_every > 0 && evaluated_at != (int)t->step &&
-      (st = eval_and_report(t)))
-    return st;
-  if (t->run_dir && (st = esmt_trainer_save(t, NULL, 0))) return st;
+  if (!cancelled && t->has_eval && t->o.eval_every > 0 && evaluated_at != (int)t->step) {
+    st = eval_and_report(t);
+    if (st && st != ESMT_ERR_CANCELLED) return st;
+    cancelled = t->stop_requested != 0;
+  }
+  if (t->run_dir && (st = save_once(t, NULL, 0))) return st;
   if (cancelled)
     return esmt_fail(ESMT_ERR_CANCELLED, "esmt_trainer_run: stopped on request at step %lld "
                      "(checkpoint saved)", (long long)t->step);

@@ -119,6 +119,8 @@ typedef struct esmt_progress {
   uint64_t items;       /* secondary count (e.g. sequences during ingest), or 0 */
 } esmt_progress;
 
+#define ESMT_PROGRESS_INIT { .struct_size = sizeof(esmt_progress) }
+
 /* Return non-zero to cancel: the operation stops at the next safe point and
  * returns ESMT_ERR_CANCELLED, leaving existing files intact. */
 typedef int (*esmt_progress_fn)(void *user, const esmt_progress *progress);
@@ -218,6 +220,8 @@ typedef struct esmt_device_info {
   uint64_t free_bytes;
 } esmt_device_info;
 
+#define ESMT_DEVICE_INFO_INIT { .struct_size = sizeof(esmt_device_info) }
+
 #define ESMT_MAX_DEVICES 16
 
 /* What the registry found: one entry per backend file examined. */
@@ -235,6 +239,8 @@ typedef struct esmt_backend_info {
   esmt_device_info devices[ESMT_MAX_DEVICES];
   char note[256];             /* what the probe says of itself (kernels, threads) */
 } esmt_backend_info;
+
+#define ESMT_BACKEND_INFO_INIT { .struct_size = sizeof(esmt_backend_info) }
 
 /* Number of backend files the context examined (loaded or not). */
 ESMT_API esmt_status esmt_context_backend_count(const esmt_context *ctx, int *count);
@@ -345,6 +351,8 @@ typedef struct esmt_tensor_info {
   uint64_t numel;
   uint64_t offset;          /* element offset in the flat fp32 buffers */
 } esmt_tensor_info;
+
+#define ESMT_TENSOR_INFO_INIT { .struct_size = sizeof(esmt_tensor_info) }
 
 /* Number of named tensors (HF names; lm_head.decoder.weight is the tied
  * embedding and is not listed separately). */
@@ -597,7 +605,17 @@ typedef struct esmt_batch_source {
   /* Position as a JSON value written into buf (for checkpoints), and back. */
   esmt_status (*save_cursor)(void *user, char *buf, size_t cap);
   esmt_status (*restore_cursor)(void *user, const char *json);
+  /* Appended (a caller whose struct_size ends before it has none): the
+   * epoch (0-based) of the batch `next` returned last. With it an
+   * evaluation over "the whole source" (eval_batches = 0) is one pass even
+   * over an endless source (a loader with epochs = 0): it ends at the
+   * first batch of another epoch, which it does not use. Without it the
+   * source must end (ESMT_ERR_STATE). May be NULL; the loader's source
+   * has it. */
+  esmt_status (*epoch)(void *user, uint64_t *epoch);
 } esmt_batch_source;
+
+#define ESMT_BATCH_SOURCE_INIT { .struct_size = sizeof(esmt_batch_source) }
 
 typedef struct esmt_train_metrics {
   uint32_t struct_size;
@@ -617,6 +635,8 @@ typedef struct esmt_train_metrics {
   double padding_fraction;
 } esmt_train_metrics;
 
+#define ESMT_TRAIN_METRICS_INIT { .struct_size = sizeof(esmt_train_metrics) }
+
 typedef struct esmt_eval_metrics {
   uint32_t struct_size;
   int64_t step;
@@ -626,6 +646,8 @@ typedef struct esmt_eval_metrics {
   double unigram_perplexity;  /* an amino-acid frequency model on the same positions */
   uint64_t selected;
 } esmt_eval_metrics;
+
+#define ESMT_EVAL_METRICS_INIT { .struct_size = sizeof(esmt_eval_metrics) }
 
 /* Called after each logged update (eval == NULL) and each evaluation. */
 typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
@@ -828,6 +850,8 @@ typedef struct esmt_loader_stats {
   uint64_t real_tokens, padded_tokens; /* totals so far */
   double padding_fraction;    /* 1 - real / padded */
 } esmt_loader_stats;
+
+#define ESMT_LOADER_STATS_INIT { .struct_size = sizeof(esmt_loader_stats) }
 
 ESMT_API esmt_status esmt_loader_create(const esmt_loader_options *opts, esmt_loader **out);
 ESMT_API void esmt_loader_destroy(esmt_loader *loader);
