@@ -30,6 +30,28 @@ static esmt_status copy_source(esmt_batch_source *dst, const esmt_batch_source *
   return ESMT_OK;
 }
 
+/* total_steps 0 is the run's max_steps; with neither there is nothing to
+ * decay over, and the rate stays at its peak after warmup (said once). A
+ * warmup as long as the run never reaches the peak: said too. */
+static esmt_status resolve_schedule(esmt_model *m, esmt_schedule *s, int64_t max_steps) {
+  if (s->total_steps <= 0) s->total_steps = max_steps;
+  if (s->total_steps <= 0 && s->kind != ESMT_SCHEDULE_CONSTANT) {
+    esmt_logger_log(&m->ctx->logger, ESMT_LOG_WARN, "the learning-rate schedule decays over "
+                    "schedule.total_steps, and neither it nor max_steps is set: the rate stays "
+                    "at its peak %.3g after the warmup", s->peak_lr);
+    s->kind = ESMT_SCHEDULE_CONSTANT;
+  }
+  if (s->total_steps > 0 && s->warmup_steps >= s->total_steps) {
+    double last = 0;
+    esmt_schedule_lr(s, s->total_steps, &last);
+    esmt_logger_log(&m->ctx->logger, ESMT_LOG_WARN, "the warmup (%lld updates) is as long as "
+                    "the run (%lld): the learning rate never reaches its peak %.3g and ends at "
+                    "%.3g; lower schedule.warmup_steps", (long long)s->warmup_steps,
+                    (long long)s->total_steps, s->peak_lr, last);
+  }
+  return ESMT_OK;
+}
+
 esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
                                 const esmt_batch_source *train, esmt_trainer **out) {
   const char *fn = "esmt_trainer_create";
@@ -60,8 +82,10 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   t->train = train_src;
   t->up.adamw = opts->adamw;
   t->up.schedule = opts->schedule;
-  if (t->up.schedule.total_steps <= 0 && opts->max_steps > 0)
-    t->up.schedule.total_steps = opts->max_steps;
+  if ((st = resolve_schedule(m, &t->up.schedule, opts->max_steps))) {
+    esmt_trainer_destroy(t);
+    return st;
+  }
   t->up.grad_clip = opts->grad_clip;
   t->up.nonfinite = opts->nonfinite_abort ? ESMT_NONFINITE_ABORT : ESMT_NONFINITE_SKIP;
   t->best_eval_loss = INFINITY;

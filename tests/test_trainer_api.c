@@ -6,11 +6,15 @@
  *  - a stop request interrupts an evaluation, and it is consumed by what
  *    it stopped (a second call is not cancelled at once);
  *  - a run whose last step is saved by an evaluation's best, by save_every
- *    and by the end of the run writes that checkpoint once. */
+ *    and by the end of the run writes that checkpoint once;
+ *  - the schedule's total_steps defaults to the run's max_steps (the
+ *    documented default; ESMT_SCHEDULE_INIT said 500,000), and a warmup as
+ *    long as the run is warned about. */
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "cpu_dir_fixture.h"
 
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -217,11 +221,63 @@ static void last_step_is_saved_once(void **state) {
   assert_int_equal(lc.saves, 2); /* step 2 and step 4, each once */
 }
 
+typedef struct lr_seen {
+  double last_lr;
+  int warnings;
+} lr_seen;
+
+static void keep_lr(void *user, const esmt_train_metrics *m, const esmt_eval_metrics *e) {
+  (void)e;
+  if (m) ((lr_seen *)user)->last_lr = m->lr;
+}
+
+static void count_warnings(void *user, esmt_log_level level, const char *msg) {
+  if (level == ESMT_LOG_WARN && strstr(msg, "never reaches its peak")) ((lr_seen *)user)->warnings++;
+}
+
+static double final_lr(int64_t warmup, lr_seen *out) {
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend_path = test_backend_dir();
+  co.backend = "cpu";
+  co.log = count_warnings;
+  co.log_user = out;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
+  esmt_context *keep = g_ctx;
+  g_ctx = ctx;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.max_steps = 10;
+  o.log_every = 1;
+  o.metrics = keep_lr;
+  o.metrics_user = out;
+  o.schedule.warmup_steps = warmup;
+  rig r;
+  rig_make(&r, &o);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  rig_free(&r);
+  g_ctx = keep;
+  esmt_context_destroy(ctx);
+  return out->last_lr;
+}
+
+static void schedule_spans_the_run_by_default(void **state) {
+  (void)state;
+  lr_seen a = {0, 0};
+  /* ESM-2 decay ends at 0.9 of total_steps: step 10 of 10 is at the floor */
+  assert_true(fabs(final_lr(1, &a) - 4e-4 * 0.1) < 1e-12);
+  assert_int_equal(a.warnings, 0);
+  lr_seen b = {0, 0};
+  final_lr(2000, &b); /* the default warmup against a 10-update run */
+  assert_int_equal(b.warnings, 1);
+  assert_true(b.last_lr < 4e-4 * 0.01);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(evaluation_of_an_endless_source_is_one_pass),
       cmocka_unit_test(stop_request_interrupts_evaluation_once),
       cmocka_unit_test(last_step_is_saved_once),
+      cmocka_unit_test(schedule_spans_the_run_by_default),
   };
   return cmocka_run_group_tests(tests, setup, cpu_dir_teardown);
 }

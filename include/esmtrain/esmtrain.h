@@ -577,13 +577,14 @@ typedef struct esmt_schedule {
   esmt_schedule_kind kind;
   double peak_lr;             /* 4e-4 */
   int64_t warmup_steps;       /* 2000; lr = peak * step / warmup while step < warmup */
-  int64_t total_steps;        /* the run's length in updates (decay shapes need it) */
+  int64_t total_steps;        /* the run's length in updates (decay shapes need it);
+                               * 0: the trainer's max_steps */
   double final_lr_fraction;   /* 0.1 */
   double decay_end_fraction;  /* 0.9 (ESM-2 only) */
 } esmt_schedule;
 
 #define ESMT_SCHEDULE_INIT \
-  { sizeof(esmt_schedule), ESMT_SCHEDULE_ESM2, 4e-4, 2000, 500000, 0.1, 0.9 }
+  { sizeof(esmt_schedule), ESMT_SCHEDULE_ESM2, 4e-4, 2000, 0, 0.1, 0.9 }
 
 /* Learning rate of update `step` (1-based). */
 ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t step, double *lr);
