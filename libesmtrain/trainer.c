@@ -339,6 +339,8 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
 
 static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
                              const float *host_v);
+static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const float *host_m,
+                              const float *host_v);
 
 /* ZeRO-1: every rank's moments into host buffers (all ranks take part). */
 static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
@@ -396,6 +398,20 @@ static esmt_status save_all(esmt_trainer *t, char *path, size_t cap) {
 
 static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
                              const float *host_v) {
+  /* stage "save": 0 of 1 checkpoints before, 1 after (a checkpoint write is
+   * not cancelled half-way: the callback's answer is ignored here) */
+  esmt_progress pr = {sizeof pr, "save", 0, 1, "checkpoints", 0.0, (uint64_t)t->step};
+  const double start = esmt_now_s();
+  (void)esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
+  esmt_status st = save_files(t, path, cap, host_m, host_v);
+  pr.done = st == ESMT_OK;
+  pr.elapsed_s = esmt_now_s() - start;
+  (void)esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
+  return st;
+}
+
+static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const float *host_m,
+                              const float *host_v) {
   const char *fn = "esmt_trainer_save";
   char *json = NULL;
   esmt_status st = esmt_trainer_state_to_json(t, &json);
@@ -445,17 +461,14 @@ esmt_status esmt_trainer_init_from(esmt_trainer *t, const char *spec) {
 }
 
 static int progress_cancel(esmt_trainer *t) {
-  if (!t->o.progress) return 0;
-  esmt_progress p;
-  memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  esmt_progress p = ESMT_PROGRESS_INIT;
   p.stage = "train";
   p.done = (uint64_t)t->step;
   p.total = t->o.max_steps > 0 ? (uint64_t)t->o.max_steps : 0;
   p.unit = "steps";
   p.elapsed_s = t->elapsed_before + (esmt_now_s() - t->t_start);
   p.items = t->tokens;
-  return t->o.progress(t->o.progress_user, &p) != 0;
+  return esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &p);
 }
 
 /* A checkpoint of the current step unless this run wrote it already (an

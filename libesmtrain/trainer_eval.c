@@ -6,6 +6,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "trainer.h"
 
 /* Unigram log-probabilities from residue counts (add-one smoothing over
@@ -36,14 +37,13 @@ static esmt_status pass_begin(esmt_trainer *t, eval_pass *p) {
 /* Progress for stage "eval"; non-zero: the caller asked to stop. */
 static int pass_progress(eval_pass *p) {
   const esmt_trainer *t = p->t;
-  if (!t->o.progress) return 0;
   esmt_progress pr = ESMT_PROGRESS_INIT;
   pr.stage = "eval";
   pr.done = (uint64_t)p->batches;
   pr.total = (uint64_t)t->o.eval_batches;
   pr.unit = "batches";
   pr.elapsed_s = esmt_now_s() - p->start;
-  return t->o.progress(t->o.progress_user, &pr) != 0;
+  return esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
 }
 
 /* The next batch into *b; *done when the pass is over. A stop request, the

@@ -9,7 +9,10 @@
  *    and by the end of the run writes that checkpoint once;
  *  - the schedule's total_steps defaults to the run's max_steps (the
  *    documented default; ESMT_SCHEDULE_INIT said 500,000), and a warmup as
- *    long as the run is warned about. */
+ *    long as the run is warned about;
+ *  - esmt_context_options.progress was never called: it now receives the
+ *    stages of objects without a callback of their own (train, eval, save,
+ *    gemm). */
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "cpu_dir_fixture.h"
@@ -93,6 +96,8 @@ static int on_progress(void *user, const esmt_progress *p) {
   return 0;
 }
 
+static int g_context_progress_only; /* rig_make leaves the trainer's progress NULL */
+
 typedef struct rig {
   esmt_model *m;
   esmt_loader *train, *valid;
@@ -108,8 +113,10 @@ static void rig_make(rig *r, esmt_trainer_options *o) {
   esmt_batch_source tr = ESMT_BATCH_SOURCE_INIT, va = ESMT_BATCH_SOURCE_INIT;
   assert_int_equal(esmt_loader_as_source(r->train, &tr), ESMT_OK);
   assert_int_equal(esmt_loader_as_source(r->valid, &va), ESMT_OK);
-  o->progress = on_progress;
-  o->progress_user = &r->s;
+  if (!g_context_progress_only) {
+    o->progress = on_progress;
+    o->progress_user = &r->s;
+  }
   assert_int_equal(esmt_trainer_create(r->m, o, &tr, &r->t), ESMT_OK);
   assert_int_equal(esmt_trainer_set_eval_source(r->t, &va), ESMT_OK);
   r->s.t = r->t;
@@ -272,12 +279,62 @@ static void schedule_spans_the_run_by_default(void **state) {
   assert_true(b.last_lr < 4e-4 * 0.01);
 }
 
+typedef struct stages {
+  int train, eval, save_begin, save_end, gemm;
+} stages;
+
+static int note_stage(void *user, const esmt_progress *p) {
+  stages *s = user;
+  assert_int_equal(p->struct_size, sizeof *p);
+  if (!strcmp(p->stage, "train")) s->train++;
+  if (!strcmp(p->stage, "eval")) s->eval++;
+  if (!strcmp(p->stage, "save")) *(p->done ? &s->save_end : &s->save_begin) += 1;
+  if (!strcmp(p->stage, "gemm")) s->gemm++;
+  return 0;
+}
+
+static void context_progress_receives_every_stage(void **state) {
+  (void)state;
+  stages got = {0};
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend_path = test_backend_dir();
+  co.backend = "cpu";
+  co.progress = note_stage;
+  co.progress_user = &got;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
+  esmt_context *keep = g_ctx;
+  g_ctx = ctx;
+  g_context_progress_only = 1;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.run_dir = path_in("run-progress");
+  o.max_steps = 2;
+  o.eval_every = 2;
+  o.eval_batches = 1;
+  o.schedule.warmup_steps = 1;
+  rig r;
+  rig_make(&r, &o);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  rig_free(&r);
+  g_context_progress_only = 0;
+  double gflops = 0;
+  assert_int_equal(esmt_context_gemm_ceiling(ctx, 32, 32, 32, 2, &gflops), ESMT_OK);
+  g_ctx = keep;
+  esmt_context_destroy(ctx);
+  assert_int_equal(got.train, 2);
+  assert_true(got.eval >= 1);
+  assert_int_equal(got.save_begin, 1); /* the best at step 2 is the final checkpoint */
+  assert_int_equal(got.save_end, 1);
+  assert_int_equal(got.gemm, 3);       /* a warm-up product and two timed ones */
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(evaluation_of_an_endless_source_is_one_pass),
       cmocka_unit_test(stop_request_interrupts_evaluation_once),
       cmocka_unit_test(last_step_is_saved_once),
       cmocka_unit_test(schedule_spans_the_run_by_default),
+      cmocka_unit_test(context_progress_receives_every_stage),
   };
   return cmocka_run_group_tests(tests, setup, cpu_dir_teardown);
 }

@@ -171,7 +171,11 @@ typedef struct esmt_context_options {
   esmt_log_fn log;            /* NULL: the process-wide sink */
   void *log_user;
   esmt_log_level log_level;   /* minimum level delivered to `log` */
-  esmt_progress_fn progress;  /* may be NULL */
+  /* Progress of long operations of this context's objects that have no
+   * callback of their own: a trainer's stages "train", "eval" and "save"
+   * (when esmt_trainer_options.progress is NULL) and the GEMM ceiling
+   * measurement ("gemm", cancellable). May be NULL. */
+  esmt_progress_fn progress;
   void *progress_user;
   /* Describes the job so backends can score themselves (0 = unknown). */
   uint64_t job_param_count;
@@ -693,7 +697,10 @@ typedef struct esmt_trainer_options {
   const char *config_text;    /* recorded in checkpoints (e.g. the resolved YAML) */
   esmt_metrics_fn metrics;
   void *metrics_user;
-  esmt_progress_fn progress;  /* "train" stage; non-zero return stops cleanly */
+  /* Stages "train" (after each update), "eval" (each batch) and "save"
+   * (before and after each checkpoint); a non-zero return from train or
+   * eval stops cleanly. NULL: the context's progress callback. */
+  esmt_progress_fn progress;
   void *progress_user;
   esmt_loss_scale_config loss_scale; /* off by default; the config turns it on for fp16 */
 } esmt_trainer_options;
