@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "host_memory.h"
 
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -210,6 +211,37 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
 
 static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out);
 
+/* The micro-batch copies of one update hold 8 bytes (token and label) per
+ * position, padding included: a tokens_per_update that cannot fit in what
+ * is left of host memory is refused before any is gathered (it would grow
+ * until the kernel kills the process). A lower bound: real tokens only. */
+static esmt_status check_update_memory(esmt_trainer *t) {
+  const uint64_t per_rank = t->o.tokens_per_update / (uint64_t)esmt_dp_world(t->dp);
+  if (per_rank <= (1u << 20)) return ESMT_OK; /* a few MiB at most */
+  char what[160];
+  snprintf(what, sizeof what, "one update of tokens_per_update %llu (%llu tokens on this rank, "
+           "8 bytes each for the micro-batch copies)", (unsigned long long)t->o.tokens_per_update,
+           (unsigned long long)per_rank);
+  const uint64_t need = per_rank > UINT64_MAX / 8 ? UINT64_MAX : per_rank * 8;
+  esmt_status st = esmt_host_memory_check(need, what, "lower train.tokens_per_update (or use "
+                                          "more data-parallel ranks)");
+  return st ? esmt_fail_prefix(st, "esmt_trainer_step: ") : ESMT_OK;
+}
+
+/* A stop request while gathering: forget the micro-batches, put the source
+ * and the residue counts back where the update started, and report the
+ * stop; the last complete update is what a checkpoint now holds. */
+static esmt_status rewind_update(esmt_trainer *t, const char *cursor,
+                                 const uint64_t *counts_before, int gathered) {
+  memcpy(t->aa_counts, counts_before, sizeof t->aa_counts);
+  esmt_status st = t->train.restore_cursor(t->train.user, cursor);
+  if (st) return esmt_fail_prefix(st, "esmt_trainer_step: rewinding the data after a stop: ");
+  t->stop_requested = 1;
+  return esmt_fail(ESMT_ERR_CANCELLED, "esmt_trainer_step: stopped on request while gathering "
+                   "update %lld (%d micro-batches set aside, to be read again on resume)",
+                   (long long)(t->step + 1), gathered);
+}
+
 /* Model FLOPs of one micro-batch (esmt_model_train_flops); packed rows
  * attend within each sequence, so attention counts sum(len^2) instead of
  * T^2 per row. */
@@ -229,8 +261,10 @@ static double micro_batch_flops(const esmt_model_config *cfg, const esmt_micro_b
  * decided collectively (every rank sees the same sums). */
 esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
   esmt_status st = step_impl(t, out);
-  if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC)
+  if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC &&
+      st != ESMT_ERR_CANCELLED)
     esmt_dp_abort(t->dp, esmt_last_error());
+  if (st == ESMT_ERR_CANCELLED && !t->in_run) t->stop_requested = 0; /* consumed */
   return st;
 }
 
@@ -244,20 +278,34 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   }
   double t0 = esmt_now_s();
   esmt_dp_set_step(t->dp, t->step + 1);
+  esmt_status st = ESMT_OK;
+  if (!t->update_memory_checked) {
+    if ((st = check_update_memory(t))) return st;
+    t->update_memory_checked = 1;
+  }
+  /* Where this update starts, to go back to if a stop request arrives
+   * while its micro-batches are gathered (resume then repeats them). */
+  uint64_t counts_before[ESMT_VOCAB_SIZE];
+  memcpy(counts_before, t->aa_counts, sizeof counts_before);
+  char cursor[8192] = "";
+  const int can_rewind = t->train.save_cursor && t->train.restore_cursor &&
+                         t->train.save_cursor(t->train.user, cursor, sizeof cursor) == ESMT_OK;
   /* Gather micro-batches until the update's token budget is reached. */
   uint64_t tokens = 0;
   int n = 0;
-  esmt_status st = ESMT_OK;
   do {
     /* One micro-batch per rank per round; the budget counts the tokens of
-     * all ranks, and the data ends for all when it ends for one. */
+     * all ranks, and the data ends for all when it ends for one, as a stop
+     * request does (between micro-batches, when the source can rewind). */
     esmt_batch b = ESMT_BATCH_INIT;
     st = t->train.next(t->train.user, &b);
     const int ended = st == ESMT_ERR_STATE;
     if (st && !ended) return esmt_fail_prefix(st, "%s: reading training batch: ", fn);
     if (!ended && (st = keep_batch(t, n, &b))) return st;
-    uint64_t round[2] = {(uint64_t)ended, ended ? 0 : t->mbs[n].real_tokens};
-    if ((st = esmt_dp_sum_u64(t->dp, round, 2))) return st;
+    uint64_t round[3] = {(uint64_t)ended, ended ? 0 : t->mbs[n].real_tokens,
+                         (uint64_t)(can_rewind && t->stop_requested != 0)};
+    if ((st = esmt_dp_sum_u64(t->dp, round, 3))) return st;
+    if (round[2]) return rewind_update(t, cursor, counts_before, n + !ended);
     if (round[0]) break; /* the data ended */
     tokens += round[1];
     n++;
@@ -518,7 +566,9 @@ static esmt_status run_impl(esmt_trainer *t);
 
 esmt_status esmt_trainer_run(esmt_trainer *t) {
   ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
+  t->in_run = 1;
   esmt_status st = run_impl(t);
+  t->in_run = 0;
   t->run_deadline = 0;
   if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed by the run it stopped */
   if (st && t->dp && st != ESMT_ERR_NUMERIC && st != ESMT_ERR_CANCELLED)
@@ -535,6 +585,7 @@ static esmt_status run_impl(esmt_trainer *t) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
     if (st == ESMT_ERR_STATE && t->o.max_steps == 0) { st = ESMT_OK; break; } /* data done */
+    if (st == ESMT_ERR_CANCELLED) { st = ESMT_OK; break; } /* stopped inside an update */
     if (st && t->at_floor) return save_at_floor(t);
     if (st) return st; /* the last saved checkpoint stays the good one */
     if (t->o.metrics && t->o.log_every > 0 &&

@@ -30,6 +30,8 @@ struct esmt_trainer {
   volatile sig_atomic_t stop_requested;
   double run_deadline;              /* esmt_now_s() when max_time_s ends a run; 0: none */
   int64_t last_saved_step;          /* step of the last checkpoint written; -1: none */
+  int in_run;                       /* inside esmt_trainer_run (it consumes stop requests) */
+  int update_memory_checked;        /* tokens_per_update checked against host memory */
 
   esmt_micro_batch *mbs;            /* owned copies of one update's micro-batches */
   int mb_count, mb_cap;

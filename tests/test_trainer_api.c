@@ -10,6 +10,9 @@
  *  - the schedule's total_steps defaults to the run's max_steps (the
  *    documented default; ESMT_SCHEDULE_INIT said 500,000), and a warmup as
  *    long as the run is warned about;
+ *  - a stop request while an update's micro-batches are gathered ends the
+ *    step at once, the data going back to the update's start: a resume
+ *    then ends bit-identical to the run that was never stopped (#16);
  *  - esmt_context_options.progress was never called: it now receives the
  *    stages of objects without a callback of their own (train, eval, save,
  *    gemm). */
@@ -328,6 +331,94 @@ static void context_progress_receives_every_stage(void **state) {
   assert_int_equal(got.gemm, 3);       /* a warm-up product and two timed ones */
 }
 
+/* A loader source that asks the trainer to stop when it hands out the
+ * `stop_after`-th micro-batch of update 2. */
+typedef struct stopping_source {
+  esmt_batch_source inner;
+  esmt_trainer *t;
+  int served, stop_after;
+} stopping_source;
+
+static esmt_status stopping_next(void *u, esmt_batch *b) {
+  stopping_source *s = u;
+  if (s->stop_after > 0 && esmt_trainer_step_count(s->t) == 1 && ++s->served == s->stop_after)
+    esmt_trainer_request_stop(s->t);
+  return s->inner.next(s->inner.user, b);
+}
+static esmt_status stopping_save(void *u, char *buf, size_t cap) {
+  stopping_source *s = u;
+  return s->inner.save_cursor(s->inner.user, buf, cap);
+}
+static esmt_status stopping_restore(void *u, const char *json) {
+  stopping_source *s = u;
+  return s->inner.restore_cursor(s->inner.user, json);
+}
+
+/* Weights after `updates` updates of 4 micro-batches, in run_dir; with
+ * stop_after > 0 the run is stopped inside an update and resumed. */
+static float *train_updates(const char *run_dir, int updates, int stop_after) {
+  float *w = NULL;
+  for (int leg = 0; leg < (stop_after > 0 ? 2 : 1); leg++) {
+    esmt_model *m = tiny_model(g_ctx);
+    esmt_loader *l = loader(ESMT_SPLIT_TRAIN);
+    stopping_source ss = {ESMT_BATCH_SOURCE_INIT, NULL, 0, leg == 0 ? stop_after : 0};
+    assert_int_equal(esmt_loader_as_source(l, &ss.inner), ESMT_OK);
+    esmt_batch_source src = ESMT_BATCH_SOURCE_INIT;
+    src.user = &ss;
+    src.next = stopping_next;
+    src.save_cursor = stopping_save;
+    src.restore_cursor = stopping_restore;
+    esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+    o.run_dir = run_dir;
+    o.max_steps = updates;
+    o.tokens_per_update = 4 * 96; /* 2 rows of <= 64 per micro-batch: ~4 per update */
+    o.schedule.warmup_steps = 1;
+    esmt_trainer *t = NULL;
+    assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);
+    ss.t = t;
+    if (leg == 1) assert_int_equal(esmt_trainer_resume(t, run_dir), ESMT_OK);
+    esmt_status st = esmt_trainer_run(t);
+    if (leg == 0 && stop_after > 0) {
+      assert_int_equal(st, ESMT_ERR_CANCELLED);
+      assert_int_equal(esmt_trainer_step_count(t), 1); /* the update in progress was set aside */
+    } else {
+      assert_int_equal(st, ESMT_OK);
+      assert_int_equal(esmt_trainer_step_count(t), updates);
+      uint64_t n = 0;
+      assert_int_equal(esmt_model_param_count(m, &n), ESMT_OK);
+      int count = 0;
+      assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
+      w = calloc(n, sizeof *w);
+      uint64_t off = 0;
+      for (int i = 0; i < count; i++) {
+        esmt_tensor_info ti = ESMT_TENSOR_INFO_INIT;
+        assert_int_equal(esmt_model_tensor_info(m, i, &ti), ESMT_OK);
+        assert_int_equal(esmt_model_read_tensor(m, ti.name, ESMT_BUF_PARAMS, w + off, ti.numel),
+                         ESMT_OK);
+        off += ti.numel;
+      }
+    }
+    esmt_trainer_destroy(t);
+    esmt_loader_destroy(l);
+    esmt_model_destroy(m);
+  }
+  return w;
+}
+
+static void stop_inside_an_update_resumes_exactly(void **state) {
+  (void)state;
+  float *straight = train_updates(path_in("run-straight"), 3, 0);
+  /* stopped while update 2 gathers its third micro-batch */
+  float *stopped = train_updates(path_in("run-stopped"), 3, 3);
+  uint64_t n = 0;
+  esmt_model *m = tiny_model(g_ctx);
+  assert_int_equal(esmt_model_param_count(m, &n), ESMT_OK);
+  esmt_model_destroy(m);
+  assert_memory_equal(straight, stopped, n * sizeof *straight);
+  free(straight);
+  free(stopped);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(evaluation_of_an_endless_source_is_one_pass),
@@ -335,6 +426,7 @@ int main(void) {
       cmocka_unit_test(last_step_is_saved_once),
       cmocka_unit_test(schedule_spans_the_run_by_default),
       cmocka_unit_test(context_progress_receives_every_stage),
+      cmocka_unit_test(stop_inside_an_update_resumes_exactly),
   };
   return cmocka_run_group_tests(tests, setup, cpu_dir_teardown);
 }
