@@ -1,7 +1,8 @@
 /* Input verification (issue #16): an input that is not a regular file (a
  * FIFO with no writer, a directory, a character device) is refused at once
  * with a message naming what it is, never blocked on. The helpers that
- * verify datasets, checkpoints and settings add their cases here. */
+ * verify datasets, checkpoints and settings add their cases here. The host
+ * memory probe sees an address-space limit and names it. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -12,6 +13,10 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <sys/resource.h>
+#include <sys/wait.h>
+
+#include "host_memory.h"
 #include "input_file.h"
 
 static char g_dir[] = "/tmp/esmt-input-XXXXXX";
@@ -87,12 +92,40 @@ static void regular_file_opens_blocking(void **state) {
   assert_int_equal(esmt_check_regular_input(p, "state file"), ESMT_OK);
 }
 
+/* In a child (the limit stays there): under ulimit -v 1 GiB the probe
+ * reports at most what is left of it, names the limit, and a request for
+ * 2 GiB is refused with both figures. */
+static void host_memory_sees_the_address_space_limit(void **state) {
+  (void)state;
+  pid_t pid = fork();
+  assert_true(pid >= 0);
+  if (pid == 0) {
+    struct rlimit rl = {1ull << 30, 1ull << 30};
+    if (setrlimit(RLIMIT_AS, &rl) != 0) _exit(10);
+    esmt_host_memory m;
+    esmt_host_memory_probe(&m);
+    if (!(m.available < (1ull << 30))) _exit(11);
+    if (!strstr(m.limited_by, "ulimit -v")) _exit(12);
+    if (esmt_host_memory_check(2ull << 30, "a test buffer", "lower it") != ESMT_ERR_OUT_OF_MEMORY)
+      _exit(13);
+    if (!strstr(esmt_last_error(), "a test buffer needs at least 2.0 GiB of host memory"))
+      _exit(14);
+    if (esmt_host_memory_check(1u << 20, "a small buffer", "") != ESMT_OK) _exit(15);
+    _exit(0);
+  }
+  int st = 0;
+  assert_int_equal(waitpid(pid, &st, 0), pid);
+  assert_true(WIFEXITED(st));
+  assert_int_equal(WEXITSTATUS(st), 0);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(fifo_is_refused_without_blocking),
       cmocka_unit_test(directory_and_device_are_named),
       cmocka_unit_test(missing_file_names_errno),
       cmocka_unit_test(regular_file_opens_blocking),
+      cmocka_unit_test(host_memory_sees_the_address_space_limit),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -73,7 +73,7 @@ static esmtb_status cpu_probe(const esmtb_job *job, esmtb_probe *out) {
   if (st) {
     out->available = 0;
     out->score = 0;
-    snprintf(out->reason, sizeof out->reason, "OpenBLAS could not be loaded");
+    snprintf(out->reason, sizeof out->reason, "%s", cpu_blas_load_error());
     return 0;
   }
   snprintf(out->reason, sizeof out->reason, "fp32 math (f32/f16/bf16 data) on %ld threads, OpenBLAS %s kernels",

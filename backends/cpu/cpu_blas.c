@@ -9,6 +9,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/resource.h>
+#include <unistd.h>
 
 #include "cpu_ops.h"
 
@@ -16,6 +18,7 @@ cpu_sgemm_fn cpu_sgemm;
 static void (*p_set_threads)(int);
 static char *(*p_corename)(void);
 static char g_core[96];
+static char g_load_error[320] = "OpenBLAS could not be loaded";
 
 #ifndef ESMT_OPENBLAS_OPENMP
 #define ESMT_OPENBLAS_OPENMP "/usr/lib/x86_64-linux-gnu/openblas-openmp/libopenblas.so.0"
@@ -31,8 +34,69 @@ static const char *core_for_this_cpu(void) {
   return NULL;
 }
 
+/* OpenBLAS 0.3.21 (Debian 12) reserves a GEMM buffer per thread when it
+ * loads (blas_thread_init: one malloc of 128 MiB, 134225920 bytes, for
+ * each of its threads), and when one fails it retries for ever instead of
+ * reporting it: under an address-space limit (ulimit -v) that leaves too
+ * little room the process hangs inside dlopen. Measured with `probe` on 2
+ * cores: hangs with 287 MiB of room, runs with 306 MiB; so the room needed
+ * is 128 MiB per thread plus 48 MiB for the library, its OpenMP runtime and
+ * thread stacks. Below that we refuse, with the figures. These figures are
+ * this OpenBLAS build's (BUFFER_SIZE differs between builds). */
+#define OPENBLAS_BUFFER_BYTES (128ull << 20)
+#define OPENBLAS_BASE_BYTES (48ull << 20)
+
+/* The threads OpenBLAS starts with (its environment variables, else one
+ * per core), and at least the cores: a device opened later asks for them. */
+static uint64_t openblas_threads(void) {
+  long cores = sysconf(_SC_NPROCESSORS_ONLN);
+  uint64_t n = cores > 0 ? (uint64_t)cores : 1;
+  static const char *const vars[] = {"OPENBLAS_NUM_THREADS", "GOTO_NUM_THREADS", "OMP_NUM_THREADS"};
+  for (int i = 0; i < 3; i++) {
+    const char *v = getenv(vars[i]);
+    long t = v ? atol(v) : 0;
+    if (t > 0) {
+      if ((uint64_t)t > n) n = (uint64_t)t;
+      break;
+    }
+  }
+  return n;
+}
+
+static uint64_t status_kb(const char *key) {
+  FILE *f = fopen("/proc/self/status", "r");
+  if (!f) return 0;
+  char line[256];
+  unsigned long long kb = 0;
+  const size_t n = strlen(key);
+  while (fgets(line, sizeof line, f))
+    if (!strncmp(line, key, n) && line[n] == ':' && sscanf(line + n + 1, "%llu", &kb) == 1) break;
+  fclose(f);
+  return kb;
+}
+
+static esmtb_status check_room_for_openblas(void) {
+  struct rlimit rl;
+  if (getrlimit(RLIMIT_AS, &rl) != 0 || rl.rlim_cur == RLIM_INFINITY) return 0;
+  const uint64_t used = status_kb("VmSize") << 10, threads = openblas_threads();
+  const uint64_t need = OPENBLAS_BASE_BYTES + threads * OPENBLAS_BUFFER_BYTES;
+  const uint64_t room = rl.rlim_cur > used ? rl.rlim_cur - used : 0;
+  if (room >= need) return 0;
+  snprintf(g_load_error, sizeof g_load_error, "OpenBLAS needs about %llu MiB of address space "
+           "when it loads (a 128 MiB GEMM buffer for each of its %llu threads), and the "
+           "address-space limit (ulimit -v %llu KiB) leaves %llu MiB: raise the limit (ulimit -v "
+           "%llu or more)", (unsigned long long)(need >> 20), (unsigned long long)threads,
+           (unsigned long long)(rl.rlim_cur >> 10), (unsigned long long)(room >> 20),
+           (unsigned long long)((used + need) >> 10) + 1);
+  return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu backend: %s", g_load_error);
+}
+
+const char *cpu_blas_load_error(void) { return g_load_error; }
+
 esmtb_status cpu_blas_load(void) {
   if (cpu_sgemm) return 0;
+  esmtb_status room = check_room_for_openblas();
+  if (room) return room;
   const char *user = getenv("OPENBLAS_CORETYPE");
   const char *core = core_for_this_cpu();
   if (!(user && *user) && core) setenv("OPENBLAS_CORETYPE", core, 0);

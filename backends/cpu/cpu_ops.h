@@ -29,6 +29,8 @@ typedef void (*cpu_sgemm_fn)(const enum CBLAS_ORDER, const enum CBLAS_TRANSPOSE,
                              const float *, const blasint, const float, float *, const blasint);
 CPU_HIDDEN extern cpu_sgemm_fn cpu_sgemm;
 CPU_HIDDEN esmtb_status cpu_blas_load(void);
+/* Why the last cpu_blas_load failed (for the probe's reason). */
+CPU_HIDDEN const char *cpu_blas_load_error(void);
 CPU_HIDDEN void cpu_blas_set_threads(int n);
 /* OpenBLAS's kernel family in use ("SkylakeX"). */
 CPU_HIDDEN const char *cpu_blas_core(void);
