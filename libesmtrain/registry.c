@@ -41,10 +41,11 @@ static int cmp_names(const void *a, const void *b) {
   return strcmp(*(char *const *)a, *(char *const *)b);
 }
 
-static int already_loaded(const esmt_registry *r, const char *name) {
+/* The loaded entry named `name`, or NULL. */
+static const esmt_backend_entry *loaded_named(const esmt_registry *r, const char *name) {
   for (int i = 0; i < r->count; i++)
-    if (r->entries[i].loaded && strcmp(r->entries[i].name, name) == 0) return 1;
-  return 0;
+    if (r->entries[i].loaded && strcmp(r->entries[i].name, name) == 0) return &r->entries[i];
+  return NULL;
 }
 
 /* dlopen's "libX.so.N: cannot open shared object file" for a library the
@@ -101,6 +102,20 @@ static esmt_status load_one(esmt_registry *r, const char *path, const esmtb_job 
     dlclose(h);
     return ESMT_OK;
   }
+  const char *(*built_for)(void) =
+      (const char *(*)(void))(uintptr_t)dlsym(h, ESMTB_LIBRARY_VERSION_SYMBOL);
+  const char *mine = esmt_version_string();
+  if (built_for && strcmp(built_for(), mine) != 0) {
+    char lib[PATH_MAX] = "libesmtrain.so";
+    Dl_info info;
+    if (dladdr((void *)(uintptr_t)&esmt_registry_load, &info) && info.dli_fname)
+      copy_str(lib, sizeof lib, info.dli_fname);
+    snprintf(e->reason, sizeof e->reason, "refused: built for libesmtrain %.32s, and %.160s is "
+             "%s: a plugin of another installation", built_for(), lib, mine);
+    esmt_logger_log(lg, ESMT_LOG_WARN, "backend %s %s", path, e->reason);
+    dlclose(h);
+    return ESMT_OK;
+  }
   esmt_clear_error();
   const esmtb_ops *ops = init(esmt_backend_host());
   if (!ops) {
@@ -131,11 +146,14 @@ static esmt_status load_one(esmt_registry *r, const char *path, const esmtb_job 
     dlclose(h);
     return ESMT_OK;
   }
-  if (already_loaded(r, ops->name)) {
-    esmt_logger_log(lg, ESMT_LOG_INFO, "backend %s: '%s' already loaded from an earlier path",
-                    path, ops->name);
+  const esmt_backend_entry *first = loaded_named(r, ops->name);
+  if (first) { /* the earlier path wins; this file stays listed, unused, saying so */
+    snprintf(e->reason, sizeof e->reason, "not used: shadowed by %s (the same backend name, "
+             "earlier in the search path)", first->path);
+    copy_str(e->name, sizeof e->name, ops->name);
+    esmt_logger_log(lg, ESMT_LOG_WARN, "backend '%s': using %s; %s is shadowed (the same name, "
+                    "later in the search path) and not used", ops->name, first->path, path);
     dlclose(h);
-    r->count--; /* drop the entry: the earlier one wins */
     return ESMT_OK;
   }
   e->handle = h;
@@ -246,11 +264,14 @@ esmt_status esmt_registry_load(esmt_registry *r, const char *path, const esmtb_j
     char here[PATH_MAX], installed[PATH_MAX], real_here[PATH_MAX], real_inst[PATH_MAX];
     next_to_library(here, sizeof here);
     copy_str(installed, sizeof installed, ESMT_INSTALL_BACKEND_DIR);
+    /* next to the loaded library first: a library installed, copied or
+     * relocated elsewhere than its configured prefix uses its own plugins,
+     * not another installation's */
     st = ESMT_OK;
-    if (installed[0]) st = scan_list(r, installed, job, lg);
+    if (here[0]) st = scan_list(r, here, job, lg);
     int same = here[0] && installed[0] && realpath(here, real_here) &&
                realpath(installed, real_inst) && strcmp(real_here, real_inst) == 0;
-    if (st == ESMT_OK && here[0] && !same) st = scan_list(r, here, job, lg);
+    if (st == ESMT_OK && installed[0] && !same) st = scan_list(r, installed, job, lg);
   }
   if (st) return st;
   int loaded = 0;

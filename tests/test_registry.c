@@ -199,6 +199,66 @@ static void test_env_path_and_precedence(void **state) {
   test_rmtree(tmp);
 }
 
+/* Two directories holding a backend of the same name: the earlier one is
+ * used, the later one stays listed as shadowed, naming the one in use. */
+static void test_shadowed_backend_listed(void **state) {
+  (void)state;
+  const char *tmp = test_mkdtemp();
+  char first[512], second[512], both[1100];
+  snprintf(first, sizeof first, "%s/first", tmp);
+  snprintf(second, sizeof second, "%s/second", tmp);
+  assert_int_equal(mkdir(first, 0755), 0);
+  assert_int_equal(mkdir(second, 0755), 0);
+  stage_cpu(first);
+  stage_cpu(second);
+  snprintf(both, sizeof both, "%s:%s", first, second);
+  esmt_context *ctx;
+  assert_int_equal(create_with(both, NULL, &ctx), ESMT_OK);
+  esmt_backend_info info;
+  assert_true(find_entry(ctx, "first/cpu.so", &info) >= 0);
+  assert_true(info.chosen && info.loaded);
+  assert_true(find_entry(ctx, "second/cpu.so", &info) >= 0);
+  assert_false(info.loaded || info.chosen);
+  assert_non_null(strstr(info.reason, "shadowed by"));
+  assert_non_null(strstr(info.reason, "first/cpu.so"));
+  esmt_context_destroy(ctx);
+  test_rmtree(tmp);
+}
+
+/* A cpu.so whose recorded library version is another one (the bytes of
+ * "X.Y.Z" rewritten in a copy): refused, naming both versions. */
+static void test_other_installation_refused(void **state) {
+  (void)state;
+  const char *dir = test_mkdtemp();
+  char from[512], to[600];
+  snprintf(from, sizeof from, "%s/cpu.so", test_backend_dir());
+  snprintf(to, sizeof to, "%s/cpu.so", dir);
+  FILE *f = fopen(from, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  long n = ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *bytes = malloc((size_t)n);
+  assert_int_equal(fread(bytes, 1, (size_t)n, f), (size_t)n);
+  fclose(f);
+  const char *mine = esmt_version_string();
+  const size_t len = strlen(mine) + 1; /* with its NUL: the string, not a prefix */
+  int found = 0;
+  for (long i = 0; i + (long)len <= n; i++)
+    if (memcmp(bytes + i, mine, len) == 0) {
+      memset(bytes + i, '9', len - 1);
+      found++;
+    }
+  assert_int_equal(found, 1);
+  write_file(to, bytes, (size_t)n);
+  free(bytes);
+  esmt_context *ctx;
+  assert_int_equal(create_with(dir, NULL, &ctx), ESMT_ERR_NO_BACKEND);
+  assert_non_null(strstr(esmt_last_error(), "refused: built for libesmtrain 99999"));
+  assert_non_null(strstr(esmt_last_error(), "a plugin of another installation"));
+  test_rmtree(dir);
+}
+
 static void test_never_current_directory(void **state) {
   (void)state;
   const char *tmp = test_mkdtemp();
@@ -282,6 +342,8 @@ int main(void) {
   unsetenv("ESMTRAIN_BACKEND_PATH");
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_wrong_abi_refused),
+      cmocka_unit_test(test_shadowed_backend_listed),
+      cmocka_unit_test(test_other_installation_refused),
       cmocka_unit_test(test_garbage_file_skipped),
       cmocka_unit_test(test_missing_dependency_named),
       cmocka_unit_test(test_only_garbage_is_error),

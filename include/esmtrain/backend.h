@@ -514,6 +514,12 @@ typedef struct esmtb_ops {
 /* Entry symbols a backend exports (names are the ABI). */
 #define ESMTB_INIT_SYMBOL "esmt_backend_init"
 #define ESMTB_SCORE_SYMBOL "esmt_backend_score"
+/* Optional: `const char *esmt_backend_library_version(void)`, the version of
+ * libesmtrain the plugin was built with ("0.1.0"). The shipped backends
+ * export it (backends/backend_version.c); the core refuses a plugin whose
+ * version differs from its own, naming both files: it belongs to another
+ * installation. A plugin without it is not checked. */
+#define ESMTB_LIBRARY_VERSION_SYMBOL "esmt_backend_library_version"
 
 typedef const esmtb_ops *(*esmtb_init_fn)(const esmtb_host *host);
 typedef int (*esmtb_score_fn)(const esmtb_job *job);

@@ -161,8 +161,10 @@ typedef struct esmt_context_options {
   uint32_t struct_size;
   /* Colon-separated directories to load backends from. When set, ONLY these
    * are searched; otherwise $ESMTRAIN_BACKEND_PATH, and when that is unset
-   * too, the installed ${libdir}/esmtrain/backends and the esmtrain/backends
-   * directory next to libesmtrain.so. The current directory never is. */
+   * too, the esmtrain/backends directory next to the loaded libesmtrain.so,
+   * then the configured ${libdir}/esmtrain/backends. The current directory
+   * never is. A backend whose name an earlier directory already provided is
+   * listed as shadowed and not used (a warning names both files). */
   const char *backend_path;
   /* Force a backend by name ("cpu", "turing_fp16", ...). NULL: use
    * $ESMTRAIN_BACKEND if set, else the highest probe score. */
