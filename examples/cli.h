@@ -121,5 +121,8 @@ void cli_config_print_keys(FILE *f);
  * device budget, printed to `out`. Returns the exit status: 0 valid, 2
  * invalid (error on stderr), 3 it does not fit in memory. */
 int cli_config_check(const cli_config *cc, const char *cmd, FILE *out);
+/* The memory plan of a valid configuration (esmt_config_plan_request on
+ * the backend the run would get), printed; 0 fits, 3 does not, 2 error. */
+int cli_config_plan(const esmt_config *c, const char *cmd, FILE *out);
 
 #endif

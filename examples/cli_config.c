@@ -96,11 +96,6 @@ void cli_config_print_keys(FILE *f) {
   }
 }
 
-static int64_t cfg_int(const esmt_config *c, const char *k) {
-  int64_t v = 0;
-  esmt_config_get_int(c, k, &v);
-  return v;
-}
 
 static const char *cfg_str(const esmt_config *c, const char *k) {
   const char *v = "";
@@ -108,44 +103,42 @@ static const char *cfg_str(const esmt_config *c, const char *k) {
   return v;
 }
 
+int cli_config_plan(const esmt_config *c, const char *cmd, FILE *out) {
+  /* the backend the run would get, so that precision auto and the CUDA
+   * context count as the trainer counts them; none here: planned without */
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  const char *backend = cfg_str(c, "backend.name");
+  co.backend = *backend ? backend : NULL;
+  co.log_level = ESMT_LOG_ERROR;
+  esmt_context *ctx = NULL;
+  if (esmt_context_create(&co, &ctx) != ESMT_OK) ctx = NULL;
+  esmt_clear_error();
+  esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
+  esmt_status st = esmt_config_plan_request(c, ctx, &pr);
+  esmt_plan plan = ESMT_PLAN_INIT;
+  if (!st) st = esmt_plan_memory(&pr, &plan);
+  if (st && st != ESMT_ERR_OUT_OF_MEMORY) {
+    cli_error(cmd, st);
+    esmt_context_destroy(ctx);
+    return 2;
+  }
+  static const char *const prec[] = {"fp32", "fp16", "bf16"};
+  fprintf(out, "memory (%s, %s%s): %s\n", ctx ? esmt_context_backend_name(ctx) : "no backend here",
+          prec[pr.precision], ctx ? "" : "; precision auto planned as fp32", plan.advice);
+  esmt_context_destroy(ctx);
+  if (!plan.fits) return 3;
+  fprintf(out, "configuration is valid; backend: %s\n",
+          *backend ? backend : "chosen by the probe (backend.name is empty)");
+  return 0;
+}
+
 int cli_config_check(const cli_config *cc, const char *cmd, FILE *out) {
-  const esmt_config *c = cc->cfg;
-  esmt_status st = esmt_config_validate(c);
+  esmt_status st = esmt_config_validate(cc->cfg);
   if (st) {
     cli_error(cmd, st);
     return 2;
   }
-  /* memory: the planner's verdict for the configured device budget */
-  esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-  pr.model.num_layers = (int)cfg_int(c, "model.num_layers");
-  pr.model.hidden_size = (int)cfg_int(c, "model.hidden_size");
-  pr.model.num_heads = (int)cfg_int(c, "model.num_heads");
-  pr.model.ffn_size = (int)cfg_int(c, "model.ffn_size");
-  pr.model.max_positions = (int)cfg_int(c, "model.max_positions");
-  pr.seq_len = (int)cfg_int(c, "data.max_len");
-  pr.micro_batch = (int)cfg_int(c, "data.micro_batch");
-  if (!pr.micro_batch) /* rounded up as the trainer does: greedy batches of any shape */
-    pr.micro_batch = (int)((cfg_int(c, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
-  const char *prec = cfg_str(c, "backend.precision");
-  pr.precision = !strcmp(prec, "fp16") ? ESMT_PRECISION_FP16
-               : !strcmp(prec, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;
-  pr.device_budget = (uint64_t)cfg_int(c, "backend.device_memory_limit");
-  const char *off = cfg_str(c, "offload.optimizer"), *rec = cfg_str(c, "offload.recompute");
-  pr.offload_optimizer = !strcmp(off, "on") ? 1 : !strcmp(off, "off") ? 0 : -1;
-  pr.recompute = !strcmp(rec, "on") ? 1 : !strcmp(rec, "off") ? 0 : -1;
-  if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20; /* CUDA context */
-  esmt_plan plan = ESMT_PLAN_INIT;
-  st = esmt_plan_memory(&pr, &plan);
-  if (st && st != ESMT_ERR_OUT_OF_MEMORY) {
-    cli_error(cmd, st);
-    return 2;
-  }
-  fprintf(out, "memory: %s\n", plan.advice);
-  if (!plan.fits) return 3;
-  const char *backend = cfg_str(c, "backend.name");
-  fprintf(out, "configuration is valid; backend: %s\n",
-          *backend ? backend : "chosen by the probe (backend.name is empty)");
-  return 0;
+  return cli_config_plan(cc->cfg, cmd, out);
 }
 
 static void usage(FILE *f) {

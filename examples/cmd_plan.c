@@ -26,39 +26,71 @@ static void usage(void) {
          "that fit --device-mem (e.g. 8GiB). Exit status 0 when it fits, 3 when it does not.\n");
 }
 
+/* The flags are configuration keys; the request is the one the trainer
+ * makes from a configuration (esmt_config_plan_request), for a device
+ * backend (the job's GPU, not this machine), except that micro-batch 0 asks
+ * for the largest that fits. */
+static const struct { const char *flag, *key; } k_flags[] = {
+    {"--model", "model.preset"},           {"--seq", "data.max_len"},
+    {"--micro-batch", "data.micro_batch"}, {"--precision", "backend.precision"},
+    {"--device-mem", "backend.device_memory_limit"}, {"--offload", "offload.optimizer"},
+    {"--recompute", "offload.recompute"},
+};
+
 int cmd_plan(int argc, char **argv) {
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  esmt_config *cfg = NULL;
+  esmt_status st = esmt_config_create(&cfg);
+  if (st) { cli_error("plan", st); return 2; }
+  /* plan's own defaults: rows of 512 tokens, the largest micro-batch that fits */
+  esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
-  int have_overhead = 0;
+  int have_overhead = 0, rows = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) { usage(); return 0; }
-    if (!v) { fprintf(stderr, "plan: %s needs a value (try --help)\n", a); return 2; }
-    int ok = 1;
-    if (!strcmp(a, "--model")) model = v;
-    else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--seq")) {
+    if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
+    if (!v) { fprintf(stderr, "plan: %s needs a value (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
+    int ok = 1, known = 0;
+    if (!strcmp(a, "--micro-batch") || !strcmp(a, "--seq")) {
       long long x = 0; /* the ranges of data.micro_batch and data.max_len */
-      if (!cli_int_arg("plan", a, v, !strcmp(a, "--seq") ? 3 : 0,
-                       !strcmp(a, "--seq") ? 65536 : 1 << 20, &x))
-        return 2;
-      *(!strcmp(a, "--seq") ? &r.seq_len : &r.micro_batch) = (int)x;
+      ok = cli_int_arg("plan", a, v, !strcmp(a, "--seq") ? 3 : 0,
+                       !strcmp(a, "--seq") ? 65536 : 1 << 20, &x);
+      if (!ok) { esmt_config_destroy(cfg); return 2; }
+      if (!strcmp(a, "--micro-batch")) rows = (int)x;
     }
-    else if (!strcmp(a, "--precision"))
-      ok = !strcmp(v, "fp32") ? (r.precision = ESMT_PRECISION_FP32, 1)
-         : !strcmp(v, "fp16") ? (r.precision = ESMT_PRECISION_FP16, 1)
-         : !strcmp(v, "bf16") ? (r.precision = ESMT_PRECISION_BF16, 1) : 0;
-    else if (!strcmp(a, "--device-mem")) ok = parse_bytes(v, &r.device_budget);
-    else if (!strcmp(a, "--offload")) ok = parse_policy(v, &r.offload_optimizer);
-    else if (!strcmp(a, "--recompute")) ok = parse_policy(v, &r.recompute);
-    else if (!strcmp(a, "--runtime-overhead")) ok = have_overhead = parse_bytes(v, &r.runtime_overhead);
-    else { fprintf(stderr, "plan: unknown argument '%s' (try --help)\n", a); return 2; }
-    if (!ok) { fprintf(stderr, "plan: bad value '%s' for %s\n", v, a); return 2; }
+    if (!strcmp(a, "--model")) model = v;
+    if (!strcmp(a, "--runtime-overhead")) {
+      known = 1;
+      ok = have_overhead = parse_bytes(v, &r.runtime_overhead);
+    } else if (!strcmp(a, "--offload") || !strcmp(a, "--recompute")) {
+      int policy;
+      ok = parse_policy(v, &policy);
+    }
+    for (size_t k = 0; ok && !known && k < sizeof k_flags / sizeof k_flags[0]; k++)
+      if (!strcmp(a, k_flags[k].flag)) {
+        known = 1;
+        if (strcmp(a, "--micro-batch") != 0 && (st = esmt_config_set(cfg, k_flags[k].key, v))) {
+          fprintf(stderr, "plan: %s: %s\n", a, esmt_last_error());
+          esmt_config_destroy(cfg);
+          return 2;
+        }
+      }
+    if (ok && !known) { fprintf(stderr, "plan: unknown argument '%s' (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
+    if (!ok) { fprintf(stderr, "plan: bad value '%s' for %s\n", v, a); esmt_config_destroy(cfg); return 2; }
     i++;
   }
-  esmt_status st = esmt_model_config_preset(model, &r.model);
+  if (rows > 0) {
+    char b[32];
+    snprintf(b, sizeof b, "%d", rows);
+    esmt_config_set(cfg, "data.micro_batch", b);
+  }
+  const uint64_t overhead = r.runtime_overhead;
+  if (!st) st = esmt_config_validate(cfg);
+  if (!st) st = esmt_config_plan_request(cfg, NULL, &r);
+  esmt_config_destroy(cfg);
   if (st) { cli_error("plan", st); return 2; }
-  /* A GPU precision implies a CUDA context: count its typical size. */
-  if (!have_overhead && r.precision != ESMT_PRECISION_FP32) r.runtime_overhead = 512ull << 20;
+  if (rows == 0) r.micro_batch = 0; /* the largest that fits */
+  if (have_overhead) r.runtime_overhead = overhead;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }

@@ -244,32 +244,8 @@ int cmd_train(int argc, char **argv) {
   esmt_config_to_yaml(cfg, &yaml);
   if (print_config) printf("%s", yaml ? yaml : "");
   if (validate_only) {
-    /* memory: the planner's verdict for the configured budget */
-    esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-    pr.model.num_layers = (int)cfg_int(cfg, "model.num_layers");
-    pr.model.hidden_size = (int)cfg_int(cfg, "model.hidden_size");
-    pr.model.num_heads = (int)cfg_int(cfg, "model.num_heads");
-    pr.model.ffn_size = (int)cfg_int(cfg, "model.ffn_size");
-    pr.model.max_positions = (int)cfg_int(cfg, "model.max_positions");
-    pr.seq_len = (int)cfg_int(cfg, "data.max_len");
-    pr.micro_batch = (int)cfg_int(cfg, "data.micro_batch");
-    if (!pr.micro_batch) /* rounded up as the trainer does: greedy batches of any shape */
-      pr.micro_batch = (int)((cfg_int(cfg, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
-    const char *prec = cfg_str(cfg, "backend.precision");
-    pr.precision = !strcmp(prec, "fp16") ? ESMT_PRECISION_FP16
-                 : !strcmp(prec, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_FP32;
-    pr.device_budget = (uint64_t)cfg_int(cfg, "backend.device_memory_limit");
-    const char *off = cfg_str(cfg, "offload.optimizer"), *rec = cfg_str(cfg, "offload.recompute");
-    pr.offload_optimizer = !strcmp(off, "on") ? 1 : !strcmp(off, "off") ? 0 : -1;
-    pr.recompute = !strcmp(rec, "on") ? 1 : !strcmp(rec, "off") ? 0 : -1;
-    if (pr.precision != ESMT_PRECISION_FP32) pr.runtime_overhead = 512ull << 20;
-    esmt_plan plan = ESMT_PLAN_INIT;
-    esmt_status ps = esmt_plan_memory(&pr, &plan);
-    if (ps && ps != ESMT_ERR_OUT_OF_MEMORY) { cli_error("train: memory plan", ps); free(yaml); esmt_config_destroy(cfg); return 2; }
-    printf("memory: %s\n", plan.advice);
-    if (!plan.fits) { free(yaml); esmt_config_destroy(cfg); return 3; }
-    printf("configuration is valid (backend %s)\n",
-           cfg_str(cfg, "backend.name")[0] ? cfg_str(cfg, "backend.name") : "chosen by the probe");
+    const int rc = cli_config_plan(cfg, "train", stdout);
+    if (rc) { free(yaml); esmt_config_destroy(cfg); return rc; }
   }
   if (print_config || validate_only) {
     free(yaml);

@@ -67,10 +67,10 @@ static int policy_of(const esmt_config *c, const char *key) { /* -1 auto, 0 off,
  * auto = what the memory planner picks for backend.device_memory_limit at
  * this shape: the cheapest of none, recompute, offload, both that fits; no
  * limit: off), offload.pinned_memory_limit, and the limit itself, which the
- * model's backend enforces. The planner request mirrors `esmtrain-example
- * plan`/`train --validate` so that the printed plan is the one applied. */
-static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c,
-                                 const esmt_model_config *mc, int zero, esmt_offload_options *o) {
+ * model's backend enforces. The planner request is esmt_config_plan_request's,
+ * as for `plan`, `config --validate` and `train --validate`. */
+static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c, int zero,
+                                 esmt_offload_options *o) {
   memset(o, 0, sizeof *o);
   uint64_t pinned = 0, budget = 0;
   esmt_config_get_bytes(c, "offload.pinned_memory_limit", &pinned);
@@ -87,21 +87,12 @@ static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c,
   o->enabled = off == 1;
   o->recompute = rec == 1;
   if ((off >= 0 && rec >= 0) || !budget) return ESMT_OK; /* auto without a budget: off */
-  esmtb_dtype dt = ESMTB_F32;
-  esmt_status st = esmt_resolve_precision(ctx->backend->ops, (int)mc->precision, &dt);
-  if (st) return st;
+  /* the request `plan`, `config --validate` and `train --validate` make */
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-  pr.model = *mc;
-  pr.model.precision = ESMT_PRECISION_FP32;
-  planned_shape(c, &pr.micro_batch, &pr.seq_len);
-  pr.precision = dt == ESMTB_F16 ? ESMT_PRECISION_FP16 : dt == ESMTB_BF16 ? ESMT_PRECISION_BF16
-                                                                         : ESMT_PRECISION_FP32;
-  pr.device_budget = budget;
+  esmt_status st = esmt_config_plan_request(c, ctx, &pr);
+  if (st) return st;
   pr.offload_optimizer = off;
   pr.recompute = rec;
-  /* A CUDA context, as `plan` counts it for half precision (not on the cpu backend). */
-  if (pr.precision != ESMT_PRECISION_FP32 && !(ctx->backend->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE))
-    pr.runtime_overhead = 512ull << 20;
   esmt_plan plan = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
@@ -172,7 +163,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_offload_options oo;
   int pack = 0;
   if ((st = pack_policy(ctx, cfg, &pack))) goto fail;
-  if ((st = memory_policy(ctx, cfg, &mc, zero, &oo))) goto fail;
+  if ((st = memory_policy(ctx, cfg, zero, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
     goto fail;
   if (oo.device_memory_limit) { /* the planned arena now: out of memory here, not at step n */

@@ -143,6 +143,45 @@ static void test_misuse(void **state) {
   assert_string_equal(esmt_mem_class_name(ESMT_MEM_ACTIVATIONS), "activations");
 }
 
+/* One request from a configuration for the trainer and the CLI alike
+ * (#17): the CUDA context counts for half precision on a device backend
+ * only, precision auto resolves on the backend, dist.zero turns auto
+ * offload off; the shape is the trainer's. */
+static void test_request_from_config(void **state) {
+  (void)state;
+  esmt_config *c = NULL;
+  assert_int_equal(esmt_config_create(&c), ESMT_OK);
+  assert_int_equal(esmt_config_set(c, "backend.precision", "fp16"), ESMT_OK);
+  assert_int_equal(esmt_config_set(c, "data.max_len", "512"), ESMT_OK);
+  assert_int_equal(esmt_config_set(c, "data.tokens_per_batch", "1500"), ESMT_OK);
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  /* no backend known: a half precision means a GPU and its context */
+  assert_int_equal(esmt_config_plan_request(c, NULL, &r), ESMT_OK);
+  assert_int_equal(r.precision, ESMT_PRECISION_FP16);
+  assert_int_equal(r.runtime_overhead, 512ull << 20);
+  assert_int_equal(r.micro_batch, 3); /* 1500 tokens of 512-token rows, rounded up */
+  assert_int_equal(r.seq_len, 512);
+  assert_int_equal(r.model.num_layers, 6);
+  /* on the cpu backend (host memory): no CUDA context */
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &r), ESMT_OK);
+  assert_int_equal(r.precision, ESMT_PRECISION_FP16);
+  assert_int_equal(r.runtime_overhead, 0);
+  /* auto resolves as the model would: fp32 on the cpu backend */
+  assert_int_equal(esmt_config_set(c, "backend.precision", "auto"), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &r), ESMT_OK);
+  assert_int_equal(r.precision, ESMT_PRECISION_FP32);
+  assert_int_equal(r.offload_optimizer, -1);
+  assert_int_equal(esmt_config_set(c, "dist.zero", "1"), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &r), ESMT_OK);
+  assert_int_equal(r.offload_optimizer, 0);
+  esmt_context_destroy(ctx);
+  esmt_config_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_650m_on_8gb),
@@ -151,6 +190,7 @@ int main(void) {
       cmocka_unit_test(test_recompute_and_auto_batch),
       cmocka_unit_test(test_forced_offload_that_does_not_fit),
       cmocka_unit_test(test_misuse),
+      cmocka_unit_test(test_request_from_config),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

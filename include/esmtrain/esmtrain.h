@@ -969,6 +969,19 @@ ESMT_API esmt_status esmt_config_preset_info(const esmt_config *cfg, int index,
  * is not checked here (esmt_plan_memory does that). */
 ESMT_API esmt_status esmt_config_validate(const esmt_config *cfg);
 
+/* The memory-planner request a configuration makes: the model's sizes, the
+ * micro-batch shape (data.micro_batch rows, or data.tokens_per_batch /
+ * data.max_len rounded up, of data.max_len tokens), backend.precision
+ * resolved on ctx's backend as the trainer resolves it ("auto" included;
+ * with ctx NULL, auto is planned as fp32), a CUDA context's 512 MiB for
+ * half precision on a device backend (any half precision when ctx is
+ * NULL), backend.device_memory_limit, and the offload policies (auto
+ * offload.optimizer is off under dist.zero 1). The trainer, `plan`,
+ * `config --validate` and `train --validate` all use it, so the plan
+ * printed is the plan applied. */
+ESMT_API esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context *ctx,
+                                              esmt_plan_request *request);
+
 ESMT_API esmt_status esmt_config_get_int(const esmt_config *cfg, const char *key, int64_t *value);
 ESMT_API esmt_status esmt_config_get_double(const esmt_config *cfg, const char *key, double *value);
 ESMT_API esmt_status esmt_config_get_bool(const esmt_config *cfg, const char *key, int *value);

@@ -1,0 +1,72 @@
+/* From a configuration to the memory planner's request: the one place
+ * that maps the config's model, batch, precision and offload keys onto
+ * esmt_plan_request (see esmtrain.h), for the trainer and the CLI alike. */
+#include <string.h>
+
+#include "context.h"
+#include "model.h"
+
+static int64_t get_int(const esmt_config *c, const char *k) {
+  int64_t v = 0;
+  esmt_config_get_int(c, k, &v);
+  return v;
+}
+
+static const char *get_str(const esmt_config *c, const char *k) {
+  const char *v = "";
+  esmt_config_get_string(c, k, &v);
+  return v;
+}
+
+static int policy(const esmt_config *c, const char *key) { /* -1 auto, 0 off, 1 on */
+  const char *v = get_str(c, key);
+  return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
+}
+
+esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *ctx,
+                                     esmt_plan_request *r) {
+  const char *fn = "esmt_config_plan_request";
+  ESMT_CHECK_ARG(c && r, fn, "config and request must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size, sizeof *r);
+  if (st) return st;
+  esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
+  pr.model.num_layers = (int)get_int(c, "model.num_layers");
+  pr.model.hidden_size = (int)get_int(c, "model.hidden_size");
+  pr.model.num_heads = (int)get_int(c, "model.num_heads");
+  pr.model.ffn_size = (int)get_int(c, "model.ffn_size");
+  pr.model.max_positions = (int)get_int(c, "model.max_positions");
+  pr.model.precision = ESMT_PRECISION_FP32;
+  /* the loader's greedy batches hold up to tokens_per_batch tokens in any
+   * shape, and the activation arena depends on the token count only */
+  pr.seq_len = (int)get_int(c, "data.max_len");
+  pr.micro_batch = (int)get_int(c, "data.micro_batch");
+  if (!pr.micro_batch && pr.seq_len > 0)
+    pr.micro_batch = (int)((get_int(c, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
+  if (pr.micro_batch < 1) pr.micro_batch = 1;
+
+  const char *p = get_str(c, "backend.precision");
+  const int asked = !strcmp(p, "fp32") ? ESMT_PRECISION_FP32 : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
+                  : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
+  int device_backend = 1; /* unknown backend: a half precision means a GPU */
+  if (ctx && ctx->backend) {
+    esmtb_dtype dt = ESMTB_F32;
+    if ((st = esmt_resolve_precision(ctx->backend->ops, asked, &dt))) return st;
+    pr.precision = dt == ESMTB_F16 ? ESMT_PRECISION_FP16 : dt == ESMTB_BF16 ? ESMT_PRECISION_BF16
+                                                                       : ESMT_PRECISION_FP32;
+    device_backend = !(ctx->backend->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE);
+  } else {
+    pr.precision = asked == ESMT_PRECISION_AUTO ? ESMT_PRECISION_FP32 : (esmt_precision)asked;
+  }
+  if (pr.precision != ESMT_PRECISION_FP32 && device_backend)
+    pr.runtime_overhead = 512ull << 20; /* a CUDA context, typically */
+
+  uint64_t budget = 0;
+  esmt_config_get_bytes(c, "backend.device_memory_limit", &budget);
+  pr.device_budget = budget;
+  pr.offload_optimizer = policy(c, "offload.optimizer");
+  pr.recompute = policy(c, "offload.recompute");
+  if (get_int(c, "dist.zero") > 0 && pr.offload_optimizer < 0)
+    pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
+  memcpy(r, &pr, sizeof pr);
+  return ESMT_OK;
+}
