@@ -4,6 +4,7 @@
 #include <jansson.h>
 #include <math.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "trainer.h"
@@ -54,6 +55,41 @@ static int get_int(json_t *root, const char *k, json_int_t *v) {
   return 1;
 }
 
+/* The residue counts behind the amino-acid frequency baseline of every
+ * evaluation ("beats composition"): ESMT_VOCAB_SIZE non-negative integers,
+ * zero outside the amino acids. Absent: counted again from the validation
+ * split at the next evaluation (a warning says so); malformed: refused, as
+ * the baseline would be absurd. */
+static esmt_status read_aa_counts(esmt_trainer *t, json_t *counts, uint64_t *out) {
+  if (!counts) {
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "the checkpoint has no aa_counts: the "
+                    "amino-acid frequency baseline is counted again from the validation split");
+    return ESMT_OK;
+  }
+  if (!json_is_array(counts) || json_array_size(counts) != ESMT_VOCAB_SIZE)
+    return esmt_fail(ESMT_ERR_FORMAT, "trainer state aa_counts (the residue counts of the "
+                     "amino-acid frequency baseline) %s, not an array of %d counts: the "
+                     "checkpoint is damaged (remove the key to have them counted again)",
+                     json_is_array(counts) ? "has the wrong length" : "is not an array",
+                     ESMT_VOCAB_SIZE);
+  uint64_t total = 0;
+  for (int a = 0; a < ESMT_VOCAB_SIZE; a++) {
+    json_t *c = json_array_get(counts, (size_t)a);
+    if (!json_is_integer(c) || json_integer_value(c) < 0 ||
+        ((a < 4 || a >= 29) && json_integer_value(c) != 0))
+      return esmt_fail(ESMT_ERR_FORMAT, "trainer state aa_counts[%d] is %s: the residue counts "
+                       "must be non-negative integers (and 0 for tokens that are not amino "
+                       "acids); the checkpoint is damaged (remove the key to have them counted "
+                       "again)", a, json_is_integer(c) ? "out of range" : "not an integer");
+    out[a] = (uint64_t)json_integer_value(c);
+    if (out[a] > UINT64_MAX - total)
+      return esmt_fail(ESMT_ERR_FORMAT, "trainer state aa_counts sum past 2^64: the checkpoint "
+                       "is damaged");
+    total += out[a];
+  }
+  return ESMT_OK;
+}
+
 esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
   json_error_t err;
   json_t *root = json_loads(text, 0, &err);
@@ -63,6 +99,12 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
   if (!get_int(root, "step", &step) || !get_int(root, "adam_step", &adam) ||
       !get_int(root, "skipped", &skipped) || !get_int(root, "tokens", &tokens) || step < 0)
     st = esmt_fail(ESMT_ERR_FORMAT, "trainer state lacks step/adam_step/skipped/tokens");
+  if (!st && (adam < 0 || skipped < 0 || tokens < 0))
+    st = esmt_fail(ESMT_ERR_FORMAT, "trainer state has a negative counter (adam_step %lld, "
+                   "skipped %lld, tokens %lld): the checkpoint is damaged", (long long)adam,
+                   (long long)skipped, (long long)tokens);
+  uint64_t counts[ESMT_VOCAB_SIZE] = {0};
+  if (!st) st = read_aa_counts(t, json_object_get(root, "aa_counts"), counts);
   json_t *model = json_object_get(root, "model");
   if (!st && json_is_object(model)) {
     json_int_t L, d, H;
@@ -102,11 +144,7 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
       t->scaler.hysteresis_left =
           get_int(ls, "hysteresis_left", &left) && left > 0 ? (int)left : t->scaler.hysteresis;
     }
-    json_t *counts = json_object_get(root, "aa_counts");
-    for (int a = 0; a < ESMT_VOCAB_SIZE; a++) {
-      json_t *c = json_array_get(counts, (size_t)a);
-      t->aa_counts[a] = json_is_integer(c) ? (uint64_t)json_integer_value(c) : 0;
-    }
+    for (int a = 0; a < ESMT_VOCAB_SIZE; a++) t->aa_counts[a] = counts[a];
   }
   json_decref(root);
   return st;
