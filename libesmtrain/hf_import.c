@@ -186,6 +186,11 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
   ESMT_CHECK_ARG(m && dir, fn, "model and dir must not be NULL");
   esmt_status st = refuse_pickle(fn, dir);
   if (st) return st;
+  /* config.json is not needed (the model has its shape) but a damaged one
+   * is refused, not ignored */
+  esmt_model_config unused;
+  if (file_exists(dir, "config.json") && (st = read_config(dir, &unused)))
+    return esmt_fail_prefix(st, "%s: ", fn);
   esmt_st_file *files = calloc(MAX_SHARDS, sizeof *files);
   if (!files) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   int n = 0;

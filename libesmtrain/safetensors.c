@@ -57,8 +57,11 @@ static esmt_status parse_tensor(const char *path, const char *name, json_t *v,
     if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > (1ll << 40))
       return BAD("%s: tensor '%s': bad shape entry %zu", path, name, i);
     t->shape[i] = json_integer_value(e);
+    /* checked before multiplying: 2^40 x 2^40 must not wrap to 0 */
+    if (t->shape[i] && numel > (1ull << 42) / (uint64_t)t->shape[i])
+      return BAD("%s: tensor '%s': too many elements (shape entry %zu is %lld; at most 2^42 "
+                 "elements)", path, name, i, (long long)t->shape[i]);
     numel *= (uint64_t)t->shape[i];
-    if (numel > (1ull << 42)) return BAD("%s: tensor '%s': too many elements", path, name);
   }
   json_t *b0 = json_array_get(jo, 0), *b1 = json_array_get(jo, 1);
   if (!json_is_integer(b0) || !json_is_integer(b1) || json_integer_value(b0) < 0 ||
