@@ -5,8 +5,12 @@
 #include <math.h>
 #include <stdlib.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <string.h>
 
+#include "dp_group.h"
+#include "json_input.h"
+#include "resume_check.h"
 #include "trainer.h"
 
 esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
@@ -33,6 +37,13 @@ esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
                             (double)t->m->cfg.layer_norm_eps);
   json_object_set_new(root, "model", model);
   if (t->config_text) json_object_set_new(root, "config", json_string(t->config_text));
+  /* what a resume compares with (resume_check.h) */
+  json_object_set_new(root, "world_size", json_integer(esmt_dp_world(t->dp)));
+  uint32_t manifest_crc;
+  if (esmt_resume_manifest_crc(t->config_text, &manifest_crc) == 0)
+    json_object_set_new(root, "dataset_manifest_crc32", json_integer((json_int_t)manifest_crc));
+  json_t *changes = t->resume_changes ? json_loads(t->resume_changes, 0, NULL) : NULL;
+  if (changes) json_object_set_new(root, "resume_changes", changes);
   esmt_status st = ESMT_OK;
   if (t->train.save_cursor) {
     char buf[8192];
@@ -148,4 +159,35 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
   }
   json_decref(root);
   return st;
+}
+
+esmt_status esmt_trainer_resume_check(esmt_trainer *t, const char *ckpt_dir) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
+  json_t *root = NULL;
+  esmt_status st = esmt_json_load_input(path, "checkpoint state (state.json)", &root);
+  if (st) return st;
+  json_t *tr = json_object_get(root, "trainer");
+  json_t *world = json_object_get(tr, "world_size"), *crc = json_object_get(tr, "dataset_manifest_crc32");
+  json_t *step = json_object_get(tr, "step"), *old = json_object_get(tr, "resume_changes");
+  esmt_resume_run was = {json_string_value(json_object_get(tr, "config")),
+                         json_is_integer(world) ? (int)json_integer_value(world) : 0,
+                         json_is_integer(crc) ? json_integer_value(crc) : -1};
+  uint32_t now_crc = 0;
+  esmt_resume_run now = {t->config_text, esmt_dp_world(t->dp),
+                         esmt_resume_manifest_crc(t->config_text, &now_crc) == 0 ? (json_int_t)now_crc : -1};
+  json_t *changes = json_is_array(old) ? json_deep_copy(old) : json_array();
+  if (!changes) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!st)
+    st = esmt_resume_check(&was, &now, ckpt_dir, json_is_integer(step) ? json_integer_value(step) : 0,
+                           &t->m->ctx->logger, changes);
+  if (!st && json_array_size(changes)) {
+    char *text = json_dumps(changes, JSON_COMPACT);
+    if (!text) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+    free(t->resume_changes);
+    t->resume_changes = text;
+  }
+  json_decref(changes);
+  json_decref(root);
+  return st ? esmt_fail_prefix(st, "%s: ", path) : ESMT_OK;
 }
