@@ -224,7 +224,7 @@ esmt_status esmt_resume_check(const esmt_resume_run *was, const esmt_resume_run 
         note = buf;
       }
       if (note) allow(r, key, v_was, v_now, note);
-      else refuse(r, key, v_was, v_now, NULL);
+      else refuse(r, key, v_was, v_now, strncmp(key, "model.", 6) ? NULL : "(the model's shape)");
     }
     flat_free(&fw);
     flat_free(&fn);
