@@ -41,33 +41,50 @@ static void printable(const char *raw, size_t n, char *out, size_t cap) {
   out[k] = '\0';
 }
 
-/* "; the checkpoints there are step-A, step-B: continue from the newest
- * with --resume CKDIR/step-B" or that there are none. Only directories
- * holding state.json count. */
+static int by_name(const void *a, const void *b) {
+  return strcmp((const char *)a, (const char *)b);
+}
+
+/* "; checkpoints present in CKDIR: step-A, step-B. Continue from one of
+ * them with --resume CKDIR/step-B (the newest)" or that there are none.
+ * Only directories holding state.json count; listed in step order (the
+ * step numbers are zero-padded), the newest 16 at most. */
 static void append_present(esmt_status st, const char *ckdir) {
+  enum { MAX_LISTED = 16 };
+  char names[MAX_LISTED][32], list[MAX_LISTED * 34] = "";
+  int n = 0, total = 0;
   DIR *d = opendir(ckdir);
-  char newest[256] = "", list[1024] = "";
-  int n = 0;
   struct dirent *de;
   while (d && (de = readdir(d))) {
     char sp[PATH_CAP];
-    if (!esmt_checkpoint_name_ok(de->d_name)) continue;
+    if (!esmt_checkpoint_name_ok(de->d_name) || strlen(de->d_name) >= sizeof names[0]) continue;
     snprintf(sp, sizeof sp, "%s/%s/state.json", ckdir, de->d_name);
     if (access(sp, F_OK) != 0) continue;
-    if (strcmp(de->d_name, newest) > 0) snprintf(newest, sizeof newest, "%s", de->d_name);
-    size_t len = strlen(list);
-    if (len + strlen(de->d_name) + 8 < sizeof list)
-      snprintf(list + len, sizeof list - len, "%s%s", n ? ", " : "", de->d_name);
-    n++;
+    total++;
+    if (n < MAX_LISTED) {
+      snprintf(names[n++], sizeof names[0], "%s", de->d_name);
+    } else { /* keep the newest: replace the oldest listed if this one is newer */
+      int oldest = 0;
+      for (int i = 1; i < n; i++)
+        if (strcmp(names[i], names[oldest]) < 0) oldest = i;
+      if (strcmp(de->d_name, names[oldest]) > 0)
+        snprintf(names[oldest], sizeof names[0], "%s", de->d_name);
+    }
   }
   if (d) closedir(d);
-  if (n)
-    esmt_fail_append(st, "; checkpoints present in %s: %s. Continue from one of them with "
-                     "--resume %s/%s (the newest), or rewrite %s/latest to name it", ckdir, list,
-                     ckdir, newest, ckdir);
-  else
+  if (!n) {
     esmt_fail_append(st, "; %s holds no step-* checkpoint with a state.json: there is nothing "
                      "to resume (start a new run, or --init-from another run)", ckdir);
+    return;
+  }
+  qsort(names, (size_t)n, sizeof names[0], by_name);
+  for (int i = 0; i < n; i++) {
+    size_t len = strlen(list);
+    snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", names[i]);
+  }
+  esmt_fail_append(st, "; checkpoints present in %s: %s%s. Continue from one of them with "
+                   "--resume %s/%s (the newest), or rewrite %s/latest to name it", ckdir,
+                   total > n ? "... " : "", list, ckdir, names[n - 1], ckdir);
 }
 
 /* Read the pointer file `probe` (in directory ckdir) into out. */
@@ -117,6 +134,9 @@ esmt_status esmt_checkpoint_resolve(const char *spec, char *out, size_t cap) {
     esmt_dirname(probe, ckdir, sizeof ckdir);
     return follow_latest(probe, ckdir, out, cap);
   }
-  return esmt_fail(ESMT_ERR_IO, "'%s' is neither a checkpoint (no state.json) nor a run "
-                   "directory with checkpoints/latest", spec);
+  esmt_status st = esmt_fail(ESMT_ERR_IO, "'%s' is neither a checkpoint (no state.json) nor a "
+                             "run directory with checkpoints/latest", spec);
+  snprintf(probe, sizeof probe, "%s/checkpoints", path);
+  if (is_dir(probe)) append_present(st, probe);
+  return st;
 }
