@@ -46,7 +46,8 @@ static int by_name(const void *a, const void *b) {
 }
 
 /* "; checkpoints present in CKDIR: step-A, step-B. Continue from one of
- * them with --resume CKDIR/step-B (the newest)" or that there are none.
+ * them by its path, e.g. --resume CKDIR/step-B (the newest)" or that there
+ * are none.
  * Only directories holding state.json count; listed in step order (the
  * step numbers are zero-padded), the newest 16 at most. */
 static void append_present(esmt_status st, const char *ckdir) {
@@ -82,8 +83,9 @@ static void append_present(esmt_status st, const char *ckdir) {
     size_t len = strlen(list);
     snprintf(list + len, sizeof list - len, "%s%s", i ? ", " : "", names[i]);
   }
-  esmt_fail_append(st, "; checkpoints present in %s: %s%s. Continue from one of them with "
-                   "--resume %s/%s (the newest), or rewrite %s/latest to name it", ckdir,
+  esmt_fail_append(st, "; checkpoints present in %s: %s%s. Name one by its path instead, e.g. "
+                   "--resume %s/%s (the newest) to continue training, or rewrite %s/latest to "
+                   "name it", ckdir,
                    total > n ? "... " : "", list, ckdir, names[n - 1], ckdir);
 }
 
