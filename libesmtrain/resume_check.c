@@ -239,8 +239,9 @@ esmt_status esmt_resume_check(const esmt_resume_run *was, const esmt_resume_run 
     if (tpu && strtoll(tpu, NULL, 10) > 0)
       allow(r, "world_size", w0, w1,
             "train.tokens_per_update is a global budget, so each update still averages over "
-            "as many tokens; but the ranks split the data differently, so the continuation "
-            "is close to, not bit for bit, the run's");
+            "as many tokens; but the ranks split the data differently and the data cursor "
+            "counts batches per rank, so some batches of the current data window are seen "
+            "again or skipped: close to, not bit for bit, the run's continuation");
     else
       refuse(r, "world_size", w0, w1,
              "(with train.tokens_per_update 0 each rank adds one micro-batch per update, so the "

@@ -114,6 +114,11 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
     st = esmt_fail(ESMT_ERR_FORMAT, "trainer state has a negative counter (adam_step %lld, "
                    "skipped %lld, tokens %lld): the checkpoint is damaged", (long long)adam,
                    (long long)skipped, (long long)tokens);
+  json_t *best = json_object_get(root, "best_eval_loss");
+  if (!st && best && !json_is_null(best) &&
+      (!json_is_number(best) || !isfinite(json_number_value(best)) || json_number_value(best) < 0))
+    st = esmt_fail(ESMT_ERR_FORMAT, "trainer state best_eval_loss is not a loss (a finite number "
+                   ">= 0, or null before the first evaluation): the checkpoint is damaged");
   uint64_t counts[ESMT_VOCAB_SIZE] = {0};
   if (!st) st = read_aa_counts(t, json_object_get(root, "aa_counts"), counts);
   json_t *model = json_object_get(root, "model");
@@ -140,7 +145,6 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
     t->tokens = (uint64_t)tokens;
     json_t *e = json_object_get(root, "elapsed_s");
     t->elapsed_before = json_is_number(e) ? json_number_value(e) : 0.0;
-    json_t *best = json_object_get(root, "best_eval_loss");
     t->best_eval_loss = json_is_number(best) ? json_number_value(best) : INFINITY;
     /* The scale goes on from where it was (a run saved at the floor
      * resumes there, so lowering the learning rate is what helps). */
