@@ -28,6 +28,15 @@ void cli_error(const char *what, esmt_status st);
 /* A log callback that prints "[level] message" to stderr. */
 void cli_log_stderr(void *user, esmt_log_level level, const char *message);
 
+/* Every numeric command-line value goes through these: the whole text must
+ * be a number within [min, max] (no overflow, no trailing characters, no
+ * underflow to 0). Return 1, or 0 after printing "CMD: FLAG 'TEXT': ..."
+ * with the range. */
+int cli_int_arg(const char *cmd, const char *flag, const char *text, long long min,
+                long long max, long long *out);
+int cli_double_arg(const char *cmd, const char *flag, const char *text, double min, double max,
+                   double *out);
+
 /* Format a byte count as "7.5 GiB". */
 const char *cli_bytes(uint64_t bytes, char *buf, int cap);
 

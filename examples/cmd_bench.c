@@ -76,11 +76,13 @@ int cmd_bench(int argc, char **argv) {
     if (!v) { fprintf(stderr, "bench: %s needs a value (try --help)\n", a); return 2; }
     if (!strcmp(a, "--model")) model = v;
     else if (!strcmp(a, "--backend")) backend = v;
-    else if (!strcmp(a, "--batch")) B = atoi(v);
-    else if (!strcmp(a, "--seq")) T = atoi(v);
-    else if (!strcmp(a, "--steps")) steps = atoi(v);
-    else if (!strcmp(a, "--warmup")) warmup = atoi(v);
-    else if (!strcmp(a, "--threads")) threads = atoi(v);
+    else if (!strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--steps") ||
+             !strcmp(a, "--warmup") || !strcmp(a, "--threads")) {
+      long long x = 0;
+      if (!cli_int_arg("bench", a, v, 0, 1 << 20, &x)) return 2;
+      *(!strcmp(a, "--batch") ? &B : !strcmp(a, "--seq") ? &T : !strcmp(a, "--steps") ? &steps
+        : !strcmp(a, "--warmup") ? &warmup : &threads) = (int)x;
+    }
     else if (!strcmp(a, "--precision")) precision = v;
     else { fprintf(stderr, "bench: unknown argument '%s' (try --help)\n", a); return 2; }
     i++;

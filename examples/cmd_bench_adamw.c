@@ -67,11 +67,13 @@ int cmd_bench_adamw(int argc, char **argv) {
       return 0;
     }
     if (!v) { fprintf(stderr, "bench-adamw: %s needs a value\n", a); return 2; }
-    if (!strcmp(a, "--threads")) threads = atoi(v);
-    else if (!strcmp(a, "--steps")) steps = atoi(v);
-    else if (!strcmp(a, "--layers")) layers = atoi(v);
-    else if (!strcmp(a, "--width")) width = atoi(v);
-    else { fprintf(stderr, "bench-adamw: unknown argument '%s'\n", a); return 2; }
+    long long x = 0;
+    if (!strcmp(a, "--threads") || !strcmp(a, "--steps") || !strcmp(a, "--layers") ||
+        !strcmp(a, "--width")) {
+      if (!cli_int_arg("bench-adamw", a, v, 0, 1 << 20, &x)) return 2;
+      *(!strcmp(a, "--threads") ? &threads : !strcmp(a, "--steps") ? &steps
+        : !strcmp(a, "--layers") ? &layers : &width) = (int)x;
+    } else { fprintf(stderr, "bench-adamw: unknown argument '%s'\n", a); return 2; }
     i++;
   }
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;

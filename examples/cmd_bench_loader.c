@@ -29,11 +29,13 @@ int cmd_bench_loader(int argc, char **argv) {
   int rows = 4, len = 512, batches = 2000, pack = 0;
   for (int i = 0; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--data")) data = argv[i + 1];
-    else if (!strcmp(argv[i], "--rows")) rows = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--max-len")) len = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--batches")) batches = atoi(argv[i + 1]);
-    else if (!strcmp(argv[i], "--pack")) pack = atoi(argv[i + 1]);
-    else { fprintf(stderr, "bench-loader: unknown argument '%s'\n", argv[i]); return 2; }
+    else if (!strcmp(argv[i], "--rows") || !strcmp(argv[i], "--max-len") ||
+             !strcmp(argv[i], "--batches") || !strcmp(argv[i], "--pack")) {
+      long long x = 0;
+      if (!cli_int_arg("bench-loader", argv[i], argv[i + 1], 0, 1 << 30, &x)) return 2;
+      *(!strcmp(argv[i], "--rows") ? &rows : !strcmp(argv[i], "--max-len") ? &len
+        : !strcmp(argv[i], "--batches") ? &batches : &pack) = (int)x;
+    } else { fprintf(stderr, "bench-loader: unknown argument '%s'\n", argv[i]); return 2; }
   }
   if (!data) {
     printf("usage: esmtrain-example bench-loader --data DIR [--rows 4] [--max-len 512] "

@@ -107,7 +107,7 @@ int cmd_import_hf(int argc, char **argv) {
   esmt_trainer *t = NULL;
   esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
   to.run_dir = out;
-  esmt_batch_source none = {sizeof none, NULL, no_batches, NULL, NULL, NULL};
+  esmt_batch_source none = {sizeof none, NULL, no_batches, NULL, NULL, NULL, NULL};
   char saved[4096] = "";
   int lock_fd = -1;
   /* read the input first: a bad one leaves no run directory behind */

@@ -57,7 +57,8 @@ int cmd_launch(int argc, char **argv) {
       }
       n = (int)v;
     } else if (!strcmp(argv[i], "--grace") && i + 1 < argc) {
-      grace = atof(argv[++i]);
+      if (!cli_double_arg("esmtrain-example: launch", "--grace", argv[++i], 0, 86400, &grace))
+        return 2;
     } else if (!strcmp(argv[i], "--")) {
       first = i + 1;
       break;

@@ -36,8 +36,13 @@ int cmd_plan(int argc, char **argv) {
     if (!v) { fprintf(stderr, "plan: %s needs a value (try --help)\n", a); return 2; }
     int ok = 1;
     if (!strcmp(a, "--model")) model = v;
-    else if (!strcmp(a, "--micro-batch")) r.micro_batch = atoi(v);
-    else if (!strcmp(a, "--seq")) r.seq_len = atoi(v);
+    else if (!strcmp(a, "--micro-batch") || !strcmp(a, "--seq")) {
+      long long x = 0; /* the ranges of data.micro_batch and data.max_len */
+      if (!cli_int_arg("plan", a, v, !strcmp(a, "--seq") ? 3 : 0,
+                       !strcmp(a, "--seq") ? 65536 : 1 << 20, &x))
+        return 2;
+      *(!strcmp(a, "--seq") ? &r.seq_len : &r.micro_batch) = (int)x;
+    }
     else if (!strcmp(a, "--precision"))
       ok = !strcmp(v, "fp32") ? (r.precision = ESMT_PRECISION_FP32, 1)
          : !strcmp(v, "fp16") ? (r.precision = ESMT_PRECISION_FP16, 1)

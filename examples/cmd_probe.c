@@ -22,7 +22,11 @@ int cmd_probe(int argc, char **argv) {
   for (int i = 0; i < argc; i++) {
     if (strcmp(argv[i], "--backend-path") == 0 && i + 1 < argc) opts.backend_path = argv[++i];
     else if (strcmp(argv[i], "--backend") == 0 && i + 1 < argc) opts.backend = argv[++i];
-    else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) opts.num_threads = atoi(argv[++i]);
+    else if (strcmp(argv[i], "--threads") == 0 && i + 1 < argc) {
+      long long x = 0;
+      if (!cli_int_arg("probe", "--threads", argv[++i], 0, 4096, &x)) return 2;
+      opts.num_threads = (int)x;
+    }
     else if (strcmp(argv[i], "--verbose") == 0) opts.log_level = ESMT_LOG_DEBUG;
     else if (strcmp(argv[i], "--help") == 0) {
       printf("usage: esmtrain-example probe [--backend-path DIRS] [--backend NAME] "

@@ -337,7 +337,16 @@ int cmd_train(int argc, char **argv) {
   esmt_model *model = esmt_trainer_model(tr);
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_model_get_config(model, &mc);
+  /* The preset's name only when the model has exactly its shape: custom
+   * sizes (--layers/--width/...) are "a custom model". */
   const char *model_name = cfg_str(cfg, "model.preset");
+  esmt_model_config pc = ESMT_MODEL_CONFIG_INIT;
+  if (esmt_model_config_preset(model_name, &pc) != ESMT_OK || pc.num_layers != mc.num_layers ||
+      pc.hidden_size != mc.hidden_size || pc.num_heads != mc.num_heads ||
+      (pc.ffn_size ? pc.ffn_size : 4 * pc.hidden_size) !=
+          (mc.ffn_size ? mc.ffn_size : 4 * mc.hidden_size) ||
+      pc.max_positions != mc.max_positions)
+    model_name = "a custom model";
   const int has_eval = !fast_dev && cfg_int(cfg, "train.eval_every") > 0;
   if (resume) {
     const char *spec = strcmp(resume, "latest") ? resume : out;
@@ -349,9 +358,9 @@ int cmd_train(int argc, char **argv) {
   int recompute = 0;
   esmt_model_param_count(model, &params);
   esmt_model_get_recompute(model, &recompute);
-  say(&io, 1, "training %s: %d layers, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
+  say(&io, 1, "training %s: %d layer%s, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
       "recompute %s); data %s; %lld steps from step %lld", model_name, mc.num_layers,
-      mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
+      mc.num_layers == 1 ? "" : "s", mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
       ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data,
       (long long)steps,
       (long long)esmt_trainer_step_count(tr));

@@ -73,10 +73,46 @@ static int is_checkpoints_dir(const char *dir) {
   return found;
 }
 
+/* The longest existing prefix of `path` that is not a directory ("" when
+ * every existing part is one): a run directory cannot be made there. */
+static void non_directory_prefix(const char *path, char *out, size_t cap) {
+  char p[PATH_MAX];
+  out[0] = '\0';
+  snprintf(p, sizeof p, "%s", path);
+  for (char *q = p + 1;; q++) {
+    if (*q == '/' || *q == '\0') {
+      const char c = *q;
+      *q = '\0';
+      struct stat sb;
+      if (stat(p, &sb) != 0) return; /* the rest does not exist yet */
+      if (!S_ISDIR(sb.st_mode)) {
+        snprintf(out, cap, "%s", p);
+        return;
+      }
+      *q = c;
+      if (!c) return;
+    }
+  }
+}
+
 int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int quiet) {
   char what[PATH_MAX + 256];
   FILE *err = quiet ? NULL : stderr;
 #define SAY(...) (err ? fprintf(err, __VA_ARGS__) : 0)
+  /* before any data is read or measured: a run that could not save its
+   * first checkpoint would only find out after training */
+  char file[PATH_MAX];
+  non_directory_prefix(run_dir, file, sizeof file);
+  if (file[0]) {
+    struct stat sb;
+    stat(file, &sb);
+    const char *kind = S_ISREG(sb.st_mode) ? "a regular file" : S_ISCHR(sb.st_mode) ? "a character device"
+                       : S_ISFIFO(sb.st_mode) ? "a FIFO" : S_ISSOCK(sb.st_mode) ? "a socket"
+                       : "a special file";
+    SAY("esmtrain-example: %s: %s is %s, not a directory: --out names the run's directory "
+        "(it is created, with checkpoints/ inside); choose another path\n", cmd, file, kind);
+    return 1;
+  }
   if (exists(run_dir, "manifest.json")) {
     SAY("esmtrain-example: %s: %s is a dataset (it holds manifest.json), not a run "
         "directory: choose another output directory for the run\n", cmd, run_dir);

@@ -3,6 +3,15 @@
 
 #include <stdio.h>
 
+/* Backends return esmt_status values by their backend.h names. */
+#define SAME(x) ((int)ESMTB_##x == (int)ESMT_##x)
+_Static_assert(SAME(OK) && SAME(ERR_INVALID_ARGUMENT) && SAME(ERR_OUT_OF_MEMORY) && SAME(ERR_IO) &&
+                   SAME(ERR_FORMAT) && SAME(ERR_NO_BACKEND) && SAME(ERR_BACKEND) && SAME(ERR_ABI) &&
+                   SAME(ERR_UNSUPPORTED) && SAME(ERR_CANCELLED) && SAME(ERR_NUMERIC) &&
+                   SAME(ERR_CONFIG) && SAME(ERR_STATE) && SAME(ERR_INTERNAL),
+               "backend.h status names match esmt_status");
+#undef SAME
+
 static void host_set_error(const char *fmt, ...) {
   char msg[1024];
   va_list ap;

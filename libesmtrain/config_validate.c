@@ -70,6 +70,17 @@ static esmt_status check_schedule(const esmt_config *c) {
   return ESMT_OK;
 }
 
+/* Values each key accepts on its own that leave nothing to learn. */
+static esmt_status check_meaningful(const esmt_config *c) {
+  if (!(getd(c, "data.mask_prob") > 0))
+    return esmt_fail(ESMT_ERR_CONFIG, "data.mask_prob is 0: no residue is selected for the "
+                     "masked-LM loss, so training learns nothing (ESM-2 uses 0.15)");
+  if (!(getd(c, "optimizer.lr") > 0))
+    return esmt_fail(ESMT_ERR_CONFIG, "optimizer.lr is 0: the weights would never change "
+                     "(ESM-2 used 4e-4 and lower for the larger models)");
+  return ESMT_OK;
+}
+
 static esmt_status check_hardware(const esmt_config *c) {
   const char *prec = gets(c, "backend.precision"), *backend = gets(c, "backend.name");
   if (!strcmp(prec, "bf16") && !strcmp(backend, "turing_fp16"))
@@ -94,6 +105,7 @@ esmt_status esmt_config_validate(const esmt_config *c) {
   esmt_status st = check_model(c);
   if (!st) st = check_batches(c);
   if (!st) st = check_schedule(c);
+  if (!st) st = check_meaningful(c);
   if (!st) st = check_hardware(c);
   return st;
 }

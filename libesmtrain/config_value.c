@@ -115,11 +115,15 @@ esmt_status esmt_config_normalise(const esmt_key_def *k, const char *v, const ch
     }
     case ESMT_CONFIG_DOUBLE: {
       char *end = NULL;
+      errno = 0;
       double x = strtod(v, &end);
-      if (end == v || *end || strpbrk(v, "xX") || !isfinite(x) || x < k->min || x > k->max) {
+      /* "1e-400" reads as 0 (or a subnormal) with ERANGE: not what was written */
+      const int underflow = end != v && !*end && errno == ERANGE && fabs(x) < 1.0;
+      if (end == v || *end || strpbrk(v, "xX") || underflow || !isfinite(x) || x < k->min ||
+          x > k->max) {
         bounds_text(k, 0, range, sizeof range);
-        return esmt_fail(ESMT_ERR_CONFIG, "%s%s = '%s': expected a number %s", where, k->name, v,
-                         range);
+        return esmt_fail(ESMT_ERR_CONFIG, "%s%s = '%s': expected a number %s%s", where, k->name,
+                         v, range, underflow ? " (it underflows to 0 in double precision)" : "");
       }
       format_double(x, buf, sizeof buf);
       norm = buf;

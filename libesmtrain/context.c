@@ -207,3 +207,14 @@ int esmt_context_device_index(const esmt_context *ctx) {
     return 0;
   return env.local_rank % b->probe.device_count;
 }
+
+int esmt_report_progress(const esmt_context *ctx, esmt_progress_fn fn, void *user,
+                         esmt_progress *p) {
+  if (!fn && ctx) {
+    fn = ctx->progress;
+    user = ctx->progress_user;
+  }
+  if (!fn) return 0;
+  p->struct_size = sizeof *p;
+  return fn(user, p) != 0;
+}

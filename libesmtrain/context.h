@@ -19,4 +19,10 @@ struct esmt_context {
  * (one when the launcher gives each rank its own CUDA_VISIBLE_DEVICES). */
 ESMT_HIDDEN int esmt_context_device_index(const esmt_context *ctx);
 
+/* Report *p to `fn` (an object's own callback) or, when that is NULL, to
+ * the context's esmt_context_options.progress; non-zero: the callee asked
+ * to stop. p->struct_size is set here. */
+ESMT_HIDDEN int esmt_report_progress(const esmt_context *ctx, esmt_progress_fn fn, void *user,
+                                     esmt_progress *p);
+
 #endif

@@ -58,8 +58,15 @@ static esmt_status ceiling(esmt_context *ctx, esmtb_dtype dt, int m, int n, int 
   g.a = a; g.lda = k;
   g.b = b; g.ldb = n;
   g.c = c; g.ldc = n;
-  double best = 0;
+  double best = 0, start = esmt_now_s();
   for (int r = 0; r <= repeats && !bs; r++) {
+    esmt_progress pr = {sizeof pr, "gemm", (uint64_t)r, (uint64_t)repeats + 1, "products",
+                        esmt_now_s() - start, 0};
+    if (esmt_report_progress(ctx, NULL, NULL, &pr)) {
+      bs = ESMT_ERR_CANCELLED;
+      esmt_fail(ESMT_ERR_CANCELLED, "stopped on request after %d of %d products", r, repeats + 1);
+      break;
+    }
     double t0 = esmt_now_s();
     bs = ops->gemm(dev, &g, NULL);
     if (!bs) bs = ops->stream_sync(dev, NULL);

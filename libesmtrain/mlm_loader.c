@@ -691,10 +691,16 @@ static esmt_status src_next(void *u, esmt_batch *b) { return esmt_loader_next(u,
 static esmt_status src_reset(void *u) { return esmt_loader_reset(u); }
 static esmt_status src_save(void *u, char *buf, size_t cap) { return esmt_loader_save_cursor(u, buf, cap); }
 static esmt_status src_restore(void *u, const char *j) { return esmt_loader_restore_cursor(u, j); }
+static esmt_status src_epoch(void *u, uint64_t *epoch) {
+  esmt_loader_stats s = ESMT_LOADER_STATS_INIT;
+  esmt_status st = esmt_loader_stats_get(u, &s);
+  *epoch = s.epoch; /* the epoch of the next batch handed out */
+  return st;
+}
 
 esmt_status esmt_loader_as_source(esmt_loader *L, esmt_batch_source *s) {
   ESMT_CHECK_ARG(L && s, "esmt_loader_as_source", "loader and source must not be NULL");
-  esmt_batch_source src = {sizeof src, L, src_next, src_reset, src_save, src_restore};
+  esmt_batch_source src = {sizeof src, L, src_next, src_reset, src_save, src_restore, src_epoch};
   *s = src;
   return ESMT_OK;
 }

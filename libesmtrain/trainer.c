@@ -9,16 +9,47 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "host_memory.h"
 
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
 
-static esmt_status check_source(const esmt_batch_source *s, const char *fn, const char *what) {
+/* Check a caller's source and copy it into *dst: only the struct_size
+ * bytes it has (an older caller's source ends before `epoch`; the rest is
+ * zero, i.e. absent). */
+static esmt_status copy_source(esmt_batch_source *dst, const esmt_batch_source *s, const char *fn,
+                               const char *what) {
   if (!s) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s source is NULL", fn, what);
-  esmt_status st = esmt_check_struct(fn, "esmt_batch_source", s->struct_size, sizeof *s);
+  esmt_status st = esmt_check_struct(fn, "esmt_batch_source", s->struct_size,
+                                     offsetof(esmt_batch_source, epoch));
   if (st) return st;
   if (!s->next)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s source has no next()", fn, what);
+  memset(dst, 0, sizeof *dst);
+  memcpy(dst, s, s->struct_size < sizeof *dst ? s->struct_size : sizeof *dst);
+  dst->struct_size = sizeof *dst;
+  return ESMT_OK;
+}
+
+/* total_steps 0 is the run's max_steps; with neither there is nothing to
+ * decay over, and the rate stays at its peak after warmup (said once). A
+ * warmup as long as the run never reaches the peak: said too. */
+static esmt_status resolve_schedule(esmt_model *m, esmt_schedule *s, int64_t max_steps) {
+  if (s->total_steps <= 0) s->total_steps = max_steps;
+  if (s->total_steps <= 0 && s->kind != ESMT_SCHEDULE_CONSTANT) {
+    esmt_logger_log(&m->ctx->logger, ESMT_LOG_WARN, "the learning-rate schedule decays over "
+                    "schedule.total_steps, and neither it nor max_steps is set: the rate stays "
+                    "at its peak %.3g after the warmup", s->peak_lr);
+    s->kind = ESMT_SCHEDULE_CONSTANT;
+  }
+  if (s->total_steps > 0 && s->warmup_steps >= s->total_steps) {
+    double last = 0;
+    esmt_schedule_lr(s, s->total_steps, &last);
+    esmt_logger_log(&m->ctx->logger, ESMT_LOG_WARN, "the warmup (%lld updates) is as long as "
+                    "the run (%lld): the learning rate never reaches its peak %.3g and ends at "
+                    "%.3g; lower schedule.warmup_steps", (long long)s->warmup_steps,
+                    (long long)s->total_steps, s->peak_lr, last);
+  }
   return ESMT_OK;
 }
 
@@ -29,7 +60,8 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   *out = NULL;
   ESMT_CHECK_ARG(m && opts, fn, "model and options must not be NULL");
   esmt_status st = esmt_check_struct(fn, "esmt_trainer_options", opts->struct_size, sizeof *opts);
-  if (!st) st = check_source(train, fn, "training");
+  esmt_batch_source train_src;
+  if (!st) st = copy_source(&train_src, train, fn, "training");
   if (st) return st;
   if (opts->max_steps < 0 || opts->log_every < 0 || opts->eval_every < 0 || opts->save_every < 0 ||
       opts->keep_last < 0 || opts->eval_batches < 0 || !(opts->grad_clip >= 0) ||
@@ -48,15 +80,18 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   t->config_text = dup_or_null(opts->config_text);
   t->o.run_dir = t->run_dir;
   t->o.config_text = t->config_text;
-  t->train = *train;
+  t->train = train_src;
   t->up.adamw = opts->adamw;
   t->up.schedule = opts->schedule;
-  if (t->up.schedule.total_steps <= 0 && opts->max_steps > 0)
-    t->up.schedule.total_steps = opts->max_steps;
+  if ((st = resolve_schedule(m, &t->up.schedule, opts->max_steps))) {
+    esmt_trainer_destroy(t);
+    return st;
+  }
   t->up.grad_clip = opts->grad_clip;
   t->up.nonfinite = opts->nonfinite_abort ? ESMT_NONFINITE_ABORT : ESMT_NONFINITE_SKIP;
   t->best_eval_loss = INFINITY;
   t->t_start = esmt_now_s();
+  t->last_saved_step = -1;
   if ((opts->run_dir && !t->run_dir) || (opts->config_text && !t->config_text)) {
     esmt_trainer_destroy(t);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -89,9 +124,8 @@ void esmt_trainer_destroy(esmt_trainer *t) {
 
 esmt_status esmt_trainer_set_eval_source(esmt_trainer *t, const esmt_batch_source *eval) {
   ESMT_CHECK_ARG(t, "esmt_trainer_set_eval_source", "trainer is NULL");
-  esmt_status st = check_source(eval, "esmt_trainer_set_eval_source", "evaluation");
+  esmt_status st = copy_source(&t->eval, eval, "esmt_trainer_set_eval_source", "evaluation");
   if (st) return st;
-  t->eval = *eval;
   t->has_eval = 1;
   return ESMT_OK;
 }
@@ -178,6 +212,37 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
 
 static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out);
 
+/* The micro-batch copies of one update hold 8 bytes (token and label) per
+ * position, padding included: a tokens_per_update that cannot fit in what
+ * is left of host memory is refused before any is gathered (it would grow
+ * until the kernel kills the process). A lower bound: real tokens only. */
+static esmt_status check_update_memory(esmt_trainer *t) {
+  const uint64_t per_rank = t->o.tokens_per_update / (uint64_t)esmt_dp_world(t->dp);
+  if (per_rank <= (1u << 20)) return ESMT_OK; /* a few MiB at most */
+  char what[160];
+  snprintf(what, sizeof what, "one update of tokens_per_update %llu (%llu tokens on this rank, "
+           "8 bytes each for the micro-batch copies)", (unsigned long long)t->o.tokens_per_update,
+           (unsigned long long)per_rank);
+  const uint64_t need = per_rank > UINT64_MAX / 8 ? UINT64_MAX : per_rank * 8;
+  esmt_status st = esmt_host_memory_check(need, what, "lower train.tokens_per_update (or use "
+                                          "more data-parallel ranks)");
+  return st ? esmt_fail_prefix(st, "esmt_trainer_step: ") : ESMT_OK;
+}
+
+/* A stop request while gathering: forget the micro-batches, put the source
+ * and the residue counts back where the update started, and report the
+ * stop; the last complete update is what a checkpoint now holds. */
+static esmt_status rewind_update(esmt_trainer *t, const char *cursor,
+                                 const uint64_t *counts_before, int gathered) {
+  memcpy(t->aa_counts, counts_before, sizeof t->aa_counts);
+  esmt_status st = t->train.restore_cursor(t->train.user, cursor);
+  if (st) return esmt_fail_prefix(st, "esmt_trainer_step: rewinding the data after a stop: ");
+  t->stop_requested = 1;
+  return esmt_fail(ESMT_ERR_CANCELLED, "esmt_trainer_step: stopped on request while gathering "
+                   "update %lld (%d micro-batches set aside, to be read again on resume)",
+                   (long long)(t->step + 1), gathered);
+}
+
 /* Model FLOPs of one micro-batch (esmt_model_train_flops); packed rows
  * attend within each sequence, so attention counts sum(len^2) instead of
  * T^2 per row. */
@@ -197,8 +262,10 @@ static double micro_batch_flops(const esmt_model_config *cfg, const esmt_micro_b
  * decided collectively (every rank sees the same sums). */
 esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
   esmt_status st = step_impl(t, out);
-  if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC)
+  if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC &&
+      st != ESMT_ERR_CANCELLED)
     esmt_dp_abort(t->dp, esmt_last_error());
+  if (st == ESMT_ERR_CANCELLED && !t->in_run) t->stop_requested = 0; /* consumed */
   return st;
 }
 
@@ -212,20 +279,34 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   }
   double t0 = esmt_now_s();
   esmt_dp_set_step(t->dp, t->step + 1);
+  esmt_status st = ESMT_OK;
+  if (!t->update_memory_checked) {
+    if ((st = check_update_memory(t))) return st;
+    t->update_memory_checked = 1;
+  }
+  /* Where this update starts, to go back to if a stop request arrives
+   * while its micro-batches are gathered (resume then repeats them). */
+  uint64_t counts_before[ESMT_VOCAB_SIZE];
+  memcpy(counts_before, t->aa_counts, sizeof counts_before);
+  char cursor[8192] = "";
+  const int can_rewind = t->train.save_cursor && t->train.restore_cursor &&
+                         t->train.save_cursor(t->train.user, cursor, sizeof cursor) == ESMT_OK;
   /* Gather micro-batches until the update's token budget is reached. */
   uint64_t tokens = 0;
   int n = 0;
-  esmt_status st = ESMT_OK;
   do {
     /* One micro-batch per rank per round; the budget counts the tokens of
-     * all ranks, and the data ends for all when it ends for one. */
+     * all ranks, and the data ends for all when it ends for one, as a stop
+     * request does (between micro-batches, when the source can rewind). */
     esmt_batch b = ESMT_BATCH_INIT;
     st = t->train.next(t->train.user, &b);
     const int ended = st == ESMT_ERR_STATE;
     if (st && !ended) return esmt_fail_prefix(st, "%s: reading training batch: ", fn);
     if (!ended && (st = keep_batch(t, n, &b))) return st;
-    uint64_t round[2] = {(uint64_t)ended, ended ? 0 : t->mbs[n].real_tokens};
-    if ((st = esmt_dp_sum_u64(t->dp, round, 2))) return st;
+    uint64_t round[3] = {(uint64_t)ended, ended ? 0 : t->mbs[n].real_tokens,
+                         (uint64_t)(can_rewind && t->stop_requested != 0)};
+    if ((st = esmt_dp_sum_u64(t->dp, round, 3))) return st;
+    if (round[2]) return rewind_update(t, cursor, counts_before, n + !ended);
     if (round[0]) break; /* the data ended */
     tokens += round[1];
     n++;
@@ -307,6 +388,8 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
 
 static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
                              const float *host_v);
+static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const float *host_m,
+                              const float *host_v);
 
 /* ZeRO-1: every rank's moments into host buffers (all ranks take part). */
 static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
@@ -326,9 +409,17 @@ static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
 /* Data parallel: rank 0 writes (every rank holds the same weights; under
  * ZeRO-1 the moments are gathered first) and all ranks learn whether it
  * worked. */
+static esmt_status save_all(esmt_trainer *t, char *path, size_t cap);
+
 esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
+  ESMT_CHECK_ARG(t, "esmt_trainer_save", "trainer is NULL");
+  esmt_status st = save_all(t, path, cap);
+  if (!st) t->last_saved_step = t->step;
+  return st;
+}
+
+static esmt_status save_all(esmt_trainer *t, char *path, size_t cap) {
   const char *fn = "esmt_trainer_save";
-  ESMT_CHECK_ARG(t, fn, "trainer is NULL");
   if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
   if (!t->dp) return save_here(t, path, cap, NULL, NULL);
   float *hm = NULL, *hv = NULL;
@@ -356,6 +447,20 @@ esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
 
 static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
                              const float *host_v) {
+  /* stage "save": 0 of 1 checkpoints before, 1 after (a checkpoint write is
+   * not cancelled half-way: the callback's answer is ignored here) */
+  esmt_progress pr = {sizeof pr, "save", 0, 1, "checkpoints", 0.0, (uint64_t)t->step};
+  const double start = esmt_now_s();
+  (void)esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
+  esmt_status st = save_files(t, path, cap, host_m, host_v);
+  pr.done = st == ESMT_OK;
+  pr.elapsed_s = esmt_now_s() - start;
+  (void)esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
+  return st;
+}
+
+static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const float *host_m,
+                              const float *host_v) {
   const char *fn = "esmt_trainer_save";
   char *json = NULL;
   esmt_status st = esmt_trainer_state_to_json(t, &json);
@@ -406,29 +511,37 @@ esmt_status esmt_trainer_init_from(esmt_trainer *t, const char *spec) {
 }
 
 static int progress_cancel(esmt_trainer *t) {
-  if (!t->o.progress) return 0;
-  esmt_progress p;
-  memset(&p, 0, sizeof p);
-  p.struct_size = sizeof p;
+  esmt_progress p = ESMT_PROGRESS_INIT;
   p.stage = "train";
   p.done = (uint64_t)t->step;
   p.total = t->o.max_steps > 0 ? (uint64_t)t->o.max_steps : 0;
   p.unit = "steps";
   p.elapsed_s = t->elapsed_before + (esmt_now_s() - t->t_start);
   p.items = t->tokens;
-  return t->o.progress(t->o.progress_user, &p) != 0;
+  return esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &p);
+}
+
+/* A checkpoint of the current step unless this run wrote it already (an
+ * evaluation that found a best, then save_every, then the end of the run
+ * all land on one step); its directory into dir. */
+static esmt_status save_once(esmt_trainer *t, char *dir, size_t cap) {
+  if (t->last_saved_step == t->step) {
+    if (dir) snprintf(dir, cap, "%s/checkpoints/step-%08lld", t->run_dir, (long long)t->step);
+    return ESMT_OK;
+  }
+  return esmt_trainer_save(t, dir, cap);
 }
 
 /* Evaluate, report, and keep the best checkpoint. */
 static esmt_status eval_and_report(esmt_trainer *t) {
-  esmt_eval_metrics em = {.struct_size = sizeof em};
-  esmt_status st = esmt_trainer_evaluate(t, &em);
+  esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
+  esmt_status st = esmt_trainer_evaluate_in_run(t, &em);
   if (st) return st;
   if (t->o.metrics) t->o.metrics(t->o.metrics_user, NULL, &em);
   if (t->run_dir && em.loss < t->best_eval_loss) {
     t->best_eval_loss = em.loss;
     char dir[4096];
-    if ((st = esmt_trainer_save(t, dir, sizeof dir))) return st;
+    if ((st = save_once(t, dir, sizeof dir))) return st;
     if (esmt_dp_rank(t->dp) == 0 && (st = esmt_checkpoint_mark_best(t->run_dir, dir))) return st;
   } else if (em.loss < t->best_eval_loss) {
     t->best_eval_loss = em.loss;
@@ -455,7 +568,11 @@ static esmt_status run_impl(esmt_trainer *t);
 
 esmt_status esmt_trainer_run(esmt_trainer *t) {
   ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
+  t->in_run = 1;
   esmt_status st = run_impl(t);
+  t->in_run = 0;
+  t->run_deadline = 0;
+  if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed by the run it stopped */
   if (st && t->dp && st != ESMT_ERR_NUMERIC && st != ESMT_ERR_CANCELLED)
     esmt_dp_abort(t->dp, esmt_last_error()); /* a no-op when the step already did */
   return st;
@@ -463,37 +580,47 @@ esmt_status esmt_trainer_run(esmt_trainer *t) {
 
 static esmt_status run_impl(esmt_trainer *t) {
   esmt_status st = ESMT_OK;
-  int cancelled = 0, evaluated_at = -1;
+  int cancelled = 0, evaluated_at = -1, timed_out = 0;
   double run_start = esmt_now_s();
+  t->run_deadline = t->o.max_time_s > 0 ? run_start + t->o.max_time_s : 0;
   while ((t->o.max_steps == 0 || t->step < t->o.max_steps) && !t->stop_requested) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
     if (st == ESMT_ERR_STATE && t->o.max_steps == 0) { st = ESMT_OK; break; } /* data done */
+    if (st == ESMT_ERR_CANCELLED) { st = ESMT_OK; break; } /* stopped inside an update */
     if (st && t->at_floor) return save_at_floor(t);
     if (st) return st; /* the last saved checkpoint stays the good one */
     if (t->o.metrics && t->o.log_every > 0 &&
         (t->step % t->o.log_every == 0 || t->step == t->o.max_steps))
       t->o.metrics(t->o.metrics_user, &mt, NULL);
     if (t->has_eval && t->o.eval_every > 0 && t->step % t->o.eval_every == 0) {
-      if ((st = eval_and_report(t))) return st;
+      /* an evaluation cut short by a stop or the deadline: the run ends
+       * here, with its checkpoint, as after any update */
+      st = eval_and_report(t);
+      if (st && st != ESMT_ERR_CANCELLED) return st;
       evaluated_at = (int)t->step;
+      if (st) timed_out = !t->stop_requested;
+      st = ESMT_OK;
     }
     if (t->run_dir && t->o.save_every > 0 && t->step % t->o.save_every == 0 &&
-        (st = esmt_trainer_save(t, NULL, 0)))
+        (st = save_once(t, NULL, 0)))
       return st;
     if (progress_cancel(t)) t->stop_requested = 1;
     /* every rank stops after the same update */
     uint64_t stop[2] = {t->stop_requested != 0,
-                        t->o.max_time_s > 0 && esmt_now_s() - run_start >= t->o.max_time_s};
+                        timed_out || (t->o.max_time_s > 0 &&
+                                      esmt_now_s() - run_start >= t->o.max_time_s)};
     if ((st = esmt_dp_sum_u64(t->dp, stop, 2))) return st;
     if (stop[0]) t->stop_requested = 1;
     if (stop[1]) break;
   }
   cancelled = t->stop_requested != 0;
-  if (!cancelled && t->has_eval && t->o.eval_every > 0 && evaluated_at != (int)t->step &&
-      (st = eval_and_report(t)))
-    return st;
-  if (t->run_dir && (st = esmt_trainer_save(t, NULL, 0))) return st;
+  if (!cancelled && t->has_eval && t->o.eval_every > 0 && evaluated_at != (int)t->step) {
+    st = eval_and_report(t);
+    if (st && st != ESMT_ERR_CANCELLED) return st;
+    cancelled = t->stop_requested != 0;
+  }
+  if (t->run_dir && (st = save_once(t, NULL, 0))) return st;
   if (cancelled)
     return esmt_fail(ESMT_ERR_CANCELLED, "esmt_trainer_run: stopped on request at step %lld "
                      "(checkpoint saved)", (long long)t->step);

@@ -26,7 +26,13 @@ struct esmt_trainer {
   double best_eval_loss;            /* +inf until the first evaluation */
   uint64_t aa_counts[ESMT_VOCAB_SIZE]; /* residues seen (for the frequency baseline) */
   char *resume_changes;             /* JSON array of settings changed at resumes, or NULL */
+  /* Set by esmt_trainer_request_stop (any thread, a signal handler); the
+   * run, step or evaluation it stops consumes it, so it is not permanent. */
   volatile sig_atomic_t stop_requested;
+  double run_deadline;              /* esmt_now_s() when max_time_s ends a run; 0: none */
+  int64_t last_saved_step;          /* step of the last checkpoint written; -1: none */
+  int in_run;                       /* inside esmt_trainer_run (it consumes stop requests) */
+  int update_memory_checked;        /* tokens_per_update checked against host memory */
 
   esmt_micro_batch *mbs;            /* owned copies of one update's micro-batches */
   int mb_count, mb_cap;
@@ -45,6 +51,11 @@ struct esmt_trainer {
 /* Run data parallel over `dp` (the trainer takes ownership; NULL: alone).
  * Checks the ranks agree on the weights first. */
 ESMT_HIDDEN esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp);
+
+/* Evaluation as the run does it: a stop request or the run's deadline ends
+ * it with ESMT_ERR_CANCELLED and leaves the request set (the run consumes
+ * it). esmt_trainer_evaluate is this plus consuming the request. */
+ESMT_HIDDEN esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out);
 
 /* Trainer state <-> JSON text (malloc'ed) for checkpoints. */
 ESMT_HIDDEN esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json);

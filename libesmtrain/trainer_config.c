@@ -213,7 +213,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
     if (!ovf) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn); goto fail; }
     ovf->loader = train;
     ovf->n = overfit;
-    esmt_batch_source os = {sizeof os, ovf, overfit_next, NULL, NULL, NULL};
+    esmt_batch_source os = {sizeof os, ovf, overfit_next, NULL, NULL, NULL, NULL};
     src = os;
   }
 

@@ -2,9 +2,11 @@
  * source, beside an amino-acid frequency (unigram) model on the same
  * positions, so users see what the model learned beyond composition. */
 #include <math.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "context.h"
 #include "trainer.h"
 
 /* Unigram log-probabilities from residue counts (add-one smoothing over
@@ -16,16 +18,71 @@ static void unigram_logp(const uint64_t *counts, double *logp) {
     logp[a] = (a >= 4 && a < 29) ? log(((double)counts[a] + 1.0) / total) : -INFINITY;
 }
 
+/* One pass over the evaluation source: eval_batches batches, or (0) until
+ * the source ends or its epoch moves on from where reset left it. */
+typedef struct eval_pass {
+  esmt_trainer *t;
+  int batches;                      /* used so far */
+  uint64_t epoch0;                  /* of the first batch */
+  double start;
+} eval_pass;
+
+static esmt_status pass_begin(esmt_trainer *t, eval_pass *p) {
+  memset(p, 0, sizeof *p);
+  p->t = t;
+  p->start = esmt_now_s();
+  return t->eval.reset ? t->eval.reset(t->eval.user) : ESMT_OK;
+}
+
+/* Progress for stage "eval"; non-zero: the caller asked to stop. */
+static int pass_progress(eval_pass *p) {
+  const esmt_trainer *t = p->t;
+  esmt_progress pr = ESMT_PROGRESS_INIT;
+  pr.stage = "eval";
+  pr.done = (uint64_t)p->batches;
+  pr.total = (uint64_t)t->o.eval_batches;
+  pr.unit = "batches";
+  pr.elapsed_s = esmt_now_s() - p->start;
+  return esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
+}
+
+/* The next batch into *b; *done when the pass is over. A stop request, the
+ * run's deadline or the progress callback ends it with ESMT_ERR_CANCELLED. */
+static esmt_status pass_next(eval_pass *p, esmt_batch *b, int *done) {
+  esmt_trainer *t = p->t;
+  *done = 0;
+  if (t->stop_requested || pass_progress(p)) {
+    t->stop_requested = 1;
+    return esmt_fail(ESMT_ERR_CANCELLED, "evaluation stopped on request after %d batches",
+                     p->batches);
+  }
+  if (t->run_deadline > 0 && esmt_now_s() >= t->run_deadline)
+    return esmt_fail(ESMT_ERR_CANCELLED, "evaluation stopped after %d batches: the run's "
+                     "max_time_s is over", p->batches);
+  if (t->o.eval_batches > 0 && p->batches >= t->o.eval_batches) { *done = 1; return ESMT_OK; }
+  esmt_status st = t->eval.next(t->eval.user, b);
+  if (st == ESMT_ERR_STATE) { *done = 1; return ESMT_OK; }
+  /* one pass: until a batch of another epoch than the first one's */
+  if (!st && t->o.eval_batches == 0 && t->eval.epoch) {
+    uint64_t e;
+    if ((st = t->eval.epoch(t->eval.user, &e))) return st;
+    if (p->batches == 0) p->epoch0 = e;
+    else if (e != p->epoch0) { *done = 1; return ESMT_OK; }
+  }
+  if (!st) p->batches++;
+  return st;
+}
+
 /* Residue counts of the eval source itself, for when no training batch
  * was seen yet (the baseline then knows the eval composition exactly). */
 static esmt_status count_eval_residues(esmt_trainer *t, uint64_t *counts) {
-  esmt_status st = t->eval.reset ? t->eval.reset(t->eval.user) : ESMT_OK;
-  for (int i = 0; !st && (t->o.eval_batches == 0 || i < t->o.eval_batches); i++) {
+  eval_pass p;
+  esmt_status st = pass_begin(t, &p);
+  for (int done = 0; !st;) {
     esmt_batch b = ESMT_BATCH_INIT;
-    st = t->eval.next(t->eval.user, &b);
-    if (st == ESMT_ERR_STATE) { st = ESMT_OK; break; }
+    if ((st = pass_next(&p, &b, &done)) || done) break;
     size_t n = (size_t)b.batch * b.seq_len;
-    for (size_t k = 0; !st && k < n; k++) {
+    for (size_t k = 0; k < n; k++) {
       int32_t id = b.labels && b.labels[k] >= 0 ? b.labels[k] : b.tokens[k];
       if (id >= 4 && id < 29) counts[id]++;
     }
@@ -33,7 +90,41 @@ static esmt_status count_eval_residues(esmt_trainer *t, uint64_t *counts) {
   return st;
 }
 
-esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
+/* Forward the pass's batches, adding this rank's sums and counts. */
+static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2],
+                              uint64_t totals[2]) {
+  const int V = ESMT_VOCAB_SIZE;
+  eval_pass p;
+  esmt_status st = pass_begin(t, &p);
+  for (int done = 0; !st;) {
+    esmt_batch b = ESMT_BATCH_INIT;
+    if ((st = pass_next(&p, &b, &done)) || done) break;
+    size_t n = (size_t)b.batch * b.seq_len;
+    if (n * V > t->eval_logits_cap) {
+      float *buf = realloc(t->eval_logits, n * V * sizeof *buf);
+      if (!buf) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory for evaluation logits");
+      t->eval_logits = buf;
+      t->eval_logits_cap = n * V;
+    }
+    b.loss_normalizer = 0;
+    esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+    if ((st = esmt_model_forward(t->m, &b, &r, t->eval_logits))) return st;
+    sums[0] += r.loss_sum;
+    totals[0] += r.selected;
+    for (size_t k = 0; b.labels && k < n; k++) {
+      int32_t y = b.labels[k];
+      if (y < 0) continue;
+      const float *z = t->eval_logits + k * V;
+      int best = 0;
+      for (int v = 1; v < V; v++) if (z[v] > z[best]) best = v;
+      totals[1] += best == y;
+      sums[1] -= (y >= 4 && y < 29) ? logp[y] : log(1e-9);
+    }
+  }
+  return st;
+}
+
+esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out) {
   const char *fn = "esmt_trainer_evaluate";
   ESMT_CHECK_ARG(t && out, fn, "trainer and metrics must not be NULL");
   esmt_status st = esmt_check_struct(fn, "esmt_eval_metrics", out->struct_size, sizeof *out);
@@ -44,59 +135,46 @@ esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
   uint64_t seen = 0;
   for (int a = 0; a < ESMT_VOCAB_SIZE; a++) seen += counts[a];
   if ((st = esmt_dp_sum_u64(t->dp, &seen, 1))) return st;
-  if (!seen && (st = count_eval_residues(t, counts))) return esmt_fail_prefix(st, "%s: ", fn);
+  /* (a cancelled count leaves the request set: the pass below ends at once
+   * on every rank that saw it, and the flag is combined after it) */
+  if (!seen && (st = count_eval_residues(t, counts)) && st != ESMT_ERR_CANCELLED)
+    return esmt_fail_prefix(st, "%s: ", fn);
   /* data parallel: the residues every rank saw, and each rank evaluates
    * its share of the validation batches; the sums are combined below */
   if ((st = esmt_dp_sum_u64(t->dp, counts, ESMT_VOCAB_SIZE))) return st;
   double logp[ESMT_VOCAB_SIZE];
   unigram_logp(counts, logp);
 
-  if (t->eval.reset && (st = t->eval.reset(t->eval.user))) return esmt_fail_prefix(st, "%s: ", fn);
-  double loss_sum = 0, uni_sum = 0;
-  uint64_t selected = 0, correct = 0;
-  const int V = ESMT_VOCAB_SIZE;
-  for (int i = 0; t->o.eval_batches == 0 || i < t->o.eval_batches; i++) {
-    esmt_batch b = ESMT_BATCH_INIT;
-    st = t->eval.next(t->eval.user, &b);
-    if (st == ESMT_ERR_STATE) { st = ESMT_OK; break; }
-    if (st) return esmt_fail_prefix(st, "%s: reading evaluation batch: ", fn);
-    size_t n = (size_t)b.batch * b.seq_len;
-    if (n * V > t->eval_logits_cap) {
-      float *buf = realloc(t->eval_logits, n * V * sizeof *buf);
-      if (!buf) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-      t->eval_logits = buf;
-      t->eval_logits_cap = n * V;
-    }
-    b.loss_normalizer = 0;
-    esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
-    if ((st = esmt_model_forward(t->m, &b, &r, t->eval_logits))) return st;
-    loss_sum += r.loss_sum;
-    selected += r.selected;
-    for (size_t k = 0; b.labels && k < n; k++) {
-      int32_t y = b.labels[k];
-      if (y < 0) continue;
-      const float *z = t->eval_logits + k * V;
-      int best = 0;
-      for (int v = 1; v < V; v++) if (z[v] > z[best]) best = v;
-      correct += best == y;
-      uni_sum -= (y >= 4 && y < 29) ? logp[y] : log(1e-9);
-    }
+  double sums[2] = {0, 0};
+  uint64_t totals[3] = {0, 0, 0}; /* selected, correct, ranks cancelled */
+  char why[512] = "";
+  st = eval_local(t, logp, sums, totals);
+  if (st == ESMT_ERR_CANCELLED) {
+    snprintf(why, sizeof why, "%s", esmt_last_error());
+    totals[2] = 1;
+  } else if (st) {
+    return esmt_fail_prefix(st, "%s: ", fn);
   }
-  double sums[2] = {loss_sum, uni_sum};
-  uint64_t totals[2] = {selected, correct};
-  if ((st = esmt_dp_sum_f64(t->dp, sums, 2)) || (st = esmt_dp_sum_u64(t->dp, totals, 2)))
+  /* every rank reaches the sums, stopped or not, so that none waits alone */
+  if ((st = esmt_dp_sum_f64(t->dp, sums, 2)) || (st = esmt_dp_sum_u64(t->dp, totals, 3)))
     return st;
-  loss_sum = sums[0];
-  uni_sum = sums[1];
-  selected = totals[0];
-  correct = totals[1];
+  if (totals[2])
+    return esmt_fail(ESMT_ERR_CANCELLED, "%s: %s", fn,
+                     why[0] ? why : "evaluation stopped on request on another rank");
+  const uint64_t selected = totals[0], correct = totals[1];
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->step = t->step;
   out->selected = selected;
-  out->loss = selected ? loss_sum / (double)selected : 0.0;
+  out->loss = selected ? sums[0] / (double)selected : 0.0;
   out->perplexity = exp(out->loss);
   out->accuracy = selected ? (double)correct / (double)selected : 0.0;
-  out->unigram_perplexity = selected ? exp(uni_sum / (double)selected) : 0.0;
+  out->unigram_perplexity = selected ? exp(sums[1] / (double)selected) : 0.0;
   return ESMT_OK;
+}
+
+esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
+  esmt_status st = esmt_trainer_evaluate_in_run(t, out);
+  if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed */
+  return st;
 }

@@ -43,6 +43,6 @@ static esmt_status src_restore(void *user, const char *json) {
 }
 
 esmt_batch_source mem_source_as_source(mem_source *m) {
-  esmt_batch_source s = {sizeof s, m, src_next, src_reset, src_save, src_restore};
+  esmt_batch_source s = {sizeof s, m, src_next, src_reset, src_save, src_restore, NULL};
   return s;
 }

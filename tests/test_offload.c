@@ -275,6 +275,7 @@ static void test_nonfinite_seen_on_host(void **state) {
     esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
     esmt_schedule sc = ESMT_SCHEDULE_INIT;
     sc.warmup_steps = 1;
+    sc.total_steps = 500000;
     p.adamw = ac;
     p.schedule = sc;
     p.loss_scale = 1.0;

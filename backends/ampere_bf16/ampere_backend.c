@@ -5,7 +5,7 @@
 
 static int ampere_score(const esmtb_probe *p, const esmtb_job *job) {
   (void)p; (void)job;
-  return 100;
+  return ESMTB_SCORE_AMPERE;
 }
 
 static const cuda_backend_desc k_desc = {

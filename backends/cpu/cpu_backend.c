@@ -58,11 +58,11 @@ static void cpu_model_name(char *out, size_t cap) {
 
 static esmtb_status cpu_probe(const esmtb_job *job, esmtb_probe *out) {
   (void)job;
-  if (!out) return cpu_fail(1, "cpu probe: out is NULL");
+  if (!out) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu probe: out is NULL");
   memset(out, 0, sizeof *out);
   out->struct_size = sizeof *out;
   out->available = 1;
-  out->score = 10;
+  out->score = ESMTB_SCORE_CPU;
   out->device_count = 1;
   esmtb_device_desc *d = &out->devices[0];
   cpu_model_name(d->name, sizeof d->name);
@@ -82,12 +82,12 @@ static esmtb_status cpu_probe(const esmtb_job *job, esmtb_probe *out) {
 }
 
 static esmtb_status cpu_open(const esmtb_open_options *opts, esmtb_device **out) {
-  if (!out) return cpu_fail(1, "cpu open: out is NULL");
+  if (!out) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu open: out is NULL");
   *out = NULL;
   esmtb_status st = cpu_blas_load();
   if (st) return st;
   esmtb_device *dev = calloc(1, sizeof *dev);
-  if (!dev) return cpu_fail(2, "cpu open: out of memory");
+  if (!dev) return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu open: out of memory");
   long cores = sysconf(_SC_NPROCESSORS_ONLN);
   dev->num_threads = (opts && opts->num_threads > 0) ? opts->num_threads : (int)(cores > 0 ? cores : 1);
   dev->memory_limit = opts ? opts->device_memory_limit : 0;
@@ -116,18 +116,18 @@ static esmtb_status cpu_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64
 #define HDR 64
 
 static esmtb_status cpu_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out) {
-  if (!dev || !out) return cpu_fail(1, "cpu alloc: NULL argument");
+  if (!dev || !out) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu alloc: NULL argument");
   *out = NULL;
   /* As on CUDA, only device memory counts against the limit (pinned host
    * buffers are the offload's, which the planner counts apart). */
   const int counted = kind == ESMTB_MEM_DEVICE;
   if (counted && dev->memory_limit && dev->allocated + bytes > dev->memory_limit)
-    return cpu_fail(2, "cpu alloc: %zu bytes would exceed the memory limit (%llu of %llu in use)",
+    return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu alloc: %zu bytes would exceed the memory limit (%llu of %llu in use)",
                     bytes, (unsigned long long)dev->allocated,
                     (unsigned long long)dev->memory_limit);
   size_t total = ((bytes + HDR + 63) / 64) * 64;
   unsigned char *p = aligned_alloc(64, total);
-  if (!p) return cpu_fail(2, "cpu alloc: out of host memory allocating %zu bytes", bytes);
+  if (!p) return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu alloc: out of host memory allocating %zu bytes", bytes);
   memcpy(p, &bytes, sizeof bytes);
   if (counted) dev->allocated += bytes;
   *out = p + HDR;
@@ -165,7 +165,7 @@ struct esmtb_event { int unused; };
 static esmtb_status cpu_stream_create(esmtb_device *dev, esmtb_stream **out) {
   (void)dev;
   *out = calloc(1, sizeof **out);
-  return *out ? 0 : cpu_fail(2, "cpu stream_create: out of memory");
+  return *out ? 0 : cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu stream_create: out of memory");
 }
 static void cpu_stream_destroy(esmtb_device *dev, esmtb_stream *s) { (void)dev; free(s); }
 static esmtb_status cpu_stream_sync(esmtb_device *dev, esmtb_stream *s) {
@@ -175,7 +175,7 @@ static esmtb_status cpu_stream_sync(esmtb_device *dev, esmtb_stream *s) {
 static esmtb_status cpu_event_create(esmtb_device *dev, esmtb_event **out) {
   (void)dev;
   *out = calloc(1, sizeof **out);
-  return *out ? 0 : cpu_fail(2, "cpu event_create: out of memory");
+  return *out ? 0 : cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu event_create: out of memory");
 }
 static void cpu_event_destroy(esmtb_device *dev, esmtb_event *e) { (void)dev; free(e); }
 static esmtb_status cpu_event_record(esmtb_device *dev, esmtb_event *e, esmtb_stream *s) {
@@ -242,5 +242,5 @@ ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {
 /* Always runnable, and the lowest priority: any usable GPU wins. */
 ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job) {
   (void)job;
-  return 10;
+  return ESMTB_SCORE_CPU;
 }

@@ -40,11 +40,11 @@ esmtb_status cpu_blas_load(void) {
    * pthread build's own pool would contend with it for the same cores. */
   void *h = dlopen(ESMT_OPENBLAS_OPENMP, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
-  if (!h) return cpu_fail(6, "cpu backend: cannot load OpenBLAS (libopenblas.so.0): %s", dlerror());
+  if (!h) return cpu_fail(ESMTB_ERR_BACKEND, "cpu backend: cannot load OpenBLAS (libopenblas.so.0): %s", dlerror());
   cpu_sgemm = (cpu_sgemm_fn)(uintptr_t)dlsym(h, "cblas_sgemm");
   p_set_threads = (void (*)(int))(uintptr_t)dlsym(h, "openblas_set_num_threads");
   p_corename = (char *(*)(void))(uintptr_t)dlsym(h, "openblas_get_corename");
-  if (!cpu_sgemm) return cpu_fail(6, "cpu backend: libopenblas.so.0 has no cblas_sgemm");
+  if (!cpu_sgemm) return cpu_fail(ESMTB_ERR_BACKEND, "cpu backend: libopenblas.so.0 has no cblas_sgemm");
   int (*parallel)(void) = (int (*)(void))(uintptr_t)dlsym(h, "openblas_get_parallel");
   snprintf(g_core, sizeof g_core, "%s (%s threads)", p_corename ? p_corename() : "unknown",
            parallel && parallel() == 2 ? "OpenMP" : "own");

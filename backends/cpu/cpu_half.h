@@ -24,7 +24,7 @@ static inline size_t cpu_dtype_size(esmtb_dtype dt) { return dt == ESMTB_F32 ? 4
 #define CPU_REQUIRE_ACT(dt, op)                                                       \
   do {                                                                                \
     if (!cpu_act_dtype(dt))                                                           \
-      return cpu_fail(8, "cpu backend: %s supports dtypes f32, f16 and bf16, not %d", op, \
+      return cpu_fail(ESMTB_ERR_UNSUPPORTED, "cpu backend: %s supports dtypes f32, f16 and bf16, not %d", op, \
                       (int)(dt));                                                     \
   } while (0)
 

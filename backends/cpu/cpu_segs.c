@@ -4,14 +4,14 @@
 #include <stdlib.h>
 
 esmtb_status cpu_segs_check(const esmtb_segments *s, int B, int T, const char *op) {
-  if (!s->start || !s->len) return cpu_fail(1, "cpu %s: %d segments but NULL start/len", op, s->nseg);
+  if (!s->start || !s->len) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: %d segments but NULL start/len", op, s->nseg);
   const long N = (long)B * T;
-  if (s->nseg > N) return cpu_fail(1, "cpu %s: %d segments for %ld tokens", op, s->nseg, N);
+  if (s->nseg > N) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: %d segments for %ld tokens", op, s->nseg, N);
   long end = 0; /* first token after the previous segment */
   for (int i = 0; i < s->nseg; i++) {
     const long st = s->start[i], len = s->len[i];
     if (len < 1 || len > s->max_len || st < end || st + len > N || st / T != (st + len - 1) / T)
-      return cpu_fail(1, "cpu %s: segment %d (start %ld, len %ld) must have 1 <= len <= max_len "
+      return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: segment %d (start %ld, len %ld) must have 1 <= len <= max_len "
                       "(%d), follow segment %d and lie inside one row of %d tokens",
                       op, i, st, len, s->max_len, i - 1, T);
     end = st + len;

@@ -14,10 +14,10 @@
 esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s) {
   (void)s;
   if (!a || !a->params || !a->grads || !a->m || !a->v || (a->n_segments && !a->segments))
-    return cpu_fail(1, "cpu adamw: NULL argument");
-  if (a->step < 1) return cpu_fail(1, "cpu adamw: step must be >= 1");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu adamw: NULL argument");
+  if (a->step < 1) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu adamw: step must be >= 1");
   if (a->params_lowp && !cpu_act_dtype(a->lowp_dtype))
-    return cpu_fail(8, "cpu adamw: lowp_dtype %d is not f32, f16 or bf16", (int)a->lowp_dtype);
+    return cpu_fail(ESMTB_ERR_UNSUPPORTED, "cpu adamw: lowp_dtype %d is not f32, f16 or bf16", (int)a->lowp_dtype);
   const float b1 = a->beta1, b2 = a->beta2, eps = a->eps, lr = a->lr, gs = a->grad_scale;
   const float bc1 = (float)(1.0 - pow((double)b1, (double)a->step));
   const float bc2 = (float)(1.0 - pow((double)b2, (double)a->step));

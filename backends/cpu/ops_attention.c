@@ -12,16 +12,16 @@
 static int check(const esmtb_attention_args *a, int backward, const char *op) {
   const int packed = a->segs.nseg > 0;
   if (!a->qkv || (!packed && !a->seq_len) || !a->rope_cos || !a->rope_sin || !a->out || !a->lse)
-    return cpu_fail(1, "cpu %s: NULL argument", op);
-  if (backward && (!a->dout || !a->dqkv)) return cpu_fail(1, "cpu %s: NULL gradient", op);
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: NULL argument", op);
+  if (backward && (!a->dout || !a->dqkv)) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: NULL gradient", op);
   CPU_REQUIRE_ACT(a->dtype, op);
   if (a->B <= 0 || a->T <= 0 || a->H <= 0 || a->hd <= 0 || a->hd % 2)
-    return cpu_fail(1, "cpu %s: bad shape B=%d T=%d H=%d hd=%d (hd even)", op, a->B, a->T, a->H,
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: bad shape B=%d T=%d H=%d hd=%d (hd even)", op, a->B, a->T, a->H,
                     a->hd);
   if (packed) return cpu_segs_check(&a->segs, a->B, a->T, op);
   for (int b = 0; b < a->B; b++)
     if (a->seq_len[b] < 1 || a->seq_len[b] > a->T)
-      return cpu_fail(1, "cpu %s: seq_len[%d] = %d outside [1, %d]", op, b, a->seq_len[b], a->T);
+      return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: seq_len[%d] = %d outside [1, %d]", op, b, a->seq_len[b], a->T);
   return 0;
 }
 
@@ -48,7 +48,7 @@ static void zero_gaps(const esmtb_attention_args *a, int backward) {
 /* Every (sequence, head) pair is one task; each thread owns its scratch. */
 static esmtb_status run_heads(esmtb_device *dev, const esmtb_attention_args *user, int backward) {
   const char *op = backward ? "attention_backward" : "attention_forward";
-  if (!user) return cpu_fail(1, "cpu %s: NULL argument", op);
+  if (!user) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: NULL argument", op);
   esmtb_attention_args args;
   cpu_args_copy(&args, sizeof args, user, user->struct_size);
   const esmtb_attention_args *a = &args;
@@ -75,7 +75,7 @@ static esmtb_status run_heads(esmtb_device *dev, const esmtb_attention_args *use
     }
     free(scratch);
   }
-  if (failed) return cpu_fail(2, "cpu %s: out of memory for scratch", op);
+  if (failed) return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu %s: out of memory for scratch", op);
   if (a->segs.nseg > 0) zero_gaps(a, backward);
   return 0;
 }

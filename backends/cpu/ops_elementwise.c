@@ -38,7 +38,7 @@ static void add_range(const esmtb_add_args *a, size_t b, size_t e) {
 
 esmtb_status cpu_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s) {
   (void)s;
-  if (!a || (a->n && (!a->a || !a->b || !a->y))) return cpu_fail(1, "cpu add: NULL argument");
+  if (!a || (a->n && (!a->a || !a->b || !a->y))) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu add: NULL argument");
   CPU_REQUIRE_ACT(a->dtype, "add");
   CHUNKED(dev, a->n, add_range(a, b_, e_));
   return 0;
@@ -60,7 +60,7 @@ esmtb_status cpu_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_args
                                esmtb_stream *s) {
   (void)s;
   if (!a || (a->n && (!a->pre || !a->dout || !a->dpre)))
-    return cpu_fail(1, "cpu gelu_backward: NULL argument");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu gelu_backward: NULL argument");
   CPU_REQUIRE_ACT(a->dtype, "gelu_backward");
   CHUNKED(dev, a->n, gelu_backward_range(a, b_, e_));
   return 0;
@@ -83,9 +83,9 @@ CPU_FORCE_INLINE void bias_grad_cols(esmtb_dtype dt, const esmtb_bias_grad_args 
 
 esmtb_status cpu_bias_grad(esmtb_device *dev, const esmtb_bias_grad_args *a, esmtb_stream *s) {
   (void)s;
-  if (!a || !a->dy || !a->db) return cpu_fail(1, "cpu bias_grad: NULL argument");
+  if (!a || !a->dy || !a->db) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu bias_grad: NULL argument");
   CPU_REQUIRE_ACT(a->dtype, "bias_grad");
-  if (a->rows < 0 || a->cols <= 0) return cpu_fail(1, "cpu bias_grad: bad shape");
+  if (a->rows < 0 || a->cols <= 0) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu bias_grad: bad shape");
   const esmtb_dtype dt = a->dtype;
   const int cols = a->cols, block = 64;
   const int nblocks = (cols + block - 1) / block;
@@ -99,7 +99,7 @@ esmtb_status cpu_bias_grad(esmtb_device *dev, const esmtb_bias_grad_args *a, esm
 
 esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s) {
   (void)s;
-  if (!a || (a->n && !a->x)) return cpu_fail(1, "cpu scale: NULL argument");
+  if (!a || (a->n && !a->x)) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu scale: NULL argument");
   float *x = a->x;
   const float f = a->factor;
   const long n = (long)a->n;
@@ -110,10 +110,10 @@ esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_strea
 
 esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s) {
   (void)s;
-  if (!a || !a->out || (a->n && !a->x)) return cpu_fail(1, "cpu sumsq: NULL argument");
+  if (!a || !a->out || (a->n && !a->x)) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu sumsq: NULL argument");
   const int parts = dev->num_threads;
   double *partial = calloc((size_t)parts, sizeof *partial);
-  if (!partial) return cpu_fail(2, "cpu sumsq: out of memory");
+  if (!partial) return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu sumsq: out of memory");
   const float *x = a->x;
   const cpu_isa_elementwise *k = cpu_isa()->elementwise;
   /* Fixed chunks per part, each summed in a fixed order, then the parts in
@@ -154,9 +154,9 @@ static void convert_range(const esmtb_convert_args *a, size_t b, size_t e) {
 
 esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s) {
   (void)s;
-  if (!a || (a->n && (!a->src || !a->dst))) return cpu_fail(1, "cpu convert: NULL argument");
+  if (!a || (a->n && (!a->src || !a->dst))) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu convert: NULL argument");
   if (!cpu_act_dtype(a->src_dtype) || !cpu_act_dtype(a->dst_dtype))
-    return cpu_fail(8, "cpu convert: only f32, f16 and bf16 are supported");
+    return cpu_fail(ESMTB_ERR_UNSUPPORTED, "cpu convert: only f32, f16 and bf16 are supported");
   CHUNKED(dev, a->n, convert_range(a, b_, e_));
   return 0;
 }

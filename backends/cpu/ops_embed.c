@@ -32,18 +32,18 @@ static esmtb_status prepare(const esmtb_embed_args *user, int backward, esmtb_em
                             int32_t **owner) {
   const char *op = backward ? "embed_backward" : "embed_forward";
   *owner = NULL;
-  if (!user) return cpu_fail(1, "cpu %s: bad arguments", op);
+  if (!user) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: bad arguments", op);
   cpu_args_copy(a, sizeof *a, user, user->struct_size);
   if (!valid(a) || (backward ? !a->dout || !a->dE : !a->out))
-    return cpu_fail(1, "cpu %s: bad arguments", op);
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: bad arguments", op);
   CPU_REQUIRE_ACT(a->dtype, op);
   const int bad = first_negative(a);
-  if (bad >= 0) return cpu_fail(1, "cpu %s: token %d is %d", op, bad, a->tokens[bad]);
+  if (bad >= 0) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu %s: token %d is %d", op, bad, a->tokens[bad]);
   if (a->segs.nseg <= 0) return 0;
   esmtb_status rc = cpu_segs_check(&a->segs, a->B, a->T, op);
   if (rc) return rc;
   if (!(*owner = cpu_segs_owner(&a->segs, a->B, a->T)))
-    return cpu_fail(2, "cpu %s: out of memory", op);
+    return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu %s: out of memory", op);
   return 0;
 }
 
@@ -85,7 +85,7 @@ esmtb_status cpu_embed_forward(esmtb_device *dev, const esmtb_embed_args *user, 
   float *scratch = dt == ESMTB_F32 ? NULL : cpu_scratch_alloc(dev->num_threads, per);
   if (dt != ESMTB_F32 && !scratch) {
     free(owner);
-    return cpu_fail(2, "cpu embed_forward: out of memory");
+    return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu embed_forward: out of memory");
   }
 #pragma omp parallel num_threads(dev->num_threads)
   {

@@ -16,21 +16,21 @@ static int c_is_f32(const esmtb_gemm_args *a) {
 }
 
 static esmtb_status check(const esmtb_gemm_args *a) {
-  if (!a || !a->a || !a->b || !a->c) return cpu_fail(1, "cpu gemm: NULL argument");
+  if (!a || !a->a || !a->b || !a->c) return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu gemm: NULL argument");
   CPU_REQUIRE_ACT(a->dtype, "gemm");
   if (a->m <= 0 || a->n <= 0 || a->k <= 0)
-    return cpu_fail(1, "cpu gemm: sizes m=%d n=%d k=%d must be positive", a->m, a->n, a->k);
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu gemm: sizes m=%d n=%d k=%d must be positive", a->m, a->n, a->k);
   if (a->lda < (a->trans_a ? a->m : a->k) || a->ldb < (a->trans_b ? a->k : a->n) || a->ldc < a->n)
-    return cpu_fail(1,
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT,
                     "cpu gemm: leading dimensions lda=%d ldb=%d ldc=%d too small for "
                     "m=%d n=%d k=%d",
                     a->lda, a->ldb, a->ldc, a->m, a->n, a->k);
   if (a->bias && a->beta != 0.0f)
-    return cpu_fail(1, "cpu gemm: a bias needs beta == 0");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu gemm: a bias needs beta == 0");
   if (a->epilogue != ESMTB_EPI_NONE && a->epilogue != ESMTB_EPI_GELU)
-    return cpu_fail(1, "cpu gemm: unknown epilogue %d", (int)a->epilogue);
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu gemm: unknown epilogue %d", (int)a->epilogue);
   if (c_is_f32(a) && (a->bias || a->epilogue != ESMTB_EPI_NONE))
-    return cpu_fail(1, "cpu gemm: c_f32 (fp32 C) allows no bias and no epilogue");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu gemm: c_f32 (fp32 C) allows no bias and no epilogue");
   return 0;
 }
 
@@ -89,7 +89,7 @@ esmtb_status cpu_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream 
     C = a->beta != 0.0f && !a->bias ? widen(dev, a->c, dt, m, n, a->ldc)
                                     : malloc((size_t)m * (size_t)n * sizeof *C);
   if (!A || !B || (a->bias && !bias) || (!c32 && !C)) {
-    st = cpu_fail(2, "cpu gemm: out of memory for fp32 copies of %s operands",
+    st = cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu gemm: out of memory for fp32 copies of %s operands",
                   dt == ESMTB_F16 ? "f16" : "bf16");
   } else if (c32) {
     sgemm_epilogue(dev, a, A, ac, B, bc, a->c, a->ldc, NULL);

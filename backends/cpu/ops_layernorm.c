@@ -13,13 +13,13 @@ esmtb_status cpu_layernorm_forward(esmtb_device *dev, const esmtb_layernorm_args
                                    esmtb_stream *s) {
   (void)s;
   if (!a || !a->x || !a->w || !a->b || !a->out || !a->mean || !a->rstd || a->N < 0 || a->d <= 0)
-    return cpu_fail(1, "cpu layernorm_forward: bad arguments");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu layernorm_forward: bad arguments");
   CPU_REQUIRE_ACT(a->dtype, "layernorm_forward");
   const int N = a->N, d = a->d;
   const esmtb_dtype dt = a->dtype;
   const size_t per = 2 * (size_t)d; /* a row of x and one of out */
   float *scratch = dt == ESMTB_F32 ? NULL : cpu_scratch_alloc(dev->num_threads, per);
-  if (dt != ESMTB_F32 && !scratch) return cpu_fail(2, "cpu layernorm_forward: out of memory");
+  if (dt != ESMTB_F32 && !scratch) return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu layernorm_forward: out of memory");
   const cpu_isa_elementwise *k = cpu_isa()->elementwise;
 #pragma omp parallel num_threads(dev->num_threads)
   {
@@ -46,7 +46,7 @@ esmtb_status cpu_layernorm_backward(esmtb_device *dev, const esmtb_layernorm_arg
   (void)s;
   if (!a || !a->x || !a->w || !a->dout || !a->dx || !a->dw || !a->db || !a->mean || !a->rstd ||
       a->N < 0 || a->d <= 0)
-    return cpu_fail(1, "cpu layernorm_backward: bad arguments");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu layernorm_backward: bad arguments");
   CPU_REQUIRE_ACT(a->dtype, "layernorm_backward");
   const int N = a->N, d = a->d, nt = dev->num_threads;
   const esmtb_dtype dt = a->dtype;
@@ -56,7 +56,7 @@ esmtb_status cpu_layernorm_backward(esmtb_device *dev, const esmtb_layernorm_arg
   if (!partial || (dt != ESMTB_F32 && !scratch)) {
     free(partial);
     free(scratch);
-    return cpu_fail(2, "cpu layernorm_backward: out of memory");
+    return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu layernorm_backward: out of memory");
   }
   const cpu_isa_elementwise *k = cpu_isa()->elementwise;
 #pragma omp parallel num_threads(nt)

@@ -11,7 +11,7 @@
 esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s) {
   (void)s;
   if (!a || !a->logits || !a->labels || !a->loss_sum || a->N < 0 || a->V <= 0)
-    return cpu_fail(1, "cpu xent: bad arguments");
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu xent: bad arguments");
   CPU_REQUIRE_ACT(a->dtype, "xent");
   const int N = a->N, V = a->V, nt = dev->num_threads;
   const esmtb_dtype dt = a->dtype;
@@ -21,7 +21,7 @@ esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream 
   if (!partial || (dt != ESMTB_F32 && !scratch)) {
     free(partial);
     free(scratch);
-    return cpu_fail(2, "cpu xent: out of memory");
+    return cpu_fail(ESMTB_ERR_OUT_OF_MEMORY, "cpu xent: out of memory");
   }
   int bad_label = -1;
 #pragma omp parallel num_threads(nt)
@@ -66,7 +66,7 @@ esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream 
   free(partial);
   free(scratch);
   if (bad_label >= 0)
-    return cpu_fail(1, "cpu xent: row %d has label %d outside [0, %d)", bad_label,
+    return cpu_fail(ESMTB_ERR_INVALID_ARGUMENT, "cpu xent: row %d has label %d outside [0, %d)", bad_label,
                     a->labels[bad_label], V);
   *a->loss_sum += (float)total;
   return 0;

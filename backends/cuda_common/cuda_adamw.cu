@@ -48,16 +48,16 @@ static void CUDART_CB free_host_table(void *p) { free(p); }
 esmtb_status cuda_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
   if (!a || !a->params || !a->grads || !a->m || !a->v || (a->n_segments && !a->segments))
-    return cuda_fail(1, "adamw: NULL argument");
-  if (a->n_segments < 0) return cuda_fail(1, "adamw: n_segments %d is negative", a->n_segments);
-  if (a->step < 1) return cuda_fail(1, "adamw: step must be >= 1 (got %lld)", (long long)a->step);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "adamw: NULL argument");
+  if (a->n_segments < 0) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "adamw: n_segments %d is negative", a->n_segments);
+  if (a->step < 1) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "adamw: step must be >= 1 (got %lld)", (long long)a->step);
   if (a->params_lowp && !cuda_dtype_ok(a->lowp_dtype))
-    return cuda_fail(8, "adamw: lowp_dtype %d is not supported (f32, f16, bf16)",
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "adamw: lowp_dtype %d is not supported (f32, f16, bf16)",
                      (int)a->lowp_dtype);
   if (!a->n_segments) return 0;
   const int n = a->n_segments;
   adamw_seg *host = (adamw_seg *)malloc((size_t)n * sizeof *host);
-  if (!host) return cuda_fail(2, "adamw: out of host memory");
+  if (!host) return cuda_fail(ESMTB_ERR_OUT_OF_MEMORY, "adamw: out of host memory");
   unsigned long long blocks = 0;
   for (int i = 0; i < n; i++) {
     host[i].offset = a->segments[i].offset;
@@ -72,7 +72,7 @@ esmtb_status cuda_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stre
   }
   if (blocks > 0x7fffffffull) {
     free(host);
-    return cuda_fail(1, "adamw: %llu blocks exceed the grid limit", blocks);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "adamw: %llu blocks exceed the grid limit", blocks);
   }
   cudaStream_t st = cuda_stream_of(s);
   adamw_seg *table = NULL;
@@ -89,7 +89,7 @@ esmtb_status cuda_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stre
     cudaGetLastError();
     free(host);
     cudaFreeAsync(table, st);
-    return rc ? rc : cuda_fail(6, "adamw: cudaLaunchHostFunc failed");
+    return rc ? rc : cuda_fail(ESMTB_ERR_BACKEND, "adamw: cudaLaunchHostFunc failed");
   }
   const float b1 = a->beta1, b2 = a->beta2;
   const float bc1 = (float)(1.0 - pow((double)b1, (double)a->step));

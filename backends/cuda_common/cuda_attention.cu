@@ -158,7 +158,7 @@ esmtb_status check_segments(const esmtb_attention_args *a, const esmtb_segments 
                             const char *op, cudaStream_t st) {
   const size_t n = (size_t)sg->nseg;
   int32_t *h = (int32_t *)malloc(2 * n * sizeof(int32_t));
-  if (!h) return cuda_fail(2, "%s: out of host memory", op);
+  if (!h) return cuda_fail(ESMTB_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   esmtb_status rc = cuda_check(cudaMemcpyAsync(h, sg->start, n * sizeof(int32_t),
                                                cudaMemcpyDeviceToHost, st), op);
   if (!rc) rc = cuda_check(cudaMemcpyAsync(h + n, sg->len, n * sizeof(int32_t),
@@ -169,7 +169,7 @@ esmtb_status check_segments(const esmtb_attention_args *a, const esmtb_segments 
     const long long s0 = h[i], L = h[n + i];
     if (s0 < end || L < 1 || L > sg->max_len || s0 / a->T != (s0 + L - 1) / a->T ||
         s0 + L > (long long)a->B * a->T)
-      rc = cuda_fail(1, "%s: segment %zu (start %lld, len %lld) is not ascending, disjoint, "
+      rc = cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: segment %zu (start %lld, len %lld) is not ascending, disjoint, "
                         "inside one row of %d and at most max_len %d", op, i, s0, L, a->T,
                      sg->max_len);
     end = s0 + L;
@@ -185,24 +185,24 @@ bool aligned8(const void *ptr) { return ((uintptr_t)ptr & 7u) == 0; }
 esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int backward,
                         cudaStream_t st) {
   const char *op = backward ? "attention_backward" : "attention_forward";
-  if (!dev || !a) return cuda_fail(1, "%s: NULL argument", op);
+  if (!dev || !a) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   const esmtb_segments *sg = segments_of(a);
   if (!a->qkv || (!sg && !a->seq_len) || !a->rope_cos || !a->rope_sin || !a->out || !a->lse)
-    return cuda_fail(1, "%s: NULL argument", op);
-  if (backward && (!a->dout || !a->dqkv)) return cuda_fail(1, "%s: NULL gradient", op);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
+  if (backward && (!a->dout || !a->dqkv)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL gradient", op);
   if (a->dtype != ESMTB_F32 && a->dtype != ESMTB_F16 && a->dtype != ESMTB_BF16)
-    return cuda_fail(8, "%s: dtype %d unsupported (f32, f16, bf16)", op, (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "%s: dtype %d unsupported (f32, f16, bf16)", op, (int)a->dtype);
   if (a->hd != 16 && a->hd != 24 && a->hd != 32 && a->hd != 64 && a->hd != 128)
-    return cuda_fail(8, "%s: head dim %d unsupported (16, 24, 32, 64, 128)", op, a->hd);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "%s: head dim %d unsupported (16, 24, 32, 64, 128)", op, a->hd);
   if (a->B <= 0 || a->T <= 0 || a->H <= 0 || a->B > 65535 || a->H > 65535 ||
       (long long)a->T * a->H * a->hd * 3 > INT32_MAX)
-    return cuda_fail(1, "%s: bad shape B=%d T=%d H=%d hd=%d", op, a->B, a->T, a->H, a->hd);
-  if (!isfinite(a->scale)) return cuda_fail(1, "%s: scale is not finite", op);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: bad shape B=%d T=%d H=%d hd=%d", op, a->B, a->T, a->H, a->hd);
+  if (!isfinite(a->scale)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: scale is not finite", op);
   if (!aligned8(a->qkv) || !aligned8(a->out) || (backward && (!aligned8(a->dout) ||
                                                               !aligned8(a->dqkv))))
-    return cuda_fail(1, "%s: qkv/out/dout/dqkv must be 8-byte aligned", op);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: qkv/out/dout/dqkv must be 8-byte aligned", op);
   if (((uintptr_t)a->rope_cos & 15u) || ((uintptr_t)a->rope_sin & 15u))
-    return cuda_fail(1, "%s: rope_cos/rope_sin must be 16-byte aligned", op);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: rope_cos/rope_sin must be 16-byte aligned", op);
   esmtb_status rc = cuda_check(cudaSetDevice(dev->ordinal), op);
   if (rc) return rc;
   if (a->dtype == ESMTB_BF16) {
@@ -210,24 +210,24 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
     rc = cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                                            dev->ordinal), op);
     if (rc) return rc;
-    if (major < 8) return cuda_fail(8, "%s: bf16 needs compute capability 8.0+", op);
+    if (major < 8) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "%s: bf16 needs compute capability 8.0+", op);
   }
   if (sg && (sg->nseg > a->B * a->T || sg->max_len < 1 || sg->max_len > a->T || !sg->start ||
              !sg->len || sg->nseg > 65535))
-    return cuda_fail(1, "%s: bad segments (nseg=%d max_len=%d, B*T=%d, at most 65535)", op,
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: bad segments (nseg=%d max_len=%d, B*T=%d, at most 65535)", op,
                      sg->nseg, sg->max_len, a->B * a->T);
   const char *check = getenv("ESMT_CUDA_ATTN_CHECK");
   if (!(check && check[0] == '1')) return 0;
   if (sg) return check_segments(a, sg, op, st);
   int32_t small[64];
   int32_t *h = a->B <= 64 ? small : (int32_t *)malloc((size_t)a->B * sizeof(int32_t));
-  if (!h) return cuda_fail(2, "%s: out of host memory", op);
+  if (!h) return cuda_fail(ESMTB_ERR_OUT_OF_MEMORY, "%s: out of host memory", op);
   rc = cuda_check(cudaMemcpyAsync(h, a->seq_len, (size_t)a->B * sizeof(int32_t),
                                   cudaMemcpyDeviceToHost, st), op);
   if (!rc) rc = cuda_check(cudaStreamSynchronize(st), op);
   for (int b = 0; !rc && b < a->B; b++)
     if (h[b] < 1 || h[b] > a->T)
-      rc = cuda_fail(1, "%s: seq_len[%d] = %d outside [1, %d]", op, b, h[b], a->T);
+      rc = cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: seq_len[%d] = %d outside [1, %d]", op, b, h[b], a->T);
   if (h != small) free(h);
   return rc;
 }

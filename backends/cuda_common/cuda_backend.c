@@ -26,7 +26,7 @@ const esmtb_ops *cuda_backend_init(const cuda_backend_desc *desc, const esmtb_ho
 
 esmtb_status cuda_backend_probe(const cuda_backend_desc *desc, const esmtb_job *job,
                                 esmtb_probe *out) {
-  if (!out) return cuda_fail(1, "%s probe: out is NULL", desc->name);
+  if (!out) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s probe: out is NULL", desc->name);
   int usable = cuda_probe_devices(out, desc->min_cc_major, desc->min_cc_minor, desc->name);
   const char *missing = NULL;
   if (usable < desc->min_devices) {

@@ -61,7 +61,7 @@ esmtb_status cuda_colsum(esmtb_dtype dt, int rows, int cols, const void *dy, con
                          cudaStream_t st, const char *op) {
   if (rows <= 0 || cols <= 0) return 0;
   const int nchunks = (rows + ROW_TILE - 1) / ROW_TILE;
-  if (nchunks > 65535) return cuda_fail(1, "%s: %d rows is more than this kernel handles", op, rows);
+  if (nchunks > 65535) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: %d rows is more than this kernel handles", op, rows);
   const bool ln = x != NULL;
   float *partial = NULL;
   esmtb_status rc = cuda_scratch((void **)&partial,

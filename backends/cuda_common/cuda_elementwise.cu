@@ -66,7 +66,7 @@ static unsigned grid_for(size_t n) {
 
 esmtb_status cuda_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
-  if (!a || (!a->x && a->n)) return cuda_fail(1, "scale: NULL argument");
+  if (!a || (!a->x && a->n)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "scale: NULL argument");
   if (!a->n) return 0;
   ESMT_LAUNCH(grid_for(a->n), 256, 0, cuda_stream_of(s), scale_kernel)(a->x, a->n, a->factor);
   return cuda_check(cudaGetLastError(), "scale");
@@ -74,7 +74,7 @@ esmtb_status cuda_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stre
 
 esmtb_status cuda_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
-  if (!a || !a->out || (!a->x && a->n)) return cuda_fail(1, "sumsq: NULL argument");
+  if (!a || !a->out || (!a->x && a->n)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "sumsq: NULL argument");
   float *partial = NULL;
   cudaStream_t st = cuda_stream_of(s);
   esmtb_status rc = cuda_scratch((void **)&partial, SUMSQ_BLOCKS * sizeof(float), st, "sumsq");
@@ -96,9 +96,9 @@ static void launch_convert_from(const S *src, void *dst, esmtb_dtype dt, size_t 
 
 esmtb_status cuda_convert(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
-  if (!a || (a->n && (!a->src || !a->dst))) return cuda_fail(1, "convert: NULL argument");
+  if (!a || (a->n && (!a->src || !a->dst))) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "convert: NULL argument");
   int ok_src = a->src_dtype <= ESMTB_BF16, ok_dst = a->dst_dtype <= ESMTB_BF16;
-  if (!ok_src || !ok_dst) return cuda_fail(8, "convert: only f32/f16/bf16 are supported");
+  if (!ok_src || !ok_dst) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "convert: only f32/f16/bf16 are supported");
   if (!a->n) return 0;
   cudaStream_t st = cuda_stream_of(s);
   switch (a->src_dtype) {

@@ -127,7 +127,7 @@ static emb_layout layout_of(const esmtb_embed_args *a) {
 
 static esmtb_status check_layout(const esmtb_embed_args *a, const emb_layout &g, const char *op) {
   if (g.nseg && (!g.start || !g.len || g.nseg > a->B * a->T))
-    return cuda_fail(1, "%s: bad segments (nseg=%d for B*T=%d, arrays %s)", op, g.nseg,
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: bad segments (nseg=%d for B*T=%d, arrays %s)", op, g.nseg,
                      a->B * a->T, g.start && g.len ? "set" : "NULL");
   return 0;
 }
@@ -135,9 +135,9 @@ static esmtb_status check_layout(const esmtb_embed_args *a, const emb_layout &g,
 esmtb_status cuda_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
   if (!valid(a) || !a->out)
-    return cuda_fail(1, "embed_forward: bad arguments (NULL pointer or B, T, d not positive)");
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "embed_forward: bad arguments (NULL pointer or B, T, d not positive)");
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "embed_forward: dtype %d is not supported", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "embed_forward: dtype %d is not supported", (int)a->dtype);
   const emb_layout g = layout_of(a);
   esmtb_status rc = check_layout(a, g, "embed_forward");
   if (rc) return rc;
@@ -156,9 +156,9 @@ esmtb_status cuda_embed_forward(esmtb_device *dev, const esmtb_embed_args *a, es
 esmtb_status cuda_embed_backward(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
   if (!valid(a) || !a->dout || !a->dE)
-    return cuda_fail(1, "embed_backward: bad arguments (NULL pointer or B, T, d not positive)");
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "embed_backward: bad arguments (NULL pointer or B, T, d not positive)");
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "embed_backward: dtype %d is not supported", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "embed_backward: dtype %d is not supported", (int)a->dtype);
   const emb_layout g = layout_of(a);
   esmtb_status rc = check_layout(a, g, "embed_backward");
   if (rc) return rc;

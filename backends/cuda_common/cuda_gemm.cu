@@ -47,7 +47,7 @@ struct cuda_gemm_state {
 };
 
 static esmtb_status lt_fail(cublasStatus_t s, const char *what) {
-  return cuda_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? 2 : 6, "gemm: %s: %s (%s)", what,
+  return cuda_fail(s == CUBLAS_STATUS_ALLOC_FAILED ? ESMTB_ERR_OUT_OF_MEMORY : ESMTB_ERR_BACKEND, "gemm: %s: %s (%s)", what,
                    cublasLtGetStatusString(s), cublasLtGetStatusName(s));
 }
 #define LT_TRY(call, what)                                  \
@@ -88,7 +88,7 @@ static esmtb_status gemm_state(esmtb_device *dev, cuda_gemm_state **out) {
   esmtb_status st = cuda_check(cudaSetDevice(dev->ordinal), "gemm: cudaSetDevice");
   if (st) return st;
   cuda_gemm_state *g = (cuda_gemm_state *)calloc(1, sizeof *g);
-  if (!g) return cuda_fail(2, "gemm: out of host memory");
+  if (!g) return cuda_fail(ESMTB_ERR_OUT_OF_MEMORY, "gemm: out of host memory");
   cublasStatus_t s = cublasLtCreate(&g->lt);
   if (s != CUBLAS_STATUS_SUCCESS) {
     free(g);
@@ -169,7 +169,7 @@ static esmtb_status plan_build(cuda_gemm_state *g, const plan_key *k, const void
   if (s != CUBLAS_STATUS_SUCCESS && s != CUBLAS_STATUS_NOT_SUPPORTED)
     return lt_fail(s, "cublasLtMatmulAlgoGetHeuristic");
   if (s == CUBLAS_STATUS_NOT_SUPPORTED || found < 1)
-    return cuda_fail(8,
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED,
                      "gemm: cuBLASLt has no algorithm for dtype %d m=%d n=%d k=%d trans_a=%d "
                      "trans_b=%d lda=%d ldb=%d ldc=%d%s",
                      k->dtype, k->m, k->n, k->k, k->ta, k->tb, k->lda, k->ldb, k->ldc,
@@ -227,20 +227,20 @@ static int c_f32_of(const esmtb_gemm_args *a) {
 }
 
 static esmtb_status check_args(const esmtb_gemm_args *a) {
-  if (!a || !a->a || !a->b || !a->c) return cuda_fail(1, "gemm: NULL argument (a, b or c)");
+  if (!a || !a->a || !a->b || !a->c) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: NULL argument (a, b or c)");
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "gemm: dtype %d is not supported (f32, f16, bf16)", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "gemm: dtype %d is not supported (f32, f16, bf16)", (int)a->dtype);
   if (a->m <= 0 || a->n <= 0 || a->k <= 0)
-    return cuda_fail(1, "gemm: sizes m=%d n=%d k=%d must be positive", a->m, a->n, a->k);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: sizes m=%d n=%d k=%d must be positive", a->m, a->n, a->k);
   if (a->lda < (a->trans_a ? a->m : a->k) || a->ldb < (a->trans_b ? a->k : a->n) || a->ldc < a->n)
-    return cuda_fail(1, "gemm: leading dimensions lda=%d ldb=%d ldc=%d too small for m=%d n=%d "
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: leading dimensions lda=%d ldb=%d ldc=%d too small for m=%d n=%d "
                      "k=%d trans_a=%d trans_b=%d", a->lda, a->ldb, a->ldc, a->m, a->n, a->k,
                      a->trans_a, a->trans_b);
-  if (a->bias && a->beta != 0.0f) return cuda_fail(1, "gemm: a bias needs beta == 0");
+  if (a->bias && a->beta != 0.0f) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: a bias needs beta == 0");
   if (a->epilogue != ESMTB_EPI_NONE && a->epilogue != ESMTB_EPI_GELU)
-    return cuda_fail(1, "gemm: unknown epilogue %d", (int)a->epilogue);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: unknown epilogue %d", (int)a->epilogue);
   if (c_f32_of(a) && (a->bias || a->epilogue != ESMTB_EPI_NONE))
-    return cuda_fail(1, "gemm: c_f32 (an fp32 gradient output) takes no bias or epilogue");
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: c_f32 (an fp32 gradient output) takes no bias or epilogue");
   return 0;
 }
 
@@ -248,7 +248,7 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   cuda_use_device(dev);
   esmtb_status st = check_args(a);
   if (st) return st;
-  if (!dev) return cuda_fail(1, "gemm: device is NULL");
+  if (!dev) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gemm: device is NULL");
   const int gelu = a->epilogue == ESMTB_EPI_GELU;
   // The bias goes into cuBLASLt's epilogue when 16-byte aligned (an
   // offset into a parameter buffer may not be); otherwise our kernel adds

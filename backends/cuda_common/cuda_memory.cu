@@ -28,7 +28,7 @@ esmtb_status cuda_budget_check(const esmtb_device *dev, size_t bytes, const char
     pool = cuda_pool_reserved(dev->ordinal);
   }
   if (dev->allocated + pool + bytes <= dev->memory_limit) return 0;
-  return cuda_fail(2,
+  return cuda_fail(ESMTB_ERR_OUT_OF_MEMORY,
                    "%s: %zu bytes would exceed device_memory_limit (%llu of %llu in use: %llu "
                    "allocated, %llu in stream-ordered scratch); lower the micro-batch, turn on "
                    "offload.recompute or raise the limit",
@@ -38,18 +38,18 @@ esmtb_status cuda_budget_check(const esmtb_device *dev, size_t bytes, const char
 }
 
 static esmtb_status c_open(const esmtb_open_options *opts, esmtb_device **out) {
-  if (!out) return cuda_fail(1, "open: out is NULL");
+  if (!out) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "open: out is NULL");
   *out = NULL;
   int ordinal = opts ? opts->device_index : 0;
   int count = 0;
   esmtb_status st = cuda_check(cudaGetDeviceCount(&count), "open: cudaGetDeviceCount");
   if (st) return st;
   if (ordinal < 0 || ordinal >= count)
-    return cuda_fail(1, "open: device %d does not exist (%d CUDA devices)", ordinal, count);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "open: device %d does not exist (%d CUDA devices)", ordinal, count);
   st = cuda_check(cudaSetDevice(ordinal), "open: cudaSetDevice");
   if (st) return st;
   esmtb_device *dev = (esmtb_device *)calloc(1, sizeof *dev);
-  if (!dev) return cuda_fail(2, "open: out of host memory");
+  if (!dev) return cuda_fail(ESMTB_ERR_OUT_OF_MEMORY, "open: out of host memory");
   dev->ordinal = ordinal;
   dev->num_threads = opts ? opts->num_threads : 0;
   dev->memory_limit = opts ? opts->device_memory_limit : 0;
@@ -96,7 +96,7 @@ static esmtb_status c_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64_t
 #define PREFIX 256
 
 static esmtb_status c_alloc(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out) {
-  if (!dev || !out) return cuda_fail(1, "alloc: NULL argument");
+  if (!dev || !out) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "alloc: NULL argument");
   *out = NULL;
   cudaSetDevice(dev->ordinal);
   if (kind == ESMTB_MEM_PINNED_HOST)

@@ -57,10 +57,10 @@ esmtb_status cuda_layernorm_forward(esmtb_device *dev, const esmtb_layernorm_arg
                                     esmtb_stream *s) {
   cuda_use_device(dev);
   if (!a || !a->x || !a->w || !a->b || !a->out || !a->mean || !a->rstd || a->N < 0 || a->d <= 0)
-    return cuda_fail(1, "layernorm_forward: bad arguments (NULL pointer or N=%d d=%d)",
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "layernorm_forward: bad arguments (NULL pointer or N=%d d=%d)",
                      a ? a->N : 0, a ? a->d : 0);
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "layernorm_forward: dtype %d is not supported", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "layernorm_forward: dtype %d is not supported", (int)a->dtype);
   if (!a->N) return 0;
   cudaStream_t st = cuda_stream_of(s);
   const dim3 block(32, ROWS_PER_BLOCK);
@@ -77,10 +77,10 @@ esmtb_status cuda_layernorm_backward(esmtb_device *dev, const esmtb_layernorm_ar
   cuda_use_device(dev);
   if (!a || !a->x || !a->w || !a->dout || !a->dx || !a->dw || !a->db || !a->mean || !a->rstd ||
       a->N < 0 || a->d <= 0)
-    return cuda_fail(1, "layernorm_backward: bad arguments (NULL pointer or N=%d d=%d)",
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "layernorm_backward: bad arguments (NULL pointer or N=%d d=%d)",
                      a ? a->N : 0, a ? a->d : 0);
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "layernorm_backward: dtype %d is not supported", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "layernorm_backward: dtype %d is not supported", (int)a->dtype);
   if (!a->N) return 0;
   cudaStream_t st = cuda_stream_of(s);
   esmtb_status rc = cuda_colsum(a->dtype, a->N, a->d, a->dout, a->x, a->mean, a->rstd, a->dw,

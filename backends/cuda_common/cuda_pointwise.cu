@@ -19,8 +19,8 @@ __global__ void gelu_backward_kernel(const T *pre, const T *dout, T *dpre, size_
 
 esmtb_status cuda_add(esmtb_device *dev, const esmtb_add_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
-  if (!a || (a->n && (!a->a || !a->b || !a->y))) return cuda_fail(1, "add: NULL argument");
-  if (!cuda_dtype_ok(a->dtype)) return cuda_fail(8, "add: dtype %d is not supported", (int)a->dtype);
+  if (!a || (a->n && (!a->a || !a->b || !a->y))) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "add: NULL argument");
+  if (!cuda_dtype_ok(a->dtype)) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "add: dtype %d is not supported", (int)a->dtype);
   if (!a->n) return 0;
   cudaStream_t st = cuda_stream_of(s);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
@@ -33,9 +33,9 @@ esmtb_status cuda_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_arg
                                 esmtb_stream *s) {
   cuda_use_device(dev);
   if (!a || (a->n && (!a->pre || !a->dout || !a->dpre)))
-    return cuda_fail(1, "gelu_backward: NULL argument");
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "gelu_backward: NULL argument");
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "gelu_backward: dtype %d is not supported", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "gelu_backward: dtype %d is not supported", (int)a->dtype);
   if (!a->n) return 0;
   cudaStream_t st = cuda_stream_of(s);
   CUDA_DISPATCH_DTYPE(a->dtype, T,
@@ -46,11 +46,11 @@ esmtb_status cuda_gelu_backward(esmtb_device *dev, const esmtb_gelu_backward_arg
 
 esmtb_status cuda_bias_grad(esmtb_device *dev, const esmtb_bias_grad_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
-  if (!a || !a->dy || !a->db) return cuda_fail(1, "bias_grad: NULL argument");
+  if (!a || !a->dy || !a->db) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "bias_grad: NULL argument");
   if (!cuda_dtype_ok(a->dtype))
-    return cuda_fail(8, "bias_grad: dtype %d is not supported", (int)a->dtype);
+    return cuda_fail(ESMTB_ERR_UNSUPPORTED, "bias_grad: dtype %d is not supported", (int)a->dtype);
   if (a->rows < 0 || a->cols <= 0)
-    return cuda_fail(1, "bias_grad: bad shape rows=%d cols=%d", a->rows, a->cols);
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "bias_grad: bad shape rows=%d cols=%d", a->rows, a->cols);
   return cuda_colsum(a->dtype, a->rows, a->cols, a->dy, NULL, NULL, NULL, a->db, NULL,
                      cuda_stream_of(s), "bias_grad");
 }

@@ -23,7 +23,7 @@ esmtb_status cuda_fail(esmtb_status status, const char *fmt, ...) {
 esmtb_status cuda_check(cudaError_t err, const char *what) {
   if (err == cudaSuccess) return 0;
   cudaGetLastError();  // clear the sticky non-fatal error
-  int status = (err == cudaErrorMemoryAllocation) ? 2 : 6;
+  int status = (err == cudaErrorMemoryAllocation) ? ESMTB_ERR_OUT_OF_MEMORY : ESMTB_ERR_BACKEND;
   return cuda_fail(status, "%s: %s (%s)", what, cudaGetErrorString(err), cudaGetErrorName(err));
 }
 

@@ -55,9 +55,9 @@ __global__ void xent_sum(const float *row_loss, int N, float *loss_sum) {
 esmtb_status cuda_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s) {
   cuda_use_device(dev);
   if (!a || !a->logits || !a->labels || !a->loss_sum || a->N < 0 || a->V <= 0)
-    return cuda_fail(1, "xent: bad arguments (NULL pointer or N=%d V=%d)", a ? a->N : 0,
+    return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "xent: bad arguments (NULL pointer or N=%d V=%d)", a ? a->N : 0,
                      a ? a->V : 0);
-  if (!cuda_dtype_ok(a->dtype)) return cuda_fail(8, "xent: dtype %d is not supported", (int)a->dtype);
+  if (!cuda_dtype_ok(a->dtype)) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "xent: dtype %d is not supported", (int)a->dtype);
   if (!a->N) return 0;
   cudaStream_t st = cuda_stream_of(s);
   float *row_loss = NULL;

@@ -15,7 +15,7 @@
  * so ampere_bf16 / turing_fp16 win there. */
 static int nccl_score(const esmtb_probe *p, const esmtb_job *job) {
   (void)job;
-  return p->device_count >= 2 ? 200 : 1;
+  return p->device_count >= 2 ? ESMTB_SCORE_NCCL_DP_MULTI_GPU : ESMTB_SCORE_NCCL_DP_ONE_GPU;
 }
 
 static void fill_ops(esmtb_ops *ops) {

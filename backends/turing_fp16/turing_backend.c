@@ -4,13 +4,13 @@
  * any op still missing. */
 #include "cuda_common.h"
 
-/* Preferred on Turing; on sm_80+ ampere_bf16 (score 100) wins. */
+/* Preferred on Turing; on sm_80+ ampere_bf16 (ESMTB_SCORE_AMPERE) wins. */
 static int turing_score(const esmtb_probe *p, const esmtb_job *job) {
   (void)job;
   int best_major = 0;
   for (int i = 0; i < p->device_count; i++)
     if (p->devices[i].cc_major > best_major) best_major = p->devices[i].cc_major;
-  return best_major >= 8 ? 40 : 60;
+  return best_major >= 8 ? ESMTB_SCORE_TURING_ON_SM80 : ESMTB_SCORE_TURING;
 }
 
 static const cuda_backend_desc k_desc = {

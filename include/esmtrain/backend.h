@@ -53,8 +53,38 @@ extern "C" {
 #  define ESMTB_EXPORT
 #endif
 
-/* Status codes are the public esmt_status values (0 = OK). */
+/* Status codes are the public esmt_status values (0 = OK); a backend
+ * returns them by these names (the core checks they match esmt_status). */
 typedef int esmtb_status;
+
+enum {
+  ESMTB_OK = 0,
+  ESMTB_ERR_INVALID_ARGUMENT = 1, /* a bad op argument: a bug in the caller */
+  ESMTB_ERR_OUT_OF_MEMORY = 2,    /* device or pinned memory exhausted */
+  ESMTB_ERR_IO = 3,
+  ESMTB_ERR_FORMAT = 4,
+  ESMTB_ERR_NO_BACKEND = 5,
+  ESMTB_ERR_BACKEND = 6,          /* the device/driver/library failed */
+  ESMTB_ERR_ABI = 7,
+  ESMTB_ERR_UNSUPPORTED = 8,      /* a valid request this backend cannot do */
+  ESMTB_ERR_CANCELLED = 9,
+  ESMTB_ERR_NUMERIC = 10,
+  ESMTB_ERR_CONFIG = 11,
+  ESMTB_ERR_STATE = 12,
+  ESMTB_ERR_INTERNAL = 13
+};
+
+/* Probe scores of the backends esmtrain ships: the highest score among
+ * the available backends wins, 0 means "cannot run here". One table so
+ * that a third-party backend can choose its place (docs/ABI.md). */
+enum {
+  ESMTB_SCORE_NCCL_DP_ONE_GPU = 1,      /* nccl_dp with one GPU: only when forced by name */
+  ESMTB_SCORE_CPU = 10,                 /* cpu.so: always runnable, lowest priority */
+  ESMTB_SCORE_TURING_ON_SM80 = 40,      /* turing_fp16 where ampere_bf16 can run */
+  ESMTB_SCORE_TURING = 60,              /* turing_fp16 on sm_75 */
+  ESMTB_SCORE_AMPERE = 100,             /* ampere_bf16 on sm_80+ */
+  ESMTB_SCORE_NCCL_DP_MULTI_GPU = 200   /* nccl_dp with two or more GPUs */
+};
 
 typedef enum esmtb_dtype {
   ESMTB_F32 = 0,

@@ -119,6 +119,8 @@ typedef struct esmt_progress {
   uint64_t items;       /* secondary count (e.g. sequences during ingest), or 0 */
 } esmt_progress;
 
+#define ESMT_PROGRESS_INIT { .struct_size = sizeof(esmt_progress) }
+
 /* Return non-zero to cancel: the operation stops at the next safe point and
  * returns ESMT_ERR_CANCELLED, leaving existing files intact. */
 typedef int (*esmt_progress_fn)(void *user, const esmt_progress *progress);
@@ -169,7 +171,11 @@ typedef struct esmt_context_options {
   esmt_log_fn log;            /* NULL: the process-wide sink */
   void *log_user;
   esmt_log_level log_level;   /* minimum level delivered to `log` */
-  esmt_progress_fn progress;  /* may be NULL */
+  /* Progress of long operations of this context's objects that have no
+   * callback of their own: a trainer's stages "train", "eval" and "save"
+   * (when esmt_trainer_options.progress is NULL) and the GEMM ceiling
+   * measurement ("gemm", cancellable). May be NULL. */
+  esmt_progress_fn progress;
   void *progress_user;
   /* Describes the job so backends can score themselves (0 = unknown). */
   uint64_t job_param_count;
@@ -218,6 +224,8 @@ typedef struct esmt_device_info {
   uint64_t free_bytes;
 } esmt_device_info;
 
+#define ESMT_DEVICE_INFO_INIT { .struct_size = sizeof(esmt_device_info) }
+
 #define ESMT_MAX_DEVICES 16
 
 /* What the registry found: one entry per backend file examined. */
@@ -235,6 +243,8 @@ typedef struct esmt_backend_info {
   esmt_device_info devices[ESMT_MAX_DEVICES];
   char note[256];             /* what the probe says of itself (kernels, threads) */
 } esmt_backend_info;
+
+#define ESMT_BACKEND_INFO_INIT { .struct_size = sizeof(esmt_backend_info) }
 
 /* Number of backend files the context examined (loaded or not). */
 ESMT_API esmt_status esmt_context_backend_count(const esmt_context *ctx, int *count);
@@ -345,6 +355,8 @@ typedef struct esmt_tensor_info {
   uint64_t numel;
   uint64_t offset;          /* element offset in the flat fp32 buffers */
 } esmt_tensor_info;
+
+#define ESMT_TENSOR_INFO_INIT { .struct_size = sizeof(esmt_tensor_info) }
 
 /* Number of named tensors (HF names; lm_head.decoder.weight is the tied
  * embedding and is not listed separately). */
@@ -569,13 +581,14 @@ typedef struct esmt_schedule {
   esmt_schedule_kind kind;
   double peak_lr;             /* 4e-4 */
   int64_t warmup_steps;       /* 2000; lr = peak * step / warmup while step < warmup */
-  int64_t total_steps;        /* the run's length in updates (decay shapes need it) */
+  int64_t total_steps;        /* the run's length in updates (decay shapes need it);
+                               * 0: the trainer's max_steps */
   double final_lr_fraction;   /* 0.1 */
   double decay_end_fraction;  /* 0.9 (ESM-2 only) */
 } esmt_schedule;
 
 #define ESMT_SCHEDULE_INIT \
-  { sizeof(esmt_schedule), ESMT_SCHEDULE_ESM2, 4e-4, 2000, 500000, 0.1, 0.9 }
+  { sizeof(esmt_schedule), ESMT_SCHEDULE_ESM2, 4e-4, 2000, 0, 0.1, 0.9 }
 
 /* Learning rate of update `step` (1-based). */
 ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t step, double *lr);
@@ -597,7 +610,17 @@ typedef struct esmt_batch_source {
   /* Position as a JSON value written into buf (for checkpoints), and back. */
   esmt_status (*save_cursor)(void *user, char *buf, size_t cap);
   esmt_status (*restore_cursor)(void *user, const char *json);
+  /* Appended (a caller whose struct_size ends before it has none): the
+   * epoch (0-based) of the batch `next` returned last. With it an
+   * evaluation over "the whole source" (eval_batches = 0) is one pass even
+   * over an endless source (a loader with epochs = 0): it ends at the
+   * first batch of another epoch, which it does not use. Without it the
+   * source must end (ESMT_ERR_STATE). May be NULL; the loader's source
+   * has it. */
+  esmt_status (*epoch)(void *user, uint64_t *epoch);
 } esmt_batch_source;
+
+#define ESMT_BATCH_SOURCE_INIT { .struct_size = sizeof(esmt_batch_source) }
 
 typedef struct esmt_train_metrics {
   uint32_t struct_size;
@@ -617,6 +640,8 @@ typedef struct esmt_train_metrics {
   double padding_fraction;
 } esmt_train_metrics;
 
+#define ESMT_TRAIN_METRICS_INIT { .struct_size = sizeof(esmt_train_metrics) }
+
 typedef struct esmt_eval_metrics {
   uint32_t struct_size;
   int64_t step;
@@ -626,6 +651,8 @@ typedef struct esmt_eval_metrics {
   double unigram_perplexity;  /* an amino-acid frequency model on the same positions */
   uint64_t selected;
 } esmt_eval_metrics;
+
+#define ESMT_EVAL_METRICS_INIT { .struct_size = sizeof(esmt_eval_metrics) }
 
 /* Called after each logged update (eval == NULL) and each evaluation. */
 typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
@@ -670,7 +697,10 @@ typedef struct esmt_trainer_options {
   const char *config_text;    /* recorded in checkpoints (e.g. the resolved YAML) */
   esmt_metrics_fn metrics;
   void *metrics_user;
-  esmt_progress_fn progress;  /* "train" stage; non-zero return stops cleanly */
+  /* Stages "train" (after each update), "eval" (each batch) and "save"
+   * (before and after each checkpoint); a non-zero return from train or
+   * eval stops cleanly. NULL: the context's progress callback. */
+  esmt_progress_fn progress;
   void *progress_user;
   esmt_loss_scale_config loss_scale; /* off by default; the config turns it on for fp16 */
 } esmt_trainer_options;
@@ -828,6 +858,8 @@ typedef struct esmt_loader_stats {
   uint64_t real_tokens, padded_tokens; /* totals so far */
   double padding_fraction;    /* 1 - real / padded */
 } esmt_loader_stats;
+
+#define ESMT_LOADER_STATS_INIT { .struct_size = sizeof(esmt_loader_stats) }
 
 ESMT_API esmt_status esmt_loader_create(const esmt_loader_options *opts, esmt_loader **out);
 ESMT_API void esmt_loader_destroy(esmt_loader *loader);

@@ -76,7 +76,7 @@ static esmt_status run(const char *name) {
     b.batch = 1; b.seq_len = 8; b.tokens = tok; b.labels = lab;
     esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
     esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
-    esmt_batch_source src = {sizeof src, NULL, empty_next, NULL, NULL, NULL};
+    esmt_batch_source src = {sizeof src, NULL, empty_next, NULL, NULL, NULL, NULL};
     esmt_trainer *t = NULL;
     if (!strcmp(name, "token-out-of-range")) {
       st = esmt_model_forward(m, &b, &fr, NULL);

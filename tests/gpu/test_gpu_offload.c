@@ -87,6 +87,7 @@ static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s
   esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
   esmt_schedule sc = ESMT_SCHEDULE_INIT;
   sc.warmup_steps = 2;
+  sc.total_steps = 500000;
   sc.peak_lr = 1e-3;
   p.adamw = ac;
   p.schedule = sc;

@@ -1,30 +1,53 @@
 #!/usr/bin/env bash
-# Stage an install of the build tree, then build an out-of-tree consumer
-# with pkg-config and with find_package(esmtrain), and run both: each must
-# find the installed cpu backend. Usage: test_install.sh SRC_DIR BUILD_DIR
+# Stage an install of the build tree, move it elsewhere (a relocated
+# prefix), then build an out-of-tree consumer with pkg-config and with
+# find_package(esmtrain), and run both: each must find the installed cpu
+# backend. Usage: test_install.sh SRC_DIR BUILD_DIR
 set -euo pipefail
 src=$1 build=$2
 stage=$(mktemp -d /tmp/esmt-install-XXXXXX)
-trap 'rm -rf "$stage"' EXIT
+root=$stage
+trap 'rm -rf "$root"' EXIT
 
-cmake --install "$build" --prefix "$stage" >/dev/null
+cmake --install "$build" --prefix "$stage/configured" >/dev/null
+# Nothing may depend on the prefix given at install time.
+mv "$stage/configured" "$stage/moved"
+stage=$stage/moved
 test -f "$stage/include/esmtrain/esmtrain.h"
 test -f "$stage/lib/esmtrain/backends/cpu.so" || test -f "$stage"/lib*/esmtrain/backends/cpu.so
 libdir=$(dirname "$(ls "$stage"/lib*/libesmtrain.so | head -1)")
 
 echo "== pkg-config consumer"
 export PKG_CONFIG_PATH="$libdir/pkgconfig"
-flags=$(pkg-config --define-variable=prefix="$stage" --cflags --libs esmtrain)
+flags=$(pkg-config --cflags --libs esmtrain)
+if [[ "$flags" != *"-I$stage/"* || "$flags" != *"-L$stage/"* ]]; then
+  echo "esmtrain.pc does not point into the moved prefix $stage: $flags" >&2; exit 1
+fi
 echo "pkg-config: $flags"
 cc -std=c11 -Wall -Werror "$src/examples/consumer/consumer.c" $flags -Wl,-rpath,"$libdir" \
    -o "$stage/consumer-pc"
 "$stage/consumer-pc" "$stage/"
+cc -std=c11 -Wall -Werror "$stage/share/doc/esmtrain/examples/minimal_train.c" $flags -lm \
+   -Wl,-rpath,"$libdir" -o "$stage/minimal-train-pc"
+
+# A tiny dataset through the installed CLI, for the training loops below.
+awk 'BEGIN { srand(11); for (r = 0; r < 80; r++) { printf(">p%d\n", r); n = 30 + int(rand() * 60);
+  for (i = 0; i < n; i++) printf("%s", substr("ACDEFGHIKLMNPQRSTVWY", 1 + int(rand() * 20), 1));
+  printf("\n") } }' > "$root/prot.fa"
+"$stage/bin/esmtrain-example" ingest "$root/prot.fa" -o "$root/data" --quiet
+"$stage/minimal-train-pc" "$root/data" 3
+
+echo "== docs and the consumer example are installed"
+test -f "$stage/share/doc/esmtrain/formats.md"
+test -f "$stage/share/doc/esmtrain/examples/consumer/consumer.c"
 
 echo "== find_package consumer"
-cmake -S "$src/examples/consumer" -B "$stage/consumer-build" -DCMAKE_PREFIX_PATH="$stage" \
-      -DCMAKE_BUILD_TYPE=Release >/dev/null
-cmake --build "$stage/consumer-build" >/dev/null
-"$stage/consumer-build/consumer" "$stage/"
+# (the installed copy of the example project, as a user would build it)
+cmake -S "$stage/share/doc/esmtrain/examples/consumer" -B "$root/consumer-build" \
+      -DCMAKE_PREFIX_PATH="$stage" -DCMAKE_BUILD_TYPE=Release >/dev/null
+cmake --build "$root/consumer-build" >/dev/null
+"$root/consumer-build/consumer" "$stage/"
+"$root/consumer-build/minimal_train" "$root/data" 3
 
 echo "== SameMajorVersion: asking for major 99 must fail"
 mkdir -p "$stage/v99" && cat > "$stage/v99/CMakeLists.txt" <<'CM'

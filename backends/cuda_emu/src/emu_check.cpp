@@ -34,9 +34,15 @@ struct smem_shadow {
   int16_t wtid, rtid;
   uint32_t rmask;  // warps that read since the epoch began
 };
+// The last writer and up to two readers since it that are not ordered one
+// after the other: a later write must be ordered after both. One reader is
+// not enough: a copy stream's read followed by the compute stream's own
+// read of the same bytes would hide the copy from the compute stream's
+// next write (a read-then-write GEMM accumulating into a buffer the copy
+// stream is still reading).
 struct dev_shadow {
-  uint32_t gen, w_op, w_clock, r_clock, w_block;
-  uint16_t w_slot, r_slot;
+  uint32_t gen, w_op, w_clock, r_clock, w_block, r2_clock;
+  uint16_t w_slot, r_slot, r2_slot;
 };
 
 // Device memory is shadowed per 2 bytes: the narrowest element the kernels
@@ -173,6 +179,29 @@ void check_init_segments() {
 
 void smem_new_epoch() { g_epoch++; }
 
+// Record a read by c: it replaces its own stream's earlier read, or a read
+// ordered before it (a write ordered after c is then ordered after that one
+// too); two unordered readers are kept, and a third replaces the older.
+static void note_reader(dev_shadow *e, const op_ctx &c) {
+  const uint16_t me = (uint16_t)c.slot;
+  auto done_before_me = [&](uint16_t slot, uint32_t clock) {
+    return slot == kNoSlot || slot == me || c.vc[slot] >= clock;
+  };
+  if (done_before_me(e->r_slot, e->r_clock)) {
+    e->r_slot = me;
+    e->r_clock = c.clock;
+    if (e->r2_slot == me) e->r2_slot = kNoSlot;
+  } else if (done_before_me(e->r2_slot, e->r2_clock)) {
+    e->r2_slot = me;
+    e->r2_clock = c.clock;
+  } else {
+    e->r_slot = e->r2_slot;
+    e->r_clock = e->r2_clock;
+    e->r2_slot = me;
+    e->r2_clock = c.clock;
+  }
+}
+
 void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bool write,
                    uint32_t block) {
   size_t span = 0;
@@ -190,7 +219,7 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
   bool reported = false;
   for (size_t w = w0; w <= w1; w++) {
     dev_shadow *e = &sh[w];
-    if (e->gen != r.gen) *e = dev_shadow{r.gen, 0, 0, 0, 0, kNoSlot, kNoSlot};
+    if (e->gen != r.gen) *e = dev_shadow{r.gen, 0, 0, 0, 0, 0, kNoSlot, kNoSlot, kNoSlot};
     const char *finding = nullptr;
     uint16_t other_slot = kNoSlot;
     if (e->w_slot != kNoSlot && e->w_slot != c.slot && c.vc[e->w_slot] < e->w_clock) {
@@ -199,6 +228,10 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
     } else if (write && e->r_slot != kNoSlot && e->r_slot != c.slot && c.vc[e->r_slot] < e->r_clock) {
       finding = "overwrites device memory still being read by an operation of";
       other_slot = e->r_slot;
+    } else if (write && e->r2_slot != kNoSlot && e->r2_slot != c.slot &&
+               c.vc[e->r2_slot] < e->r2_clock) {
+      finding = "overwrites device memory still being read by an operation of";
+      other_slot = e->r2_slot;
     } else if (block && e->w_op == c.launch_id && e->w_block != block) {
       if (!reported && (reported = true) && note_finding()) {
         char me[128];
@@ -218,14 +251,14 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
                c.what, c.slot, finding, other_slot == e->w_slot ? op_name(e->w_op) : "another stream",
                other_slot, n, (const void *)p, (void *)r.base, (size_t)(p - r.base));
     }
-    if (write) {
+    if (write) { /* ordered after the readers (or reported): they are done with */
       e->w_slot = (uint16_t)c.slot;
       e->w_clock = c.clock;
       e->w_op = (uint32_t)c.launch_id;
       e->w_block = block;
+      e->r_slot = e->r2_slot = kNoSlot;
     } else {
-      e->r_slot = (uint16_t)c.slot;
-      e->r_clock = c.clock;
+      note_reader(e, c);
     }
   }
 }

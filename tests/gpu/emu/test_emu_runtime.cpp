@@ -5,6 +5,7 @@
 // process (a finding poisons the emulated device, as on a GPU) and the
 // parent checks its exit status and the report it printed.
 #include <cuda_runtime.h>
+#include <semaphore.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -144,6 +145,34 @@ static int stream_pair(bool with_event) {
 }
 static int case_stream_ok(void) { return stream_pair(true); }
 static int case_stream_missing_wait(void) { return stream_pair(false); }
+// Write after an unordered read that a later, ordered read of the writer's
+// own stream would hide: b copies d out while a (held back by a host flag,
+// which orders nothing) scales d in place, reading it before it writes.
+// (a semaphore: this file is built with -fsanitize=thread, whose atomics
+// the emulator does not provide)
+static sem_t g_copied;
+static void set_copied(void *) { sem_post(&g_copied); }
+static void wait_copied(void *) { sem_wait(&g_copied); }
+static int case_write_after_hidden_read(void) {
+  cudaStream_t a, b;
+  cudaEvent_t e;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaEventCreateWithFlags(&e, cudaEventDisableTiming);
+  sem_init(&g_copied, 0, 0);
+  float *d;
+  cudaMalloc((void **)&d, 4096);
+  cudaMemsetAsync(d, 0, 4096, a);
+  cudaEventRecord(e, a);
+  cudaStreamWaitEvent(b, e, 0);
+  float *h;  // pinned: a copy into pageable memory would hold the host (and order a)
+  cudaMallocHost((void **)&h, 4096);
+  cudaMemcpyAsync(h, d, 4096, cudaMemcpyDeviceToHost, b);
+  cudaLaunchHostFunc(b, set_copied, nullptr);
+  cudaLaunchHostFunc(a, wait_copied, nullptr);
+  ESMT_LAUNCH(4, 256, 0, a, scale)(d, 1024, 2.0f);
+  return cudaDeviceSynchronize();
+}
 static int case_bad_config(void) {
   float *d;
   cudaMalloc((void **)&d, 16);
@@ -168,6 +197,8 @@ static const tcase k_cases[] = {
     {"blocks writing one word", case_blocks, false, "of the same launch wrote"},
     {"stream order with event wait", case_stream_ok, true, ""},
     {"stream order without event wait", case_stream_missing_wait, false, "cuda-emu: stream-order"},
+    {"write after an unordered read hidden by an ordered one", case_write_after_hidden_read, false,
+     "overwrites device memory still being read"},
     {"invalid launch configuration", case_bad_config, true, "invalid configuration argument"},
 };
 

@@ -1,0 +1,432 @@
+/* Trainer API defects found by embedders (issue #17), each a test that
+ * failed before the fix:
+ *  - evaluation over "the whole source" with the defaults (a loader with
+ *    epochs = 0, eval_batches = 0) never ended; it is one pass now, and
+ *    reports progress as stage "eval";
+ *  - a stop request interrupts an evaluation, and it is consumed by what
+ *    it stopped (a second call is not cancelled at once);
+ *  - a run whose last step is saved by an evaluation's best, by save_every
+ *    and by the end of the run writes that checkpoint once;
+ *  - the schedule's total_steps defaults to the run's max_steps (the
+ *    documented default; ESMT_SCHEDULE_INIT said 500,000), and a warmup as
+ *    long as the run is warned about;
+ *  - a stop request while an update's micro-batches are gathered ends the
+ *    step at once, the data going back to the update's start: a resume
+ *    then ends bit-identical to the run that was never stopped (#16);
+ *  - esmt_context_options.progress was never called: it now receives the
+ *    stages of objects without a callback of their own (train, eval, save,
+ *    gemm). */
+#define _GNU_SOURCE
+#include "test_util.h"
+#include "cpu_dir_fixture.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "esmtrain/esmtrain.h"
+
+static char g_data[600];
+
+/* 60 short proteins, a fifth of them in the valid split. */
+static int setup(void **state) {
+  if (cpu_dir_setup(state)) return -1;
+  const char *fa = path_in("prot.fa");
+  FILE *f = fopen(fa, "w");
+  if (!f) return -1;
+  unsigned x = 7;
+  for (int r = 0; r < 60; r++) {
+    fprintf(f, ">r%d\n", r);
+    for (int i = 0; i < 30 + r % 17; i++) {
+      x = x * 1103515245u + 12345u;
+      fputc("ACDEFGHIKLMNPQRSTVWY"[(x >> 16) % 20], f);
+    }
+    fputc('\n', f);
+  }
+  fclose(f);
+  snprintf(g_data, sizeof g_data, "%s", path_in("data"));
+  const char *in[] = {fa};
+  esmt_ingest_options o = ESMT_INGEST_OPTIONS_INIT;
+  o.inputs = in;
+  o.n_inputs = 1;
+  o.output_dir = g_data;
+  o.valid_fraction = 0.2;
+  esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
+  return esmt_ingest(&o, &s) == ESMT_OK && s.valid_records > 0 ? 0 : -1;
+}
+
+static esmt_model *tiny_model(esmt_context *ctx) {
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 1;
+  c.hidden_size = 16;
+  c.num_heads = 2;
+  c.max_positions = 64;
+  c.precision = ESMT_PRECISION_FP32;
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(ctx, &c, 3, &m), ESMT_OK);
+  return m;
+}
+
+/* A loader with the documented defaults but for the split and sizes. */
+static esmt_loader *loader(esmt_split split) {
+  esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
+  o.dir = g_data;
+  o.split = split;
+  o.max_len = 64;
+  o.batch_rows = 2;
+  o.tokens_per_batch = 128;
+  esmt_loader *l = NULL;
+  assert_int_equal(esmt_loader_create(&o, &l), ESMT_OK);
+  return l;
+}
+
+typedef struct seen {
+  int eval_calls, train_calls, stop_at_eval;
+  uint64_t last_eval_done;
+  esmt_trainer *t;
+} seen;
+
+static int on_progress(void *user, const esmt_progress *p) {
+  seen *s = user;
+  if (strcmp(p->stage, "eval") == 0) {
+    s->eval_calls++;
+    s->last_eval_done = p->done;
+    if (s->stop_at_eval && (int)p->done == s->stop_at_eval) esmt_trainer_request_stop(s->t);
+  } else if (strcmp(p->stage, "train") == 0) {
+    s->train_calls++;
+  }
+  return 0;
+}
+
+static int g_context_progress_only; /* rig_make leaves the trainer's progress NULL */
+
+typedef struct rig {
+  esmt_model *m;
+  esmt_loader *train, *valid;
+  esmt_trainer *t;
+  seen s;
+} rig;
+
+static void rig_make(rig *r, esmt_trainer_options *o) {
+  memset(r, 0, sizeof *r);
+  r->m = tiny_model(g_ctx);
+  r->train = loader(ESMT_SPLIT_TRAIN);
+  r->valid = loader(ESMT_SPLIT_VALID);
+  esmt_batch_source tr = ESMT_BATCH_SOURCE_INIT, va = ESMT_BATCH_SOURCE_INIT;
+  assert_int_equal(esmt_loader_as_source(r->train, &tr), ESMT_OK);
+  assert_int_equal(esmt_loader_as_source(r->valid, &va), ESMT_OK);
+  if (!g_context_progress_only) {
+    o->progress = on_progress;
+    o->progress_user = &r->s;
+  }
+  assert_int_equal(esmt_trainer_create(r->m, o, &tr, &r->t), ESMT_OK);
+  assert_int_equal(esmt_trainer_set_eval_source(r->t, &va), ESMT_OK);
+  r->s.t = r->t;
+}
+
+static void rig_free(rig *r) {
+  esmt_trainer_destroy(r->t);
+  esmt_loader_destroy(r->train);
+  esmt_loader_destroy(r->valid);
+  esmt_model_destroy(r->m);
+}
+
+/* Batches of one pass over the valid split, counted by hand (epochs = 1). */
+static int valid_batches_per_epoch(void) {
+  esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
+  o.dir = g_data;
+  o.split = ESMT_SPLIT_VALID;
+  o.max_len = 64;
+  o.batch_rows = 2;
+  o.tokens_per_batch = 128;
+  o.epochs = 1;
+  esmt_loader *l = NULL;
+  assert_int_equal(esmt_loader_create(&o, &l), ESMT_OK);
+  int n = 0;
+  esmt_batch b = ESMT_BATCH_INIT;
+  while (esmt_loader_next(l, &b) == ESMT_OK) n++;
+  esmt_loader_destroy(l);
+  return n;
+}
+
+static void evaluation_of_an_endless_source_is_one_pass(void **state) {
+  (void)state;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT; /* eval_batches = 0: the whole source */
+  rig r;
+  rig_make(&r, &o);
+  const int per_epoch = valid_batches_per_epoch();
+  assert_true(per_epoch > 0);
+  esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
+  assert_int_equal(esmt_trainer_evaluate(r.t, &em), ESMT_OK);
+  assert_true(em.selected > 0);
+  assert_int_equal(r.s.last_eval_done, per_epoch); /* progress before the extra batch */
+  assert_true(r.s.eval_calls >= per_epoch);
+  /* the same pass again: the same figures */
+  esmt_eval_metrics again = ESMT_EVAL_METRICS_INIT;
+  assert_int_equal(esmt_trainer_evaluate(r.t, &again), ESMT_OK);
+  assert_int_equal(again.selected, em.selected);
+  assert_true(again.loss == em.loss);
+  rig_free(&r);
+}
+
+static void stop_request_interrupts_evaluation_once(void **state) {
+  (void)state;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  rig r;
+  rig_make(&r, &o);
+  r.s.stop_at_eval = 1;
+  esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
+  assert_int_equal(esmt_trainer_evaluate(r.t, &em), ESMT_ERR_CANCELLED);
+  assert_non_null(strstr(esmt_last_error(), "stopped on request"));
+  r.s.stop_at_eval = 0;
+  /* consumed: the next evaluation and the next step run */
+  assert_int_equal(esmt_trainer_evaluate(r.t, &em), ESMT_OK);
+  esmt_train_metrics tm = ESMT_TRAIN_METRICS_INIT;
+  assert_int_equal(esmt_trainer_step(r.t, &tm), ESMT_OK);
+  /* a request before a run stops that run at once, and only that run */
+  esmt_trainer_request_stop(r.t);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_ERR_CANCELLED);
+  esmt_trainer_destroy(r.t);
+  r.t = NULL;
+  rig_free(&r);
+  (void)tm;
+}
+
+typedef struct log_count {
+  int saves;
+} log_count;
+
+static void count_saves(void *user, esmt_log_level level, const char *msg) {
+  (void)level;
+  if (strstr(msg, "checkpoint saved")) ((log_count *)user)->saves++;
+}
+
+static void last_step_is_saved_once(void **state) {
+  (void)state;
+  log_count lc = {0};
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend_path = test_backend_dir();
+  co.backend = "cpu";
+  co.log = count_saves;
+  co.log_user = &lc;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
+  esmt_context *keep = g_ctx;
+  g_ctx = ctx;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.run_dir = path_in("run-once");
+  o.max_steps = 4;
+  o.eval_every = 2;  /* steps 2 and 4, each the best so far or not */
+  o.save_every = 2;  /* steps 2 and 4 */
+  o.eval_batches = 2;
+  o.keep_last = 0;
+  o.schedule.warmup_steps = 1;
+  rig r;
+  rig_make(&r, &o);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  rig_free(&r);
+  g_ctx = keep;
+  esmt_context_destroy(ctx);
+  assert_int_equal(lc.saves, 2); /* step 2 and step 4, each once */
+}
+
+typedef struct lr_seen {
+  double last_lr;
+  int warnings;
+} lr_seen;
+
+static void keep_lr(void *user, const esmt_train_metrics *m, const esmt_eval_metrics *e) {
+  (void)e;
+  if (m) ((lr_seen *)user)->last_lr = m->lr;
+}
+
+static void count_warnings(void *user, esmt_log_level level, const char *msg) {
+  if (level == ESMT_LOG_WARN && strstr(msg, "never reaches its peak")) ((lr_seen *)user)->warnings++;
+}
+
+static double final_lr(int64_t warmup, lr_seen *out) {
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend_path = test_backend_dir();
+  co.backend = "cpu";
+  co.log = count_warnings;
+  co.log_user = out;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
+  esmt_context *keep = g_ctx;
+  g_ctx = ctx;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.max_steps = 10;
+  o.log_every = 1;
+  o.metrics = keep_lr;
+  o.metrics_user = out;
+  o.schedule.warmup_steps = warmup;
+  rig r;
+  rig_make(&r, &o);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  rig_free(&r);
+  g_ctx = keep;
+  esmt_context_destroy(ctx);
+  return out->last_lr;
+}
+
+static void schedule_spans_the_run_by_default(void **state) {
+  (void)state;
+  lr_seen a = {0, 0};
+  /* ESM-2 decay ends at 0.9 of total_steps: step 10 of 10 is at the floor */
+  assert_true(fabs(final_lr(1, &a) - 4e-4 * 0.1) < 1e-12);
+  assert_int_equal(a.warnings, 0);
+  lr_seen b = {0, 0};
+  final_lr(2000, &b); /* the default warmup against a 10-update run */
+  assert_int_equal(b.warnings, 1);
+  assert_true(b.last_lr < 4e-4 * 0.01);
+}
+
+typedef struct stages {
+  int train, eval, save_begin, save_end, gemm;
+} stages;
+
+static int note_stage(void *user, const esmt_progress *p) {
+  stages *s = user;
+  assert_int_equal(p->struct_size, sizeof *p);
+  if (!strcmp(p->stage, "train")) s->train++;
+  if (!strcmp(p->stage, "eval")) s->eval++;
+  if (!strcmp(p->stage, "save")) *(p->done ? &s->save_end : &s->save_begin) += 1;
+  if (!strcmp(p->stage, "gemm")) s->gemm++;
+  return 0;
+}
+
+static void context_progress_receives_every_stage(void **state) {
+  (void)state;
+  stages got = {0};
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend_path = test_backend_dir();
+  co.backend = "cpu";
+  co.progress = note_stage;
+  co.progress_user = &got;
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
+  esmt_context *keep = g_ctx;
+  g_ctx = ctx;
+  g_context_progress_only = 1;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.run_dir = path_in("run-progress");
+  o.max_steps = 2;
+  o.eval_every = 2;
+  o.eval_batches = 1;
+  o.schedule.warmup_steps = 1;
+  rig r;
+  rig_make(&r, &o);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  rig_free(&r);
+  g_context_progress_only = 0;
+  double gflops = 0;
+  assert_int_equal(esmt_context_gemm_ceiling(ctx, 32, 32, 32, 2, &gflops), ESMT_OK);
+  g_ctx = keep;
+  esmt_context_destroy(ctx);
+  assert_int_equal(got.train, 2);
+  assert_true(got.eval >= 1);
+  assert_int_equal(got.save_begin, 1); /* the best at step 2 is the final checkpoint */
+  assert_int_equal(got.save_end, 1);
+  assert_int_equal(got.gemm, 3);       /* a warm-up product and two timed ones */
+}
+
+/* A loader source that asks the trainer to stop when it hands out the
+ * `stop_after`-th micro-batch of update 2. */
+typedef struct stopping_source {
+  esmt_batch_source inner;
+  esmt_trainer *t;
+  int served, stop_after;
+} stopping_source;
+
+static esmt_status stopping_next(void *u, esmt_batch *b) {
+  stopping_source *s = u;
+  if (s->stop_after > 0 && esmt_trainer_step_count(s->t) == 1 && ++s->served == s->stop_after)
+    esmt_trainer_request_stop(s->t);
+  return s->inner.next(s->inner.user, b);
+}
+static esmt_status stopping_save(void *u, char *buf, size_t cap) {
+  stopping_source *s = u;
+  return s->inner.save_cursor(s->inner.user, buf, cap);
+}
+static esmt_status stopping_restore(void *u, const char *json) {
+  stopping_source *s = u;
+  return s->inner.restore_cursor(s->inner.user, json);
+}
+
+/* Weights after `updates` updates of 4 micro-batches, in run_dir; with
+ * stop_after > 0 the run is stopped inside an update and resumed. */
+static float *train_updates(const char *run_dir, int updates, int stop_after) {
+  float *w = NULL;
+  for (int leg = 0; leg < (stop_after > 0 ? 2 : 1); leg++) {
+    esmt_model *m = tiny_model(g_ctx);
+    esmt_loader *l = loader(ESMT_SPLIT_TRAIN);
+    stopping_source ss = {ESMT_BATCH_SOURCE_INIT, NULL, 0, leg == 0 ? stop_after : 0};
+    assert_int_equal(esmt_loader_as_source(l, &ss.inner), ESMT_OK);
+    esmt_batch_source src = ESMT_BATCH_SOURCE_INIT;
+    src.user = &ss;
+    src.next = stopping_next;
+    src.save_cursor = stopping_save;
+    src.restore_cursor = stopping_restore;
+    esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+    o.run_dir = run_dir;
+    o.max_steps = updates;
+    o.tokens_per_update = 4 * 96; /* 2 rows of <= 64 per micro-batch: ~4 per update */
+    o.schedule.warmup_steps = 1;
+    esmt_trainer *t = NULL;
+    assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);
+    ss.t = t;
+    if (leg == 1) assert_int_equal(esmt_trainer_resume(t, run_dir), ESMT_OK);
+    esmt_status st = esmt_trainer_run(t);
+    if (leg == 0 && stop_after > 0) {
+      assert_int_equal(st, ESMT_ERR_CANCELLED);
+      assert_int_equal(esmt_trainer_step_count(t), 1); /* the update in progress was set aside */
+    } else {
+      assert_int_equal(st, ESMT_OK);
+      assert_int_equal(esmt_trainer_step_count(t), updates);
+      uint64_t n = 0;
+      assert_int_equal(esmt_model_param_count(m, &n), ESMT_OK);
+      int count = 0;
+      assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
+      w = calloc(n, sizeof *w);
+      uint64_t off = 0;
+      for (int i = 0; i < count; i++) {
+        esmt_tensor_info ti = ESMT_TENSOR_INFO_INIT;
+        assert_int_equal(esmt_model_tensor_info(m, i, &ti), ESMT_OK);
+        assert_int_equal(esmt_model_read_tensor(m, ti.name, ESMT_BUF_PARAMS, w + off, ti.numel),
+                         ESMT_OK);
+        off += ti.numel;
+      }
+    }
+    esmt_trainer_destroy(t);
+    esmt_loader_destroy(l);
+    esmt_model_destroy(m);
+  }
+  return w;
+}
+
+static void stop_inside_an_update_resumes_exactly(void **state) {
+  (void)state;
+  float *straight = train_updates(path_in("run-straight"), 3, 0);
+  /* stopped while update 2 gathers its third micro-batch */
+  float *stopped = train_updates(path_in("run-stopped"), 3, 3);
+  uint64_t n = 0;
+  esmt_model *m = tiny_model(g_ctx);
+  assert_int_equal(esmt_model_param_count(m, &n), ESMT_OK);
+  esmt_model_destroy(m);
+  assert_memory_equal(straight, stopped, n * sizeof *straight);
+  free(straight);
+  free(stopped);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {
+      cmocka_unit_test(evaluation_of_an_endless_source_is_one_pass),
+      cmocka_unit_test(stop_request_interrupts_evaluation_once),
+      cmocka_unit_test(last_step_is_saved_once),
+      cmocka_unit_test(schedule_spans_the_run_by_default),
+      cmocka_unit_test(context_progress_receives_every_stage),
+      cmocka_unit_test(stop_inside_an_update_resumes_exactly),
+  };
+  return cmocka_run_group_tests(tests, setup, cpu_dir_teardown);
+}
