@@ -33,21 +33,32 @@ static esmt_status no_batches(void *u, esmt_batch *b) {
   return ESMT_ERR_STATE;
 }
 
+static void export_usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example export CKPT|RUN_DIR -o DIR [--format hf] [--overwrite]\n"
+          "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n"
+          "DIR must be new or empty and outside the source; --overwrite replaces an earlier\n"
+          "export (marked .esmtrain-export), never a directory esmtrain did not write.\n");
+}
+
+static void import_usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example import-hf HF_DIR -o RUN_DIR\n"
+          "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n"
+          "RUN_DIR must not hold a run already (its checkpoints are never replaced).\n");
+}
+
 int cmd_export(int argc, char **argv) {
   const char *ckpt = NULL, *out = NULL, *format = "hf";
   int overwrite = 0;
   for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { export_usage(stdout); return 0; }
     if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
     else if (!strcmp(argv[i], "--format") && i + 1 < argc) format = argv[++i];
     else if (!strcmp(argv[i], "--overwrite")) overwrite = 1;
     else if (argv[i][0] != '-') ckpt = argv[i];
-    else { fprintf(stderr, "export: unknown argument '%s'\n", argv[i]); return 2; }
+    else { fprintf(stderr, "export: unknown argument '%s' (try --help)\n", argv[i]); return 2; }
   }
   if (!ckpt || !out || strcmp(format, "hf") != 0) {
-    printf("usage: esmtrain-example export CKPT|RUN_DIR -o DIR [--format hf] [--overwrite]\n"
-           "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n"
-           "DIR must be new or empty and outside the source; --overwrite replaces an earlier\n"
-           "export (marked .esmtrain-export), never a directory esmtrain did not write.\n");
+    export_usage(stderr);
     return 2;
   }
   if (cli_path_inside(out, ckpt) || cli_path_inside(ckpt, out)) {
@@ -72,14 +83,13 @@ int cmd_export(int argc, char **argv) {
 int cmd_import_hf(int argc, char **argv) {
   const char *in = NULL, *out = NULL;
   for (int i = 0; i < argc; i++) {
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { import_usage(stdout); return 0; }
     if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
     else if (argv[i][0] != '-') in = argv[i];
-    else { fprintf(stderr, "import-hf: unknown argument '%s'\n", argv[i]); return 2; }
+    else { fprintf(stderr, "import-hf: unknown argument '%s' (try --help)\n", argv[i]); return 2; }
   }
   if (!in || !out) {
-    printf("usage: esmtrain-example import-hf HF_DIR -o RUN_DIR\n"
-           "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n"
-           "RUN_DIR must not hold a run already (its checkpoints are never replaced).\n");
+    import_usage(stderr);
     return 2;
   }
   if (cli_path_inside(out, in) || cli_path_inside(in, out)) {

@@ -86,6 +86,14 @@ static void say(run_io *io, int to_stdout, const char *fmt, ...) {
   fflush(stdout);
 }
 
+/* The library's messages: on stderr, and warnings also in the run's log
+ * (a resume's changed settings among them). */
+static void log_to_run(void *user, esmt_log_level level, const char *message) {
+  run_io *io = user;
+  cli_log_stderr(NULL, level, message);
+  if (level >= ESMT_LOG_WARN && io->log) say(io, 0, "[warn] %s", message);
+}
+
 static double rss_mib(void) {
   struct rusage ru;
   getrusage(RUSAGE_SELF, &ru);
@@ -276,6 +284,8 @@ int cmd_train(int argc, char **argv) {
   esmt_context *ctx = NULL;
   esmt_trainer *tr = NULL;
   run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps, rank > 0};
+  co.log = log_to_run;
+  co.log_user = &io;
   int rc = 1, lock_fd = -1;
   double ceiling = 0;
   /* rank 0 writes the run: it alone holds the lock (checked before and

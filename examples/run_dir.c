@@ -29,11 +29,22 @@ static int exists(const char *dir, const char *name) {
 static int has_checkpoints(const char *run_dir, char *what, size_t cap) {
   char ck[PATH_MAX + 64], latest[128] = "";
   snprintf(ck, sizeof ck, "%s/checkpoints/latest", run_dir);
-  FILE *f = fopen(ck, "r");
-  if (f) {
-    if (!fgets(latest, sizeof latest, f)) latest[0] = '\0';
-    fclose(f);
+  /* O_NONBLOCK: a FIFO put there must not block the check (it is only
+   * described here; resuming refuses it with its kind) */
+  int fd = open(ck, O_RDONLY | O_NONBLOCK | O_CLOEXEC | O_NOCTTY);
+  struct stat sb;
+  if (fd >= 0 && fstat(fd, &sb) == 0 && !S_ISREG(sb.st_mode)) {
+    close(fd);
+    snprintf(what, cap, "it has a checkpoints/latest that is not a regular file");
+    return 1;
+  }
+  if (fd >= 0) {
+    ssize_t n = read(fd, latest, sizeof latest - 1);
+    close(fd);
+    latest[n > 0 ? n : 0] = '\0';
     latest[strcspn(latest, "\r\n")] = '\0';
+    for (char *p = latest; *p; p++)
+      if (*p < 0x20 || *p > 0x7e) *p = '?';
     snprintf(what, cap, "its checkpoints/latest names %s", latest[0] ? latest : "nothing");
     return 1;
   }

@@ -13,6 +13,8 @@
 
 #include "checkpoint.h"
 #include "fs_util.h"
+#include "input_file.h"
+#include "json_input.h"
 #include "safetensors.h"
 
 #define PATH_CAP 4096
@@ -40,8 +42,9 @@ static esmt_status write_small_file(const char *dir, const char *name, const cha
 }
 
 static esmt_status read_small_file(const char *path, char *out, size_t cap) {
-  FILE *f = fopen(path, "r");
-  if (!f) return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  FILE *f = NULL;
+  esmt_status st = esmt_fopen_input(path, "checkpoint pointer", &f);
+  if (st) return st;
   size_t n = fread(out, 1, cap - 1, f);
   fclose(f);
   out[n] = '\0';
@@ -211,52 +214,16 @@ esmt_status esmt_checkpoint_mark_best(const char *run_dir, const char *ckpt_dir)
   return write_small_file(ckdir, "best", base ? base + 1 : ckpt_dir);
 }
 
-esmt_status esmt_checkpoint_resolve(const char *spec, char *out, size_t cap) {
-  char path[PATH_CAP], probe[PATH_CAP], name[256];
-  snprintf(path, sizeof path, "%s", spec);
-  size_t len = strlen(path);
-  while (len > 1 && path[len - 1] == '/') path[--len] = '\0';
-  snprintf(probe, sizeof probe, "%s/state.json", path);
-  if (access(probe, F_OK) == 0) { snprintf(out, cap, "%s", path); return ESMT_OK; }
-  /* RUN/checkpoints/latest, RUN/checkpoints, RUN */
-  const char *suffixes[] = {"", "/latest", "/checkpoints/latest"};
-  for (int i = 0; i < 3; i++) {
-    snprintf(probe, sizeof probe, "%s%s", path, suffixes[i]);
-    struct stat sb;
-    if (stat(probe, &sb) != 0 || !S_ISREG(sb.st_mode)) continue;
-    esmt_status st = read_small_file(probe, name, sizeof name);
-    if (st) return st;
-    char dir[PATH_CAP];
-    esmt_dirname(probe, dir, sizeof dir);
-    snprintf(out, cap, "%s/%s", dir, name);
-    if (!is_dir(out))
-      return esmt_fail(ESMT_ERR_IO, "%s names checkpoint '%s', which does not exist", probe, name);
-    return ESMT_OK;
-  }
-  return esmt_fail(ESMT_ERR_IO, "'%s' is neither a checkpoint (no state.json) nor a run "
-                   "directory with checkpoints/latest", spec);
-}
-
-/* Parse state.json and check each file's size and crc32. */
+/* Parse state.json, check what it records (esmt_checkpoint_check_state)
+ * and each file's size and crc32. */
 static esmt_status verify(const char *ckpt_dir, json_t **root_out) {
   char path[PATH_CAP];
   snprintf(path, sizeof path, "%s/state.json", ckpt_dir);
-  json_error_t jerr;
-  json_t *root = json_load_file(path, 0, &jerr);
-  if (!root) return esmt_fail(ESMT_ERR_FORMAT, "%s: not valid JSON (%s, line %d)", path, jerr.text,
-                              jerr.line);
-  const char *fmt = json_string_value(json_object_get(root, "format"));
-  json_t *ver = json_object_get(root, "version"), *files = json_object_get(root, "files");
-  esmt_status st = ESMT_OK;
-  if (!fmt || strcmp(fmt, ESMT_CKPT_FORMAT) != 0)
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: not an esmtrain checkpoint (format is '%s')", path,
-                   fmt ? fmt : "missing");
-  else if (!json_is_integer(ver) || json_integer_value(ver) != ESMT_CKPT_VERSION)
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: checkpoint version %lld, this library reads %d", path,
-                   json_is_integer(ver) ? (long long)json_integer_value(ver) : -1LL,
-                   ESMT_CKPT_VERSION);
-  else if (!json_is_object(files))
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: no 'files' section", path);
+  json_t *root = NULL;
+  esmt_status st = esmt_json_load_input(path, "checkpoint state (state.json)", &root);
+  if (st) return st;
+  st = esmt_checkpoint_check_state(root, ckpt_dir);
+  json_t *files = json_object_get(root, "files");
   const char *fname;
   json_t *entry;
   if (!st) json_object_foreach(files, fname, entry) {
@@ -266,6 +233,7 @@ static esmt_status verify(const char *ckpt_dir, json_t **root_out) {
     json_int_t want_bytes = json_integer_value(json_object_get(entry, "bytes"));
     json_int_t want_crc = json_integer_value(json_object_get(entry, "crc32"));
     if (stat(fp, &sb) != 0) { st = esmt_fail(ESMT_ERR_IO, "%s: missing", fp); break; }
+    if ((st = esmt_check_regular_input(fp, "checkpoint file"))) break;
     if ((json_int_t)sb.st_size != want_bytes) {
       st = esmt_fail(ESMT_ERR_FORMAT, "%s: %lld bytes, state.json recorded %lld (truncated or "
                      "replaced)", fp, (long long)sb.st_size, (long long)want_bytes);
@@ -346,9 +314,10 @@ esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *spe
   esmt_status st = esmt_checkpoint_resolve(spec, dir, sizeof dir);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
   snprintf(path, sizeof path, "%s/state.json", dir);
-  json_error_t err;
-  json_t *root = json_load_file(path, 0, &err);
-  json_t *model = root ? json_object_get(json_object_get(root, "trainer"), "model") : NULL;
+  json_t *root = NULL;
+  if ((st = esmt_json_load_input(path, "checkpoint state (state.json)", &root)))
+    return esmt_fail_prefix(st, "%s: ", fn);
+  json_t *model = json_object_get(json_object_get(root, "trainer"), "model");
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   const char *keys[] = {"num_layers", "hidden_size", "num_heads", "ffn_size", "max_positions"};
   int *dst[] = {&mc.num_layers, &mc.hidden_size, &mc.num_heads, &mc.ffn_size, &mc.max_positions};
@@ -357,6 +326,10 @@ esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *spe
     if (!json_is_integer(v))
       st = esmt_fail(ESMT_ERR_FORMAT, "%s: %s: the model shape (trainer.model.%s) is missing", fn,
                      path, keys[i]);
+    else if (json_integer_value(v) < 1 || json_integer_value(v) > (1 << 24))
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: %s: trainer.model.%s is %lld, outside 1..%d: the "
+                     "file is damaged", fn, path, keys[i], (long long)json_integer_value(v),
+                     1 << 24);
     else *dst[i] = (int)json_integer_value(v);
   }
   json_t *eps = json_object_get(model, "layer_norm_eps");

@@ -8,6 +8,8 @@
 #ifndef ESMTRAIN_CHECKPOINT_H
 #define ESMTRAIN_CHECKPOINT_H
 
+#include <jansson.h>
+
 #include "model.h"
 
 #define ESMT_CKPT_FORMAT "esmtrain-checkpoint"
@@ -34,6 +36,16 @@ ESMT_HIDDEN esmt_status esmt_checkpoint_mark_best(const char *run_dir, const cha
 /* Turn "RUN", "RUN/checkpoints", "RUN/checkpoints/latest" or a checkpoint
  * directory into the checkpoint directory's path. */
 ESMT_HIDDEN esmt_status esmt_checkpoint_resolve(const char *spec, char *out, size_t cap);
+
+/* 1 when `name` is a checkpoint directory's name: "step-" and 8 or more
+ * digits. */
+ESMT_HIDDEN int esmt_checkpoint_name_ok(const char *name);
+
+/* Check a parsed state.json of the checkpoint in ckpt_dir before any file
+ * is read: format and version, a 'files' table listing model.safetensors
+ * and optimizer.safetensors with sizes and crc32s (names without '/'), and
+ * 'step' equal to the trainer's and to the directory's step-N name. */
+ESMT_HIDDEN esmt_status esmt_checkpoint_check_state(json_t *root, const char *ckpt_dir);
 
 /* Verify and load a checkpoint into the model: weights always, moments
  * when with_optimizer (only the model's [opt_lo, opt_hi) under ZeRO-1). *trainer_json (may be NULL) receives a malloc'ed

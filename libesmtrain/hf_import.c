@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "hf_import.h"
+#include "json_input.h"
 #include "safetensors.h"
 
 #define PATH_CAP 4096
@@ -22,6 +23,30 @@ static int file_exists(const char *dir, const char *name) {
   char p[PATH_CAP];
   snprintf(p, sizeof p, "%s/%s", dir, name);
   return access(p, F_OK) == 0;
+}
+
+/* config.json's integer `key` into *out: a JSON integer (not 1.5, "16" or
+ * true) in [lo, hi]; absent is an error when required, else *out stays. */
+static esmt_status config_int(json_t *c, const char *path, const char *key, int required,
+                              json_int_t lo, json_int_t hi, json_int_t *out) {
+  json_t *x = json_object_get(c, key);
+  if (!x && !required) return ESMT_OK;
+  if (!x) return esmt_fail(ESMT_ERR_FORMAT, "%s: field '%s' is missing", path, key);
+  if (!json_is_integer(x)) {
+    char *text = json_dumps(x, JSON_ENCODE_ANY | JSON_COMPACT);
+    esmt_status st = esmt_fail(ESMT_ERR_FORMAT, "%s: field '%s' is %.60s, not an integer (write "
+                               "a whole number without quotes, %lld to %lld)", path, key,
+                               text ? text : "not a number", (long long)lo, (long long)hi);
+    free(text);
+    return st;
+  }
+  json_int_t v = json_integer_value(x);
+  if (v < lo || v > hi)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: field '%s' is %lld, outside the range esmtrain "
+                     "supports (%lld to %lld)", path, key, (long long)v, (long long)lo,
+                     (long long)hi);
+  *out = v;
+  return ESMT_OK;
 }
 
 /* config.json's text (named `path` in messages) to a model config. */
@@ -52,15 +77,18 @@ esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
                    "ESM-2", path);
   else if (act && strcmp(act, "gelu") != 0)
     st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: hidden_act '%s': ESM-2 uses the exact erf gelu", path, act);
-  const char *ints[] = {"hidden_size", "num_hidden_layers", "num_attention_heads",
-                        "intermediate_size", "vocab_size"};
+  /* Read as 64-bit integers and range-checked before any narrowing: a
+   * hidden_size of 2^32 + 16 must not become 16. */
+  static const struct { const char *key; json_int_t lo, hi; } k_ints[] = {
+      {"hidden_size", 2, 65536}, {"num_hidden_layers", 1, 1024},
+      {"num_attention_heads", 1, 1024}, {"intermediate_size", 1, 1 << 20},
+      {"vocab_size", 1, 1 << 20}};
   json_int_t v[5] = {0};
-  for (int i = 0; i < 5 && !st; i++) {
-    json_t *x = json_object_get(c, ints[i]);
-    if (!json_is_integer(x)) st = esmt_fail(ESMT_ERR_FORMAT, "%s: field '%s' is missing or not an "
-                                            "integer", path, ints[i]);
-    else v[i] = json_integer_value(x);
-  }
+  for (int i = 0; i < 5 && !st; i++)
+    st = config_int(c, path, k_ints[i].key, 1, k_ints[i].lo, k_ints[i].hi, &v[i]);
+  json_int_t mpe = 0;
+  if (!st && json_object_get(c, "max_position_embeddings"))
+    st = config_int(c, path, "max_position_embeddings", 0, 5, 65536 + 2, &mpe);
   if (!st) {
     esmt_model_config m = ESMT_MODEL_CONFIG_INIT;
     m.hidden_size = (int)v[0];
@@ -68,8 +96,7 @@ esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
     m.num_heads = (int)v[2];
     m.ffn_size = (int)v[3];
     m.vocab_size = (int)v[4];
-    json_t *mpe = json_object_get(c, "max_position_embeddings");
-    if (json_is_integer(mpe) && json_integer_value(mpe) > 4) m.max_positions = (int)json_integer_value(mpe) - 2;
+    if (mpe) m.max_positions = (int)mpe - 2;
     json_t *eps = json_object_get(c, "layer_norm_eps");
     if (json_is_number(eps)) m.layer_norm_eps = (float)json_number_value(eps);
     *mc = m;
@@ -82,29 +109,13 @@ esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
 static esmt_status read_config(const char *dir, esmt_model_config *mc) {
   char path[PATH_CAP];
   snprintf(path, sizeof path, "%s/config.json", dir);
-  FILE *f = fopen(path, "rb");
-  if (!f) return esmt_fail(ESMT_ERR_FORMAT, "%s: cannot open: %s", path, strerror(errno));
-  char *text = NULL;
-  size_t len = 0, cap = 0;
-  esmt_status st = ESMT_OK;
-  for (;;) {
-    if (len == cap) {
-      cap = cap ? 2 * cap : 4096;
-      char *t = cap <= (64u << 20) ? realloc(text, cap) : NULL;
-      if (!t) {
-        st = esmt_fail(cap > (64u << 20) ? ESMT_ERR_FORMAT : ESMT_ERR_OUT_OF_MEMORY,
-                       "%s: %s", path, cap > (64u << 20) ? "larger than 64 MiB" : "out of memory");
-        break;
-      }
-      text = t;
-    }
-    size_t n = fread(text + len, 1, cap - len, f);
-    len += n;
-    if (n == 0) break;
-  }
-  if (!st && ferror(f)) st = esmt_fail(ESMT_ERR_IO, "%s: read error", path);
-  fclose(f);
-  if (!st) st = esmt_hf_config_parse(text, len, path, mc);
+  json_t *root = NULL;
+  esmt_status st = esmt_json_load_input(path, "Hugging Face config.json", &root);
+  if (st) return st;
+  char *text = json_dumps(root, JSON_COMPACT);
+  json_decref(root);
+  if (!text) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  st = esmt_hf_config_parse(text, strlen(text), path, mc);
   free(text);
   return st;
 }
@@ -127,9 +138,10 @@ static esmt_status open_files(const char *dir, esmt_st_file *files, int *nfiles)
   }
   char p[PATH_CAP];
   snprintf(p, sizeof p, "%s/model.safetensors.index.json", dir);
-  json_error_t err;
-  json_t *idx = json_load_file(p, 0, &err);
-  json_t *map = idx ? json_object_get(idx, "weight_map") : NULL;
+  json_t *idx = NULL;
+  esmt_status ist = esmt_json_load_input(p, "safetensors index", &idx);
+  if (ist) return ist;
+  json_t *map = json_object_get(idx, "weight_map");
   if (!json_is_object(map)) {
     json_decref(idx);
     return esmt_fail(ESMT_ERR_FORMAT, "%s: no weight_map", p);
@@ -174,6 +186,11 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
   ESMT_CHECK_ARG(m && dir, fn, "model and dir must not be NULL");
   esmt_status st = refuse_pickle(fn, dir);
   if (st) return st;
+  /* config.json is not needed (the model has its shape) but a damaged one
+   * is refused, not ignored */
+  esmt_model_config unused;
+  if (file_exists(dir, "config.json") && (st = read_config(dir, &unused)))
+    return esmt_fail_prefix(st, "%s: ", fn);
   esmt_st_file *files = calloc(MAX_SHARDS, sizeof *files);
   if (!files) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   int n = 0;

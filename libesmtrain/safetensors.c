@@ -2,6 +2,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "safetensors.h"
 
+#include "input_file.h"
+
 #include <errno.h>
 #include <math.h>
 #include <fcntl.h>
@@ -55,20 +57,32 @@ static esmt_status parse_tensor(const char *path, const char *name, json_t *v,
     if (!json_is_integer(e) || json_integer_value(e) < 0 || json_integer_value(e) > (1ll << 40))
       return BAD("%s: tensor '%s': bad shape entry %zu", path, name, i);
     t->shape[i] = json_integer_value(e);
+    /* checked before multiplying: 2^40 x 2^40 must not wrap to 0 */
+    if (t->shape[i] && numel > (1ull << 42) / (uint64_t)t->shape[i])
+      return BAD("%s: tensor '%s': too many elements (shape entry %zu is %lld; at most 2^42 "
+                 "elements)", path, name, i, (long long)t->shape[i]);
     numel *= (uint64_t)t->shape[i];
-    if (numel > (1ull << 42)) return BAD("%s: tensor '%s': too many elements", path, name);
   }
   json_t *b0 = json_array_get(jo, 0), *b1 = json_array_get(jo, 1);
   if (!json_is_integer(b0) || !json_is_integer(b1) || json_integer_value(b0) < 0 ||
-      json_integer_value(b1) < json_integer_value(b0))
-    return BAD("%s: tensor '%s': bad data_offsets", path, name);
+      json_integer_value(b1) < 0)
+    return BAD("%s: tensor '%s': data_offsets must be two non-negative integers [begin, end]",
+               path, name);
   uint64_t begin = (uint64_t)json_integer_value(b0), end = (uint64_t)json_integer_value(b1);
+  if (end < begin)
+    return BAD("%s: tensor '%s': data_offsets [%llu, %llu] end before they begin", path, name,
+               (unsigned long long)begin, (unsigned long long)end);
   if (end > data_len)
-    return BAD("%s: tensor '%s': data ends at byte %llu but the file holds %llu (truncated?)",
-               path, name, (unsigned long long)end, (unsigned long long)data_len);
-  if (end - begin != numel * (uint64_t)esize)
-    return BAD("%s: tensor '%s': shape needs %llu bytes but data_offsets span %llu", path, name,
-               (unsigned long long)(numel * (uint64_t)esize), (unsigned long long)(end - begin));
+    return BAD("%s: tensor '%s': data_offsets [%llu, %llu] end past the %llu bytes of data the "
+               "file holds (truncated?)", path, name, (unsigned long long)begin,
+               (unsigned long long)end, (unsigned long long)data_len);
+  /* numel <= 2^42 and esize <= 8: the product cannot overflow */
+  uint64_t need = numel * (uint64_t)esize;
+  if (end - begin != need)
+    return BAD("%s: tensor '%s': shape needs %llu bytes (%llu elements of %d) but data_offsets "
+               "[%llu, %llu] span %llu", path, name, (unsigned long long)need,
+               (unsigned long long)numel, esize, (unsigned long long)begin,
+               (unsigned long long)end, (unsigned long long)(end - begin));
   t->numel = numel;
   t->data = data + begin;
   t->nbytes = end - begin;
@@ -77,11 +91,40 @@ static esmt_status parse_tensor(const char *path, const char *name, json_t *v,
   return ESMT_OK;
 }
 
+static int by_begin(const void *a, const void *b) {
+  const esmt_st_tensor *x = *(const esmt_st_tensor *const *)a, *y = *(const esmt_st_tensor *const *)b;
+  return x->data < y->data ? -1 : x->data > y->data;
+}
+
+/* No two tensors may share bytes: a file whose bias points into a weight's
+ * bytes would load silently wrong values. Sorted by start, each tensor must
+ * begin at or after the end of the one before it. */
+static esmt_status check_overlap(const char *path, const esmt_st_file *f, const uint8_t *data) {
+  esmt_status st = ESMT_OK;
+  const esmt_st_tensor **order = malloc((size_t)(f->count ? f->count : 1) * sizeof *order);
+  if (!order) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  int n = 0;
+  for (int i = 0; i < f->count; i++)
+    if (f->tensors[i].nbytes) order[n++] = &f->tensors[i];
+  qsort(order, (size_t)n, sizeof *order, by_begin);
+  for (int i = 1; i < n && !st; i++) {
+    const esmt_st_tensor *a = order[i - 1], *b = order[i];
+    if (b->data < a->data + a->nbytes)
+      BAD("%s: tensors '%s' (data_offsets [%llu, %llu]) and '%s' ([%llu, %llu]) overlap: each "
+          "tensor needs bytes of its own; the file is damaged or was not written by a "
+          "safetensors writer", path, a->name, (unsigned long long)(a->data - data),
+          (unsigned long long)(a->data - data + a->nbytes), b->name,
+          (unsigned long long)(b->data - data), (unsigned long long)(b->data - data + b->nbytes));
+  }
+  free(order);
+  return st;
+}
+
 static esmt_status parse_header(const char *path, esmt_st_file *f, const char *json,
                                 size_t json_len, const uint8_t *data, uint64_t data_len) {
   esmt_status st = ESMT_OK;
   json_error_t jerr;
-  json_t *root = json_loadb(json, json_len, 0, &jerr);
+  json_t *root = json_loadb(json, json_len, JSON_REJECT_DUPLICATES, &jerr);
   if (!root) return BAD("%s: header is not valid JSON (%s at column %d)", path, jerr.text,
                         jerr.column);
   if (!json_is_object(root)) {
@@ -114,19 +157,17 @@ static esmt_status parse_header(const char *path, esmt_st_file *f, const char *j
     if (!st) f->count++;
   }
   json_decref(root);
+  if (!st) st = check_overlap(path, f, data);
   return st;
 }
 
 esmt_status esmt_st_open(const char *path, esmt_st_file *f) {
   memset(f, 0, sizeof *f);
   esmt_status st = ESMT_OK;
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  int fd;
   struct stat sb;
-  if (fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    close(fd);
-    return esmt_fail(ESMT_ERR_IO, "%s: not a regular file", path);
-  }
+  st = esmt_open_input(path, "safetensors file", &fd, &sb);
+  if (st) return st;
   if (sb.st_size < 10) {
     close(fd);
     return esmt_fail(ESMT_ERR_FORMAT, "%s: %lld bytes is too short for a safetensors file", path,
@@ -141,8 +182,10 @@ esmt_status esmt_st_open(const char *path, esmt_st_file *f) {
   uint64_t hlen = 0;
   for (int i = 7; i >= 0; i--) hlen = (hlen << 8) | p[i];
   if (hlen < 2 || hlen > f->size - 8 || hlen > (100u << 20)) {
-    BAD("%s: header length %llu does not fit the %llu-byte file (not safetensors, or "
-        "truncated)", path, (unsigned long long)hlen, (unsigned long long)f->size);
+    BAD("%s: header length %llu (the first 8 bytes) %s the %llu-byte file: not a safetensors "
+        "file, or truncated", path, (unsigned long long)hlen,
+        hlen > (100u << 20) ? "is over the 100 MiB limit for" : "does not fit",
+        (unsigned long long)f->size);
   } else {
     st = parse_header(path, f, (const char *)p + 8, (size_t)hlen, p + 8 + hlen,
                       f->size - 8 - hlen);

@@ -10,6 +10,7 @@
 
 #include "fs_util.h"
 #include "safetensors.h"
+#include "input_file.h"
 
 static const char *const k_names[] = {"F64", "F32", "F16", "BF16", "I64",
                                       "I32", "I16", "I8",  "U8",   "BOOL"};
@@ -128,8 +129,9 @@ void esmt_st_writer_abort(esmt_st_writer *w) {
 }
 
 esmt_status esmt_file_crc32(const char *path, uint32_t *crc) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+  int fd;
+  esmt_status st = esmt_open_input(path, "file to checksum", &fd, NULL);
+  if (st) return st;
   uLong c = crc32(0L, Z_NULL, 0);
   static _Thread_local unsigned char buf[1 << 16];
   for (;;) {

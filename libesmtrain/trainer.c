@@ -118,6 +118,7 @@ void esmt_trainer_destroy(esmt_trainer *t) {
   free(t->eval_logits);
   free(t->run_dir);
   free(t->config_text);
+  free(t->resume_changes);
   free(t);
 }
 
@@ -479,6 +480,7 @@ static esmt_status load_checkpoint(esmt_trainer *t, const char *spec, int full, 
   char dir[4096];
   esmt_status st = esmt_checkpoint_resolve(spec, dir, sizeof dir);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  if (full && (st = esmt_trainer_resume_check(t, dir))) return esmt_fail_prefix(st, "%s: ", fn);
   char *json = NULL;
   st = esmt_checkpoint_load(t->m, dir, full, full ? &json : NULL);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);

@@ -25,6 +25,7 @@ struct esmt_trainer {
   double t_start;                   /* clock at create/resume */
   double best_eval_loss;            /* +inf until the first evaluation */
   uint64_t aa_counts[ESMT_VOCAB_SIZE]; /* residues seen (for the frequency baseline) */
+  char *resume_changes;             /* JSON array of settings changed at resumes, or NULL */
   /* Set by esmt_trainer_request_stop (any thread, a signal handler); the
    * run, step or evaluation it stops consumes it, so it is not permanent. */
   volatile sig_atomic_t stop_requested;
@@ -59,5 +60,10 @@ ESMT_HIDDEN esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_
 /* Trainer state <-> JSON text (malloc'ed) for checkpoints. */
 ESMT_HIDDEN esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json);
 ESMT_HIDDEN esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *json);
+
+/* Before resuming from ckpt_dir: compare the run's recorded settings, world
+ * size and dataset with this trainer's (resume_check.h); refuses changes
+ * that break an exact continuation, warns about and records the others. */
+ESMT_HIDDEN esmt_status esmt_trainer_resume_check(esmt_trainer *t, const char *ckpt_dir);
 
 #endif

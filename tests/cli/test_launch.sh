@@ -88,6 +88,13 @@ cat "$work/kill.log" | tail -4
 grep -q "rank 1 failed" "$work/kill.log"
 grep -q "launch: rank 1 exited with status 137" "$work/kill.log"
 [ "$took" -lt 60 ] || { echo "took ${took}s to stop"; exit 1; }
-"$cli" train "${common[@]}" --steps 100000 --out "$work/kill" --resume latest --max-time 1 \
-  > /dev/null 2>&1 # the last checkpoint still loads (one rank now)
+# One rank alone would halve the tokens per update (train.tokens_per_update
+# 0: one micro-batch per rank), so it is refused naming the world size;
+# the last checkpoint still loads with the run's two ranks.
+set +e; "$cli" train "${common[@]}" --steps 100000 --out "$work/kill" --resume latest --max-time 1 \
+  > "$work/one.log" 2>&1; rc=$?; set -e
+[ "$rc" -eq 1 ] && grep -q "world_size: 2 -> 1" "$work/one.log" || { cat "$work/one.log"; exit 1; }
+step=$(cat "$work/kill/checkpoints/latest")
+"$cli" launch -n 2 train "${common[@]}" --steps $((10#${step#step-} + 1)) --out "$work/kill" \
+  --resume latest > "$work/two.log" 2>&1 || { cat "$work/two.log"; exit 1; }
 echo "launch ok"
