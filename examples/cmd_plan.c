@@ -58,7 +58,15 @@ int cmd_plan(int argc, char **argv) {
       if (!ok) { esmt_config_destroy(cfg); return 2; }
       if (!strcmp(a, "--micro-batch")) rows = (int)x;
     }
-    if (!strcmp(a, "--model")) model = v;
+    if (!strcmp(a, "--model")) { /* its message suggests the closest preset */
+      esmt_model_config probe = ESMT_MODEL_CONFIG_INIT;
+      if ((st = esmt_model_config_preset(v, &probe))) {
+        cli_error("plan", st);
+        esmt_config_destroy(cfg);
+        return 2;
+      }
+      model = v;
+    }
     if (!strcmp(a, "--runtime-overhead")) {
       known = 1;
       ok = have_overhead = parse_bytes(v, &r.runtime_overhead);
