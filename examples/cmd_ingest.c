@@ -7,28 +7,37 @@
 #include "cli.h"
 
 /* Called every MiB of input: draws the bar unless quiet; a stop signal
- * cancels the ingest (its temporary files are removed). */
+ * cancels the ingest (its temporary files are removed). With standard
+ * input the size is unknown (total 0): no bar, percent or ETA. */
 static int progress_bar(void *user, const esmt_progress *p) {
   if (cli_signal_caught()) return 1;
   if (!*(const int *)user) return 0;
   double mb = (double)p->done / 1048576.0, rate = p->elapsed_s > 0 ? mb / p->elapsed_s : 0;
+  double seqs = p->elapsed_s > 0 ? (double)p->items / p->elapsed_s : 0;
+  if (!p->total) {
+    fprintf(stderr, "\r%8.1f MB read %6.1f MB/s %8.0f seq/s", mb, rate, seqs);
+    return 0;
+  }
   double frac = p->total ? (double)p->done / (double)p->total : 0;
   double eta = rate > 0 && p->total ? ((double)p->total - (double)p->done) / 1048576.0 / rate : 0;
-  int width = 30, fill = (int)(frac * width);
-  double seqs = p->elapsed_s > 0 ? (double)p->items / p->elapsed_s : 0;
+  int width = 30, fill = (int)(frac > 1 ? width : frac * width);
   fprintf(stderr, "\r[%.*s%*s] %5.1f%% %8.1f MB %6.1f MB/s %8.0f seq/s ETA %4.0fs", fill,
           "##############################", width - fill, "", 100 * frac, mb, rate, seqs, eta);
   return 0;
 }
 
 static void usage(void) {
-  printf("usage: esmtrain-example ingest IN.fasta[.gz]... -o DIR [--valid-fraction F]\n"
+  printf("usage: esmtrain-example ingest IN.fasta[.gz]|-... -o DIR [--valid-fraction F]\n"
          "          [--unknown unk|skip|fail] [--gaps keep|drop|fail] [--max-len N] [--quiet]\n"
          "Streams FASTA records into memory-mapped token shards under DIR (which must not\n"
          "exist or be empty), split train/validation by a hash of each record id\n"
          "(default 0.005 validation). --max-len N skips records of more than N residues\n"
          "(default: keep all; training crops long proteins at random). Prints a summary of\n"
-         "every problem met.\n");
+         "every problem met.\n"
+         "IN '-' reads standard input (plain or gzip), e.g. for other compressions:\n"
+         "  zstd -dc x.fa.zst | esmtrain-example ingest - -o DIR\n"
+         "Inputs must be regular files (or '-'); bzip2, zstd, xz, zip and tar inputs are\n"
+         "refused with the command to decompress them.\n");
 }
 
 /* Index of v in the NULL-terminated names, or -1 (with a message). */

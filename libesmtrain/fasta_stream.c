@@ -5,14 +5,22 @@
 #include "fasta_stream.h"
 
 #include <errno.h>
+#include <fcntl.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
+#include <unistd.h>
 #include <zlib.h>
+
+#include "fasta_magic.h"
+#include "input_file.h"
 
 struct esmt_fasta {
   gzFile gz;
-  char *path;
+  char *path;                /* for messages: the file, or "standard input" */
+  const char *name;          /* as given: "-" for standard input */
+  int stream;                /* standard input: no size, no seeking */
+  int filled;                /* the first bytes were read (and sniffed) */
   unsigned char buf[1 << 16];
   int pos, len, eof;
   uint64_t line;
@@ -23,25 +31,45 @@ struct esmt_fasta {
   uint64_t records;
 };
 
-esmt_status esmt_fasta_open(const char *path, esmt_fasta **out) {
-  *out = NULL;
-  struct stat sb;
-  if (stat(path, &sb) != 0)
-    return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
-  if (S_ISDIR(sb.st_mode)) return esmt_fail(ESMT_ERR_IO, "%s: is a directory, not a FASTA file", path);
-  esmt_fasta *f = calloc(1, sizeof *f);
-  if (!f || !(f->path = strdup(path))) {
-    free(f);
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  }
-  f->gz = gzopen(path, "rb");
+/* gzdopen on an open descriptor (it is closed by gzclose, or here). */
+static esmt_status open_gz(esmt_fasta *f, int fd) {
+  f->gz = gzdopen(fd, "rb");
   if (!f->gz) {
-    int err = errno;
-    free(f->path);
-    free(f);
-    return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, err ? strerror(err) : "zlib error");
+    close(fd);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (zlib)", f->path);
   }
   gzbuffer(f->gz, 1 << 17);
+  return ESMT_OK;
+}
+
+esmt_status esmt_fasta_open(const char *path, esmt_fasta **out) {
+  *out = NULL;
+  const int is_stdin = !strcmp(path, "-");
+  int fd = -1;
+  esmt_status st = ESMT_OK;
+  if (is_stdin) {
+    if (isatty(STDIN_FILENO))
+      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "standard input ('-') is a terminal: pipe the "
+                       "FASTA in (zcat x.fa.gz | esmtrain-example ingest - -o DIR)");
+    /* a copy, so that gzclose leaves the process's stdin open */
+    if ((fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
+      return esmt_fail(ESMT_ERR_IO, "standard input: cannot open: %s", strerror(errno));
+  } else if ((st = esmt_open_input(path, "FASTA input", &fd, NULL))) {
+    return st;
+  }
+  esmt_fasta *f = calloc(1, sizeof *f);
+  if (!f || !(f->path = strdup(is_stdin ? "standard input" : path))) {
+    free(f);
+    close(fd);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  f->name = is_stdin ? "-" : f->path;
+  f->stream = is_stdin;
+  if ((st = open_gz(f, fd))) {
+    free(f->path);
+    free(f);
+    return st;
+  }
   f->line = 1;
   *out = f;
   return ESMT_OK;
@@ -56,7 +84,14 @@ void esmt_fasta_close(esmt_fasta *f) {
   free(f);
 }
 
-uint64_t esmt_fasta_offset(const esmt_fasta *f) { return (uint64_t)gzoffset(f->gz); }
+uint64_t esmt_fasta_offset(const esmt_fasta *f) {
+  /* gzoffset is lseek on the descriptor: -1 on a pipe; a stream counts
+   * the bytes it gave instead */
+  z_off_t off = f->stream ? gztell(f->gz) : gzoffset(f->gz);
+  return off > 0 ? (uint64_t)off : 0;
+}
+
+int esmt_fasta_is_stream(const esmt_fasta *f) { return f->stream; }
 
 /* -1 at end of input, -2 on a read error (message set). */
 static int next_byte(esmt_fasta *f) {
@@ -83,6 +118,10 @@ static int next_byte(esmt_fasta *f) {
     }
     f->pos = 0;
     f->len = n;
+    if (!f->filled) { /* the first bytes: a format ingest does not read? */
+      f->filled = 1;
+      if (esmt_fasta_check_magic(f->name, f->buf, (size_t)n, !gzdirect(f->gz))) return -2;
+    }
   }
   return f->buf[f->pos++];
 }

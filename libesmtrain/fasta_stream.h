@@ -1,5 +1,9 @@
 /* Streaming FASTA records from plain or gzip files (zlib's gzread reads
- * both, and concatenated gzip members). Memory: one record at a time. */
+ * both, and concatenated gzip members), or from standard input ("-").
+ * A path that is not a regular file (FIFO, device, directory) is refused
+ * at once; an input in another compressed or archive format (bzip2, zstd,
+ * xz, zip, tar, ...) is refused by name on its first bytes. Memory: one
+ * record at a time. */
 #ifndef ESMTRAIN_FASTA_STREAM_H
 #define ESMTRAIN_FASTA_STREAM_H
 
@@ -18,7 +22,10 @@ ESMT_HIDDEN esmt_status esmt_fasta_open(const char *path, esmt_fasta **out);
 ESMT_HIDDEN void esmt_fasta_close(esmt_fasta *f);
 /* Next record; 1 = got one, 0 = end of file, negative = error (message set). */
 ESMT_HIDDEN int esmt_fasta_next(esmt_fasta *f, esmt_fasta_record *rec);
-/* Compressed bytes consumed so far (for progress). */
+/* Progress: compressed bytes consumed so far from a file; bytes given so
+ * far (after any gzip layer) from standard input, whose size is unknown. */
 ESMT_HIDDEN uint64_t esmt_fasta_offset(const esmt_fasta *f);
+/* 1 when reading standard input. */
+ESMT_HIDDEN int esmt_fasta_is_stream(const esmt_fasta *f);
 
 #endif

@@ -1,19 +1,22 @@
-/* esmt_ingest: FASTA(.gz) -> token shards + manifest. Everything is written
+/* esmt_ingest: FASTA(.gz) or standard input ("-") -> token shards +
+ * manifest, both carrying a new random dataset id. Everything is written
  * into a temporary directory that is published only when complete
  * (out_dir.h), so a failed or interrupted ingest leaves no dataset behind,
  * never touches an existing one, and leaves a directory the user made
  * (empty) as it was: same mode, still there. */
-#define _POSIX_C_SOURCE 200809L
+#define _GNU_SOURCE /* getrandom */
 #include <errno.h>
 #include <fcntl.h>
 #include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/random.h>
 #include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
+#include "dataset_manifest.h"
 #include "fasta_stream.h"
 #include "fs_util.h"
 #include "out_dir.h"
@@ -41,7 +44,8 @@ typedef struct ingest {
   uint64_t seen_cap, seen_count;
   uint8_t *tok;
   size_t tok_cap;
-  uint64_t total_bytes, done_bytes;
+  uint64_t total_bytes, done_bytes; /* total 0: unknown (standard input) */
+  uint8_t dataset_id[ESMT_DATASET_ID_BYTES];
   double t0;
   json_t *shards;
 } ingest;
@@ -141,6 +145,7 @@ static esmt_status shard_close(ingest *g, shard_out *s) {
     h.index_offset = sizeof h + s->tokens + pad;
     h.crc32 = (uint32_t)crc32(s->crc, (const Bytef *)s->index, (uInt)ibytes);
     h.split = (uint32_t)s->split;
+    memcpy(h.dataset_id, g->dataset_id, sizeof h.dataset_id);
     st = esmt_pwrite_all(s->fd, &h, sizeof h, 0, path);
     if (!st && fsync(s->fd) != 0)
       st = esmt_fail(ESMT_ERR_IO, "%s: fsync: %s", path, strerror(errno));
@@ -256,8 +261,10 @@ static esmt_status ingest_file(ingest *g, const char *path) {
 }
 
 static esmt_status write_manifest(ingest *g) {
-  json_t *root = json_pack("{s:s,s:i,s:O}", "format", ESMT_MANIFEST_FORMAT, "version",
-                           ESMT_MANIFEST_VERSION, "shards", g->shards);
+  char id[33];
+  esmt_dataset_id_hex(g->dataset_id, id);
+  json_t *root = json_pack("{s:s,s:i,s:s,s:O}", "format", ESMT_MANIFEST_FORMAT, "version",
+                           ESMT_MANIFEST_VERSION, "dataset_id", id, "shards", g->shards);
   const esmt_ingest_stats *s = g->st;
   json_object_set_new(root, "stats", json_pack("{s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I,s:I}", "records",
       (json_int_t)s->records, "residues", (json_int_t)s->residues, "train_records",
@@ -279,6 +286,21 @@ static esmt_status write_manifest(ingest *g) {
   if (fd >= 0) close(fd);
   free(text);
   return st;
+}
+
+/* A random identity for the new dataset, written into the manifest and
+ * every shard header: the loader refuses a shard whose id differs. */
+static esmt_status new_dataset_id(uint8_t id[ESMT_DATASET_ID_BYTES]) {
+  size_t got = 0;
+  while (got < ESMT_DATASET_ID_BYTES) {
+    ssize_t n = getrandom(id + got, ESMT_DATASET_ID_BYTES - got, 0);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0)
+      return esmt_fail(ESMT_ERR_IO, "esmt_ingest: getrandom (a dataset id): %s",
+                       n < 0 ? strerror(errno) : "no bytes");
+    got += (size_t)n;
+  }
+  return ESMT_OK;
 }
 
 esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) {
@@ -308,8 +330,21 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   g.out[0].fd = g.out[1].fd = -1;
   g.out[1].split = 1;
   struct stat sb;
-  for (int i = 0; i < o->n_inputs; i++)
-    if (stat(o->inputs[i], &sb) == 0) g.total_bytes += (uint64_t)sb.st_size;
+  int stdin_at = -1;
+  for (int i = 0; i < o->n_inputs; i++) {
+    if (!o->inputs[i]) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: input %d is NULL", fn, i);
+    if (!strcmp(o->inputs[i], "-")) {
+      if (stdin_at >= 0)
+        return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: standard input ('-') is given twice "
+                         "(inputs %d and %d): it can be read once", fn, stdin_at + 1, i + 1);
+      stdin_at = i;
+    }
+  }
+  /* the size of the whole input when every input is a regular file;
+   * unknown (0) with standard input */
+  for (int i = 0; i < o->n_inputs && stdin_at < 0; i++)
+    if (stat(o->inputs[i], &sb) == 0 && S_ISREG(sb.st_mode)) g.total_bytes += (uint64_t)sb.st_size;
+  if ((st = new_dataset_id(g.dataset_id))) return st;
   /* The destination must be new or empty: never mix or clobber datasets. */
   const esmt_out_dir_rules rules = {fn, NULL, NULL, 0, NULL};
   if ((st = esmt_out_dir_begin(&g.od, o->output_dir, &rules))) return st;

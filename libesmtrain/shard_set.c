@@ -1,95 +1,43 @@
-/* See shard_set.h. Checks run once at open: everything a corrupt or
- * truncated shard could break is refused before any batch is made. */
+/* See shard_set.h. Checks run once at open (dataset_manifest.c,
+ * shard_verify.c): everything a corrupt, truncated, replaced or foreign
+ * shard could break is refused before any batch is made. */
 #define _DEFAULT_SOURCE
 #include "shard_set.h"
 
 #include <errno.h>
 #include <fcntl.h>
-#include <jansson.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/mman.h>
 #include <sys/stat.h>
 #include <unistd.h>
-#include <zlib.h>
 
-#include "shard_format.h"
+#include "dataset_manifest.h"
+#include "input_file.h"
+#include "shard_verify.h"
 
-/* Verify a shard by reading it (pread, so that the check does not make the
- * whole mapping resident), then map it for the loader's random access. */
-static esmt_status verify_shard(int fd, const char *path, const esmt_shard_header *h,
-                                uint64_t size) {
-  static _Thread_local uint8_t buf[1 << 20];
-  uLong crc = crc32(0L, Z_NULL, 0);
-  uint64_t prev = 0;
-  const uint64_t index_end = h->index_offset + (h->records + 1) * sizeof(uint64_t);
-  for (uint64_t off = sizeof *h; off < size;) {
-    /* chunks never straddle the token/index boundary, and index chunks
-     * hold whole entries */
-    uint64_t limit = off < h->index_offset ? h->index_offset : index_end;
-    size_t want = (size_t)(limit - off < sizeof buf ? limit - off : sizeof buf);
-    ssize_t got = pread(fd, buf, want, (off_t)off);
-    if (got != (ssize_t)want)
-      return esmt_fail(ESMT_ERR_IO, "%s: read failed at byte %llu", path, (unsigned long long)off);
-    crc = crc32(crc, buf, (uInt)want);
-    if (off < h->index_offset) {
-      for (size_t k = 0; k < want; k++)
-        if (buf[k] >= ESMT_VOCAB_SIZE)
-          return esmt_fail(ESMT_ERR_FORMAT, "%s: token %u at byte %llu is not in the alphabet",
-                           path, buf[k], (unsigned long long)(off + k));
-    } else {
-      for (size_t k = 0; k + 8 <= want; k += 8) {
-        uint64_t v;
-        memcpy(&v, buf + k, 8);
-        uint64_t entry = (off + k - h->index_offset) / 8;
-        if ((entry == 0 && v != 0) || v < prev || v > h->tokens || v - prev > UINT32_MAX)
-          return esmt_fail(ESMT_ERR_FORMAT, "%s: index entry %llu is out of order or range", path,
-                           (unsigned long long)entry);
-        prev = v;
-      }
-    }
-    off += want;
-  }
-  if (prev != h->tokens)
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: the index does not end at the token count", path);
-  if ((uint32_t)crc != h->crc32)
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: checksum mismatch: the shard is corrupt", path);
-  return ESMT_OK;
-}
-
-static esmt_status map_shard(const char *path, int split, esmt_shard_map *m) {
-  int fd = open(path, O_RDONLY | O_CLOEXEC);
-  if (fd < 0) return esmt_fail(ESMT_ERR_IO, "%s: cannot open: %s", path, strerror(errno));
+/* Open a shard listed in the manifest (a regular file: never blocks on a
+ * FIFO), check its header against the format and its entry; `body` also
+ * reads it all (crc32, token ids, index) and maps it for the loader. */
+static esmt_status open_shard(const char *path, const esmt_dataset_manifest *man,
+                              const esmt_manifest_entry *e, int body, esmt_shard_map *m) {
+  int fd;
   struct stat sb;
   esmt_shard_header h;
-  esmt_status st = ESMT_OK;
-  if (fstat(fd, &sb) != 0 || sb.st_size < (off_t)sizeof h ||
-      pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: too short to be a shard (truncated?)", path);
-  const uint64_t aligned = (sizeof h + h.tokens + 7) & ~(uint64_t)7; /* index is 8-aligned */
-  uint64_t need = st ? 0 : aligned + (h.records + 1) * sizeof(uint64_t);
-  if (st) {
-  } else if (memcmp(h.magic, ESMT_SHARD_MAGIC, 8) != 0) {
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: not an esmtrain shard (bad magic)", path);
-  } else if (h.version != ESMT_SHARD_VERSION || h.header_size != sizeof h) {
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: shard version %u, this library reads %u", path,
-                   h.version, ESMT_SHARD_VERSION);
-  } else if (h.records > (1ull << 40) || h.tokens > (1ull << 50) ||
-             h.index_offset != aligned || need != (uint64_t)sb.st_size) {
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: sizes do not add up (%llu bytes on disk, %llu "
-                   "expected): truncated or corrupt", path, (unsigned long long)sb.st_size,
-                   (unsigned long long)need);
-  } else if ((int)h.split != split) {
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: shard of the wrong split", path);
-  } else {
-    st = verify_shard(fd, path, &h, (uint64_t)sb.st_size);
+  esmt_status st = esmt_open_input(path, "dataset shard", &fd, &sb);
+  if (st) return st;
+  if (sb.st_size < (off_t)sizeof h || pread(fd, &h, sizeof h, 0) != (ssize_t)sizeof h)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: %lld bytes, too short to be a shard (truncated?)", path,
+                   (long long)sb.st_size);
+  if (!st) st = esmt_shard_check_header(path, &h, (uint64_t)sb.st_size, man, e);
+  if (!st && body) st = esmt_shard_verify_body(fd, path, &h);
+  if (st || !body) {
+    close(fd);
+    return st;
   }
-  void *map = MAP_FAILED;
-  if (!st) {
-    map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
-    if (map == MAP_FAILED) st = esmt_fail(ESMT_ERR_IO, "%s: mmap: %s", path, strerror(errno));
-  }
+  void *map = mmap(NULL, (size_t)sb.st_size, PROT_READ, MAP_SHARED, fd, 0);
+  if (map == MAP_FAILED) st = esmt_fail(ESMT_ERR_IO, "%s: mmap: %s", path, strerror(errno));
   if (!st && !(m->path = strdup(path))) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   if (st) {
     if (map != MAP_FAILED) munmap(map, (size_t)sb.st_size);
@@ -108,44 +56,50 @@ static esmt_status map_shard(const char *path, int split, esmt_shard_map *m) {
   return ESMT_OK;
 }
 
-esmt_status esmt_shard_set_open(const char *dir, int split, esmt_shard_set *set) {
-  memset(set, 0, sizeof *set);
-  char path[4096];
-  snprintf(path, sizeof path, "%s/manifest.json", dir);
-  json_error_t err;
-  json_t *root = json_load_file(path, 0, &err);
-  if (!root)
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: %s (is '%s' a dataset made by `esmtrain-example "
-                     "ingest`?)", path, err.text, dir);
-  const char *fmt = json_string_value(json_object_get(root, "format"));
-  json_t *shards = json_object_get(root, "shards");
+/* Every shard the manifest lists is checked (header against its entry);
+ * those of `split` are read in full and mapped. */
+static esmt_status open_listed(const char *dir, const esmt_dataset_manifest *man, int split,
+                               esmt_shard_set *set) {
+  size_t cap = strlen(dir) + 2 + 256;
+  char *path = malloc(cap);
+  if (!path) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
   esmt_status st = ESMT_OK;
-  if (!fmt || strcmp(fmt, ESMT_MANIFEST_FORMAT) != 0 || !json_is_array(shards))
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: not an esmtrain dataset manifest", path);
-  size_t n = st ? 0 : json_array_size(shards);
-  set->shards = calloc(n ? n : 1, sizeof *set->shards);
-  set->first = calloc(n + 1, sizeof *set->first);
-  if (!st && (!set->shards || !set->first)) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
-  const char *want = split ? "valid" : "train";
-  for (size_t i = 0; i < n && !st; i++) {
-    json_t *e = json_array_get(shards, i);
-    const char *file = json_string_value(json_object_get(e, "file"));
-    const char *sp = json_string_value(json_object_get(e, "split"));
-    if (!file || !sp || strchr(file, '/')) {
-      st = esmt_fail(ESMT_ERR_FORMAT, "%s: shard entry %zu is malformed", path, i);
-      break;
+  for (size_t i = 0; i < man->count && !st; i++) {
+    const esmt_manifest_entry *e = &man->entries[i];
+    size_t need = strlen(dir) + strlen(e->file) + 2;
+    if (need > cap) {
+      char *p = realloc(path, need);
+      if (!p) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory"); break; }
+      path = p;
+      cap = need;
     }
-    if (strcmp(sp, want) != 0) continue;
-    snprintf(path, sizeof path, "%s/%s", dir, file);
-    esmt_shard_map *m = &set->shards[set->count];
-    if ((st = map_shard(path, split, m))) break;
+    snprintf(path, cap, "%s/%s", dir, e->file);
+    int mine = e->split == split;
+    if ((st = open_shard(path, man, e, mine, &set->shards[set->count])) || !mine) continue;
     set->first[set->count] = set->records;
-    set->records += m->records;
+    set->records += set->shards[set->count].records;
     set->count++;
   }
-  json_decref(root);
+  free(path);
+  return st;
+}
+
+esmt_status esmt_shard_set_open(const char *dir, int split, esmt_shard_set *set) {
+  memset(set, 0, sizeof *set);
+  esmt_dataset_manifest man;
+  esmt_status st = esmt_manifest_load(dir, &man);
+  if (st) return st;
+  if (man.version < ESMT_MANIFEST_VERSION)
+    esmt_log(ESMT_LOG_WARN, "%s: a version-%d dataset (written by an older esmtrain): it has no "
+             "dataset id, so a shard copied in from another dataset cannot be detected; "
+             "re-ingest it to get one", dir, man.version);
+  set->shards = calloc(man.count ? man.count : 1, sizeof *set->shards);
+  set->first = calloc(man.count + 1, sizeof *set->first);
+  if (!set->shards || !set->first) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loader: out of memory");
+  if (!st) st = open_listed(dir, &man, split, set);
+  esmt_manifest_free(&man);
   if (!st && set->records == 0)
-    st = esmt_fail(ESMT_ERR_FORMAT, "%s: the %s split is empty", dir, want);
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: the %s split is empty", dir, esmt_split_name(split));
   if (st) esmt_shard_set_close(set);
   else set->first[set->count] = set->records;
   return st;

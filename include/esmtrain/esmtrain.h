@@ -779,14 +779,18 @@ typedef enum esmt_gap_policy {
 
 typedef struct esmt_ingest_options {
   uint32_t struct_size;
-  const char *const *inputs;  /* FASTA files, plain or gzip (concatenated members too) */
+  const char *const *inputs;  /* FASTA files, plain or gzip (concatenated members too);
+                               * "-" is standard input (once). Anything but a regular
+                               * file (FIFO, device, directory) is refused at once, and
+                               * so is a bzip2/zstd/xz/lz4/zip/tar input, by name */
   int n_inputs;
   const char *output_dir;     /* created; must not exist or be empty */
   double valid_fraction;      /* share of records (by a hash of the id) for validation */
   esmt_unknown_policy unknown;
   esmt_gap_policy gaps;
   uint64_t shard_tokens;      /* residues per shard before starting a new one */
-  esmt_progress_fn progress;  /* "ingest" stage in input bytes; non-zero cancels */
+  esmt_progress_fn progress;  /* "ingest" stage in input bytes (total 0 with standard
+                               * input: unknown); non-zero cancels */
   void *progress_user;
   uint64_t max_residues;      /* 0 = no limit; longer records are skipped (counted). The
                                * loader crops long records at random, so this only drops
@@ -799,7 +803,7 @@ typedef struct esmt_ingest_options {
 
 typedef struct esmt_ingest_stats {
   uint32_t struct_size;
-  uint64_t bytes_read;        /* compressed input bytes */
+  uint64_t bytes_read;        /* compressed input bytes (standard input: after gzip) */
   uint64_t records, residues; /* kept */
   uint64_t train_records, valid_records, train_residues, valid_residues;
   uint64_t empty_records;     /* headers without residues (skipped) */
