@@ -61,6 +61,8 @@ int main(int argc, char **argv) {
     return 0;
   }
   cli_signals_init();
+  /* warnings the library gives outside a context (a version-1 dataset, ...) */
+  esmt_set_log_callback(cli_log_stderr, NULL, ESMT_LOG_WARN);
   for (size_t i = 0; i < N_COMMANDS; i++)
     if (strcmp(argv[1], k_commands[i].name) == 0)
       return cli_stdout_finish(k_commands[i].fn(argc - 2, argv + 2));
