@@ -17,19 +17,7 @@
 #include "resume_check.h"
 #include "safetensors.h"
 
-static char g_dir[] = "/tmp/esmt-ckchecks-XXXXXX";
-
-static int setup(void **state) {
-  (void)state;
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#define g_dir test_tmpdir /* the group's temporary directory */
 
 /* A safetensors file with this JSON header and `data` zero bytes. */
 static const char *write_st(const char *name, const char *header, size_t data) {
@@ -315,5 +303,5 @@ int main(void) {
       cmocka_unit_test(resume_warns_and_records_allowed_changes),
       cmocka_unit_test(resume_world_size_needs_a_global_token_budget),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

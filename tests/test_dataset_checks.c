@@ -22,19 +22,7 @@
 #include "shard_set.h"
 #include "shard_verify.h"
 
-static const char *g_dir;
-
-static int setup(void **state) {
-  (void)state;
-  g_dir = test_mkdtemp();
-  return g_dir ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  test_rmtree(g_dir);
-  return 0;
-}
+#define g_dir test_tmpdir /* the group's temporary directory */
 
 static const char *path_in(const char *name) {
   static char p[8][512];
@@ -528,5 +516,5 @@ int main(void) {
       cmocka_unit_test(compressed_formats_named),
       cmocka_unit_test(stdin_is_read_with_sane_progress),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

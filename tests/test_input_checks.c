@@ -19,19 +19,7 @@
 #include "host_memory.h"
 #include "input_file.h"
 
-static char g_dir[] = "/tmp/esmt-input-XXXXXX";
-
-static int setup(void **state) {
-  (void)state;
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd) == 0 ? 0 : -1;
-}
+#define g_dir test_tmpdir /* the group's temporary directory */
 
 static void path_in(char *out, size_t cap, const char *name) {
   snprintf(out, cap, "%s/%s", g_dir, name);
@@ -127,5 +115,5 @@ int main(void) {
       cmocka_unit_test(regular_file_opens_blocking),
       cmocka_unit_test(host_memory_sees_the_address_space_limit),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -202,18 +202,34 @@ static void count_saves(void *user, esmt_log_level level, const char *msg) {
   if (strstr(msg, "checkpoint saved")) ((log_count *)user)->saves++;
 }
 
-static void last_step_is_saved_once(void **state) {
-  (void)state;
-  log_count lc = {0};
+/* A cpu context with the given sinks made the group's g_ctx (the rigs
+ * build on it) until use_context(NULL) puts the group's own back. */
+static esmt_context *g_group_ctx;
+
+static void use_context(esmt_log_fn log, void *log_user, esmt_progress_fn progress,
+                        void *progress_user, int on) {
+  if (!on) {
+    esmt_context_destroy(g_ctx);
+    g_ctx = g_group_ctx;
+    return;
+  }
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
   co.backend_path = test_backend_dir();
   co.backend = "cpu";
-  co.log = count_saves;
-  co.log_user = &lc;
+  co.log = log;
+  co.log_user = log_user;
+  co.progress = progress;
+  co.progress_user = progress_user;
   esmt_context *ctx = NULL;
   assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
-  esmt_context *keep = g_ctx;
+  g_group_ctx = g_ctx;
   g_ctx = ctx;
+}
+
+static void last_step_is_saved_once(void **state) {
+  (void)state;
+  log_count lc = {0};
+  use_context(count_saves, &lc, NULL, NULL, 1);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
   o.run_dir = path_in("run-once");
   o.max_steps = 4;
@@ -226,8 +242,7 @@ static void last_step_is_saved_once(void **state) {
   rig_make(&r, &o);
   assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
   rig_free(&r);
-  g_ctx = keep;
-  esmt_context_destroy(ctx);
+  use_context(NULL, NULL, NULL, NULL, 0);
   assert_int_equal(lc.saves, 2); /* step 2 and step 4, each once */
 }
 
@@ -246,15 +261,7 @@ static void count_warnings(void *user, esmt_log_level level, const char *msg) {
 }
 
 static double final_lr(int64_t warmup, lr_seen *out) {
-  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
-  co.backend_path = test_backend_dir();
-  co.backend = "cpu";
-  co.log = count_warnings;
-  co.log_user = out;
-  esmt_context *ctx = NULL;
-  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
-  esmt_context *keep = g_ctx;
-  g_ctx = ctx;
+  use_context(count_warnings, out, NULL, NULL, 1);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
   o.max_steps = 10;
   o.log_every = 1;
@@ -265,8 +272,7 @@ static double final_lr(int64_t warmup, lr_seen *out) {
   rig_make(&r, &o);
   assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
   rig_free(&r);
-  g_ctx = keep;
-  esmt_context_destroy(ctx);
+  use_context(NULL, NULL, NULL, NULL, 0);
   return out->last_lr;
 }
 
@@ -299,15 +305,7 @@ static int note_stage(void *user, const esmt_progress *p) {
 static void context_progress_receives_every_stage(void **state) {
   (void)state;
   stages got = {0};
-  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
-  co.backend_path = test_backend_dir();
-  co.backend = "cpu";
-  co.progress = note_stage;
-  co.progress_user = &got;
-  esmt_context *ctx = NULL;
-  assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
-  esmt_context *keep = g_ctx;
-  g_ctx = ctx;
+  use_context(NULL, NULL, note_stage, &got, 1);
   g_context_progress_only = 1;
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
   o.run_dir = path_in("run-progress");
@@ -321,9 +319,8 @@ static void context_progress_receives_every_stage(void **state) {
   rig_free(&r);
   g_context_progress_only = 0;
   double gflops = 0;
-  assert_int_equal(esmt_context_gemm_ceiling(ctx, 32, 32, 32, 2, &gflops), ESMT_OK);
-  g_ctx = keep;
-  esmt_context_destroy(ctx);
+  assert_int_equal(esmt_context_gemm_ceiling(g_ctx, 32, 32, 32, 2, &gflops), ESMT_OK);
+  use_context(NULL, NULL, NULL, NULL, 0);
   assert_int_equal(got.train, 2);
   assert_true(got.eval >= 1);
   assert_int_equal(got.save_begin, 1); /* the best at step 2 is the final checkpoint */

@@ -67,3 +67,17 @@ void test_rmtree(const char *dir) {
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
 }
+
+char test_tmpdir[256];
+
+int test_tmpdir_setup(void **state) {
+  (void)state;
+  snprintf(test_tmpdir, sizeof test_tmpdir, "%s", test_mkdtemp());
+  return 0;
+}
+
+int test_tmpdir_teardown(void **state) {
+  (void)state;
+  test_rmtree(test_tmpdir);
+  return 0;
+}

@@ -29,4 +29,11 @@ const char *test_mkdtemp(void);
 /* rm -rf a directory made by test_mkdtemp. */
 void test_rmtree(const char *dir);
 
+/* cmocka group setup/teardown for a suite that needs one temporary
+ * directory of its own: test_tmpdir names it (a copy, not test_mkdtemp's
+ * buffer) between the two. */
+extern char test_tmpdir[256];
+int test_tmpdir_setup(void **state);
+int test_tmpdir_teardown(void **state);
+
 #endif
