@@ -85,6 +85,10 @@ static void regular_file_opens_blocking(void **state) {
  * 2 GiB is refused with both figures. */
 static void host_memory_sees_the_address_space_limit(void **state) {
   (void)state;
+  if (TEST_UNDER_ASAN) {
+    print_message("skipped: AddressSanitizer's shadow memory cannot live under ulimit -v\n");
+    skip();
+  }
   pid_t pid = fork();
   assert_true(pid >= 0);
   if (pid == 0) {

@@ -36,4 +36,17 @@ extern char test_tmpdir[256];
 int test_tmpdir_setup(void **state);
 int test_tmpdir_teardown(void **state);
 
+/* 1 in a build with AddressSanitizer, whose shadow memory reserves
+ * terabytes of address space: a test under `ulimit -v` cannot run there. */
+#if defined(__SANITIZE_ADDRESS__)
+#define TEST_UNDER_ASAN 1
+#elif defined(__has_feature)
+#if __has_feature(address_sanitizer)
+#define TEST_UNDER_ASAN 1
+#endif
+#endif
+#ifndef TEST_UNDER_ASAN
+#define TEST_UNDER_ASAN 0
+#endif
+
 #endif
