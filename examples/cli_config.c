@@ -113,8 +113,9 @@ int cli_config_plan(const esmt_config *c, const char *cmd, FILE *out) {
   esmt_context *ctx = NULL;
   if (esmt_context_create(&co, &ctx) != ESMT_OK) ctx = NULL;
   esmt_clear_error();
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-  esmt_status st = esmt_config_plan_request(c, ctx, &pr);
+  esmt_status st = esmt_config_plan_request(c, ctx, &mc, &pr);
   esmt_plan plan = ESMT_PLAN_INIT;
   if (!st) st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) {

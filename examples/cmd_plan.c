@@ -38,6 +38,7 @@ static const struct { const char *flag, *key; } k_flags[] = {
 };
 
 int cmd_plan(int argc, char **argv) {
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
   esmt_config *cfg = NULL;
   esmt_status st = esmt_config_create(&cfg);
@@ -94,7 +95,7 @@ int cmd_plan(int argc, char **argv) {
   }
   const uint64_t overhead = r.runtime_overhead;
   if (!st) st = esmt_config_validate(cfg);
-  if (!st) st = esmt_config_plan_request(cfg, NULL, &r);
+  if (!st) st = esmt_config_plan_request(cfg, NULL, &mc, &r);
   esmt_config_destroy(cfg);
   if (st) { cli_error("plan", st); return 2; }
   if (rows == 0) r.micro_batch = 0; /* the largest that fits */

@@ -24,18 +24,22 @@ static int policy(const esmt_config *c, const char *key) { /* -1 auto, 0 off, 1 
 }
 
 esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *ctx,
-                                     esmt_plan_request *r) {
+                                     esmt_model_config *model, esmt_plan_request *r) {
   const char *fn = "esmt_config_plan_request";
-  ESMT_CHECK_ARG(c && r, fn, "config and request must not be NULL");
+  ESMT_CHECK_ARG(c && r && model, fn, "config, model and request must not be NULL");
   esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size, sizeof *r);
   if (st) return st;
+  if ((st = esmt_check_struct(fn, "esmt_model_config", model->struct_size, sizeof *model)))
+    return st;
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-  pr.model.num_layers = (int)get_int(c, "model.num_layers");
-  pr.model.hidden_size = (int)get_int(c, "model.hidden_size");
-  pr.model.num_heads = (int)get_int(c, "model.num_heads");
-  pr.model.ffn_size = (int)get_int(c, "model.ffn_size");
-  pr.model.max_positions = (int)get_int(c, "model.max_positions");
-  pr.model.precision = ESMT_PRECISION_FP32;
+  pr.model = model;
+  mc.num_layers = (int)get_int(c, "model.num_layers");
+  mc.hidden_size = (int)get_int(c, "model.hidden_size");
+  mc.num_heads = (int)get_int(c, "model.num_heads");
+  mc.ffn_size = (int)get_int(c, "model.ffn_size");
+  mc.max_positions = (int)get_int(c, "model.max_positions");
+  mc.precision = ESMT_PRECISION_FP32;
   /* the loader's greedy batches hold up to tokens_per_batch tokens in any
    * shape, and the activation arena depends on the token count only */
   pr.seq_len = (int)get_int(c, "data.max_len");
@@ -67,6 +71,7 @@ esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *c
   pr.recompute = policy(c, "offload.recompute");
   if (get_int(c, "dist.zero") > 0 && pr.offload_optimizer < 0)
     pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
+  *model = mc;
   memcpy(r, &pr, sizeof pr);
   return ESMT_OK;
 }

@@ -35,7 +35,7 @@ static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, 
                     esmt_plan *p) {
   const uint64_t es = esize_of(r->precision);
   uint64_t layer, ends;
-  param_split(&r->model, &layer, &ends);
+  param_split(r->model, &layer, &ends);
   memset(p->device, 0, sizeof p->device);
   p->micro_batch = B;
   p->offload_optimizer = offload;
@@ -51,17 +51,17 @@ static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, 
   (void)layer; (void)ends;
   p->device[ESMT_MEM_GRADIENTS] = P * 4;
   p->device[ESMT_MEM_ACTIVATIONS] =
-      esmt_activation_bytes(&r->model, B, r->seq_len, (int)es, recompute);
-  uint64_t half = (uint64_t)(r->model.hidden_size / r->model.num_heads) / 2;
-  p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model.max_positions * half * 4;
+      esmt_activation_bytes(r->model, B, r->seq_len, (int)es, recompute);
+  uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
+  p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model->max_positions * half * 4;
   if (offload && es != 4) /* fp32 LayerNorm w/b beside the half weights (offload.c) */
-    p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(&r->model, (int)es) - P * es;
+    p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(r->model, (int)es) - P * es;
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
   /* Host: master, moments, fp32 gradients (and the F16/BF16 staging image)
    * live there under offload: exactly what offload.c allocates. */
-  p->host_pinned = offload ? esmt_offload_host_bytes(&r->model, (int)es) : 0;
+  p->host_pinned = offload ? esmt_offload_host_bytes(r->model, (int)es) : 0;
   p->fits = !r->device_budget || p->device_total <= r->device_budget;
 }
 
@@ -85,7 +85,10 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size, sizeof *r);
   if (!st) st = esmt_check_struct(fn, "esmt_plan", plan->struct_size, sizeof *plan);
   if (st) return st;
-  esmt_model_config cfg = r->model;
+  ESMT_CHECK_ARG(r->model, fn, "request.model must point to the model's configuration");
+  st = esmt_check_struct(fn, "esmt_model_config", r->model->struct_size, sizeof *r->model);
+  if (st) return st;
+  esmt_model_config cfg = *r->model;
   if (!cfg.ffn_size) cfg.ffn_size = 4 * cfg.hidden_size;
   if ((st = esmt_model_config_validate(&cfg))) return esmt_fail_prefix(st, "%s: ", fn);
   if (r->seq_len < 1 || r->seq_len > cfg.max_positions || r->micro_batch < 0 ||
@@ -95,7 +98,7 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
                      "micro_batch >= 0, a known precision, offload/recompute in {-1, 0, 1}", fn,
                      cfg.max_positions);
   esmt_plan_request req = *r;
-  req.model = cfg;
+  req.model = &cfg;
   uint64_t P = 0;
   esmt_model_config_param_count(&cfg, &P);
 

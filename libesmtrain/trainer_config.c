@@ -88,8 +88,9 @@ static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c, int ze
   o->recompute = rec == 1;
   if ((off >= 0 && rec >= 0) || !budget) return ESMT_OK; /* auto without a budget: off */
   /* the request `plan`, `config --validate` and `train --validate` make */
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-  esmt_status st = esmt_config_plan_request(c, ctx, &pr);
+  esmt_status st = esmt_config_plan_request(c, ctx, &mc, &pr);
   if (st) return st;
   pr.offload_optimizer = off;
   pr.recompute = rec;

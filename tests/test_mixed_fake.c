@@ -277,8 +277,9 @@ static void pointer_checks(esmt_precision p, esmtb_dtype want) {
   if (half) expect_lowp_synced(m);
 
   /* the planner's half numbers are the real ones */
+  esmt_model_config mc = mixed_tiny_config(ESMT_PRECISION_AUTO);
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  r.model = mixed_tiny_config(ESMT_PRECISION_AUTO);
+  r.model = &mc;
   r.micro_batch = 3;
   r.seq_len = 16;
   r.precision = p;

@@ -101,8 +101,9 @@ static uint64_t host_allocated(const esmt_model *m) {
 }
 
 static uint64_t planned_host(esmt_precision p) {
+  esmt_model_config mc = tiny(p);
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  r.model = tiny(p);
+  r.model = &mc;
   r.micro_batch = 3;
   r.seq_len = 24;
   r.precision = p;
@@ -372,9 +373,10 @@ static esmt_trainer *trainer_for(esmt_config *cfg) {
 
 /* The device bytes the planner gives this config for a policy. */
 static uint64_t plan_total(int offload) {
+  esmt_model_config mc = tiny(ESMT_PRECISION_FP32);
+  mc.ffn_size = 64;
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  r.model = tiny(ESMT_PRECISION_FP32);
-  r.model.ffn_size = 64;
+  r.model = &mc;
   r.seq_len = 64;
   r.micro_batch = 256 / 64;
   r.precision = ESMT_PRECISION_FP32;

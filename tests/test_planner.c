@@ -9,9 +9,14 @@
 
 #define GIB (1024ull * 1024ull * 1024ull)
 
+/* The shape req_for's request points to (one request at a time). */
+static esmt_model_config g_model;
+
 static esmt_plan_request req_for(const char *preset, int B, int T, esmt_precision p, uint64_t budget) {
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  assert_int_equal(esmt_model_config_preset(preset, &r.model), ESMT_OK);
+  g_model = (esmt_model_config)ESMT_MODEL_CONFIG_INIT;
+  assert_int_equal(esmt_model_config_preset(preset, &g_model), ESMT_OK);
+  r.model = &g_model;
   r.micro_batch = B;
   r.seq_len = T;
   r.precision = p;
@@ -35,7 +40,7 @@ static void test_650m_on_8gb(void **state) {
   /* fp32 master, m, v, gradients; the fp16 staging image of the weights
    * (then the fp32 LayerNorm w/b) that one H2D copy uploads: exactly what
    * offload.c allocates (test_offload checks the allocation) */
-  assert_int_equal(p.host_pinned, esmt_offload_host_bytes(&r.model, 2));
+  assert_int_equal(p.host_pinned, esmt_offload_host_bytes(r.model, 2));
   assert_true(p.host_pinned > p.parameters * 18 && p.host_pinned < p.parameters * 18 + (1u << 20));
   uint64_t sum = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) sum += p.device[i];
@@ -78,7 +83,7 @@ static void test_matches_real_arena(void **state) {
   assert_int_equal(esmt_model_create(ctx, &c, 1, &m), ESMT_OK);
   assert_int_equal(esmt_model_reserve(m, 5, 40), ESMT_OK);
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  r.model = c;
+  r.model = &c;
   r.micro_batch = 5;
   r.seq_len = 40;
   esmt_plan p = ESMT_PLAN_INIT;
@@ -127,17 +132,21 @@ static void test_forced_offload_that_does_not_fit(void **state) {
   assert_int_equal(p.micro_batch, 6);
   assert_true(p.device_total > 8 * GIB);
   assert_int_equal(p.device[ESMT_MEM_GRADIENTS], p.parameters * 4); /* fp32 grads stay */
-  assert_int_equal(p.host_pinned, esmt_offload_host_bytes(&r.model, 2));
+  assert_int_equal(p.host_pinned, esmt_offload_host_bytes(r.model, 2));
 }
 
 static void test_misuse(void **state) {
   (void)state;
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
   esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT); /* no model */
+  assert_non_null(strstr(esmt_last_error(), "request.model"));
+  r.model = &mc;
   r.seq_len = 5000;
   assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
   r.seq_len = 512;
-  r.model.num_heads = 7;
+  mc.num_heads = 7;
   assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_CONFIG);
   assert_int_equal(esmt_plan_memory(NULL, &p), ESMT_ERR_INVALID_ARGUMENT);
   assert_string_equal(esmt_mem_class_name(ESMT_MEM_ACTIVATIONS), "activations");
@@ -154,29 +163,31 @@ static void test_request_from_config(void **state) {
   assert_int_equal(esmt_config_set(c, "backend.precision", "fp16"), ESMT_OK);
   assert_int_equal(esmt_config_set(c, "data.max_len", "512"), ESMT_OK);
   assert_int_equal(esmt_config_set(c, "data.tokens_per_batch", "1500"), ESMT_OK);
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
   /* no backend known: a half precision means a GPU and its context */
-  assert_int_equal(esmt_config_plan_request(c, NULL, &r), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, NULL, &mc, &r), ESMT_OK);
+  assert_ptr_equal(r.model, &mc);
   assert_int_equal(r.precision, ESMT_PRECISION_FP16);
   assert_int_equal(r.runtime_overhead, 512ull << 20);
   assert_int_equal(r.micro_batch, 3); /* 1500 tokens of 512-token rows, rounded up */
   assert_int_equal(r.seq_len, 512);
-  assert_int_equal(r.model.num_layers, 6);
+  assert_int_equal(r.model->num_layers, 6);
   /* on the cpu backend (host memory): no CUDA context */
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
   o.backend_path = test_backend_dir();
   esmt_context *ctx = NULL;
   assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
-  assert_int_equal(esmt_config_plan_request(c, ctx, &r), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &mc, &r), ESMT_OK);
   assert_int_equal(r.precision, ESMT_PRECISION_FP16);
   assert_int_equal(r.runtime_overhead, 0);
   /* auto resolves as the model would: fp32 on the cpu backend */
   assert_int_equal(esmt_config_set(c, "backend.precision", "auto"), ESMT_OK);
-  assert_int_equal(esmt_config_plan_request(c, ctx, &r), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &mc, &r), ESMT_OK);
   assert_int_equal(r.precision, ESMT_PRECISION_FP32);
   assert_int_equal(r.offload_optimizer, -1);
   assert_int_equal(esmt_config_set(c, "dist.zero", "1"), ESMT_OK);
-  assert_int_equal(esmt_config_plan_request(c, ctx, &r), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &mc, &r), ESMT_OK);
   assert_int_equal(r.offload_optimizer, 0);
   esmt_context_destroy(ctx);
   esmt_config_destroy(c);

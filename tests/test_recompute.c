@@ -81,8 +81,9 @@ static void train(esmt_model *m, int updates, esmt_update_result *res) {
 
 /* The planner's activation figure for B x T in precision p. */
 static uint64_t planned_activations(esmt_precision p, int recompute) {
+  esmt_model_config mc = tiny(p);
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  r.model = tiny(p);
+  r.model = &mc;
   r.micro_batch = B;
   r.seq_len = T;
   r.precision = p;
@@ -260,8 +261,9 @@ static esmt_config *config_for(const char *data, const char *offload, const char
 }
 
 static uint64_t plan_total(int recompute) {
+  esmt_model_config mc = tiny(ESMT_PRECISION_FP32);
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-  r.model = tiny(ESMT_PRECISION_FP32);
+  r.model = &mc;
   r.seq_len = 64;
   r.micro_batch = 4;
   r.precision = ESMT_PRECISION_FP32;

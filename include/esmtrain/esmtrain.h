@@ -491,7 +491,10 @@ typedef enum esmt_mem_class {
 
 typedef struct esmt_plan_request {
   uint32_t struct_size;
-  esmt_model_config model;
+  /* The shape to plan (precision not read). A pointer, not a copy: a
+   * versioned struct inside another by value would move the outer one's
+   * later fields whenever it grows (docs/ABI.md). */
+  const esmt_model_config *model;
   int micro_batch;              /* rows; 0 = the largest that fits (at most 256) */
   int seq_len;                  /* tokens per row, cls/eos included */
   esmt_precision precision;     /* FP32, FP16 or BF16 (not AUTO); model.precision is not read */
@@ -502,7 +505,7 @@ typedef struct esmt_plan_request {
 } esmt_plan_request;
 
 #define ESMT_PLAN_REQUEST_INIT \
-  { sizeof(esmt_plan_request), ESMT_MODEL_CONFIG_INIT, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0 }
+  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;
@@ -984,6 +987,7 @@ ESMT_API esmt_status esmt_config_validate(const esmt_config *cfg);
  * `config --validate` and `train --validate` all use it, so the plan
  * printed is the plan applied. */
 ESMT_API esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context *ctx,
+                                              esmt_model_config *model,
                                               esmt_plan_request *request);
 
 ESMT_API esmt_status esmt_config_get_int(const esmt_config *cfg, const char *key, int64_t *value);
