@@ -1,7 +1,7 @@
 /* Configuration: defaults of every key, YAML (nesting, include/base,
  * errors with file:line[:column]), --set overrides, closest-key
  * suggestions, enum and bounds errors, byte sizes, presets (every file in
- * examples/configs loads and validates), print -> load round trips, and
+ * configs loads and validates), print -> load round trips, and
  * cross-field validation. */
 #define _POSIX_C_SOURCE 200809L
 #include "test_util.h"
@@ -36,7 +36,7 @@ static const char *write_yaml(const char *name, const char *text) {
 
 static const char *configs_dir(void) {
   static char dir[1024];
-  snprintf(dir, sizeof dir, "%s/examples/configs", test_src_dir());
+  snprintf(dir, sizeof dir, "%s/configs", test_src_dir());
   return dir;
 }
 
@@ -431,7 +431,7 @@ static void test_every_preset_loads_and_validates(void **state) {
   int n = 0;
   assert_int_equal(esmt_config_preset_count(c, &n), ESMT_OK);
   assert_true(n >= 12);
-  /* every file in examples/configs is a listed preset */
+  /* every file in configs is a listed preset */
   DIR *d = opendir(configs_dir());
   assert_non_null(d);
   int files = 0;

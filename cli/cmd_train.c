@@ -144,7 +144,7 @@ static void usage(void) {
   printf(
       "usage: esmtrain-example train --data DIR [options]\n"
       "  --config FILE.yaml    settings (nested keys; `include:` presets or files)\n"
-      "  --preset NAME         apply examples/configs/NAME.yaml (see --list-presets)\n"
+      "  --preset NAME         apply configs/NAME.yaml (see --list-presets)\n"
       "  --set key=value       any key (e.g. --set optimizer.beta2=0.99)\n"
       "  --print-config        print every key's resolved value and exit\n"
       "  --validate            check the configuration and exit\n"

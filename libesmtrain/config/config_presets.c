@@ -1,7 +1,7 @@
 /* Named presets: NAME.yaml files found in a search path - the handle's own
  * directories (esmt_config_set_preset_path), $ESMTRAIN_CONFIG_PATH, the
  * installed ${datadir}/esmtrain/configs, then the source tree's
- * examples/configs (so a build tree works uninstalled). Earlier directories
+ * configs (so a build tree works uninstalled). Earlier directories
  * shadow later ones. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
