@@ -63,10 +63,13 @@ mkdir -m 0700 "$W/mine" "$W/busy-empty"
 for d in run-busy busy-empty; do
   printf 'pid 4242\nhost holder-host\nstarted 2026-01-01 00:00:00\ncommand esmtrain-example train --out %s\n' \
     "$d" > "$W/$d/run.lock"
-  flock -n "$W/$d/run.lock" bash -c "while [ -d '$W' ]; do sleep 1; done" &
+  flock -n "$W/$d/run.lock" bash -c "touch '$W/.held-$d'; while [ -d '$W' ]; do sleep 1; done" &
 done
+# Each holder says when it holds its lock (on a loaded machine that can take
+# seconds); a corpus run without the locks held would test nothing.
 for d in run-busy busy-empty; do
-  for _ in $(seq 100); do flock -n "$W/$d/run.lock" true || break; sleep 0.05; done
+  for _ in $(seq 1200); do [ -e "$W/.held-$d" ] && break; sleep 0.05; done
+  [ -e "$W/.held-$d" ] || { echo "FAIL: the lock holder of $d did not start in 60 s"; exit 1; }
 done
 awk 'BEGIN { s = "MKVLAGGHHKKLLAAGGDEFPQRSTVWYCINMKVLAGGHHKKLLAAGGDEFPQRSTVWYCINMKVLAGGHHKKLLAAGGDEFPQRSTVWYCIN";
   for (r = 0; r < 400000; r++) printf(">b%d\n%s\n", r, substr(s, 1 + r % 20, 60)) }' > "$W/big.fa"
