@@ -125,7 +125,8 @@ int cmd_bench(int argc, char **argv) {
   int32_t *tok = malloc((size_t)B * T * sizeof *tok), *lab = malloc((size_t)B * T * sizeof *lab);
   if (!tok || !lab) { fprintf(stderr, "bench: out of memory\n"); return 1; }
   uint64_t seed = 0x9E3779B97F4A7C15ull;
-  esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
+  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+  double ac_lr = 4e-4; /* the learning rate is the step's argument */
   double t_fwd = 0, t_bwd = 0, t_opt = 0, t_all = 0;
   uint64_t tokens = 0;
   static const char *const k_prec[] = {"fp32", "fp16", "bf16", "auto"};
@@ -143,7 +144,7 @@ int cmd_bench(int argc, char **argv) {
     double t1 = now_s();
     if ((st = esmt_model_backward(m))) goto fail;
     double t2 = now_s();
-    if ((st = esmt_model_adamw_step(m, &ac, s + 1))) goto fail;
+    if ((st = esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, s + 1))) goto fail;
     double t3 = now_s();
     printf("  step %d%s: loss %.4f, %.0f ms\n", s + 1, s < warmup ? " (warm-up)" : "", r.loss,
            (t3 - t0) * 1e3);

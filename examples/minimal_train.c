@@ -45,7 +45,7 @@ int main(int argc, char **argv) {
   sched.peak_lr = 1e-3;
   sched.warmup_steps = steps / 10 + 1;
   sched.total_steps = steps;
-  esmt_adamw_config adamw = ESMT_ADAMW_CONFIG_INIT;
+  esmt_optimizer_config adamw = ESMT_OPTIMIZER_CONFIG_INIT; /* ESM-2's AdamW */
   for (int step = 1; step <= steps; step++) {
     esmt_batch batch = ESMT_BATCH_INIT;
     esmt_forward_result fwd = ESMT_FORWARD_RESULT_INIT;
@@ -53,9 +53,10 @@ int main(int argc, char **argv) {
     CHECK(esmt_model_zero_grad(model));
     CHECK(esmt_model_forward(model, &batch, &fwd, NULL));
     CHECK(esmt_model_backward(model));
-    CHECK(esmt_schedule_lr(&sched, step, &adamw.lr));
-    CHECK(esmt_model_adamw_step(model, &adamw, step));
-    printf("step %3d  loss %.4f  lr %.2e  (%llu masked positions)\n", step, fwd.loss, adamw.lr,
+    double lr = 0;
+    CHECK(esmt_schedule_lr(&sched, step, &lr));
+    CHECK(esmt_model_optimizer_step(model, &adamw, lr, 1.0, step));
+    printf("step %3d  loss %.4f  lr %.2e  (%llu masked positions)\n", step, fwd.loss, lr,
            (unsigned long long)fwd.selected);
     if (!isfinite(fwd.loss)) return 1;
   }

@@ -64,10 +64,11 @@ static esmt_status run(const run_spec *s) {
   mem_source ms = {.rows = 2, .offset = s->rank, .stride = s->world};
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
-  o.adamw.lr = 1e-3;
-  o.schedule.peak_lr = 1e-3;
-  o.schedule.warmup_steps = 2;
-  o.schedule.total_steps = 20;
+  esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
+  o_sched.peak_lr = 1e-3;
+  o_sched.warmup_steps = 2;
+  o_sched.total_steps = 20;
   o.log_every = 0;
   o.max_steps = s->steps;
   o.run_dir = s->run_dir;

@@ -102,10 +102,11 @@ static esmt_status run(const run_spec *s) {
   if (!st) {
     fake_dp_watch(m->grads, m->layout.total);
     esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
-    to.adamw.lr = 1e-3;
-    to.schedule.peak_lr = 1e-3;
-    to.schedule.warmup_steps = 2;
-    to.schedule.total_steps = 20;
+    esmt_schedule to_sched = ESMT_SCHEDULE_INIT;
+    to.schedule = &to_sched;
+    to_sched.peak_lr = 1e-3;
+    to_sched.warmup_steps = 2;
+    to_sched.total_steps = 20;
     to.log_every = 0;
     to.max_steps = STEPS;
     st = esmt_trainer_create(m, &to, &src, &t);

@@ -18,16 +18,23 @@
 #include "trainer_fixture.h"
 #include "trainer.h"
 
+/* What scaled_opts' options point to (one set of options at a time). */
+static esmt_schedule o_sched;
+static esmt_loss_scale_config o_ls;
+
 static esmt_trainer_options scaled_opts(double initial, int hysteresis) {
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
-  o.adamw.lr = 1e-3;
-  o.schedule.peak_lr = 1e-3;
-  o.schedule.warmup_steps = 2;
-  o.schedule.total_steps = 20;
+  o_sched = (esmt_schedule)ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
+  o_ls = (esmt_loss_scale_config)ESMT_LOSS_SCALE_CONFIG_INIT;
+  o.loss_scale = &o_ls;
+  o_sched.peak_lr = 1e-3;
+  o_sched.warmup_steps = 2;
+  o_sched.total_steps = 20;
   o.log_every = 0;
-  o.loss_scale.enabled = 1;
-  o.loss_scale.initial = initial;
-  o.loss_scale.hysteresis = hysteresis;
+  o_ls.enabled = 1;
+  o_ls.initial = initial;
+  o_ls.hysteresis = hysteresis;
   return o;
 }
 
@@ -91,7 +98,7 @@ static void test_policy(void **state) {
   c.min = 128;
   assert_int_equal(esmt_loss_scaler_init(&s, &c), ESMT_ERR_INVALID_ARGUMENT);
   esmt_trainer_options o = scaled_opts(65536, 2);
-  o.loss_scale.hysteresis = 0;
+  o_ls.hysteresis = 0;
   mem_source ms = {.rows = 2};
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_model *m = fixture_model();
@@ -110,8 +117,8 @@ static void test_scaled_matches_unscaled(void **state) {
     mem_source ms = {.rows = 2};
     esmt_batch_source src = mem_source_as_source(&ms);
     esmt_trainer_options o = scaled_opts(1024, 2);
-    o.loss_scale.enabled = run;
-    o.loss_scale.growth_interval = 2; /* grows twice within the run */
+    o_ls.enabled = run;
+    o_ls.growth_interval = 2; /* grows twice within the run */
     esmt_trainer *t = NULL;
     assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);
     esmt_train_metrics mt = {.struct_size = sizeof mt};
@@ -185,7 +192,7 @@ static void test_floor_saves_and_stops(void **state) {
   mem_source ms = {.rows = 2};
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_trainer_options o = scaled_opts(8, 1);
-  o.loss_scale.min = 2;
+  o_ls.min = 2;
   o.run_dir = run;
   o.save_every = 1;
   o.keep_last = 0;

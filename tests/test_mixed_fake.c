@@ -245,8 +245,9 @@ static void run_step(esmt_model *m, int Bn, int Tn) {
   assert_true(isfinite(r.loss) && r.loss > 0);
   for (int i = 0; i < Bn * Tn * ESMT_VOCAB_SIZE; i++) assert_true(isfinite(logits[i]));
   if (esmt_model_backward(m) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
-  if (esmt_model_adamw_step(m, &ac, 1) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+  double ac_lr = 4e-4; /* the learning rate is the step's argument */
+  if (esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, 1) != ESMT_OK) fail_msg("%s", esmt_last_error());
   free(tok);
   free(lab);
   free(logits);

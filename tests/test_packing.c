@@ -460,9 +460,11 @@ static void test_trainer_counts_real_tokens(void **state) {
   esmt_batch_source src;
   ASSERT_OK(esmt_loader_as_source(L, &src));
   esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
+  esmt_schedule to_sched = ESMT_SCHEDULE_INIT;
+  to.schedule = &to_sched;
   to.log_every = 0;
-  to.schedule.warmup_steps = 1;
-  to.schedule.total_steps = 10;
+  to_sched.warmup_steps = 1;
+  to_sched.total_steps = 10;
   to.max_steps = 10;
   esmt_trainer *t = NULL;
   ASSERT_OK(esmt_trainer_create(m, &to, &src, &t));

@@ -60,12 +60,12 @@ static void fill_batch(esmt_micro_batch *mb, int u, int k, int32_t *tok, int32_t
 static void train(esmt_model *m, int updates, esmt_update_result *res) {
   esmt_update_params p;
   memset(&p, 0, sizeof p);
-  esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
+  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
   esmt_schedule sc = ESMT_SCHEDULE_INIT;
   sc.peak_lr = 3e-3;
   sc.warmup_steps = 2;
   sc.total_steps = 100;
-  p.adamw = ac;
+  p.optimizer = ac;
   p.schedule = sc;
   p.grad_clip = 0.5;
   p.loss_scale = 1.0;

@@ -20,12 +20,16 @@ enum { B = 2, T = MEM_T, MAXB = MEM_MAXB };
 
 static esmt_batch_source as_source(mem_source *m) { return mem_source_as_source(m); }
 
+/* What base_opts' options point to (one set of options at a time). */
+static esmt_schedule o_sched;
+
 static esmt_trainer_options base_opts(void) {
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
-  o.adamw.lr = 1e-3;
-  o.schedule.peak_lr = 1e-3;
-  o.schedule.warmup_steps = 2;
-  o.schedule.total_steps = 20;
+  o_sched = (esmt_schedule)ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
+  o_sched.peak_lr = 1e-3;
+  o_sched.warmup_steps = 2;
+  o_sched.total_steps = 20;
   o.log_every = 0;
   return o;
 }
@@ -62,7 +66,7 @@ static void test_accumulation_equivalence(void **state) {
   esmt_micro_batch mb = {4, T, ctok, clab, 0, 0, 0, 0, NULL, NULL};
   esmt_micro_batch_count(&mb);
   esmt_update_result r;
-  esmt_update_params up = {ob.adamw, ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0, NULL};
+  esmt_update_params up = {ESMT_OPTIMIZER_CONFIG_INIT, *ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0, NULL};
   assert_int_equal(esmt_run_update(b, &mb, 1, &up, 1, 1, &r), ESMT_OK);
   assert_true(fabs(r.loss - ma.loss) <= 1e-5 * fabs(r.loss));
   float *wa = fixture_weights(a), *wb = fixture_weights(b);
@@ -138,9 +142,8 @@ static void test_overfit_and_eval(void **state) {
   mem_source s = {.rows = B, .repeat = 1}, ev = {.rows = B, .repeat = 1};
   esmt_batch_source src = as_source(&s), esrc = as_source(&ev);
   esmt_trainer_options o = base_opts();
-  o.adamw.lr = 3e-3;
-  o.schedule.peak_lr = 3e-3;
-  o.schedule.kind = ESMT_SCHEDULE_CONSTANT;
+  o_sched.peak_lr = 3e-3;
+  o_sched.kind = ESMT_SCHEDULE_CONSTANT;
   o.eval_batches = 1;
   esmt_trainer *t = NULL;
   assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);

@@ -15,7 +15,12 @@
  *    then ends bit-identical to the run that was never stopped (#16);
  *  - esmt_context_options.progress was never called: it now receives the
  *    stages of objects without a callback of their own (train, eval, save,
- *    gemm). */
+ *    gemm);
+ *  - one learning rate: the schedule's peak (the optimizer has none), and
+ *    the options point to the optimizer, schedule and loss-scale structs
+ *    instead of holding them (a grown inner struct moved the outer one's
+ *    fields); NULL takes their defaults, a short struct is refused by name,
+ *    the caller's structs need not outlive esmt_trainer_create. */
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "cpu_dir_fixture.h"
@@ -231,13 +236,15 @@ static void last_step_is_saved_once(void **state) {
   log_count lc = {0};
   use_context(count_saves, &lc, NULL, NULL, 1);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
   o.run_dir = path_in("run-once");
   o.max_steps = 4;
   o.eval_every = 2;  /* steps 2 and 4, each the best so far or not */
   o.save_every = 2;  /* steps 2 and 4 */
   o.eval_batches = 2;
   o.keep_last = 0;
-  o.schedule.warmup_steps = 1;
+  o_sched.warmup_steps = 1;
   rig r;
   rig_make(&r, &o);
   assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
@@ -263,11 +270,13 @@ static void count_warnings(void *user, esmt_log_level level, const char *msg) {
 static double final_lr(int64_t warmup, lr_seen *out) {
   use_context(count_warnings, out, NULL, NULL, 1);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
   o.max_steps = 10;
   o.log_every = 1;
   o.metrics = keep_lr;
   o.metrics_user = out;
-  o.schedule.warmup_steps = warmup;
+  o_sched.warmup_steps = warmup;
   rig r;
   rig_make(&r, &o);
   assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
@@ -286,6 +295,69 @@ static void schedule_spans_the_run_by_default(void **state) {
   final_lr(2000, &b); /* the default warmup against a 10-update run */
   assert_int_equal(b.warnings, 1);
   assert_true(b.last_lr < 4e-4 * 0.01);
+}
+
+/* The options point to their structs: NULL is the defaults (peak 4e-4
+ * ends at 4e-5 over 10 updates), the schedule's peak is the rate, what was
+ * pointed to is copied at create, and a struct that is too short is
+ * refused naming its type. */
+static void options_point_to_their_structs(void **state) {
+  (void)state;
+  lr_seen a = {0, 0};
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  assert_null(o.optimizer);
+  assert_null(o.schedule);
+  assert_null(o.loss_scale);
+  o.max_steps = 10;
+  o.log_every = 1;
+  o.metrics = keep_lr;
+  o.metrics_user = &a;
+  esmt_schedule *sc = malloc(sizeof *sc);
+  *sc = (esmt_schedule)ESMT_SCHEDULE_INIT;
+  sc->kind = ESMT_SCHEDULE_CONSTANT;
+  sc->peak_lr = 2.5e-3;
+  sc->warmup_steps = 1;
+  o.schedule = sc;
+  rig r;
+  rig_make(&r, &o);
+  free(sc); /* copied at create */
+  o.schedule = NULL;
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  assert_true(a.last_lr == 2.5e-3);
+  rig_free(&r);
+
+  esmt_model *m = tiny_model(g_ctx);
+  esmt_loader *l = loader(ESMT_SPLIT_TRAIN);
+  esmt_batch_source tr = ESMT_BATCH_SOURCE_INIT;
+  assert_int_equal(esmt_loader_as_source(l, &tr), ESMT_OK);
+  esmt_trainer *t = NULL;
+  esmt_schedule old = ESMT_SCHEDULE_INIT;
+  old.struct_size = 8;
+  o.schedule = &old;
+  assert_int_equal(esmt_trainer_create(m, &o, &tr, &t), ESMT_ERR_ABI);
+  assert_non_null(strstr(esmt_last_error(), "esmt_schedule.struct_size"));
+  o.schedule = NULL;
+  esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
+  oc.kind = (esmt_optimizer_kind)7;
+  o.optimizer = &oc;
+  assert_int_equal(esmt_trainer_create(m, &o, &tr, &t), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "optimizer kind 7"));
+  assert_int_equal(esmt_optimizer_config_init(ESMT_OPTIMIZER_ADAMW, &oc), ESMT_OK);
+  assert_true(oc.beta2 == 0.98 && oc.struct_size == sizeof oc);
+  oc.beta1 = 1.0;
+  assert_int_equal(esmt_model_optimizer_step(m, &oc, 1e-3, 1.0, 1), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "beta1"));
+  oc.beta1 = 0.9;
+  assert_int_equal(esmt_model_optimizer_step(m, &oc, NAN, 1.0, 1), ESMT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(esmt_model_optimizer_step(m, &oc, 1e-3, 1.0, 1), ESMT_OK);
+  esmt_loss_scale_config ls = ESMT_LOSS_SCALE_CONFIG_INIT;
+  ls.struct_size = 4;
+  o.optimizer = NULL;
+  o.loss_scale = &ls;
+  assert_int_equal(esmt_trainer_create(m, &o, &tr, &t), ESMT_ERR_ABI);
+  assert_non_null(strstr(esmt_last_error(), "esmt_loss_scale_config"));
+  esmt_loader_destroy(l);
+  esmt_model_destroy(m);
 }
 
 typedef struct stages {
@@ -308,11 +380,13 @@ static void context_progress_receives_every_stage(void **state) {
   use_context(NULL, NULL, note_stage, &got, 1);
   g_context_progress_only = 1;
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
   o.run_dir = path_in("run-progress");
   o.max_steps = 2;
   o.eval_every = 2;
   o.eval_batches = 1;
-  o.schedule.warmup_steps = 1;
+  o_sched.warmup_steps = 1;
   rig r;
   rig_make(&r, &o);
   assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
@@ -366,10 +440,12 @@ static float *train_updates(const char *run_dir, int updates, int stop_after) {
     src.save_cursor = stopping_save;
     src.restore_cursor = stopping_restore;
     esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+    esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+    o.schedule = &o_sched;
     o.run_dir = run_dir;
     o.max_steps = updates;
     o.tokens_per_update = 4 * 96; /* 2 rows of <= 64 per micro-batch: ~4 per update */
-    o.schedule.warmup_steps = 1;
+    o_sched.warmup_steps = 1;
     esmt_trainer *t = NULL;
     assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);
     ss.t = t;
@@ -422,6 +498,7 @@ int main(void) {
       cmocka_unit_test(stop_request_interrupts_evaluation_once),
       cmocka_unit_test(last_step_is_saved_once),
       cmocka_unit_test(schedule_spans_the_run_by_default),
+      cmocka_unit_test(options_point_to_their_structs),
       cmocka_unit_test(context_progress_receives_every_stage),
       cmocka_unit_test(stop_inside_an_update_resumes_exactly),
   };

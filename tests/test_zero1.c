@@ -96,10 +96,13 @@ static esmt_status run(const run_spec *s) {
   mem_source ms = {.rows = 2, .offset = s->rank, .stride = s->world};
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
-  o.adamw.lr = 1e-3;
-  o.schedule.peak_lr = 1e-3;
-  o.schedule.warmup_steps = 2;
-  o.schedule.total_steps = 20;
+  esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
+  esmt_loss_scale_config o_ls = ESMT_LOSS_SCALE_CONFIG_INIT;
+  o.loss_scale = &o_ls;
+  o_sched.peak_lr = 1e-3;
+  o_sched.warmup_steps = 2;
+  o_sched.total_steps = 20;
   o.log_every = 0;
   o.max_steps = s->steps;
   o.run_dir = s->run_dir;
@@ -107,8 +110,8 @@ static esmt_status run(const run_spec *s) {
   o.keep_last = 0;
   o.grad_clip = g_clip;
   if (s->scaling) {
-    o.loss_scale.enabled = 1;
-    o.loss_scale.initial = 1024;
+    o_ls.enabled = 1;
+    o_ls.initial = 1024;
     esmt_test_inject_nan_step = 3;
   }
   esmt_trainer *t = NULL;

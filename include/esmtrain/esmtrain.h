@@ -445,17 +445,30 @@ ESMT_API esmt_status esmt_model_zero_grad(esmt_model *model);
 ESMT_API esmt_status esmt_model_set_recompute(esmt_model *model, int enabled);
 ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enabled);
 
-typedef struct esmt_adamw_config {
-  uint32_t struct_size;
-  double lr;
-  double beta1, beta2;      /* 0.9, 0.98 */
-  double eps;               /* 1e-8 */
-  double weight_decay;      /* 0.01, decoupled */
-  int decay_biases_and_norms; /* 1: decay every tensor (ESM-2); 0: skip biases/LN */
-  double grad_scale;        /* multiply gradients by this first (clipping); 1 */
-} esmt_adamw_config;
+/* The optimizer. There is no learning rate here: it has one source, the
+ * schedule (esmt_schedule.peak_lr) in a trainer, or the caller's argument
+ * to esmt_model_optimizer_step in a loop of one's own. */
+typedef enum esmt_optimizer_kind {
+  /* Decoupled weight decay (Loshchilov & Hutter), ESM-2's optimizer: two
+   * fp32 moments per parameter. */
+  ESMT_OPTIMIZER_ADAMW = 0
+} esmt_optimizer_kind;
 
-#define ESMT_ADAMW_CONFIG_INIT { sizeof(esmt_adamw_config), 4e-4, 0.9, 0.98, 1e-8, 0.01, 1, 1.0 }
+typedef struct esmt_optimizer_config {
+  uint32_t struct_size;
+  esmt_optimizer_kind kind;   /* ESMT_OPTIMIZER_ADAMW */
+  double beta1, beta2;        /* 0.9, 0.98 (ESM-2) */
+  double eps;                 /* 1e-8 */
+  double weight_decay;        /* 0.01, decoupled */
+  int decay_biases_and_norms; /* 1: decay every tensor (ESM-2); 0: skip biases/LN */
+} esmt_optimizer_config;
+
+#define ESMT_OPTIMIZER_CONFIG_INIT \
+  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1 }
+
+/* Same as assigning ESMT_OPTIMIZER_CONFIG_INIT with `kind` and its defaults. */
+ESMT_API esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind,
+                                                esmt_optimizer_config *cfg);
 
 /* Model FLOPs of one training step (forward + backward) on `batch` rows of
  * `seq_len` tokens: 6 x matmul weights x tokens + 12 x L x d x T^2 x B for
@@ -464,10 +477,13 @@ typedef struct esmt_adamw_config {
 ESMT_API esmt_status esmt_model_train_flops(const esmt_model_config *cfg, int batch, int seq_len,
                                             double *flops);
 
-/* One AdamW update from the gradient buffer; `step` is 1-based (bias
- * correction). Does not clear the gradients. */
-ESMT_API esmt_status esmt_model_adamw_step(esmt_model *model, const esmt_adamw_config *cfg,
-                                           int64_t step);
+/* One optimizer update from the gradient buffer at learning rate `lr`,
+ * the gradients multiplied by `grad_scale` first (clipping, loss-scale
+ * removal; 1 = as computed); `step` is the 1-based count of updates applied
+ * (AdamW's bias correction). Does not clear the gradients. The first call
+ * fixes the model's optimizer kind: another kind later is refused. */
+ESMT_API esmt_status esmt_model_optimizer_step(esmt_model *model, const esmt_optimizer_config *cfg,
+                                               double lr, double grad_scale, int64_t step);
 
 /* sqrt(sum of squared gradients) over all parameters, fp32 accumulation
  * in a fixed order. */
@@ -502,10 +518,12 @@ typedef struct esmt_plan_request {
   int offload_optimizer;        /* -1 auto, 0 off, 1 on */
   int recompute;                /* -1 auto, 0 off, 1 on */
   uint64_t runtime_overhead;    /* bytes the runtime takes besides allocations */
+  esmt_optimizer_kind optimizer; /* whose state the "moments" class holds; ADAMW */
 } esmt_plan_request;
 
 #define ESMT_PLAN_REQUEST_INIT \
-  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0 }
+  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, \
+    ESMT_OPTIMIZER_ADAMW }
 
 typedef struct esmt_plan {
   uint32_t struct_size;
@@ -673,6 +691,7 @@ typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
  * ESMT_ERR_NUMERIC and diagnostics. A non-finite LOSS is not an overflow
  * and follows nonfinite_abort. Off: gradients are used as computed. */
 typedef struct esmt_loss_scale_config {
+  uint32_t struct_size;
   int enabled;
   double initial;             /* 65536 */
   int64_t growth_interval;    /* 2000 */
@@ -681,15 +700,19 @@ typedef struct esmt_loss_scale_config {
   double min;                 /* 1 */
 } esmt_loss_scale_config;
 
-#define ESMT_LOSS_SCALE_CONFIG_INIT { 0, 65536.0, 2000, 0.5, 2, 1.0 }
+#define ESMT_LOSS_SCALE_CONFIG_INIT { sizeof(esmt_loss_scale_config), 0, 65536.0, 2000, 0.5, 2, 1.0 }
 
 typedef struct esmt_trainer_options {
   uint32_t struct_size;
   const char *run_dir;        /* checkpoints/ and state live here; NULL = no saving */
   int64_t max_steps;          /* updates; 0 = until the source ends or a stop */
   uint64_t tokens_per_update; /* accumulate micro-batches to this many tokens; 0 = one */
-  esmt_adamw_config adamw;
-  esmt_schedule schedule;     /* total_steps defaults to max_steps when 0 */
+  /* The versioned structs below are pointed to, never held by value (one
+   * that grows would move every later field); the trainer copies them at
+   * create. */
+  const esmt_optimizer_config *optimizer; /* NULL: ESMT_OPTIMIZER_CONFIG_INIT */
+  const esmt_schedule *schedule;          /* NULL: ESMT_SCHEDULE_INIT; its peak_lr is THE
+                                           * learning rate; total_steps 0 = max_steps */
   double grad_clip;           /* global-norm clip; 0 = off */
   int nonfinite_abort;        /* 0: skip the update and count it; 1: stop with an error */
   int log_every;              /* metrics callback every N updates (0 = never) */
@@ -707,13 +730,12 @@ typedef struct esmt_trainer_options {
    * eval stops cleanly. NULL: the context's progress callback. */
   esmt_progress_fn progress;
   void *progress_user;
-  esmt_loss_scale_config loss_scale; /* off by default; the config turns it on for fp16 */
+  const esmt_loss_scale_config *loss_scale; /* NULL: off; the config turns it on for fp16 */
 } esmt_trainer_options;
 
 #define ESMT_TRAINER_OPTIONS_INIT                                                     \
-  { sizeof(esmt_trainer_options), NULL, 0, 0, ESMT_ADAMW_CONFIG_INIT, ESMT_SCHEDULE_INIT, \
-    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL,                   \
-    ESMT_LOSS_SCALE_CONFIG_INIT }
+  { sizeof(esmt_trainer_options), NULL, 0, 0, NULL, NULL,                             \
+    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL }
 
 typedef struct esmt_trainer esmt_trainer;
 

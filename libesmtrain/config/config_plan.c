@@ -5,6 +5,7 @@
 
 #include "context.h"
 #include "model.h"
+#include "optimizer.h"
 
 static int64_t get_int(const esmt_config *c, const char *k) {
   int64_t v = 0;
@@ -69,6 +70,7 @@ esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *c
   pr.device_budget = budget;
   pr.offload_optimizer = policy(c, "offload.optimizer");
   pr.recompute = policy(c, "offload.recompute");
+  if ((st = esmt_optimizer_from_name(get_str(c, "optimizer.kind"), &pr.optimizer))) return st;
   if (get_int(c, "dist.zero") > 0 && pr.offload_optimizer < 0)
     pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
   *model = mc;

@@ -12,6 +12,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "optimizer.h"
 #include "fs_util.h"
 #include "input_file.h"
 #include "json_input.h"
@@ -154,8 +155,10 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
   if (!st && !host_m) st = esmt_flat_download(m, b, m->adam_v);
   if (!st) {
     snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
+    /* the state buffers under the optimizer's names (optimizer.h) */
     const float *bufs[] = {host_m ? host_m : a, host_m ? host_v : b};
-    const char *pre[] = {"m.", "v."};
+    const char *pre[] = {esmt_optimizer_state_prefix(m->optimizer_kind, 0),
+                         esmt_optimizer_state_prefix(m->optimizer_kind, 1)};
     esmt_st_meta meta[] = {{"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 2, meta, 1, &crc_opt);
   }
@@ -165,10 +168,11 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
     char mp[PATH_CAP], op[PATH_CAP];
     snprintf(mp, sizeof mp, "%s/model.safetensors", tmp);
     snprintf(op, sizeof op, "%s/optimizer.safetensors", tmp);
-    json_t *root = json_pack("{s:s,s:i,s:I,s:{s:o,s:o},s:O}", "format", ESMT_CKPT_FORMAT,
+    json_t *root = json_pack("{s:s,s:i,s:I,s:{s:o,s:o},s:s,s:O}", "format", ESMT_CKPT_FORMAT,
                              "version", ESMT_CKPT_VERSION, "step", (json_int_t)step, "files",
                              "model.safetensors", file_entry(crc_model, mp),
-                             "optimizer.safetensors", file_entry(crc_opt, op), "trainer", trainer);
+                             "optimizer.safetensors", file_entry(crc_opt, op), "optimizer",
+                             esmt_optimizer_name(m->optimizer_kind), "trainer", trainer);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: state.json");
@@ -270,6 +274,16 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
       esmt_st_close(&f);
     }
   }
+  /* The optimizer whose state the checkpoint holds ("adamw" when a
+   * checkpoint from before the field names none). */
+  esmt_optimizer_kind kind = ESMT_OPTIMIZER_ADAMW;
+  json_t *jk = json_object_get(root, "optimizer");
+  if (!st && jk && (!json_is_string(jk) || esmt_optimizer_from_name(json_string_value(jk), &kind)))
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s/state.json: optimizer %s is not one this library knows "
+                   "(adamw)", ckpt_dir, json_is_string(jk) ? json_string_value(jk) : "(not a name)");
+  if (!st && with_optimizer && m->optimizer_fixed && m->optimizer_kind != kind)
+    st = esmt_fail(ESMT_ERR_STATE, "%s holds %s state, and this model steps with %s", ckpt_dir,
+                   esmt_optimizer_name(kind), esmt_optimizer_name(m->optimizer_kind));
   if (!st && with_optimizer) {
     mm = malloc(n * sizeof *mm);
     vv = malloc(n * sizeof *vv);
@@ -277,8 +291,8 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
     snprintf(path, sizeof path, "%s/optimizer.safetensors", ckpt_dir);
     if (!st) st = esmt_st_open(path, &f);
     if (!st) {
-      st = esmt_read_flat(m, &f, path, "m.", mm, 0);
-      if (!st) st = esmt_read_flat(m, &f, path, "v.", vv, 0);
+      st = esmt_read_flat(m, &f, path, esmt_optimizer_state_prefix(kind, 0), mm, 0);
+      if (!st) st = esmt_read_flat(m, &f, path, esmt_optimizer_state_prefix(kind, 1), vv, 0);
       esmt_st_close(&f);
     }
   }
@@ -292,6 +306,10 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->adam_m);
   if (!st && with_optimizer) st = esmt_flat_upload(m, vv, m->adam_v);
   if (!st) m->have_forward = 0;
+  if (!st && with_optimizer) {
+    m->optimizer_fixed = 1;
+    m->optimizer_kind = kind;
+  }
   free(w);
   free(mm);
   free(vv);

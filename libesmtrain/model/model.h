@@ -111,6 +111,10 @@ struct esmt_model {
    * (esmt_model_shard_optimizer). */
   float *adam_m, *adam_v;
   uint64_t opt_lo, opt_hi;
+  /* The optimizer whose state adam_m/adam_v hold, fixed by the first step
+   * or a checkpoint load (optim/optimizer.h). */
+  int optimizer_fixed;
+  esmt_optimizer_kind optimizer_kind;
   /* Compute precision: ESMTB_F32 computes on params itself; F16/BF16 on
    * params_lowp, the same layout in that dtype, refreshed from params by
    * every write (init, load, write_tensor: esmt_model_sync_lowp) and by

@@ -1,5 +1,6 @@
 /* Public model API: lifecycle, tensor access, forward/backward entry
- * points (host-side checks and transfers), AdamW and the gradient norm. */
+ * points (host-side checks and transfers) and the gradient norm (the
+ * optimizer step is in optim/optimizer.c). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -446,66 +447,6 @@ esmt_status esmt_model_get_recompute(const esmt_model *m, int *enabled) {
   ESMT_CHECK_ARG(m && enabled, "esmt_model_get_recompute", "model and enabled must not be NULL");
   *enabled = m->recompute;
   return ESMT_OK;
-}
-
-esmt_status esmt_model_adamw_step(esmt_model *m, const esmt_adamw_config *cfg, int64_t step) {
-  const char *fn = "esmt_model_adamw_step";
-  ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_adamw_config", cfg->struct_size, sizeof *cfg);
-  if (st) return st;
-  if (step < 1) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: step %lld must be >= 1", fn,
-                                 (long long)step);
-  if (!(cfg->lr >= 0) || !(cfg->beta1 >= 0 && cfg->beta1 < 1) ||
-      !(cfg->beta2 >= 0 && cfg->beta2 < 1) || !(cfg->eps > 0) || !(cfg->weight_decay >= 0) ||
-      !isfinite(cfg->grad_scale))
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need lr >= 0, 0 <= beta < 1, eps > 0, "
-                     "weight_decay >= 0 and a finite grad_scale", fn);
-  esmtb_segment *segs = malloc((size_t)m->layout.count * sizeof *segs);
-  if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-  /* Offsets relative to opt_lo: only the elements whose moments this
-   * model holds (all of them but under ZeRO-1). */
-  const uint64_t lo = m->opt_lo, hi = m->opt_hi;
-  int n = 0;
-  for (int i = 0; i < m->layout.count; i++) {
-    const esmt_tensor_info *t = &m->layout.tensors[i];
-    uint64_t a0 = t->offset > lo ? t->offset : lo;
-    uint64_t a1 = t->offset + t->numel < hi ? t->offset + t->numel : hi;
-    if (a0 >= a1) continue;
-    float wd = (cfg->decay_biases_and_norms || t->ndim >= 2) ? (float)cfg->weight_decay : 0.0f;
-    if (n && segs[n - 1].weight_decay == wd && segs[n - 1].offset + segs[n - 1].count == a0 - lo)
-      segs[n - 1].count += a1 - a0; /* merge runs with the same decay */
-    else
-      segs[n++] = (esmtb_segment){a0 - lo, a1 - a0, wd};
-  }
-  esmtb_adamw_args a = {0};
-  a.struct_size = sizeof a;
-  a.n_segments = n;
-  a.segments = segs;
-  a.params = m->params + lo;
-  a.grads = m->grads + lo;
-  a.m = m->adam_m;
-  a.v = m->adam_v;
-  a.lr = (float)cfg->lr;
-  a.beta1 = (float)cfg->beta1;
-  a.beta2 = (float)cfg->beta2;
-  a.eps = (float)cfg->eps;
-  a.step = step;
-  a.grad_scale = (float)cfg->grad_scale;
-  if (m->params_lowp) { /* the backend refreshes the compute copy as it updates */
-    a.params_lowp = (char *)m->params_lowp + lo * m->esize;
-    a.lowp_dtype = m->dtype;
-  }
-  if (m->offload) { /* the host optimizer on the host buffers (offload.c) */
-    st = esmt_offload_adamw(m, &a);
-    free(segs);
-    m->have_forward = 0;
-    return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
-  }
-  esmtb_status bs = !n ? 0 : m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream)
-                                            : ESMT_ERR_UNSUPPORTED;
-  free(segs); /* an op keeps no pointer into the caller's arrays (backend.h): no sync */
-  m->have_forward = 0;
-  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;
 }
 
 esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {

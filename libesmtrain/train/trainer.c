@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "checkpoint.h"
+#include "optimizer.h"
 #include "host_memory.h"
 
 
@@ -68,8 +69,25 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
       !(opts->max_time_s >= 0))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: counts, grad_clip and max_time_s must be >= 0",
                      fn);
+  /* the structs the options point to, copied (NULL: their defaults) */
+  esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
+  esmt_schedule sc = ESMT_SCHEDULE_INIT;
+  esmt_loss_scale_config lc = ESMT_LOSS_SCALE_CONFIG_INIT;
+  if (opts->optimizer &&
+      !(st = esmt_check_struct(fn, "esmt_optimizer_config", opts->optimizer->struct_size,
+                               sizeof oc)))
+    memcpy(&oc, opts->optimizer, sizeof oc);
+  if (!st && opts->schedule &&
+      !(st = esmt_check_struct(fn, "esmt_schedule", opts->schedule->struct_size, sizeof sc)))
+    memcpy(&sc, opts->schedule, sizeof sc);
+  if (!st && opts->loss_scale &&
+      !(st = esmt_check_struct(fn, "esmt_loss_scale_config", opts->loss_scale->struct_size,
+                               sizeof lc)))
+    memcpy(&lc, opts->loss_scale, sizeof lc);
+  if (!st) st = esmt_optimizer_config_check(&oc, fn);
+  if (st) return st;
   esmt_loss_scaler scaler;
-  if ((st = esmt_loss_scaler_init(&scaler, &opts->loss_scale)))
+  if ((st = esmt_loss_scaler_init(&scaler, &lc)))
     return esmt_fail_prefix(st, "%s: ", fn);
   esmt_trainer *t = calloc(1, sizeof *t);
   if (!t) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -80,9 +98,12 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   t->config_text = dup_or_null(opts->config_text);
   t->o.run_dir = t->run_dir;
   t->o.config_text = t->config_text;
+  t->o.optimizer = NULL; /* copied into t->up; the caller's may not outlive this call */
+  t->o.schedule = NULL;
+  t->o.loss_scale = NULL;
   t->train = train_src;
-  t->up.adamw = opts->adamw;
-  t->up.schedule = opts->schedule;
+  t->up.optimizer = oc;
+  t->up.schedule = sc;
   if ((st = resolve_schedule(m, &t->up.schedule, opts->max_steps))) {
     esmt_trainer_destroy(t);
     return st;

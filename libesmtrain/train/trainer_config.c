@@ -5,6 +5,7 @@
 
 #include "offload.h"
 #include "trainer.h"
+#include "optimizer.h"
 
 /* train.overfit_batches: the first N batches of a loader, over and over. */
 typedef struct esmt_overfit_source {
@@ -223,31 +224,38 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   to.run_dir = fast_dev > 0 || !*out_dir ? NULL : out_dir;
   to.max_steps = steps;
   to.tokens_per_update = (uint64_t)gi(cfg, "train.tokens_per_update");
-  to.adamw.lr = gd(cfg, "optimizer.lr");
-  to.adamw.beta1 = gd(cfg, "optimizer.beta1");
-  to.adamw.beta2 = gd(cfg, "optimizer.beta2");
-  to.adamw.eps = gd(cfg, "optimizer.eps");
-  to.adamw.weight_decay = gd(cfg, "optimizer.weight_decay");
+  /* the structs the options point to (esmt_trainer_create copies them) */
+  esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
+  esmt_schedule sc = ESMT_SCHEDULE_INIT;
+  esmt_loss_scale_config lc = ESMT_LOSS_SCALE_CONFIG_INIT;
+  if ((st = esmt_optimizer_from_name(gs(cfg, "optimizer.kind"), &oc.kind))) goto fail;
+  oc.beta1 = gd(cfg, "optimizer.beta1");
+  oc.beta2 = gd(cfg, "optimizer.beta2");
+  oc.eps = gd(cfg, "optimizer.eps");
+  oc.weight_decay = gd(cfg, "optimizer.weight_decay");
   int decay_all = 1;
   esmt_config_get_bool(cfg, "optimizer.decay_biases_and_norms", &decay_all);
-  to.adamw.decay_biases_and_norms = decay_all;
+  oc.decay_biases_and_norms = decay_all;
   const char *kind = gs(cfg, "schedule.kind");
-  to.schedule.kind = !strcmp(kind, "cosine") ? ESMT_SCHEDULE_COSINE
-                   : !strcmp(kind, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
-  to.schedule.peak_lr = to.adamw.lr;
-  to.schedule.warmup_steps = gi(cfg, "schedule.warmup_steps");
-  to.schedule.total_steps = steps;
-  to.schedule.final_lr_fraction = gd(cfg, "schedule.final_lr_fraction");
-  to.schedule.decay_end_fraction = gd(cfg, "schedule.decay_end_fraction");
+  sc.kind = !strcmp(kind, "cosine") ? ESMT_SCHEDULE_COSINE
+          : !strcmp(kind, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
+  sc.peak_lr = gd(cfg, "optimizer.lr"); /* the one learning-rate key */
+  sc.warmup_steps = gi(cfg, "schedule.warmup_steps");
+  sc.total_steps = steps;
+  sc.final_lr_fraction = gd(cfg, "schedule.final_lr_fraction");
+  sc.decay_end_fraction = gd(cfg, "schedule.decay_end_fraction");
+  to.optimizer = &oc;
+  to.schedule = &sc;
   to.grad_clip = gd(cfg, "train.grad_clip");
   to.nonfinite_abort = !strcmp(gs(cfg, "train.nonfinite"), "abort");
   const char *ls = gs(cfg, "loss_scale.enabled");
-  to.loss_scale.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && model->dtype == ESMTB_F16);
-  to.loss_scale.initial = gd(cfg, "loss_scale.initial");
-  to.loss_scale.growth_interval = gi(cfg, "loss_scale.growth_interval");
-  to.loss_scale.backoff = gd(cfg, "loss_scale.backoff");
-  to.loss_scale.hysteresis = (int)gi(cfg, "loss_scale.hysteresis");
-  to.loss_scale.min = gd(cfg, "loss_scale.min");
+  lc.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && model->dtype == ESMTB_F16);
+  lc.initial = gd(cfg, "loss_scale.initial");
+  lc.growth_interval = gi(cfg, "loss_scale.growth_interval");
+  lc.backoff = gd(cfg, "loss_scale.backoff");
+  lc.hysteresis = (int)gi(cfg, "loss_scale.hysteresis");
+  lc.min = gd(cfg, "loss_scale.min");
+  to.loss_scale = &lc;
   to.log_every = (int)gi(cfg, "train.log_every");
   to.eval_every = (int)eval_every;
   to.eval_batches = (int)gi(cfg, "train.eval_batches");

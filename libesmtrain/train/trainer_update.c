@@ -126,11 +126,9 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     return ESMT_OK;
   }
   if ((st = esmt_schedule_lr(&p->schedule, step, &r->lr))) return st;
-  esmt_adamw_config ac = p->adamw;
-  ac.lr = r->lr;
-  ac.grad_scale = 1.0 / S;
-  if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) ac.grad_scale *= p->grad_clip / r->grad_norm;
-  if ((st = esmt_model_adamw_step(m, &ac, adam_step))) return st;
+  double grad_scale = 1.0 / S;
+  if (p->grad_clip > 0 && r->grad_norm > p->grad_clip) grad_scale *= p->grad_clip / r->grad_norm;
+  if ((st = esmt_model_optimizer_step(m, &p->optimizer, r->lr, grad_scale, adam_step))) return st;
   if (esmt_dp_zero(p->dp) && (st = esmt_dp_zero_gather_params(p->dp, m))) return st;
   r->t_optimizer = esmt_now_s() - t2;
   return ESMT_OK;

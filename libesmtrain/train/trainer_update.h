@@ -1,8 +1,8 @@
 /* One optimizer update from several micro-batches: the loss is normalised
  * by the selected-token count of the WHOLE update (not averaged per
  * micro-batch), non-finite losses/norms are caught before the weights are
- * touched, the global norm is clipped in fp32, then AdamW with the
- * scheduled learning rate. */
+ * touched, the global norm is clipped in fp32, then the optimizer with the
+ * scheduled learning rate (esmt_model_optimizer_step). */
 #ifndef ESMTRAIN_TRAINER_UPDATE_H
 #define ESMTRAIN_TRAINER_UPDATE_H
 
@@ -21,8 +21,8 @@ typedef struct esmt_micro_batch {
 typedef enum esmt_nonfinite_policy { ESMT_NONFINITE_SKIP = 0, ESMT_NONFINITE_ABORT = 1 } esmt_nonfinite_policy;
 
 typedef struct esmt_update_params {
-  esmt_adamw_config adamw;   /* lr is replaced by the schedule's */
-  esmt_schedule schedule;
+  esmt_optimizer_config optimizer;
+  esmt_schedule schedule;    /* the learning rate: peak_lr, shaped per update */
   double grad_clip;          /* max global norm; 0 = off */
   esmt_nonfinite_policy nonfinite;
   double loss_scale;         /* the loss is multiplied by this before backward; 1 = off */

@@ -76,6 +76,8 @@ static esmt_status run(const char *name) {
     b.batch = 1; b.seq_len = 8; b.tokens = tok; b.labels = lab;
     esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
     esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
+    esmt_loss_scale_config to_ls = ESMT_LOSS_SCALE_CONFIG_INIT;
+    to.loss_scale = &to_ls;
     esmt_batch_source src = {sizeof src, NULL, empty_next, NULL, NULL, NULL, NULL};
     esmt_trainer *t = NULL;
     if (!strcmp(name, "token-out-of-range")) {
@@ -103,9 +105,8 @@ static esmt_status run(const char *name) {
       float x[4];
       st = esmt_model_read_tensor(m, "lm_head.bias", ESMT_BUF_PARAMS, x, 4);
     } else if (!strcmp(name, "negative-lr")) {
-      esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
-      ac.lr = -1;
-      st = esmt_model_adamw_step(m, &ac, 1);
+      esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+      st = esmt_model_optimizer_step(m, &ac, -1.0, 1.0, 1);
     } else if (!strcmp(name, "trainer-no-next")) {
       src.next = NULL;
       st = esmt_trainer_create(m, &to, &src, &t);
@@ -120,8 +121,8 @@ static esmt_status run(const char *name) {
       if (!(st = esmt_trainer_create(m, &to, &src, &t)))
         st = esmt_trainer_resume(t, "/nonexistent/esmtrain-run");
     } else if (!strcmp(name, "bad-loss-scale")) {
-      to.loss_scale.enabled = 1;
-      to.loss_scale.backoff = 2;
+      to_ls.enabled = 1;
+      to_ls.backoff = 2;
       st = esmt_trainer_create(m, &to, &src, &t);
     } else if (!strcmp(name, "metrics-struct-too-small")) {
       if (!(st = esmt_trainer_create(m, &to, &src, &t))) {

@@ -47,10 +47,11 @@ static int train(const char *backend, int dp_on, double *loss) {
   mem_source ms = {.rows = 4, .repeat = 1}; /* one batch over and over: the loss must fall */
   esmt_batch_source src = mem_source_as_source(&ms);
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
-  o.adamw.lr = 1e-3;
-  o.schedule.peak_lr = 1e-3;
-  o.schedule.warmup_steps = 2;
-  o.schedule.total_steps = 20;
+  esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+  o.schedule = &o_sched;
+  o_sched.peak_lr = 1e-3;
+  o_sched.warmup_steps = 2;
+  o_sched.total_steps = 20;
   o.log_every = 0;
   o.max_steps = STEPS;
   esmt_status st = esmt_model_create(ctx, &c, 7, &m);

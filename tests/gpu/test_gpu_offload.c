@@ -84,12 +84,12 @@ static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s
   if (m->offload) r->host_bytes = m->offload->pinned_bytes + m->offload->pageable_bytes;
   esmt_update_params p;
   memset(&p, 0, sizeof p);
-  esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
+  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
   esmt_schedule sc = ESMT_SCHEDULE_INIT;
   sc.warmup_steps = 2;
   sc.total_steps = 500000;
   sc.peak_lr = 1e-3;
-  p.adamw = ac;
+  p.optimizer = ac;
   p.schedule = sc;
   p.grad_clip = 1.0;
   p.loss_scale = m->dtype == ESMTB_F16 ? 1024.0 : 1.0;

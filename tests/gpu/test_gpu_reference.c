@@ -152,13 +152,13 @@ static void run_fixture(const char *name, const precision_case *pc) {
   const double loss_err = fabs(r.loss - ref_loss) / fabs(ref_loss), logit_err = sqrt(num / den);
   if (esmt_model_backward(m) != ESMT_OK) fail_msg("%s", esmt_last_error());
   const double g = compare_all(m, &fx, ESMT_BUF_GRADS, "grad.", pc->grads, "gradient");
-  esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
-  ac.lr = fx.lr;
+  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+  double ac_lr = fx.lr; /* the learning rate is the step\'s argument */
   ac.beta1 = fx.beta1;
   ac.beta2 = fx.beta2;
   ac.eps = fx.eps;
   ac.weight_decay = fx.wd;
-  if (esmt_model_adamw_step(m, &ac, 1) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  if (esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, 1) != ESMT_OK) fail_msg("%s", esmt_last_error());
   const double s = global_rel(m, &fx, "step1.");
   printf("RESULT reference %s %s %s: loss %.6f (ref %.6f) rel %.2e, logits %.2e, worst gradient "
          "%.2e, post-step weights %.2e (bounds %.0e %.0e %.0e %.0e)\n",
@@ -215,14 +215,17 @@ static void test_overflow_injection(void **state) {
       mem_source ms = {.rows = 2};
       esmt_batch_source src = mem_source_as_source(&ms);
       esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
-      o.adamw.lr = 1e-3;
-      o.schedule.peak_lr = 1e-3;
-      o.schedule.warmup_steps = 2;
-      o.schedule.total_steps = 20;
+      esmt_schedule o_sched = ESMT_SCHEDULE_INIT;
+      o.schedule = &o_sched;
+      esmt_loss_scale_config o_ls = ESMT_LOSS_SCALE_CONFIG_INIT;
+      o.loss_scale = &o_ls;
+      o_sched.peak_lr = 1e-3;
+      o_sched.warmup_steps = 2;
+      o_sched.total_steps = 20;
       o.log_every = 0;
-      o.loss_scale.enabled = 1;
-      o.loss_scale.initial = 256;
-      o.loss_scale.hysteresis = 2;
+      o_ls.enabled = 1;
+      o_ls.initial = 256;
+      o_ls.hysteresis = 2;
       o.nonfinite_abort = 1; /* overflows are the scaler's business, not the abort policy's */
       esmt_trainer *t = NULL;
       if (esmt_trainer_create(m, &o, &src, &t) != ESMT_OK) fail_msg("%s", esmt_last_error());

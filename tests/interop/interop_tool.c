@@ -45,13 +45,13 @@ int main(int argc, char **argv) {
   const char *out = argv[train ? 8 : 6];
   if (train) {
     int steps = atoi(argv[7]);
-    esmt_adamw_config ac = ESMT_ADAMW_CONFIG_INIT;
-    ac.lr = 1e-3;
+    esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+    double ac_lr = 1e-3; /* the learning rate is the step\'s argument */
     for (int s = 1; s <= steps; s++) {
       CHECK(esmt_model_zero_grad(m));
       CHECK(esmt_model_forward(m, &b, &r, NULL));
       CHECK(esmt_model_backward(m));
-      CHECK(esmt_model_adamw_step(m, &ac, s));
+      CHECK(esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, s));
       fprintf(stderr, "step %d loss %.4f\n", s, r.loss);
     }
     CHECK(esmt_model_export_hf(m, out, 0));

@@ -11,13 +11,13 @@ core=$root/libesmtrain
 declare -A allowed=(
   [base]=""
   [backend]="dist"          # debt: context.c reads the rank layout to pick a device
-  [config]="backend model"
+  [config]="backend model optim"
   [data]=""
   [dist]="backend model io" # debt: dp_zero.c uses checkpoint.h
-  [io]="model memory"       # debt: checkpoint_weights.c reads offloaded master weights
-  [memory]="model"
+  [io]="model memory optim"     # debt: checkpoint_weights.c reads offloaded master weights
+  [memory]="model optim"
   [model]="backend memory"  # debt: optimizer offload is a mode inside the model
-  [optim]="model"
+  [optim]="model memory"     # the step runs on the host optimizer under offload
   [train]="backend config data dist io memory model optim"
 )
 declare -A home=()

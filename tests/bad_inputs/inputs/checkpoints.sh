@@ -24,6 +24,10 @@ mv "$W/ck-renamed/checkpoints/step-00000003" "$W/ck-renamed/checkpoints/step-000
 printf 'step-00000005' > "$W/ck-renamed/checkpoints/latest"
 ck_copy ck-trainer-step
 sed -i 's/^    "step": 3,$/    "step": 4,/' "$(ck_state ck-trainer-step)"
+# optimizer state of an optimizer this library does not know
+ck_copy ck-optimizer-kind
+sed -i 's/^  "optimizer": "adamw",$/  "optimizer": "lion",/' "$(ck_state ck-optimizer-kind)"
+grep -q '"optimizer": "lion"' "$(ck_state ck-optimizer-kind)" || { echo "ck-optimizer-kind: no optimizer field"; exit 1; }
 # the baseline's residue counts: one negative, one missing
 ck_copy ck-aa-negative
 sed -i '0,/^      390,$/s//      -390,/' "$(ck_state ck-aa-negative)"

@@ -1,0 +1,138 @@
+/* The optimizer module (see optimizer.h): its kinds, their state and
+ * memory, and the step: the per-tensor weight-decay segments of the flat
+ * buffer (the part this rank holds under ZeRO-1) handed to the backend's
+ * op, or to the host optimizer under offload. */
+#include "optimizer.h"
+
+#include <math.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "model.h"
+#include "offload.h"
+
+typedef struct kind_info {
+  const char *name;
+  int nstate;
+  const char *prefix[ESMT_OPTIMIZER_MAX_STATE];
+} kind_info;
+
+static const kind_info kinds[] = {
+    [ESMT_OPTIMIZER_ADAMW] = {"adamw", 2, {"m.", "v."}},
+};
+#define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
+
+static const kind_info *info(esmt_optimizer_kind k) {
+  return (unsigned)k < (unsigned)NKINDS ? &kinds[k] : NULL;
+}
+
+const char *esmt_optimizer_name(esmt_optimizer_kind k) {
+  return info(k) ? info(k)->name : NULL;
+}
+
+esmt_status esmt_optimizer_from_name(const char *name, esmt_optimizer_kind *kind) {
+  for (int i = 0; i < NKINDS; i++)
+    if (name && !strcmp(name, kinds[i].name)) {
+      *kind = (esmt_optimizer_kind)i;
+      return ESMT_OK;
+    }
+  return esmt_fail(ESMT_ERR_CONFIG, "unknown optimizer '%s' (known: adamw)", name ? name : "");
+}
+
+int esmt_optimizer_state_count(esmt_optimizer_kind k) { return info(k) ? info(k)->nstate : 0; }
+
+const char *esmt_optimizer_state_prefix(esmt_optimizer_kind k, int i) {
+  return info(k) && i >= 0 && i < info(k)->nstate ? info(k)->prefix[i] : NULL;
+}
+
+uint64_t esmt_optimizer_state_bytes(esmt_optimizer_kind k, uint64_t params) {
+  return (uint64_t)esmt_optimizer_state_count(k) * sizeof(float) * params;
+}
+
+esmt_status esmt_optimizer_config_check(const esmt_optimizer_config *c, const char *fn) {
+  if (!info(c->kind))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: optimizer kind %d is not one this library "
+                     "knows (ESMT_OPTIMIZER_ADAMW)", fn, (int)c->kind);
+  if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps > 0) ||
+      !(c->weight_decay >= 0) || !isfinite(c->weight_decay) || !isfinite(c->eps))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s needs 0 <= beta1, beta2 < 1, eps > 0 "
+                     "and a finite weight_decay >= 0 (got %g, %g, %g, %g)", fn,
+                     esmt_optimizer_name(c->kind), c->beta1, c->beta2, c->eps, c->weight_decay);
+  return ESMT_OK;
+}
+
+esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind, esmt_optimizer_config *cfg) {
+  ESMT_CHECK_ARG(cfg, "esmt_optimizer_config_init", "cfg must not be NULL");
+  if (!info(kind))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_optimizer_config_init: unknown optimizer "
+                     "kind %d", (int)kind);
+  *cfg = (esmt_optimizer_config)ESMT_OPTIMIZER_CONFIG_INIT;
+  cfg->kind = kind;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config *cfg, double lr,
+                                      double grad_scale, int64_t step) {
+  const char *fn = "esmt_model_optimizer_step";
+  ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
+  esmt_status st = esmt_check_struct(fn, "esmt_optimizer_config", cfg->struct_size, sizeof *cfg);
+  if (!st) st = esmt_optimizer_config_check(cfg, fn);
+  if (st) return st;
+  if (step < 1) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: step %lld must be >= 1", fn,
+                                 (long long)step);
+  if (!(lr >= 0) || !isfinite(lr) || !isfinite(grad_scale))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need a finite lr >= 0 (got %g) and a finite "
+                     "grad_scale (got %g)", fn, lr, grad_scale);
+  if (m->optimizer_fixed && m->optimizer_kind != cfg->kind)
+    return esmt_fail(ESMT_ERR_STATE, "%s: this model's optimizer state is %s's; a %s step would "
+                     "misread it (one optimizer per model)", fn,
+                     esmt_optimizer_name(m->optimizer_kind), esmt_optimizer_name(cfg->kind));
+  esmtb_segment *segs = malloc((size_t)m->layout.count * sizeof *segs);
+  if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  /* Offsets relative to opt_lo: only the elements whose moments this
+   * model holds (all of them but under ZeRO-1). */
+  const uint64_t lo = m->opt_lo, hi = m->opt_hi;
+  int n = 0;
+  for (int i = 0; i < m->layout.count; i++) {
+    const esmt_tensor_info *t = &m->layout.tensors[i];
+    uint64_t a0 = t->offset > lo ? t->offset : lo;
+    uint64_t a1 = t->offset + t->numel < hi ? t->offset + t->numel : hi;
+    if (a0 >= a1) continue;
+    float wd = (cfg->decay_biases_and_norms || t->ndim >= 2) ? (float)cfg->weight_decay : 0.0f;
+    if (n && segs[n - 1].weight_decay == wd && segs[n - 1].offset + segs[n - 1].count == a0 - lo)
+      segs[n - 1].count += a1 - a0; /* merge runs with the same decay */
+    else
+      segs[n++] = (esmtb_segment){a0 - lo, a1 - a0, wd};
+  }
+  esmtb_adamw_args a = {0};
+  a.struct_size = sizeof a;
+  a.n_segments = n;
+  a.segments = segs;
+  a.params = m->params + lo;
+  a.grads = m->grads + lo;
+  a.m = m->adam_m;
+  a.v = m->adam_v;
+  a.lr = (float)lr;
+  a.beta1 = (float)cfg->beta1;
+  a.beta2 = (float)cfg->beta2;
+  a.eps = (float)cfg->eps;
+  a.step = step;
+  a.grad_scale = (float)grad_scale;
+  if (m->params_lowp) { /* the backend refreshes the compute copy as it updates */
+    a.params_lowp = (char *)m->params_lowp + lo * m->esize;
+    a.lowp_dtype = m->dtype;
+  }
+  m->optimizer_fixed = 1;
+  m->optimizer_kind = cfg->kind;
+  if (m->offload) { /* the host optimizer on the host buffers (offload.c) */
+    st = esmt_offload_adamw(m, &a);
+    free(segs);
+    m->have_forward = 0;
+    return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
+  }
+  esmtb_status bs = !n ? 0 : m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream)
+                                            : ESMT_ERR_UNSUPPORTED;
+  free(segs); /* an op keeps no pointer into the caller's arrays (backend.h): no sync */
+  m->have_forward = 0;
+  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;
+}
