@@ -20,7 +20,10 @@
  *    the options point to the optimizer, schedule and loss-scale structs
  *    instead of holding them (a grown inner struct moved the outer one's
  *    fields); NULL takes their defaults, a short struct is refused by name,
- *    the caller's structs need not outlive esmt_trainer_create. */
+ *    the caller's structs need not outlive esmt_trainer_create;
+ *  - a model could not be saved on its own: esmt_model_save/_load keep the
+ *    weights, the optimizer state and the step, so that an own loop
+ *    stopped and reloaded ends bit-identical to one that never stopped. */
 #define _GNU_SOURCE
 #include "test_util.h"
 #include "cpu_dir_fixture.h"
@@ -360,6 +363,98 @@ static void options_point_to_their_structs(void **state) {
   esmt_model_destroy(m);
 }
 
+/* One update of an own loop: batch `k` (deterministic), lr 1e-3. */
+static void own_step(esmt_model *m, int k) {
+  enum { B = 2, T = 24 };
+  int32_t tok[B * T], lab[B * T];
+  unsigned x = 1234u + 77u * (unsigned)k;
+  for (int i = 0; i < B * T; i++) {
+    x = x * 1103515245u + 12345u;
+    int t = i % T;
+    tok[i] = t == 0 ? ESMT_TOKEN_CLS : t == T - 1 ? ESMT_TOKEN_EOS : 4 + (int)((x >> 16) % 20);
+    lab[i] = ESMT_LABEL_IGNORE;
+    if (t > 0 && t < T - 1 && (x >> 8) % 5 == 0) {
+      lab[i] = tok[i];
+      tok[i] = ESMT_TOKEN_MASK;
+    }
+  }
+  esmt_batch b = ESMT_BATCH_INIT;
+  b.batch = B;
+  b.seq_len = T;
+  b.tokens = tok;
+  b.labels = lab;
+  esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+  esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
+  assert_int_equal(esmt_model_zero_grad(m), ESMT_OK);
+  assert_int_equal(esmt_model_forward(m, &b, &r, NULL), ESMT_OK);
+  assert_int_equal(esmt_model_backward(m), ESMT_OK);
+  assert_int_equal(esmt_model_optimizer_step(m, &oc, 1e-3, 1.0, k), ESMT_OK);
+}
+
+static float *all_weights(esmt_model *m, uint64_t *n) {
+  assert_int_equal(esmt_model_param_count(m, n), ESMT_OK);
+  int count = 0;
+  assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
+  float *w = malloc(*n * sizeof *w);
+  uint64_t off = 0;
+  for (int i = 0; i < count; i++) {
+    esmt_tensor_info ti = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(m, i, &ti), ESMT_OK);
+    assert_int_equal(esmt_model_read_tensor(m, ti.name, ESMT_BUF_PARAMS, w + off, ti.numel),
+                     ESMT_OK);
+    off += ti.numel;
+  }
+  assert_true(off == *n);
+  return w;
+}
+
+static void model_save_and_load_continue_exactly(void **state) {
+  (void)state;
+  esmt_model *a = tiny_model(g_ctx), *b = tiny_model(g_ctx);
+  for (int k = 1; k <= 4; k++) own_step(a, k);
+  for (int k = 1; k <= 2; k++) own_step(b, k);
+  char dir[700];
+  snprintf(dir, sizeof dir, "%s/own-save", g_data);
+  assert_int_equal(esmt_model_save(b, dir, 2), ESMT_OK);
+  esmt_model_destroy(b);
+  /* never over anything: a second save into it is refused, files kept */
+  assert_int_equal(esmt_model_save(a, dir, 4), ESMT_ERR_IO);
+  assert_non_null(strstr(esmt_last_error(), "own-save"));
+  esmt_model *c = tiny_model(g_ctx);
+  int64_t step = -1;
+  assert_int_equal(esmt_model_load(c, dir, 1, &step), ESMT_OK);
+  assert_int_equal(step, 2);
+  for (int k = 3; k <= 4; k++) own_step(c, k);
+  uint64_t na = 0, nc = 0;
+  float *wa = all_weights(a, &na), *wc = all_weights(c, &nc);
+  assert_true(na == nc);
+  assert_memory_equal(wa, wc, na * sizeof *wa); /* bit-identical */
+  /* the same files a checkpoint has: a model can be made from them */
+  esmt_model *d = NULL;
+  assert_int_equal(esmt_model_create_from_checkpoint(g_ctx, dir, &d), ESMT_OK);
+  /* another shape is refused and leaves the model as it was */
+  esmt_model_config w = ESMT_MODEL_CONFIG_INIT;
+  w.num_layers = 2;
+  w.hidden_size = 16;
+  w.num_heads = 2;
+  w.max_positions = 64;
+  esmt_model *e = NULL;
+  assert_int_equal(esmt_model_create(g_ctx, &w, 5, &e), ESMT_OK);
+  uint64_t ne = 0;
+  float *before = all_weights(e, &ne);
+  assert_int_not_equal(esmt_model_load(e, dir, 1, NULL), ESMT_OK);
+  float *after = all_weights(e, &ne);
+  assert_memory_equal(before, after, ne * sizeof *before);
+  free(before);
+  free(after);
+  free(wa);
+  free(wc);
+  esmt_model_destroy(a);
+  esmt_model_destroy(c);
+  esmt_model_destroy(d);
+  esmt_model_destroy(e);
+}
+
 typedef struct stages {
   int train, eval, save_begin, save_end, gemm;
 } stages;
@@ -499,6 +594,7 @@ int main(void) {
       cmocka_unit_test(last_step_is_saved_once),
       cmocka_unit_test(schedule_spans_the_run_by_default),
       cmocka_unit_test(options_point_to_their_structs),
+      cmocka_unit_test(model_save_and_load_continue_exactly),
       cmocka_unit_test(context_progress_receives_every_stage),
       cmocka_unit_test(stop_inside_an_update_resumes_exactly),
   };

@@ -567,6 +567,23 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
  * replaced or removed. */
 ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, int overwrite);
 
+/* Save the model on its own, for a training loop of one's own: weights,
+ * optimizer state (esmt_model_optimizer_step's moments) and `step` into
+ * `dir`, which must not exist or be an empty directory (it keeps its
+ * mode); nothing is ever replaced. The files are a checkpoint's
+ * (docs/formats.md): esmt_model_load, esmt_model_create_from_checkpoint,
+ * esmt_trainer_init_from and `export` read them. */
+ESMT_API esmt_status esmt_model_save(esmt_model *model, const char *dir, int64_t step);
+
+/* Load what esmt_model_save (or a trainer checkpoint: "RUN_DIR",
+ * ".../latest", a checkpoint directory) wrote into a model of the same
+ * shape: the weights, and with `with_optimizer` the optimizer state (the
+ * next esmt_model_optimizer_step continues it); *step (may be NULL)
+ * receives the saved step. Everything is verified before the model is
+ * touched: on failure the model is unchanged. */
+ESMT_API esmt_status esmt_model_load(esmt_model *model, const char *dir, int with_optimizer,
+                                     int64_t *step);
+
 /* A model with the shape and weights of an esmtrain checkpoint ("RUN_DIR",
  * "RUN_DIR/checkpoints/latest" or a checkpoint directory). */
 ESMT_API esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *checkpoint,

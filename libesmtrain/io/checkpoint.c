@@ -107,36 +107,11 @@ static esmt_status prune(const char *ckdir, int keep_last) {
   return st;
 }
 
-esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
-                                 const char *trainer_json, int keep_last, char *out_dir,
-                                 size_t cap) {
-  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, out_dir,
-                                   cap);
-}
-
-esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_t step,
-                                      const char *trainer_json, int keep_last,
-                                      const float *host_m, const float *host_v, char *out_dir,
-                                      size_t cap) {
-  if (!host_m && (m->opt_lo != 0 || m->opt_hi != m->layout.total))
-    return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
-                     "optimizer state; gather the moments first");
-  char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
-  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
-  esmt_status st = esmt_mkdir_p(ckdir);
-  if (st) return esmt_fail_prefix(st, "saving checkpoint: ");
-  json_error_t jerr;
-  json_t *trainer = json_loads(trainer_json ? trainer_json : "{}", 0, &jerr);
-  if (!trainer) return esmt_fail(ESMT_ERR_INTERNAL, "saving checkpoint: bad trainer state JSON");
-  snprintf(name, sizeof name, "step-%08lld", (long long)step);
-  snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", ckdir, name, (long)getpid());
-  snprintf(final_dir, sizeof final_dir, "%s/%s", ckdir, name);
-  esmt_remove_tree(tmp);
-  if (mkdir(tmp, 0755) != 0) {
-    json_decref(trainer);
-    return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
-  }
-
+esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t step,
+                                        json_t *trainer, const float *host_m,
+                                        const float *host_v) {
+  char path[PATH_CAP];
+  esmt_status st = ESMT_OK;
   /* Moments first into a host buffer, then weights into the same buffer
    * size again: peak host memory is two flat buffers. */
   uint64_t n = m->layout.total;
@@ -179,8 +154,42 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
     else st = write_small_file(tmp, "state.json", text);
     free(text);
   }
-  json_decref(trainer);
   if (!st) st = esmt_fsync_dir(tmp);
+  return st;
+}
+
+esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
+                                 const char *trainer_json, int keep_last, char *out_dir,
+                                 size_t cap) {
+  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, out_dir,
+                                   cap);
+}
+
+esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_t step,
+                                      const char *trainer_json, int keep_last,
+                                      const float *host_m, const float *host_v, char *out_dir,
+                                      size_t cap) {
+  if (!host_m && (m->opt_lo != 0 || m->opt_hi != m->layout.total))
+    return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
+                     "optimizer state; gather the moments first");
+  char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
+  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
+  esmt_status st = esmt_mkdir_p(ckdir);
+  if (st) return esmt_fail_prefix(st, "saving checkpoint: ");
+  json_error_t jerr;
+  json_t *trainer = json_loads(trainer_json ? trainer_json : "{}", 0, &jerr);
+  if (!trainer) return esmt_fail(ESMT_ERR_INTERNAL, "saving checkpoint: bad trainer state JSON");
+  snprintf(name, sizeof name, "step-%08lld", (long long)step);
+  snprintf(tmp, sizeof tmp, "%s/.tmp-%s-%ld", ckdir, name, (long)getpid());
+  snprintf(final_dir, sizeof final_dir, "%s/%s", ckdir, name);
+  esmt_remove_tree(tmp);
+  if (mkdir(tmp, 0755) != 0) {
+    json_decref(trainer);
+    return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
+  }
+
+  st = esmt_checkpoint_write_files(m, tmp, step, trainer, host_m, host_v);
+  json_decref(trainer);
   if (!st && is_dir(final_dir)) {
     /* Re-saving a step: move the old one aside, never delete it first. */
     char old[PATH_CAP];

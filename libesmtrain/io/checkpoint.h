@@ -31,6 +31,14 @@ ESMT_HIDDEN esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run
                                                   const float *host_v, char *out_dir, size_t cap);
 
 /* Record `ckpt_dir`'s name as the best checkpoint (kept by pruning). */
+/* The files of one checkpoint (model.safetensors, optimizer.safetensors,
+ * state.json with `trainer` as its trainer object) written into the
+ * existing, empty directory `dir` and synced; moments from host_m/host_v
+ * when given (ZeRO-1 gathers them), else from the model. */
+ESMT_HIDDEN esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *dir, int64_t step,
+                                                    json_t *trainer, const float *host_m,
+                                                    const float *host_v);
+
 ESMT_HIDDEN esmt_status esmt_checkpoint_mark_best(const char *run_dir, const char *ckpt_dir);
 
 /* Turn "RUN", "RUN/checkpoints", "RUN/checkpoints/latest" or a checkpoint
