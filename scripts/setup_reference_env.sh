@@ -4,7 +4,8 @@
 # nothing when everything is already there.
 #
 #   Debian:  python3-torch (1.13.1), python3-numpy, python3-pip
-#   PyPI:    fair-esm, transformers (pinned: last line verified with torch 1.13)
+#   PyPI:    fair-esm, transformers (pinned: last line verified with torch 1.13),
+#            lion-pytorch (pinned, without dependencies)
 #
 # Everything is for Debian's /usr/bin/python3 (the PATH python3 may be a
 # pyenv interpreter without torch). Needs root (or sudo) for apt-get and for
@@ -14,6 +15,9 @@ set -euo pipefail
 PY=/usr/bin/python3
 TRANSFORMERS_VERSION=4.44.2
 FAIR_ESM_VERSION=2.0.0
+# The Lion reference (tests/reference/make_lion_fixture.py): its authors'
+# PyTorch port; --no-deps, as its only requirement is torch (Debian's).
+LION_VERSION=0.2.2
 DEB_PKGS=(python3-torch python3-numpy python3-pip)
 
 SUDO=""
@@ -36,11 +40,13 @@ if [ ${#missing[@]} -gt 0 ]; then
 fi
 
 have_py_pkgs() {
-  "$PY" - "$TRANSFORMERS_VERSION" "$FAIR_ESM_VERSION" <<'EOF' 2>/dev/null
+  "$PY" - "$TRANSFORMERS_VERSION" "$FAIR_ESM_VERSION" "$LION_VERSION" <<'EOF' 2>/dev/null
 import sys
 from importlib.metadata import version
 assert version("transformers") == sys.argv[1], "transformers version"
 assert version("fair-esm") == sys.argv[2], "fair-esm version"
+assert version("lion-pytorch") == sys.argv[3], "lion-pytorch version"
+import lion_pytorch                          # noqa: F401
 import torch, numpy, esm                     # noqa: F401
 from transformers import EsmForMaskedLM     # noqa: F401
 EOF
@@ -51,6 +57,8 @@ if ! have_py_pkgs; then
   $SUDO "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
     --break-system-packages \
     "fair-esm==$FAIR_ESM_VERSION" "transformers==$TRANSFORMERS_VERSION"
+  $SUDO "$PY" -m pip install --quiet --disable-pip-version-check --root-user-action=ignore \
+    --break-system-packages --no-deps "lion-pytorch==$LION_VERSION"
   have_py_pkgs || { echo "setup_reference_env: python packages still not importable" >&2; exit 1; }
 fi
 

@@ -119,7 +119,7 @@ void mixed_compare(esmt_model *m32, esmt_model *mh, int steps, double loss_tol, 
     fail_msg("logits: relative L2 difference %g > %g", sqrt(num / den), loss_tol);
   const double first32 = loss32;
   esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
-  double ac_lr = 3e-3; /* the learning rate is the step\'s argument */
+  double ac_lr = 3e-3; /* the learning rate is the step's argument */
   for (int step = 1;; step++) {
     printf("step %d: loss fp32 %.6f, half %.6f (relative difference %.3g)\n", step - 1, loss32,
            lossh, fabs(lossh - loss32) / fabs(loss32));

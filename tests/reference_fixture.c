@@ -19,7 +19,7 @@ static int json_int(json_t *o, const char *k) {
 
 static double json_num(json_t *o, const char *k) {
   json_t *v = json_object_get(o, k);
-  if (!json_is_number(v)) fail_msg("fixture adamw lacks number '%s'", k);
+  if (!json_is_number(v)) fail_msg("fixture optimizer lacks number '%s'", k);
   return json_number_value(v);
 }
 
@@ -35,7 +35,11 @@ void load_fixture(const char *name, fixture *fx) {
   assert_string_equal(ver, "1");
   json_error_t err;
   json_t *c = json_loads(esmt_st_meta_get(&fx->file, "config"), 0, &err);
-  json_t *a = json_loads(esmt_st_meta_get(&fx->file, "adamw"), 0, &err);
+  /* the optimizer of its step(s): "adamw" (make_fixtures.py) or "lion"
+   * (make_lion_fixture.py, which has no eps) */
+  const char *am = esmt_st_meta_get(&fx->file, "adamw");
+  json_t *a = json_loads(am ? am : esmt_st_meta_get(&fx->file, "lion"), 0, &err);
+  fx->lion = !am;
   assert_non_null(c);
   assert_non_null(a);
   esmt_model_config cfg = ESMT_MODEL_CONFIG_INIT;
@@ -50,7 +54,7 @@ void load_fixture(const char *name, fixture *fx) {
   fx->lr = json_num(a, "lr");
   fx->beta1 = json_num(a, "beta1");
   fx->beta2 = json_num(a, "beta2");
-  fx->eps = json_num(a, "eps");
+  fx->eps = fx->lion ? 0 : json_num(a, "eps");
   fx->wd = json_num(a, "weight_decay");
   json_decref(c);
   json_decref(a);

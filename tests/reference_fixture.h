@@ -14,7 +14,8 @@ typedef struct fixture {
   esmt_st_file file;
   esmt_model_config cfg;
   int B, T;
-  double lr, beta1, beta2, eps, wd;
+  double lr, beta1, beta2, eps, wd; /* the optimizer's (eps: AdamW only) */
+  int lion;                         /* 1: a make_lion_fixture.py fixture */
 } fixture;
 
 /* The committed fixtures: "tiny_hd16", "small_hd64". */

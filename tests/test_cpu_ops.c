@@ -545,6 +545,37 @@ static void test_adamw(void **state) {
   free(p); free(g); free(m); free(v); free(low); free(pd); free(md); free(vd);
 }
 
+/* Lion against the float64 formula (Chen et al. 2023, Algorithm 2 with
+ * decoupled decay); a zero gradient on a zero moment updates by sign(0) = 0. */
+static void test_lion(void **state) {
+  (void)state;
+  const size_t P = 10000;
+  float *p = randf(P, 1.0), *g = randf(P, 0.1), *m = zerof(P), *low = zerof(P);
+  for (size_t i = 0; i < P; i += 97) g[i] = 0.0f; /* c = 0 at step 1: no sign step */
+  double *pd = to_d(p, P), *md = zerod(P);
+  const esmtb_segment segs[] = {{0, 6000, 0.1f}, {6000, 3000, 0.0f}, {9000, 1000, 0.3f}};
+  const double b1 = 0.9f, b2 = 0.99f, lr = 1e-3f, gs = 0.5f;
+  for (int step = 1; step <= 3; step++) {
+    esmtb_lion_args a = {0};
+    a.struct_size = sizeof a; a.n_segments = 3; a.segments = segs; a.params = p; a.grads = g;
+    a.m = m; a.lr = (float)lr; a.beta1 = (float)b1; a.beta2 = (float)b2;
+    a.grad_scale = (float)gs; a.params_lowp = low; a.lowp_dtype = ESMTB_F32;
+    assert_true(ops->abi_minor >= 4 && ops->lion);
+    assert_int_equal(ops->lion(dev, &a, NULL), 0);
+    for (size_t i = 0; i < P; i++) {
+      double gi = g[i] * gs, wd = i < 6000 ? (double)0.1f : i < 9000 ? 0.0 : (double)0.3f;
+      double c = b1 * md[i] + (1 - b1) * gi, u = (c > 0) - (c < 0);
+      pd[i] -= lr * (wd * pd[i] + u);
+      md[i] = b2 * md[i] + (1 - b2) * gi;
+    }
+    if (step == 1) assert_float_equal(p[97], (float)pd[97], 1e-6); /* 0 grad, 0.1 decay only */
+  }
+  expect_close(p, pd, P, 1e-6, "lion params");
+  expect_close(m, md, P, 1e-6, "lion m");
+  assert_memory_equal(low, p, P * sizeof *p); /* the F32 copy */
+  free(p); free(g); free(m); free(low); free(pd); free(md);
+}
+
 /* ------------------------------------------------------------------ */
 /* argument errors                                                     */
 /* ------------------------------------------------------------------ */
@@ -651,6 +682,13 @@ static void test_errors(void **state) {
   EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 0, "step");
   aw.step = 1; aw.params_lowp = x; aw.lowp_dtype = ESMTB_I32;
   EXPECT_FAIL(ops->adamw(dev, &aw, NULL), 8, "lowp_dtype");
+  esmtb_lion_args al = {0};
+  al.struct_size = sizeof al; al.n_segments = 1;
+  EXPECT_FAIL(ops->lion(dev, &al, NULL), 0, "lion");
+  al.params = al.m = x; al.grads = x; al.segments = &seg; al.n_segments = -1;
+  EXPECT_FAIL(ops->lion(dev, &al, NULL), 0, "negative");
+  al.n_segments = 0; al.params_lowp = x; al.lowp_dtype = ESMTB_I32;
+  EXPECT_FAIL(ops->lion(dev, &al, NULL), 8, "lowp_dtype");
 
   esmtb_sumsq_args ss = {sizeof ss, 4, x, NULL};
   EXPECT_FAIL(ops->sumsq(dev, &ss, NULL), 0, "sumsq");
@@ -671,7 +709,8 @@ int main(void) {
       cmocka_unit_test(test_sumsq),         cmocka_unit_test(test_convert),
       cmocka_unit_test(test_embedding),     cmocka_unit_test(test_layernorm),
       cmocka_unit_test(test_attention),     cmocka_unit_test(test_xent),
-      cmocka_unit_test(test_adamw),         cmocka_unit_test(test_errors),
+      cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_lion),         cmocka_unit_test(test_errors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -69,7 +69,7 @@ static void run_fixture(const char *name) {
 
   /* One AdamW step on every parameter. */
   esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
-  double ac_lr = fx.lr; /* the learning rate is the step\'s argument */
+  double ac_lr = fx.lr; /* the learning rate is the step's argument */
   ac.beta1 = fx.beta1;
   ac.beta2 = fx.beta2;
   ac.eps = fx.eps;
@@ -90,6 +90,121 @@ static void run_fixture(const char *name) {
 
 static void test_fixture_tiny_hd16(void **state) { (void)state; run_fixture(k_fixtures[0]); }
 static void test_fixture_small_hd64(void **state) { (void)state; run_fixture(k_fixtures[1]); }
+
+/* Lion's weights after step k against the float64 reference, element by
+ * element. Where the reference's interpolation c is within 1e-5 of its
+ * tensor's RMS from zero, fp32 gradients may honestly take the other sign
+ * (a 2*lr difference): such elements are set aside in `skip` (kept across
+ * steps, their weights differ from then on) and counted; all the others
+ * must agree to fp32 rounding. Returns the worst relative difference. */
+static double lion_compare(esmt_model *m, const fixture *fx, int k, unsigned char **skip,
+                           uint64_t *n_skipped, uint64_t *n_total) {
+  int n = 0;
+  double worst = 0;
+  esmt_model_tensor_count(m, &n);
+  for (int i = 0; i < n; i++) {
+    esmt_tensor_info ti = {.struct_size = sizeof ti};
+    esmt_model_tensor_info(m, i, &ti);
+    char key[160];
+    float *ours = malloc(ti.numel * sizeof *ours);
+    double *ref = malloc(ti.numel * sizeof *ref), *c = malloc(ti.numel * sizeof *c);
+    assert_int_equal(esmt_model_read_tensor(m, ti.name, ESMT_BUF_PARAMS, ours, ti.numel), ESMT_OK);
+    snprintf(key, sizeof key, "step%d.%s", k, ti.name);
+    esmt_st_to_f64(need(fx, key), ref);
+    snprintf(key, sizeof key, "c%d.%s", k, ti.name);
+    esmt_st_to_f64(need(fx, key), c);
+    if (!skip[i]) skip[i] = calloc(ti.numel, 1);
+    double rms = 0;
+    for (uint64_t j = 0; j < ti.numel; j++) rms += c[j] * c[j];
+    rms = sqrt(rms / (double)ti.numel);
+    for (uint64_t j = 0; j < ti.numel; j++) {
+      if (fabs(c[j]) <= 1e-5 * rms && c[j] != 0) skip[i][j] = 1; /* c == 0: sign 0 both sides */
+      if (skip[i][j]) continue;
+      double d = fabs(ours[j] - ref[j]) / (fabs(ref[j]) + 1e-2);
+      if (d > worst) worst = d;
+      if (!(d <= 1e-5))
+        fail_msg("Lion step %d %s[%llu]: %.9g, reference %.9g (c %.3g)", k, ti.name,
+                 (unsigned long long)j, (double)ours[j], ref[j], c[j]);
+    }
+    if (k == 2)
+      for (uint64_t j = 0; j < ti.numel; j++) *n_skipped += skip[i][j];
+    if (k == 2) *n_total += ti.numel;
+    free(ours);
+    free(ref);
+    free(c);
+  }
+  return worst;
+}
+
+/* Two Lion steps of tiny_hd16 against lion_pytorch in float64
+ * (tests/reference/make_lion_fixture.py): loss and gradients at each step,
+ * the weights after each, the moment after the second. */
+static void test_lion_fixture(void **state) {
+  (void)state;
+  fixture fx;
+  load_fixture("tiny_hd16_lion", &fx);
+  assert_true(fx.lion);
+  esmt_context *ctx = make_ctx(2);
+  esmt_model_config cfg = fx.cfg;
+  cfg.optimizer = ESMT_OPTIMIZER_LION;
+  esmt_model *m = NULL;
+  if (esmt_model_create(ctx, &cfg, 1, &m) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  load_weights(m, &fx);
+  int32_t *tokens = load_i32(&fx, "tokens"), *labels = load_i32(&fx, "labels");
+  esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
+  assert_int_equal(esmt_optimizer_config_init(ESMT_OPTIMIZER_LION, &oc), ESMT_OK);
+  assert_true(oc.beta2 == 0.99 && oc.weight_decay == 0.1); /* the paper's defaults */
+  oc.beta1 = fx.beta1;
+  oc.beta2 = fx.beta2;
+  oc.weight_decay = fx.wd;
+  int nt = 0;
+  esmt_model_tensor_count(m, &nt);
+  unsigned char **skip = calloc((size_t)nt, sizeof *skip);
+  uint64_t skipped = 0, total = 0;
+  for (int k = 1; k <= 2; k++) {
+    esmt_batch b = ESMT_BATCH_INIT;
+    b.batch = fx.B;
+    b.seq_len = fx.T;
+    b.tokens = tokens;
+    b.labels = labels;
+    esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+    assert_int_equal(esmt_model_zero_grad(m), ESMT_OK);
+    if (esmt_model_forward(m, &b, &r, NULL) != ESMT_OK) fail_msg("%s", esmt_last_error());
+    char key[32];
+    double ref_loss;
+    snprintf(key, sizeof key, "loss%d", k);
+    esmt_st_to_f64(need(&fx, key), &ref_loss);
+    if (esmt_model_backward(m) != ESMT_OK) fail_msg("%s", esmt_last_error());
+    snprintf(key, sizeof key, "grad%d.", k);
+    double gworst = compare_all(m, &fx, ESMT_BUF_GRADS, key, 1e-3, "Lion-run gradient");
+    if (esmt_model_optimizer_step(m, &oc, fx.lr, 1.0, k) != ESMT_OK)
+      fail_msg("%s", esmt_last_error());
+    double wworst = lion_compare(m, &fx, k, skip, &skipped, &total);
+    print_message("lion step %d: loss %.8f (ref %.8f), worst gradient rel err %.2e, worst "
+                  "weight rel diff %.2e\n", k, r.loss, ref_loss, gworst, wworst);
+    assert_true(fabs(r.loss - ref_loss) <= 1e-4 * fabs(ref_loss));
+  }
+  double mworst = compare_all(m, &fx, ESMT_BUF_ADAM_M, "m2.", 1e-3, "Lion moment");
+  print_message("lion: moment rel err %.2e; %llu of %llu weights set aside (reference |c| "
+                "within 1e-5 RMS of 0)\n", mworst, (unsigned long long)skipped,
+                (unsigned long long)total);
+  assert_true(skipped * 1000 <= total); /* at most 0.1% */
+  /* Lion keeps no second moment: asking for AdamW's is an error, not garbage */
+  float one;
+  assert_int_equal(esmt_model_read_tensor(m, "lm_head.bias", ESMT_BUF_ADAM_V, &one, 1),
+                   ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "no second moment"));
+  /* and an AdamW step on a Lion model is refused */
+  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+  assert_int_equal(esmt_model_optimizer_step(m, &ac, 1e-3, 1.0, 3), ESMT_ERR_STATE);
+  for (int i = 0; i < nt; i++) free(skip[i]);
+  free(skip);
+  free(tokens);
+  free(labels);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+  esmt_st_close(&fx.file);
+}
 
 /* A small random model and batch for the tests below. */
 static esmt_model *small_model(esmt_context *ctx) {
@@ -251,6 +366,7 @@ int main(void) {
       cmocka_unit_test(test_presets_param_counts),
       cmocka_unit_test(test_fixture_tiny_hd16),
       cmocka_unit_test(test_fixture_small_hd64),
+      cmocka_unit_test(test_lion_fixture),
       cmocka_unit_test(test_no_selected_positions),
       cmocka_unit_test(test_determinism),
       cmocka_unit_test(test_misuse),

@@ -2,6 +2,7 @@
  * arena, policy choice and micro-batch search, and planned OOM. */
 #include "test_util.h"
 
+#include <stddef.h>
 #include <string.h>
 
 #include "model.h"
@@ -193,6 +194,43 @@ static void test_request_from_config(void **state) {
   esmt_config_destroy(c);
 }
 
+/* Lion keeps one moment: half of AdamW's optimizer state on the device, and
+ * 4 bytes a parameter less on the host under offload. A caller whose model
+ * config ends before the optimizer field gets AdamW's figures. */
+static void test_lion_halves_the_moments(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t6_8M", 4, 512, ESMT_PRECISION_FP32, 0);
+  g_model.optimizer = ESMT_OPTIMIZER_LION;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_int_equal(p.device[ESMT_MEM_MOMENTS], p.parameters * 4);
+  r.offload_optimizer = 1;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_int_equal(p.host_pinned, p.parameters * 12); /* master, gradients, m */
+  g_model.optimizer = ESMT_OPTIMIZER_ADAMW;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_int_equal(p.host_pinned, p.parameters * 16);
+  /* an older caller's struct: no optimizer field, AdamW */
+  g_model.optimizer = ESMT_OPTIMIZER_LION;
+  g_model.struct_size = (uint32_t)offsetof(esmt_model_config, optimizer);
+  r.offload_optimizer = 0;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_int_equal(p.device[ESMT_MEM_MOMENTS], p.parameters * 8);
+  /* an unknown kind is refused */
+  g_model.struct_size = sizeof g_model;
+  g_model.optimizer = (esmt_optimizer_kind)7;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
+  /* optimizer.kind in a configuration reaches the request */
+  esmt_config *c = NULL;
+  assert_int_equal(esmt_config_create(&c), ESMT_OK);
+  assert_int_equal(esmt_config_set(c, "optimizer.kind", "lion"), ESMT_OK);
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  assert_int_equal(esmt_config_plan_request(c, NULL, &mc, &r), ESMT_OK);
+  assert_int_equal(mc.optimizer, ESMT_OPTIMIZER_LION);
+  assert_int_not_equal(esmt_config_set(c, "optimizer.kind", "sgd"), ESMT_OK);
+  esmt_config_destroy(c);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_650m_on_8gb),
@@ -202,6 +240,7 @@ int main(void) {
       cmocka_unit_test(test_forced_offload_that_does_not_fit),
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_request_from_config),
+      cmocka_unit_test(test_lion_halves_the_moments),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -232,6 +232,7 @@ static const esmtb_ops g_cpu_ops = {
     .scale = cpu_scale,
     .convert = cpu_convert,
     .allreduce = NULL,
+    .lion = cpu_lion, /* ABI 1.4 */
 };
 
 ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {

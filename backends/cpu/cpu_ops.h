@@ -55,6 +55,7 @@ CPU_HIDDEN esmtb_status cpu_attention_backward(esmtb_device *dev, const esmtb_at
                                                esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_lion(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a,

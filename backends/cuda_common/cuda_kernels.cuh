@@ -84,5 +84,6 @@ esmtb_status cuda_gelu_backward(esmtb_device *, const esmtb_gelu_backward_args *
 esmtb_status cuda_bias_grad(esmtb_device *, const esmtb_bias_grad_args *, esmtb_stream *);
 esmtb_status cuda_xent(esmtb_device *, const esmtb_xent_args *, esmtb_stream *);
 esmtb_status cuda_adamw(esmtb_device *, const esmtb_adamw_args *, esmtb_stream *);
+esmtb_status cuda_lion(esmtb_device *, const esmtb_lion_args *, esmtb_stream *);
 
 #endif

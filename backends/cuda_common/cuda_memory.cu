@@ -214,6 +214,7 @@ void cuda_fill_compute_ops(esmtb_ops *ops) {
   ops->bias_grad = cuda_bias_grad;
   ops->xent = cuda_xent;
   ops->adamw = cuda_adamw;
+  ops->lion = cuda_lion;
   cuda_fill_attention_ops(ops);
 }
 

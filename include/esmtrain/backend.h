@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 3
+#define ESMTB_ABI_MINOR 4
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -348,6 +348,25 @@ typedef struct esmtb_adamw_args {
   esmtb_dtype lowp_dtype;
 } esmtb_adamw_args;
 
+/* Lion (Chen et al. 2023, "Symbolic Discovery of Optimization Algorithms")
+ * over segments of flat fp32 buffers, decoupled decay as in AdamW:
+ *   g = grads * grad_scale; u = sign(b1 m + (1-b1) g)  (sign(0) = 0);
+ *   p -= lr * (wd * p + u); m = b2 m + (1-b2) g
+ * One moment (half of AdamW's optimizer state). If params_lowp is non-NULL,
+ * the updated weights are also written there in `lowp_dtype`. ABI 1.4. */
+typedef struct esmtb_lion_args {
+  uint32_t struct_size;
+  int n_segments;
+  const esmtb_segment *segments; /* host array */
+  float *params;
+  const float *grads;
+  float *m;
+  float lr, beta1, beta2;
+  float grad_scale;
+  void *params_lowp;
+  esmtb_dtype lowp_dtype;
+} esmtb_lion_args;
+
 /* *out (device fp32 scalar) += sum of x[i]^2 over n fp32 values, with the
  * partial sums reduced in a fixed order (deterministic). */
 typedef struct esmtb_sumsq_args {
@@ -509,13 +528,18 @@ typedef struct esmtb_ops {
    * refuses dist.zero 1 on this backend's device path. */
   esmtb_status (*reduce_scatter)(esmtb_device *dev, const esmtb_shard_args *a, esmtb_stream *s);
   esmtb_status (*allgather)(esmtb_device *dev, const esmtb_shard_args *a, esmtb_stream *s);
+
+  /* ABI 1.4 (optional; read only when abi_minor >= 4 and struct_size covers
+   * it): the Lion update (esmtb_lion_args). Without it the core refuses
+   * optimizer.kind lion on this backend, naming it. */
+  esmtb_status (*lion)(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);
 } esmtb_ops;
 
 /* Entry symbols a backend exports (names are the ABI). */
 #define ESMTB_INIT_SYMBOL "esmt_backend_init"
 #define ESMTB_SCORE_SYMBOL "esmt_backend_score"
 /* Optional: `const char *esmt_backend_library_version(void)`, the version of
- * libesmtrain the plugin was built with ("0.1.0"). The shipped backends
+ * libesmtrain the plugin was built with ("0.2.0"). The shipped backends
  * export it (backends/backend_version.c); the core refuses a plugin whose
  * version differs from its own, naming both files: it belongs to another
  * installation. A plugin without it is not checked. */

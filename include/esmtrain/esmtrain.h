@@ -41,7 +41,7 @@ extern "C" {
 
 /* The ABI major is the SOVERSION of libesmtrain.so. */
 #define ESMT_VERSION_MAJOR 0
-#define ESMT_VERSION_MINOR 1
+#define ESMT_VERSION_MINOR 2
 #define ESMT_VERSION_PATCH 0
 #define ESMT_VERSION_NUMBER \
   (ESMT_VERSION_MAJOR * 10000 + ESMT_VERSION_MINOR * 100 + ESMT_VERSION_PATCH)
@@ -51,7 +51,7 @@ extern "C" {
  * Returns ESMT_VERSION_NUMBER of the library. */
 ESMT_API int esmt_version(int *major, int *minor, int *patch);
 
-/* "0.1.0", static storage. */
+/* "0.2.0", static storage. */
 ESMT_API const char *esmt_version_string(void);
 
 /* Seconds on a monotonic clock (for timing esmtrain calls). */
@@ -299,6 +299,20 @@ ESMT_API esmt_status esmt_context_gemm_ceiling_precision(esmt_context *ctx,
                                                          esmt_precision precision, int m, int n,
                                                          int k, int repeats, double *gflops);
 
+/* The optimizer. There is no learning rate here: it has one source, the
+ * schedule (esmt_schedule.peak_lr) in a trainer, or the caller's argument
+ * to esmt_model_optimizer_step in a loop of one's own. */
+typedef enum esmt_optimizer_kind {
+  /* Decoupled weight decay (Loshchilov & Hutter), ESM-2's optimizer: two
+   * fp32 moments per parameter. */
+  ESMT_OPTIMIZER_ADAMW = 0,
+  /* Lion (Chen et al. 2023): the sign of an interpolated momentum, one fp32
+   * moment per parameter (half of AdamW's state). Its authors advise a
+   * learning rate 3-10x smaller and a weight decay 3-10x larger than
+   * AdamW's; esmt_optimizer_config_init(LION) sets beta2 0.99, decay 0.1. */
+  ESMT_OPTIMIZER_LION = 1
+} esmt_optimizer_kind;
+
 typedef struct esmt_model_config {
   uint32_t struct_size;
   int num_layers;           /* L */
@@ -313,10 +327,15 @@ typedef struct esmt_model_config {
    * esmt_model_create refuses a precision the backend lacks
    * (ESMT_ERR_UNSUPPORTED); esmt_model_get_config reports the resolved one. */
   esmt_precision precision;
+  /* Appended: the optimizer whose state the model holds (its buffers are
+   * allocated with the model); a caller whose struct_size ends before it
+   * gets ADAMW. esmt_model_optimizer_step refuses another kind. */
+  esmt_optimizer_kind optimizer;
 } esmt_model_config;
 
 #define ESMT_MODEL_CONFIG_INIT \
-  { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO }
+  { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO, \
+    ESMT_OPTIMIZER_ADAMW }
 
 /* Fill *cfg with a named ESM-2 size: esm2_t6_8M, esm2_t12_35M, esm2_t30_150M,
  * esm2_t33_650M, esm2_t36_3B, esm2_t48_15B. cfg->struct_size must be set.
@@ -445,21 +464,13 @@ ESMT_API esmt_status esmt_model_zero_grad(esmt_model *model);
 ESMT_API esmt_status esmt_model_set_recompute(esmt_model *model, int enabled);
 ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enabled);
 
-/* The optimizer. There is no learning rate here: it has one source, the
- * schedule (esmt_schedule.peak_lr) in a trainer, or the caller's argument
- * to esmt_model_optimizer_step in a loop of one's own. */
-typedef enum esmt_optimizer_kind {
-  /* Decoupled weight decay (Loshchilov & Hutter), ESM-2's optimizer: two
-   * fp32 moments per parameter. */
-  ESMT_OPTIMIZER_ADAMW = 0
-} esmt_optimizer_kind;
 
 typedef struct esmt_optimizer_config {
   uint32_t struct_size;
-  esmt_optimizer_kind kind;   /* ESMT_OPTIMIZER_ADAMW */
-  double beta1, beta2;        /* 0.9, 0.98 (ESM-2) */
-  double eps;                 /* 1e-8 */
-  double weight_decay;        /* 0.01, decoupled */
+  esmt_optimizer_kind kind;   /* ESMT_OPTIMIZER_ADAMW; the model's (esmt_model_config.optimizer) */
+  double beta1, beta2;        /* 0.9, 0.98 (ESM-2); Lion: 0.9, 0.99 */
+  double eps;                 /* 1e-8 (AdamW only) */
+  double weight_decay;        /* 0.01, decoupled; Lion: 0.1 */
   int decay_biases_and_norms; /* 1: decay every tensor (ESM-2); 0: skip biases/LN */
 } esmt_optimizer_config;
 
@@ -480,8 +491,9 @@ ESMT_API esmt_status esmt_model_train_flops(const esmt_model_config *cfg, int ba
 /* One optimizer update from the gradient buffer at learning rate `lr`,
  * the gradients multiplied by `grad_scale` first (clipping, loss-scale
  * removal; 1 = as computed); `step` is the 1-based count of updates applied
- * (AdamW's bias correction). Does not clear the gradients. The first call
- * fixes the model's optimizer kind: another kind later is refused. */
+ * (AdamW's bias correction). Does not clear the gradients. cfg->kind must
+ * be the model's (esmt_model_config.optimizer: its state was allocated for
+ * it); another kind is refused. */
 ESMT_API esmt_status esmt_model_optimizer_step(esmt_model *model, const esmt_optimizer_config *cfg,
                                                double lr, double grad_scale, int64_t step);
 
@@ -498,7 +510,7 @@ typedef enum esmt_mem_class {
   ESMT_MEM_COMPUTE_WEIGHTS = 0, /* fp16/bf16 copies the kernels read */
   ESMT_MEM_MASTER_WEIGHTS = 1,  /* fp32 */
   ESMT_MEM_GRADIENTS = 2,
-  ESMT_MEM_MOMENTS = 3,         /* AdamW m and v */
+  ESMT_MEM_MOMENTS = 3,         /* the optimizer's state: AdamW m and v, Lion m */
   ESMT_MEM_ACTIVATIONS = 4,     /* kept for backward, plus backward scratch */
   ESMT_MEM_WORKSPACE = 5,       /* GEMM workspace, reductions, tables */
   ESMT_MEM_RUNTIME = 6,         /* the runtime's own use (CUDA context) */
@@ -518,12 +530,10 @@ typedef struct esmt_plan_request {
   int offload_optimizer;        /* -1 auto, 0 off, 1 on */
   int recompute;                /* -1 auto, 0 off, 1 on */
   uint64_t runtime_overhead;    /* bytes the runtime takes besides allocations */
-  esmt_optimizer_kind optimizer; /* whose state the "moments" class holds; ADAMW */
 } esmt_plan_request;
 
 #define ESMT_PLAN_REQUEST_INIT \
-  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, \
-    ESMT_OPTIMIZER_ADAMW }
+  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;

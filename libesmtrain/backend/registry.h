@@ -55,4 +55,9 @@ static inline int esmt_ops_has_shard_comm(const esmtb_ops *ops) {
          ESMTB_OPS_HAS(ops, allgather);
 }
 
+/* ABI 1.4 lion: optimizer.kind lion. */
+static inline int esmt_ops_has_lion(const esmtb_ops *ops) {
+  return ops->abi_minor >= 4 && ESMTB_OPS_HAS(ops, lion);
+}
+
 #endif

@@ -70,7 +70,7 @@ esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *c
   pr.device_budget = budget;
   pr.offload_optimizer = policy(c, "offload.optimizer");
   pr.recompute = policy(c, "offload.recompute");
-  if ((st = esmt_optimizer_from_name(get_str(c, "optimizer.kind"), &pr.optimizer))) return st;
+  if ((st = esmt_optimizer_from_name(get_str(c, "optimizer.kind"), &mc.optimizer))) return st;
   if (get_int(c, "dist.zero") > 0 && pr.offload_optimizer < 0)
     pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
   *model = mc;

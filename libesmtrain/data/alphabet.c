@@ -1,4 +1,4 @@
-/* The fixed 33-token ESM-2 alphabet (shared/reference/esm2-spec.md). */
+/* The fixed 33-token ESM-2 alphabet (docs/esm2.md). */
 #include <ctype.h>
 
 #include "internal.h"

@@ -138,7 +138,7 @@ esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_
   const uint64_t total = m->layout.total;
   /* this rank's shard into its place; the all-gathers fill in the rest */
   esmt_status st = esmt_flat_download(m, host_m, m->adam_m);
-  if (!st) st = esmt_flat_download(m, host_v, m->adam_v);
+  if (!st && host_v) st = esmt_flat_download(m, host_v, m->adam_v); /* NULL: Lion */
   uint64_t failed = st != ESMT_OK;
   char own[1024] = "";
   if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
@@ -149,7 +149,7 @@ esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_
     return esmt_fail(ESMT_ERR_BACKEND, "ZeRO-1: %llu other rank(s) could not read their moments",
                      (unsigned long long)failed);
   st = esmt_comm_allgather_shards(dp->comm, host_m, (size_t)total, dp->shard_off, sizeof(float));
-  if (!st) st = esmt_comm_allgather_shards(dp->comm, host_v, (size_t)total, dp->shard_off,
+  if (!st && host_v) st = esmt_comm_allgather_shards(dp->comm, host_v, (size_t)total, dp->shard_off,
                                            sizeof(float));
   return st ? esmt_fail_prefix(st, "ZeRO-1: gathering the moments: ") : ESMT_OK;
 }

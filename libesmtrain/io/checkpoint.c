@@ -115,7 +115,8 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
   /* Moments first into a host buffer, then weights into the same buffer
    * size again: peak host memory is two flat buffers. */
   uint64_t n = m->layout.total;
-  float *a = malloc(n * sizeof *a), *b = host_m ? a : malloc(n * sizeof *b);
+  const int ns = esmt_optimizer_state_count(m->cfg.optimizer); /* AdamW 2, Lion 1 */
+  float *a = malloc(n * sizeof *a), *b = (host_m || ns < 2) ? a : malloc(n * sizeof *b);
   uint32_t crc_model = 0, crc_opt = 0;
   if (!a || !b) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: out of host memory");
   if (!st) st = esmt_flat_download(m, a, m->params);
@@ -127,15 +128,15 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
     st = esmt_write_flat(m, path, bufs, pre, 1, meta, 2, &crc_model);
   }
   if (!st && !host_m) st = esmt_flat_download(m, a, m->adam_m);
-  if (!st && !host_m) st = esmt_flat_download(m, b, m->adam_v);
+  if (!st && !host_m && ns > 1) st = esmt_flat_download(m, b, m->adam_v);
   if (!st) {
     snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
     /* the state buffers under the optimizer's names (optimizer.h) */
     const float *bufs[] = {host_m ? host_m : a, host_m ? host_v : b};
-    const char *pre[] = {esmt_optimizer_state_prefix(m->optimizer_kind, 0),
-                         esmt_optimizer_state_prefix(m->optimizer_kind, 1)};
+    const char *pre[] = {esmt_optimizer_state_prefix(m->cfg.optimizer, 0),
+                         esmt_optimizer_state_prefix(m->cfg.optimizer, 1)};
     esmt_st_meta meta[] = {{"producer", "esmtrain"}};
-    st = esmt_write_flat(m, path, bufs, pre, 2, meta, 1, &crc_opt);
+    st = esmt_write_flat(m, path, bufs, pre, ns, meta, 1, &crc_opt);
   }
   if (b != a) free(b);
   free(a);
@@ -147,7 +148,7 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
                              "version", ESMT_CKPT_VERSION, "step", (json_int_t)step, "files",
                              "model.safetensors", file_entry(crc_model, mp),
                              "optimizer.safetensors", file_entry(crc_opt, op), "optimizer",
-                             esmt_optimizer_name(m->optimizer_kind), "trainer", trainer);
+                             esmt_optimizer_name(m->cfg.optimizer), "trainer", trainer);
     char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: state.json");
@@ -289,19 +290,20 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   json_t *jk = json_object_get(root, "optimizer");
   if (!st && jk && (!json_is_string(jk) || esmt_optimizer_from_name(json_string_value(jk), &kind)))
     st = esmt_fail(ESMT_ERR_FORMAT, "%s/state.json: optimizer %s is not one this library knows "
-                   "(adamw)", ckpt_dir, json_is_string(jk) ? json_string_value(jk) : "(not a name)");
-  if (!st && with_optimizer && m->optimizer_fixed && m->optimizer_kind != kind)
+                   "(adamw, lion)", ckpt_dir, json_is_string(jk) ? json_string_value(jk) : "(not a name)");
+  if (!st && with_optimizer && m->cfg.optimizer != kind)
     st = esmt_fail(ESMT_ERR_STATE, "%s holds %s state, and this model steps with %s", ckpt_dir,
-                   esmt_optimizer_name(kind), esmt_optimizer_name(m->optimizer_kind));
+                   esmt_optimizer_name(kind), esmt_optimizer_name(m->cfg.optimizer));
   if (!st && with_optimizer) {
+    const int ns = esmt_optimizer_state_count(kind);
     mm = malloc(n * sizeof *mm);
-    vv = malloc(n * sizeof *vv);
-    if (!mm || !vv) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loading checkpoint: out of memory");
+    if (ns > 1) vv = malloc(n * sizeof *vv);
+    if (!mm || (ns > 1 && !vv)) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loading checkpoint: out of memory");
     snprintf(path, sizeof path, "%s/optimizer.safetensors", ckpt_dir);
     if (!st) st = esmt_st_open(path, &f);
     if (!st) {
       st = esmt_read_flat(m, &f, path, esmt_optimizer_state_prefix(kind, 0), mm, 0);
-      if (!st) st = esmt_read_flat(m, &f, path, esmt_optimizer_state_prefix(kind, 1), vv, 0);
+      if (!st && vv) st = esmt_read_flat(m, &f, path, esmt_optimizer_state_prefix(kind, 1), vv, 0);
       esmt_st_close(&f);
     }
   }
@@ -313,12 +315,8 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   /* Everything verified: only now touch the model. */
   if (!st) st = esmt_flat_upload(m, w, m->params);
   if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->adam_m);
-  if (!st && with_optimizer) st = esmt_flat_upload(m, vv, m->adam_v);
+  if (!st && vv) st = esmt_flat_upload(m, vv, m->adam_v);
   if (!st) m->have_forward = 0;
-  if (!st && with_optimizer) {
-    m->optimizer_fixed = 1;
-    m->optimizer_kind = kind;
-  }
   free(w);
   free(mm);
   free(vv);

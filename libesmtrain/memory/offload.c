@@ -2,6 +2,9 @@
  * AdamW and the weight push. The schedule is described in offload.h. */
 #include "offload.h"
 
+#include "optimizer.h"
+#include "registry.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -22,8 +25,10 @@ uint64_t esmt_offload_compute_bytes(const esmt_model_config *cfg, int esize) {
 uint64_t esmt_offload_host_bytes(const esmt_model_config *cfg, int esize) {
   uint64_t P = 0;
   esmt_model_config_param_count(cfg, &P);
-  /* master weights, AdamW m and v, gradients; the staging image in half */
-  return P * 16 + (esize == 4 ? 0 : esmt_offload_compute_bytes(cfg, esize));
+  /* master weights, gradients, the optimizer's state (AdamW m and v, Lion
+   * m); the staging image in half */
+  return P * 8 + esmt_optimizer_state_bytes(cfg->optimizer, P) +
+         (esize == 4 ? 0 : esmt_offload_compute_bytes(cfg, esize));
 }
 
 int esmt_offload_is_master(const esmt_model *m, const void *buf) {
@@ -32,7 +37,7 @@ int esmt_offload_is_master(const esmt_model *m, const void *buf) {
   const uint64_t bytes = m->layout.total * sizeof(float);
   const float *mb[3] = {m->params, m->adam_m, m->adam_v};
   for (int i = 0; i < 3; i++)
-    if (b >= (const char *)mb[i] && b < (const char *)mb[i] + bytes) return 1;
+    if (mb[i] && b >= (const char *)mb[i] && b < (const char *)mb[i] + bytes) return 1;
   return 0;
 }
 
@@ -104,6 +109,10 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
   o->hops = he->ops;
   if (!o->hops->open || !o->hops->adamw || !o->hops->sumsq || !o->hops->convert)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the cpu backend lacks adamw, sumsq or convert", fn);
+  if (m->cfg.optimizer == ESMT_OPTIMIZER_LION && !esmt_ops_has_lion(o->hops))
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the cpu backend (ABI %u.%u) has no Lion op "
+                     "(ABI 1.4): use optimizer.kind adamw", fn, (unsigned)o->hops->abi_major,
+                     (unsigned)o->hops->abi_minor);
   if (!m->ops->stream_create || !m->ops->event_create || !m->ops->event_record ||
       !m->ops->stream_wait_event)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s has no streams/events", fn, m->ops->name);
@@ -133,11 +142,13 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
   const uint64_t P = ly->total, bytes = P * sizeof(float);
   const int es = (int)m->esize;
   const uint64_t need = esmt_offload_host_bytes(&m->cfg, es);
+  const int nstate = esmt_optimizer_state_count(m->cfg.optimizer);
   esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
-                  "offload: optimizer on the host (%s AdamW): %.1f MiB of host RAM (fp32 master "
-                  "weights, AdamW m and v, fp32 gradients%s), pinned %s %.1f MiB; the device "
+                  "offload: optimizer on the host (%s %s): %.1f MiB of host RAM (fp32 master "
+                  "weights, %s, fp32 gradients%s), pinned %s %.1f MiB; the device "
                   "keeps the %s weights and fp32 gradients",
-                  o->hops->name, MIB(need), es == 4 ? "" : ", the compute-weight staging copy",
+                  o->hops->name, esmt_optimizer_name(m->cfg.optimizer), MIB(need),
+                  nstate > 1 ? "its two moments" : "its moment", es == 4 ? "" : ", the compute-weight staging copy",
                   o->pinned_limit ? "up to offload.pinned_memory_limit" : "all (no cap):",
                   MIB(o->pinned_limit ? o->pinned_limit : need), esmt_dtype_name(m->dtype));
   /* Pinned first where the DMA engine reads or writes: the gradients (D2H)
@@ -150,8 +161,8 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
     st = host_alloc(m, o->staging_bytes, "compute-weight staging", &o->staging);
   }
   if (!st) st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->params);
-  if (!st) st = host_alloc(m, bytes, "AdamW first moments", (void **)&m->adam_m);
-  if (!st) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->adam_v);
+  if (!st) st = host_alloc(m, bytes, "optimizer first moments", (void **)&m->adam_m);
+  if (!st && nstate > 1) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->adam_v);
   if (st) return st;
   if (es == 4) {
     st = dev_alloc(m, bytes, (void **)&m->params_dev, "fp32 compute weights");
@@ -290,18 +301,29 @@ esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum) {
   return bs ? esmt_fail_prefix((esmt_status)bs, "offload: host gradient norm: ") : ESMT_OK;
 }
 
-esmt_status esmt_offload_adamw(esmt_model *m, esmtb_adamw_args *a) {
+esmt_status esmt_offload_step(esmt_model *m, esmtb_adamw_args *aw, esmtb_lion_args *al) {
   esmt_offload *o = m->offload;
   esmt_status st = esmt_offload_pull_grads(m);
   if (st) return st;
-  a->params = m->params;
-  a->grads = o->grads;
-  a->m = m->adam_m;
-  a->v = m->adam_v;
-  a->params_lowp = m->params_lowp ? o->staging : NULL; /* the compute dtype, for one upload */
-  a->lowp_dtype = m->dtype;
-  esmtb_status bs = o->hops->adamw(o->hdev, a, NULL);
-  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: host AdamW: ");
+  void *low = m->params_lowp ? o->staging : NULL; /* the compute dtype, for one upload */
+  esmtb_status bs;
+  if (al) {
+    al->params = m->params;
+    al->grads = o->grads;
+    al->m = m->adam_m;
+    al->params_lowp = low;
+    al->lowp_dtype = m->dtype;
+    bs = o->hops->lion(o->hdev, al, NULL); /* present: checked at setup */
+  } else {
+    aw->params = m->params;
+    aw->grads = o->grads;
+    aw->m = m->adam_m;
+    aw->v = m->adam_v;
+    aw->params_lowp = low;
+    aw->lowp_dtype = m->dtype;
+    bs = o->hops->adamw(o->hdev, aw, NULL);
+  }
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: host %s: ", al ? "Lion" : "AdamW");
   if (!m->params_lowp) {
     st = h2d(m, m->params_dev, m->params, m->layout.total * sizeof(float));
   } else {

@@ -111,7 +111,10 @@ ESMT_HIDDEN esmt_status esmt_offload_pull_grads(esmt_model *m);
 
 /* Global gradient sum of squares on the host copy. */
 ESMT_HIDDEN esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum);
-/* Host AdamW on the host buffers, then the compute weights to the device. */
-ESMT_HIDDEN esmt_status esmt_offload_adamw(esmt_model *m, esmtb_adamw_args *a);
+/* The host optimizer (AdamW: aw, Lion: al; the other NULL) on the host
+ * buffers, through the cpu backend's op, then the compute weights to the
+ * device. */
+ESMT_HIDDEN esmt_status esmt_offload_step(esmt_model *m, esmtb_adamw_args *aw,
+                                          esmtb_lion_args *al);
 
 #endif

@@ -45,7 +45,7 @@ static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, 
   /* fp32 without offload computes on the master weights themselves. */
   p->device[ESMT_MEM_COMPUTE_WEIGHTS] = (r->precision == ESMT_PRECISION_FP32 && !offload) ? 0 : P * es;
   p->device[ESMT_MEM_MASTER_WEIGHTS] = offload ? 0 : P * 4;
-  p->device[ESMT_MEM_MOMENTS] = offload ? 0 : esmt_optimizer_state_bytes(r->optimizer, P);
+  p->device[ESMT_MEM_MOMENTS] = offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, P);
   /* The fp32 gradients stay on the device (micro-batches accumulate into
    * them); under offload the last backward streams them to the host
    * bucket by bucket (offload.c). */
@@ -87,15 +87,19 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   if (!st) st = esmt_check_struct(fn, "esmt_plan", plan->struct_size, sizeof *plan);
   if (st) return st;
   ESMT_CHECK_ARG(r->model, fn, "request.model must point to the model's configuration");
-  st = esmt_check_struct(fn, "esmt_model_config", r->model->struct_size, sizeof *r->model);
+  /* A caller's struct may end before the appended optimizer (ADAMW then). */
+  st = esmt_check_struct(fn, "esmt_model_config", r->model->struct_size,
+                         offsetof(esmt_model_config, optimizer));
   if (st) return st;
-  esmt_model_config cfg = *r->model;
+  esmt_model_config cfg = ESMT_MODEL_CONFIG_INIT;
+  memcpy(&cfg, r->model, r->model->struct_size < sizeof cfg ? r->model->struct_size : sizeof cfg);
+  cfg.struct_size = sizeof cfg;
   if (!cfg.ffn_size) cfg.ffn_size = 4 * cfg.hidden_size;
   if ((st = esmt_model_config_validate(&cfg))) return esmt_fail_prefix(st, "%s: ", fn);
   if (r->seq_len < 1 || r->seq_len > cfg.max_positions || r->micro_batch < 0 ||
       (unsigned)r->precision > ESMT_PRECISION_BF16 || r->offload_optimizer < -1 ||
       r->offload_optimizer > 1 || r->recompute < -1 || r->recompute > 1 ||
-      !esmt_optimizer_name(r->optimizer))
+      !esmt_optimizer_name(cfg.optimizer))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need 1 <= seq_len <= max_positions (%d), "
                      "micro_batch >= 0, a known precision and optimizer, offload/recompute in {-1, 0, 1}", fn,
                      cfg.max_positions);

@@ -106,15 +106,13 @@ struct esmt_model {
   int L, d, H, hd, F, V;
   esmt_layout layout;
   float *params, *grads;     /* device, layout.total each (fp32) */
-  /* AdamW moments of the elements [opt_lo, opt_hi) only (device fp32):
-   * the whole buffer, except under ZeRO-1 where each rank keeps its shard
-   * (esmt_model_shard_optimizer). */
+  /* The optimizer's state (cfg.optimizer's, optimizer.h) of the elements
+   * [opt_lo, opt_hi) only (device fp32): the whole buffer, except under
+   * ZeRO-1 where each rank keeps its shard (esmt_model_shard_optimizer).
+   * adam_m is the first moment of AdamW and Lion; adam_v, AdamW's second,
+   * is NULL for Lion. */
   float *adam_m, *adam_v;
   uint64_t opt_lo, opt_hi;
-  /* The optimizer whose state adam_m/adam_v hold, fixed by the first step
-   * or a checkpoint load (optim/optimizer.h). */
-  int optimizer_fixed;
-  esmt_optimizer_kind optimizer_kind;
   /* Compute precision: ESMTB_F32 computes on params itself; F16/BF16 on
    * params_lowp, the same layout in that dtype, refreshed from params by
    * every write (init, load, write_tensor: esmt_model_sync_lowp) and by

@@ -9,6 +9,7 @@
 
 #include "model.h"
 #include "offload.h"
+#include "optimizer.h"
 
 #define MODEL_CONFIG_MIN_SIZE ESMT_MODEL_CONFIG_MIN_SIZE
 
@@ -74,6 +75,12 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   m->cfg.precision = ESMT_PRECISION_AUTO;
   memcpy(&m->cfg, cfg, cfg->struct_size < sizeof m->cfg ? cfg->struct_size : sizeof m->cfg);
   m->cfg.struct_size = sizeof m->cfg;
+  if (!esmt_optimizer_name(m->cfg.optimizer)) {
+    st = esmt_fail(ESMT_ERR_CONFIG, "%s: optimizer kind %d is not one this library knows "
+                   "(ESMT_OPTIMIZER_ADAMW, ESMT_OPTIMIZER_LION)", fn, (int)m->cfg.optimizer);
+    free(m);
+    return st;
+  }
   if ((st = esmt_resolve_precision(m->ops, (int)m->cfg.precision, &m->dtype))) {
     free(m);
     return esmt_fail_prefix(st, "%s: ", fn);
@@ -114,9 +121,10 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     m->params_dev = m->params;
   }
   if (!st) st = dev_alloc(m, bytes, (void **)&m->grads, "gradients");
+  const int nstate = esmt_optimizer_state_count(m->cfg.optimizer); /* optimizer.h */
   if (!offloaded) {
-    if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "AdamW first moments");
-    if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
+    if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "optimizer first moments");
+    if (!st && nstate > 1) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
   }
   if (!st) st = dev_alloc(m, 256, (void **)&m->scalar, "scratch");
   if (!st && m->dtype != ESMTB_F32 && !offloaded)
@@ -124,6 +132,7 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   if (!st) {
     float *bufs[] = {m->grads, m->adam_m, m->adam_v};
     for (int i = 0; i < (offloaded ? 1 : 3) && !st; i++) {
+      if (!bufs[i]) continue; /* Lion keeps no second moment */
       bs = m->ops->memset_async(m->dev, bufs[i], 0, bytes, m->stream);
       if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
     }
@@ -236,6 +245,9 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
   int idx;
   esmt_status st = esmt_model_find_tensor(m, name, &idx);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  if (which == ESMT_BUF_ADAM_V && !m->adam_v)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: this model's optimizer (%s) keeps no second "
+                     "moment (ESMT_BUF_ADAM_V is AdamW's)", fn, esmt_optimizer_name(m->cfg.optimizer));
   float *buf = buffer_of(m, which);
   if (!buf) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: unknown buffer %d", fn, (int)which);
   const esmt_tensor_info *t = &m->layout.tensors[idx];

@@ -1,5 +1,5 @@
 /* The ESM-2 forward pass, top to bottom, as backend op calls
- * (shared/reference/esm2-spec.md). Inputs are already on the device in
+ * (docs/esm2.md). Inputs are already on the device in
  * m->act (tokens, labels, seq_len). */
 #include <math.h>
 

@@ -23,11 +23,11 @@ esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi) 
   const uint64_t n = hi - lo, skip = lo - m->opt_lo;
   float *nm = NULL, *nv = NULL;
   esmtb_status bs = alloc_zeroed(m, n, &nm);
-  if (!bs) bs = alloc_zeroed(m, n, &nv);
+  if (!bs && m->adam_v) bs = alloc_zeroed(m, n, &nv); /* AdamW's second moment; Lion has none */
   /* keep the current values (a checkpoint may have been loaded) */
   if (!bs && n) bs = m->ops->copy_async(m->dev, nm, m->adam_m + skip, n * sizeof(float),
                                         ESMTB_COPY_D2D, m->stream);
-  if (!bs && n) bs = m->ops->copy_async(m->dev, nv, m->adam_v + skip, n * sizeof(float),
+  if (!bs && n && nv) bs = m->ops->copy_async(m->dev, nv, m->adam_v + skip, n * sizeof(float),
                                         ESMTB_COPY_D2D, m->stream);
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
   if (bs) {
@@ -36,7 +36,7 @@ esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi) 
     return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
   }
   m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->adam_m);
-  m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->adam_v);
+  if (m->adam_v) m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->adam_v);
   m->adam_m = nm;
   m->adam_v = nv;
   m->opt_lo = lo;

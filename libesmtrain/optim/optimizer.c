@@ -10,6 +10,7 @@
 
 #include "model.h"
 #include "offload.h"
+#include "registry.h"
 
 typedef struct kind_info {
   const char *name;
@@ -19,6 +20,7 @@ typedef struct kind_info {
 
 static const kind_info kinds[] = {
     [ESMT_OPTIMIZER_ADAMW] = {"adamw", 2, {"m.", "v."}},
+    [ESMT_OPTIMIZER_LION] = {"lion", 1, {"m."}},
 };
 #define NKINDS ((int)(sizeof kinds / sizeof kinds[0]))
 
@@ -36,7 +38,7 @@ esmt_status esmt_optimizer_from_name(const char *name, esmt_optimizer_kind *kind
       *kind = (esmt_optimizer_kind)i;
       return ESMT_OK;
     }
-  return esmt_fail(ESMT_ERR_CONFIG, "unknown optimizer '%s' (known: adamw)", name ? name : "");
+  return esmt_fail(ESMT_ERR_CONFIG, "unknown optimizer '%s' (known: adamw, lion)", name ? name : "");
 }
 
 int esmt_optimizer_state_count(esmt_optimizer_kind k) { return info(k) ? info(k)->nstate : 0; }
@@ -52,7 +54,7 @@ uint64_t esmt_optimizer_state_bytes(esmt_optimizer_kind k, uint64_t params) {
 esmt_status esmt_optimizer_config_check(const esmt_optimizer_config *c, const char *fn) {
   if (!info(c->kind))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: optimizer kind %d is not one this library "
-                     "knows (ESMT_OPTIMIZER_ADAMW)", fn, (int)c->kind);
+                     "knows (ESMT_OPTIMIZER_ADAMW, ESMT_OPTIMIZER_LION)", fn, (int)c->kind);
   if (!(c->beta1 >= 0 && c->beta1 < 1) || !(c->beta2 >= 0 && c->beta2 < 1) || !(c->eps > 0) ||
       !(c->weight_decay >= 0) || !isfinite(c->weight_decay) || !isfinite(c->eps))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s needs 0 <= beta1, beta2 < 1, eps > 0 "
@@ -68,6 +70,10 @@ esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind, esmt_optimizer_
                      "kind %d", (int)kind);
   *cfg = (esmt_optimizer_config)ESMT_OPTIMIZER_CONFIG_INIT;
   cfg->kind = kind;
+  if (kind == ESMT_OPTIMIZER_LION) { /* the paper's defaults (Chen et al. 2023, section 5) */
+    cfg->beta2 = 0.99;
+    cfg->weight_decay = 0.1;
+  }
   return ESMT_OK;
 }
 
@@ -83,10 +89,10 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
   if (!(lr >= 0) || !isfinite(lr) || !isfinite(grad_scale))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need a finite lr >= 0 (got %g) and a finite "
                      "grad_scale (got %g)", fn, lr, grad_scale);
-  if (m->optimizer_fixed && m->optimizer_kind != cfg->kind)
-    return esmt_fail(ESMT_ERR_STATE, "%s: this model's optimizer state is %s's; a %s step would "
-                     "misread it (one optimizer per model)", fn,
-                     esmt_optimizer_name(m->optimizer_kind), esmt_optimizer_name(cfg->kind));
+  if (m->cfg.optimizer != cfg->kind)
+    return esmt_fail(ESMT_ERR_STATE, "%s: this model holds %s's state (esmt_model_config."
+                     "optimizer); a %s step would misread it", fn,
+                     esmt_optimizer_name(m->cfg.optimizer), esmt_optimizer_name(cfg->kind));
   esmtb_segment *segs = malloc((size_t)m->layout.count * sizeof *segs);
   if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   /* Offsets relative to opt_lo: only the elements whose moments this
@@ -104,34 +110,25 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
     else
       segs[n++] = (esmtb_segment){a0 - lo, a1 - a0, wd};
   }
-  esmtb_adamw_args a = {0};
-  a.struct_size = sizeof a;
-  a.n_segments = n;
-  a.segments = segs;
-  a.params = m->params + lo;
-  a.grads = m->grads + lo;
-  a.m = m->adam_m;
-  a.v = m->adam_v;
-  a.lr = (float)lr;
-  a.beta1 = (float)cfg->beta1;
-  a.beta2 = (float)cfg->beta2;
-  a.eps = (float)cfg->eps;
-  a.step = step;
-  a.grad_scale = (float)grad_scale;
-  if (m->params_lowp) { /* the backend refreshes the compute copy as it updates */
-    a.params_lowp = (char *)m->params_lowp + lo * m->esize;
-    a.lowp_dtype = m->dtype;
+  void *low = m->params_lowp ? (char *)m->params_lowp + lo * m->esize : NULL;
+  esmtb_status bs = 0;
+  if (cfg->kind == ESMT_OPTIMIZER_LION) {
+    esmtb_lion_args a = {sizeof a, n, segs, m->params + lo, m->grads + lo, m->adam_m, (float)lr,
+                         (float)cfg->beta1, (float)cfg->beta2, (float)grad_scale, low, m->dtype};
+    if (m->offload) st = esmt_offload_step(m, NULL, &a); /* on the host buffers (offload.c) */
+    else if (n) bs = esmt_ops_has_lion(m->ops) ? m->ops->lion(m->dev, &a, m->stream)
+                   : (esmtb_status)esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s (ABI %u.%u) has no "
+                                             "Lion op (ABI 1.4): use optimizer.kind adamw",
+                                             m->ops->name, (unsigned)m->ops->abi_major,
+                                             (unsigned)m->ops->abi_minor);
+  } else {
+    esmtb_adamw_args a = {sizeof a, n, segs, m->params + lo, m->grads + lo, m->adam_m, m->adam_v,
+                          (float)lr, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps, step,
+                          (float)grad_scale, low, m->dtype};
+    if (m->offload) st = esmt_offload_step(m, &a, NULL);
+    else if (n) bs = m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream) : ESMT_ERR_UNSUPPORTED;
   }
-  m->optimizer_fixed = 1;
-  m->optimizer_kind = cfg->kind;
-  if (m->offload) { /* the host optimizer on the host buffers (offload.c) */
-    st = esmt_offload_adamw(m, &a);
-    free(segs);
-    m->have_forward = 0;
-    return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
-  }
-  esmtb_status bs = !n ? 0 : m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream)
-                                            : ESMT_ERR_UNSUPPORTED;
+  if (st) bs = (esmtb_status)st;
   free(segs); /* an op keeps no pointer into the caller's arrays (backend.h): no sync */
   m->have_forward = 0;
   return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;

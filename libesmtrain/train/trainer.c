@@ -417,13 +417,15 @@ static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
   *hm = *hv = NULL;
   if (!esmt_dp_zero(t->dp)) return ESMT_OK;
   const uint64_t n = t->m->layout.total;
+  const int nstate = esmt_optimizer_state_count(t->m->cfg.optimizer); /* Lion: m only */
   *hm = malloc(n * sizeof **hm);
-  *hv = malloc(n * sizeof **hv);
+  if (nstate > 1) *hv = malloc(n * sizeof **hv);
   /* a rank without the memory cannot take part: it fails, and its abort
    * reaches the others in the gather */
-  if (!*hm || !*hv)
+  if (!*hm || (nstate > 1 && !*hv))
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_trainer_save: ZeRO-1: no host memory to "
-                     "gather the moments (%llu bytes)", (unsigned long long)(2 * n * sizeof(float)));
+                     "gather the moments (%llu bytes)",
+                     (unsigned long long)(nstate * n * sizeof(float)));
   return esmt_dp_zero_gather_moments(t->dp, t->m, *hm, *hv);
 }
 

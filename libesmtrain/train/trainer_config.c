@@ -150,6 +150,8 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   mc.ffn_size = (int)gi(cfg, "model.ffn_size");
   mc.max_positions = (int)gi(cfg, "model.max_positions");
   mc.precision = precision_of(cfg);
+  if ((st = esmt_optimizer_from_name(gs(cfg, "optimizer.kind"), &mc.optimizer)))
+    return esmt_fail_prefix(st, "%s: ", fn);
   esmt_model *model = NULL;
   esmt_loader *train = NULL, *valid = NULL;
   esmt_overfit_source *ovf = NULL;

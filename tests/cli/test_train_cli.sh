@@ -2,7 +2,8 @@
 # The train command end to end on a tiny model: SIGTERM mid-run saves a
 # checkpoint and exits 143; --resume latest finishes the run; the final
 # weights equal those of an uninterrupted run bit for bit; a corrupted
-# latest checkpoint is refused with a message. Usage: test_train_cli.sh CLI
+# latest checkpoint is refused with a message; the same for a Lion run.
+# Usage: test_train_cli.sh CLI
 set -euo pipefail
 cli=$1
 work=$(mktemp -d /tmp/esmt-cli-XXXXXX)
@@ -53,6 +54,28 @@ cmp "$work/ref/checkpoints/step-00000040/model.safetensors" \
 cmp "$work/ref/checkpoints/step-00000040/optimizer.safetensors" \
     "$work/run/checkpoints/step-00000040/optimizer.safetensors"
 echo "final weights and moments identical to the uninterrupted run"
+
+echo "== Lion: stopped and resumed, the same weights and moment as uninterrupted"
+lion=(--set optimizer.kind=lion --set optimizer.lr=1e-4 --set optimizer.beta2=0.99
+      --set optimizer.weight_decay=0.1 --steps 20)
+"$cli" train "${common[@]}" "${lion[@]}" --out "$work/lref" > "$work/lref.log"
+grep -q '"optimizer": "lion"' "$work/lref/checkpoints/step-00000020/state.json"
+"$cli" train "${common[@]}" "${lion[@]}" --out "$work/lrun" > "$work/lrun.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$work/lrun/checkpoints/latest" ] && break; sleep 0.05; done
+kill -TERM "$pid"
+set +e; wait "$pid"; rc=$?; set -e
+[ "$rc" -eq 143 ] || [ "$rc" -eq 0 ] || { echo "Lion run: exit $rc"; cat "$work/lrun.log"; exit 1; }
+echo "Lion run stopped at $(cat "$work/lrun/checkpoints/latest")"
+"$cli" train "${common[@]}" "${lion[@]}" --out "$work/lrun" --resume latest >/dev/null
+for f in model optimizer; do
+  cmp "$work/lref/checkpoints/step-00000020/$f.safetensors" "$work/lrun/checkpoints/step-00000020/$f.safetensors"
+done
+# one moment: the optimizer file is half of AdamW's (plus its header)
+la=$(stat -c %s "$work/ref/checkpoints/step-00000040/optimizer.safetensors")
+ll=$(stat -c %s "$work/lref/checkpoints/step-00000020/optimizer.safetensors")
+[ $((ll * 10)) -lt $((la * 6)) ] || { echo "Lion optimizer file $ll bytes, AdamW $la"; exit 1; }
+echo "Lion: resumed run identical; optimizer state $ll bytes against AdamW's $la"
 
 echo "== a truncated latest checkpoint is refused; the previous one still loads"
 ck="$work/run/checkpoints/step-00000040/model.safetensors"

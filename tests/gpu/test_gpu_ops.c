@@ -767,6 +767,64 @@ static void test_adamw(void **state) {
   CHECKS_END();
 }
 
+/* Lion against cpu.so's (itself checked against float64 in test_cpu_ops and
+ * against lion_pytorch in test_model_reference): the same segments, gaps
+ * untouched, one moment. */
+static void test_lion(void **state) {
+  (void)state;
+  CHECKS_BEGIN();
+  const size_t n = 300000;
+  const esmtb_segment segs[] = {{0, 100000, 0.1f}, {100000, 50000, 0.0f}, {160000, 123457, 0.1f},
+                                {283457, 0, 0.1f},  {283457, 1000, 0.3f}};
+  const int nseg = (int)(sizeof segs / sizeof segs[0]);
+  FOR_EACH_GPU_DTYPE(g, dt) {
+    float *p = randf(n, 1.0, 0), *gr = randf(n, 0.1, 0), *m = randf(n, 0.01, 0);
+    float *cp = copyf(p, n), *cm = copyf(m, n);
+    esmtb_lion_args a = {0};
+    a.struct_size = sizeof a; a.n_segments = nseg; a.segments = segs;
+    a.params = cp; a.grads = gr; a.m = cm;
+    a.lr = 3e-4f; a.beta1 = 0.9f; a.beta2 = 0.99f; a.grad_scale = 0.5f;
+    cpu_ok(cpu->lion(cdev, &a, NULL), "lion");
+    if (g->ops->abi_minor < 4 || !g->ops->lion) {
+      printf("RESULT %-12s has no lion op (ABI %u.%u) FAIL\n", g->name,
+             (unsigned)g->ops->abi_major, (unsigned)g->ops->abi_minor);
+      g_failed++;
+      free(p); free(gr); free(m); free(cp); free(cm);
+      continue;
+    }
+    float *gp = gup(g, p, n, ESMTB_F32), *gg = gup(g, gr, n, ESMTB_F32);
+    float *gm = gup(g, m, n, ESMTB_F32);
+    float *lowinit = malloc(n * sizeof *lowinit);
+    assert_non_null(lowinit);
+    for (size_t i = 0; i < n; i++) lowinit[i] = 7.0f;
+    void *glow = gup(g, lowinit, n, dt);
+    a.params = gp; a.grads = gg; a.m = gm; a.params_lowp = glow; a.lowp_dtype = dt;
+    gpu_ok(g, g->ops->lion(g->dev, &a, g->st), "lion");
+    float *hp = gdown(g, gp, n, ESMTB_F32), *hm = gdown(g, gm, n, ESMTB_F32);
+    float *hl = gdown(g, glow, n, dt);
+    float *want = copyf(cp, n);
+    round_to(want, n, dt);
+    char *covered = calloc(n, 1);
+    assert_non_null(covered);
+    for (int si = 0; si < nseg; si++) memset(covered + segs[si].offset, 1, segs[si].count);
+    for (size_t i = 0; i < n; i++)
+      if (!covered[i]) want[i] = 7.0f;
+    for (size_t i = 0; i < n; i++)
+      if (!covered[i] && (hp[i] != p[i] || hm[i] != m[i])) {
+        printf("RESULT %-12s lion wrote element %zu outside every segment FAIL\n", g->name, i);
+        g_failed++;
+        break;
+      }
+    report(g, "lion params (5 segments, one launch)", dt, relerr(hp, cp, n), 1e-6);
+    report(g, "lion m", dt, relerr(hm, cm, n), 1e-6);
+    report(g, "lion params_lowp", dt, relerr(hl, want, n), dt_tol(dt));
+    gfree(g, gp); gfree(g, gg); gfree(g, gm); gfree(g, glow);
+    free(p); free(gr); free(m); free(cp); free(cm); free(lowinit);
+    free(hp); free(hm); free(hl); free(want); free(covered);
+  }
+  CHECKS_END();
+}
+
 /* ------------------------------------------------------------------ */
 /* argument errors                                                     */
 /* ------------------------------------------------------------------ */
@@ -844,6 +902,14 @@ static void test_errors(void **state) {
     expect_fail(g, o->adamw(g->dev, &aw, g->st), "step", "adamw step=0");
     aw.step = 1; aw.params_lowp = buf; aw.lowp_dtype = ESMTB_I32;
     expect_fail(g, o->adamw(g->dev, &aw, g->st), "lowp_dtype 3", "adamw lowp int32");
+    if (o->abi_minor >= 4 && o->lion) {
+      esmtb_lion_args al = {0};
+      al.struct_size = sizeof al; al.n_segments = 1; al.segments = &seg;
+      al.params = buf; al.grads = buf; al.m = NULL;
+      expect_fail(g, o->lion(g->dev, &al, g->st), "NULL", "lion m=NULL");
+      al.m = buf; al.params_lowp = buf; al.lowp_dtype = ESMTB_I32;
+      expect_fail(g, o->lion(g->dev, &al, g->st), "lowp_dtype 3", "lion lowp int32");
+    }
 
     /* Nothing above may have left a CUDA error behind. */
     gsync(g);
@@ -935,6 +1001,7 @@ int main(void) {
       cmocka_unit_test(test_layernorm), cmocka_unit_test(test_add),
       cmocka_unit_test(test_gelu_backward), cmocka_unit_test(test_bias_grad),
       cmocka_unit_test(test_xent),      cmocka_unit_test(test_adamw),
+      cmocka_unit_test(test_lion),
       cmocka_unit_test(test_errors),
   };
   int rc = cmocka_run_group_tests(tests, NULL, NULL);

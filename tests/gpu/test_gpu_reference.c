@@ -153,7 +153,7 @@ static void run_fixture(const char *name, const precision_case *pc) {
   if (esmt_model_backward(m) != ESMT_OK) fail_msg("%s", esmt_last_error());
   const double g = compare_all(m, &fx, ESMT_BUF_GRADS, "grad.", pc->grads, "gradient");
   esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
-  double ac_lr = fx.lr; /* the learning rate is the step\'s argument */
+  double ac_lr = fx.lr; /* the learning rate is the step's argument */
   ac.beta1 = fx.beta1;
   ac.beta2 = fx.beta2;
   ac.eps = fx.eps;

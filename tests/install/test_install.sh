@@ -49,7 +49,18 @@ cmake --build "$root/consumer-build" >/dev/null
 "$root/consumer-build/consumer" "$stage/"
 "$root/consumer-build/minimal_train" "$root/data" 3
 
-echo "== SameMajorVersion: asking for major 99 must fail"
+echo "== before 1.0, another minor is another API: asking for 0.1 must fail"
+mkdir -p "$stage/v01" && cat > "$stage/v01/CMakeLists.txt" <<'CM'
+cmake_minimum_required(VERSION 3.22)
+project(v01 LANGUAGES C)
+find_package(esmtrain 0.1 REQUIRED)
+CM
+if cmake -S "$stage/v01" -B "$stage/v01/b" -DCMAKE_PREFIX_PATH="$stage" >/dev/null 2>&1; then
+  echo "find_package(esmtrain 0.1) unexpectedly accepted 0.2" >&2; exit 1
+fi
+ls "$stage"/lib*/libesmtrain.so.0.2 >/dev/null || { echo "no libesmtrain.so.0.2 (SOVERSION 0.MINOR)" >&2; exit 1; }
+
+echo "== asking for major 99 must fail"
 mkdir -p "$stage/v99" && cat > "$stage/v99/CMakeLists.txt" <<'CM'
 cmake_minimum_required(VERSION 3.22)
 project(v99 LANGUAGES C)

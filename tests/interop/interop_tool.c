@@ -46,7 +46,7 @@ int main(int argc, char **argv) {
   if (train) {
     int steps = atoi(argv[7]);
     esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
-    double ac_lr = 1e-3; /* the learning rate is the step\'s argument */
+    double ac_lr = 1e-3; /* the learning rate is the step's argument */
     for (int s = 1; s <= steps; s++) {
       CHECK(esmt_model_zero_grad(m));
       CHECK(esmt_model_forward(m, &b, &r, NULL));

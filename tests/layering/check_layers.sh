@@ -15,9 +15,10 @@ declare -A allowed=(
   [data]=""
   [dist]="backend model io" # debt: dp_zero.c uses checkpoint.h
   [io]="model memory optim"     # debt: checkpoint_weights.c reads offloaded master weights
-  [memory]="model optim"
-  [model]="backend memory"  # debt: optimizer offload is a mode inside the model
-  [optim]="model memory"     # the step runs on the host optimizer under offload
+  [memory]="backend model optim"
+  [model]="backend memory optim" # debt: optimizer offload is a mode inside the model, and
+                                 # the model allocates its optimizer's state (optimizer.h)
+  [optim]="backend model memory"     # the step runs on the host optimizer under offload
   [train]="backend config data dist io memory model optim"
 )
 declare -A home=()

@@ -9,7 +9,8 @@ alignment, name order), the esmtrain metadata, the exact set of tensors and
 their shapes for the stored config, the batch invariants (token layout,
 selection rules, the one row without selections), and recomputes from the
 stored tensors, in numpy: the loss from logits/labels and the AdamW step-1
-weights from the initial weights and gradients. Prints one summary per file;
+weights from the initial weights and gradients (a Lion fixture: both Lion
+steps from its weights, gradients and moments). Prints one summary per file;
 exits 1 on any problem.
 """
 import glob
@@ -99,10 +100,43 @@ def log_softmax(x):
     return x - m - np.log(np.exp(x - m).sum(-1, keepdims=True))
 
 
+def check_lion(path, meta, t):
+    """make_lion_fixture.py's layout: two Lion steps recomputed in numpy
+    from the stored weights, gradients and the update rule."""
+    cfg = json.loads(meta["config"])
+    opt = json.loads(meta["lion"])
+    need(set(opt) == {"lr", "beta1", "beta2", "weight_decay"}, "lion keys")
+    shapes = param_shapes(cfg)
+    want = set(shapes) | {"tokens", "labels", "loss1", "loss2"}
+    for k in ("grad1.", "grad2.", "c1.", "c2.", "step1.", "step2.", "m2."):
+        want |= {k + n for n in shapes}
+    need(set(t) == want, f"tensor set differs: {sorted(set(t) ^ want)[:4]}")
+    lr, b1, b2, wd = opt["lr"], opt["beta1"], opt["beta2"], opt["weight_decay"]
+    worst = 0.0
+    for n, shape in shapes.items():
+        need(t[n].shape == shape, f"{n}: shape {t[n].shape} != {shape}")
+        p, m = t[n].copy(), np.zeros(shape)
+        for k in (1, 2):
+            g = t[f"grad{k}.{n}"]
+            c = b1 * m + (1 - b1) * g
+            worst = max(worst, float(np.abs(c - t[f"c{k}.{n}"]).max()))
+            p = p * (1 - lr * wd) - lr * np.sign(c)
+            m = b2 * m + (1 - b2) * g
+            worst = max(worst, float(np.abs(p - t[f"step{k}.{n}"]).max()))
+        worst = max(worst, float(np.abs(m - t[f"m2.{n}"]).max()))
+    need(worst <= 1e-15, f"Lion recomputation differs by {worst:g}")
+    need(float(t["loss2"][0]) < float(t["loss1"][0]), "loss did not fall over the two steps")
+    print(f"OK {os.path.basename(path)}: {len(t)} tensors, Lion {opt}, loss "
+          f"{float(t['loss1'][0]):.12f} -> {float(t['loss2'][0]):.12f}, recomputed max diff "
+          f"{worst:.1e}; generator: {meta['generator']}")
+
+
 def check(path):
     meta, t = read_safetensors(path)
     need(meta.get("format") == "esmtrain-fixture", "metadata format")
     need(meta.get("version") == "1", "metadata version")
+    if "lion" in meta:
+        return check_lion(path, meta, t)
     need("generator" in meta, "metadata generator")
     cfg = json.loads(meta["config"])
     need(set(cfg) >= {"num_layers", "hidden_size", "num_heads", "ffn_size", "vocab_size",

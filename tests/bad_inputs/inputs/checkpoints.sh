@@ -26,8 +26,12 @@ ck_copy ck-trainer-step
 sed -i 's/^    "step": 3,$/    "step": 4,/' "$(ck_state ck-trainer-step)"
 # optimizer state of an optimizer this library does not know
 ck_copy ck-optimizer-kind
-sed -i 's/^  "optimizer": "adamw",$/  "optimizer": "lion",/' "$(ck_state ck-optimizer-kind)"
-grep -q '"optimizer": "lion"' "$(ck_state ck-optimizer-kind)" || { echo "ck-optimizer-kind: no optimizer field"; exit 1; }
+sed -i 's/^  "optimizer": "adamw",$/  "optimizer": "sgd",/' "$(ck_state ck-optimizer-kind)"
+grep -q '"optimizer": "sgd"' "$(ck_state ck-optimizer-kind)" || { echo "ck-optimizer-kind: no optimizer field"; exit 1; }
+# state labelled as another optimizer's: refused by a model of the configured one
+ck_copy ck-optimizer-other
+sed -i 's/^  "optimizer": "adamw",$/  "optimizer": "lion",/' "$(ck_state ck-optimizer-other)"
+grep -q '"optimizer": "lion"' "$(ck_state ck-optimizer-other)" || { echo "ck-optimizer-other: no optimizer field"; exit 1; }
 # the baseline's residue counts: one negative, one missing
 ck_copy ck-aa-negative
 sed -i '0,/^      390,$/s//      -390,/' "$(ck_state ck-aa-negative)"

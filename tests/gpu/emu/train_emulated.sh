@@ -9,7 +9,8 @@
 # average) and the emulator must report nothing. Then checkpoints cross
 # over: the turing run resumes on cpu.so and a cpu.so run resumes on
 # ampere_bf16, each for 4 more updates, ending within the same tolerance
-# of the run that did not switch.
+# of the run that did not switch. Lion: ampere_bf16 against cpu.so, and on
+# turing_fp16 with the optimizer offloaded to the host.
 # Usage: train_emulated.sh CLI [TOL]
 set -euo pipefail
 cli=$1
@@ -74,6 +75,25 @@ check "turing_fp16 trains under the emulator" run turing-fp16 24 75 \
   --set backend.name=turing_fp16 "${fp16[@]}"
 check "turing_fp16 tracks cpu.so" curve cpu-fp16 turing-fp16
 check "turing_fp16 ran with loss scaling" grep -q '"loss_scale"' "$work/turing-fp16/metrics.jsonl"
+
+echo "== Lion (one moment): ampere_bf16 vs cpu.so, bf16; turing_fp16 with it offloaded"
+lion=(--set optimizer.kind=lion --set optimizer.lr=5e-4 --set optimizer.beta2=0.99
+      --set optimizer.weight_decay=0.1)
+check "cpu.so trains with Lion" run cpu-lion 24 80 --set backend.name=cpu "${bf16[@]}" "${lion[@]}"
+check "ampere_bf16 trains with Lion under the emulator" run ampere-lion 24 80 \
+  --set backend.name=ampere_bf16 "${bf16[@]}" "${lion[@]}"
+check "ampere_bf16 Lion tracks cpu.so" curve cpu-lion ampere-lion
+check "turing_fp16 trains with Lion on the host (offload)" run turing-lion 24 75 \
+  --set backend.name=turing_fp16 "${fp16[@]}" "${lion[@]}"
+one_moment() {  # the Lion run's optimizer file is about half of the AdamW run's
+  local l a
+  l=$(stat -c %s "$work/turing-lion/checkpoints/$(cat "$work/turing-lion/checkpoints/latest")/optimizer.safetensors")
+  a=$(stat -c %s "$work/turing-fp16/checkpoints/$(cat "$work/turing-fp16/checkpoints/latest")/optimizer.safetensors")
+  echo "  optimizer state: Lion $l bytes, AdamW $a bytes"
+  [ $((l * 10)) -lt $((a * 6)) ] &&
+    grep -q '"optimizer": "lion"' "$work/turing-lion/checkpoints/$(cat "$work/turing-lion/checkpoints/latest")/state.json"
+}
+check "the offloaded Lion keeps one moment" one_moment
 
 echo "== checkpoints cross over"
 cp -r "$work/turing-fp16" "$work/turing-then-cpu"
