@@ -11,6 +11,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "carried_tensors.h"
 #include "checkpoint.h"
 #include "optimizer.h"
 #include "fs_util.h"
@@ -125,7 +126,7 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
     const float *bufs[] = {a};
     const char *pre[] = {""};
     esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
-    st = esmt_write_flat(m, path, bufs, pre, 1, meta, 2, &crc_model);
+    st = esmt_write_flat(m, path, bufs, pre, 1, 1, meta, 2, &crc_model);
   }
   if (!st && !host_m) st = esmt_flat_download(m, a, m->adam_m);
   if (!st && !host_m && ns > 1) st = esmt_flat_download(m, b, m->adam_v);
@@ -136,7 +137,7 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
     const char *pre[] = {esmt_optimizer_state_prefix(m->cfg.optimizer, 0),
                          esmt_optimizer_state_prefix(m->cfg.optimizer, 1)};
     esmt_st_meta meta[] = {{"producer", "esmtrain"}};
-    st = esmt_write_flat(m, path, bufs, pre, ns, meta, 1, &crc_opt);
+    st = esmt_write_flat(m, path, bufs, pre, ns, 0, meta, 1, &crc_opt);
   }
   if (b != a) free(b);
   free(a);
@@ -276,11 +277,14 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   if (!w) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loading checkpoint: out of host memory");
   char path[PATH_CAP];
   esmt_st_file f;
+  esmt_carried_tensor *carried = NULL; /* what the model keeps untrained */
+  int nc = 0;
   if (!st) {
     snprintf(path, sizeof path, "%s/model.safetensors", ckpt_dir);
     st = esmt_st_open(path, &f);
     if (!st) {
       st = esmt_read_flat(m, &f, path, "", w, 1);
+      if (!st) st = esmt_carried_collect(m, &f, path, &carried, &nc);
       esmt_st_close(&f);
     }
   }
@@ -314,9 +318,14 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   }
   /* Everything verified: only now touch the model. */
   if (!st) st = esmt_flat_upload(m, w, m->params);
+  if (!st) { /* the checkpoint's rotary frequencies, or the computed ones */
+    st = esmt_carried_install(m, carried, nc);
+    carried = NULL;
+  }
   if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->adam_m);
   if (!st && vv) st = esmt_flat_upload(m, vv, m->adam_v);
   if (!st) m->have_forward = 0;
+  esmt_carried_free(carried, nc);
   free(w);
   free(mm);
   free(vv);

@@ -74,9 +74,11 @@ struct esmt_st_meta;
 ESMT_HIDDEN esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf);
 ESMT_HIDDEN esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf);
 /* One safetensors file holding nbufs flat host buffers, tensor names
- * prefixed per buffer ("" for weights, "m." / "v." for moments). */
+ * prefixed per buffer ("" for weights, "m." / "v." for moments), then, with
+ * with_carried, the model's carried tensors byte for byte
+ * (carried_tensors.h; for model.safetensors). */
 ESMT_HIDDEN esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const *bufs,
-                                        const char *const *prefixes, int nbufs,
+                                        const char *const *prefixes, int nbufs, int with_carried,
                                         const struct esmt_st_meta *meta, int nmeta, uint32_t *crc);
 /* Fill `host` (layout order) from tensors "<prefix><name>" of an open
  * file, checking presence, shape, dtype and finiteness; with strict_extra

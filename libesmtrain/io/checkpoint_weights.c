@@ -4,6 +4,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "carried_tensors.h"
 #include "checkpoint.h"
 #include "offload.h"
 #include "safetensors.h"
@@ -35,10 +36,11 @@ esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
 }
 
 esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const *bufs,
-                            const char *const *prefixes, int nbufs, const esmt_st_meta *meta,
-                            int nmeta, uint32_t *crc) {
+                            const char *const *prefixes, int nbufs, int with_carried,
+                            const esmt_st_meta *meta, int nmeta, uint32_t *crc) {
   const esmt_layout *ly = &m->layout;
-  int n = ly->count * nbufs;
+  const int nc = with_carried ? m->n_carried : 0;
+  int n = ly->count * nbufs + nc;
   esmt_st_entry *e = calloc((size_t)n, sizeof *e);
   char **names = calloc((size_t)n, sizeof *names);
   esmt_status st = ESMT_OK;
@@ -57,16 +59,26 @@ esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const 
       e[k].shape[0] = t->shape[0];
       e[k].shape[1] = t->shape[1];
     }
+  for (int i = 0; i < nc && !st; i++) { /* byte for byte (carried_tensors.h) */
+    const esmt_carried_tensor *c = &m->carried[i];
+    esmt_st_entry *x = &e[ly->count * nbufs + i];
+    x->name = c->name;
+    x->dtype = (esmt_st_dtype)c->dtype;
+    x->ndim = c->ndim;
+    memcpy(x->shape, c->shape, sizeof x->shape);
+  }
   esmt_st_writer *w = NULL;
   if (!st) st = esmt_st_writer_begin(path, e, n, meta, nmeta, &w);
   /* Tensors are contiguous in layout order: each buffer is one append. */
   for (int b = 0; b < nbufs && !st; b++)
     st = esmt_st_writer_append(w, bufs[b], ly->total * sizeof(float));
+  for (int i = 0; i < nc && !st; i++)
+    st = esmt_st_writer_append(w, m->carried[i].data, m->carried[i].nbytes);
   if (w) {
     if (st) esmt_st_writer_abort(w);
     else st = esmt_st_writer_finish(w, crc);
   }
-  for (int k = 0; names && k < n; k++) free(names[k]);
+  for (int k = 0; names && k < ly->count * nbufs; k++) free(names[k]);
   free(names);
   free(e);
   return st;
@@ -79,17 +91,9 @@ esmt_status esmt_weights_save(esmt_model *m, const char *path, uint32_t *crc) {
   const float *bufs[] = {host};
   const char *prefixes[] = {""};
   esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
-  if (!st) st = esmt_write_flat(m, path, bufs, prefixes, 1, meta, 2, crc);
+  if (!st) st = esmt_write_flat(m, path, bufs, prefixes, 1, 1, meta, 2, crc);
   free(host);
   return st;
-}
-
-/* HF keys that carry nothing esmtrain trains (spec: legacy/unused). */
-static int ignorable(const char *name) {
-  return strcmp(name, "esm.embeddings.position_embeddings.weight") == 0 ||
-         strcmp(name, "esm.embeddings.position_ids") == 0 || strstr(name, "inv_freq") ||
-         strncmp(name, "esm.contact_head.", 17) == 0 ||
-         strcmp(name, "lm_head.decoder.weight") == 0 || strcmp(name, "lm_head.decoder.bias") == 0;
 }
 
 esmt_status esmt_read_flat(esmt_model *m, const esmt_st_file *f, const char *path,
@@ -122,7 +126,7 @@ esmt_status esmt_read_flat(esmt_model *m, const esmt_st_file *f, const char *pat
     for (int i = 0; i < f->count; i++) {
       const char *name = f->tensors[i].name;
       int idx;
-      if (ignorable(name)) continue;
+      if (esmt_carried_name(name)) continue; /* kept aside, not trained */
       if (strncmp(name, prefix, strlen(prefix)) == 0 &&
           esmt_model_find_tensor(m, name + strlen(prefix), &idx) == ESMT_OK)
         continue;
@@ -140,7 +144,15 @@ esmt_status esmt_weights_load(esmt_model *m, const char *path) {
   float *host = malloc(m->layout.total * sizeof *host);
   if (!host) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
   if (!st) st = esmt_read_flat(m, &f, path, "", host, 1);
+  esmt_carried_tensor *carried = NULL;
+  int nc = 0;
+  if (!st) st = esmt_carried_collect(m, &f, path, &carried, &nc);
   if (!st) st = esmt_flat_upload(m, host, m->params);
+  if (!st) {
+    st = esmt_carried_install(m, carried, nc); /* owns the list from here */
+    carried = NULL;
+  }
+  esmt_carried_free(carried, nc);
   if (!st) m->have_forward = 0;
   free(host);
   esmt_st_close(&f);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "carried_tensors.h"
 #include "checkpoint.h"
 #include "fs_util.h"
 #include "out_dir.h"
@@ -72,50 +73,95 @@ static esmt_status write_tokenizer(const char *dir) {
   return st;
 }
 
-/* Weights under HF names plus the extra keys transformers' EsmForMaskedLM
- * has in its state dict, so that loading reports nothing missing. */
+/* One tensor of the export after the trained ones. */
+typedef struct extra {
+  esmt_st_entry e;
+  const void *data;
+  uint64_t bytes;
+} extra;
+
+/* A carried tensor's own name, dtype, shape and bytes (carried_tensors.h). */
+static extra carried_extra(const esmt_carried_tensor *c) {
+  extra x;
+  memset(&x, 0, sizeof x);
+  x.e.name = c->name;
+  x.e.dtype = (esmt_st_dtype)c->dtype;
+  x.e.ndim = c->ndim;
+  memcpy(x.e.shape, c->shape, sizeof x.e.shape);
+  x.data = c->data;
+  x.bytes = c->nbytes;
+  return x;
+}
+
+/* Weights under HF names, then every key transformers' EsmForMaskedLM has
+ * in its state dict, so that loading reports nothing missing: the tensors
+ * the model carries from an imported directory byte for byte (rotary
+ * inv_freq, contact head, position table: an HF directory comes back
+ * bit-identical), else the values it computes with (inv_freq) or zeros. */
 static esmt_status write_weights(esmt_model *m, const char *dir) {
   const esmt_layout *ly = &m->layout;
   const int half = m->hd / 2, npos = m->cfg.max_positions + 2;
-  int n = ly->count + m->L + 3;
-  esmt_st_entry *e = calloc((size_t)n, sizeof *e);
+  const int cap = ly->count + m->L + 3 + m->n_carried;
+  esmt_st_entry *e = calloc((size_t)cap, sizeof *e);
+  extra *x = calloc((size_t)cap, sizeof *x);
   char (*names)[96] = calloc((size_t)m->L, sizeof *names);
   float *host = malloc(ly->total * sizeof *host);
-  float *zeros = calloc((size_t)npos * (size_t)m->d > (size_t)m->L * m->H ? (size_t)npos * m->d
-                                                                          : (size_t)m->L * m->H,
-                        sizeof *zeros);
-  esmt_status st = (!e || !names || !host || !zeros)
+  const size_t nz = (size_t)npos * (size_t)m->d > (size_t)m->L * m->H ? (size_t)npos * m->d
+                                                                      : (size_t)m->L * m->H;
+  float *zeros = calloc(nz, sizeof *zeros);
+  esmt_status st = (!e || !x || !names || !host || !zeros)
                        ? esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "export: out of memory")
                        : esmt_flat_download(m, host, m->params);
-  int k = 0;
+  int k = 0, nx = 0;
   for (int i = 0; i < ly->count && !st; i++, k++) {
     const esmt_tensor_info *t = &ly->tensors[i];
     e[k] = (esmt_st_entry){t->name, ESMT_ST_F32, t->ndim, {t->shape[0], t->shape[1]}};
   }
-  for (int l = 0; l < m->L && !st; l++, k++) {
+  /* the keys transformers expects: carried, or computed / zero */
+  for (int l = 0; l < m->L && !st; l++) {
     snprintf(names[l], sizeof names[l], "esm.encoder.layer.%d.attention.self.rotary_embeddings.inv_freq", l);
-    e[k] = (esmt_st_entry){names[l], ESMT_ST_F32, 1, {half}};
+    const esmt_carried_tensor *c = esmt_carried_find(m, names[l]);
+    x[nx++] = c ? carried_extra(c)
+                : (extra){{names[l], ESMT_ST_F32, 1, {half}}, m->inv_freq, (uint64_t)half * 4};
   }
-  if (!st) {
-    e[k++] = (esmt_st_entry){"esm.embeddings.position_embeddings.weight", ESMT_ST_F32, 2, {npos, m->d}};
-    e[k++] = (esmt_st_entry){"esm.contact_head.regression.weight", ESMT_ST_F32, 2, {1, (int64_t)m->L * m->H}};
-    e[k++] = (esmt_st_entry){"esm.contact_head.regression.bias", ESMT_ST_F32, 1, {1}};
+  static const char *const k_zero_names[] = {"esm.embeddings.position_embeddings.weight",
+                                             "esm.contact_head.regression.weight",
+                                             "esm.contact_head.regression.bias"};
+  const int64_t zshape[3][2] = {{npos, m->d}, {1, (int64_t)m->L * m->H}, {1, 0}};
+  for (int z = 0; z < 3 && !st; z++) {
+    const esmt_carried_tensor *c = esmt_carried_find(m, k_zero_names[z]);
+    const int nd = z == 2 ? 1 : 2;
+    const uint64_t bytes = (uint64_t)zshape[z][0] * (uint64_t)(nd == 2 ? zshape[z][1] : 1) * 4;
+    x[nx++] = c ? carried_extra(c)
+                : (extra){{k_zero_names[z], ESMT_ST_F32, nd, {zshape[z][0], zshape[z][1]}}, zeros,
+                          bytes};
   }
+  /* any other carried key; the tied decoder copy is the embedding as trained */
+  for (int i = 0; i < m->n_carried && !st; i++) {
+    const esmt_carried_tensor *c = &m->carried[i];
+    int listed = 0;
+    for (int j = 0; j < nx; j++) listed |= !strcmp(x[j].e.name, c->name);
+    if (listed) continue;
+    if (!strcmp(c->name, "lm_head.decoder.weight"))
+      x[nx++] = (extra){{c->name, ESMT_ST_F32, 2, {m->V, m->d}}, host + ly->embed,
+                        (uint64_t)m->V * (uint64_t)m->d * 4};
+    else
+      x[nx++] = carried_extra(c);
+  }
+  for (int j = 0; j < nx; j++) e[k++] = x[j].e;
   char path[PATH_CAP];
   snprintf(path, sizeof path, "%s/model.safetensors", dir);
   esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
   esmt_st_writer *w = NULL;
-  if (!st) st = esmt_st_writer_begin(path, e, n, meta, 2, &w);
+  if (!st) st = esmt_st_writer_begin(path, e, k, meta, 2, &w);
   if (!st) st = esmt_st_writer_append(w, host, ly->total * sizeof *host);
-  for (int l = 0; l < m->L && !st; l++) st = esmt_st_writer_append(w, m->inv_freq, (uint64_t)half * 4);
-  if (!st) st = esmt_st_writer_append(w, zeros, (uint64_t)npos * m->d * 4);
-  if (!st) st = esmt_st_writer_append(w, zeros, (uint64_t)m->L * m->H * 4);
-  if (!st) st = esmt_st_writer_append(w, zeros, 4);
+  for (int j = 0; j < nx && !st; j++) st = esmt_st_writer_append(w, x[j].data, x[j].bytes);
   if (w) {
     if (st) esmt_st_writer_abort(w);
     else st = esmt_st_writer_finish(w, NULL);
   }
   free(e);
+  free(x);
   free(names);
   free(host);
   free(zeros);

@@ -9,6 +9,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "carried_tensors.h"
 #include "checkpoint.h"
 #include "hf_import.h"
 #include "json_input.h"
@@ -195,6 +196,8 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
   if (!files) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   int n = 0;
   float *host = NULL;
+  esmt_carried_tensor *carried = NULL;
+  int nc = 0;
   esmt_st_file merged;
   memset(&merged, 0, sizeof merged);
   if ((st = open_files(dir, files, &n))) goto done;
@@ -222,20 +225,14 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
       goto done;
     }
   }
-  const esmt_st_tensor *inv = esmt_st_find(&merged, "esm.encoder.layer.0.attention.self.rotary_embeddings.inv_freq");
-  float f[ESMT_MAX_HALF_HEAD];
-  if (inv) {
-    if ((int64_t)inv->numel != m->hd / 2) {
-      st = esmt_fail(ESMT_ERR_FORMAT, "%s: rotary inv_freq has %llu values, head dim %d needs %d",
-                     dir, (unsigned long long)inv->numel, m->hd, m->hd / 2);
-      goto done;
-    }
-    esmt_st_to_f32(inv, f);
-  }
+  /* the tensors esmtrain does not train, kept byte for byte: pretrained,
+   * fp16-rounded inverse frequencies (used), the contact head... */
+  if ((st = esmt_carried_collect(m, &merged, dir, &carried, &nc))) goto done;
   if ((st = esmt_flat_upload(m, host, m->params))) goto done;
-  /* pretrained, fp16-rounded inverse frequencies are kept */
-  if (inv && (st = esmt_model_set_inv_freq(m, f))) goto done;
+  st = esmt_carried_install(m, carried, nc);
+  carried = NULL;
 done:
+  esmt_carried_free(carried, nc);
   for (int i = 0; i < n; i++) esmt_st_close(&files[i]);
   free(files);
   free(merged.tensors);

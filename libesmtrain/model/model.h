@@ -97,6 +97,16 @@ typedef struct esmt_packed {
   void *buf;                 /* the one device allocation behind them */
 } esmt_packed;
 
+/* A tensor the model carries but does not train (io/carried_tensors.h);
+ * dtype is an esmt_st_dtype value (io/safetensors.h), data its raw bytes. */
+typedef struct esmt_carried_tensor {
+  char *name;
+  int dtype, ndim;
+  int64_t shape[8];
+  void *data;
+  uint64_t nbytes;
+} esmt_carried_tensor;
+
 struct esmt_model {
   esmt_context *ctx;
   const esmtb_ops *ops;
@@ -123,6 +133,12 @@ struct esmt_model {
   float *rope_cos, *rope_sin;               /* device [max_positions, hd/2] */
   float *scalar;                            /* device fp32 scratch for reductions */
   float inv_freq[ESMT_MAX_HALF_HEAD];       /* rotary inverse frequencies in use */
+  /* Tensors the model carries but does not train, kept byte for byte from
+   * an imported Hugging Face directory through checkpoints and exports
+   * (io/carried_tensors.h): the rotary inv_freq buffers (inv_freq above is
+   * layer 0's), the contact head, the unused position table. */
+  esmt_carried_tensor *carried;
+  int n_carried;
 
   /* activation arena, sized for act_N tokens (any B x T with B * T <= act_N) */
   void *arena;
@@ -259,6 +275,9 @@ ESMT_HIDDEN esmt_status esmt_model_run_backward(esmt_model *m);
 /* Install rotary inverse frequencies (hd/2 values; NULL = the default
  * 10000^(-2c/hd)) and rebuild the device tables. */
 ESMT_HIDDEN esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq);
+
+/* Free the carried tensors (io/carried_tensors.h) and forget them. */
+ESMT_HIDDEN void esmt_model_drop_carried(esmt_model *m);
 
 /* HF-style seeded initialisation of the parameter buffer. */
 ESMT_HIDDEN esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed);

@@ -21,6 +21,16 @@ static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const ch
   return esmt_oom_advice(m, (esmt_status)st, 0, 0);
 }
 
+void esmt_model_drop_carried(esmt_model *m) {
+  for (int i = 0; i < m->n_carried; i++) {
+    free(m->carried[i].name);
+    free(m->carried[i].data);
+  }
+  free(m->carried);
+  m->carried = NULL;
+  m->n_carried = 0;
+}
+
 /* fp32 split-half rotary tables: angle = p * inv_freq[c], cos/sin in
  * double. inv_freq defaults to 10000^(-2c/hd) rounded to fp32, as the
  * reference computes it; pretrained checkpoints carry their own
@@ -172,6 +182,7 @@ void esmt_model_destroy(esmt_model *m) {
   } else {
     esmt_offload_destroy(m);
   }
+  esmt_model_drop_carried(m);
   esmt_layout_free(&m->layout);
   free(m->act_vtables);
   free(m->act_ftables);

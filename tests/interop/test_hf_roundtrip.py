@@ -7,7 +7,12 @@
     with no missing or unexpected keys and reproduces esmtrain's logits
     (<= 1e-4); EsmTokenizer loads it and tokenizes like esmtrain;
 (c) a fair-esm ESM2 checkpoint converted by tools/convert_to_safetensors.py
-    is imported and matches fair-esm's logits (<= 1e-4).
+    is imported and matches fair-esm's logits (<= 1e-4);
+(d) a transformers model as published ones are (fp16-rounded rotary
+    inv_freq, a trained contact head, a position table) goes import ->
+    checkpoint -> model -> export: the logits at T=600 stay equal bit for
+    bit through the checkpoint and match transformers', and every tensor of
+    the export equals the original's (name, dtype, shape, bytes).
 Usage: test_hf_roundtrip.py INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
 import os
@@ -62,6 +67,58 @@ def esmt_logits(hf_dir, tok, work):
     tok.tofile(tp)
     subprocess.run([TOOL, "logits", hf_dir, tp, str(B), str(T), lp], check=True)
     return np.fromfile(lp, dtype=np.float32).reshape(B, T, 33)
+
+
+def tensors(path):
+    from safetensors.numpy import load_file
+    return load_file(path)
+
+
+def roundtrip(work, cfg):
+    """(d): 3 checks; returns the number that failed."""
+    torch.manual_seed(1)
+    hf = EsmForMaskedLM(cfg).eval()
+    perturb(hf)
+    with torch.no_grad():
+        for layer in hf.esm.encoder.layer:  # published checkpoints: fp16-rounded
+            rot = layer.attention.self.rotary_embeddings
+            rot.inv_freq.copy_(rot.inv_freq.half().float())
+        for p in hf.esm.contact_head.parameters():
+            p.copy_(torch.randn_like(p))
+        hf.esm.embeddings.position_embeddings.weight.copy_(
+            torch.randn_like(hf.esm.embeddings.position_embeddings.weight))
+    src = os.path.join(work, "published")
+    hf.save_pretrained(src, safe_serialization=True)
+    Bl, Tl = 1, 600
+    tok = np.full((Bl, Tl), 1, dtype=np.int32)
+    tok[0, 0], tok[0, Tl - 1] = 0, 2
+    tok[0, 1:Tl - 1] = rng.integers(4, 24, Tl - 2)
+    tok[0, 5:Tl - 1:17] = 32
+    tp = os.path.join(work, "long.i32")
+    tok.tofile(tp)
+    rt = os.path.join(work, "rt")
+    os.mkdir(rt)
+    subprocess.run([TOOL, "roundtrip", src, tp, str(Bl), str(Tl), rt], check=True)
+    li = np.fromfile(os.path.join(rt, "logits_import.f32"), dtype=np.float32)
+    lc = np.fromfile(os.path.join(rt, "logits_ckpt.f32"), dtype=np.float32)
+    with torch.no_grad():
+        ref = hf(input_ids=torch.tensor(tok, dtype=torch.long),
+                 attention_mask=torch.tensor(tok != 1, dtype=torch.long)).logits.numpy()
+    e = float(np.linalg.norm(lc - ref.reshape(-1)) / np.linalg.norm(ref))
+    fails = 0
+    same = np.array_equal(li, lc)
+    print("(d) import -> checkpoint -> model, T=%d: logits %s through the checkpoint, "
+          "relative error to transformers %.2e" % (Tl, "bit-identical" if same else
+                                                    "CHANGED (max %.2e)" % np.abs(li - lc).max(), e))
+    fails += (not same) + (e > 1e-4)
+    a = tensors(os.path.join(src, "model.safetensors"))
+    b = tensors(os.path.join(rt, "export", "model.safetensors"))
+    diff = [k for k in a if k not in b or a[k].dtype != b[k].dtype or a[k].shape != b[k].shape
+            or a[k].tobytes() != b[k].tobytes()]
+    print("(d) export vs the original: %d of %d tensors differ%s" % (
+        len(diff), len(a), (": " + ", ".join(diff[:5])) if diff else " (bit-identical)"))
+    fails += bool(diff)
+    return fails
 
 
 def main():
@@ -125,7 +182,8 @@ def main():
         e = rel(esmt_logits(conv, tok, work), fref, tok)
         print("(c) fair-esm -> converter -> esmtrain logits relative error %.2e" % e)
         failures += e > 1e-4
-    print("%d passed, %d failed" % (5 - failures, failures))
+        failures += roundtrip(work, cfg)
+    print("%d passed, %d failed" % (8 - failures, failures))
     return 1 if failures else 0
 
 
