@@ -111,6 +111,17 @@ int cli_config_arg(cli_config *cc, const char *cmd, int argc, char **argv, int *
 /* Help lines of those flags. */
 void cli_config_usage(FILE *f);
 
+/* "--flag VALUE" or "--flag=VALUE" at argv[*i]: 1 (moving *i past the value;
+ * *value NULL when it is missing), else 0. */
+int cli_flag_value(const char *flag, int argc, char **argv, int *i, const char **value);
+
+/* A key's value for the CLI's own use. A key the schema lacks, or read as
+ * another type, is a bug in esmtrain-example: it is reported ("internal
+ * error", the key, the closest real one) and the process ends with status
+ * 70 (EX_SOFTWARE) instead of reading a typo as 0 or "". */
+int64_t cli_cfg_int(const esmt_config *c, const char *key);
+const char *cli_cfg_str(const esmt_config *c, const char *key);
+
 /* "name  description" of every preset cc's configuration sees (cc may be NULL). */
 void cli_config_print_presets(const cli_config *cc, FILE *f);
 

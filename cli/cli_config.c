@@ -34,7 +34,7 @@ void cli_config_usage(FILE *f) {
 }
 
 /* "--set" matches "--set" (value in the next argument) and "--set=VALUE". */
-static int flag_value(const char *flag, int argc, char **argv, int *i, const char **value) {
+int cli_flag_value(const char *flag, int argc, char **argv, int *i, const char **value) {
   size_t n = strlen(flag);
   const char *a = argv[*i];
   if (strncmp(a, flag, n) != 0) return 0;
@@ -53,7 +53,7 @@ int cli_config_arg(cli_config *cc, const char *cmd, int argc, char **argv, int *
   static const char *const with_value[] = {"--config", "--preset", "--set"};
   int which = -1;
   for (int k = 0; k < 3 && which < 0; k++)
-    if (flag_value(with_value[k], argc, argv, i, &v)) which = k;
+    if (cli_flag_value(with_value[k], argc, argv, i, &v)) which = k;
   if (which < 0) return 0;
   if (!v) {
     fprintf(stderr, "esmtrain-example: %s: %s needs a value (try --help)\n", cmd, with_value[which]);
@@ -97,9 +97,21 @@ void cli_config_print_keys(FILE *f) {
 }
 
 
-static const char *cfg_str(const esmt_config *c, const char *k) {
+static void cfg_bug(const char *key) {
+  fprintf(stderr, "esmtrain-example: internal error (please report it): reading config key "
+          "'%s': %s\n", key, esmt_last_error());
+  exit(70);
+}
+
+int64_t cli_cfg_int(const esmt_config *c, const char *key) {
+  int64_t v = 0;
+  if (esmt_config_get_int(c, key, &v)) cfg_bug(key);
+  return v;
+}
+
+const char *cli_cfg_str(const esmt_config *c, const char *key) {
   const char *v = "";
-  esmt_config_get_string(c, k, &v);
+  if (esmt_config_get_string(c, key, &v)) cfg_bug(key);
   return v;
 }
 
@@ -107,7 +119,7 @@ int cli_config_plan(const esmt_config *c, const char *cmd, FILE *out) {
   /* the backend the run would get, so that precision auto and the CUDA
    * context count as the trainer counts them; none here: planned without */
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
-  const char *backend = cfg_str(c, "backend.name");
+  const char *backend = cli_cfg_str(c, "backend.name");
   co.backend = *backend ? backend : NULL;
   co.log_level = ESMT_LOG_ERROR;
   esmt_context *ctx = NULL;

@@ -140,24 +140,29 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
   if (io->metrics) fflush(io->metrics);
 }
 
+/* The schema's default of `key`, for the help text (never out of date). */
+static const char *dflt(const char *key) {
+  for (int i = 0; i < esmt_config_key_count(); i++) {
+    esmt_config_key k = ESMT_CONFIG_KEY_INIT;
+    if (esmt_config_key_info(i, &k) == ESMT_OK && !strcmp(k.name, key)) return k.default_value;
+  }
+  return "?";
+}
+
 static void usage(void) {
+  printf("usage: esmtrain-example train --data DIR [options]\n");
+  cli_config_usage(stdout);
   printf(
-      "usage: esmtrain-example train --data DIR [options]\n"
-      "  --config FILE.yaml    settings (nested keys; `include:` presets or files)\n"
-      "  --preset NAME         apply configs/NAME.yaml (see --list-presets)\n"
-      "  --set key=value       any key (e.g. --set optimizer.beta2=0.99)\n"
-      "  --print-config        print every key's resolved value and exit\n"
-      "  --validate            check the configuration and exit\n"
+      "  (the flags below are shorthands for keys and apply in that same order)\n"
       "  --no-mfu              skip measuring the GEMM ceiling (no MFU in the log)\n"
-      "  (flags, presets, files and --set apply in command-line order; later wins)\n"
       "  --data DIR            dataset from `esmtrain-example ingest`\n"
-      "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl) [runs/esmtrain]\n"
-      "  --model NAME          esm2_t6_8M ... esm2_t48_15B [esm2_t6_8M]\n"
+      "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl) [%s]\n"
+      "  --model NAME          esm2_t6_8M ... esm2_t48_15B [%s]\n"
       "  --layers L --width D --heads H   a custom size instead of --model\n"
-      "  --steps N             updates to run [1000]\n"
-      "  --batch-tokens N      padded tokens per micro-batch [4096]\n"
+      "  --steps N             updates to run [%s]\n"
+      "  --batch-tokens N      padded tokens per micro-batch [%s]\n"
       "  --update-tokens N     tokens per update (accumulate micro-batches) [one micro-batch]\n"
-      "  --max-len N           tokens per row incl. cls/eos (crops longer proteins) [512]\n"
+      "  --max-len N           tokens per row incl. cls/eos (crops longer proteins) [%s]\n"
       "  --lr X --warmup N --schedule esm2|cosine|constant --weight-decay X --clip X\n"
       "  --eval-every N --eval-batches N --save-every N --keep N --log-every N\n"
       "  --threads N --backend NAME --seed N --max-time SECONDS\n"
@@ -169,7 +174,9 @@ static void usage(void) {
       "Ctrl-C (SIGINT), SIGTERM, SIGHUP, SIGPIPE (output closed) or SIGXFSZ saves a\n"
       "checkpoint and exits with status 128 + the signal (130, 143, 129, 141, 153).\n"
       "One process writes a run at a time (RUN/run.lock names the holder); a new run\n"
-      "never starts in a directory that holds checkpoints (--resume latest continues them).\n");
+      "never starts in a directory that holds checkpoints (--resume latest continues them).\n",
+      dflt("train.out_dir"), dflt("model.preset"), dflt("train.max_steps"),
+      dflt("data.tokens_per_batch"), dflt("data.max_len"));
 }
 
 /* Command-line flags that are shorthands for configuration keys. */
@@ -189,92 +196,106 @@ static const struct { const char *flag, *key, *key2; } k_flags[] = {
     {"--fast-dev-run", "train.fast_dev_run", NULL}, {"--overfit-batches", "train.overfit_batches", NULL},
 };
 
-static int64_t cfg_int(const esmt_config *c, const char *k) {
-  int64_t v = 0;
-  esmt_config_get_int(c, k, &v);
-  return v;
+/* Applies one shorthand flag (k_flags[k]) with its value. */
+static esmt_status apply_flag(esmt_config *cfg, size_t k, const char *v) {
+  esmt_status st = esmt_config_set(cfg, k_flags[k].key, v);
+  if (!st && k_flags[k].key2) st = esmt_config_set(cfg, k_flags[k].key2, v);
+  if (!st && !strcmp(k_flags[k].flag, "--width")) { /* FFN follows the width */
+    char ffn[32];
+    snprintf(ffn, sizeof ffn, "%lld", 4 * (long long)atoll(v));
+    st = esmt_config_set(cfg, "model.ffn_size", ffn);
+  }
+  return st;
 }
-static const char *cfg_str(const esmt_config *c, const char *k) {
-  const char *v = "";
-  esmt_config_get_string(c, k, &v);
-  return v;
+
+/* The command line, in order: the shared configuration flags
+ * (cli_config_arg: --config, --preset, --set, --print-config, --validate,
+ * --list-presets, --keys), the shorthands of k_flags, --resume, --init-from
+ * and --no-mfu; each flag with a value also as --flag=VALUE. Returns -1 to
+ * go on, else the exit status (0 after --help). */
+static int parse_args(int argc, char **argv, cli_config *cc, const char **resume,
+                      const char **init_from, int *measure_ceiling) {
+  const size_t nflags = sizeof k_flags / sizeof k_flags[0];
+  for (int i = 0; i < argc; i++) {
+    const char *a = argv[i], *v = NULL;
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+    if (!strcmp(a, "--no-mfu")) { *measure_ceiling = 0; continue; }
+    const int r = cli_config_arg(cc, "train", argc, argv, &i);
+    if (r < 0) return 2;
+    if (r > 0) continue;
+    const char **own = NULL;
+    size_t k = nflags;
+    if (cli_flag_value("--resume", argc, argv, &i, &v)) own = resume;
+    else if (cli_flag_value("--init-from", argc, argv, &i, &v)) own = init_from;
+    else
+      for (k = 0; k < nflags && !cli_flag_value(k_flags[k].flag, argc, argv, &i, &v); k++) {}
+    if (!own && k == nflags) {
+      fprintf(stderr, "esmtrain-example: train: unknown option '%s' (try --help)\n", a);
+      return 2;
+    }
+    if (!v) {
+      fprintf(stderr, "esmtrain-example: train: %s needs a value (try --help)\n", a);
+      return 2;
+    }
+    if (own) {
+      *own = v;
+      continue;
+    }
+    esmt_status st = apply_flag(cc->cfg, k, v);
+    if (st) {
+      cli_error("train", st);
+      return 2;
+    }
+  }
+  return -1;
 }
 
 int cmd_train(int argc, char **argv) {
   const char *resume = NULL, *init_from = NULL;
-  int print_config = 0, validate_only = 0, measure_ceiling = 1;
-  esmt_config *cfg = NULL;
+  int measure_ceiling = 1;
   cli_signals_catch(on_signal);
-  esmt_status st = esmt_config_create(&cfg);
-  if (st) { cli_error("train", st); return 1; }
-  /* Presets, files, --set and flags apply in command-line order. */
-  for (int i = 0; i < argc; i++) {
-    const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
-    if (!strcmp(a, "--print-config")) { print_config = 1; continue; }
-    if (!strcmp(a, "--validate")) { validate_only = 1; continue; }
-    if (!strcmp(a, "--no-mfu")) { measure_ceiling = 0; continue; }
-    if (!strcmp(a, "--list-presets")) {
-      char list[4096];
-      esmt_config_list_presets(list, sizeof list);
-      printf("%s", list);
-      esmt_config_destroy(cfg);
-      return 0;
-    }
-    if (!v) { fprintf(stderr, "train: %s needs a value (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
-    i++;
-    if (!strcmp(a, "--resume")) { resume = v; continue; }
-    if (!strcmp(a, "--init-from")) { init_from = v; continue; }
-    if (!strcmp(a, "--config")) st = esmt_config_load_yaml(cfg, v);
-    else if (!strcmp(a, "--preset")) st = esmt_config_apply_preset(cfg, v);
-    else if (!strcmp(a, "--set")) st = esmt_config_set_assignment(cfg, v);
-    else {
-      size_t k = 0, n = sizeof k_flags / sizeof k_flags[0];
-      while (k < n && strcmp(a, k_flags[k].flag) != 0) k++;
-      if (k == n) {
-        fprintf(stderr, "train: unknown option '%s' (try --help)\n", a);
-        esmt_config_destroy(cfg);
-        return 2;
-      }
-      st = esmt_config_set(cfg, k_flags[k].key, v);
-      if (!st && k_flags[k].key2) st = esmt_config_set(cfg, k_flags[k].key2, v);
-      if (!st && !strcmp(a, "--width")) { /* FFN follows the width */
-        char ffn[32];
-        snprintf(ffn, sizeof ffn, "%lld", 4 * (long long)atoll(v));
-        st = esmt_config_set(cfg, "model.ffn_size", ffn);
-      }
-    }
-    if (st) { cli_error("train", st); esmt_config_destroy(cfg); return 2; }
+  cli_config cc;
+  if (cli_config_init(&cc, "train")) return 1;
+  esmt_config *cfg = cc.cfg;
+  int prc = parse_args(argc, argv, &cc, &resume, &init_from, &measure_ceiling);
+  if (prc < 0 && (cc.list_presets || cc.list_keys)) {
+    if (cc.list_presets) cli_config_print_presets(&cc, stdout);
+    if (cc.list_keys) cli_config_print_keys(stdout);
+    prc = 0;
   }
-  if (!st) st = esmt_config_validate(cfg);
-  if (st) { cli_error("train: invalid configuration", st); esmt_config_destroy(cfg); return 2; }
+  if (prc >= 0) {
+    cli_config_free(&cc);
+    return prc;
+  }
+  esmt_status st = esmt_config_validate(cfg);
+  if (st) { cli_error("train: invalid configuration", st); cli_config_free(&cc); return 2; }
   char *yaml = NULL;
   esmt_config_to_yaml(cfg, &yaml);
-  if (print_config) printf("%s", yaml ? yaml : "");
-  if (validate_only) {
+  if (cc.print_config) printf("%s", yaml ? yaml : "");
+  if (cc.validate) {
     const int rc = cli_config_plan(cfg, "train", stdout);
-    if (rc) { free(yaml); esmt_config_destroy(cfg); return rc; }
+    if (rc) { free(yaml); cli_config_free(&cc); return rc; }
   }
-  if (print_config || validate_only) {
+  if (cc.print_config || cc.validate) {
     free(yaml);
-    esmt_config_destroy(cfg);
+    cli_config_free(&cc);
     return 0;
   }
-  const char *data = cfg_str(cfg, "data.train_dir"), *out = cfg_str(cfg, "train.out_dir");
-  const char *backend = cfg_str(cfg, "backend.name");
-  const int fast_dev = (int)cfg_int(cfg, "train.fast_dev_run");
-  int64_t steps = fast_dev > 0 ? fast_dev : cfg_int(cfg, "train.max_steps");
+  const char *data = cli_cfg_str(cfg, "data.train_dir"), *out = cli_cfg_str(cfg, "train.out_dir");
+  const char *backend = cli_cfg_str(cfg, "backend.name");
+  const int fast_dev = (int)cli_cfg_int(cfg, "train.fast_dev_run");
+  int64_t steps = fast_dev > 0 ? fast_dev : cli_cfg_int(cfg, "train.max_steps");
   if (!*data) {
     fprintf(stderr, "train: --data DIR (data.train_dir) is required (try --help)\n");
     free(yaml);
-    esmt_config_destroy(cfg);
+    cli_config_free(&cc);
     return 2;
   }
   const int rank = env_int("ESMTRAIN_RANK", "RANK", "SLURM_PROCID", 0);
   const int local_ranks = env_int("ESMTRAIN_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", NULL, 1);
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
   co.backend = *backend ? backend : NULL;
-  co.num_threads = (int)cfg_int(cfg, "backend.threads");
+  co.num_threads = (int)cli_cfg_int(cfg, "backend.threads");
   if (co.num_threads == 0 && local_ranks > 1) { /* ranks on one machine share its cores */
     long cores = sysconf(_SC_NPROCESSORS_ONLN);
     co.num_threads = cores / local_ranks > 1 ? (int)(cores / local_ranks) : 1;
@@ -315,7 +336,7 @@ int cmd_train(int argc, char **argv) {
   esmt_model_get_config(model, &mc);
   /* The preset's name only when the model has exactly its shape: custom
    * sizes (--layers/--width/...) are "a custom model". */
-  const char *model_name = cfg_str(cfg, "model.preset");
+  const char *model_name = cli_cfg_str(cfg, "model.preset");
   esmt_model_config pc = ESMT_MODEL_CONFIG_INIT;
   if (esmt_model_config_preset(model_name, &pc) != ESMT_OK || pc.num_layers != mc.num_layers ||
       pc.hidden_size != mc.hidden_size || pc.num_heads != mc.num_heads ||
@@ -323,7 +344,7 @@ int cmd_train(int argc, char **argv) {
           (mc.ffn_size ? mc.ffn_size : 4 * mc.hidden_size) ||
       pc.max_positions != mc.max_positions)
     model_name = "a custom model";
-  const int has_eval = !fast_dev && cfg_int(cfg, "train.eval_every") > 0;
+  const int has_eval = !fast_dev && cli_cfg_int(cfg, "train.eval_every") > 0;
   if (resume) {
     const char *spec = strcmp(resume, "latest") ? resume : out;
     if ((st = esmt_trainer_resume(tr, spec))) goto fail;
@@ -379,7 +400,7 @@ fail:
 done:
   esmt_trainer_destroy(tr);
   esmt_context_destroy(ctx);
-  esmt_config_destroy(cfg);
+  cli_config_free(&cc);
   free(yaml);
   if (io.log) fclose(io.log);
   if (io.metrics) fclose(io.metrics);

@@ -5,51 +5,48 @@
 
 #include "context.h"
 #include "model.h"
+#include "config_read.h"
 #include "optimizer.h"
 
-static int64_t get_int(const esmt_config *c, const char *k) {
-  int64_t v = 0;
-  esmt_config_get_int(c, k, &v);
-  return v;
-}
-
-static const char *get_str(const esmt_config *c, const char *k) {
-  const char *v = "";
-  esmt_config_get_string(c, k, &v);
-  return v;
-}
-
-static int policy(const esmt_config *c, const char *key) { /* -1 auto, 0 off, 1 on */
-  const char *v = get_str(c, key);
+static int policy(esmt_config_reader *rd, const char *key) { /* -1 auto, 0 off, 1 on */
+  const char *v = esmt_cfg_string(rd, key);
   return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
 }
 
-esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *ctx,
+esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context *ctx,
                                      esmt_model_config *model, esmt_plan_request *r) {
   const char *fn = "esmt_config_plan_request";
-  ESMT_CHECK_ARG(c && r && model, fn, "config, model and request must not be NULL");
+  ESMT_CHECK_ARG(cfg && r && model, fn, "config, model and request must not be NULL");
   esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size, sizeof *r);
   if (st) return st;
   if ((st = esmt_check_struct(fn, "esmt_model_config", model->struct_size, sizeof *model)))
     return st;
+  esmt_config_reader reader, *c = &reader; /* a mistyped key fails loudly */
+  esmt_cfg_reader_init(c, cfg);
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
   pr.model = model;
-  mc.num_layers = (int)get_int(c, "model.num_layers");
-  mc.hidden_size = (int)get_int(c, "model.hidden_size");
-  mc.num_heads = (int)get_int(c, "model.num_heads");
-  mc.ffn_size = (int)get_int(c, "model.ffn_size");
-  mc.max_positions = (int)get_int(c, "model.max_positions");
+  mc.num_layers = (int)esmt_cfg_int(c, "model.num_layers");
+  mc.hidden_size = (int)esmt_cfg_int(c, "model.hidden_size");
+  mc.num_heads = (int)esmt_cfg_int(c, "model.num_heads");
+  mc.ffn_size = (int)esmt_cfg_int(c, "model.ffn_size");
+  mc.max_positions = (int)esmt_cfg_int(c, "model.max_positions");
   mc.precision = ESMT_PRECISION_FP32;
   /* the loader's greedy batches hold up to tokens_per_batch tokens in any
    * shape, and the activation arena depends on the token count only */
-  pr.seq_len = (int)get_int(c, "data.max_len");
-  pr.micro_batch = (int)get_int(c, "data.micro_batch");
+  pr.seq_len = (int)esmt_cfg_int(c, "data.max_len");
+  pr.micro_batch = (int)esmt_cfg_int(c, "data.micro_batch");
   if (!pr.micro_batch && pr.seq_len > 0)
-    pr.micro_batch = (int)((get_int(c, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
+    pr.micro_batch = (int)((esmt_cfg_int(c, "data.tokens_per_batch") + pr.seq_len - 1) / pr.seq_len);
   if (pr.micro_batch < 1) pr.micro_batch = 1;
 
-  const char *p = get_str(c, "backend.precision");
+  const char *p = esmt_cfg_string(c, "backend.precision");
+  const uint64_t budget = esmt_cfg_bytes(c, "backend.device_memory_limit");
+  const char *opt_kind = esmt_cfg_string(c, "optimizer.kind");
+  const int64_t zero = esmt_cfg_int(c, "dist.zero");
+  pr.offload_optimizer = policy(c, "offload.optimizer");
+  pr.recompute = policy(c, "offload.recompute");
+  if ((st = esmt_cfg_status(c, fn))) return st;
   const int asked = !strcmp(p, "fp32") ? ESMT_PRECISION_FP32 : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
                   : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
   int device_backend = 1; /* unknown backend: a half precision means a GPU */
@@ -65,13 +62,9 @@ esmt_status esmt_config_plan_request(const esmt_config *c, const esmt_context *c
   if (pr.precision != ESMT_PRECISION_FP32 && device_backend)
     pr.runtime_overhead = 512ull << 20; /* a CUDA context, typically */
 
-  uint64_t budget = 0;
-  esmt_config_get_bytes(c, "backend.device_memory_limit", &budget);
   pr.device_budget = budget;
-  pr.offload_optimizer = policy(c, "offload.optimizer");
-  pr.recompute = policy(c, "offload.recompute");
-  if ((st = esmt_optimizer_from_name(get_str(c, "optimizer.kind"), &mc.optimizer))) return st;
-  if (get_int(c, "dist.zero") > 0 && pr.offload_optimizer < 0)
+  if ((st = esmt_optimizer_from_name(opt_kind, &mc.optimizer))) return st;
+  if (zero > 0 && pr.offload_optimizer < 0)
     pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
   *model = mc;
   memcpy(r, &pr, sizeof pr);

@@ -3,6 +3,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "config_read.h"
 #include "offload.h"
 #include "trainer.h"
 #include "optimizer.h"
@@ -24,25 +25,9 @@ static esmt_status overfit_next(void *u, esmt_batch *b) {
   return esmt_loader_next(o->loader, b);
 }
 
-static int64_t gi(const esmt_config *c, const char *k) {
-  int64_t v = 0;
-  esmt_config_get_int(c, k, &v);
-  return v;
-}
-static double gd(const esmt_config *c, const char *k) {
-  double v = 0;
-  esmt_config_get_double(c, k, &v);
-  return v;
-}
-static const char *gs(const esmt_config *c, const char *k) {
-  const char *v = "";
-  esmt_config_get_string(c, k, &v);
-  return v;
-}
-
 /* backend.precision -> esmt_model_config.precision (the schema's enum). */
-static esmt_precision precision_of(const esmt_config *c) {
-  const char *p = gs(c, "backend.precision");
+static esmt_precision precision_of(esmt_config_reader *rd) {
+  const char *p = esmt_cfg_string(rd, "backend.precision");
   return !strcmp(p, "fp32") ? ESMT_PRECISION_FP32
        : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
        : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
@@ -52,15 +37,15 @@ static esmt_precision precision_of(const esmt_config *c) {
  * data.tokens_per_batch / data.max_len, rounded up: the loader's greedy
  * batches hold up to tokens_per_batch tokens in any shape, and the arena
  * depends on the token count only) of data.max_len tokens. */
-static void planned_shape(const esmt_config *c, int *B, int *T) {
-  *T = (int)gi(c, "data.max_len");
-  *B = (int)gi(c, "data.micro_batch");
-  if (!*B && *T > 0) *B = (int)((gi(c, "data.tokens_per_batch") + *T - 1) / *T);
+static void planned_shape(esmt_config_reader *rd, int *B, int *T) {
+  *T = (int)esmt_cfg_int(rd, "data.max_len");
+  *B = (int)esmt_cfg_int(rd, "data.micro_batch");
+  if (!*B && *T > 0) *B = (int)((esmt_cfg_int(rd, "data.tokens_per_batch") + *T - 1) / *T);
   if (*B < 1) *B = 1;
 }
 
-static int policy_of(const esmt_config *c, const char *key) { /* -1 auto, 0 off, 1 on */
-  const char *v = gs(c, key);
+static int policy_of(esmt_config_reader *rd, const char *key) { /* -1 auto, 0 off, 1 on */
+  const char *v = esmt_cfg_string(rd, key);
   return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
 }
 
@@ -70,16 +55,16 @@ static int policy_of(const esmt_config *c, const char *key) { /* -1 auto, 0 off,
  * limit: off), offload.pinned_memory_limit, and the limit itself, which the
  * model's backend enforces. The planner request is esmt_config_plan_request's,
  * as for `plan`, `config --validate` and `train --validate`. */
-static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c, int zero,
+static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int zero,
                                  esmt_offload_options *o) {
   memset(o, 0, sizeof *o);
-  uint64_t pinned = 0, budget = 0;
-  esmt_config_get_bytes(c, "offload.pinned_memory_limit", &pinned);
-  esmt_config_get_bytes(c, "backend.device_memory_limit", &budget);
-  o->pinned_limit = pinned;
+  const uint64_t budget = esmt_cfg_bytes(rd, "backend.device_memory_limit");
+  o->pinned_limit = esmt_cfg_bytes(rd, "offload.pinned_memory_limit");
   o->device_memory_limit = budget;
-  int off = policy_of(c, "offload.optimizer");
-  const int rec = policy_of(c, "offload.recompute");
+  int off = policy_of(rd, "offload.optimizer");
+  const int rec = policy_of(rd, "offload.recompute");
+  esmt_status st = esmt_cfg_status(rd, "memory policy");
+  if (st) return st;
   if (zero && off < 0) { /* the two do not combine (dp_zero.c); ZeRO-1 was asked for by name */
     esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
                     "offload.optimizer auto: off (dist.zero 1 shards the optimizer state instead)");
@@ -91,8 +76,7 @@ static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c, int ze
   /* the request `plan`, `config --validate` and `train --validate` make */
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
-  esmt_status st = esmt_config_plan_request(c, ctx, &mc, &pr);
-  if (st) return st;
+  if ((st = esmt_config_plan_request(rd->cfg, ctx, &mc, &pr))) return st;
   pr.offload_optimizer = off;
   pr.recompute = rec;
   esmt_plan plan = ESMT_PLAN_INIT;
@@ -113,8 +97,8 @@ static esmt_status memory_policy(esmt_context *ctx, const esmt_config *c, int ze
 /* data.pack -> loader packing: auto packs on a backend with packed-row
  * support that is not host memory (GPUs; on the CPU the padding a length-
  * sorted batch carries costs little); on without support is an error. */
-static esmt_status pack_policy(esmt_context *ctx, const esmt_config *c, int *pack) {
-  const char *p = gs(c, "data.pack");
+static esmt_status pack_policy(esmt_context *ctx, esmt_config_reader *rd, int *pack) {
+  const char *p = esmt_cfg_string(rd, "data.pack");
   const esmtb_ops *ops = ctx->backend->ops;
   *pack = 0;
   if (!strcmp(p, "off")) return ESMT_OK;
@@ -138,41 +122,43 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   ESMT_CHECK_ARG(ctx && cfg, fn, "ctx and cfg must not be NULL");
   esmt_status st = esmt_config_validate(cfg);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
-  const char *data = gs(cfg, "data.train_dir");
+  esmt_config_reader reader, *rd = &reader; /* a mistyped key fails loudly */
+  esmt_cfg_reader_init(rd, cfg);
+  const char *data = esmt_cfg_string(rd, "data.train_dir");
   if (!*data) return esmt_fail(ESMT_ERR_CONFIG, "%s: data.train_dir is not set", fn);
-  const int64_t fast_dev = gi(cfg, "train.fast_dev_run"), overfit = gi(cfg, "train.overfit_batches");
-  const int64_t steps = fast_dev > 0 ? fast_dev : gi(cfg, "train.max_steps");
+  const int64_t fast_dev = esmt_cfg_int(rd, "train.fast_dev_run"), overfit = esmt_cfg_int(rd, "train.overfit_batches");
+  const int64_t steps = fast_dev > 0 ? fast_dev : esmt_cfg_int(rd, "train.max_steps");
 
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
-  mc.num_layers = (int)gi(cfg, "model.num_layers");
-  mc.hidden_size = (int)gi(cfg, "model.hidden_size");
-  mc.num_heads = (int)gi(cfg, "model.num_heads");
-  mc.ffn_size = (int)gi(cfg, "model.ffn_size");
-  mc.max_positions = (int)gi(cfg, "model.max_positions");
-  mc.precision = precision_of(cfg);
-  if ((st = esmt_optimizer_from_name(gs(cfg, "optimizer.kind"), &mc.optimizer)))
+  mc.num_layers = (int)esmt_cfg_int(rd, "model.num_layers");
+  mc.hidden_size = (int)esmt_cfg_int(rd, "model.hidden_size");
+  mc.num_heads = (int)esmt_cfg_int(rd, "model.num_heads");
+  mc.ffn_size = (int)esmt_cfg_int(rd, "model.ffn_size");
+  mc.max_positions = (int)esmt_cfg_int(rd, "model.max_positions");
+  mc.precision = precision_of(rd);
+  const char *opt_kind = esmt_cfg_string(rd, "optimizer.kind");
+  const uint64_t bucket = esmt_cfg_bytes(rd, "dist.bucket_size");
+  const int force_dp = esmt_cfg_bool(rd, "dist.force");
+  if ((st = esmt_cfg_status(rd, fn))) return st;
+  if ((st = esmt_optimizer_from_name(opt_kind, &mc.optimizer)))
     return esmt_fail_prefix(st, "%s: ", fn);
   esmt_model *model = NULL;
   esmt_loader *train = NULL, *valid = NULL;
   esmt_overfit_source *ovf = NULL;
   esmt_trainer *t = NULL;
   esmt_dp *dp = NULL; /* data parallel when a launcher set ranks */
-  uint64_t bucket = 0;
-  int force_dp = 0;
-  esmt_config_get_bytes(cfg, "dist.bucket_size", &bucket);
-  esmt_config_get_bool(cfg, "dist.force", &force_dp);
   if ((st = esmt_dp_create_from_env(bucket, force_dp, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
-  const int zero = dp && gi(cfg, "dist.zero") != 0; /* alone: nothing to shard */
+  const int zero = dp && esmt_cfg_int(rd, "dist.zero") != 0; /* alone: nothing to shard */
   esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;
   int pack = 0;
-  if ((st = pack_policy(ctx, cfg, &pack))) goto fail;
-  if ((st = memory_policy(ctx, cfg, zero, &oo))) goto fail;
-  if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)gi(cfg, "train.seed"), &oo, &model)))
+  if ((st = pack_policy(ctx, rd, &pack))) goto fail;
+  if ((st = memory_policy(ctx, rd, zero, &oo))) goto fail;
+  if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &oo, &model)))
     goto fail;
   if (oo.device_memory_limit) { /* the planned arena now: out of memory here, not at step n */
     int rows, len;
-    planned_shape(cfg, &rows, &len);
+    planned_shape(rd, &rows, &len);
     if ((st = esmt_model_reserve(model, rows, len))) {
       esmt_fail_prefix(st, "%s: ", fn);
       goto fail;
@@ -181,18 +167,19 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
 
   esmt_loader_options lo = ESMT_LOADER_OPTIONS_INIT;
   lo.dir = data;
-  lo.seed = (uint64_t)gi(cfg, "data.seed");
-  lo.max_len = (int)gi(cfg, "data.max_len");
-  lo.batch_rows = (int)gi(cfg, "data.micro_batch");
-  lo.tokens_per_batch = (uint64_t)gi(cfg, "data.tokens_per_batch");
-  lo.prefetch = (int)gi(cfg, "data.prefetch");
-  lo.mask_prob = gd(cfg, "data.mask_prob");
+  lo.seed = (uint64_t)esmt_cfg_int(rd, "data.seed");
+  lo.max_len = (int)esmt_cfg_int(rd, "data.max_len");
+  lo.batch_rows = (int)esmt_cfg_int(rd, "data.micro_batch");
+  lo.tokens_per_batch = (uint64_t)esmt_cfg_int(rd, "data.tokens_per_batch");
+  lo.prefetch = (int)esmt_cfg_int(rd, "data.prefetch");
+  lo.mask_prob = esmt_cfg_double(rd, "data.mask_prob");
   lo.pack = pack;
   lo.rank = esmt_dp_rank(dp);
   lo.world = esmt_dp_world(dp);
   if (overfit > 0) lo.shuffle = 0;
+  if ((st = esmt_cfg_status(rd, fn))) goto fail;
   if ((st = esmt_loader_create(&lo, &train))) goto fail;
-  const int64_t eval_every = fast_dev > 0 ? 0 : gi(cfg, "train.eval_every");
+  const int64_t eval_every = fast_dev > 0 ? 0 : esmt_cfg_int(rd, "train.eval_every");
   if (eval_every > 0) {
     esmt_loader_options vo = lo;
     vo.split = ESMT_SPLIT_VALID;
@@ -222,48 +209,47 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
     to.gemm_ceiling_gflops = base->gemm_ceiling_gflops;
     to.config_text = base->config_text;
   }
-  const char *out_dir = gs(cfg, "train.out_dir");
+  const char *out_dir = esmt_cfg_string(rd, "train.out_dir");
   to.run_dir = fast_dev > 0 || !*out_dir ? NULL : out_dir;
   to.max_steps = steps;
-  to.tokens_per_update = (uint64_t)gi(cfg, "train.tokens_per_update");
+  to.tokens_per_update = (uint64_t)esmt_cfg_int(rd, "train.tokens_per_update");
   /* the structs the options point to (esmt_trainer_create copies them) */
   esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
   esmt_schedule sc = ESMT_SCHEDULE_INIT;
   esmt_loss_scale_config lc = ESMT_LOSS_SCALE_CONFIG_INIT;
-  if ((st = esmt_optimizer_from_name(gs(cfg, "optimizer.kind"), &oc.kind))) goto fail;
-  oc.beta1 = gd(cfg, "optimizer.beta1");
-  oc.beta2 = gd(cfg, "optimizer.beta2");
-  oc.eps = gd(cfg, "optimizer.eps");
-  oc.weight_decay = gd(cfg, "optimizer.weight_decay");
-  int decay_all = 1;
-  esmt_config_get_bool(cfg, "optimizer.decay_biases_and_norms", &decay_all);
-  oc.decay_biases_and_norms = decay_all;
-  const char *kind = gs(cfg, "schedule.kind");
+  oc.kind = mc.optimizer;
+  oc.beta1 = esmt_cfg_double(rd, "optimizer.beta1");
+  oc.beta2 = esmt_cfg_double(rd, "optimizer.beta2");
+  oc.eps = esmt_cfg_double(rd, "optimizer.eps");
+  oc.weight_decay = esmt_cfg_double(rd, "optimizer.weight_decay");
+  oc.decay_biases_and_norms = esmt_cfg_bool(rd, "optimizer.decay_biases_and_norms");
+  const char *kind = esmt_cfg_string(rd, "schedule.kind");
   sc.kind = !strcmp(kind, "cosine") ? ESMT_SCHEDULE_COSINE
           : !strcmp(kind, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
-  sc.peak_lr = gd(cfg, "optimizer.lr"); /* the one learning-rate key */
-  sc.warmup_steps = gi(cfg, "schedule.warmup_steps");
+  sc.peak_lr = esmt_cfg_double(rd, "optimizer.lr"); /* the one learning-rate key */
+  sc.warmup_steps = esmt_cfg_int(rd, "schedule.warmup_steps");
   sc.total_steps = steps;
-  sc.final_lr_fraction = gd(cfg, "schedule.final_lr_fraction");
-  sc.decay_end_fraction = gd(cfg, "schedule.decay_end_fraction");
+  sc.final_lr_fraction = esmt_cfg_double(rd, "schedule.final_lr_fraction");
+  sc.decay_end_fraction = esmt_cfg_double(rd, "schedule.decay_end_fraction");
   to.optimizer = &oc;
   to.schedule = &sc;
-  to.grad_clip = gd(cfg, "train.grad_clip");
-  to.nonfinite_abort = !strcmp(gs(cfg, "train.nonfinite"), "abort");
-  const char *ls = gs(cfg, "loss_scale.enabled");
+  to.grad_clip = esmt_cfg_double(rd, "train.grad_clip");
+  to.nonfinite_abort = !strcmp(esmt_cfg_string(rd, "train.nonfinite"), "abort");
+  const char *ls = esmt_cfg_string(rd, "loss_scale.enabled");
   lc.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && model->dtype == ESMTB_F16);
-  lc.initial = gd(cfg, "loss_scale.initial");
-  lc.growth_interval = gi(cfg, "loss_scale.growth_interval");
-  lc.backoff = gd(cfg, "loss_scale.backoff");
-  lc.hysteresis = (int)gi(cfg, "loss_scale.hysteresis");
-  lc.min = gd(cfg, "loss_scale.min");
+  lc.initial = esmt_cfg_double(rd, "loss_scale.initial");
+  lc.growth_interval = esmt_cfg_int(rd, "loss_scale.growth_interval");
+  lc.backoff = esmt_cfg_double(rd, "loss_scale.backoff");
+  lc.hysteresis = (int)esmt_cfg_int(rd, "loss_scale.hysteresis");
+  lc.min = esmt_cfg_double(rd, "loss_scale.min");
   to.loss_scale = &lc;
-  to.log_every = (int)gi(cfg, "train.log_every");
+  to.log_every = (int)esmt_cfg_int(rd, "train.log_every");
   to.eval_every = (int)eval_every;
-  to.eval_batches = (int)gi(cfg, "train.eval_batches");
-  to.save_every = (int)gi(cfg, "train.save_every");
-  to.keep_last = (int)gi(cfg, "train.keep_last");
-  to.max_time_s = gd(cfg, "train.max_time");
+  to.eval_batches = (int)esmt_cfg_int(rd, "train.eval_batches");
+  to.save_every = (int)esmt_cfg_int(rd, "train.save_every");
+  to.keep_last = (int)esmt_cfg_int(rd, "train.keep_last");
+  to.max_time_s = esmt_cfg_double(rd, "train.max_time");
+  if ((st = esmt_cfg_status(rd, fn))) goto fail;
   if ((st = esmt_trainer_create(model, &to, &src, &t))) goto fail;
   if (dp) {
     st = esmt_trainer_set_dp(t, dp); /* the trainer owns it now */

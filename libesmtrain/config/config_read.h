@@ -1,0 +1,31 @@
+/* Reading configuration keys inside the library. The key names in the code
+ * must exist in the schema with the type read: a typo or a type mismatch is
+ * a bug in esmtrain, and it fails loudly (ESMT_ERR_INTERNAL naming the key
+ * and the closest real one) instead of reading as 0. A reader keeps the
+ * first failure: a block of reads is followed by one esmt_cfg_status(). */
+#ifndef ESMTRAIN_CONFIG_READ_H
+#define ESMTRAIN_CONFIG_READ_H
+
+#include "internal.h"
+
+typedef struct esmt_config_reader {
+  const esmt_config *cfg;
+  esmt_status status; /* ESMT_OK, or the first failed read's */
+  char first_error[512];
+} esmt_config_reader;
+
+ESMT_HIDDEN void esmt_cfg_reader_init(esmt_config_reader *r, const esmt_config *cfg);
+
+/* The key's value; after a failure (this read's or an earlier one) 0, "" or
+ * false, and r->status set. */
+ESMT_HIDDEN int64_t esmt_cfg_int(esmt_config_reader *r, const char *key);
+ESMT_HIDDEN double esmt_cfg_double(esmt_config_reader *r, const char *key);
+ESMT_HIDDEN const char *esmt_cfg_string(esmt_config_reader *r, const char *key);
+ESMT_HIDDEN int esmt_cfg_bool(esmt_config_reader *r, const char *key);
+ESMT_HIDDEN uint64_t esmt_cfg_bytes(esmt_config_reader *r, const char *key);
+
+/* ESMT_OK, or the first failure again as the last error, "<fn>: internal
+ * error: ..." (so that later calls cannot have overwritten its message). */
+ESMT_HIDDEN esmt_status esmt_cfg_status(const esmt_config_reader *r, const char *fn);
+
+#endif
