@@ -42,7 +42,7 @@ static void emu_free(esmtb_device *d, esmtb_mem_kind k, void *p) {
 
 enum { R_ARENA = 1, R_LOWP = 2, R_P32 = 4, R_GRAD = 8, R_ANY = 16 };
 /* Linear weights/biases: the half copy, or the fp32 master in fp32. */
-#define R_W (g_m && g_m->params_lowp ? R_LOWP : R_P32)
+#define R_W (g_m && g_m->mem.compute_lowp ? R_LOWP : R_P32)
 
 static int inside(const void *p, uint64_t bytes, const void *base, uint64_t size, size_t esize) {
   const char *c = p, *b = base;
@@ -56,9 +56,9 @@ static void check(const char *op, const char *field, const void *p, uint64_t n, 
   const uint64_t bytes = n * esize, total = g_m ? g_m->layout.total : 0;
   if (!g_m) roles = R_ANY;
   if ((roles & R_ARENA) && inside(p, bytes, g_m->arena, g_m->arena_bytes, esize)) return;
-  if ((roles & R_LOWP) && inside(p, bytes, g_m->params_lowp, total * g_m->esize, esize)) return;
-  if ((roles & R_P32) && inside(p, bytes, g_m->params, total * 4, esize)) return;
-  if ((roles & R_GRAD) && inside(p, bytes, g_m->grads, total * 4, esize)) return;
+  if ((roles & R_LOWP) && inside(p, bytes, g_m->mem.compute_lowp, total * g_m->esize, esize)) return;
+  if ((roles & R_P32) && inside(p, bytes, g_m->mem.master, total * 4, esize)) return;
+  if ((roles & R_GRAD) && inside(p, bytes, g_m->mem.grads, total * 4, esize)) return;
   if (roles & R_ANY)
     for (int i = 0; i < g_nallocs; i++)
       if (inside(p, bytes, g_allocs[i].p, g_allocs[i].bytes, 1)) return;
@@ -336,13 +336,13 @@ static esmtb_status emu_xent(esmtb_device *d, const esmtb_xent_args *a, esmtb_st
 static esmtb_status emu_adamw(esmtb_device *d, const esmtb_adamw_args *a, esmtb_stream *s) {
   g_stats.ops++;
   if (g_m) {
-    if (a->params != g_m->params || a->grads != g_m->grads || a->m != g_m->adam_m ||
-        a->v != g_m->adam_v)
+    if (a->params != g_m->mem.master || a->grads != g_m->mem.grads || a->m != g_m->mem.moment1 ||
+        a->v != g_m->mem.moment2)
       problem("adamw: fp32 buffers are not the model's");
-    if (a->params_lowp != g_m->params_lowp ||
+    if (a->params_lowp != g_m->mem.compute_lowp ||
         (a->params_lowp && a->lowp_dtype != g_m->dtype))
       problem("adamw: params_lowp %p (dtype %d), the model's is %p (dtype %d)", a->params_lowp,
-              (int)a->lowp_dtype, g_m->params_lowp, (int)g_m->dtype);
+              (int)a->lowp_dtype, g_m->mem.compute_lowp, (int)g_m->dtype);
     uint64_t covered = 0;
     for (int i = 0; i < a->n_segments; i++) covered += a->segments[i].count;
     if (covered != g_m->layout.total)
@@ -367,11 +367,11 @@ static esmtb_status emu_adamw(esmtb_device *d, const esmtb_adamw_args *a, esmtb_
 
 static esmtb_status emu_convert(esmtb_device *d, const esmtb_convert_args *a, esmtb_stream *s) {
   g_stats.converts++;
-  if (g_m && g_m->params_lowp) { /* the only convert the core issues: master -> half copy */
+  if (g_m && g_m->mem.compute_lowp) { /* the only convert the core issues: master -> half copy */
     check("convert", "src", a->src, a->n, 4, R_P32);
     check("convert", "dst", a->dst, a->n, g_m->esize, R_LOWP);
-    const uint64_t so = (uint64_t)((const char *)a->src - (const char *)g_m->params) / 4;
-    const uint64_t dof = (uint64_t)((const char *)a->dst - (const char *)g_m->params_lowp) / g_m->esize;
+    const uint64_t so = (uint64_t)((const char *)a->src - (const char *)g_m->mem.master) / 4;
+    const uint64_t dof = (uint64_t)((const char *)a->dst - (const char *)g_m->mem.compute_lowp) / g_m->esize;
     if (a->src_dtype != ESMTB_F32 || a->dst_dtype != g_m->dtype || so != dof)
       problem("convert: %d -> %d at element %llu -> %llu", (int)a->src_dtype, (int)a->dst_dtype,
               (unsigned long long)so, (unsigned long long)dof);

@@ -36,7 +36,7 @@ void write_text(const char *path, const char *text) {
 void write_weights(esmt_model *m, const char *path) {
   float *w = malloc(m->layout.total * sizeof *w);
   FILE *f = fopen(path, "wb");
-  if (w && f && !esmt_flat_download(m, w, m->params)) fwrite(w, sizeof *w, m->layout.total, f);
+  if (w && f && !esmt_flat_download(m, w, m->mem.master)) fwrite(w, sizeof *w, m->layout.total, f);
   if (f) fclose(f);
   free(w);
 }

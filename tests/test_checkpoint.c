@@ -51,9 +51,9 @@ static float *snapshot(esmt_model *m, float *dev_buf) {
 static void fill_moments(esmt_model *m) {
   float *h = malloc(m->layout.total * sizeof *h);
   for (uint64_t i = 0; i < m->layout.total; i++) h[i] = (float)i * 1e-6f;
-  assert_int_equal(esmt_flat_upload(m, h, m->adam_m), ESMT_OK);
+  assert_int_equal(esmt_flat_upload(m, h, m->mem.moment1), ESMT_OK);
   for (uint64_t i = 0; i < m->layout.total; i++) h[i] = (float)i * 2e-6f;
-  assert_int_equal(esmt_flat_upload(m, h, m->adam_v), ESMT_OK);
+  assert_int_equal(esmt_flat_upload(m, h, m->mem.moment2), ESMT_OK);
   free(h);
 }
 
@@ -73,9 +73,9 @@ static void test_round_trip(void **state) {
   assert_int_equal(esmt_checkpoint_load(b, resolved, 1, &tj), ESMT_OK);
   assert_non_null(strstr(tj, "\"rng\""));
   free(tj);
-  float *pa = snapshot(a, a->params), *pb = snapshot(b, b->params);
+  float *pa = snapshot(a, a->mem.master), *pb = snapshot(b, b->mem.master);
   assert_memory_equal(pa, pb, a->layout.total * sizeof *pa);
-  float *ma = snapshot(a, a->adam_v), *mb = snapshot(b, b->adam_v);
+  float *ma = snapshot(a, a->mem.moment2), *mb = snapshot(b, b->mem.moment2);
   assert_memory_equal(ma, mb, a->layout.total * sizeof *ma);
   free(pa); free(pb); free(ma); free(mb);
   esmt_model_destroy(a);
@@ -136,14 +136,14 @@ static void test_corruption_refused(void **state) {
   char good[4096], bad[4096], p[4200];
   assert_int_equal(esmt_checkpoint_save(a, run, 1, "{}", 0, good, sizeof good), ESMT_OK);
   assert_int_equal(esmt_checkpoint_save(a, run, 2, "{}", 0, bad, sizeof bad), ESMT_OK);
-  float *before = snapshot(b, b->params);
+  float *before = snapshot(b, b->mem.master);
 
   snprintf(p, sizeof p, "%s/model.safetensors", bad);
   truncate_file(p, 1000);
   assert_int_equal(esmt_checkpoint_load(b, bad, 1, NULL), ESMT_ERR_FORMAT);
   assert_non_null(strstr(esmt_last_error(), "truncated"));
   assert_non_null(strstr(esmt_last_error(), "model.safetensors"));
-  float *after = snapshot(b, b->params);
+  float *after = snapshot(b, b->mem.master);
   assert_memory_equal(before, after, b->layout.total * sizeof *before); /* untouched */
   free(after);
   /* The previous checkpoint still loads. */

@@ -100,7 +100,7 @@ static esmt_status run(const run_spec *s) {
   mem_source ms = {.rows = 2, .offset = s->rank, .stride = s->world};
   esmt_batch_source src = mem_source_as_source(&ms);
   if (!st) {
-    fake_dp_watch(m->grads, m->layout.total);
+    fake_dp_watch(m->mem.grads, m->layout.total);
     esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
     esmt_schedule to_sched = ESMT_SCHEDULE_INIT;
     to.schedule = &to_sched;
@@ -127,7 +127,7 @@ static esmt_status run(const run_spec *s) {
                                   &groups);
     if (p) snprintf(report, sizeof report, "problem: %s", p);
     else snprintf(report, sizeof report, "ok groups=%d peer_checks=%d moments=%llu", groups,
-                  fake_dp_peer_checks(), (unsigned long long)(m->opt_hi - m->opt_lo));
+                  fake_dp_peer_checks(), (unsigned long long)(m->mem.opt_hi - m->mem.opt_lo));
   } else {
     snprintf(report, sizeof report, "ok");
   }
@@ -330,7 +330,7 @@ static void test_zero1_needs_abi13(void **state) {
   assert_int_equal(esmt_dp_zero_start(dp, m), ESMT_ERR_UNSUPPORTED);
   printf("refused: %s\n", esmt_last_error());
   assert_non_null(strstr(esmt_last_error(), "ABI 1.3 reduce_scatter/allgather"));
-  assert_int_equal(m->opt_hi - m->opt_lo, m->layout.total); /* nothing was sharded */
+  assert_int_equal(m->mem.opt_hi - m->mem.opt_lo, m->layout.total); /* nothing was sharded */
   esmt_dp_destroy(dp);
   esmt_model_destroy(m);
   ctx->backend = real;

@@ -178,7 +178,7 @@ static void test_cpu_model_precision(void **state) {
     if (old) c.struct_size = (uint32_t)offsetof(esmt_model_config, precision);
     assert_int_equal(esmt_model_create(g_ctx, &c, 1, &m), ESMT_OK);
     assert_int_equal(m->dtype, ESMTB_F32);
-    assert_null(m->params_lowp);
+    assert_null(m->mem.compute_lowp);
     assert_int_equal(esmt_model_get_config(m, &got), ESMT_OK);
     assert_int_equal(got.precision, ESMT_PRECISION_FP32);
     esmt_model_destroy(m);
@@ -216,9 +216,9 @@ static void expect_clean(const char *what) {
 static void expect_lowp_synced(esmt_model *m) {
   const uint64_t n = m->layout.total;
   float *p = malloc(n * sizeof *p);
-  assert_int_equal(m->ops->copy_async(m->dev, p, m->params, n * 4, ESMTB_COPY_D2H, NULL), 0);
+  assert_int_equal(m->ops->copy_async(m->dev, p, m->mem.master, n * 4, ESMTB_COPY_D2H, NULL), 0);
   assert_int_equal(m->ops->stream_sync(m->dev, NULL), 0);
-  const uint16_t *h = m->params_lowp; /* host-addressable (the cpu underneath) */
+  const uint16_t *h = m->mem.compute_lowp; /* host-addressable (the cpu underneath) */
   for (uint64_t i = 0; i < n; i++) {
     uint16_t want = m->dtype == ESMTB_BF16 ? esmt_f32_to_bf16(p[i]) : esmt_f32_to_f16(p[i]);
     if (h[i] != want) fail_msg("params_lowp[%llu] = 0x%04x, want 0x%04x (%g)",
@@ -262,7 +262,7 @@ static void pointer_checks(esmt_precision p, esmtb_dtype want) {
   assert_int_equal(m->dtype, want);
   const int half = want != ESMTB_F32;
   if (half) {
-    assert_non_null(m->params_lowp);
+    assert_non_null(m->mem.compute_lowp);
     assert_int_equal(half_emu_get_stats()->converts, 1); /* the initial weight copy */
     expect_lowp_synced(m);
   }
@@ -406,9 +406,9 @@ static void config_run(const char *prec, esmtb_dtype want, int loss_scaling) {
   const uint64_t n = t->m->layout.total;
   if (want != ESMTB_F32) {
     expect_lowp_synced(t2->m);
-    assert_memory_equal(t2->m->params_lowp, t->m->params_lowp, n * t->m->esize);
+    assert_memory_equal(t2->m->mem.compute_lowp, t->m->mem.compute_lowp, n * t->m->esize);
   } else {
-    assert_null(t2->m->params_lowp);
+    assert_null(t2->m->mem.compute_lowp);
   }
   esmt_trainer_destroy(t2);
   esmt_trainer_destroy(t);

@@ -57,7 +57,7 @@ static esmt_model *create(esmt_precision p, int offload, uint64_t pinned_limit) 
   esmt_model *m = NULL;
   if (esmt_model_create_with(g_ctx, &c, 11, &o, &m) != ESMT_OK)
     fail_msg("create: %s", esmt_last_error());
-  assert_true(offload ? m->offload != NULL : m->offload == NULL);
+  assert_true(offload ? m->mem.offload != NULL : m->mem.offload == NULL);
   return m;
 }
 
@@ -94,16 +94,16 @@ static void train(esmt_model *m, int updates, esmt_update_result *res) {
 static void expect_same_state(esmt_model *a, esmt_model *b) {
   const size_t bytes = a->layout.total * sizeof(float);
   assert_int_equal(a->layout.total, b->layout.total);
-  assert_memory_equal(a->params, b->params, bytes);
-  assert_memory_equal(a->adam_m, b->adam_m, bytes);
-  assert_true((a->adam_v == NULL) == (b->adam_v == NULL));
-  if (a->adam_v) assert_memory_equal(a->adam_v, b->adam_v, bytes);
+  assert_memory_equal(a->mem.master, b->mem.master, bytes);
+  assert_memory_equal(a->mem.moment1, b->mem.moment1, bytes);
+  assert_true((a->mem.moment2 == NULL) == (b->mem.moment2 == NULL));
+  if (a->mem.moment2) assert_memory_equal(a->mem.moment2, b->mem.moment2, bytes);
   /* and what the kernels compute on */
-  if (!a->params_lowp && !b->params_lowp) assert_memory_equal(a->params_dev, b->params_dev, bytes);
+  if (!a->mem.compute_lowp && !b->mem.compute_lowp) assert_memory_equal(a->mem.compute32, b->mem.compute32, bytes);
 }
 
 static uint64_t host_allocated(const esmt_model *m) {
-  return m->offload->pinned_bytes + m->offload->pageable_bytes;
+  return m->mem.offload->pinned_bytes + m->mem.offload->pageable_bytes;
 }
 
 static uint64_t planned_host(esmt_precision p) {
@@ -131,15 +131,15 @@ static void test_fp32_bit_identical(void **state) {
   assert_null(strstr(g_log, "pageable"));
   /* the planner's host figure is what was allocated, all of it pinned */
   assert_int_equal(host_allocated(off), planned_host(ESMT_PRECISION_FP32));
-  assert_int_equal(off->offload->pageable_bytes, 0);
+  assert_int_equal(off->mem.offload->pageable_bytes, 0);
   expect_same_state(plain, off);
   esmt_update_result ra[5], rb[5];
   train(plain, 5, ra);
   train(off, 5, rb);
   /* the trainer's update streams every update's gradients bucket by
    * bucket (head, L layers, embedding) and never pulls them whole */
-  assert_int_equal(off->offload->buckets_streamed, 5 * (off->L + 2));
-  assert_int_equal(off->offload->full_pulls, 0);
+  assert_int_equal(off->mem.offload->buckets_streamed, 5 * (off->L + 2));
+  assert_int_equal(off->mem.offload->full_pulls, 0);
   for (int i = 0; i < 5; i++) {
     assert_true(ra[i].loss == rb[i].loss);
     assert_true(ra[i].grad_norm == rb[i].grad_norm);
@@ -167,8 +167,8 @@ static void test_lion_bit_identical(void **state) {
   esmt_model *off = create(ESMT_PRECISION_FP32, 1, 0);
   assert_non_null(strstr(g_log, "offload: optimizer on the host (cpu lion)"));
   assert_non_null(strstr(g_log, "its moment,"));
-  assert_null(off->adam_v);
-  assert_null(plain->adam_v);
+  assert_null(off->mem.moment2);
+  assert_null(plain->mem.moment2);
   assert_int_equal(host_allocated(off), planned_host(ESMT_PRECISION_FP32));
   assert_int_equal(host_allocated(off), off->layout.total * 12);
   esmt_update_result ra[5], rb[5];
@@ -216,8 +216,8 @@ static void test_public_api_path(void **state) {
     }
   }
   assert_true(norms[0] == norms[1] && norms[0] > 0);
-  assert_int_equal(off->offload->buckets_streamed, 0); /* unarmed: one pull per step */
-  assert_int_equal(off->offload->full_pulls, 3);
+  assert_int_equal(off->mem.offload->buckets_streamed, 0); /* unarmed: one pull per step */
+  assert_int_equal(off->mem.offload->full_pulls, 3);
   expect_same_state(plain, off);
   esmt_model_destroy(plain);
   esmt_model_destroy(off);
@@ -236,10 +236,10 @@ static void test_pinned_cap_fallback(void **state) {
   /* the copy buffers are pinned first: gradients, master; the moments
    * (host-only) go pageable */
   esmt_model *off = create(ESMT_PRECISION_FP32, 1, 2 * buf + 100);
-  assert_int_equal(off->offload->pinned_bytes, 2 * buf);
-  assert_int_equal(off->offload->pageable_bytes, 2 * buf);
-  assert_true(off->offload->bufs[0].ptr == off->offload->grads && off->offload->bufs[0].pinned);
-  assert_true(off->offload->bufs[1].ptr == off->params && off->offload->bufs[1].pinned);
+  assert_int_equal(off->mem.offload->pinned_bytes, 2 * buf);
+  assert_int_equal(off->mem.offload->pageable_bytes, 2 * buf);
+  assert_true(off->mem.offload->bufs[0].ptr == off->mem.offload->grads && off->mem.offload->bufs[0].pinned);
+  assert_true(off->mem.offload->bufs[1].ptr == off->mem.master && off->mem.offload->bufs[1].pinned);
   assert_int_equal(host_allocated(off), planned_host(ESMT_PRECISION_FP32));
   assert_non_null(strstr(g_log, "optimizer first moments ("));
   assert_non_null(strstr(g_log, "AdamW second moments"));
@@ -252,8 +252,8 @@ static void test_pinned_cap_fallback(void **state) {
   esmt_model_destroy(off);
   /* a cap below the first buffer: everything pageable */
   off = create(ESMT_PRECISION_FP32, 1, 16);
-  assert_int_equal(off->offload->pinned_bytes, 0);
-  assert_int_equal(off->offload->pageable_bytes, planned_host(ESMT_PRECISION_FP32));
+  assert_int_equal(off->mem.offload->pinned_bytes, 0);
+  assert_int_equal(off->mem.offload->pageable_bytes, planned_host(ESMT_PRECISION_FP32));
   train(off, 4, rb);
   expect_same_state(plain, off);
   esmt_model_destroy(off);
@@ -324,7 +324,7 @@ static void test_nonfinite_seen_on_host(void **state) {
   esmt_test_inject_nan_step = 0;
   esmt_test_inject_nan_count = 0;
   assert_true(ra[1].skipped && rb[1].skipped);
-  assert_int_equal(off->offload->full_pulls, 1); /* after the injected NaN only */
+  assert_int_equal(off->mem.offload->full_pulls, 1); /* after the injected NaN only */
   assert_false(ra[2].skipped || rb[2].skipped);
   expect_same_state(plain, off);
   esmt_model_destroy(plain);
@@ -344,19 +344,19 @@ static void half_run(esmt_precision p) {
   esmt_model *off = create(p, 1, 0);
   assert_non_null(strstr(g_log, "compute-weight staging"));
   assert_int_equal(host_allocated(off), planned_host(p));
-  assert_null(off->params_dev);
-  assert_non_null(off->norm_dev);
+  assert_null(off->mem.compute32);
+  assert_non_null(off->mem.norm_dev);
   const uint64_t P = plain->layout.total;
-  assert_memory_equal(plain->params_lowp, off->params_lowp, P * plain->esize);
+  assert_memory_equal(plain->mem.compute_lowp, off->mem.compute_lowp, P * plain->esize);
   esmt_update_result ra[4], rb[4];
   train(plain, 4, ra);
   train(off, 4, rb);
   for (int i = 0; i < 4; i++) assert_true(ra[i].loss == rb[i].loss);
   expect_same_state(plain, off);
   /* the device compute copy: the half weights, then the fp32 norms */
-  assert_memory_equal(plain->params_lowp, off->params_lowp, P * plain->esize);
-  for (int i = 0; i < off->n_norm; i++)
-    assert_memory_equal(off->norm_dev + (uint64_t)i * off->d, off->params + off->norm_offs[i],
+  assert_memory_equal(plain->mem.compute_lowp, off->mem.compute_lowp, P * plain->esize);
+  for (int i = 0; i < off->mem.n_norm; i++)
+    assert_memory_equal(off->mem.norm_dev + (uint64_t)i * off->d, off->mem.master + off->mem.norm_offs[i],
                         (size_t)off->d * sizeof(float));
   half_emu_stats *s = half_emu_get_stats();
   if (s->problems) fail_msg("%llu bad op arguments; first: %s", (unsigned long long)s->problems,
@@ -444,9 +444,9 @@ static void test_config_policy(void **state) {
     g_log[0] = '\0';
     esmt_config *cfg = config_for_rec(data, run_x, cases[i].mode, cases[i].budget, cases[i].rec);
     esmt_trainer *t = trainer_for(cfg);
-    if ((t->m->offload != NULL) != cases[i].want)
+    if ((t->m->mem.offload != NULL) != cases[i].want)
       fail_msg("case %zu (%s, budget %llu): offload %d, want %d; log:\n%s", i, cases[i].mode,
-               (unsigned long long)cases[i].budget, t->m->offload != NULL, cases[i].want, g_log);
+               (unsigned long long)cases[i].budget, t->m->mem.offload != NULL, cases[i].want, g_log);
     if (t->m->recompute != cases[i].want_rec)
       fail_msg("case %zu: recompute %d, want %d; log:\n%s", i, t->m->recompute, cases[i].want_rec,
                g_log);

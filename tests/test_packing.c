@@ -74,7 +74,7 @@ static void run_batch(esmt_model *m, const esmt_batch *b, esmt_forward_result *r
   ASSERT_OK(esmt_model_zero_grad(m));
   ASSERT_OK(esmt_model_forward(m, b, r, logits));
   ASSERT_OK(esmt_model_backward(m));
-  ASSERT_OK(esmt_flat_download(m, grads, m->grads));
+  ASSERT_OK(esmt_flat_download(m, grads, m->mem.grads));
 }
 
 static void test_model_packed_equals_padded(void **state) {

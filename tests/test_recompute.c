@@ -117,7 +117,7 @@ static double grads_of(esmt_model *m, float *g) {
   assert_int_equal(esmt_model_zero_grad(m), ESMT_OK);
   if (esmt_model_forward(m, &b, &r, NULL) != ESMT_OK || esmt_model_backward(m) != ESMT_OK)
     fail_msg("%s", esmt_last_error());
-  memcpy(g, m->grads, m->layout.total * sizeof(float)); /* host memory on the cpu backend */
+  memcpy(g, m->mem.grads, m->layout.total * sizeof(float)); /* host memory on the cpu backend */
   return r.loss;
 }
 
@@ -144,10 +144,10 @@ static void compare(esmt_precision p) {
                ra[i].grad_norm, rb[i].grad_norm);
   }
   assert_true(ra[U - 1].loss < ra[0].loss);
-  assert_memory_equal(plain->params, rec->params, P * sizeof(float));
-  assert_memory_equal(plain->adam_m, rec->adam_m, P * sizeof(float));
-  assert_memory_equal(plain->adam_v, rec->adam_v, P * sizeof(float));
-  if (plain->params_lowp) assert_memory_equal(plain->params_lowp, rec->params_lowp, P * plain->esize);
+  assert_memory_equal(plain->mem.master, rec->mem.master, P * sizeof(float));
+  assert_memory_equal(plain->mem.moment1, rec->mem.moment1, P * sizeof(float));
+  assert_memory_equal(plain->mem.moment2, rec->mem.moment2, P * sizeof(float));
+  if (plain->mem.compute_lowp) assert_memory_equal(plain->mem.compute_lowp, rec->mem.compute_lowp, P * plain->esize);
   /* the arena: smaller by L-1 sets, each what the planner says */
   assert_int_equal(rec->act_recompute, 1);
   assert_int_equal(plain->act_recompute, 0);
@@ -177,7 +177,7 @@ static void test_toggle(void **state) {
     assert_true(ra[0].loss == rb[0].loss);
     assert_int_equal(b->act_recompute, i % 2);
   }
-  assert_memory_equal(a->params, b->params, a->layout.total * sizeof(float));
+  assert_memory_equal(a->mem.master, b->mem.master, a->layout.total * sizeof(float));
   assert_int_equal(esmt_model_set_recompute(b, 2), ESMT_ERR_INVALID_ARGUMENT);
   assert_int_equal(esmt_model_set_recompute(NULL, 1), ESMT_ERR_INVALID_ARGUMENT);
   esmt_model_destroy(a);

@@ -139,7 +139,7 @@ static esmt_status run(const run_spec *s) {
   if (!st && s->info_out) {
     char info[256];
     snprintf(info, sizeof info, "%llu %llu %llu %lld %lld %.9g",
-             (unsigned long long)m->opt_lo, (unsigned long long)m->opt_hi,
+             (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi,
              (unsigned long long)m->layout.total, (long long)t->scaler.overflows,
              (long long)t->skipped, t->last_finite_norm);
     write_text(s->info_out, info);
@@ -429,7 +429,7 @@ static void test_resume(void **state) {
   assert_int_equal(esmt_checkpoint_resolve(full, dir, sizeof dir), ESMT_OK);
   assert_int_equal(esmt_checkpoint_load(m, dir, 1, NULL), ESMT_OK);
   float *mv = malloc(n * sizeof *mv);
-  assert_int_equal(esmt_flat_download(m, mv, m->adam_v), ESMT_OK);
+  assert_int_equal(esmt_flat_download(m, mv, m->mem.moment2), ESMT_OK);
   size_t zeros = 0;
   for (size_t i = 0; i < n; i++) zeros += mv[i] == 0.0f;
   assert_true(zeros < n / 100); /* every shard's second moments are there */

@@ -34,6 +34,6 @@ esmt_model *fixture_model(void) {
 float *fixture_weights(esmt_model *m) {
   float *h = malloc(m->layout.total * sizeof *h);
   assert_non_null(h);
-  assert_int_equal(esmt_flat_download(m, h, m->params), ESMT_OK);
+  assert_int_equal(esmt_flat_download(m, h, m->mem.master), ESMT_OK);
   return h;
 }

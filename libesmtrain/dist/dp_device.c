@@ -174,9 +174,9 @@ esmt_status esmt_dp_device_allgather(esmt_dp *dp, esmt_model *m, float *buf, uin
 }
 
 void esmt_dp_device_arm(esmt_dp *dp, esmt_model *m) {
-  m->grads_ready = on_ready;
-  m->grads_ready_user = dp;
-  m->grads_ready_async = 1;
+  m->grads_hook.fn = on_ready;
+  m->grads_hook.user = dp;
+  m->grads_hook.async = 1;
 }
 
 esmt_status esmt_dp_device_finish(esmt_dp *dp, esmt_model *m) {

@@ -116,7 +116,7 @@ static esmt_status need_host_grads(const esmt_model *m) {
 static esmt_status params_checksum(esmt_model *m, uint64_t *out) {
   uint64_t cs = 1469598103934665603ull;
   if (m->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE) {
-    const uint32_t *bits = (const uint32_t *)(const void *)m->params;
+    const uint32_t *bits = (const uint32_t *)(const void *)m->mem.master;
     for (uint64_t i = 0; i < m->layout.total; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
     *out = cs;
     return ESMT_OK;
@@ -127,7 +127,7 @@ static esmt_status params_checksum(esmt_model *m, uint64_t *out) {
   esmtb_status bs = 0;
   for (uint64_t at = 0; at < m->layout.total && !bs; at += CHUNK) {
     const uint64_t n = m->layout.total - at < CHUNK ? m->layout.total - at : CHUNK;
-    bs = m->ops->copy_async(m->dev, bits, m->params + at, n * sizeof *bits, ESMTB_COPY_D2H,
+    bs = m->ops->copy_async(m->dev, bits, m->mem.master + at, n * sizeof *bits, ESMTB_COPY_D2H,
                             m->stream);
     if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
     for (uint64_t i = 0; !bs && i < n; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
@@ -226,7 +226,7 @@ esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
     return esmt_fail(ESMT_ERR_STATE, "data parallel: the group serves another model");
   esmt_status st = dp->on_device ? ESMT_OK : need_host_grads(m);
   if (st) return st;
-  dp->grads = m->grads;
+  dp->grads = m->mem.grads;
   dp->total = m->layout.total;
   dp->nbuckets = (dp->total + dp->bucket_elems - 1) / dp->bucket_elems;
   dp->ready = dp->done = 0;
@@ -239,16 +239,16 @@ esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
   if (pthread_create(&dp->worker, NULL, worker_main, dp) != 0)
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "data parallel: cannot start the all-reduce thread");
   dp->worker_running = 1;
-  m->grads_ready = on_grads_ready;
-  m->grads_ready_user = dp;
+  m->grads_hook.fn = on_grads_ready;
+  m->grads_hook.user = dp;
   return ESMT_OK;
 }
 
 esmt_status esmt_dp_grads_finish(esmt_dp *dp, esmt_model *m) {
   if (!dp) return ESMT_OK;
-  m->grads_ready = NULL;
-  m->grads_ready_user = NULL;
-  m->grads_ready_async = 0;
+  m->grads_hook.fn = NULL;
+  m->grads_hook.user = NULL;
+  m->grads_hook.async = 0;
   if (dp->on_device) return esmt_dp_device_finish(dp, m);
   if (!dp->worker_running) return ESMT_OK;
   on_grads_ready(dp, 0); /* whatever backward did not report (e.g. it failed) */
@@ -260,9 +260,9 @@ esmt_status esmt_dp_grads_finish(esmt_dp *dp, esmt_model *m) {
 
 void esmt_dp_grads_cancel(esmt_dp *dp, esmt_model *m) {
   if (!dp) return;
-  m->grads_ready = NULL;
-  m->grads_ready_user = NULL;
-  m->grads_ready_async = 0;
+  m->grads_hook.fn = NULL;
+  m->grads_hook.user = NULL;
+  m->grads_hook.async = 0;
   if (dp->on_device) { /* queued all-reduces may never complete: stop them */
     esmt_dp_device_abort(dp);
     return;

@@ -48,7 +48,7 @@ void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi
 }
 
 static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
-  if (m->offload)
+  if (m->mem.offload)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero 1 does not combine with offload.optimizer (the offloaded "
                      "optimizer keeps the whole fp32 master and moments in host memory): turn "
@@ -122,8 +122,8 @@ esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   const uint64_t total = m->layout.total;
   esmt_dp_shard(dp, total, &lo, &hi);
   esmt_status st = dp->on_device
-      ? esmt_dp_device_allgather(dp, m, m->params, total)
-      : esmt_comm_allgather_shards(dp->comm, m->params, (size_t)total, dp->shard_off,
+      ? esmt_dp_device_allgather(dp, m, m->mem.master, total)
+      : esmt_comm_allgather_shards(dp->comm, m->mem.master, (size_t)total, dp->shard_off,
                                    sizeof(float));
   if (st) return esmt_fail_prefix(st, "ZeRO-1: all-gather of the updated weights: ");
   /* AdamW refreshed the compute copy of this shard; the rest follows */
@@ -137,8 +137,8 @@ esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_
                                         float *host_v) {
   const uint64_t total = m->layout.total;
   /* this rank's shard into its place; the all-gathers fill in the rest */
-  esmt_status st = esmt_flat_download(m, host_m, m->adam_m);
-  if (!st && host_v) st = esmt_flat_download(m, host_v, m->adam_v); /* NULL: Lion */
+  esmt_status st = esmt_flat_download(m, host_m, m->mem.moment1);
+  if (!st && host_v) st = esmt_flat_download(m, host_v, m->mem.moment2); /* NULL: Lion */
   uint64_t failed = st != ESMT_OK;
   char own[1024] = "";
   if (st) snprintf(own, sizeof own, "%s", esmt_last_error());

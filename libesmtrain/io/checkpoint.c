@@ -120,7 +120,7 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
   float *a = malloc(n * sizeof *a), *b = (host_m || ns < 2) ? a : malloc(n * sizeof *b);
   uint32_t crc_model = 0, crc_opt = 0;
   if (!a || !b) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: out of host memory");
-  if (!st) st = esmt_flat_download(m, a, m->params);
+  if (!st) st = esmt_flat_download(m, a, m->mem.master);
   if (!st) {
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
     const float *bufs[] = {a};
@@ -128,8 +128,8 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
     esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 1, 1, meta, 2, &crc_model);
   }
-  if (!st && !host_m) st = esmt_flat_download(m, a, m->adam_m);
-  if (!st && !host_m && ns > 1) st = esmt_flat_download(m, b, m->adam_v);
+  if (!st && !host_m) st = esmt_flat_download(m, a, m->mem.moment1);
+  if (!st && !host_m && ns > 1) st = esmt_flat_download(m, b, m->mem.moment2);
   if (!st) {
     snprintf(path, sizeof path, "%s/optimizer.safetensors", tmp);
     /* the state buffers under the optimizer's names (optimizer.h) */
@@ -171,7 +171,7 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
                                       const char *trainer_json, int keep_last,
                                       const float *host_m, const float *host_v, char *out_dir,
                                       size_t cap) {
-  if (!host_m && (m->opt_lo != 0 || m->opt_hi != m->layout.total))
+  if (!host_m && (m->mem.opt_lo != 0 || m->mem.opt_hi != m->layout.total))
     return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
                      "optimizer state; gather the moments first");
   char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
@@ -317,13 +317,13 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
     if (!tj) st = esmt_fail(ESMT_ERR_FORMAT, "%s/state.json: no trainer state", ckpt_dir);
   }
   /* Everything verified: only now touch the model. */
-  if (!st) st = esmt_flat_upload(m, w, m->params);
+  if (!st) st = esmt_flat_upload(m, w, m->mem.master);
   if (!st) { /* the checkpoint's rotary frequencies, or the computed ones */
     st = esmt_carried_install(m, carried, nc);
     carried = NULL;
   }
-  if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->adam_m);
-  if (!st && vv) st = esmt_flat_upload(m, vv, m->adam_v);
+  if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->mem.moment1);
+  if (!st && vv) st = esmt_flat_upload(m, vv, m->mem.moment2);
   if (!st) m->have_forward = 0;
   esmt_carried_free(carried, nc);
   free(w);

@@ -6,7 +6,7 @@
 
 #include "carried_tensors.h"
 #include "checkpoint.h"
-#include "offload.h"
+#include "param_layer.h"
 #include "safetensors.h"
 
 /* Copy a whole flat buffer between device and host. The moments cover
@@ -14,9 +14,9 @@
  * of `host` is copied. */
 static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_device) {
   uint64_t lo = 0, n = m->layout.total;
-  if (dev_buf && (dev_buf == m->adam_m || dev_buf == m->adam_v)) {
-    lo = m->opt_lo;
-    n = m->opt_hi - m->opt_lo;
+  if (dev_buf && (dev_buf == m->mem.moment1 || dev_buf == m->mem.moment2)) {
+    lo = m->mem.opt_lo;
+    n = m->mem.opt_hi - m->mem.opt_lo;
   }
   /* a master buffer may be host memory (optimizer offload) */
   esmt_status st = n ? esmt_master_copy(m, host + lo, dev_buf, n * sizeof(float), to_device)
@@ -29,9 +29,9 @@ esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf) {
 }
 esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
   esmt_status st = flat_copy(m, (float *)host, dev_buf, 1);
-  if (dev_buf == m->grads) esmt_offload_grads_changed(m);
+  if (dev_buf == m->mem.grads) m->mem.layer->grads_changed(m);
   /* new master weights: the half-precision compute copy follows them */
-  if (!st && dev_buf == m->params) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  if (!st && dev_buf == m->mem.master) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   return st;
 }
 
@@ -87,7 +87,7 @@ esmt_status esmt_write_flat(esmt_model *m, const char *path, const float *const 
 esmt_status esmt_weights_save(esmt_model *m, const char *path, uint32_t *crc) {
   float *host = malloc(m->layout.total * sizeof *host);
   if (!host) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory", path);
-  esmt_status st = esmt_flat_download(m, host, m->params);
+  esmt_status st = esmt_flat_download(m, host, m->mem.master);
   const float *bufs[] = {host};
   const char *prefixes[] = {""};
   esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
@@ -147,7 +147,7 @@ esmt_status esmt_weights_load(esmt_model *m, const char *path) {
   esmt_carried_tensor *carried = NULL;
   int nc = 0;
   if (!st) st = esmt_carried_collect(m, &f, path, &carried, &nc);
-  if (!st) st = esmt_flat_upload(m, host, m->params);
+  if (!st) st = esmt_flat_upload(m, host, m->mem.master);
   if (!st) {
     st = esmt_carried_install(m, carried, nc); /* owns the list from here */
     carried = NULL;

@@ -111,7 +111,7 @@ static esmt_status write_weights(esmt_model *m, const char *dir) {
   float *zeros = calloc(nz, sizeof *zeros);
   esmt_status st = (!e || !x || !names || !host || !zeros)
                        ? esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "export: out of memory")
-                       : esmt_flat_download(m, host, m->params);
+                       : esmt_flat_download(m, host, m->mem.master);
   int k = 0, nx = 0;
   for (int i = 0; i < ly->count && !st; i++, k++) {
     const esmt_tensor_info *t = &ly->tensors[i];

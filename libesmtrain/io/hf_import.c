@@ -228,7 +228,7 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
   /* the tensors esmtrain does not train, kept byte for byte: pretrained,
    * fp16-rounded inverse frequencies (used), the contact head... */
   if ((st = esmt_carried_collect(m, &merged, dir, &carried, &nc))) goto done;
-  if ((st = esmt_flat_upload(m, host, m->params))) goto done;
+  if ((st = esmt_flat_upload(m, host, m->mem.master))) goto done;
   st = esmt_carried_install(m, carried, nc);
   carried = NULL;
 done:

@@ -3,6 +3,7 @@
 #include "offload.h"
 
 #include "optimizer.h"
+#include "param_layer.h"
 #include "registry.h"
 
 #include <stdio.h>
@@ -32,10 +33,10 @@ uint64_t esmt_offload_host_bytes(const esmt_model_config *cfg, int esize) {
 }
 
 int esmt_offload_is_master(const esmt_model *m, const void *buf) {
-  if (!m->offload || !buf) return 0;
+  if (!m->mem.offload || !buf) return 0;
   const char *b = buf;
   const uint64_t bytes = m->layout.total * sizeof(float);
-  const float *mb[3] = {m->params, m->adam_m, m->adam_v};
+  const float *mb[3] = {m->mem.master, m->mem.moment1, m->mem.moment2};
   for (int i = 0; i < 3; i++)
     if (mb[i] && b >= (const char *)mb[i] && b < (const char *)mb[i] + bytes) return 1;
   return 0;
@@ -43,7 +44,7 @@ int esmt_offload_is_master(const esmt_model *m, const void *buf) {
 
 /* One host buffer: pinned while under the cap, pageable past it. */
 static esmt_status host_alloc(esmt_model *m, uint64_t bytes, const char *what, void **out) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   const esmt_logger *lg = &m->ctx->logger;
   void *p = NULL;
   int pinned = 0;
@@ -80,13 +81,6 @@ static esmt_status host_alloc(esmt_model *m, uint64_t bytes, const char *what, v
   return ESMT_OK;
 }
 
-static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
-  esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
-  if (!st) return ESMT_OK;
-  esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what, MIB(bytes));
-  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
-}
-
 static const esmt_backend_entry *host_backend(const esmt_context *ctx) {
   for (int i = 0; i < ctx->registry.count; i++) {
     const esmt_backend_entry *e = &ctx->registry.entries[i];
@@ -99,7 +93,7 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
   const char *fn = "esmt_model_create: offload";
   esmt_offload *o = calloc(1, sizeof *o);
   if (!o) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-  m->offload = o;
+  m->mem.offload = o;
   o->pinned_limit = opt->pinned_limit;
   const esmt_backend_entry *he = host_backend(m->ctx);
   if (!he)
@@ -123,21 +117,21 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
 
   /* LayerNorm w/b: where the kernels find them in F16/BF16. */
-  m->n_norm = esmt_norm_tensor_count(&m->cfg);
-  m->norm_offs = malloc((size_t)m->n_norm * sizeof *m->norm_offs);
-  if (!m->norm_offs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  m->mem.n_norm = esmt_norm_tensor_count(&m->cfg);
+  m->mem.norm_offs = malloc((size_t)m->mem.n_norm * sizeof *m->mem.norm_offs);
+  if (!m->mem.norm_offs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   const esmt_layout *ly = &m->layout;
   int k = 0;
   for (int l = 0; l < m->L; l++) {
-    m->norm_offs[k++] = ly->layers[l].ln1_w;
-    m->norm_offs[k++] = ly->layers[l].ln1_b;
-    m->norm_offs[k++] = ly->layers[l].ln2_w;
-    m->norm_offs[k++] = ly->layers[l].ln2_b;
+    m->mem.norm_offs[k++] = ly->layers[l].ln1_w;
+    m->mem.norm_offs[k++] = ly->layers[l].ln1_b;
+    m->mem.norm_offs[k++] = ly->layers[l].ln2_w;
+    m->mem.norm_offs[k++] = ly->layers[l].ln2_b;
   }
-  m->norm_offs[k++] = ly->lnf_w;
-  m->norm_offs[k++] = ly->lnf_b;
-  m->norm_offs[k++] = ly->head_ln_w;
-  m->norm_offs[k++] = ly->head_ln_b;
+  m->mem.norm_offs[k++] = ly->lnf_w;
+  m->mem.norm_offs[k++] = ly->lnf_b;
+  m->mem.norm_offs[k++] = ly->head_ln_w;
+  m->mem.norm_offs[k++] = ly->head_ln_b;
 
   const uint64_t P = ly->total, bytes = P * sizeof(float);
   const int es = (int)m->esize;
@@ -160,21 +154,21 @@ esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *opt) {
     o->staging_bytes = esmt_offload_compute_bytes(&m->cfg, es);
     st = host_alloc(m, o->staging_bytes, "compute-weight staging", &o->staging);
   }
-  if (!st) st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->params);
-  if (!st) st = host_alloc(m, bytes, "optimizer first moments", (void **)&m->adam_m);
-  if (!st && nstate > 1) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->adam_v);
+  if (!st) st = host_alloc(m, bytes, "fp32 master weights", (void **)&m->mem.master);
+  if (!st) st = host_alloc(m, bytes, "optimizer first moments", (void **)&m->mem.moment1);
+  if (!st && nstate > 1) st = host_alloc(m, bytes, "AdamW second moments", (void **)&m->mem.moment2);
   if (st) return st;
   if (es == 4) {
-    st = dev_alloc(m, bytes, (void **)&m->params_dev, "fp32 compute weights");
+    st = esmt_param_dev_alloc(m, bytes, (void **)&m->mem.compute32, "fp32 compute weights");
   } else {
-    st = dev_alloc(m, o->staging_bytes, &m->params_lowp, "half-precision weights and norms");
-    if (!st) m->norm_dev = (float *)(void *)((char *)m->params_lowp + ALIGN256(P * (uint64_t)es));
+    st = esmt_param_dev_alloc(m, o->staging_bytes, &m->mem.compute_lowp, "half-precision weights and norms");
+    if (!st) m->mem.norm_dev = (float *)(void *)((char *)m->mem.compute_lowp + ALIGN256(P * (uint64_t)es));
   }
   return st;
 }
 
 void esmt_offload_destroy(esmt_model *m) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   if (!o) return;
   if (m->dev) {
     if (o->copy) {
@@ -188,11 +182,11 @@ void esmt_offload_destroy(esmt_model *m) {
     else free(o->bufs[i].ptr);
   }
   if (o->hdev) o->hops->close(o->hdev);
-  free(m->norm_offs);
-  m->norm_offs = NULL;
-  m->params = m->adam_m = m->adam_v = NULL;
+  free(m->mem.norm_offs);
+  m->mem.norm_offs = NULL;
+  m->mem.master = m->mem.moment1 = m->mem.moment2 = NULL;
   free(o);
-  m->offload = NULL;
+  m->mem.offload = NULL;
 }
 
 static esmt_status h2d(esmt_model *m, void *dst, const void *src, uint64_t bytes) {
@@ -202,28 +196,28 @@ static esmt_status h2d(esmt_model *m, void *dst, const void *src, uint64_t bytes
 
 /* The fp32 LayerNorm w/b into the staging image, after the half weights. */
 static float *gather_norms(esmt_model *m) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   float *dst = (float *)(void *)((char *)o->staging +
                                  ALIGN256(m->layout.total * (uint64_t)m->esize));
-  for (int i = 0; i < m->n_norm; i++)
-    memcpy(dst + (uint64_t)i * m->d, m->params + m->norm_offs[i], (size_t)m->d * sizeof(float));
+  for (int i = 0; i < m->mem.n_norm; i++)
+    memcpy(dst + (uint64_t)i * m->d, m->mem.master + m->mem.norm_offs[i], (size_t)m->d * sizeof(float));
   return dst;
 }
 
 esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t count) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   esmt_status st;
-  if (!m->params_lowp) {
-    st = h2d(m, m->params_dev + offset, m->params + offset, count * sizeof(float));
+  if (!m->mem.compute_lowp) {
+    st = h2d(m, m->mem.compute32 + offset, m->mem.master + offset, count * sizeof(float));
   } else {
-    esmtb_convert_args c = {sizeof c, count, m->params + offset, ESMTB_F32,
+    esmtb_convert_args c = {sizeof c, count, m->mem.master + offset, ESMTB_F32,
                             (char *)o->staging + offset * m->esize, m->dtype};
     esmtb_status bs = o->hops->convert(o->hdev, &c, NULL);
     if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: converting the weights: ");
     const float *norms = gather_norms(m);
-    st = h2d(m, (char *)m->params_lowp + offset * m->esize, (char *)o->staging + offset * m->esize,
+    st = h2d(m, (char *)m->mem.compute_lowp + offset * m->esize, (char *)o->staging + offset * m->esize,
              count * m->esize);
-    if (!st) st = h2d(m, m->norm_dev, norms, (uint64_t)m->n_norm * m->d * sizeof(float));
+    if (!st) st = h2d(m, m->mem.norm_dev, norms, (uint64_t)m->mem.n_norm * m->d * sizeof(float));
   }
   esmtb_status ss = st ? 0 : m->ops->stream_sync(m->dev, m->stream);
   if (ss) st = esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ");
@@ -232,7 +226,7 @@ esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t c
 }
 
 esmt_status esmt_offload_arm(esmt_model *m) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   if (!o) return ESMT_OK;
   /* The copy stream may still hold nothing: every update ends in finish. */
   o->armed = 1;
@@ -242,14 +236,14 @@ esmt_status esmt_offload_arm(esmt_model *m) {
 }
 
 esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   if (!o || !o->armed || from >= o->pending_end) return ESMT_OK;
   /* Bucket [from, pending_end): ordered after the compute stream's work so
    * far by the event, copied while the compute stream goes on. */
   esmtb_status bs = m->ops->event_record(m->dev, o->ready, m->stream);
   if (!bs) bs = m->ops->stream_wait_event(m->dev, o->copy, o->ready);
   if (!bs)
-    bs = m->ops->copy_async(m->dev, o->grads + from, m->grads + from,
+    bs = m->ops->copy_async(m->dev, o->grads + from, m->mem.grads + from,
                             (o->pending_end - from) * sizeof(float), ESMTB_COPY_D2H, o->copy);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient copy: ");
   o->pending_end = from;
@@ -258,7 +252,7 @@ esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from) {
 }
 
 esmt_status esmt_offload_finish(esmt_model *m) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   if (!o || !o->armed) return ESMT_OK;
   o->armed = 0;
   esmtb_status bs = m->ops->stream_sync(m->dev, o->copy);
@@ -268,7 +262,7 @@ esmt_status esmt_offload_finish(esmt_model *m) {
 }
 
 void esmt_offload_cancel(esmt_model *m) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   if (!o) return;
   if (o->armed) m->ops->stream_sync(m->dev, o->copy);
   o->armed = 0;
@@ -276,13 +270,13 @@ void esmt_offload_cancel(esmt_model *m) {
 }
 
 void esmt_offload_grads_changed(esmt_model *m) {
-  if (m->offload && !m->offload->armed) m->offload->host_grads_valid = 0;
+  if (m->mem.offload && !m->mem.offload->armed) m->mem.offload->host_grads_valid = 0;
 }
 
 esmt_status esmt_offload_pull_grads(esmt_model *m) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   if (o->host_grads_valid) return ESMT_OK;
-  esmtb_status bs = m->ops->copy_async(m->dev, o->grads, m->grads, m->layout.total * sizeof(float),
+  esmtb_status bs = m->ops->copy_async(m->dev, o->grads, m->mem.grads, m->layout.total * sizeof(float),
                                        ESMTB_COPY_D2H, m->stream);
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient download: ");
@@ -292,7 +286,7 @@ esmt_status esmt_offload_pull_grads(esmt_model *m) {
 }
 
 esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   esmt_status st = esmt_offload_pull_grads(m);
   if (st) return st;
   *sum = 0.0f;
@@ -302,34 +296,67 @@ esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum) {
 }
 
 esmt_status esmt_offload_step(esmt_model *m, esmtb_adamw_args *aw, esmtb_lion_args *al) {
-  esmt_offload *o = m->offload;
+  esmt_offload *o = m->mem.offload;
   esmt_status st = esmt_offload_pull_grads(m);
   if (st) return st;
-  void *low = m->params_lowp ? o->staging : NULL; /* the compute dtype, for one upload */
+  void *low = m->mem.compute_lowp ? o->staging : NULL; /* the compute dtype, for one upload */
   esmtb_status bs;
   if (al) {
-    al->params = m->params;
+    al->params = m->mem.master;
     al->grads = o->grads;
-    al->m = m->adam_m;
+    al->m = m->mem.moment1;
     al->params_lowp = low;
     al->lowp_dtype = m->dtype;
     bs = o->hops->lion(o->hdev, al, NULL); /* present: checked at setup */
   } else {
-    aw->params = m->params;
+    aw->params = m->mem.master;
     aw->grads = o->grads;
-    aw->m = m->adam_m;
-    aw->v = m->adam_v;
+    aw->m = m->mem.moment1;
+    aw->v = m->mem.moment2;
     aw->params_lowp = low;
     aw->lowp_dtype = m->dtype;
     bs = o->hops->adamw(o->hdev, aw, NULL);
   }
   if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: host %s: ", al ? "Lion" : "AdamW");
-  if (!m->params_lowp) {
-    st = h2d(m, m->params_dev, m->params, m->layout.total * sizeof(float));
+  if (!m->mem.compute_lowp) {
+    st = h2d(m, m->mem.compute32, m->mem.master, m->layout.total * sizeof(float));
   } else {
     gather_norms(m);
-    st = h2d(m, m->params_lowp, o->staging, o->staging_bytes);
+    st = h2d(m, m->mem.compute_lowp, o->staging, o->staging_bytes);
   }
   esmtb_status ss = st ? 0 : m->ops->stream_sync(m->dev, m->stream);
   return ss ? esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ") : st;
 }
+
+/* The offload layer over the device one: host master and moments, device
+ * compute weights and gradients. */
+static esmt_status off_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_buf) {
+  if (!esmt_offload_is_master(m, buf)) return esmt_device_layer.copy(m, host, buf, bytes, to_buf);
+  if (to_buf) memcpy(buf, host, (size_t)bytes); /* both in host memory */
+  else memcpy(host, buf, (size_t)bytes);
+  return ESMT_OK;
+}
+
+static void off_release(esmt_model *m) {
+  esmt_param_memory *p = &m->mem;
+  /* the device side: compute weights (fp32, or half + norms) and gradients */
+  void *dev[] = {p->compute32 != p->master ? p->compute32 : NULL, p->compute_lowp, p->grads};
+  for (size_t i = 0; m->dev && i < sizeof dev / sizeof dev[0]; i++)
+    if (dev[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, dev[i]);
+  esmt_offload_destroy(m); /* the host side */
+  memset(p, 0, sizeof *p);
+}
+
+const esmt_param_layer esmt_offload_layer = {
+    "offload",
+    esmt_offload_push_weights,
+    off_copy,
+    esmt_offload_grads_changed,
+    esmt_offload_grads_ready,
+    esmt_offload_arm,
+    esmt_offload_finish,
+    esmt_offload_cancel,
+    esmt_offload_grad_sumsq,
+    esmt_offload_step,
+    off_release,
+};

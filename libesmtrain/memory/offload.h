@@ -1,4 +1,6 @@
-/* Optimizer offload (issue #7): fp32 master weights, AdamW moments and a
+/* Optimizer offload (issue #7), the parameter memory's offload layer
+ * (param_layer.h: esmt_offload_layer, over the device layer): fp32 master
+ * weights, the optimizer's moments and a
  * host copy of the fp32 gradients live in (pinned) host memory; the device
  * keeps the compute-dtype weights and the fp32 gradients. The host AdamW
  * is the cpu backend's (cpu.so loaded from the registry as a second "host"
@@ -85,12 +87,12 @@ ESMT_HIDDEN uint64_t esmt_offload_compute_bytes(const esmt_model_config *cfg, in
 ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
 
 /* During esmt_model_create: open the host optimizer, allocate the host
- * buffers (setting m->params, m->adam_m, m->adam_v) and the device
+ * buffers (setting m->mem.master, m->mem.moment1, m->mem.moment2) and the device
  * compute weights; logs the host RAM needed. */
 ESMT_HIDDEN esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *o);
 ESMT_HIDDEN void esmt_offload_destroy(esmt_model *m);
 
-/* 1 when buf points into a host master buffer (params, adam_m, adam_v). */
+/* 1 when buf points into a host buffer (master, moment1, moment2). */
 ESMT_HIDDEN int esmt_offload_is_master(const esmt_model *m, const void *buf);
 
 /* Refresh the device compute weights from the host master (elements

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "context.h"
+#include "param_memory.h"
 
 /* Element offsets of one layer's tensors in the flat fp32 buffers. q, k
  * and v are adjacent so that one GEMM computes all three. */
@@ -115,21 +116,13 @@ struct esmt_model {
   esmt_model_config cfg;
   int L, d, H, hd, F, V;
   esmt_layout layout;
-  float *params, *grads;     /* device, layout.total each (fp32) */
-  /* The optimizer's state (cfg.optimizer's, optimizer.h) of the elements
-   * [opt_lo, opt_hi) only (device fp32): the whole buffer, except under
-   * ZeRO-1 where each rank keeps its shard (esmt_model_shard_optimizer).
-   * adam_m is the first moment of AdamW and Lion; adam_v, AdamW's second,
-   * is NULL for Lion. */
-  float *adam_m, *adam_v;
-  uint64_t opt_lo, opt_hi;
-  /* Compute precision: ESMTB_F32 computes on params itself; F16/BF16 on
-   * params_lowp, the same layout in that dtype, refreshed from params by
-   * every write (init, load, write_tensor: esmt_model_sync_lowp) and by
-   * AdamW. Activations are in `dtype` too. */
+  /* Where the parameters, gradients and optimizer state live and the copy
+   * the kernels compute on (memory/param_memory.h). */
+  esmt_param_memory mem;
+  /* Compute precision: ESMTB_F32 computes on the fp32 weights; F16/BF16 on
+   * mem.compute_lowp. Activations are in `dtype` too. */
   esmtb_dtype dtype;
   size_t esize;              /* bytes per element of dtype */
-  void *params_lowp;         /* NULL when dtype is F32 */
   float *rope_cos, *rope_sin;               /* device [max_positions, hd/2] */
   float *scalar;                            /* device fp32 scratch for reductions */
   float inv_freq[ESMT_MAX_HALF_HEAD];       /* rotary inverse frequencies in use */
@@ -162,41 +155,33 @@ struct esmt_model {
   esmt_packed packed;
   esmt_op_profile profile;
 
-  /* Data parallelism: when set, backward calls this as soon as the
+  /* Data parallelism: when fn is set, backward calls it as soon as the
    * gradients [from, layout.total) are final (after the LM head and final
    * LayerNorm, after each layer, after the embedding), so that their
-   * all-reduce can overlap the rest of backward. */
-  void (*grads_ready)(void *user, uint64_t from);
-  void *grads_ready_user;
-
-  /* Optimizer offload (offload.h): NULL without it. With it, params,
-   * adam_m and adam_v are HOST buffers (the fp32 master and moments), the
-   * kernels read params_dev (fp32 compute) or params_lowp (F16/BF16, with
-   * the fp32 LayerNorm w/b at norm_dev), and grads stay on the device. */
-  struct esmt_offload *offload;
-  float *params_dev;         /* device fp32 weights the kernels read; == params without offload */
-  float *norm_dev;           /* F16/BF16 offload: n_norm LayerNorm w/b of d floats each */
-  uint64_t *norm_offs;       /* their offsets in the flat layout */
-  int n_norm;
-  /* 0: backward waits for m->stream before each call (the hook reads the
-   * gradients on the host). 1: the hook orders its own device work after
-   * the queued ops (an event on m->stream), so backward does not wait. */
-  int grads_ready_async;
+   * all-reduce can overlap the rest of backward. async 0: backward waits
+   * for m->stream before each call (the hook reads the gradients on the
+   * host); 1: the hook orders its own device work after the queued ops (an
+   * event on m->stream), so backward does not wait. */
+  struct {
+    void (*fn)(void *user, uint64_t from);
+    void *user;
+    int async;
+  } grads_hook;
 };
 
 /* A weight at element offset `off` as the compute ops read it (the half
  * copy, or the fp32 master in fp32). LayerNorm weights and biases are
- * always read from m->params (the ABI's fp32 w/b). */
+ * always read from m->mem.master (the ABI's fp32 w/b). */
 static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
-  if (!m->params_lowp) return m->params_dev + off;
-  return (const char *)m->params_lowp + off * m->esize;
+  if (!m->mem.compute_lowp) return m->mem.compute32 + off;
+  return (const char *)m->mem.compute_lowp + off * m->esize;
 }
 
 /* A LayerNorm weight or bias (fp32, device) at element offset `off`. */
 static inline float *esmt_norm_param(const esmt_model *m, uint64_t off) {
-  if (!m->norm_dev) return m->params_dev + off;
-  for (int i = 0; i < m->n_norm; i++)
-    if (m->norm_offs[i] == off) return m->norm_dev + (uint64_t)i * (uint64_t)m->d;
+  if (!m->mem.norm_dev) return m->mem.compute32 + off;
+  for (int i = 0; i < m->mem.n_norm; i++)
+    if (m->mem.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
   return NULL; /* not a LayerNorm tensor: a bug the backend reports as a NULL argument */
 }
 
@@ -214,8 +199,9 @@ ESMT_HIDDEN esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, u
 /* Sum of squares of the gradients [lo, hi) (fp32 sum, as sumsq computes). */
 ESMT_HIDDEN esmt_status esmt_model_grad_sumsq(esmt_model *m, uint64_t lo, uint64_t hi, float *sum);
 
-/* Copy `bytes` between caller host memory and a master buffer (params,
- * adam_m, adam_v: device memory, or host memory under offload) at `buf`. */
+/* Copy `bytes` between caller host memory and a point `buf` inside one of
+ * the flat buffers (m->mem: master, gradients, moments), wherever the
+ * parameter memory's layer keeps it. */
 ESMT_HIDDEN esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes,
                                          int to_master);
 

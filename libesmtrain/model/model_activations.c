@@ -164,7 +164,7 @@ esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, int B, int T) {
     snprintf(item[n++], sizeof item[0], "turn on activation recompute (offload.recompute: on, "
              "or esmt_model_set_recompute) for %.1f MiB of activations",
              MIB(esmt_activation_bytes(&m->cfg, B, T, (int)m->esize, 1)));
-  if (!m->offload)
+  if (!m->mem.offload)
     snprintf(item[n++], sizeof item[0], "offload the optimizer (offload.optimizer: on) to move "
              "%.1f MiB of fp32 master weights and AdamW moments to the host",
              MIB(m->layout.total * 12));

@@ -9,17 +9,10 @@
 
 #include "model.h"
 #include "offload.h"
+#include "param_layer.h"
 #include "optimizer.h"
 
 #define MODEL_CONFIG_MIN_SIZE ESMT_MODEL_CONFIG_MIN_SIZE
-
-static esmt_status dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
-  esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
-  if (!st) return ESMT_OK;
-  esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
-                   (double)bytes / 1048576.0);
-  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
-}
 
 void esmt_model_drop_carried(esmt_model *m) {
   for (int i = 0; i < m->n_carried; i++) {
@@ -49,8 +42,8 @@ esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
       c[(size_t)p * half + i] = (float)cos(ang);
       s[(size_t)p * half + i] = (float)sin(ang);
     }
-  if (st == ESMT_OK && !m->rope_cos) st = dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
-  if (st == ESMT_OK && !m->rope_sin) st = dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
+  if (st == ESMT_OK && !m->rope_cos) st = esmt_param_dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
+  if (st == ESMT_OK && !m->rope_sin) st = esmt_param_dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
   if (st == ESMT_OK) {
     esmtb_status cs = m->ops->copy_async(m->dev, m->rope_cos, c, bytes, ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->copy_async(m->dev, m->rope_sin, s, bytes, ESMTB_COPY_H2D, m->stream);
@@ -121,32 +114,9 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     return st;
   }
   st = esmt_layout_build(&m->cfg, &m->layout);
-  m->opt_hi = m->layout.total;
-  uint64_t bytes = m->layout.total * sizeof(float);
-  const int offloaded = offload && offload->enabled;
-  if (offloaded) { /* host master and moments, device compute weights (offload.c) */
-    if (!st) st = esmt_offload_setup(m, offload);
-  } else {
-    if (!st) st = dev_alloc(m, bytes, (void **)&m->params, "parameters");
-    m->params_dev = m->params;
-  }
-  if (!st) st = dev_alloc(m, bytes, (void **)&m->grads, "gradients");
-  const int nstate = esmt_optimizer_state_count(m->cfg.optimizer); /* optimizer.h */
-  if (!offloaded) {
-    if (!st) st = dev_alloc(m, bytes, (void **)&m->adam_m, "optimizer first moments");
-    if (!st && nstate > 1) st = dev_alloc(m, bytes, (void **)&m->adam_v, "AdamW second moments");
-  }
-  if (!st) st = dev_alloc(m, 256, (void **)&m->scalar, "scratch");
-  if (!st && m->dtype != ESMTB_F32 && !offloaded)
-    st = dev_alloc(m, m->layout.total * m->esize, &m->params_lowp, "half-precision weight copy");
-  if (!st) {
-    float *bufs[] = {m->grads, m->adam_m, m->adam_v};
-    for (int i = 0; i < (offloaded ? 1 : 3) && !st; i++) {
-      if (!bufs[i]) continue; /* Lion keeps no second moment */
-      bs = m->ops->memset_async(m->dev, bufs[i], 0, bytes, m->stream);
-      if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
-    }
-  }
+  /* the parameter memory: on the device, or offloaded (memory/param_layer.h) */
+  if (!st) st = esmt_param_memory_setup(m, offload);
+  if (!st) st = esmt_param_dev_alloc(m, 256, (void **)&m->scalar, "scratch");
   if (!st && m->hd / 2 > ESMT_MAX_HALF_HEAD)
     st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
@@ -169,18 +139,14 @@ void esmt_model_destroy(esmt_model *m) {
   esmt_profile_report(m);
   if (m->dev) {
     if (m->stream || m->ops->stream_sync) m->ops->stream_sync(m->dev, m->stream);
-    if (m->offload) { /* params/adam_m/adam_v are its host buffers */
-      if (m->params_dev) m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->params_dev);
-      esmt_offload_destroy(m);
-    }
-    void *bufs[] = {m->params, m->grads, m->adam_m, m->adam_v, m->scalar,
-                    m->rope_cos, m->rope_sin, m->arena, m->params_lowp};
+    if (m->mem.layer) m->mem.layer->release(m);
+    void *bufs[] = {m->scalar, m->rope_cos, m->rope_sin, m->arena};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
     esmt_packed_free(m);
     m->ops->close(m->dev);
-  } else {
-    esmt_offload_destroy(m);
+  } else if (m->mem.layer) {
+    m->mem.layer->release(m); /* host buffers only: there is no device */
   }
   esmt_model_drop_carried(m);
   esmt_layout_free(&m->layout);
@@ -242,10 +208,10 @@ esmt_status esmt_model_find_tensor(const esmt_model *m, const char *name, int *i
 
 static float *buffer_of(esmt_model *m, esmt_buffer which) {
   switch (which) {
-    case ESMT_BUF_PARAMS: return m->params;
-    case ESMT_BUF_GRADS: return m->grads;
-    case ESMT_BUF_ADAM_M: return m->adam_m;
-    case ESMT_BUF_ADAM_V: return m->adam_v;
+    case ESMT_BUF_PARAMS: return m->mem.master;
+    case ESMT_BUF_GRADS: return m->mem.grads;
+    case ESMT_BUF_ADAM_M: return m->mem.moment1;
+    case ESMT_BUF_ADAM_V: return m->mem.moment2;
     default: return NULL;
   }
 }
@@ -256,7 +222,7 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
   int idx;
   esmt_status st = esmt_model_find_tensor(m, name, &idx);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
-  if (which == ESMT_BUF_ADAM_V && !m->adam_v)
+  if (which == ESMT_BUF_ADAM_V && !m->mem.moment2)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: this model's optimizer (%s) keeps no second "
                      "moment (ESMT_BUF_ADAM_V is AdamW's)", fn, esmt_optimizer_name(m->cfg.optimizer));
   float *buf = buffer_of(m, which);
@@ -267,15 +233,15 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
                      (unsigned long long)t->numel, (unsigned long long)count);
   uint64_t at = t->offset;
   if (which == ESMT_BUF_ADAM_M || which == ESMT_BUF_ADAM_V) { /* maybe a ZeRO-1 shard */
-    if (t->offset < m->opt_lo || t->offset + t->numel > m->opt_hi)
+    if (t->offset < m->mem.opt_lo || t->offset + t->numel > m->mem.opt_hi)
       return esmt_fail(ESMT_ERR_STATE, "%s: the optimizer state of '%s' is held by another "
                        "rank (ZeRO-1 shard [%llu, %llu))", fn, name,
-                       (unsigned long long)m->opt_lo, (unsigned long long)m->opt_hi);
-    at -= m->opt_lo;
+                       (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi);
+    at -= m->mem.opt_lo;
   }
   if ((st = esmt_master_copy(m, host, buf + at, count * sizeof(float), to_device)))
     return esmt_fail_prefix(st, "%s: '%s': ", fn, name);
-  if (to_device && which == ESMT_BUF_GRADS) esmt_offload_grads_changed(m);
+  if (to_device && which == ESMT_BUF_GRADS) m->mem.layer->grads_changed(m);
   if (to_device && which == ESMT_BUF_PARAMS) {
     m->have_forward = 0;
     if ((st = esmt_model_sync_lowp(m, t->offset, t->numel))) return esmt_fail_prefix(st, "%s: ", fn);
@@ -284,16 +250,7 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
 }
 
 esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_master) {
-  if (esmt_offload_is_master(m, buf)) { /* both in host memory */
-    if (to_master) memcpy(buf, host, (size_t)bytes);
-    else memcpy(host, buf, (size_t)bytes);
-    return ESMT_OK;
-  }
-  esmtb_status cs = to_master
-      ? m->ops->copy_async(m->dev, buf, host, bytes, ESMTB_COPY_H2D, m->stream)
-      : m->ops->copy_async(m->dev, host, buf, bytes, ESMTB_COPY_D2H, m->stream);
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-  return cs ? esmt_fail_prefix((esmt_status)cs, "copy: ") : ESMT_OK;
+  return m->mem.layer->copy(m, host, buf, bytes, to_master); /* wherever buf lives */
 }
 
 esmt_status esmt_model_read_tensor(esmt_model *m, const char *name, esmt_buffer which, float *dst,
@@ -442,7 +399,7 @@ esmt_status esmt_model_backward(esmt_model *m) {
   if (!m->have_forward)
     return esmt_fail(ESMT_ERR_STATE, "%s: no forward pass to differentiate (call "
                      "esmt_model_forward first; weights written since invalidate it)", fn);
-  esmt_offload_grads_changed(m); /* no-op unless offloaded and not streaming */
+  m->mem.layer->grads_changed(m); /* the offload's host copy, unless streaming */
   esmt_status st = esmt_model_run_backward(m);
   if (st) return st;
   m->have_forward = 0; /* activations are consumed */
@@ -451,8 +408,8 @@ esmt_status esmt_model_backward(esmt_model *m) {
 
 esmt_status esmt_model_zero_grad(esmt_model *m) {
   ESMT_CHECK_ARG(m, "esmt_model_zero_grad", "model is NULL");
-  esmt_offload_grads_changed(m);
-  esmtb_status cs = m->ops->memset_async(m->dev, m->grads, 0, m->layout.total * sizeof(float),
+  m->mem.layer->grads_changed(m);
+  esmtb_status cs = m->ops->memset_async(m->dev, m->mem.grads, 0, m->layout.total * sizeof(float),
                                          m->stream);
   return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_zero_grad: ") : ESMT_OK;
 }
@@ -476,18 +433,8 @@ esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
   const char *fn = "esmt_model_grad_norm";
   ESMT_CHECK_ARG(m && norm, fn, "model and norm must not be NULL");
   float sum = 0.0f;
-  if (m->offload) { /* on the host copy of the gradients */
-    esmt_status st = esmt_offload_grad_sumsq(m, &sum);
-    if (st) return esmt_fail_prefix(st, "%s: ", fn);
-    *norm = sqrt((double)sum);
-    return ESMT_OK;
-  }
-  esmtb_sumsq_args s = {sizeof s, m->layout.total, m->grads, m->scalar};
-  esmtb_status bs = m->ops->memset_async(m->dev, m->scalar, 0, sizeof(float), m->stream);
-  if (!bs) bs = m->ops->sumsq ? m->ops->sumsq(m->dev, &s, m->stream) : ESMT_ERR_UNSUPPORTED;
-  if (!bs) bs = m->ops->copy_async(m->dev, &sum, m->scalar, sizeof sum, ESMTB_COPY_D2H, m->stream);
-  if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
-  if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+  esmt_status st = m->mem.layer->grad_sumsq(m, &sum); /* the offload: on its host copy */
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
   *norm = sqrt((double)sum);
   return ESMT_OK;
 }

@@ -1,14 +1,14 @@
 /* The ESM-2 backward pass, the forward in reverse. Gradients ADD into
- * m->grads (so micro-batches accumulate); d_resid carries the gradient of
+ * m->mem.grads (so micro-batches accumulate); d_resid carries the gradient of
  * the residual stream from the head down to the embedding. */
 #include "model.h"
-#include "offload.h"
+#include "param_layer.h"
 
 /* Activations and their gradients are in the compute dtype; every
- * parameter gradient accumulates in fp32 (m->grads), LayerNorm reads the
+ * parameter gradient accumulates in fp32 (m->mem.grads), LayerNorm reads the
  * fp32 master w/b, Linear weights come from esmt_weight. */
 #define W32(off) esmt_norm_param(m, (off))
-#define G(off) (m->grads + (off))
+#define G(off) (m->mem.grads + (off))
 
 /* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
 static esmt_status linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
@@ -68,16 +68,14 @@ static esmt_status gelu_backward(esmt_model *m, const void *pre, void *d, uint64
  * queued ops must have finished writing them first (or, for an async hook,
  * be ordered before its work by the hook itself). */
 static esmt_status grads_ready(esmt_model *m, uint64_t from) {
-  /* Optimizer offload queues this bucket's D2H copy behind an event: no
-   * host wait (offload.c). */
-  if (m->offload) {
-    esmt_status ost = esmt_offload_grads_ready(m, from);
-    if (ost) return ost;
-  }
-  if (!m->grads_ready) return ESMT_OK;
-  esmtb_status st = m->grads_ready_async ? 0 : m->ops->stream_sync(m->dev, m->stream);
+  /* The parameter memory first (offload queues this bucket's D2H copy
+   * behind an event: no host wait). */
+  esmt_status ost = m->mem.layer->grads_ready(m, from);
+  if (ost) return ost;
+  if (!m->grads_hook.fn) return ESMT_OK;
+  esmtb_status st = m->grads_hook.async ? 0 : m->ops->stream_sync(m->dev, m->stream);
   if (st) return esmt_fail_prefix((esmt_status)st, "backward: stream sync: ");
-  m->grads_ready(m->grads_ready_user, from);
+  m->grads_hook.fn(m->grads_hook.user, from);
   return ESMT_OK;
 }
 

@@ -5,7 +5,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "offload.h"
+#include "param_layer.h"
 
 size_t esmt_dtype_size(esmtb_dtype t) {
   return t == ESMTB_F16 || t == ESMTB_BF16 ? 2 : t == ESMTB_U8 ? 1 : 4;
@@ -122,13 +122,5 @@ void esmt_to_f32(esmtb_dtype dtype, const void *src, float *dst, uint64_t n) {
 }
 
 esmt_status esmt_model_sync_lowp(esmt_model *m, uint64_t offset, uint64_t count) {
-  if (m->offload) return esmt_offload_push_weights(m, offset, count); /* host master -> device */
-  if (!m->params_lowp) return ESMT_OK;
-  esmtb_convert_args c = {sizeof c, count, m->params + offset, ESMTB_F32,
-                          (char *)m->params_lowp + offset * m->esize, m->dtype};
-  ESMT_OP(m, convert, c, "refreshing the half-precision weight copy");
-  esmtb_status ss = m->ops->stream_sync(m->dev, m->stream);
-  if (ss) return esmt_fail_prefix((esmt_status)ss, "refreshing the half-precision weight copy: ");
-  m->have_forward = 0;
-  return ESMT_OK;
+  return m->mem.layer->sync_compute(m, offset, count); /* memory/param_layer.h */
 }

@@ -13,21 +13,21 @@ static esmtb_status alloc_zeroed(esmt_model *m, uint64_t n, float **out) {
 
 esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi) {
   const char *fn = "esmt_model_shard_optimizer";
-  if (m->offload)
+  if (m->mem.offload)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: not with optimizer offload", fn);
-  if (lo > hi || hi > m->layout.total || lo < m->opt_lo || hi > m->opt_hi)
+  if (lo > hi || hi > m->layout.total || lo < m->mem.opt_lo || hi > m->mem.opt_hi)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: [%llu, %llu) is not within the held "
                      "[%llu, %llu)", fn, (unsigned long long)lo, (unsigned long long)hi,
-                     (unsigned long long)m->opt_lo, (unsigned long long)m->opt_hi);
-  if (lo == m->opt_lo && hi == m->opt_hi) return ESMT_OK;
-  const uint64_t n = hi - lo, skip = lo - m->opt_lo;
+                     (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi);
+  if (lo == m->mem.opt_lo && hi == m->mem.opt_hi) return ESMT_OK;
+  const uint64_t n = hi - lo, skip = lo - m->mem.opt_lo;
   float *nm = NULL, *nv = NULL;
   esmtb_status bs = alloc_zeroed(m, n, &nm);
-  if (!bs && m->adam_v) bs = alloc_zeroed(m, n, &nv); /* AdamW's second moment; Lion has none */
+  if (!bs && m->mem.moment2) bs = alloc_zeroed(m, n, &nv); /* AdamW's second moment; Lion has none */
   /* keep the current values (a checkpoint may have been loaded) */
-  if (!bs && n) bs = m->ops->copy_async(m->dev, nm, m->adam_m + skip, n * sizeof(float),
+  if (!bs && n) bs = m->ops->copy_async(m->dev, nm, m->mem.moment1 + skip, n * sizeof(float),
                                         ESMTB_COPY_D2D, m->stream);
-  if (!bs && n && nv) bs = m->ops->copy_async(m->dev, nv, m->adam_v + skip, n * sizeof(float),
+  if (!bs && n && nv) bs = m->ops->copy_async(m->dev, nv, m->mem.moment2 + skip, n * sizeof(float),
                                         ESMTB_COPY_D2D, m->stream);
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
   if (bs) {
@@ -35,19 +35,19 @@ esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi) 
     if (nv) m->ops->free(m->dev, ESMTB_MEM_DEVICE, nv);
     return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
   }
-  m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->adam_m);
-  if (m->adam_v) m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->adam_v);
-  m->adam_m = nm;
-  m->adam_v = nv;
-  m->opt_lo = lo;
-  m->opt_hi = hi;
+  m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->mem.moment1);
+  if (m->mem.moment2) m->ops->free(m->dev, ESMTB_MEM_DEVICE, m->mem.moment2);
+  m->mem.moment1 = nm;
+  m->mem.moment2 = nv;
+  m->mem.opt_lo = lo;
+  m->mem.opt_hi = hi;
   return ESMT_OK;
 }
 
 esmt_status esmt_model_grad_sumsq(esmt_model *m, uint64_t lo, uint64_t hi, float *sum) {
   *sum = 0.0f;
   if (hi <= lo) return ESMT_OK;
-  esmtb_sumsq_args s = {sizeof s, hi - lo, m->grads + lo, m->scalar};
+  esmtb_sumsq_args s = {sizeof s, hi - lo, m->mem.grads + lo, m->scalar};
   esmtb_status bs = m->ops->memset_async(m->dev, m->scalar, 0, sizeof(float), m->stream);
   if (!bs) bs = m->ops->sumsq ? m->ops->sumsq(m->dev, &s, m->stream) : ESMT_ERR_UNSUPPORTED;
   if (!bs) bs = m->ops->copy_async(m->dev, sum, m->scalar, sizeof *sum, ESMTB_COPY_D2H, m->stream);

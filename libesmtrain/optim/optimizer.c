@@ -9,8 +9,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "offload.h"
-#include "registry.h"
+#include "param_layer.h"
 
 typedef struct kind_info {
   const char *name;
@@ -97,7 +96,7 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
   if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   /* Offsets relative to opt_lo: only the elements whose moments this
    * model holds (all of them but under ZeRO-1). */
-  const uint64_t lo = m->opt_lo, hi = m->opt_hi;
+  const uint64_t lo = m->mem.opt_lo, hi = m->mem.opt_hi;
   int n = 0;
   for (int i = 0; i < m->layout.count; i++) {
     const esmt_tensor_info *t = &m->layout.tensors[i];
@@ -110,26 +109,19 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
     else
       segs[n++] = (esmtb_segment){a0 - lo, a1 - a0, wd};
   }
-  void *low = m->params_lowp ? (char *)m->params_lowp + lo * m->esize : NULL;
-  esmtb_status bs = 0;
+  void *low = m->mem.compute_lowp ? (char *)m->mem.compute_lowp + lo * m->esize : NULL;
+  /* the layer fills in the moments and runs the op where they live */
   if (cfg->kind == ESMT_OPTIMIZER_LION) {
-    esmtb_lion_args a = {sizeof a, n, segs, m->params + lo, m->grads + lo, m->adam_m, (float)lr,
+    esmtb_lion_args a = {sizeof a, n, segs, m->mem.master + lo, m->mem.grads + lo, NULL, (float)lr,
                          (float)cfg->beta1, (float)cfg->beta2, (float)grad_scale, low, m->dtype};
-    if (m->offload) st = esmt_offload_step(m, NULL, &a); /* on the host buffers (offload.c) */
-    else if (n) bs = esmt_ops_has_lion(m->ops) ? m->ops->lion(m->dev, &a, m->stream)
-                   : (esmtb_status)esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s (ABI %u.%u) has no "
-                                             "Lion op (ABI 1.4): use optimizer.kind adamw",
-                                             m->ops->name, (unsigned)m->ops->abi_major,
-                                             (unsigned)m->ops->abi_minor);
+    st = m->mem.layer->step(m, NULL, &a);
   } else {
-    esmtb_adamw_args a = {sizeof a, n, segs, m->params + lo, m->grads + lo, m->adam_m, m->adam_v,
+    esmtb_adamw_args a = {sizeof a, n, segs, m->mem.master + lo, m->mem.grads + lo, NULL, NULL,
                           (float)lr, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps, step,
                           (float)grad_scale, low, m->dtype};
-    if (m->offload) st = esmt_offload_step(m, &a, NULL);
-    else if (n) bs = m->ops->adamw ? m->ops->adamw(m->dev, &a, m->stream) : ESMT_ERR_UNSUPPORTED;
+    st = m->mem.layer->step(m, &a, NULL);
   }
-  if (st) bs = (esmtb_status)st;
   free(segs); /* an op keeps no pointer into the caller's arrays (backend.h): no sync */
   m->have_forward = 0;
-  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;
+  return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
 }

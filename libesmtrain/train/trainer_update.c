@@ -2,7 +2,7 @@
 #define _POSIX_C_SOURCE 200809L
 #include "trainer_update.h"
 
-#include "offload.h"
+#include "param_layer.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -72,16 +72,17 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     /* ... and, with optimizer offload, the gradient copy to the host (not
      * with data parallelism: the all-reduce must finish first, and the
      * host then pulls the reduced gradients in one copy) */
-    if (i == n - 1 && !p->dp && (st = esmt_offload_arm(m))) return st;
+    const esmt_param_layer *pl = m->mem.layer;
+    if (i == n - 1 && !p->dp && (st = pl->arm(m))) return st;
     st = esmt_model_backward(m);
     if (i == n - 1) {
       if (st) {
         esmt_dp_grads_cancel(p->dp, m);
-        esmt_offload_cancel(m);
+        pl->cancel(m);
       } else {
         st = esmt_dp_grads_finish(p->dp, m);
-        if (!st) st = esmt_offload_finish(m);
-        else esmt_offload_cancel(m);
+        if (!st) st = pl->finish(m);
+        else pl->cancel(m);
       }
     }
     if (st) return st;
@@ -93,11 +94,11 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   r->loss = selected ? loss_sum / (double)selected : 0.0;
   if (inject_here(step)) {
     float nan = esmt_test_inject_inf ? __builtin_inff() : __builtin_nanf("");
-    esmtb_status cs = m->ops->copy_async(m->dev, m->grads + m->layout.total / 2, &nan, sizeof nan,
+    esmtb_status cs = m->ops->copy_async(m->dev, m->mem.grads + m->layout.total / 2, &nan, sizeof nan,
                                          ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
     if (cs) return esmt_fail_prefix((esmt_status)cs, "test hook: ");
-    esmt_offload_grads_changed(m); /* the host copy must see it too */
+    m->mem.layer->grads_changed(m); /* the offload's host copy must see it too */
   }
   double t2 = esmt_now_s();
   /* ZeRO-1: each rank holds final gradients for its shard only; the norm

@@ -81,7 +81,7 @@ static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s
     fprintf(stderr, "create (offload %d): %s\n", offload, esmt_last_error());
     return 1;
   }
-  if (m->offload) r->host_bytes = m->offload->pinned_bytes + m->offload->pageable_bytes;
+  if (m->mem.offload) r->host_bytes = m->mem.offload->pinned_bytes + m->mem.offload->pageable_bytes;
   esmt_update_params p;
   memset(&p, 0, sizeof p);
   esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
@@ -117,7 +117,7 @@ static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s
   if (!rc) r->seconds = now_s() - t0;
   if (!rc && params_out) {
     *params_out = malloc(m->layout.total * sizeof(float));
-    if (!*params_out || esmt_master_copy(m, *params_out, m->params,
+    if (!*params_out || esmt_master_copy(m, *params_out, m->mem.master,
                                          m->layout.total * sizeof(float), 0) != ESMT_OK)
       rc = 1;
   }

@@ -14,11 +14,12 @@ declare -A allowed=(
   [config]="backend model optim"
   [data]=""
   [dist]="backend model io" # debt: dp_zero.c uses checkpoint.h
-  [io]="model memory optim"     # debt: checkpoint_weights.c reads offloaded master weights
-  [memory]="backend model optim"
-  [model]="backend memory optim" # debt: optimizer offload is a mode inside the model, and
-                                 # the model allocates its optimizer's state (optimizer.h)
-  [optim]="backend model memory"     # the step runs on the host optimizer under offload
+  [io]="model memory optim"     # buffer copies through the parameter memory's layer
+  [memory]="backend model optim" # debt: its layers take the whole esmt_model (ops, stream,
+                                 # layout), not a context of their own: memory <-> model cycle
+  [model]="backend memory optim" # the model's parameter memory (memory/param_layer.h) and
+                                 # its optimizer's state size (optimizer.h)
+  [optim]="backend model memory"     # the step runs through the parameter memory's layer
   [train]="backend config data dist io memory model optim"
 )
 declare -A home=()
