@@ -712,6 +712,25 @@ static void test_xent(void **state) {
 /* AdamW                                                               */
 /* ------------------------------------------------------------------ */
 
+/* An optimizer test's expectations: which elements the segments cover
+ * (malloc'ed mask), and the low copy they must leave: the updated params
+ * (cpu.so's, `cp`) rounded to dt inside the segments, the initial 7.0
+ * elsewhere. */
+static char *segments_mask(const esmtb_segment *segs, int nseg, size_t n) {
+  char *covered = calloc(n, 1);
+  assert_non_null(covered);
+  for (int si = 0; si < nseg; si++) memset(covered + segs[si].offset, 1, segs[si].count);
+  return covered;
+}
+
+static float *lowp_expected(const float *cp, const char *covered, size_t n, esmtb_dtype dt) {
+  float *want = copyf(cp, n);
+  round_to(want, n, dt);
+  for (size_t i = 0; i < n; i++)
+    if (!covered[i]) want[i] = 7.0f;
+  return want;
+}
+
 static void test_adamw(void **state) {
   (void)state;
   CHECKS_BEGIN();
@@ -743,13 +762,8 @@ static void test_adamw(void **state) {
     float *hp = gdown(g, gp, n, ESMTB_F32), *hm = gdown(g, gm, n, ESMTB_F32);
     float *hv = gdown(g, gv, n, ESMTB_F32), *hl = gdown(g, glow, n, dt);
     /* The low copy: rounded updated params inside segments, untouched in the gap. */
-    float *want = copyf(cp, n);
-    round_to(want, n, dt);
-    char *covered = calloc(n, 1);
-    assert_non_null(covered);
-    for (int si = 0; si < nseg; si++) memset(covered + segs[si].offset, 1, segs[si].count);
-    for (size_t i = 0; i < n; i++)
-      if (!covered[i]) want[i] = 7.0f;
+    char *covered = segments_mask(segs, nseg, n);
+    float *want = lowp_expected(cp, covered, n, dt);
     for (size_t i = 0; i < n; i++)
       if (!covered[i] && (hp[i] != p[i] || hm[i] != m[i] || hv[i] != v[i])) {
         printf("RESULT %-12s adamw wrote element %zu outside every segment FAIL\n", g->name, i);
@@ -802,13 +816,8 @@ static void test_lion(void **state) {
     gpu_ok(g, g->ops->lion(g->dev, &a, g->st), "lion");
     float *hp = gdown(g, gp, n, ESMTB_F32), *hm = gdown(g, gm, n, ESMTB_F32);
     float *hl = gdown(g, glow, n, dt);
-    float *want = copyf(cp, n);
-    round_to(want, n, dt);
-    char *covered = calloc(n, 1);
-    assert_non_null(covered);
-    for (int si = 0; si < nseg; si++) memset(covered + segs[si].offset, 1, segs[si].count);
-    for (size_t i = 0; i < n; i++)
-      if (!covered[i]) want[i] = 7.0f;
+    char *covered = segments_mask(segs, nseg, n);
+    float *want = lowp_expected(cp, covered, n, dt);
     for (size_t i = 0; i < n; i++)
       if (!covered[i] && (hp[i] != p[i] || hm[i] != m[i])) {
         printf("RESULT %-12s lion wrote element %zu outside every segment FAIL\n", g->name, i);
