@@ -446,6 +446,32 @@ typedef struct esmt_forward_result {
 ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
                                         esmt_forward_result *result, float *logits);
 
+/* Inference without gradient bookkeeping (issue #19): the activation
+ * memory of one layer plus two residual buffers, whatever the depth. The
+ * caller's batch is as for esmt_model_forward (labels ignored; packed
+ * rows not yet supported). Outputs are fp32, into the caller's buffers,
+ * for the representation of `layer` in fair-esm's repr_layers numbering
+ * (transformers' hidden_states agree): 0 the embedding output (token
+ * dropout applied), l in 1..L the output of block l, L after the final
+ * LayerNorm; -1 means L. */
+#define ESMT_INFER_PER_TOKEN 1u /* per_token [batch, seq_len, hidden]; pads zero */
+#define ESMT_INFER_MEAN 2u      /* mean [batch, hidden] over each row's residues (not cls/eos/pad) */
+#define ESMT_INFER_CLS 4u       /* cls [batch, hidden]: position 0 */
+#define ESMT_INFER_LOGITS 8u    /* logits [batch, seq_len, 33]; pads zero */
+
+typedef struct esmt_infer_request {
+  uint32_t struct_size;
+  int layer;          /* -1 (= L) or 0..L */
+  unsigned outputs;   /* ESMT_INFER_* bits */
+  float *per_token, *mean, *cls, *logits;
+} esmt_infer_request;
+
+#define ESMT_INFER_REQUEST_INIT \
+  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL }
+
+ESMT_API esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch,
+                                      const esmt_infer_request *request);
+
 /* Backward pass of the last forward: ADDS d(loss)/d(param) to the gradient
  * buffer (both paths into the tied embedding). */
 ESMT_API esmt_status esmt_model_backward(esmt_model *model);

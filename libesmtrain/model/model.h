@@ -228,6 +228,20 @@ ESMT_HIDDEN esmt_status esmt_model_sync_lowp(esmt_model *m, uint64_t offset, uin
 /* Make the activation arena fit B x T (reallocates when it is too small or
  * the recompute setting changed). */
 ESMT_HIDDEN esmt_status esmt_model_reserve(esmt_model *m, int B, int T);
+/* The same for a carving mode: 0 keep everything, 1 recompute, 2 inference
+ * (esmt_model_infer: one layer's intermediates, two residual buffers, no
+ * backward buffers). The next training forward re-carves. */
+ESMT_HIDDEN esmt_status esmt_model_reserve_mode(esmt_model *m, int B, int T, int mode);
+
+/* A batch onto the device for a forward: its shape checked, the arena
+ * carved in `mode` (esmt_model_reserve_mode), the rows checked (or the
+ * packed segments prepared) into *r, tokens and row lengths uploaded; m->B
+ * and m->T set. Messages start with fn. */
+ESMT_HIDDEN esmt_status esmt_model_run_infer(
+    esmt_model *m, int layer, int logits,
+    esmt_status (*capture)(esmt_model *m, const void *rep, void *user), void *user);
+ESMT_HIDDEN esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
+                                               esmt_forward_result *r, const char *fn);
 
 /* Append to a failed device allocation's ESMT_ERR_OUT_OF_MEMORY message
  * what to change (other statuses pass through); `B` x `T` is the

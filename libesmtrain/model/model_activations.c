@@ -32,7 +32,9 @@ static void *take(carver *c, uint64_t bytes) {
  * arrays of L + 1 entries) and `ft` (fp32, ESMT_ACT_FTABLES arrays) when
  * non-NULL. With `recompute`, only the residual stream is kept per layer
  * and every other per-layer tensor aliases one shared set that backward
- * refills layer by layer. */
+ * refills layer by layer. recompute 2 is inference (esmt_model_infer):
+ * the shared set too, the residual stream in two buffers used in turn, and
+ * nothing backward would need. */
 static void carve(carver *c, const esmt_model_config *cfg, uint64_t N, uint64_t esize,
                   int recompute, esmt_activations *a, void **vt, float **ft) {
   const uint64_t B = N, d = (uint64_t)cfg->hidden_size;
@@ -59,8 +61,11 @@ static void carve(carver *c, const esmt_model_config *cfg, uint64_t N, uint64_t 
   /* the order of take() calls is the layout; keep it as it was for fp32 */
   void *p[8] = {0};
   float *q[5] = {0};
+  const int infer = recompute == 2;
+  void *res_pair[2] = {0};
   for (int l = 0; l <= L; l++) {
-    void *res = ACT(N * d);
+    void *res = infer && l > 1 ? res_pair[l & 1] : ACT(N * d);
+    if (l < 2) res_pair[l] = res;
     if (tables) a->res[l] = res;
     if (l == L) break;
     if (!recompute || l == 0) {
@@ -88,10 +93,14 @@ static void carve(carver *c, const esmt_model_config *cfg, uint64_t N, uint64_t 
   a->head_pre = ACT(N * d); a->head_act = ACT(N * d);
   a->head_ln = ACT(N * d); a->head_mean = F32(N); a->head_rstd = F32(N);
   a->logits = ACT(N * V);
-  a->dlogits = ACT(N * V);
-  a->d_wide = ACT(N * (F > 3 * d ? F : 3 * d));
-  a->d_narrow = ACT(N * d);
-  a->d_resid = ACT(N * d);
+  if (infer) {
+    a->dlogits = a->d_wide = a->d_narrow = a->d_resid = NULL;
+  } else {
+    a->dlogits = ACT(N * V);
+    a->d_wide = ACT(N * (F > 3 * d ? F : 3 * d));
+    a->d_narrow = ACT(N * d);
+    a->d_resid = ACT(N * d);
+  }
   a->tmp = ACT(N * d);
 }
 
@@ -103,11 +112,15 @@ uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, int T, int e
 }
 
 esmt_status esmt_model_reserve(esmt_model *m, int B, int T) {
+  return esmt_model_reserve_mode(m, B, T, m->recompute);
+}
+
+esmt_status esmt_model_reserve_mode(esmt_model *m, int B, int T, int mode) {
   const uint64_t N = (uint64_t)B * (uint64_t)T;
-  if (m->arena && N <= m->act_N && m->act_recompute == m->recompute) return ESMT_OK;
+  if (m->arena && N <= m->act_N && m->act_recompute == mode) return ESMT_OK;
   /* Grow to cover both the old and the new token count. */
   const uint64_t nN = N > m->act_N ? N : m->act_N;
-  const int rec = m->recompute;
+  const int rec = mode;
   carver cnt = {NULL, 0};
   carve(&cnt, &m->cfg, nN, m->esize, rec, NULL, NULL, NULL);
   const uint64_t bytes = cnt.off;

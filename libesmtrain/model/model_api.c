@@ -306,6 +306,28 @@ static esmt_status upload(esmt_model *m, void *dst, const void *src, uint64_t by
   return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_forward: upload: ") : ESMT_OK;
 }
 
+esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
+                                   esmt_forward_result *r, const char *fn) {
+  esmt_status st;
+  if (b->batch < 1 || b->seq_len < 1 || b->seq_len > m->cfg.max_positions)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: batch %d x %d: need batch >= 1 and "
+                     "1 <= seq_len <= max_positions (%d)", fn, b->batch, b->seq_len,
+                     m->cfg.max_positions);
+  m->have_forward = 0;
+  if ((st = esmt_model_reserve_mode(m, b->batch, b->seq_len, mode)))
+    return esmt_fail_prefix(st, "%s: ", fn);
+  m->packed.nseg = 0;
+  if (b->num_segments < 0)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: num_segments %d is negative", fn,
+                     b->num_segments);
+  if ((st = b->num_segments > 0 ? esmt_packed_prepare(m, b, r) : check_batch(m, b, r))) return st;
+  m->B = b->batch;
+  m->T = b->seq_len;
+  const uint64_t N = (uint64_t)m->B * (uint64_t)m->T;
+  if ((st = upload(m, m->act.tokens, b->tokens, N * sizeof(int32_t)))) return st;
+  return upload(m, m->act.seq_len, m->host_seq_len, (uint64_t)m->B * sizeof(int32_t));
+}
+
 esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_result *result,
                                float *logits) {
   const char *fn = "esmt_model_forward";
@@ -321,30 +343,14 @@ esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_
                                         sizeof *result)))
     return st;
   ESMT_CHECK_ARG(b->tokens, fn, "batch->tokens is NULL");
-  if (b->batch < 1 || b->seq_len < 1 || b->seq_len > m->cfg.max_positions)
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: batch %d x %d: need batch >= 1 and "
-                     "1 <= seq_len <= max_positions (%d)", fn, b->batch, b->seq_len,
-                     m->cfg.max_positions);
   if (!(b->loss_normalizer >= 0.0) || !isfinite(b->loss_normalizer))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: loss_normalizer %g must be >= 0", fn,
                      b->loss_normalizer);
-  m->have_forward = 0;
-  if ((st = esmt_model_reserve(m, b->batch, b->seq_len))) return esmt_fail_prefix(st, "%s: ", fn);
   esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
-  m->packed.nseg = 0;
-  if (b->num_segments < 0)
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: num_segments %d is negative", fn,
-                     b->num_segments);
-  if ((st = b->num_segments > 0 ? esmt_packed_prepare(m, b, &r) : check_batch(m, b, &r)))
-    return st;
-  m->B = b->batch;
-  m->T = b->seq_len;
+  if ((st = esmt_model_stage_batch(m, b, m->recompute, &r, fn))) return st;
   m->selected = r.selected;
   m->normalizer = b->loss_normalizer > 0 ? b->loss_normalizer : (double)r.selected;
   const uint64_t N = (uint64_t)m->B * (uint64_t)m->T;
-  if ((st = upload(m, m->act.tokens, b->tokens, N * sizeof(int32_t)))) return st;
-  if ((st = upload(m, m->act.seq_len, m->host_seq_len, (uint64_t)m->B * sizeof(int32_t))))
-    return st;
   if (b->labels) {
     if ((st = upload(m, m->act.labels, b->labels, N * sizeof(int32_t)))) return st;
   } else {

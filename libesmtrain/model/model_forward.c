@@ -163,3 +163,43 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   ESMT_OP(m, xent, x, "forward: cross-entropy");
   return ESMT_OK;
 }
+
+/* Inference (arena carved in mode 2): the embedding, the layers up to
+ * `layer` (all of them with logits), the final LayerNorm when `layer` is L
+ * or logits are wanted, and the LM head for logits. `capture` receives the
+ * representation of `layer` in fair-esm's numbering (0 the embedding
+ * output, l the output of block l, L after the final LayerNorm) as soon as
+ * it exists: the two residual buffers are reused, so later layers
+ * overwrite it. */
+esmt_status esmt_model_run_infer(esmt_model *m, int layer, int logits,
+                                 esmt_status (*capture)(esmt_model *m, const void *rep, void *user),
+                                 void *user) {
+  esmt_activations *a = &m->act;
+  const int N = m->B * m->T, d = m->d, V = m->V;
+  const int upto = logits ? m->L : layer;
+  esmt_status st;
+  esmtb_embed_args e = esmt_embed_args(m);
+  e.out = a->res[0];
+  ESMT_OP(m, embed_forward, e, "inference: embedding");
+  if (layer == 0 && capture && (st = capture(m, a->res[0], user))) return st;
+  for (int l = 0; l < upto; l++) {
+    if ((st = esmt_layer_forward(m, l, 1))) return st;
+    if (l + 1 == layer && layer < m->L && capture && (st = capture(m, a->res[l + 1], user)))
+      return st;
+  }
+  if (layer < m->L && !logits) return ESMT_OK;
+  const esmt_layout *ly = &m->layout;
+  if ((st = layernorm(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
+                      "inference: final LayerNorm")))
+    return st;
+  if (layer == m->L && capture && (st = capture(m, a->lnf, user))) return st;
+  if (!logits) return ESMT_OK;
+  if ((st = linear(m, a->lnf, ly->head_w, ly->head_b, a->head_act, N, d, d, a->head_pre,
+                   "inference: LM head dense")))
+    return st;
+  if ((st = layernorm(m, a->head_act, ly->head_ln_w, ly->head_ln_b, a->head_ln, a->head_mean,
+                      a->head_rstd, N, "inference: LM head LayerNorm")))
+    return st;
+  return linear(m, a->head_ln, ly->embed, ly->out_b, a->logits, N, d, V, NULL,
+                "inference: LM head decoder");
+}

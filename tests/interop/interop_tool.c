@@ -8,7 +8,11 @@
  *       import, write logits to WORK_DIR/logits_import.f32, save the model
  *       (esmt_model_save, WORK_DIR/ck), make a model from that checkpoint,
  *       write its logits to WORK_DIR/logits_ckpt.f32 and export it to
- *       WORK_DIR/export: every path an imported model takes */
+ *       WORK_DIR/export: every path an imported model takes
+ *   interop_tool infer HF_DIR TOKENS.i32 B T LAYER OUT_DIR
+ *       import, esmt_model_infer of LAYER (-1 = the last): OUT_DIR/
+ *       per_token.f32, mean.f32, cls.f32, logits.f32; exit 3 when its
+ *       logits differ from esmt_model_forward's in any bit */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -39,6 +43,41 @@ int main(int argc, char **argv) {
   CHECK(esmt_context_create(&o, &ctx));
   esmt_model *m = NULL;
   CHECK(esmt_model_import_hf(ctx, argv[2], &m));
+  if (!strcmp(argv[1], "infer")) {
+    int B = atoi(argv[4]), T = atoi(argv[5]), d = 0;
+    size_t n = (size_t)B * T;
+    esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+    CHECK(esmt_model_get_config(m, &mc));
+    d = mc.hidden_size;
+    int32_t *tok = slurp(argv[3], n * 4);
+    esmt_batch b = ESMT_BATCH_INIT;
+    b.batch = B; b.seq_len = T; b.tokens = tok;
+    esmt_infer_request r = ESMT_INFER_REQUEST_INIT;
+    r.layer = atoi(argv[6]);
+    r.outputs = ESMT_INFER_PER_TOKEN | ESMT_INFER_MEAN | ESMT_INFER_CLS | ESMT_INFER_LOGITS;
+    r.per_token = malloc(n * d * sizeof(float));
+    r.mean = malloc((size_t)B * d * sizeof(float));
+    r.cls = malloc((size_t)B * d * sizeof(float));
+    r.logits = malloc(n * ESMT_VOCAB_SIZE * sizeof(float));
+    float *fwd = malloc(n * ESMT_VOCAB_SIZE * sizeof(float));
+    CHECK(esmt_model_infer(m, &b, &r));
+    esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
+    CHECK(esmt_model_forward(m, &b, &fr, fwd)); /* the training carving again */
+    const int same = !memcmp(fwd, r.logits, n * ESMT_VOCAB_SIZE * sizeof(float));
+    char p[4096];
+    const struct { const char *name; const float *v; size_t count; } outs[] = {
+        {"per_token", r.per_token, n * d}, {"mean", r.mean, (size_t)B * d},
+        {"cls", r.cls, (size_t)B * d}, {"logits", r.logits, n * ESMT_VOCAB_SIZE}};
+    for (int i = 0; i < 4; i++) {
+      snprintf(p, sizeof p, "%s/%s.f32", argv[7], outs[i].name);
+      spill(p, outs[i].v, outs[i].count * sizeof(float));
+    }
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+    free(tok); free(r.per_token); free(r.mean); free(r.cls); free(r.logits); free(fwd);
+    if (!same) fprintf(stderr, "infer: logits differ from esmt_model_forward's\n");
+    return same ? 0 : 3;
+  }
   if (!strcmp(argv[1], "roundtrip")) {
     int B = atoi(argv[4]), T = atoi(argv[5]);
     size_t n = (size_t)B * T;

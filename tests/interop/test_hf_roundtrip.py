@@ -121,6 +121,41 @@ def roundtrip(work, cfg):
     return fails
 
 
+def inference(work, hf_dir, hf, tok):
+    """(e): esmt_model_infer against transformers' hidden_states at the
+    embedding, a middle layer and the last (post-LayerNorm) one: per token,
+    the residue mean, the cls vector and the logits; 3 checks."""
+    with torch.no_grad():
+        out = hf(input_ids=torch.tensor(tok, dtype=torch.long),
+                 attention_mask=torch.tensor(tok != 1, dtype=torch.long),
+                 output_hidden_states=True)
+    hs = [h.numpy() for h in out.hidden_states]
+    L = len(hs) - 1
+    lens = (tok != 1).sum(1)
+    fails = 0
+    for layer in (0, 1, -1):
+        od = os.path.join(work, "infer%d" % layer)
+        os.mkdir(od)
+        tp = os.path.join(work, "infer.i32")
+        tok.tofile(tp)
+        rc = subprocess.run([TOOL, "infer", hf_dir, tp, str(B), str(T), str(layer), od]).returncode
+        ref = hs[layer if layer >= 0 else L]
+        d = ref.shape[-1]
+        pt = np.fromfile(os.path.join(od, "per_token.f32"), dtype=np.float32).reshape(B, T, d)
+        mean = np.fromfile(os.path.join(od, "mean.f32"), dtype=np.float32).reshape(B, d)
+        cls = np.fromfile(os.path.join(od, "cls.f32"), dtype=np.float32).reshape(B, d)
+        rmean = np.stack([ref[b, 1:lens[b] - 1].mean(0) for b in range(B)])
+        e_tok = rel(pt, ref, tok)
+        e_mean = float(np.linalg.norm(mean - rmean) / np.linalg.norm(rmean))
+        e_cls = float(np.linalg.norm(cls - ref[:, 0]) / np.linalg.norm(ref[:, 0]))
+        ok = rc == 0 and max(e_tok, e_mean, e_cls) <= 1e-4
+        print("(e) esmt_model_infer layer %d: per-token %.2e, mean %.2e, cls %.2e relative to "
+              "transformers; logits %s esmt_model_forward's" % (
+                  layer, e_tok, e_mean, e_cls, "equal to" if rc == 0 else "DIFFERENT from"))
+        fails += not ok
+    return fails
+
+
 def main():
     torch.manual_seed(0)
     failures = 0
@@ -183,7 +218,8 @@ def main():
         print("(c) fair-esm -> converter -> esmtrain logits relative error %.2e" % e)
         failures += e > 1e-4
         failures += roundtrip(work, cfg)
-    print("%d passed, %d failed" % (8 - failures, failures))
+        failures += inference(work, hf_dir, hf, tok)
+    print("%d passed, %d failed" % (11 - failures, failures))
     return 1 if failures else 0
 
 

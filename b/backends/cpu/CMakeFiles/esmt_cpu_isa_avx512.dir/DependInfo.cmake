@@ -1,0 +1,20 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wip19/backends/cpu/isa_attention.c" "backends/cpu/CMakeFiles/esmt_cpu_isa_avx512.dir/isa_attention.c.o" "gcc" "backends/cpu/CMakeFiles/esmt_cpu_isa_avx512.dir/isa_attention.c.o.d"
+  "/work/wip19/backends/cpu/isa_elementwise.c" "backends/cpu/CMakeFiles/esmt_cpu_isa_avx512.dir/isa_elementwise.c.o" "gcc" "backends/cpu/CMakeFiles/esmt_cpu_isa_avx512.dir/isa_elementwise.c.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

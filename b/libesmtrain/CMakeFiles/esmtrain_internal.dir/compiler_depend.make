@@ -1,0 +1,2 @@
+# Empty compiler generated dependencies file for esmtrain_internal.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty dependencies file for esmtrain_internal.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,2 @@
+# Empty dependencies file for api_misuse.
+# This may be replaced when dependencies are built.

@@ -1,0 +1,24 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wip19/tests/fake_dp_backend.c" "tests/CMakeFiles/test_dp_device.dir/fake_dp_backend.c.o" "gcc" "tests/CMakeFiles/test_dp_device.dir/fake_dp_backend.c.o.d"
+  "/work/wip19/tests/mem_source.c" "tests/CMakeFiles/test_dp_device.dir/mem_source.c.o" "gcc" "tests/CMakeFiles/test_dp_device.dir/mem_source.c.o.d"
+  "/work/wip19/tests/rank_runner.c" "tests/CMakeFiles/test_dp_device.dir/rank_runner.c.o" "gcc" "tests/CMakeFiles/test_dp_device.dir/rank_runner.c.o.d"
+  "/work/wip19/tests/test_dp_device.c" "tests/CMakeFiles/test_dp_device.dir/test_dp_device.c.o" "gcc" "tests/CMakeFiles/test_dp_device.dir/test_dp_device.c.o.d"
+  "/work/wip19/tests/test_util.c" "tests/CMakeFiles/test_dp_device.dir/test_util.c.o" "gcc" "tests/CMakeFiles/test_dp_device.dir/test_util.c.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/wip19/b/libesmtrain/CMakeFiles/esmtrain_internal.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")

@@ -1,0 +1,23 @@
+
+# Consider dependencies only in project.
+set(CMAKE_DEPENDS_IN_PROJECT_ONLY OFF)
+
+# The set of languages for which implicit dependencies are needed:
+set(CMAKE_DEPENDS_LANGUAGES
+  )
+
+# The set of dependency files which are needed:
+set(CMAKE_DEPENDS_DEPENDENCY_FILES
+  "/work/wip19/tests/half_emu_backend.c" "tests/CMakeFiles/test_mixed_fake.dir/half_emu_backend.c.o" "gcc" "tests/CMakeFiles/test_mixed_fake.dir/half_emu_backend.c.o.d"
+  "/work/wip19/tests/mixed_compare.c" "tests/CMakeFiles/test_mixed_fake.dir/mixed_compare.c.o" "gcc" "tests/CMakeFiles/test_mixed_fake.dir/mixed_compare.c.o.d"
+  "/work/wip19/tests/test_mixed_fake.c" "tests/CMakeFiles/test_mixed_fake.dir/test_mixed_fake.c.o" "gcc" "tests/CMakeFiles/test_mixed_fake.dir/test_mixed_fake.c.o.d"
+  "/work/wip19/tests/test_util.c" "tests/CMakeFiles/test_mixed_fake.dir/test_util.c.o" "gcc" "tests/CMakeFiles/test_mixed_fake.dir/test_util.c.o.d"
+  )
+
+# Targets to which this target links.
+set(CMAKE_TARGET_LINKED_INFO_FILES
+  "/work/wip19/b/libesmtrain/CMakeFiles/esmtrain_internal.dir/DependInfo.cmake"
+  )
+
+# Fortran module output directory.
+set(CMAKE_Fortran_TARGET_MODULE_DIR "")
