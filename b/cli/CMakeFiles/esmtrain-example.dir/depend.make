@@ -1,2 +1,0 @@
-# Empty dependencies file for esmtrain-example.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for minimal_train.
-# This may be replaced when dependencies are built.

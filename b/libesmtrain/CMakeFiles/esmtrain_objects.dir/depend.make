@@ -1,2 +1,0 @@
-# Empty dependencies file for esmtrain_objects.
-# This may be replaced when dependencies are built.

@@ -1,2 +1,0 @@
-# Empty dependencies file for api_misuse.
-# This may be replaced when dependencies are built.

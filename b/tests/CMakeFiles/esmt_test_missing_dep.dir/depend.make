@@ -1,2 +1,0 @@
-# Empty dependencies file for esmt_test_missing_dep.
-# This may be replaced when dependencies are built.

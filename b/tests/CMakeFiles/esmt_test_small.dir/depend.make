@@ -1,2 +1,0 @@
-# Empty dependencies file for esmt_test_small.
-# This may be replaced when dependencies are built.

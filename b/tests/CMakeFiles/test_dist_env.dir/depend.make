@@ -1,2 +1,0 @@
-# Empty dependencies file for test_dist_env.
-# This may be replaced when dependencies are built.

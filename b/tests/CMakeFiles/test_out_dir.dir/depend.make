@@ -1,2 +1,0 @@
-# Empty dependencies file for test_out_dir.
-# This may be replaced when dependencies are built.
