@@ -104,7 +104,8 @@ static esmt_status dev_step(esmt_model *m, esmtb_adamw_args *aw, esmtb_lion_args
     if (!aw->n_segments) return ESMT_OK;
     bs = m->ops->adamw ? m->ops->adamw(m->dev, aw, m->stream) : ESMT_ERR_UNSUPPORTED;
   }
-  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", al ? "lion" : "adamw") : ESMT_OK;
+  /* the backend's message names its op; the caller adds its own name */
+  return (esmt_status)bs;
 }
 
 static void dev_release(esmt_model *m) {
