@@ -227,7 +227,6 @@ esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t c
 
 esmt_status esmt_offload_arm(esmt_model *m) {
   esmt_offload *o = m->mem.offload;
-  if (!o) return ESMT_OK;
   /* The copy stream may still hold nothing: every update ends in finish. */
   o->armed = 1;
   o->pending_end = m->layout.total;
@@ -237,7 +236,7 @@ esmt_status esmt_offload_arm(esmt_model *m) {
 
 esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from) {
   esmt_offload *o = m->mem.offload;
-  if (!o || !o->armed || from >= o->pending_end) return ESMT_OK;
+  if (!o->armed || from >= o->pending_end) return ESMT_OK;
   /* Bucket [from, pending_end): ordered after the compute stream's work so
    * far by the event, copied while the compute stream goes on. */
   esmtb_status bs = m->ops->event_record(m->dev, o->ready, m->stream);
@@ -253,7 +252,7 @@ esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from) {
 
 esmt_status esmt_offload_finish(esmt_model *m) {
   esmt_offload *o = m->mem.offload;
-  if (!o || !o->armed) return ESMT_OK;
+  if (!o->armed) return ESMT_OK;
   o->armed = 0;
   esmtb_status bs = m->ops->stream_sync(m->dev, o->copy);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient copy: ");
@@ -263,14 +262,13 @@ esmt_status esmt_offload_finish(esmt_model *m) {
 
 void esmt_offload_cancel(esmt_model *m) {
   esmt_offload *o = m->mem.offload;
-  if (!o) return;
   if (o->armed) m->ops->stream_sync(m->dev, o->copy);
   o->armed = 0;
   o->host_grads_valid = 0;
 }
 
 void esmt_offload_grads_changed(esmt_model *m) {
-  if (m->mem.offload && !m->mem.offload->armed) m->mem.offload->host_grads_valid = 0;
+  if (!m->mem.offload->armed) m->mem.offload->host_grads_valid = 0;
 }
 
 esmt_status esmt_offload_pull_grads(esmt_model *m) {

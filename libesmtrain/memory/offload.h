@@ -99,6 +99,8 @@ ESMT_HIDDEN int esmt_offload_is_master(const esmt_model *m, const void *buf);
  * [offset, offset+count); the fp32 LayerNorm copies always). */
 ESMT_HIDDEN esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t count);
 
+/* The offload layer's operations (esmt_offload_layer, param_layer.h): called
+ * only on a model that has this layer. */
 /* Stream the next backward's gradients to the host bucket by bucket. */
 ESMT_HIDDEN esmt_status esmt_offload_arm(esmt_model *m);
 /* The backward's grads_ready point: [from, total) are final. */
