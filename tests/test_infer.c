@@ -6,6 +6,7 @@
  * transformers' hidden states is tests/interop/test_hf_roundtrip.py (e). */
 #include "test_util.h"
 
+#include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -153,11 +154,124 @@ static void misuse_is_refused(void **state) {
   esmt_model_destroy(m);
 }
 
+/* layers {2, 0, -1} in one pass equal three single-layer passes bit for bit */
+static void several_layers_in_one_pass(void **state) {
+  (void)state;
+  esmt_model_config c = config(3);
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(g_ctx, &c, 5, &m), ESMT_OK);
+  int32_t tok[B * T], lab[B * T];
+  tokens(tok, lab);
+  esmt_batch b = ESMT_BATCH_INIT;
+  b.batch = B;
+  b.seq_len = T;
+  b.tokens = tok;
+  const int layers[3] = {2, 0, -1};
+  float *pt = malloc(3 * B * T * D * sizeof *pt), *one = malloc(B * T * D * sizeof *one);
+  float mean[3 * B * D], m1[B * D];
+  esmt_infer_request q = ESMT_INFER_REQUEST_INIT;
+  q.outputs = ESMT_INFER_PER_TOKEN | ESMT_INFER_MEAN;
+  q.per_token = pt;
+  q.mean = mean;
+  q.num_layers = 3;
+  q.layers = layers;
+  assert_int_equal(esmt_model_infer(m, &b, &q), ESMT_OK);
+  for (int k = 0; k < 3; k++) {
+    esmt_infer_request s = ESMT_INFER_REQUEST_INIT;
+    s.outputs = ESMT_INFER_PER_TOKEN | ESMT_INFER_MEAN;
+    s.per_token = one;
+    s.mean = m1;
+    s.layer = layers[k];
+    assert_int_equal(esmt_model_infer(m, &b, &s), ESMT_OK);
+    assert_memory_equal(pt + (size_t)k * B * T * D, one, B * T * D * sizeof *one);
+    assert_memory_equal(mean + (size_t)k * B * D, m1, sizeof m1);
+  }
+  /* the layers differ from each other (the blocks are not one copy) */
+  assert_memory_not_equal(pt, pt + (size_t)B * T * D, B * T * D * sizeof *pt);
+  const int twice[2] = {3, -1};
+  q.num_layers = 2;
+  q.layers = twice;
+  assert_int_equal(esmt_model_infer(m, &b, &q), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "asked for twice"));
+  free(pt);
+  free(one);
+  esmt_model_destroy(m);
+}
+
+/* The three proteins packed into one row give what they give right-padded,
+ * to float rounding: mean, cls and logits per protein. */
+static void packed_rows_match_padded(void **state) {
+  (void)state;
+  esmt_model_config c = config(2);
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(g_ctx, &c, 9, &m), ESMT_OK);
+  int32_t tok[B * T], lab[B * T];
+  tokens(tok, lab);
+  const int len[B] = {T, 13, 6};
+  enum { PT = T + 13 + 6 + 3 }; /* one row, three proteins, three pads at the end */
+  int32_t ptok[PT], start[B], plen[B];
+  int at = 0;
+  for (int i = 0; i < B; i++) {
+    start[i] = at;
+    plen[i] = len[i];
+    memcpy(ptok + at, tok + i * T, (size_t)len[i] * sizeof(int32_t));
+    at += len[i];
+  }
+  for (; at < PT; at++) ptok[at] = ESMT_TOKEN_PAD;
+  esmt_batch b = ESMT_BATCH_INIT, p = ESMT_BATCH_INIT;
+  b.batch = B;
+  b.seq_len = T;
+  b.tokens = tok;
+  p.batch = 1;
+  p.seq_len = PT;
+  p.tokens = ptok;
+  p.num_segments = B;
+  p.seg_start = start;
+  p.seg_len = plen;
+  float mean[B * D], cls[B * D], pmean[B * D], pcls[B * D];
+  float *lg = malloc(B * T * 33 * sizeof *lg), *plg = malloc(PT * 33 * sizeof *plg);
+  float *ptk = malloc(PT * D * sizeof *ptk);
+  esmt_infer_request q = ESMT_INFER_REQUEST_INIT;
+  q.outputs = ESMT_INFER_MEAN | ESMT_INFER_CLS | ESMT_INFER_LOGITS;
+  q.mean = mean;
+  q.cls = cls;
+  q.logits = lg;
+  assert_int_equal(esmt_model_infer(m, &b, &q), ESMT_OK);
+  q.outputs |= ESMT_INFER_PER_TOKEN;
+  q.mean = pmean;
+  q.cls = pcls;
+  q.logits = plg;
+  q.per_token = ptk;
+  assert_int_equal(esmt_model_infer(m, &p, &q), ESMT_OK);
+  double worst = 0;
+  for (int i = 0; i < B * D; i++) {
+    const double e1 = fabs(mean[i] - pmean[i]), e2 = fabs(cls[i] - pcls[i]);
+    worst = fmax(worst, fmax(e1, e2));
+  }
+  for (int i = 0; i < B; i++)
+    for (int t = 0; t < len[i]; t++)
+      for (int v = 0; v < 33; v++)
+        worst = fmax(worst, fabs(lg[((size_t)i * T + t) * 33 + v] -
+                                 plg[((size_t)start[i] + t) * 33 + v]));
+  print_message("packed vs padded: largest difference %.3g\n", worst);
+  assert_true(worst < 1e-5);
+  for (int t = T + 13 + 6; t < PT; t++) {
+    assert_true(ptk[(size_t)t * D] == 0.0f);
+    assert_true(plg[(size_t)t * 33] == 0.0f);
+  }
+  free(lg);
+  free(plg);
+  free(ptk);
+  esmt_model_destroy(m);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(arena_flat_in_depth),
       cmocka_unit_test(logits_and_states_match_forward),
       cmocka_unit_test(misuse_is_refused),
+      cmocka_unit_test(several_layers_in_one_pass),
+      cmocka_unit_test(packed_rows_match_padded),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

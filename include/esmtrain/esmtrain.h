@@ -446,28 +446,38 @@ typedef struct esmt_forward_result {
 ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
                                         esmt_forward_result *result, float *logits);
 
-/* Inference without gradient bookkeeping (issue #19): the activation
- * memory of one layer plus two residual buffers, whatever the depth. The
- * caller's batch is as for esmt_model_forward (labels ignored; packed
- * rows not yet supported). Outputs are fp32, into the caller's buffers,
- * for the representation of `layer` in fair-esm's repr_layers numbering
- * (transformers' hidden_states agree): 0 the embedding output (token
- * dropout applied), l in 1..L the output of block l, L after the final
- * LayerNorm; -1 means L. */
-#define ESMT_INFER_PER_TOKEN 1u /* per_token [batch, seq_len, hidden]; pads zero */
-#define ESMT_INFER_MEAN 2u      /* mean [batch, hidden] over each row's residues (not cls/eos/pad) */
-#define ESMT_INFER_CLS 4u       /* cls [batch, hidden]: position 0 */
-#define ESMT_INFER_LOGITS 8u    /* logits [batch, seq_len, 33]; pads zero */
+/* Inference without gradient bookkeeping: the activation memory of one
+ * layer plus two residual buffers, whatever the depth. The caller's batch
+ * is as for esmt_model_forward (labels ignored), right-padded or packed.
+ * Outputs are fp32, into the caller's buffers, for representations in
+ * fair-esm's repr_layers numbering (transformers' hidden_states agree): 0
+ * the embedding output (token dropout applied), l in 1..L-1 the output of
+ * block l, L the last block's output after the final LayerNorm; -1 means
+ * L. "Rows" below are the batch's rows when right-padded, its sequences
+ * (num_segments) when packed: a mean or cls is one per protein. */
+#define ESMT_INFER_PER_TOKEN 1u /* per_token [batch, seq_len, hidden]; positions in no
+                                 * protein (padding) zero */
+#define ESMT_INFER_MEAN 2u      /* mean [rows, hidden] over each protein's residues (not
+                                 * cls, eos or padding), as fair-esm's extract.py */
+#define ESMT_INFER_CLS 4u       /* cls [rows, hidden]: each protein's first position */
+#define ESMT_INFER_LOGITS 8u    /* logits [batch, seq_len, 33]; padding zero */
 
 typedef struct esmt_infer_request {
   uint32_t struct_size;
-  int layer;          /* -1 (= L) or 0..L */
+  int layer;          /* -1 (= L) or 0..L; used when num_layers is 0 */
   unsigned outputs;   /* ESMT_INFER_* bits */
   float *per_token, *mean, *cls, *logits;
+  /* Appended (0.2): several representations from one pass. num_layers > 0:
+   * layers[k] (-1 = L, 0..L, no repeats) fills block k of per_token, mean
+   * and cls, each buffer then holding num_layers blocks one after the
+   * other (per_token [num_layers, batch, seq_len, hidden], mean and cls
+   * [num_layers, rows, hidden]); `layer` is ignored. Logits are one. */
+  int num_layers;
+  const int *layers;
 } esmt_infer_request;
 
 #define ESMT_INFER_REQUEST_INIT \
-  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL }
+  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL }
 
 ESMT_API esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch,
                                       const esmt_infer_request *request);

@@ -164,35 +164,40 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   return ESMT_OK;
 }
 
-/* Inference (arena carved in mode 2): the embedding, the layers up to
- * `layer` (all of them with logits), the final LayerNorm when `layer` is L
- * or logits are wanted, and the LM head for logits. `capture` receives the
- * representation of `layer` in fair-esm's numbering (0 the embedding
- * output, l the output of block l, L after the final LayerNorm) as soon as
- * it exists: the two residual buffers are reused, so later layers
- * overwrite it. */
-esmt_status esmt_model_run_infer(esmt_model *m, int layer, int logits,
-                                 esmt_status (*capture)(esmt_model *m, const void *rep, void *user),
+/* Inference (arena carved in mode 2): the embedding, the layers up to the
+ * deepest one asked for (all of them with logits), the final LayerNorm
+ * when layer L is asked for or logits are wanted, and the LM head for
+ * logits. `capture` receives each representation whose bit is set in
+ * `layers` (fair-esm's numbering: 0 the embedding output, l the output of
+ * block l, L after the final LayerNorm) as soon as it exists: the two
+ * residual buffers are reused, so later layers overwrite it. */
+esmt_status esmt_model_run_infer(esmt_model *m, uint64_t layers, int logits,
+                                 esmt_status (*capture)(esmt_model *m, int layer,
+                                                        const void *rep, void *user),
                                  void *user) {
   esmt_activations *a = &m->act;
-  const int N = m->B * m->T, d = m->d, V = m->V;
-  const int upto = logits ? m->L : layer;
+  const int N = m->B * m->T, d = m->d, V = m->V, L = m->L;
+  int deepest = 0;
+  for (int l = 0; l <= L; l++)
+    if (layers >> l & 1) deepest = l;
+  const int upto = logits ? L : deepest;
   esmt_status st;
   esmtb_embed_args e = esmt_embed_args(m);
   e.out = a->res[0];
   ESMT_OP(m, embed_forward, e, "inference: embedding");
-  if (layer == 0 && capture && (st = capture(m, a->res[0], user))) return st;
+  if ((layers & 1) && (st = capture(m, 0, a->res[0], user))) return st;
   for (int l = 0; l < upto; l++) {
     if ((st = esmt_layer_forward(m, l, 1))) return st;
-    if (l + 1 == layer && layer < m->L && capture && (st = capture(m, a->res[l + 1], user)))
+    if (l + 1 < L && (layers >> (l + 1) & 1) && (st = capture(m, l + 1, a->res[l + 1], user)))
       return st;
   }
-  if (layer < m->L && !logits) return ESMT_OK;
+  const int want_final = (int)(layers >> L & 1);
+  if (!want_final && !logits) return ESMT_OK;
   const esmt_layout *ly = &m->layout;
-  if ((st = layernorm(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
+  if ((st = layernorm(m, a->res[L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
                       "inference: final LayerNorm")))
     return st;
-  if (layer == m->L && capture && (st = capture(m, a->lnf, user))) return st;
+  if (want_final && (st = capture(m, L, a->lnf, user))) return st;
   if (!logits) return ESMT_OK;
   if ((st = linear(m, a->lnf, ly->head_w, ly->head_b, a->head_act, N, d, d, a->head_pre,
                    "inference: LM head dense")))
