@@ -21,6 +21,8 @@ int cmd_bench_adamw(int argc, char **argv);
 int cmd_bench_loader(int argc, char **argv);
 int cmd_config(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
+int cmd_embed(int argc, char **argv);
+int cmd_score(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */
 void cli_error(const char *what, esmt_status st);
@@ -86,6 +88,18 @@ void cli_run_unlock(int fd);
 /* 1 when `inner` is `outer` or inside it (symbolic links resolved; paths
  * need not exist yet). */
 int cli_path_inside(const char *inner, const char *outer);
+
+/* ---- Trained models for inference (cli_model.c) ---- */
+
+/* 1 when `source` is a Hugging Face ESM-2 directory (config.json and
+ * weights), 0 when it is taken for an esmtrain checkpoint or run. */
+int cli_model_is_hf(const char *source);
+
+/* Open `source` (HF directory, run, checkpoint) on `backend` (NULL: the
+ * probe's choice) with `threads` CPU threads (0: all). Returns 0, or 1
+ * after printing "esmtrain-example: CMD: model SOURCE: why". */
+int cli_model_open(const char *cmd, const char *source, const char *backend, int threads,
+                   esmt_context **ctx, esmt_model **model);
 
 /* ---- Configuration flags shared by `config` and `train` (cli_config.c) ---- */
 

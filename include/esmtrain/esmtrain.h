@@ -853,6 +853,38 @@ ESMT_API int esmt_token_id(int residue);
 /* The token string of an id ("<cls>", "L", ...), or NULL out of range. */
 ESMT_API const char *esmt_token_string(int id);
 
+/* Reading proteins one at a time, for inference (embed, score): a FASTA
+ * file (plain or gzip; "-" standard input) or a dataset directory that
+ * esmt_ingest wrote (one split). Memory: one sequence. Letters outside the
+ * alphabet (and '*') become <unk> and are counted; any other character is
+ * an error naming the file, line and record. */
+typedef struct esmt_sequence_reader esmt_sequence_reader;
+
+typedef struct esmt_sequence {
+  uint32_t struct_size;
+  const char *id;           /* FASTA: the header up to its first whitespace;
+                             * dataset: "<split>:<record index>" */
+  const int32_t *tokens;    /* residue token ids, no cls/eos (valid until the next call) */
+  uint64_t length;          /* residues (0 for an empty FASTA record) */
+  uint64_t index;           /* 0-based position in the input */
+  uint64_t unknown;         /* residues read as <unk> */
+} esmt_sequence;
+
+#define ESMT_SEQUENCE_INIT { .struct_size = sizeof(esmt_sequence) }
+
+/* `split` ("train" or "valid") is for a dataset directory and ignored for
+ * FASTA; NULL means "train". */
+ESMT_API esmt_status esmt_sequence_reader_open(const char *path, const char *split,
+                                               esmt_sequence_reader **out);
+/* The next sequence into *seq and *got = 1, or *got = 0 at the end. */
+ESMT_API esmt_status esmt_sequence_reader_next(esmt_sequence_reader *reader, esmt_sequence *seq,
+                                               int *got);
+/* How far: bytes of the file (compressed bytes for gzip) or records of
+ * the dataset; *total 0 when unknown (standard input). */
+ESMT_API esmt_status esmt_sequence_reader_position(const esmt_sequence_reader *reader,
+                                                   uint64_t *done, uint64_t *total);
+ESMT_API void esmt_sequence_reader_close(esmt_sequence_reader *reader);
+
 typedef enum esmt_unknown_policy {
   ESMT_UNKNOWN_AS_UNK = 0,  /* letters outside the alphabet become <unk> (counted) */
   ESMT_UNKNOWN_SKIP = 1,    /* drop the whole record (counted) */

@@ -182,6 +182,118 @@ static void test_fixtures(void **state) {
     for (size_t f = 0; f < 2; f++) run_fixture(k_fixtures[f], &k_cases[p]);
 }
 
+/* Relative L2 error of logits at the real positions of a right-padded
+ * batch against a reference [B*T*V] (float or double through `ref_d`). */
+static double logits_rel(const int32_t *tok, uint64_t N, const float *a, const float *ref_f,
+                         const double *ref_d) {
+  double num = 0, den = 0;
+  for (uint64_t i = 0; i < N; i++) {
+    if (tok[i] == ESMT_TOKEN_PAD) continue;
+    for (uint64_t v = 0; v < ESMT_VOCAB_SIZE; v++) {
+      const double r = ref_d ? ref_d[i * ESMT_VOCAB_SIZE + v] : ref_f[i * ESMT_VOCAB_SIZE + v];
+      num += (a[i * ESMT_VOCAB_SIZE + v] - r) * (a[i * ESMT_VOCAB_SIZE + v] - r);
+      den += r * r;
+    }
+  }
+  return sqrt(num / den);
+}
+
+/* esmt_model_infer on this backend (issue #19): its logits against the
+ * float64 reference, equal to the training forward's on the same kernels,
+ * and the same proteins packed several to a row giving the same logits. */
+static void run_infer_fixture(const char *name, const precision_case *pc) {
+  fixture fx;
+  load_fixture(name, &fx);
+  esmt_model *m = model_in(fx.cfg, pc, 1);
+  if (!m) {
+    esmt_st_close(&fx.file);
+    return;
+  }
+  load_weights(m, &fx);
+  int32_t *tokens = load_i32(&fx, "tokens");
+  const uint64_t N = (uint64_t)fx.B * fx.T, V = ESMT_VOCAB_SIZE;
+  float *fwd = malloc(N * V * sizeof *fwd), *inf = malloc(N * V * sizeof *inf);
+  float *rep = malloc(2 * N * (uint64_t)fx.cfg.hidden_size * sizeof *rep);
+  double *ref = malloc(N * V * sizeof *ref);
+  assert_true(fwd && inf && rep && ref);
+  esmt_st_to_f64(need(&fx, "logits"), ref);
+  esmt_batch b = ESMT_BATCH_INIT;
+  b.batch = fx.B;
+  b.seq_len = fx.T;
+  b.tokens = tokens;
+  esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+  if (esmt_model_forward(m, &b, &r, fwd) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  const int layers[2] = {0, -1};
+  esmt_infer_request q = ESMT_INFER_REQUEST_INIT;
+  q.outputs = ESMT_INFER_LOGITS | ESMT_INFER_PER_TOKEN;
+  q.logits = inf;
+  q.per_token = rep;
+  q.num_layers = 2;
+  q.layers = layers;
+  if (esmt_model_infer(m, &b, &q) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  const double vs_ref = logits_rel(tokens, N, inf, NULL, ref);
+  const double vs_fwd = logits_rel(tokens, N, inf, fwd, NULL);
+  /* the proteins packed into rows of max_positions, first fit in order */
+  const int W = fx.cfg.max_positions;
+  int32_t *ptok = malloc((size_t)fx.B * W * sizeof *ptok), start[64], len[64], rows = 0;
+  assert_non_null(ptok);
+  assert_true(fx.B <= 64);
+  int used = W;
+  for (int i = 0; i < fx.B; i++) {
+    int n = 0;
+    while (n < fx.T && tokens[(size_t)i * fx.T + n] != ESMT_TOKEN_PAD) n++;
+    if (used + n > W) {
+      for (int t = 0; t < W; t++) ptok[(size_t)rows * W + t] = ESMT_TOKEN_PAD;
+      rows++;
+      used = 0;
+    }
+    start[i] = (rows - 1) * W + used;
+    len[i] = n;
+    memcpy(ptok + start[i], tokens + (size_t)i * fx.T, (size_t)n * sizeof *ptok);
+    used += n;
+  }
+  float *plog = malloc((size_t)rows * W * V * sizeof *plog), *back = malloc(N * V * sizeof *back);
+  assert_true(plog && back);
+  esmt_batch p = ESMT_BATCH_INIT;
+  p.batch = rows;
+  p.seq_len = W;
+  p.tokens = ptok;
+  p.num_segments = fx.B;
+  p.seg_start = start;
+  p.seg_len = len;
+  esmt_infer_request pq = ESMT_INFER_REQUEST_INIT;
+  pq.outputs = ESMT_INFER_LOGITS;
+  pq.logits = plog;
+  if (esmt_model_infer(m, &p, &pq) != ESMT_OK) fail_msg("%s", esmt_last_error());
+  memset(back, 0, N * V * sizeof *back); /* packed logits back into the padded layout */
+  for (int i = 0; i < fx.B; i++)
+    memcpy(back + (size_t)i * fx.T * V, plog + (size_t)start[i] * V, (size_t)len[i] * V * sizeof *back);
+  const double packed = logits_rel(tokens, N, back, inf, NULL);
+  printf("RESULT infer %s %s %s: logits vs float64 %.2e, vs training forward %.2e, packed (%d "
+         "proteins in %d rows) vs padded %.2e (bound %.0e)\n", g_backend, pc->name, name, vs_ref,
+         vs_fwd, fx.B, rows, packed, pc->logits);
+  fflush(stdout);
+  assert_true(vs_ref <= pc->logits);
+  assert_true(vs_fwd <= pc->logits * 0.1);
+  assert_true(packed <= pc->logits);
+  free(plog);
+  free(back);
+  free(ptok);
+  free(fwd);
+  free(inf);
+  free(rep);
+  free(ref);
+  free(tokens);
+  esmt_model_destroy(m);
+  esmt_st_close(&fx.file);
+}
+
+static void test_infer_fixtures(void **state) {
+  (void)state;
+  for (size_t pi = 0; pi < sizeof k_cases / sizeof k_cases[0]; pi++)
+    for (size_t f = 0; f < 2; f++) run_infer_fixture(k_fixtures[f], &k_cases[pi]);
+}
+
 /* Every weight, through the public API, into one host buffer. */
 static float *weights(esmt_model *m, uint64_t *n) {
   assert_int_equal(esmt_model_param_count(m, n), ESMT_OK);
@@ -274,6 +386,7 @@ static void test_overflow_injection(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_fixtures),
+      cmocka_unit_test(test_infer_fixtures),
       cmocka_unit_test(test_overflow_injection),
   };
   if (setup(NULL) != 0) {

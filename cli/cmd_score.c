@@ -1,0 +1,311 @@
+/* `esmtrain-example score`: pseudo-log-likelihoods of proteins
+ * (score_pll.c) and masked-marginal scores of variants (score_variants.c)
+ * from an ESM-2 model, into a CSV file. This file: the command line, the
+ * output file (a temporary file published whole, never over an existing
+ * one) and the progress line. Public API only. */
+#define _POSIX_C_SOURCE 200809L
+#include <errno.h>
+#include <fcntl.h>
+#include <limits.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "score_common.h"
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: esmtrain-example score MODEL INPUT -o OUT.csv [options]\n"
+    "       esmtrain-example score MODEL WT.fasta --variants VARIANTS.csv -o OUT.csv [options]\n"
+    "MODEL is a Hugging Face ESM-2 directory or an esmtrain run or checkpoint.\n"
+    "\n"
+    "Pseudo-log-likelihood (first form). INPUT is FASTA (plain or .gz) or an ingested\n"
+    "dataset directory (--split). For a protein of n residues, each residue i in turn is\n"
+    "replaced by <mask> in [cls] residues [eos], and\n"
+    "  pll  = sum over i of log_softmax(logits at i)[true residue at i]\n"
+    "  pppl = exp(-pll / n)\n"
+    "OUT.csv: id,length,pll,pppl, one line per protein in input order. Empty records are\n"
+    "skipped with a warning (no line); letters outside the alphabet are scored as <unk>.\n"
+    "\n"
+    "Masked marginals (second form; Meier et al. 2021). VARIANTS.csv has a header line with\n"
+    "columns 'id' (a record of WT.fasta) and 'mutation' (other columns are ignored): A123G\n"
+    "is wild-type letter, position, mutant letter; several join with ':' (A123G:L45P).\n"
+    "Each mutated position i is masked in the wild type once, and\n"
+    "  score = sum over the mutations of log p(mutant at i) - log p(wild type at i)\n"
+    "OUT.csv: id,mutation,score in the order of VARIANTS.csv. The CSV is checked whole\n"
+    "before the model is loaded; every problem is reported with its line.\n"
+    "\n"
+    "Long proteins: a row holds at most W = max_positions - 2 residues (1022 for ESM-2).\n"
+    "A longer protein is scored position by position in the window of W residues with the\n"
+    "most context around the masked residue: residues s+1..s+W (1-based), where\n"
+    "s = min(max(i - 1 - floor(W/2), 0), n - W), wrapped in [cls] .. [eos].\n"
+    "\n"
+    "options:\n"
+    "  -o OUT.csv          the output; it must not exist (never overwritten). Written to\n"
+    "                      OUT.csv.tmp.PID and renamed when complete; removed on failure\n"
+    "  --variants FILE     masked-marginal mode (above)\n"
+    "  --offset K          the number of the first residue in mutations (default 1)\n"
+    "  --batch-tokens N    rows x longest row of one model call (default 16384; at\n"
+    "                      least one row per call)\n"
+    "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
+    "  --threads N         CPU threads (default 0: all cores)\n"
+    "  --split train|valid the split of a dataset INPUT (default train)\n"
+    "  --quiet             no progress line (otherwise on stderr about once a second)\n"
+    "Numbers are printed with 9 significant digits: the logits are fp32 (or fp16/bf16\n"
+    "widened), sums are in double. Exit status: 0 done, 1 failure, 2 usage error,\n"
+    "128+N stopped by signal N (nothing written).\n");
+}
+
+/* ---- the output file ---- */
+
+struct score_out {
+  char *path, *tmp;
+  FILE *f;
+};
+
+FILE *score_out_file(score_out *o) { return o->f; }
+
+void score_csv_field(FILE *f, const char *s) {
+  if (!strpbrk(s, ",\"\r\n")) {
+    fputs(s, f);
+    return;
+  }
+  fputc('"', f);
+  for (; *s; s++) {
+    if (*s == '"') fputc('"', f);
+    fputc(*s, f);
+  }
+  fputc('"', f);
+}
+
+/* The temporary file beside OUT, created exclusively. */
+static int out_open(score_out *o, const char *path) {
+  memset(o, 0, sizeof *o);
+  size_t cap = strlen(path) + 32;
+  o->path = malloc(strlen(path) + 1);
+  o->tmp = malloc(cap);
+  if (!o->path || !o->tmp) {
+    fprintf(stderr, SCORE_PREFIX "out of memory\n");
+    return 1;
+  }
+  strcpy(o->path, path);
+  snprintf(o->tmp, cap, "%s.tmp.%ld", path, (long)getpid());
+  int fd = open(o->tmp, O_WRONLY | O_CREAT | O_EXCL, 0666);
+  if (fd < 0) {
+    fprintf(stderr, SCORE_PREFIX "cannot create the temporary output %s: %s\n", o->tmp,
+            strerror(errno));
+    return 1;
+  }
+  if (!(o->f = fdopen(fd, "w"))) {
+    fprintf(stderr, SCORE_PREFIX "%s: %s\n", o->tmp, strerror(errno));
+    close(fd);
+    unlink(o->tmp);
+    return 1;
+  }
+  return 0;
+}
+
+/* Remove the temporary file (if created); free. */
+static void out_discard(score_out *o) {
+  if (o->f) {
+    fclose(o->f);
+    unlink(o->tmp);
+  }
+  free(o->path);
+  free(o->tmp);
+  memset(o, 0, sizeof *o);
+}
+
+static void sync_dir(const char *path) {
+  char *dir = malloc(strlen(path) + 2);
+  if (!dir) return;
+  strcpy(dir, path);
+  char *slash = strrchr(dir, '/');
+  if (!slash) strcpy(dir, ".");
+  else if (slash == dir) dir[1] = 0;
+  else *slash = 0;
+  int fd = open(dir, O_RDONLY);
+  if (fd >= 0) {
+    (void)fsync(fd);
+    close(fd);
+  }
+  free(dir);
+}
+
+/* Flush, fsync, and publish the temporary file as OUT without ever
+ * replacing a file: link() fails when OUT exists; where links are not
+ * supported, a check then rename(). Returns 0, or 1 after printing why. */
+static int out_commit(score_out *o) {
+  FILE *f = o->f;
+  o->f = NULL;
+  int bad = fflush(f) != 0 || ferror(f), err = bad ? errno : 0;
+  if (!bad && fsync(fileno(f)) != 0) bad = 1, err = errno;
+  if (fclose(f) != 0 && !bad) bad = 1, err = errno;
+  if (bad) {
+    fprintf(stderr, SCORE_PREFIX "writing %s failed: %s; it was removed and %s was not "
+            "written\n", o->tmp, err ? strerror(err) : "write error", o->path);
+    unlink(o->tmp);
+    return 1;
+  }
+  int rc = link(o->tmp, o->path);
+  if (rc != 0 && errno != EEXIST) {
+    struct stat sb;
+    if (lstat(o->path, &sb) == 0) errno = EEXIST;
+    else rc = rename(o->tmp, o->path);
+  } else if (rc == 0) {
+    unlink(o->tmp);
+  }
+  if (rc != 0) {
+    if (errno == EEXIST)
+      fprintf(stderr, SCORE_PREFIX "%s appeared while scoring: it was not overwritten; the "
+              "results are in %s\n", o->path, o->tmp);
+    else
+      fprintf(stderr, SCORE_PREFIX "cannot rename %s to %s: %s; the results are in %s\n",
+              o->tmp, o->path, strerror(errno), o->tmp);
+    return 1;
+  }
+  sync_dir(o->path);
+  return 0;
+}
+
+/* ---- progress ---- */
+
+void score_progress_init(score_progress *p, int quiet) {
+  memset(p, 0, sizeof *p);
+  p->start = p->last = esmt_clock_seconds();
+  p->quiet = quiet;
+  p->tty = isatty(STDERR_FILENO);
+}
+
+void score_progress_tick(score_progress *p, uint64_t proteins, uint64_t positions,
+                         double fraction, int force) {
+  const double now = esmt_clock_seconds(), t = now - p->start;
+  if (p->quiet || (now - p->last < 1.0 && !force) || (force && !p->printed)) return;
+  p->last = now;
+  p->printed = 1;
+  char eta[64] = "";
+  if (fraction > 0 && fraction <= 1) {
+    const double left = t * (1 - fraction) / fraction;
+    const long s = (long)(left + 0.5);
+    if (s >= 3600) snprintf(eta, sizeof eta, ", %.1f%%, ETA %ldh%02ldm", 100 * fraction, s / 3600,
+                            s / 60 % 60);
+    else snprintf(eta, sizeof eta, ", %.1f%%, ETA %ldm%02lds", 100 * fraction, s / 60, s % 60);
+  }
+  fprintf(stderr, "%sscore: %llu proteins, %.1f proteins/s, %.0f positions/s%s%s",
+          p->tty ? "\r" : "", (unsigned long long)proteins, t > 0 ? (double)proteins / t : 0.0,
+          t > 0 ? (double)positions / t : 0.0, eta, p->tty ? "\033[K" : "\n");
+}
+
+void score_progress_end(score_progress *p) {
+  if (p->printed && p->tty && !p->quiet) fputc('\n', stderr);
+}
+
+/* ---- the command ---- */
+
+static int parse(int argc, char **argv, score_args *a) {
+  memset(a, 0, sizeof *a);
+  a->batch_tokens = 16384;
+  a->offset = 1;
+  const char *cmd = "esmtrain-example: score";
+  for (int i = 0; i < argc; i++) {
+    const char *v = NULL;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return -1;
+    if (!strcmp(argv[i], "--quiet")) a->quiet = 1;
+    else if (cli_flag_value("-o", argc, argv, &i, &v) ||
+             cli_flag_value("--output", argc, argv, &i, &v)) { if (!(a->out = v)) goto missing; }
+    else if (cli_flag_value("--variants", argc, argv, &i, &v)) { if (!(a->variants = v)) goto missing; }
+    else if (cli_flag_value("--backend", argc, argv, &i, &v)) { if (!(a->backend = v)) goto missing; }
+    else if (cli_flag_value("--split", argc, argv, &i, &v)) {
+      if (!(a->split = v)) goto missing;
+      if (strcmp(v, "train") && strcmp(v, "valid")) {
+        fprintf(stderr, "%s: --split '%s': expected train or valid\n", cmd, v);
+        return 2;
+      }
+    } else if (cli_flag_value("--batch-tokens", argc, argv, &i, &v)) {
+      if (!cli_int_arg(cmd, "--batch-tokens", v, 3, (long long)1 << 40, &a->batch_tokens))
+        return 2;
+    } else if (cli_flag_value("--threads", argc, argv, &i, &v)) {
+      if (!cli_int_arg(cmd, "--threads", v, 0, 4096, &a->threads)) return 2;
+    } else if (cli_flag_value("--offset", argc, argv, &i, &v)) {
+      if (!cli_int_arg(cmd, "--offset", v, -1000000000LL, 1000000000LL, &a->offset)) return 2;
+    } else if (argv[i][0] == '-' && strcmp(argv[i], "-")) {
+      fprintf(stderr, "%s: unknown argument '%s' (try --help)\n", cmd, argv[i]);
+      return 2;
+    } else if (!a->model) a->model = argv[i];
+    else if (!a->input) a->input = argv[i];
+    else {
+      fprintf(stderr, "%s: unexpected argument '%s' (MODEL and INPUT are %s and %s)\n", cmd,
+              argv[i], a->model, a->input);
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, "%s: %s needs a value\n", cmd, argv[i]);
+    return 2;
+  }
+  if (!a->model || !a->input || !a->out) {
+    fprintf(stderr, "%s: need MODEL, INPUT and -o OUT.csv (try --help)\n", cmd);
+    return 2;
+  }
+  return 0;
+}
+
+static int stopped(int sig, const char *out) {
+  fprintf(stderr, SCORE_PREFIX "stopped by %s: %s was not written and no partial file is "
+          "left\n", cli_signal_name(sig), out);
+  return 128 + sig;
+}
+
+int cmd_score(int argc, char **argv) {
+  score_args a;
+  int rc = parse(argc, argv, &a);
+  if (rc < 0) { usage(stdout); return 0; }
+  if (rc) return rc;
+  struct stat sb;
+  if (lstat(a.out, &sb) == 0) {
+    fprintf(stderr, SCORE_PREFIX "%s already exists: score never overwrites a file; remove it "
+            "or choose another -o. Nothing was done\n", a.out);
+    return 1;
+  }
+  cli_signals_catch(NULL);
+  esmt_sequence_reader *in = NULL;
+  score_variants *var = NULL;
+  if (a.variants) {
+    if (!(var = score_variants_load(&a))) return 1;
+  } else {
+    esmt_status st = esmt_sequence_reader_open(a.input, a.split, &in);
+    if (st) {
+      cli_error("score: input", st);
+      return 1;
+    }
+  }
+  esmt_context *ctx = NULL;
+  esmt_model *model = NULL;
+  score_out out;
+  memset(&out, 0, sizeof out);
+  rc = out_open(&out, a.out); /* before the model: a bad -o fails at once */
+  if (!rc) rc = cli_model_open("score", a.model, a.backend, (int)a.threads, &ctx, &model);
+  if (!rc && cli_signal_caught()) rc = 128 + cli_signal_caught();
+  if (!rc) rc = var ? score_variants_run(var, &a, model, &out) : score_pll_run(&a, in, model, &out);
+  if (!rc && cli_signal_caught()) rc = 128 + cli_signal_caught();
+  if (!rc) {
+    cli_signals_defer(); /* published whole or not at all */
+    rc = out_commit(&out);
+    if (!rc) fprintf(stderr, SCORE_PREFIX "wrote %s\n", a.out);
+    int sig = cli_signals_deferred();
+    if (sig) {
+      fprintf(stderr, SCORE_PREFIX "stopped by %s, which arrived while publishing %s: it was "
+              "finished first\n", cli_signal_name(sig), a.out);
+      rc = 128 + sig;
+    }
+  } else if (rc > 128) {
+    rc = stopped(rc - 128, a.out);
+  }
+  out_discard(&out);
+  esmt_model_destroy(model);
+  esmt_context_destroy(ctx);
+  esmt_sequence_reader_close(in);
+  score_variants_free(var);
+  return rc;
+}

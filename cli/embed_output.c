@@ -1,0 +1,141 @@
+/* The arrays of an embed output directory (embed.h): lengths.npy,
+ * per_tok.offsets.npy, {mean,cls,per_tok}.layer<L>.npy and ids.txt, all
+ * appended protein by protein in input order and committed together
+ * (headers rewritten, fsync) before embed.json records the new counts. */
+#define _GNU_SOURCE
+#include <errno.h>
+#include <fcntl.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "embed.h"
+
+static int open_array(cli_npy *f, const embed_options *o, const char *name, const char *descr,
+                      int64_t cols, int64_t resume_rows) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/%s.npy", o->out, name);
+  return cli_npy_open(f, "embed", path, descr, descr[2] == '8' ? 8 : 4, cols, resume_rows);
+}
+
+int embed_output_open(embed_output *w, const embed_options *o, int d, const embed_stats *r) {
+  memset(w, 0, sizeof *w);
+  w->o = o;
+  w->d = d;
+  w->ids_fd = -1;
+  w->lengths.fd = w->offsets.fd = -1;
+  for (int j = 0; j < EMBED_MAX_LAYERS; j++) w->mean[j].fd = w->cls[j].fd = w->tok[j].fd = -1;
+  const int64_t n = r ? (int64_t)r->proteins : -1, rows = r ? (int64_t)r->per_tok_rows : -1;
+  if (open_array(&w->lengths, o, "lengths", "<i8", 0, n)) return -1;
+  if ((o->include & EMBED_PER_TOK) && open_array(&w->offsets, o, "per_tok.offsets", "<i8", 0,
+                                                 r ? n + 1 : -1))
+    return -1;
+  if ((o->include & EMBED_PER_TOK) && !r) {
+    const int64_t zero = 0;
+    if (cli_npy_append(&w->offsets, "embed", &zero, 1)) return -1;
+  }
+  for (int j = 0; j < o->nl; j++) {
+    char name[64];
+    if (o->include & EMBED_MEAN) {
+      snprintf(name, sizeof name, "mean.layer%d", o->layers[j]);
+      if (open_array(&w->mean[j], o, name, "<f4", d, n)) return -1;
+    }
+    if (o->include & EMBED_CLS) {
+      snprintf(name, sizeof name, "cls.layer%d", o->layers[j]);
+      if (open_array(&w->cls[j], o, name, "<f4", d, n)) return -1;
+    }
+    if (o->include & EMBED_PER_TOK) {
+      snprintf(name, sizeof name, "per_tok.layer%d", o->layers[j]);
+      if (open_array(&w->tok[j], o, name, "<f4", d, rows)) return -1;
+    }
+  }
+  char path[4096];
+  snprintf(path, sizeof path, "%s/ids.txt", o->out);
+  w->ids_fd = open(path, r ? O_RDWR | O_CLOEXEC : O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (w->ids_fd < 0 || (r && (ftruncate(w->ids_fd, (off_t)r->ids_bytes) != 0 ||
+                              lseek(w->ids_fd, 0, SEEK_END) < 0))) {
+    fprintf(stderr, "esmtrain-example: embed: %s: %s\n", path, strerror(errno));
+    return -1;
+  }
+  return embed_output_commit(w);
+}
+
+static int write_ids(embed_output *w, const char *text, size_t n) {
+  while (n) {
+    ssize_t k = write(w->ids_fd, text, n);
+    if (k < 0 && errno == EINTR) continue;
+    if (k <= 0) {
+      fprintf(stderr, "esmtrain-example: embed: %s/ids.txt: cannot write: %s\n", w->o->out,
+              strerror(errno));
+      return -1;
+    }
+    text += k;
+    n -= (size_t)k;
+  }
+  return 0;
+}
+
+int embed_output_write(embed_output *w, const embed_chunk *c, embed_stats *s) {
+  const embed_options *o = w->o;
+  const int d = w->d;
+  for (int i = 0; i < c->n; i++) {
+    const embed_protein *p = &c->p[i];
+    const int64_t len = p->length;
+    if (write_ids(w, p->id, strlen(p->id)) || write_ids(w, "\n", 1)) return -1;
+    if (cli_npy_append(&w->lengths, "embed", &len, 1)) return -1;
+    for (int j = 0; j < o->nl; j++) {
+      if ((o->include & EMBED_MEAN) &&
+          cli_npy_append(&w->mean[j], "embed", p->mean + (size_t)j * d, 1))
+        return -1;
+      if ((o->include & EMBED_CLS) && cli_npy_append(&w->cls[j], "embed", p->cls + (size_t)j * d, 1))
+        return -1;
+      if ((o->include & EMBED_PER_TOK) &&
+          cli_npy_append(&w->tok[j], "embed", p->tok + (size_t)j * p->kept * d, (uint64_t)p->kept))
+        return -1;
+    }
+    if (o->include & EMBED_PER_TOK) {
+      const int64_t end = (int64_t)(s->per_tok_rows + (uint64_t)p->kept);
+      if (cli_npy_append(&w->offsets, "embed", &end, 1)) return -1;
+    }
+    s->proteins++;
+    s->residues += (uint64_t)len;
+    s->per_tok_rows += (uint64_t)p->kept;
+    s->truncated += p->kept < len;
+    s->windowed += p->pieces > 1;
+    s->empty += len == 0;
+    s->ids_bytes += strlen(p->id) + 1;
+    s->ids_hash = embed_id_hash(s->ids_hash, p->id);
+  }
+  return 0;
+}
+
+int embed_output_commit(embed_output *w) {
+  cli_npy *all[] = {&w->lengths, &w->offsets};
+  for (int i = 0; i < 2; i++)
+    if (all[i]->fd >= 0 && cli_npy_commit(all[i], "embed")) return -1;
+  for (int j = 0; j < w->o->nl; j++) {
+    cli_npy *f[] = {&w->mean[j], &w->cls[j], &w->tok[j]};
+    for (int i = 0; i < 3; i++)
+      if (f[i]->fd >= 0 && cli_npy_commit(f[i], "embed")) return -1;
+  }
+  if (fsync(w->ids_fd) != 0) {
+    fprintf(stderr, "esmtrain-example: embed: %s/ids.txt: fsync: %s\n", w->o->out,
+            strerror(errno));
+    return -1;
+  }
+  return 0;
+}
+
+void embed_output_close(embed_output *w) {
+  cli_npy_close(&w->lengths);
+  cli_npy_close(&w->offsets);
+  for (int j = 0; j < EMBED_MAX_LAYERS; j++) {
+    cli_npy_close(&w->mean[j]);
+    cli_npy_close(&w->cls[j]);
+    cli_npy_close(&w->tok[j]);
+  }
+  if (w->ids_fd >= 0) close(w->ids_fd);
+  w->ids_fd = -1;
+}
