@@ -7,52 +7,6 @@
 
 #include "score_common.h"
 
-static const double k_ln2_hi = 6.93147180369123816490e-01, k_ln2_lo = 1.90821492927058770002e-10;
-
-static double from_bits(uint64_t b) {
-  double d;
-  memcpy(&d, &b, sizeof d);
-  return d;
-}
-
-double score_exp(double x) {
-  if (x != x) return x;
-  if (x > 709.78) return INFINITY;
-  if (x <= -708.0) return 0.0;
-  /* x = k ln2 + r, |r| <= ln2 / 2 (Cody-Waite); e^r by Taylor to r^17 */
-  const double kd = x * 1.4426950408889634 + (x < 0 ? -0.5 : 0.5);
-  const int k = (int)kd;
-  const double r = (x - k * k_ln2_hi) - k * k_ln2_lo;
-  double term = 1.0, sum = 1.0;
-  for (int i = 1; i <= 17; i++) {
-    term *= r / i;
-    sum += term;
-  }
-  return sum * from_bits((uint64_t)(k + 1022) << 52) * 2.0; /* k may be 1024 */
-}
-
-double score_log(double x) {
-  if (x != x || x < 0) return NAN;
-  if (x == 0) return -INFINITY;
-  if (x == INFINITY) return x;
-  uint64_t b;
-  memcpy(&b, &x, sizeof b);
-  int e = (int)((b >> 52) & 0x7ff) - 1023;
-  if (e == -1023) return score_log(x * 18014398509481984.0) - 54 * (k_ln2_hi + k_ln2_lo);
-  double m = from_bits((b & 0xfffffffffffffull) | ((uint64_t)1023 << 52)); /* [1, 2) */
-  if (m > 1.4142135623730951) {
-    m *= 0.5;
-    e++;
-  }
-  /* log m = 2 atanh(s), s = (m - 1) / (m + 1), |s| < 0.172 */
-  const double s = (m - 1) / (m + 1), s2 = s * s;
-  double pw = s, sum = 0;
-  for (int i = 1; i <= 27; i += 2) {
-    sum += pw / i;
-    pw *= s2;
-  }
-  return e * k_ln2_lo + 2 * sum + e * k_ln2_hi;
-}
 
 struct score_batcher {
   esmt_model *model;
@@ -205,8 +159,8 @@ int score_batcher_flush(score_batcher *sb) {
                                        ESMT_VOCAB_SIZE;
     double mx = -INFINITY, sum = 0;
     for (int v = 0; v < ESMT_VOCAB_SIZE; v++) mx = lg[v] > mx ? lg[v] : mx;
-    for (int v = 0; v < ESMT_VOCAB_SIZE; v++) sum += score_exp((double)lg[v] - mx);
-    const double lse = mx + score_log(sum);
+    for (int v = 0; v < ESMT_VOCAB_SIZE; v++) sum += exp((double)lg[v] - mx);
+    const double lse = mx + log(sum);
     if (!isfinite(lse)) {
       fprintf(stderr, SCORE_PREFIX "the model gave non-finite logits at masked residue %d (of "
               "%d); nothing is written for it (a half-precision overflow? try --backend cpu)\n",

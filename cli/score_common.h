@@ -15,12 +15,6 @@
  * float and are more than the logits carry; sums are kept in double. */
 #define SCORE_NUM "%.9g"
 
-/* exp and log to within a few ulps (score_batch.c), because the CLI does
- * not link libm: x <= -708 gives 0 (no subnormals); log of x <= 0 is NaN
- * or -inf. Replace with exp()/log() once cli/CMakeLists.txt links m. */
-double score_exp(double x);
-double score_log(double x);
-
 /* ---- Masked rows, batched (score_batch.c) ----
  * A masked row is a protein (residue tokens, no cls/eos) with one residue
  * replaced by <mask>, laid out as [cls] residues [eos]. A protein longer

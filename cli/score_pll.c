@@ -5,6 +5,7 @@
  * written when its last copy is scored, so lines come in input order and
  * memory holds only the proteins of the batch being filled. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <limits.h>
 #include <stdlib.h>
 #include <string.h>
@@ -35,7 +36,7 @@ static int on_row(void *user, uint64_t tag, const double *logp) {
   p->pll += logp[p->tok[p->done]];
   if (++p->done < p->n) return 0;
   score_csv_field(s->f, p->id);
-  fprintf(s->f, ",%d," SCORE_NUM "," SCORE_NUM "\n", p->n, p->pll, score_exp(-p->pll / p->n));
+  fprintf(s->f, ",%d," SCORE_NUM "," SCORE_NUM "\n", p->n, p->pll, exp(-p->pll / p->n));
   s->written++;
   return 0;
 }

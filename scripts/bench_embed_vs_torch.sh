@@ -2,11 +2,12 @@
 # `esmtrain-example embed` beside transformers' EsmModel (fp32, eval,
 # no_grad) on the CPU: the same weights (an HF-initialised esm2_t6_8M, seed
 # 0), the same proteins (every 10th record of mmseqs2's DB.fasta.gz), the
-# same batching (sorted by length, (longest + 2) x count <= BATCH_TOKENS),
-# long proteins truncated to 1024 residues (embed's --long truncate), the
-# mean of the last layer; then one synthetic 10,000-residue protein with
-# --long windows (W 1024, stride 512). Proteins/s, residues/s, the ratio,
-# each process's peak RSS, and how far the two means are apart.
+# same batching (longest first, BATCH_TOKENS // (longest + 2) rows a batch),
+# long proteins truncated to embed's window (the "window" its embed.json
+# reports; --long truncate), the mean of the last layer; then one synthetic
+# 10,000-residue protein (real proteins concatenated) with --long windows
+# (embed's window and stride). Proteins/s, residues/s, the ratio, each
+# process's peak RSS, and how far the two tools' means are apart.
 # Usage: bench_embed_vs_torch.sh [PROTEINS] [THREADS] [BATCH_TOKENS]
 #   ESMT_BIN       the binary (default build/bin/esmtrain-example; built if missing)
 #   ESMT_BENCH_DB  the FASTA sampled (default /usr/share/doc/mmseqs2/example-data/DB.fasta.gz)
@@ -43,19 +44,27 @@ bench() {
   echo "== esmtrain embed ($tag, $threads threads, --batch-tokens $bt)"
   $py $ref measure "$work/e.$tag" -- "$bin" embed "$model" "$fasta" -o "$work/out.$tag" \
       --threads "$threads" --batch-tokens "$bt" --include mean "${eargs[@]}"
-  echo "== transformers EsmModel ($tag)"
+  # embed's window and stride, for the same truncation and windows; its own timing
+  local ws esec
+  ws=$($py -c 'import json, sys; r = json.load(open(sys.argv[1])); r = r.get("request", r)
+print(r["window"], r.get("stride") or r["window"] // 2)' "$work/out.$tag/embed.json")
+  esec=$($py -c 'import json, sys; print(json.load(open(sys.argv[1]))["stats"]["seconds"])' \
+           "$work/out.$tag/embed.json" 2>/dev/null || echo 0)
+  echo "== transformers EsmModel ($tag; window and stride $ws)"
   local t
   t=$($py $ref measure "$work/t.$tag" -- $py $ref run --model "$model" --fasta "$fasta" \
         --threads "$threads" --batch-tokens "$bt" --compare "$work/out.$tag/mean.layer6.npy" \
-        "${targs[@]}" | tee /dev/stderr | grep '^TORCH_RESULT')
+        --truncate "${ws% *}" --window "${ws% *}" --stride "${ws#* }" "${targs[@]}" \
+        | tee /dev/stderr | grep '^TORCH_RESULT')
   read -r ewall erss _ <"$work/e.$tag"
   read -r twall trss _ <"$work/t.$tag"
   local prot res tsec
   prot=$(field proteins "$t") res=$(field residues "$t") tsec=$(field seconds "$t")
   rows+=("$(awk -v tag="$tag" -v p="$prot" -v r="$res" -v e="$ewall" -v t="$tsec" -v tw="$twall" \
-      -v er="$erss" -v tr="$trss" -v tl="$(field rss_after_load_mb "$t")" 'BEGIN {
-      printf "%-8s %6d %9d | %8.2f %9.0f %8.0f | %8.2f %9.0f %8.0f (%4.0f) | %6.2fx %6.2fx",
-             tag, p, r, p / e, r / e, er / 1024, p / t, r / t, tr / 1024, tl, t / e, tw / e }')")
+      -v es="$esec" -v er="$erss" -v tr="$trss" -v tl="$(field rss_after_load_mb "$t")" 'BEGIN {
+      if (es <= 0) es = e
+      printf "%-7s %5d %8d | %7.2f %8.0f %6.1f %7.0f | %7.2f %8.0f %6.1f %7.0f %6.0f | %6.2fx %6.2fx",
+             tag, p, r, p / e, r / e, e, er / 1024, p / t, r / t, t, tr / 1024, tl, t / es, tw / e }')")
 }
 
 rows=()
@@ -65,14 +74,16 @@ if [ "$long" -gt 0 ]; then
   bench long "$work/long.fasta" --long windows -- --long windows
 fi
 
-printf '\n%-8s %6s %9s | %-28s | %-35s | %s\n' "" "" "" "esmtrain embed (whole run)" \
-       "transformers (timed part; RSS)" "ratio"
-printf '%-8s %6s %9s | %8s %9s %8s | %8s %9s %8s %6s | %7s %7s\n' input prot residues \
-       prot/s res/s RSS_MB prot/s res/s RSS_MB loaded timed whole
+printf '\n%-7s %5s %8s | %-31s | %-38s | %s\n' "" "" "" "esmtrain embed (whole process)" \
+       "transformers (timed part)" "speed-up"
+printf '%-7s %5s %8s | %7s %8s %6s %7s | %7s %8s %6s %7s %6s | %7s %7s\n' input prot residues \
+       prot/s res/s s RSS_MB prot/s res/s s RSS_MB loaded timed whole
 printf '%s\n' "${rows[@]}"
 cat <<EOF
-esmtrain: wall time of the whole process (model load, FASTA, output files). transformers:
-'timed' is its FASTA-to-saved-means time (not the ~s of imports and model load), 'whole' its
-process wall time; ratio = transformers seconds / esmtrain seconds (> 1: esmtrain faster).
-RSS_MB: each process's peak resident set; 'loaded': torch's RSS after import and model load.
+esmtrain: rates over its whole process (model load, FASTA, output files). transformers: rates
+over its timed part (FASTA to saved means; not the imports and model load). speed-up =
+transformers seconds / esmtrain seconds: 'timed' against embed.json's own seconds (after the
+model load), 'whole' process against process. RSS_MB: each process's peak resident set
+(getrusage of the child); 'loaded': torch's RSS after its imports and the model load.
+Load average now: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs.
 EOF

@@ -2,22 +2,25 @@
 """`esmtrain-example embed` against transformers' EsmModel in float64, on
 real UniProt proteins (mmseqs2's example DB.fasta.gz).
 
-(a) a random 3-layer model (hidden 64, max_position_embeddings 130, so 128
-    residues a window; LayerNorms and biases perturbed) on 11 proteins of
-    7..400 residues (one with lowercase letters and unknown letters):
+(a) a random 3-layer model (hidden 64, max_position_embeddings 130, so a
+    window of 128 residues by the spec; LayerNorms and biases perturbed) on
+    12 proteins of 7..400 residues (one with lowercase and unknown letters):
     per_tok, mean and cls of layers 0, 1 and L, with --long truncate
     (the default) and --long windows, each as --format npy and
     safetensors; relative error <= 1e-5 per array, npy == safetensors;
     ids.txt, lengths, offsets, embed.json; the README's numpy snippet;
-(b) an HF-initialised esm2_t6_8M (random, seed 0) on 6 proteins, one over
-    1024 residues (--long windows): mean and per_tok of the last layer,
+(b) an HF-initialised esm2_t6_8M (random, seed 0) on 6 proteins, one of
+    1500 residues (--long windows): mean and per_tok of the last layer,
     default --layers (files named layer6), relative error <= 1e-5;
 (c) (b)'s input with --batch-tokens 1100 (one protein a batch) and 200000:
-    bit-identical, else max abs difference <= 1e-6;
-(d) resume: 300 short proteins, small batches, SIGINT part way, the same
-    command again: arrays equal an uninterrupted run's; a third run on the
-    complete OUT exits non-zero and changes nothing; an OUT holding a
+    bit-identical, else max abs difference <= 1e-6 x max(1, max |value|);
+(d) resume: a 2-layer hidden-64 model on ~230,000 residues (two of embed's
+    commit chunks), SIGINT once embed.json counts committed proteins, the
+    same command again: arrays equal an uninterrupted run's; a third run on
+    the complete OUT exits non-zero and changes nothing; an OUT holding a
     stray file is refused.
+The references use the window embed.json reports; that it is the spec's
+max_position_embeddings - 2 residues is one check of its own.
 The reference for windows: windows of W residues ([cls] w [eos]) at 0, S,
 2S, ..., the last one ending at the protein's end; a residue's row is the
 average over the windows holding it, mean the average of those rows, cls
@@ -48,6 +51,9 @@ BIN, SRC = sys.argv[1], sys.argv[2]
 DB = os.environ.get("ESMT_EMBED_TEST_FASTA", "/usr/share/doc/mmseqs2/example-data/DB.fasta.gz")
 THREADS = os.environ.get("ESMT_EMBED_TEST_THREADS", "2")
 TOL_REL, TOL_DET = 1e-5, 1e-6
+# The spec's window: max_position_embeddings - WINDOW_MARGIN residues (2: cls
+# and eos). fair-esm's extract.py truncates at 1022 = 1026 - 4.
+WINDOW_MARGIN = 2
 # The ESM-2 alphabet (libesmtrain/data/alphabet.c; fair-esm's ESM-1b one).
 TOKENS = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I",
           "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O",
@@ -239,7 +245,8 @@ def compare(tag, got, ref, names):
 
 
 def same_arrays(tag, a, b, tol):
-    """Identical bytes, else max abs difference <= tol; prints which."""
+    """Identical bytes, else max abs difference <= tol x max(1, max |value|)
+    of each array; prints which."""
     if sorted(a) != sorted(b):
         return check(False, "%s: arrays %s vs %s" % (tag, sorted(a), sorted(b)))
     differ = [k for k in a if a[k].shape != b[k].shape or a[k].dtype != b[k].dtype
@@ -249,21 +256,47 @@ def same_arrays(tag, a, b, tol):
         return check(True, tag)
     if any(a[k].shape != b[k].shape or a[k].dtype.kind != "f" for k in differ):
         return check(False, "%s: %s differ in shape or integers" % (tag, differ))
-    m = max(float(np.abs(a[k].astype(np.float64) - b[k]).max()) for k in differ)
-    print("%s: %d of %d arrays differ (%s), max abs difference %.2e" % (
-        tag, len(differ), len(a), ", ".join(differ[:4]), m))
-    return check(m <= tol, "%s: max abs difference %.2e > %.0e" % (tag, m, tol))
+    worst, m, scale = 0.0, 0.0, 1.0
+    for k in differ:
+        dk = float(np.abs(a[k].astype(np.float64) - b[k]).max())
+        sk = max(1.0, float(np.abs(b[k]).max()))
+        if dk / sk >= worst:
+            worst, m, scale = dk / sk, dk, sk
+    print("%s: %d of %d arrays differ (%s), max abs difference %.2e (%.2e of the array's "
+          "largest |value|, %.2f)" % (tag, len(differ), len(a), ", ".join(differ[:6]), m,
+                                      m / scale, scale))
+    return check(m <= tol * scale, "%s: max abs difference %.2e > %.0e x %.2f" % (
+        tag, m, tol, scale))
 
 
-def check_meta(tag, out, ids, meta, recs, policy, W, S, n_layers_files):
+def request(meta):
+    """embed.json's request fields (top level or under "request")."""
+    r = dict(meta)
+    r.update(meta.get("request", {}))
+    return r
+
+
+def check_meta(tag, ids, meta, recs, policy, layers, include):
+    r = request(meta)
     check(meta.get("complete") is True, "%s: embed.json complete = %r" % (tag, meta.get("complete")))
     check(ids == [h.split()[0] for h, _ in recs], "%s: ids.txt %s..." % (tag, ids[:3]))
-    check(meta.get("long") == policy, "%s: embed.json long = %r" % (tag, meta.get("long")))
-    if policy == "windows":
-        check(meta.get("window") == W and meta.get("stride") == S,
-              "%s: embed.json window %r stride %r, expected %d %d" % (
-                  tag, meta.get("window"), meta.get("stride"), W, S))
-    print("%s: embed.json %s" % (tag, json.dumps(meta, sort_keys=True)[:400]))
+    check(r.get("long") == policy and sorted(r.get("layers", [])) == sorted(layers) and
+          sorted(r.get("include", [])) == sorted(include),
+          "%s: embed.json long %r layers %r include %r" % (
+              tag, r.get("long"), r.get("layers"), r.get("include")))
+
+
+def window_of(tag, meta, max_pos_emb):
+    """The window embed.json reports (the references use it) and the stride;
+    checks the window against the spec's."""
+    r = request(meta)
+    W, S = r.get("window"), r.get("stride") or (r.get("window") or 0) // 2
+    want = max_pos_emb - WINDOW_MARGIN
+    print("%s: embed.json window %r stride %r (spec: window %d, stride %d)" % (
+        tag, W, r.get("stride"), want, want // 2))
+    check(W == want, "%s: window %r residues, the spec's is max_position_embeddings - %d = %d" % (
+        tag, W, WINDOW_MARGIN, want))
+    return (W, S) if isinstance(W, int) and W > 0 else (want, want // 2)
 
 
 def snapshot(out):
@@ -275,36 +308,39 @@ def snapshot(out):
     return snap
 
 
+def small_config(layers, max_pos):
+    return EsmConfig(vocab_size=33, hidden_size=64, num_hidden_layers=layers,
+                     num_attention_heads=4, intermediate_size=256,
+                     max_position_embeddings=max_pos, position_embedding_type="rotary",
+                     token_dropout=True, pad_token_id=1, mask_token_id=32,
+                     emb_layer_norm_before=False, layer_norm_eps=1e-5,
+                     hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+
+
 def part_a(work, recs):
-    print("== (a) 3-layer hidden-64 model, max_position_embeddings 130 (W = 128)")
-    cfg = EsmConfig(vocab_size=33, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                    intermediate_size=256, max_position_embeddings=130,
-                    position_embedding_type="rotary", token_dropout=True, pad_token_id=1,
-                    mask_token_id=32, emb_layer_norm_before=False, layer_norm_eps=1e-5,
-                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    hf = make_model(cfg, 0, True)
+    print("== (a) 3-layer hidden-64 model, max_position_embeddings 130")
+    hf = make_model(small_config(3, 130), 0, True)
     mdir = os.path.join(work, "small")
     hf.save_pretrained(mdir, safe_serialization=True)
     esm64 = hf.esm.double().eval()
     used = set()
-    sel = pick(recs, [7, 40, 100, 127, 128, 129, 192, 250, 400], used)
+    # around both a 126- and a 128-residue window
+    sel = pick(recs, [7, 40, 100, 125, 126, 127, 128, 129, 190, 250, 400], used)
     # X (a token of its own) and a record with lowercase and unknown letters.
     withx = next(r for i, r in enumerate(recs) if "X" in r[1] and 60 < len(r[1]) < 300
                  and i not in used)
     base = pick(recs, [150], used)[0][1]
     odd = ("edited|lower_unknown a made-up variant", base[:20].lower() + "J" + base[21:70] +
            "*" + base[71:140] + "Bz" + base[142:])
-    sel = sel[:3] + [withx] + sel[3:6] + [odd] + sel[6:]
+    sel = sel[:3] + [withx] + sel[3:8] + [odd] + sel[8:]
     fasta = os.path.join(work, "small.fasta")
     write_fasta(fasta, sel)
     print("proteins: %s residues" % [len(s) for _, s in sel])
-    W, S = 128, 64
     layers, L = [0, 1, 3], 3
     names = ["%s.layer%d" % (k, l) for k in ("per_tok", "mean", "cls") for l in layers]
     names += ["lengths", "per_tok.offsets"]
-    runs = {}
+    runs, refs = {}, {}
     for policy in ("truncate", "windows"):
-        ref = reference(esm64, sel, layers, W, S, policy)
         for fmt in ("npy", "safetensors"):
             out = os.path.join(work, "a_%s_%s" % (policy, fmt))
             args = ["--include", "mean,per_tok,cls", "--format", fmt]
@@ -317,16 +353,18 @@ def part_a(work, recs):
             if not check(p.returncode == 0, "%s: exit %d" % (tag, p.returncode)):
                 continue
             got, ids, meta = load(out)
-            print("%s (%.1f s): vs transformers float64" % (tag, dt))
-            compare(tag, got, ref, names)
-            check_meta(tag, out, ids, meta, sel, policy, W, S, len(layers))
-            files = set(os.listdir(out))
+            W, S = window_of(tag, meta, 130)
+            if (policy, W, S) not in refs:
+                refs[(policy, W, S)] = reference(esm64, sel, layers, W, S, policy)
+            print("%s (%.1f s): vs transformers float64 (window %d, stride %d)" % (tag, dt, W, S))
+            compare(tag, got, refs[(policy, W, S)], names)
+            check_meta(tag, ids, meta, sel, policy, layers, ["mean", "per_tok", "cls"])
+            files = set(os.listdir(out)) - {"run.lock"}  # the run lock (cli_run_lock) may stay
             if fmt == "npy":
                 want = {"embed.json", "ids.txt"} | {n + ".npy" for n in names}
             else:
                 want = {"embed.json", "ids.txt", "embeddings.safetensors"}
-            check(want <= files, "%s: files %s, missing %s" % (tag, sorted(files),
-                                                               sorted(want - files)))
+            check(files == want, "%s: files %s, expected %s" % (tag, sorted(files), sorted(want)))
             runs[(policy, fmt)] = got
             if policy == "truncate" and fmt == "npy":
                 snippet(out, L, got, ids)
@@ -351,6 +389,8 @@ def snippet(out, layer, got, ids):
     return check(ok, "README snippet")
 
 
+
+
 def esm2_8m(work):
     cfg = EsmConfig(vocab_size=33, hidden_size=320, num_hidden_layers=6, num_attention_heads=20,
                     intermediate_size=1280, max_position_embeddings=1026,
@@ -364,27 +404,27 @@ def esm2_8m(work):
 
 
 def part_bc(work, recs, hf, mdir):
-    print("== (b) HF-initialised esm2_t6_8M, --long windows (W = 1024, S = 512)")
-    sel = pick(recs, [33, 150, 345, 700, 1024, 1500], set())
+    print("== (b) HF-initialised esm2_t6_8M, --long windows")
+    sel = pick(recs, [33, 150, 345, 1022, 1024, 1500], set())
     fasta = os.path.join(work, "b.fasta")
     write_fasta(fasta, sel)
     print("proteins: %s residues" % [len(s) for _, s in sel])
-    W, S = 1024, 512
-    esm64 = hf.esm.double().eval()
-    ref = reference(esm64, sel, [6], W, S, "windows")
-    hf.esm.float()
     out = os.path.join(work, "b")
     p, dt = embed(mdir, fasta, out, "--include", "mean,per_tok", "--long", "windows")
     if check(p.returncode == 0, "(b): exit %d" % p.returncode):
         got, ids, meta = load(out)
-        print("(b) default --layers (%.1f s): vs transformers float64" % dt)
+        W, S = window_of("(b)", meta, 1026)
+        ref = reference(hf.esm.double().eval(), sel, [6], W, S, "windows")
+        print("(b) default --layers (%.1f s): vs transformers float64 (window %d, stride %d)" % (
+            dt, W, S))
         compare("(b)", got, ref, ["mean.layer6", "per_tok.layer6", "lengths", "per_tok.offsets"])
-        check_meta("(b)", out, ids, meta, sel, "windows", W, S, 1)
-        extra = [f for f in os.listdir(out) if ".layer" in f and ".layer6." not in f]
-        check(not extra and os.path.exists(os.path.join(out, "mean.layer6.npy")),
-              "(b): default layers wrote %s" % sorted(os.listdir(out)))
+        check_meta("(b)", ids, meta, sel, "windows", [6], ["mean", "per_tok"])
+        want = {"embed.json", "ids.txt", "lengths.npy", "per_tok.offsets.npy", "mean.layer6.npy",
+                "per_tok.layer6.npy"}
+        files = set(os.listdir(out)) - {"run.lock"}
+        check(files == want, "(b): default layers wrote %s" % sorted(files))
 
-    print("== (c) determinism: --batch-tokens 1100 vs 200000")
+    print("== (c) determinism: --batch-tokens 1100 (one protein a batch) vs 200000")
     res = {}
     for bt in ("1100", "200000"):
         o = os.path.join(work, "c%s" % bt)
@@ -397,39 +437,58 @@ def part_bc(work, recs, hf, mdir):
         same_arrays("(c) --batch-tokens 1100 vs 200000", res["1100"], res["200000"], TOL_DET)
 
 
-def part_d(work, recs, mdir):
-    print("== (d) resume after SIGINT (300 proteins of 30..200 residues, --batch-tokens 1100)")
-    sel = [r for r in recs[::7] if 30 <= len(r[1]) <= 200][:300]
+def committed(out):
+    try:
+        with open(os.path.join(out, "embed.json")) as f:
+            meta = json.load(f)
+    except (OSError, ValueError):
+        return 0, None
+    c = meta.get("committed", {})
+    return (c.get("proteins", 0) if isinstance(c, dict) else 0), meta.get("complete")
+
+
+def part_d(work, recs):
+    print("== (d) resume after SIGINT")
+    mdir = os.path.join(work, "tiny")
+    make_model(small_config(2, 1026), 1, True).save_pretrained(mdir, safe_serialization=True)
+    sel, n = [], 0
+    for r in recs[::10]:
+        sel.append(r)
+        n += len(r[1])
+        if n >= 230000:
+            break
     fasta = os.path.join(work, "d.fasta")
     write_fasta(fasta, sel)
-    args = ["--include", "mean,per_tok,cls", "--layers", "3,-1", "--batch-tokens", "1100"]
+    args = ["--include", "mean,per_tok,cls", "--layers", "1,-1", "--long", "windows",
+            "--batch-tokens", "4096"]
     full = os.path.join(work, "d_full")
     p, t_full = embed(mdir, fasta, full, *args)
     if not check(p.returncode == 0, "(d) uninterrupted run: exit %d" % p.returncode):
         return
-    print("(d) uninterrupted: %d proteins, %d residues in %.1f s" % (
-        len(sel), sum(len(s) for _, s in sel), t_full))
+    print("(d) uninterrupted: %d proteins, %d residues in %.1f s" % (len(sel), n, t_full))
     ref = load(full)[0]
     out = os.path.join(work, "d_resumed")
     cmd = [BIN, "embed", mdir, fasta, "-o", out, "--threads", THREADS] + args
     proc = subprocess.Popen(cmd, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-    delay = max(0.5, 0.4 * t_full)
-    time.sleep(delay)
+    t0 = time.time()
+    # SIGINT once a first part is committed (else at 60% of the uninterrupted time)
+    while proc.poll() is None and time.time() - t0 < 0.6 * t_full + 60:
+        if committed(out)[0] > 0 or time.time() - t0 > max(1.0, 0.6 * t_full):
+            break
+        time.sleep(0.05)
+    t_sig = time.time() - t0
     proc.send_signal(signal.SIGINT)
-    so, se = proc.communicate(timeout=120)
-    meta = {}
-    if os.path.exists(os.path.join(out, "embed.json")):
-        with open(os.path.join(out, "embed.json")) as f:
-            meta = json.load(f)
-    print("(d) SIGINT after %.1f s: exit %d, OUT holds %s; stderr tail: %s" % (
-        delay, proc.returncode, sorted(os.listdir(out)) if os.path.isdir(out) else "nothing",
-        se.strip().splitlines()[-2:]))
-    check(proc.returncode != 0 and meta.get("complete") is not True,
-          "(d): the interrupted run exited %d with complete = %r (finished before SIGINT?)" % (
-              proc.returncode, meta.get("complete")))
+    so, se = proc.communicate(timeout=300)
+    done, complete = committed(out)
+    print("(d) SIGINT after %.1f s: exit %d, %d of %d proteins committed, complete %r; "
+          "stderr: %s" % (t_sig, proc.returncode, done, len(sel), complete,
+                          se.strip().splitlines()[-1:]))
+    check(proc.returncode != 0 and complete is not True and 0 < done < len(sel),
+          "(d): the interrupted run: exit %d, %d committed, complete %r" % (
+              proc.returncode, done, complete))
     p, t_res = embed(mdir, fasta, out, *args)
-    print("(d) resumed run: exit %d in %.1f s (uninterrupted %.1f s); stderr tail: %s" % (
-        p.returncode, t_res, t_full, p.stderr.strip().splitlines()[-2:]))
+    print("(d) the same command again: exit %d in %.1f s (uninterrupted %.1f s); stderr: %s" % (
+        p.returncode, t_res, t_full, [x for x in p.stderr.splitlines() if "resum" in x][:1]))
     if check(p.returncode == 0, "(d) resumed run: exit %d" % p.returncode):
         got, ids, meta = load(out)
         check(meta.get("complete") is True and ids == [h.split()[0] for h, _ in sel],
@@ -439,8 +498,8 @@ def part_d(work, recs, mdir):
     time.sleep(0.05)
     p, _ = embed(mdir, fasta, out, *args, check_rc=False)
     after = snapshot(out)
-    print("(d) third run on the complete OUT: exit %d, OUT %s; stderr: %s" % (
-        p.returncode, "unchanged" if before == after else "CHANGED", p.stderr.strip()[:200]))
+    print("(d) a third run on the complete OUT: exit %d, OUT %s; stderr: %s" % (
+        p.returncode, "unchanged" if before == after else "CHANGED", p.stderr.strip()[:160]))
     check(p.returncode != 0 and before == after, "(d) rerun on a complete OUT")
     stray = os.path.join(work, "d_stray")
     os.mkdir(stray)
@@ -459,18 +518,19 @@ def main():
     try:
         import esm
         if esm.data.Alphabet.from_architecture("ESM-1b").all_toks != TOKENS:
-            print("note: fair-esm's alphabet differs from the one assumed here")
+            print("FAILED: fair-esm's alphabet differs from the one assumed here")
             return 1
     except ImportError:
         pass
     torch.set_num_threads(int(THREADS))
     recs = read_fasta(DB)
+    t0 = time.time()
     with tempfile.TemporaryDirectory() as work:
         part_a(work, recs)
         hf, mdir = esm2_8m(work)
         part_bc(work, recs, hf, mdir)
-        part_d(work, recs, mdir)
-    print("%d passed, %d failed" % (passed, failures))
+        part_d(work, recs)
+    print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
     return 1 if failures else 0
 
 

@@ -11,9 +11,10 @@ eval, torch.no_grad, on the CPU, the mean over residues of the last layer
                              [--truncate 1024 | --long windows --window 1024 --stride 512]
                              [--save-mean M.npy] [--compare ESMT_OUT/mean.layer6.npy]
 
-`run` batches as fair-esm's extract.py (FastaBatchedDataset.get_batch_indices):
-sequences (windows) sorted by length, a batch while (longest + 2) x count
-<= --batch-tokens, right-padded with <pad> and an attention mask. Long
+`run` batches as embed does (and much as fair-esm's extract.py): sequences
+(windows) sorted longest first, a batch the next max(1, B // (longest + 2))
+of them for --batch-tokens B, right-padded with <pad> and an attention
+mask (embed sorts within chunks of >= 131072 residues, this all at once). Long
 proteins: --truncate keeps the first T residues (extract.py's
 truncation_seq_length; 1024 here, as embed's --long truncate for ESM-2);
 --long windows embeds windows of W residues at 0, S, 2S, ..., the last one
@@ -161,17 +162,14 @@ def cmd_run(a):
                 pieces.append((k, s, t[s:s + (a.window or W)]))
         else:
             pieces.append((k, 0, t[:trunc]))
-    order = sorted(range(len(pieces)), key=lambda i: len(pieces[i][2]))
-    batches, buf, longest = [], [], 0
-    for i in order:
-        n = len(pieces[i][2]) + 2
-        if buf and max(n, longest) * (len(buf) + 1) > a.batch_tokens:
-            batches.append(buf)
-            buf, longest = [], 0
-        buf.append(i)
-        longest = max(longest, n)
-    if buf:
-        batches.append(buf)
+    # longest first; a batch: the next max(1, budget // (longest + 2)) pieces
+    order = sorted(range(len(pieces)), key=lambda i: (-len(pieces[i][2]), pieces[i][0],
+                                                      pieces[i][1]))
+    batches, at = [], 0
+    while at < len(order):
+        B = max(1, a.batch_tokens // (len(pieces[order[at]][2]) + 2))
+        batches.append(order[at:at + B])
+        at += B
     windowed = a.long == "windows"
     if windowed:  # per-residue accumulators (embed's per_tok rows)
         acc = [np.zeros((len(t), d), dtype=np.float32) for t in toks]
