@@ -12,7 +12,11 @@
     inv_freq, a trained contact head, a position table) goes import ->
     checkpoint -> model -> export: the logits at T=600 stay equal bit for
     bit through the checkpoint and match transformers', and every tensor of
-    the export equals the original's (name, dtype, shape, bytes).
+    the export equals the original's (name, dtype, shape, bytes);
+(e) esmt_model_infer's per-token, mean and cls representations of layers
+    0, 1 and L match transformers' hidden_states (<= 1e-4);
+(f) the same on the converted fair-esm model against fair-esm's own
+    repr_layers (<= 1e-4).
 Usage: test_hf_roundtrip.py INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
 import os
@@ -156,6 +160,36 @@ def inference(work, hf_dir, hf, tok):
     return fails
 
 
+def fair_inference(work, conv, fair, tok):
+    """(f): esmt_model_infer on a converted fair-esm model against fair-esm's
+    own repr_layers (0, 1 and the last, which fair-esm takes after its
+    final LayerNorm): per token, mean and cls; 3 checks."""
+    L = fair.num_layers
+    with torch.no_grad():
+        reps = fair(torch.tensor(tok, dtype=torch.long), repr_layers=list(range(L + 1)))
+    lens = (tok != 1).sum(1)
+    fails = 0
+    for layer in (0, 1, -1):
+        od = os.path.join(work, "fair-infer%d" % layer)
+        os.mkdir(od)
+        tp = os.path.join(work, "fair-infer.i32")
+        tok.tofile(tp)
+        rc = subprocess.run([TOOL, "infer", conv, tp, str(B), str(T), str(layer), od]).returncode
+        ref = reps["representations"][layer if layer >= 0 else L].numpy()
+        d = ref.shape[-1]
+        pt = np.fromfile(os.path.join(od, "per_token.f32"), dtype=np.float32).reshape(B, T, d)
+        mean = np.fromfile(os.path.join(od, "mean.f32"), dtype=np.float32).reshape(B, d)
+        cls = np.fromfile(os.path.join(od, "cls.f32"), dtype=np.float32).reshape(B, d)
+        rmean = np.stack([ref[b, 1:lens[b] - 1].mean(0) for b in range(B)])
+        e_tok = rel(pt, ref, tok)
+        e_mean = float(np.linalg.norm(mean - rmean) / np.linalg.norm(rmean))
+        e_cls = float(np.linalg.norm(cls - ref[:, 0]) / np.linalg.norm(ref[:, 0]))
+        print("(f) esmt_model_infer layer %d vs fair-esm repr_layers: per-token %.2e, mean %.2e, "
+              "cls %.2e" % (layer, e_tok, e_mean, e_cls))
+        fails += not (rc == 0 and max(e_tok, e_mean, e_cls) <= 1e-4)
+    return fails
+
+
 def main():
     torch.manual_seed(0)
     failures = 0
@@ -219,7 +253,8 @@ def main():
         failures += e > 1e-4
         failures += roundtrip(work, cfg)
         failures += inference(work, hf_dir, hf, tok)
-    print("%d passed, %d failed" % (11 - failures, failures))
+        failures += fair_inference(work, conv, fair, tok)
+    print("%d passed, %d failed" % (14 - failures, failures))
     return 1 if failures else 0
 
 
