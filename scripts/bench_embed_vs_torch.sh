@@ -54,8 +54,9 @@ print(r["window"], r.get("stride") or r["window"] // 2)' "$work/out.$tag/embed.j
   local t
   t=$($py $ref measure "$work/t.$tag" -- $py $ref run --model "$model" --fasta "$fasta" \
         --threads "$threads" --batch-tokens "$bt" --compare "$work/out.$tag/mean.layer6.npy" \
-        --truncate "${ws% *}" --window "${ws% *}" --stride "${ws#* }" "${targs[@]}" \
-        | tee /dev/stderr | grep '^TORCH_RESULT')
+        --truncate "${ws% *}" --window "${ws% *}" --stride "${ws#* }" "${targs[@]}")
+  printf '%s\n' "$t"
+  t=$(grep '^TORCH_RESULT' <<<"$t")
   read -r ewall erss _ <"$work/e.$tag"
   read -r twall trss _ <"$work/t.$tag"
   local prot res tsec
@@ -66,6 +67,12 @@ print(r["window"], r.get("stride") or r["window"] // 2)' "$work/out.$tag/embed.j
       printf "%-7s %5d %8d | %7.2f %8.0f %6.1f %7.0f | %7.2f %8.0f %6.1f %7.0f %6.0f | %6.2fx %6.2fx",
              tag, p, r, p / e, r / e, e, er / 1024, p / t, r / t, t, tr / 1024, tl, t / es, tw / e }')")
 }
+
+# esmtrain's resident floor: the same model on one 10-residue protein
+printf '>tiny\nMKTAYIAKQR\n' >"$work/tiny.fasta"
+$py $ref measure "$work/e.floor" -- "$bin" embed "$model" "$work/tiny.fasta" -o "$work/out.floor" \
+    --threads "$threads" --quiet >/dev/null
+read -r _ floor _ <"$work/e.floor"
 
 rows=()
 bench sample "$work/sample.fasta" --long truncate -- --long truncate
@@ -84,6 +91,7 @@ esmtrain: rates over its whole process (model load, FASTA, output files). transf
 over its timed part (FASTA to saved means; not the imports and model load). speed-up =
 transformers seconds / esmtrain seconds: 'timed' against embed.json's own seconds (after the
 model load), 'whole' process against process. RSS_MB: each process's peak resident set
-(getrusage of the child); 'loaded': torch's RSS after its imports and the model load.
+(getrusage of the child); 'loaded': torch's RSS after its imports and the model load;
+esmtrain's on one 10-residue protein: $((floor / 1024)) MB.
 Load average now: $(cut -d' ' -f1-3 /proc/loadavg) on $(nproc) CPUs.
 EOF

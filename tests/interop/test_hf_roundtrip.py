@@ -125,69 +125,54 @@ def roundtrip(work, cfg):
     return fails
 
 
+def infer_vs(tag, work, model_dir, tok, reps, what):
+    """esmt_model_infer of layers 0, 1 and L (-1) of model_dir against the
+    reference representations reps[0..L]: per token, the residue mean and
+    the cls vector; returns the number of layers that failed (<= 1e-4)."""
+    L = len(reps) - 1
+    lens = (tok != 1).sum(1)
+    fails = 0
+    for layer in (0, 1, -1):
+        od = os.path.join(work, "%s-infer%d" % (tag, layer))
+        os.mkdir(od)
+        tp = os.path.join(work, "infer.i32")
+        tok.tofile(tp)
+        rc = subprocess.run([TOOL, "infer", model_dir, tp, str(B), str(T), str(layer), od]).returncode
+        ref = reps[layer if layer >= 0 else L]
+        d = ref.shape[-1]
+        pt = np.fromfile(os.path.join(od, "per_token.f32"), dtype=np.float32).reshape(B, T, d)
+        mean = np.fromfile(os.path.join(od, "mean.f32"), dtype=np.float32).reshape(B, d)
+        cls = np.fromfile(os.path.join(od, "cls.f32"), dtype=np.float32).reshape(B, d)
+        rmean = np.stack([ref[b, 1:lens[b] - 1].mean(0) for b in range(B)])
+        e_tok = rel(pt, ref, tok)
+        e_mean = float(np.linalg.norm(mean - rmean) / np.linalg.norm(rmean))
+        e_cls = float(np.linalg.norm(cls - ref[:, 0]) / np.linalg.norm(ref[:, 0]))
+        print("(%s) esmt_model_infer layer %d: per-token %.2e, mean %.2e, cls %.2e relative to %s; "
+              "logits %s esmt_model_forward's" % (tag, layer, e_tok, e_mean, e_cls, what,
+                                                  "equal to" if rc == 0 else "DIFFERENT from"))
+        fails += not (rc == 0 and max(e_tok, e_mean, e_cls) <= 1e-4)
+    return fails
+
+
 def inference(work, hf_dir, hf, tok):
-    """(e): esmt_model_infer against transformers' hidden_states at the
-    embedding, a middle layer and the last (post-LayerNorm) one: per token,
-    the residue mean, the cls vector and the logits; 3 checks."""
+    """(e): against transformers' hidden_states (the last one is after the
+    final LayerNorm); 3 checks."""
     with torch.no_grad():
         out = hf(input_ids=torch.tensor(tok, dtype=torch.long),
                  attention_mask=torch.tensor(tok != 1, dtype=torch.long),
                  output_hidden_states=True)
-    hs = [h.numpy() for h in out.hidden_states]
-    L = len(hs) - 1
-    lens = (tok != 1).sum(1)
-    fails = 0
-    for layer in (0, 1, -1):
-        od = os.path.join(work, "infer%d" % layer)
-        os.mkdir(od)
-        tp = os.path.join(work, "infer.i32")
-        tok.tofile(tp)
-        rc = subprocess.run([TOOL, "infer", hf_dir, tp, str(B), str(T), str(layer), od]).returncode
-        ref = hs[layer if layer >= 0 else L]
-        d = ref.shape[-1]
-        pt = np.fromfile(os.path.join(od, "per_token.f32"), dtype=np.float32).reshape(B, T, d)
-        mean = np.fromfile(os.path.join(od, "mean.f32"), dtype=np.float32).reshape(B, d)
-        cls = np.fromfile(os.path.join(od, "cls.f32"), dtype=np.float32).reshape(B, d)
-        rmean = np.stack([ref[b, 1:lens[b] - 1].mean(0) for b in range(B)])
-        e_tok = rel(pt, ref, tok)
-        e_mean = float(np.linalg.norm(mean - rmean) / np.linalg.norm(rmean))
-        e_cls = float(np.linalg.norm(cls - ref[:, 0]) / np.linalg.norm(ref[:, 0]))
-        ok = rc == 0 and max(e_tok, e_mean, e_cls) <= 1e-4
-        print("(e) esmt_model_infer layer %d: per-token %.2e, mean %.2e, cls %.2e relative to "
-              "transformers; logits %s esmt_model_forward's" % (
-                  layer, e_tok, e_mean, e_cls, "equal to" if rc == 0 else "DIFFERENT from"))
-        fails += not ok
-    return fails
+    return infer_vs("e", work, hf_dir, tok, [h.numpy() for h in out.hidden_states],
+                    "transformers' hidden_states")
 
 
 def fair_inference(work, conv, fair, tok):
-    """(f): esmt_model_infer on a converted fair-esm model against fair-esm's
-    own repr_layers (0, 1 and the last, which fair-esm takes after its
-    final LayerNorm): per token, mean and cls; 3 checks."""
+    """(f): the converted fair-esm model against fair-esm's own repr_layers
+    (the last taken after its final LayerNorm); 3 checks."""
     L = fair.num_layers
     with torch.no_grad():
         reps = fair(torch.tensor(tok, dtype=torch.long), repr_layers=list(range(L + 1)))
-    lens = (tok != 1).sum(1)
-    fails = 0
-    for layer in (0, 1, -1):
-        od = os.path.join(work, "fair-infer%d" % layer)
-        os.mkdir(od)
-        tp = os.path.join(work, "fair-infer.i32")
-        tok.tofile(tp)
-        rc = subprocess.run([TOOL, "infer", conv, tp, str(B), str(T), str(layer), od]).returncode
-        ref = reps["representations"][layer if layer >= 0 else L].numpy()
-        d = ref.shape[-1]
-        pt = np.fromfile(os.path.join(od, "per_token.f32"), dtype=np.float32).reshape(B, T, d)
-        mean = np.fromfile(os.path.join(od, "mean.f32"), dtype=np.float32).reshape(B, d)
-        cls = np.fromfile(os.path.join(od, "cls.f32"), dtype=np.float32).reshape(B, d)
-        rmean = np.stack([ref[b, 1:lens[b] - 1].mean(0) for b in range(B)])
-        e_tok = rel(pt, ref, tok)
-        e_mean = float(np.linalg.norm(mean - rmean) / np.linalg.norm(rmean))
-        e_cls = float(np.linalg.norm(cls - ref[:, 0]) / np.linalg.norm(ref[:, 0]))
-        print("(f) esmt_model_infer layer %d vs fair-esm repr_layers: per-token %.2e, mean %.2e, "
-              "cls %.2e" % (layer, e_tok, e_mean, e_cls))
-        fails += not (rc == 0 and max(e_tok, e_mean, e_cls) <= 1e-4)
-    return fails
+    return infer_vs("f", work, conv, tok, [reps["representations"][l].numpy() for l in range(L + 1)],
+                    "fair-esm's repr_layers")
 
 
 def main():
