@@ -114,6 +114,22 @@ static esmt_model *model_in(esmt_model_config cfg, const precision_case *pc, uin
   return m;
 }
 
+/* Relative L2 error of logits at the real positions of a right-padded
+ * batch against a reference [B*T*V] (float or double through `ref_d`). */
+static double logits_rel(const int32_t *tok, uint64_t N, const float *a, const float *ref_f,
+                         const double *ref_d) {
+  double num = 0, den = 0;
+  for (uint64_t i = 0; i < N; i++) {
+    if (tok[i] == ESMT_TOKEN_PAD) continue;
+    for (uint64_t v = 0; v < ESMT_VOCAB_SIZE; v++) {
+      const double r = ref_d ? ref_d[i * ESMT_VOCAB_SIZE + v] : ref_f[i * ESMT_VOCAB_SIZE + v];
+      num += (a[i * ESMT_VOCAB_SIZE + v] - r) * (a[i * ESMT_VOCAB_SIZE + v] - r);
+      den += r * r;
+    }
+  }
+  return sqrt(num / den);
+}
+
 static void run_fixture(const char *name, const precision_case *pc) {
   fixture fx;
   load_fixture(name, &fx);
@@ -140,16 +156,8 @@ static void run_fixture(const char *name, const precision_case *pc) {
   double ref_loss;
   esmt_st_to_f64(need(&fx, "loss"), &ref_loss);
   esmt_st_to_f64(need(&fx, "logits"), ref_logits);
-  double num = 0, den = 0;
-  for (uint64_t i = 0; i < N; i++) {
-    if (tokens[i] == ESMT_TOKEN_PAD) continue;
-    for (uint64_t v = 0; v < V; v++) {
-      const double d = logits[i * V + v] - ref_logits[i * V + v];
-      num += d * d;
-      den += ref_logits[i * V + v] * ref_logits[i * V + v];
-    }
-  }
-  const double loss_err = fabs(r.loss - ref_loss) / fabs(ref_loss), logit_err = sqrt(num / den);
+  const double loss_err = fabs(r.loss - ref_loss) / fabs(ref_loss);
+  const double logit_err = logits_rel(tokens, N, logits, NULL, ref_logits);
   if (esmt_model_backward(m) != ESMT_OK) fail_msg("%s", esmt_last_error());
   const double g = compare_all(m, &fx, ESMT_BUF_GRADS, "grad.", pc->grads, "gradient");
   esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
@@ -180,22 +188,6 @@ static void test_fixtures(void **state) {
   (void)state;
   for (size_t p = 0; p < sizeof k_cases / sizeof k_cases[0]; p++)
     for (size_t f = 0; f < 2; f++) run_fixture(k_fixtures[f], &k_cases[p]);
-}
-
-/* Relative L2 error of logits at the real positions of a right-padded
- * batch against a reference [B*T*V] (float or double through `ref_d`). */
-static double logits_rel(const int32_t *tok, uint64_t N, const float *a, const float *ref_f,
-                         const double *ref_d) {
-  double num = 0, den = 0;
-  for (uint64_t i = 0; i < N; i++) {
-    if (tok[i] == ESMT_TOKEN_PAD) continue;
-    for (uint64_t v = 0; v < ESMT_VOCAB_SIZE; v++) {
-      const double r = ref_d ? ref_d[i * ESMT_VOCAB_SIZE + v] : ref_f[i * ESMT_VOCAB_SIZE + v];
-      num += (a[i * ESMT_VOCAB_SIZE + v] - r) * (a[i * ESMT_VOCAB_SIZE + v] - r);
-      den += r * r;
-    }
-  }
-  return sqrt(num / den);
 }
 
 /* esmt_model_infer on this backend (issue #19): its logits against the
