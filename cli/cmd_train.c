@@ -1,6 +1,7 @@
 /* `esmtrain-example train`: the main job. Trains an ESM-2 model on a
  * dataset from `ingest`, evaluating before and after against an amino-acid
- * frequency baseline, writing checkpoints, a log and metrics.jsonl. */
+ * frequency baseline, writing checkpoints and a log (the library writes
+ * metrics.jsonl and the TensorBoard event files into the run directory). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
 #include <math.h>
@@ -17,7 +18,7 @@
 #include "cli.h"
 
 typedef struct run_io {
-  FILE *log, *metrics;
+  FILE *log;
   int tty;
   int64_t max_steps;
   int quiet;         /* a data-parallel rank other than 0: errors only */
@@ -103,14 +104,6 @@ static double rss_mib(void) {
 static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_metrics *e) {
   run_io *io = user;
   if (t) {
-    if (io->metrics)
-      fprintf(io->metrics, "{\"kind\":\"train\",\"step\":%lld,\"loss\":%.6f,\"lr\":%.3e,"
-              "\"grad_norm\":%.4f,\"tokens\":%llu,\"tokens_per_s\":%.1f,\"mfu\":%.4f,"
-              "\"step_ms\":%.1f,\"data_ms\":%.2f,\"overhead_ms\":%.2f,\"skipped\":%lld,"
-              "\"loss_scale\":%g,\"overflows\":%lld,\"elapsed_s\":%.1f,\"padding\":%.4f}\n",
-              (long long)t->step, t->loss, t->lr, t->grad_norm, (unsigned long long)t->tokens,
-              t->tokens_per_s, t->mfu, t->step_ms, t->data_ms, t->overhead_ms, (long long)t->skipped,
-              t->loss_scale, (long long)t->overflows, t->elapsed_s, t->padding_fraction);
     char line[512];
     snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e | %.0f tok/s MFU %.0f%% pad %.0f%% | "
              "%.0f ms/step | ETA %.0fs | RSS %.0f MiB%s", (long long)t->step,
@@ -128,16 +121,10 @@ static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_
     }
   }
   if (e) {
-    if (io->metrics)
-      fprintf(io->metrics, "{\"kind\":\"eval\",\"step\":%lld,\"loss\":%.6f,\"perplexity\":%.4f,"
-              "\"accuracy\":%.4f,\"unigram_perplexity\":%.4f,\"selected\":%llu}\n",
-              (long long)e->step, e->loss, e->perplexity, e->accuracy, e->unigram_perplexity,
-              (unsigned long long)e->selected);
     say(io, 1, "eval step %lld: loss %.4f, perplexity %.3f (amino-acid frequency model %.3f), "
         "masked accuracy %.1f%% over %llu positions", (long long)e->step, e->loss, e->perplexity,
         e->unigram_perplexity, 100 * e->accuracy, (unsigned long long)e->selected);
   }
-  if (io->metrics) fflush(io->metrics);
 }
 
 /* The schema's default of `key`, for the help text (never out of date). */
@@ -156,7 +143,8 @@ static void usage(void) {
       "  (the flags below are shorthands for keys and apply in that same order)\n"
       "  --no-mfu              skip measuring the GEMM ceiling (no MFU in the log)\n"
       "  --data DIR            dataset from `esmtrain-example ingest`\n"
-      "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl) [%s]\n"
+      "  --out DIR             run directory (checkpoints, train.log, metrics.jsonl, TensorBoard\n"
+      "                        event files) [%s]\n"
       "  --model NAME          esm2_t6_8M ... esm2_t48_15B [%s]\n"
       "  --layers L --width D --heads H   a custom size instead of --model\n"
       "  --steps N             updates to run [%s]\n"
@@ -304,7 +292,7 @@ int cmd_train(int argc, char **argv) {
   co.log_level = ESMT_LOG_WARN;
   esmt_context *ctx = NULL;
   esmt_trainer *tr = NULL;
-  run_io io = {NULL, NULL, isatty(STDOUT_FILENO), steps, rank > 0};
+  run_io io = {NULL, isatty(STDOUT_FILENO), steps, rank > 0};
   co.log = log_to_run;
   co.log_user = &io;
   int rc = 1, lock_fd = -1;
@@ -319,11 +307,9 @@ int cmd_train(int argc, char **argv) {
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
   if (measure_ceiling) esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
   char path[4096];
-  if (!fast_dev && rank == 0) { /* one log and one metrics file per run */
+  if (!fast_dev && rank == 0) { /* one log per run (the library writes the metrics files) */
     snprintf(path, sizeof path, "%s/train.log", out);
     io.log = fopen(path, "a");
-    snprintf(path, sizeof path, "%s/metrics.jsonl", out);
-    io.metrics = fopen(path, "a");
   }
   esmt_trainer_options base = ESMT_TRAINER_OPTIONS_INIT;
   base.gemm_ceiling_gflops = ceiling;
@@ -403,7 +389,6 @@ done:
   cli_config_free(&cc);
   free(yaml);
   if (io.log) fclose(io.log);
-  if (io.metrics) fclose(io.metrics);
   cli_run_unlock(lock_fd);
   return rc;
 }

@@ -3,7 +3,8 @@
 # runs apt-get only for what is missing. Needs root (or sudo).
 set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp libcmocka-dev zlib1g-dev
-      libyaml-dev libjansson-dev mmseqs2-examples binutils clang libclang-rt-14-dev valgrind)
+      libyaml-dev libjansson-dev mmseqs2-examples binutils clang libclang-rt-14-dev valgrind
+      libprotobuf-c-dev protobuf-c-compiler libisal-dev)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -29,6 +29,7 @@
 #include "cpu_dir_fixture.h"
 
 #include <math.h>
+#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -257,6 +258,24 @@ static void last_step_is_saved_once(void **state) {
   rig_free(&r);
   use_context(NULL, NULL, NULL, NULL, 0);
   assert_int_equal(lc.saves, 2); /* step 2 and step 4, each once */
+  /* a program on the public API gets the metrics files in its run dir
+   * (issue #20): metrics.jsonl with the two evaluations, one event file */
+  char path[600];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", path_in("run-once"));
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  char line[1024];
+  int evals = 0;
+  while (fgets(line, sizeof line, f)) evals += strstr(line, "\"kind\":\"eval\"") != NULL;
+  fclose(f);
+  assert_int_equal(evals, 2);
+  DIR *d = opendir(path_in("run-once"));
+  assert_non_null(d);
+  int events = 0;
+  for (struct dirent *e; (e = readdir(d));)
+    events += strncmp(e->d_name, "events.out.tfevents.", 20) == 0;
+  closedir(d);
+  assert_int_equal(events, 1);
 }
 
 typedef struct lr_seen {

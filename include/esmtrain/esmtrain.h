@@ -794,11 +794,12 @@ typedef struct esmt_trainer_options {
   esmt_progress_fn progress;
   void *progress_user;
   const esmt_loss_scale_config *loss_scale; /* NULL: off; the config turns it on for fp16 */
+  int metrics_files_off; /* appended: 1 = the trainer writes no metrics.jsonl/event files into run_dir */
 } esmt_trainer_options;
 
 #define ESMT_TRAINER_OPTIONS_INIT                                                     \
   { sizeof(esmt_trainer_options), NULL, 0, 0, NULL, NULL,                             \
-    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL }
+    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
 
 typedef struct esmt_trainer esmt_trainer;
 

@@ -11,6 +11,7 @@
 #include "checkpoint.h"
 #include "optimizer.h"
 #include "host_memory.h"
+#include "metrics_sink.h"
 
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -60,7 +61,9 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   ESMT_CHECK_ARG(out, fn, "out is NULL");
   *out = NULL;
   ESMT_CHECK_ARG(m && opts, fn, "model and options must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_trainer_options", opts->struct_size, sizeof *opts);
+  /* an older caller's options end before metrics_files_off (read as 0) */
+  esmt_status st = esmt_check_struct(fn, "esmt_trainer_options", opts->struct_size,
+                                     offsetof(esmt_trainer_options, metrics_files_off));
   esmt_batch_source train_src;
   if (!st) st = copy_source(&train_src, train, fn, "training");
   if (st) return st;
@@ -93,7 +96,8 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   if (!t) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   t->scaler = scaler;
   t->m = m;
-  t->o = *opts;
+  memcpy(&t->o, opts, opts->struct_size < sizeof t->o ? opts->struct_size : sizeof t->o);
+  t->o.struct_size = sizeof t->o;
   t->run_dir = dup_or_null(opts->run_dir);
   t->config_text = dup_or_null(opts->config_text);
   t->o.run_dir = t->run_dir;
@@ -123,6 +127,9 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
 
 void esmt_trainer_destroy(esmt_trainer *t) {
   if (!t) return;
+  esmt_status st = esmt_metrics_sink_close(t->sink);
+  if (st)
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "metrics files: %s", esmt_last_error());
   esmt_dp_destroy(t->dp);
   esmt_loader_destroy(t->owned_train);
   esmt_loader_destroy(t->owned_valid);
@@ -512,6 +519,11 @@ static esmt_status load_checkpoint(esmt_trainer *t, const char *spec, int full, 
     free(json);
     if (st) return esmt_fail_prefix(st, "%s: %s: ", fn, dir);
     t->t_start = esmt_now_s();
+    /* the metrics files open again at the resumed step (dropping later ones) */
+    if (t->sink && esmt_metrics_sink_close(t->sink))
+      esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "metrics files: %s", esmt_last_error());
+    t->sink = NULL;
+    t->sink_opened = 0;
   }
   esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "%s %s (step %lld)",
                   full ? "resumed from" : "weights loaded from", dir, (long long)t->step);
@@ -555,12 +567,28 @@ static esmt_status save_once(esmt_trainer *t, char *dir, size_t cap) {
   return esmt_trainer_save(t, dir, cap);
 }
 
+void esmt_trainer_write_metrics(esmt_trainer *t, const esmt_train_metrics *tm,
+                                const esmt_eval_metrics *em) {
+  if (!t->run_dir || t->o.metrics_files_off || esmt_dp_rank(t->dp) != 0) return;
+  esmt_status st = ESMT_OK;
+  if (!t->sink_opened) { /* once: a failure to open is not retried every step */
+    t->sink_opened = 1;
+    st = esmt_metrics_sink_open(t->run_dir, t->step, &t->sink);
+  }
+  if (!st && tm) st = esmt_metrics_sink_train(t->sink, tm);
+  if (!st && em) st = esmt_metrics_sink_eval(t->sink, em);
+  /* each file fails once and is then off: training goes on */
+  if (st) esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "metrics files: %s (training "
+                          "goes on)", esmt_last_error());
+}
+
 /* Evaluate, report, and keep the best checkpoint. */
 static esmt_status eval_and_report(esmt_trainer *t) {
   esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
   esmt_status st = esmt_trainer_evaluate_in_run(t, &em);
   if (st) return st;
   if (t->o.metrics) t->o.metrics(t->o.metrics_user, NULL, &em);
+  esmt_trainer_write_metrics(t, NULL, &em);
   if (t->run_dir && em.loss < t->best_eval_loss) {
     t->best_eval_loss = em.loss;
     char dir[4096];
@@ -613,9 +641,10 @@ static esmt_status run_impl(esmt_trainer *t) {
     if (st == ESMT_ERR_CANCELLED) { st = ESMT_OK; break; } /* stopped inside an update */
     if (st && t->at_floor) return save_at_floor(t);
     if (st) return st; /* the last saved checkpoint stays the good one */
-    if (t->o.metrics && t->o.log_every > 0 &&
-        (t->step % t->o.log_every == 0 || t->step == t->o.max_steps))
-      t->o.metrics(t->o.metrics_user, &mt, NULL);
+    if (t->o.log_every > 0 && (t->step % t->o.log_every == 0 || t->step == t->o.max_steps)) {
+      if (t->o.metrics) t->o.metrics(t->o.metrics_user, &mt, NULL);
+      esmt_trainer_write_metrics(t, &mt, NULL);
+    }
     if (t->has_eval && t->o.eval_every > 0 && t->step % t->o.eval_every == 0) {
       /* an evaluation cut short by a stop or the deadline: the run ends
        * here, with its checkpoint, as after any update */

@@ -41,6 +41,8 @@ struct esmt_trainer {
   size_t eval_logits_cap;
 
   esmt_dp *dp;                      /* data-parallel group (owned), NULL alone */
+  struct esmt_metrics_sink *sink;   /* metrics.jsonl + event file (rank 0), opened at first use */
+  int sink_opened;                  /* tried already (a failed open is not retried) */
 
   /* owned when built by esmt_trainer_create_from_config */
   esmt_model *owned_model;
@@ -56,6 +58,12 @@ ESMT_HIDDEN esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp);
  * it with ESMT_ERR_CANCELLED and leaves the request set (the run consumes
  * it). esmt_trainer_evaluate is this plus consuming the request. */
 ESMT_HIDDEN esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out);
+
+/* metrics.jsonl and the TensorBoard event file (metrics_sink.h), when the
+ * trainer has a run_dir, on data-parallel rank 0, unless metrics_files_off;
+ * opened at the current step at first use. Failures are warnings. */
+ESMT_HIDDEN void esmt_trainer_write_metrics(esmt_trainer *t, const esmt_train_metrics *tm,
+                                            const esmt_eval_metrics *em);
 
 /* Trainer state <-> JSON text (malloc'ed) for checkpoints. */
 ESMT_HIDDEN esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json);

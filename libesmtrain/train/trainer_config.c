@@ -201,7 +201,10 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
 
   esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
   if (base) {
-    if ((st = esmt_check_struct(fn, "esmt_trainer_options", base->struct_size, sizeof *base))) goto fail;
+    if ((st = esmt_check_struct(fn, "esmt_trainer_options", base->struct_size,
+                                offsetof(esmt_trainer_options, metrics_files_off))))
+      goto fail;
+    if (base->struct_size >= sizeof *base) to.metrics_files_off = base->metrics_files_off;
     to.metrics = base->metrics;
     to.metrics_user = base->metrics_user;
     to.progress = base->progress;

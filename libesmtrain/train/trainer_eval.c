@@ -176,5 +176,6 @@ esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out
 esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
   esmt_status st = esmt_trainer_evaluate_in_run(t, out);
   if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed */
+  if (!st) esmt_trainer_write_metrics(t, NULL, out); /* e.g. before training: step 0 */
   return st;
 }

@@ -139,7 +139,7 @@ done
 # that makes inputs of its own in its command puts them under $W/scratch/.
 snapshot() {
   ( cd "$W" || exit 1
-    local skip=( \( -path ./scratch -o -name run.lock -o -name train.log -o -name metrics.jsonl -o -path '*/checkpoints/.tmp-*' \) -prune )
+    local skip=( \( -path ./scratch -o -name run.lock -o -name train.log -o -name metrics.jsonl -o -name 'events.out.tfevents.*' -o -path '*/checkpoints/.tmp-*' \) -prune )
     find . -mindepth 1 "${skip[@]}" -o -type d -printf '%p\t%y %m\n'
     find . -mindepth 1 "${skip[@]}" -o ! -type d -printf '%p\t%y %m %s %T@ %l\n'
     find . -mindepth 1 "${skip[@]}" -o -type f -size -1024k -print0 | xargs -0 -r md5sum |
