@@ -64,8 +64,9 @@ print(r["window"], r.get("stride") or r["window"] // 2)' "$work/out.$tag/embed.j
   rows+=("$(awk -v tag="$tag" -v p="$prot" -v r="$res" -v e="$ewall" -v t="$tsec" -v tw="$twall" \
       -v es="$esec" -v er="$erss" -v tr="$trss" -v tl="$(field rss_after_load_mb "$t")" 'BEGIN {
       if (es <= 0) es = e
-      printf "%-7s %5d %8d | %7.2f %8.0f %6.1f %7.0f | %7.2f %8.0f %6.1f %7.0f %6.0f | %6.2fx %6.2fx",
-             tag, p, r, p / e, r / e, e, er / 1024, p / t, r / t, t, tr / 1024, tl, t / es, tw / e }')")
+      printf "%-7s %5d %8d | %7.2f %8.0f %6.1f %7.0f | ", tag, p, r, p / e, r / e, e, er / 1024
+      printf "%7.2f %8.0f %6.1f %7.0f %6.0f | %6.2fx %6.2fx",
+             p / t, r / t, t, tr / 1024, tl, t / es, tw / e }')")
 }
 
 # esmtrain's resident floor: the same model on one 10-residue protein

@@ -136,8 +136,10 @@ def rss_mb():
 
 
 def cmd_run(a):
-    for var in ("OMP_NUM_THREADS", "OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
-        os.environ[var] = str(a.threads)
+    # the BLAS and OpenMP pools size themselves when torch loads
+    os.environ["OMP_NUM_THREADS"] = str(a.threads)
+    for var in ("OPENBLAS_NUM_THREADS", "MKL_NUM_THREADS"):
+        os.environ[var] = str(a.blas_threads or a.threads)
     import numpy as np
     import torch
     from transformers import EsmModel
@@ -240,6 +242,8 @@ def main():
     s.add_argument("--model", required=True)
     s.add_argument("--fasta", required=True)
     s.add_argument("--threads", type=int, default=2)
+    s.add_argument("--blas-threads", type=int, default=0,
+                   help="OPENBLAS/MKL_NUM_THREADS (default: --threads)")
     s.add_argument("--batch-tokens", type=int, default=4096)
     s.add_argument("--truncate", type=int, default=0, help="residues kept (0: max_positions - 2)")
     s.add_argument("--long", choices=("truncate", "windows"), default="truncate")
