@@ -8,15 +8,16 @@ eval, torch.no_grad, on the CPU, the mean over residues of the last layer
     bench_embed_torch.py synth DB.fasta.gz RESIDUES OUT.fasta
     bench_embed_torch.py measure RESULT_FILE -- COMMAND...   # wall s, peak RSS of COMMAND
     bench_embed_torch.py run --model DIR --fasta F --threads N --batch-tokens B
-                             [--truncate 1024 | --long windows --window 1024 --stride 512]
+                             [--truncate 1022 | --long windows --window 1022 --stride 511]
                              [--save-mean M.npy] [--compare ESMT_OUT/mean.layer6.npy]
 
 `run` batches as embed does (and much as fair-esm's extract.py): sequences
 (windows) sorted longest first, a batch the next max(1, B // (longest + 2))
 of them for --batch-tokens B, right-padded with <pad> and an attention
 mask (embed sorts within chunks of >= 131072 residues, this all at once). Long
-proteins: --truncate keeps the first T residues (extract.py's
-truncation_seq_length; 1024 here, as embed's --long truncate for ESM-2);
+proteins: --truncate keeps the first T residues (default 1022 for ESM-2,
+max_position_embeddings - 4: extract.py's truncation_seq_length and embed's
+window; bench_embed_vs_torch.sh passes the window embed.json reports);
 --long windows embeds windows of W residues at 0, S, 2S, ..., the last one
 ending at the protein's end, a residue's row being the average over its
 windows (embed's rule). Timed: reading and tokenizing the FASTA, the
@@ -147,7 +148,7 @@ def cmd_run(a):
     logging.set_verbosity_error()
     torch.set_num_threads(a.threads)
     model = EsmModel.from_pretrained(a.model, add_pooling_layer=False).eval()
-    W = model.config.max_position_embeddings - 2
+    W = model.config.max_position_embeddings - 4  # embed's window (1022 for ESM-2)
     trunc = a.truncate if a.truncate else W
     d = model.config.hidden_size
     load_rss = rss_mb()
@@ -245,7 +246,7 @@ def main():
     s.add_argument("--blas-threads", type=int, default=0,
                    help="OPENBLAS/MKL_NUM_THREADS (default: --threads)")
     s.add_argument("--batch-tokens", type=int, default=4096)
-    s.add_argument("--truncate", type=int, default=0, help="residues kept (0: max_positions - 2)")
+    s.add_argument("--truncate", type=int, default=0, help="residues kept (0: max_position_embeddings - 4)")
     s.add_argument("--long", choices=("truncate", "windows"), default="truncate")
     s.add_argument("--window", type=int, default=0)
     s.add_argument("--stride", type=int, default=0)
