@@ -27,7 +27,6 @@ average over the windows holding it, mean the average of those rows, cls
 the average of the windows' cls rows.
 Usage: test_embed.py ESMTRAIN_EXAMPLE_BINARY SOURCE_DIR. Exit 77 = skipped.
 """
-import gzip
 import hashlib
 import json
 import os
@@ -56,12 +55,9 @@ TOL_REL, TOL_DET = 1e-5, 1e-6
 # window max_positions - 2 = 1022 residues, fair-esm extract.py's
 # truncation); 2 would be 1024.
 WINDOW_MARGIN = 4
-# The ESM-2 alphabet (libesmtrain/data/alphabet.c; fair-esm's ESM-1b one).
-TOKENS = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I",
-          "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O",
-          ".", "-", "<null_1>", "<mask>"]
-TOK = {t: i for i, t in enumerate(TOKENS) if len(t) == 1}
-CLS, EOS, UNK = 0, 2, 3
+# the alphabet and FASTA helpers shared with the benchmark
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
+from esm_fasta import CLS, EOS, TOKENS, UNK, read_fasta, tokens, write_fasta  # noqa: E402
 
 # The loading snippet for the README (OUT and layer substituted below).
 SNIPPET = '''\
@@ -91,32 +87,10 @@ def check(ok, what):
     return ok
 
 
-def read_fasta(path):
-    recs, head, seq = [], None, []
-    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith(">"):
-                if head is not None:
-                    recs.append((head, "".join(seq)))
-                head, seq = line[1:], []
-            elif line:
-                seq.append(line)
-    if head is not None:
-        recs.append((head, "".join(seq)))
-    return recs
 
 
-def write_fasta(path, recs):
-    with open(path, "w") as f:
-        for head, seq in recs:
-            f.write(">%s\n" % head)
-            for i in range(0, len(seq), 60):
-                f.write(seq[i:i + 60] + "\n")
 
 
-def tokens(seq):
-    return [TOK.get(c.upper(), UNK) for c in seq]
 
 
 def pick(recs, lengths, used):

@@ -30,42 +30,17 @@ load. The last line is machine readable:
 Use Debian's /usr/bin/python3 (scripts/setup_reference_env.sh).
 """
 import argparse
-import gzip
 import os
 import resource
 import subprocess
 import sys
 import time
 
-TOKENS = ["<cls>", "<pad>", "<eos>", "<unk>", "L", "A", "G", "V", "S", "E", "R", "T", "I",
-          "D", "P", "K", "Q", "N", "F", "Y", "M", "H", "W", "C", "X", "B", "U", "Z", "O",
-          ".", "-", "<null_1>", "<mask>"]
-TOK = {t: i for i, t in enumerate(TOKENS) if len(t) == 1}
-CLS, PAD, EOS, UNK = 0, 1, 2, 3
+from esm_fasta import CLS, EOS, PAD, TOK, UNK, read_fasta, write_fasta  # noqa: E402
 
 
-def read_fasta(path):
-    recs, head, seq = [], None, []
-    with gzip.open(path, "rt") if path.endswith(".gz") else open(path) as f:
-        for line in f:
-            line = line.strip()
-            if line.startswith(">"):
-                if head is not None:
-                    recs.append((head, "".join(seq)))
-                head, seq = line[1:], []
-            elif line:
-                seq.append(line)
-    if head is not None:
-        recs.append((head, "".join(seq)))
-    return recs
 
 
-def write_fasta(path, recs):
-    with open(path, "w") as f:
-        for head, seq in recs:
-            f.write(">%s\n" % head)
-            for i in range(0, len(seq), 60):
-                f.write(seq[i:i + 60] + "\n")
 
 
 def cmd_make_model(a):
