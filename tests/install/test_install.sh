@@ -14,6 +14,8 @@ cmake --install "$build" --prefix "$stage/configured" >/dev/null
 mv "$stage/configured" "$stage/moved"
 stage=$stage/moved
 test -f "$stage/include/esmtrain/esmtrain.h"
+test -f "$stage/include/esmtrain/data.h"
+test -f "$stage/include/esmtrain/config.h"
 test -f "$stage/lib/esmtrain/backends/cpu.so" || test -f "$stage"/lib*/esmtrain/backends/cpu.so
 libdir=$(dirname "$(ls "$stage"/lib*/libesmtrain.so | head -1)")
 

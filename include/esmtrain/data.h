@@ -1,0 +1,174 @@
+/* libesmtrain public API, part of esmtrain.h: protein data (alphabet, FASTA ingest, the MLM loader, the sequence reader).
+ * Include <esmtrain/esmtrain.h>, which includes this file where it belongs. */
+#ifndef ESMTRAIN_DATA_H
+#define ESMTRAIN_DATA_H
+
+#ifndef ESMTRAIN_ESMTRAIN_H
+#error "include <esmtrain/esmtrain.h>, not this file"
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Protein data: alphabet, FASTA ingest into shards, the MLM batch loader     */
+/* ------------------------------------------------------------------------ */
+
+/* Token id of a residue letter (case-insensitive; gaps '-' and '.' too),
+ * or -1 when the character is not in the ESM-2 alphabet. */
+ESMT_API int esmt_token_id(int residue);
+
+/* The token string of an id ("<cls>", "L", ...), or NULL out of range. */
+ESMT_API const char *esmt_token_string(int id);
+
+/* Reading proteins one at a time, for inference (embed, score): a FASTA
+ * file (plain or gzip; "-" standard input) or a dataset directory that
+ * esmt_ingest wrote (one split). Memory: one sequence. Letters outside the
+ * alphabet (and '*') become <unk> and are counted; any other character is
+ * an error naming the file, line and record. */
+typedef struct esmt_sequence_reader esmt_sequence_reader;
+
+typedef struct esmt_sequence {
+  uint32_t struct_size;
+  const char *id;           /* FASTA: the header up to its first whitespace;
+                             * dataset: "<split>:<record index>" */
+  const int32_t *tokens;    /* residue token ids, no cls/eos (valid until the next call) */
+  uint64_t length;          /* residues (0 for an empty FASTA record) */
+  uint64_t index;           /* 0-based position in the input */
+  uint64_t unknown;         /* residues read as <unk> */
+} esmt_sequence;
+
+#define ESMT_SEQUENCE_INIT { .struct_size = sizeof(esmt_sequence) }
+
+/* `split` ("train" or "valid") is for a dataset directory and ignored for
+ * FASTA; NULL means "train". */
+ESMT_API esmt_status esmt_sequence_reader_open(const char *path, const char *split,
+                                               esmt_sequence_reader **out);
+/* The next sequence into *seq and *got = 1, or *got = 0 at the end. */
+ESMT_API esmt_status esmt_sequence_reader_next(esmt_sequence_reader *reader, esmt_sequence *seq,
+                                               int *got);
+/* How far: bytes of the file (compressed bytes for gzip) or records of
+ * the dataset; *total 0 when unknown (standard input). */
+ESMT_API esmt_status esmt_sequence_reader_position(const esmt_sequence_reader *reader,
+                                                   uint64_t *done, uint64_t *total);
+ESMT_API void esmt_sequence_reader_close(esmt_sequence_reader *reader);
+
+typedef enum esmt_unknown_policy {
+  ESMT_UNKNOWN_AS_UNK = 0,  /* letters outside the alphabet become <unk> (counted) */
+  ESMT_UNKNOWN_SKIP = 1,    /* drop the whole record (counted) */
+  ESMT_UNKNOWN_FAIL = 2     /* stop with an error naming file, line and record */
+} esmt_unknown_policy;
+
+typedef enum esmt_gap_policy {
+  ESMT_GAPS_KEEP = 0,       /* '-' and '.' kept as their tokens */
+  ESMT_GAPS_DROP = 1,       /* removed from the sequence (counted) */
+  ESMT_GAPS_FAIL = 2
+} esmt_gap_policy;
+
+typedef struct esmt_ingest_options {
+  uint32_t struct_size;
+  const char *const *inputs;  /* FASTA files, plain or gzip (concatenated members too);
+                               * "-" is standard input (once). Anything but a regular
+                               * file (FIFO, device, directory) is refused at once, and
+                               * so is a bzip2/zstd/xz/lz4/zip/tar input, by name */
+  int n_inputs;
+  const char *output_dir;     /* created; must not exist or be empty */
+  double valid_fraction;      /* share of records (by a hash of the id) for validation */
+  esmt_unknown_policy unknown;
+  esmt_gap_policy gaps;
+  uint64_t shard_tokens;      /* residues per shard before starting a new one */
+  esmt_progress_fn progress;  /* "ingest" stage in input bytes (total 0 with standard
+                               * input: unknown); non-zero cancels */
+  void *progress_user;
+  uint64_t max_residues;      /* 0 = no limit; longer records are skipped (counted). The
+                               * loader crops long records at random, so this only drops
+                               * outliers (e.g. titin) */
+} esmt_ingest_options;
+
+#define ESMT_INGEST_OPTIONS_INIT \
+  { sizeof(esmt_ingest_options), NULL, 0, NULL, 0.005, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP, \
+    (uint64_t)1 << 28, NULL, NULL, 0 }
+
+typedef struct esmt_ingest_stats {
+  uint32_t struct_size;
+  uint64_t bytes_read;        /* compressed input bytes (standard input: after gzip) */
+  uint64_t records, residues; /* kept */
+  uint64_t train_records, valid_records, train_residues, valid_residues;
+  uint64_t empty_records;     /* headers without residues (skipped) */
+  uint64_t skipped_records;   /* dropped by the unknown policy */
+  uint64_t unknown_letters;   /* mapped to <unk> */
+  uint64_t gaps_dropped;
+  uint64_t terminal_stops;    /* a final '*' removed */
+  uint64_t duplicate_ids;
+  uint64_t lowercase_letters;
+  uint64_t longest;
+  int shards;
+  double seconds;
+  uint64_t too_long_records;  /* skipped: longer than max_residues */
+} esmt_ingest_stats;
+
+#define ESMT_INGEST_STATS_INIT { sizeof(esmt_ingest_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0 }
+
+/* Stream FASTA inputs into memory-mappable token shards plus a manifest
+ * written last: an interrupted or failed ingest leaves nothing the loader
+ * accepts, and never touches an existing dataset. */
+ESMT_API esmt_status esmt_ingest(const esmt_ingest_options *opts, esmt_ingest_stats *stats);
+
+typedef enum esmt_split { ESMT_SPLIT_TRAIN = 0, ESMT_SPLIT_VALID = 1 } esmt_split;
+
+typedef struct esmt_loader_options {
+  uint32_t struct_size;
+  const char *dir;            /* from esmt_ingest / `esmtrain-example ingest` */
+  esmt_split split;
+  uint64_t seed;
+  int max_len;                /* tokens per row incl. cls/eos; longer proteins are cropped */
+  int batch_rows;             /* rows per batch; 0 = as many as tokens_per_batch allows */
+  uint64_t tokens_per_batch;  /* padded-token budget of a batch (rows x longest) */
+  int rank, world;            /* this process's share of every epoch */
+  double mask_prob;           /* 0.15 of residues selected ... */
+  double mask_token_frac;     /* ... 0.8 of those <mask> ... */
+  double random_token_frac;   /* ... 0.1 a random amino acid, the rest unchanged */
+  int shuffle;                /* 1: a new order each epoch; 0: file order (evaluation) */
+  int fixed_masking;          /* 1: the same masks every epoch (evaluation) */
+  int epochs;                 /* 0 = endless; else the source ends after this many */
+  int prefetch;               /* batches a background thread prepares ahead; 0 = none */
+  /* Appended: 1 packs several proteins (each with its own cls/eos) into
+   * rows of max_len tokens, batch_rows rows (or tokens_per_batch / max_len)
+   * per batch, with esmt_batch segments; 0: one protein per row. */
+  int pack;
+} esmt_loader_options;
+
+#define ESMT_LOADER_OPTIONS_INIT \
+  { sizeof(esmt_loader_options), NULL, ESMT_SPLIT_TRAIN, 1, 1024, 0, 4096, 0, 1, 0.15, 0.8, 0.1, \
+    1, 0, 0, 2, 0 }
+
+typedef struct esmt_loader esmt_loader;
+
+typedef struct esmt_loader_stats {
+  uint32_t struct_size;
+  uint64_t records;           /* in this split */
+  uint64_t epoch;             /* current epoch (0-based) */
+  uint64_t batches;           /* produced so far */
+  uint64_t real_tokens, padded_tokens; /* totals so far */
+  double padding_fraction;    /* 1 - real / padded */
+} esmt_loader_stats;
+
+#define ESMT_LOADER_STATS_INIT { .struct_size = sizeof(esmt_loader_stats) }
+
+ESMT_API esmt_status esmt_loader_create(const esmt_loader_options *opts, esmt_loader **out);
+ESMT_API void esmt_loader_destroy(esmt_loader *loader);
+
+/* Next batch (tokens/labels valid until the next call). ESMT_ERR_STATE
+ * when `epochs` epochs are done. */
+ESMT_API esmt_status esmt_loader_next(esmt_loader *loader, esmt_batch *batch);
+
+/* Back to the first batch of epoch 0. */
+ESMT_API esmt_status esmt_loader_reset(esmt_loader *loader);
+
+/* Position as JSON text, and back: resuming continues with the same batches. */
+ESMT_API esmt_status esmt_loader_save_cursor(esmt_loader *loader, char *buf, size_t cap);
+ESMT_API esmt_status esmt_loader_restore_cursor(esmt_loader *loader, const char *json);
+
+ESMT_API esmt_status esmt_loader_stats_get(const esmt_loader *loader, esmt_loader_stats *stats);
+
+/* The loader as a trainer batch source (valid while the loader lives). */
+ESMT_API esmt_status esmt_loader_as_source(esmt_loader *loader, esmt_batch_source *source);
+
+#endif /* ESMTRAIN_DATA_H */
