@@ -57,7 +57,8 @@ TOL_REL, TOL_DET = 1e-5, 1e-6
 WINDOW_MARGIN = 4
 # the alphabet and FASTA helpers shared with the benchmark
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
-from esm_fasta import CLS, EOS, TOKENS, UNK, read_fasta, tokens, write_fasta  # noqa: E402
+from esm_fasta import (CLS, EOS, TOKENS, UNK, read_fasta, tokens, window_starts,  # noqa: E402
+                       write_fasta)
 
 # The loading snippet for the README (OUT and layer substituted below).
 SNIPPET = '''\
@@ -115,15 +116,6 @@ def make_model(cfg, seed, perturb):
     return hf
 
 
-def window_starts(n, W, S):
-    if n <= W:
-        return [0]
-    starts, s = [], 0
-    while s + W < n:
-        starts.append(s)
-        s += S
-    starts.append(n - W)
-    return sorted(set(starts))
 
 
 def reference(esm64, recs, layers, W, S, policy):

@@ -36,7 +36,7 @@ import subprocess
 import sys
 import time
 
-from esm_fasta import CLS, EOS, PAD, TOK, UNK, read_fasta, write_fasta  # noqa: E402
+from esm_fasta import CLS, EOS, PAD, TOK, UNK, read_fasta, window_starts, write_fasta  # noqa: E402
 
 
 
@@ -92,15 +92,6 @@ def cmd_measure(a):
     return rc
 
 
-def windows(n, W, S):
-    if n <= W:
-        return [0]
-    starts, s = [], 0
-    while s + W < n:
-        starts.append(s)
-        s += S
-    starts.append(n - W)
-    return sorted(set(starts))
 
 
 def rss_mb():
@@ -136,7 +127,7 @@ def cmd_run(a):
     pieces = []
     for k, t in enumerate(toks):
         if a.long == "windows":
-            for s in windows(len(t), a.window or W, a.stride or (a.window or W) // 2):
+            for s in window_starts(len(t), a.window or W, a.stride or (a.window or W) // 2):
                 pieces.append((k, s, t[s:s + (a.window or W)]))
         else:
             pieces.append((k, 0, t[:trunc]))

@@ -1,5 +1,6 @@
-"""The ESM-2 alphabet and plain FASTA reading/writing shared by the Python
-reference tests and benchmarks (test_embed.py, bench_embed_torch.py)."""
+"""The ESM-2 alphabet, plain FASTA reading/writing and embed's window rule,
+shared by the Python reference tests and benchmarks (test_embed.py,
+bench_embed_torch.py)."""
 import gzip
 
 # libesmtrain/data/alphabet.c; fair-esm's ESM-1b alphabet
@@ -38,3 +39,16 @@ def write_fasta(path, recs):
 def tokens(seq):
     """Residue token ids (letters outside the alphabet: <unk>)."""
     return [TOK.get(c.upper(), UNK) for c in seq]
+
+
+def window_starts(n, W, S):
+    """First residues of embed's windows over n residues: 0, S, 2S, ... and
+    one ending at the protein's end (docs/inference.md); [0] when n <= W."""
+    if n <= W:
+        return [0]
+    starts, s = [], 0
+    while s + W < n:
+        starts.append(s)
+        s += S
+    starts.append(n - W)
+    return sorted(set(starts))
