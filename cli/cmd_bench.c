@@ -7,15 +7,8 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/resource.h>
-#include <time.h>
 
 #include "cli.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 /* UniProt amino-acid frequencies (%) for ids 4..23: L A G V S E R T I D P K Q N F Y M H W C. */
 static const double k_aa_freq[20] = {9.9, 8.3, 7.1, 6.9, 6.6, 6.8, 5.5, 5.3, 5.9, 5.5,
@@ -138,14 +131,14 @@ int cmd_bench(int argc, char **argv) {
     esmt_batch b = ESMT_BATCH_INIT;
     b.batch = B; b.seq_len = T; b.tokens = tok; b.labels = lab;
     esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
-    double t0 = now_s();
+    double t0 = esmt_clock_seconds();
     if ((st = esmt_model_zero_grad(m))) goto fail;
     if ((st = esmt_model_forward(m, &b, &r, NULL))) goto fail;
-    double t1 = now_s();
+    double t1 = esmt_clock_seconds();
     if ((st = esmt_model_backward(m))) goto fail;
-    double t2 = now_s();
+    double t2 = esmt_clock_seconds();
     if ((st = esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, s + 1))) goto fail;
-    double t3 = now_s();
+    double t3 = esmt_clock_seconds();
     printf("  step %d%s: loss %.4f, %.0f ms\n", s + 1, s < warmup ? " (warm-up)" : "", r.loss,
            (t3 - t0) * 1e3);
     if (s < warmup) continue;

@@ -7,15 +7,8 @@
 #include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
-#include <time.h>
 
 #include "cli.h"
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
-}
 
 typedef struct copy_job { char *dst; const char *src; size_t n; } copy_job;
 
@@ -38,14 +31,14 @@ static double memcpy_gbs(size_t bytes, int reps, int threads) {
   copy_job jobs[64];
   double best = 0;
   for (int r = 0; r < reps; r++) {
-    double t0 = now_s();
+    double t0 = esmt_clock_seconds();
     for (int t = 0; t < threads; t++) {
       size_t lo = bytes / threads * t, hi = t == threads - 1 ? bytes : bytes / threads * (t + 1);
       jobs[t] = (copy_job){b + lo, a + lo, hi - lo};
       pthread_create(&tid[t], NULL, copy_part, &jobs[t]);
     }
     for (int t = 0; t < threads; t++) pthread_join(tid[t], NULL);
-    double dt = now_s() - t0;
+    double dt = esmt_clock_seconds() - t0;
     if (dt > 0 && 2.0 * bytes / dt / 1e9 > best) best = 2.0 * bytes / dt / 1e9;
   }
   volatile char sink = b[bytes / 2];
@@ -97,9 +90,9 @@ int cmd_bench_adamw(int argc, char **argv) {
   double ac_lr = 4e-4; /* the learning rate is the step's argument */
   double best = 1e30, total = 0;
   for (int s = 1; s <= steps + 1; s++) {
-    double t0 = now_s();
+    double t0 = esmt_clock_seconds();
     if ((st = esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, s))) goto fail;
-    double dt = now_s() - t0;
+    double dt = esmt_clock_seconds() - t0;
     if (s == 1) continue; /* warm-up: first touch of the moments */
     total += dt;
     if (dt < best) best = dt;

@@ -8,7 +8,6 @@
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
-#include <time.h>
 #include <unistd.h>
 
 #include "embed.h"
@@ -36,12 +35,6 @@ static void usage(FILE *f) {
       "  --backend NAME --threads N --quiet\n"
       "An interrupted run (Ctrl-C, a crash) continues when the same command runs again;\n"
       "what was committed is not recomputed.\n");
-}
-
-static double now_s(void) {
-  struct timespec ts;
-  clock_gettime(CLOCK_MONOTONIC, &ts);
-  return (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
 }
 
 static int parse_list(const char *text, char out[][16], int cap) {
@@ -167,7 +160,7 @@ static void progress(const embed_options *o, esmt_sequence_reader *r, const embe
   static double shown;
   static int tty = -1;
   if (tty < 0) tty = isatty(2);
-  const double now = now_s();
+  const double now = esmt_clock_seconds();
   if (o->quiet || (!last && now - shown < (tty ? 1.0 : 10.0))) return;
   shown = now;
   uint64_t done = 0, total = 0;
@@ -256,13 +249,13 @@ static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embe
     embed_output_close(&w);
     return 1;
   }
-  const double t0 = now_s();
+  const double t0 = esmt_clock_seconds();
   const uint64_t first = s->proteins;
   while (!eof && !rc) {
     if ((rc = read_chunk(o, r, &c, s, &eof) ? 1 : 0)) break;
     if (c.n && (rc = embed_compute(o, m, d, &c))) break;
     if (embed_output_write(&w, &c, s) || embed_output_commit(&w) ||
-        embed_meta_write(o, mi, s, 0, now_s() - t0))
+        embed_meta_write(o, mi, s, 0, esmt_clock_seconds() - t0))
       rc = -1;
     embed_chunk_clear(&c);
     progress(o, r, s, first, t0, 0);
@@ -271,7 +264,8 @@ static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embe
   embed_chunk_clear(&c);
   free(c.p);
   progress(o, r, s, first, t0, 1);
-  if (!rc && (embed_output_finish(&w, s) || embed_meta_write(o, mi, s, 1, now_s() - t0) ||
+  if (!rc && (embed_output_finish(&w, s) ||
+              embed_meta_write(o, mi, s, 1, esmt_clock_seconds() - t0) ||
               embed_output_remove_staging(&w)))
     rc = -1;
   embed_output_close(&w);
