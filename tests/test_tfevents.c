@@ -178,8 +178,9 @@ static void test_sink_resume(void **state) {
     tm.loss = step == 3 ? NAN : 3.0 - 0.1 * step; /* a skipped update's NaN: null */
     tm.lr = 1e-3;
     tm.loss_scale = 1;
-    assert_int_equal(esmt_metrics_sink_train(s, &tm), ESMT_OK);
-    assert_int_equal(esmt_metrics_sink_train(s, &tm), ESMT_OK); /* again: skipped */
+    tm.eta_s = 4.0 - step;
+    assert_int_equal(esmt_metrics_sink_train(s, &tm, 4), ESMT_OK);
+    assert_int_equal(esmt_metrics_sink_train(s, &tm, 4), ESMT_OK); /* again: skipped */
     if (step % 2 == 0) {
       em.step = step;
       assert_int_equal(esmt_metrics_sink_eval(s, &em), ESMT_OK);
@@ -191,6 +192,10 @@ static void test_sink_resume(void **state) {
   assert_int_equal(count(text, "\"kind\":\"eval\""), 3);
   assert_int_equal(count(text, "\"loss\":null"), 1);
   assert_non_null(strstr(text, "\"rss_mib\":"));
+  assert_int_equal(count(text, "\"max_steps\":4,"), 4);
+  assert_non_null(strstr(text, "\"step\":1,\"max_steps\":4,"));
+  assert_non_null(strstr(text, "\"eta_s\":3.0,"));
+  assert_null(strstr(text, "device_")); /* no device figures (-1): none written */
   free(text);
   FILE *f = fopen(jsonl, "a"); /* a crash in the middle of a line */
   fputs("{\"kind\":\"train\",\"step\":5,\"lo", f);
@@ -209,7 +214,11 @@ static void test_sink_resume(void **state) {
   esmt_train_metrics tm = ESMT_TRAIN_METRICS_INIT;
   tm.step = 3;
   tm.loss = 2.0;
-  assert_int_equal(esmt_metrics_sink_train(s, &tm), ESMT_OK);
+  tm.device_memory_used_mib = 1234.5; /* a GPU backend's figures */
+  tm.device_memory_total_mib = 16384;
+  tm.device_util_percent = 42;
+  tm.device_temperature_c = 51;
+  assert_int_equal(esmt_metrics_sink_train(s, &tm, 0), ESMT_OK);
   assert_int_equal(esmt_metrics_sink_close(s), ESMT_OK);
   text = slurp(jsonl);
   assert_int_equal(count(text, "\"kind\":\"train\""), 3); /* 1, 2 and the new 3 */
@@ -218,6 +227,10 @@ static void test_sink_resume(void **state) {
   assert_int_equal(count(text, "\"step\":5,"), 0);
   assert_int_equal(count(text, "\"kind\":\"eval\""), 2); /* 0 and 2 */
   assert_int_equal(text[strlen(text) - 1], '\n');
+  assert_non_null(strstr(text, "\"step\":3,\"max_steps\":0,"));
+  assert_non_null(strstr(text, "\"eta_s\":null,")); /* no length: no ETA */
+  assert_non_null(strstr(text, "\"device_mem_mib\":1234.5,\"device_mem_total_mib\":16384.0,"
+                                "\"device_util\":42.0,\"device_temp_c\":51.0}"));
   free(text);
   unsigned char *buf = read_events(dir, &len, path, sizeof path);
   EsmtTb__Event *ev[8];
@@ -226,7 +239,10 @@ static void test_sink_resume(void **state) {
   assert_int_equal(ev[1]->what_case, ESMT_TB__EVENT__WHAT_SESSION_LOG);
   assert_int_equal(ev[1]->step, 3);
   assert_int_equal(ev[2]->step, 3);
-  assert_int_equal(ev[2]->summary->n_value, 10);
+  assert_int_equal(ev[2]->summary->n_value, 13); /* with the device's three */
+  assert_string_equal(ev[2]->summary->value[10]->tag, "train/device_memory_mib");
+  assert_float_equal(ev[2]->summary->value[11]->simple_value, 42.0f, 0);
+  assert_string_equal(ev[2]->summary->value[12]->tag, "train/device_temperature_c");
   for (int i = 0; i < n; i++) esmt_tb__event__free_unpacked(ev[i], NULL);
   free(buf);
   test_rmtree(dir);
@@ -247,7 +263,7 @@ static void test_sink_unwritable(void **state) {
   assert_non_null(s);
   esmt_train_metrics tm = ESMT_TRAIN_METRICS_INIT;
   tm.step = 1;
-  assert_int_equal(esmt_metrics_sink_train(s, &tm), ESMT_OK);
+  assert_int_equal(esmt_metrics_sink_train(s, &tm, 0), ESMT_OK);
   assert_int_equal(esmt_metrics_sink_close(s), ESMT_OK);
   test_rmtree(dir);
 }

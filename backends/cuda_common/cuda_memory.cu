@@ -91,6 +91,11 @@ static esmtb_status c_mem_info(esmtb_device *dev, uint64_t *free_bytes, uint64_t
   return 0;
 }
 
+static esmtb_status c_pci_bus_id(esmtb_device *dev, char *buf, size_t cap) {
+  if (!dev || !buf || cap < 13) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "pci_bus_id: bad buffer");
+  return cuda_check(cudaDeviceGetPCIBusId(buf, (int)cap, dev->ordinal), "pci_bus_id");
+}
+
 // Device allocations carry their size in a 256-byte prefix so free() keeps
 // the budget exact; the payload keeps cudaMalloc's 256-byte alignment.
 #define PREFIX 256
@@ -186,6 +191,7 @@ void cuda_fill_common_ops(esmtb_ops *ops) {
   ops->open = c_open;
   ops->close = c_close;
   ops->mem_info = c_mem_info;
+  ops->pci_bus_id = c_pci_bus_id; /* ABI 1.5 */
   ops->alloc = c_alloc;
   ops->free = c_free;
   ops->memset_async = c_memset;

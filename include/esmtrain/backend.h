@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 4
+#define ESMTB_ABI_MINOR 5
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -533,6 +533,14 @@ typedef struct esmtb_ops {
    * it): the Lion update (esmtb_lion_args). Without it the core refuses
    * optimizer.kind lion on this backend, naming it. */
   esmtb_status (*lion)(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);
+
+  /* ABI 1.5 (optional; read only when abi_minor >= 5 and struct_size covers
+   * it): the device's PCI bus id ("0000:3B:00.0", NUL-terminated in `cap`
+   * bytes), by which the core finds it in NVML for the per-step device
+   * utilisation (CUDA ordinals and NVML indices differ under
+   * CUDA_VISIBLE_DEVICES). Without it the core logs the memory figures of
+   * mem_info alone. */
+  esmtb_status (*pci_bus_id)(esmtb_device *dev, char *buf, size_t cap);
 } esmtb_ops;
 
 /* Entry symbols a backend exports (names are the ABI). */

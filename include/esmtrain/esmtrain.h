@@ -151,6 +151,31 @@ typedef struct esmt_cpu_info {
 /* Fill *info with this machine's CPU features. info->struct_size must be set. */
 ESMT_API esmt_status esmt_cpu_info_query(esmt_cpu_info *info);
 
+/* The live state of this machine's NVIDIA GPUs, from NVIDIA's management
+ * library (NVML, libnvidia-ml.so.1 of the driver), loaded on first use:
+ * esmtrain neither links it nor needs it. A value the driver does not give
+ * is -1. */
+typedef struct esmt_gpu_sample {
+  uint32_t struct_size;
+  int index;                  /* NVML's index (all GPUs, whatever CUDA_VISIBLE_DEVICES says) */
+  char name[96];
+  char pci_bus_id[32];        /* "00000000:3B:00.0" */
+  double util_percent;        /* busy share over the driver's last sample period, 0-100 */
+  double memory_util_percent; /* memory-controller busy share, 0-100 */
+  uint64_t memory_used_bytes, memory_total_bytes;
+  double temperature_c;
+  double power_w;
+} esmt_gpu_sample;
+
+#define ESMT_GPU_SAMPLE_INIT { .struct_size = sizeof(esmt_gpu_sample) }
+
+/* Sample up to `capacity` GPUs into out[] (each element's struct_size set by
+ * the caller, all alike); *count gets the number of GPUs NVML sees (also
+ * when larger than capacity). Without NVML or without NVIDIA GPUs it fails
+ * with ESMT_ERR_UNSUPPORTED and the reason (no driver library, no device)
+ * and *count = 0; that is the normal answer on a machine without them. */
+ESMT_API esmt_status esmt_gpu_sample_all(esmt_gpu_sample *out, int capacity, int *count);
+
 /* ------------------------------------------------------------------------ */
 /* Context: backend registry, threads, callbacks                             */
 /* ------------------------------------------------------------------------ */
@@ -724,9 +749,19 @@ typedef struct esmt_train_metrics {
   /* Appended: share of the last update's micro-batch positions (this rank)
    * that were padding, 1 - real / (rows x row length). */
   double padding_fraction;
+  /* Appended: the device the trainer computes on, on GPU backends (all -1
+   * on the CPU backend and where unknown). Memory as the backend's
+   * allocator sees it (mem_info: in use and in all; under
+   * backend.device_memory_limit, the budget), in MiB. Busy share (0-100,
+   * over the driver's last sample period) and temperature from NVML, found
+   * by the device's PCI bus id, sampled at most once a second. */
+  double device_memory_used_mib, device_memory_total_mib;
+  double device_util_percent, device_temperature_c;
 } esmt_train_metrics;
 
-#define ESMT_TRAIN_METRICS_INIT { .struct_size = sizeof(esmt_train_metrics) }
+#define ESMT_TRAIN_METRICS_INIT                                                          \
+  { .struct_size = sizeof(esmt_train_metrics), .device_memory_used_mib = -1,            \
+    .device_memory_total_mib = -1, .device_util_percent = -1, .device_temperature_c = -1 }
 
 typedef struct esmt_eval_metrics {
   uint32_t struct_size;

@@ -60,4 +60,9 @@ static inline int esmt_ops_has_lion(const esmtb_ops *ops) {
   return ops->abi_minor >= 4 && ESMTB_OPS_HAS(ops, lion);
 }
 
+/* ABI 1.5 pci_bus_id: the device in NVML. */
+static inline int esmt_ops_has_pci_bus_id(const esmtb_ops *ops) {
+  return ops->abi_minor >= 5 && ESMTB_OPS_HAS(ops, pci_bus_id);
+}
+
 #endif

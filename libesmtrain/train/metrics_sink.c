@@ -195,30 +195,56 @@ static esmt_status sync_files(esmt_metrics_sink *s, int force) {
 /* The first failure of several steps (each part fails once, then is off). */
 static esmt_status first(esmt_status a, esmt_status b) { return a ? a : b; }
 
-esmt_status esmt_metrics_sink_train(esmt_metrics_sink *s, const esmt_train_metrics *m) {
+/* ,"device_mem_mib":..,"device_util":.. on GPU backends; "" elsewhere. */
+static void device_fields(char *out, size_t cap, const esmt_train_metrics *m) {
+  out[0] = '\0';
+  if (m->device_memory_total_mib < 0 && m->device_util_percent < 0) return;
+  char b[4][32];
+  snprintf(out, cap,
+           ",\"device_mem_mib\":%s,\"device_mem_total_mib\":%s,\"device_util\":%s,"
+           "\"device_temp_c\":%s",
+           jnum(b[0], 32, 'f', 1, m->device_memory_used_mib < 0 ? NAN : m->device_memory_used_mib),
+           jnum(b[1], 32, 'f', 1,
+                m->device_memory_total_mib < 0 ? NAN : m->device_memory_total_mib),
+           jnum(b[2], 32, 'f', 1, m->device_util_percent < 0 ? NAN : m->device_util_percent),
+           jnum(b[3], 32, 'f', 1, m->device_temperature_c < 0 ? NAN : m->device_temperature_c));
+}
+
+esmt_status esmt_metrics_sink_train(esmt_metrics_sink *s, const esmt_train_metrics *m,
+                                    int64_t max_steps) {
   if (!s || !m || m->step <= s->last_train) return ESMT_OK;
   s->last_train = m->step;
   const double rss = rss_mib();
-  char line[1024], b[7][32];
+  char line[1400], dev[256], b[8][32];
+  device_fields(dev, sizeof dev, m);
   snprintf(line, sizeof line,
-           "{\"kind\":\"train\",\"step\":%lld,\"loss\":%s,\"lr\":%s,\"grad_norm\":%s,"
-           "\"tokens\":%llu,\"tokens_per_s\":%s,\"mfu\":%.4f,\"step_ms\":%.1f,\"data_ms\":%.2f,"
-           "\"overhead_ms\":%.2f,\"skipped\":%lld,\"loss_scale\":%s,\"overflows\":%lld,"
-           "\"elapsed_s\":%.1f,\"padding\":%.4f,\"rss_mib\":%.1f}\n",
-           (long long)m->step, jnum(b[0], 32, 'f', 6, m->loss), jnum(b[1], 32, 'e', 3, m->lr),
-           jnum(b[2], 32, 'f', 4, m->grad_norm), (unsigned long long)m->tokens,
-           jnum(b[3], 32, 'f', 1, m->tokens_per_s), m->mfu, m->step_ms, m->data_ms,
-           m->overhead_ms, (long long)m->skipped, jnum(b[4], 32, 'g', 6, m->loss_scale),
-           (long long)m->overflows, m->elapsed_s, m->padding_fraction, rss);
-  const esmt_tfevents_scalar v[] = {
+           "{\"kind\":\"train\",\"step\":%lld,\"max_steps\":%lld,\"loss\":%s,\"lr\":%s,"
+           "\"grad_norm\":%s,\"tokens\":%llu,\"tokens_per_s\":%s,\"mfu\":%.4f,\"step_ms\":%.1f,"
+           "\"data_ms\":%.2f,\"overhead_ms\":%.2f,\"skipped\":%lld,\"loss_scale\":%s,"
+           "\"overflows\":%lld,\"elapsed_s\":%.1f,\"eta_s\":%s,\"padding\":%.4f,"
+           "\"rss_mib\":%.1f%s}\n",
+           (long long)m->step, (long long)max_steps, jnum(b[0], 32, 'f', 6, m->loss),
+           jnum(b[1], 32, 'e', 3, m->lr), jnum(b[2], 32, 'f', 4, m->grad_norm),
+           (unsigned long long)m->tokens, jnum(b[3], 32, 'f', 1, m->tokens_per_s), m->mfu,
+           m->step_ms, m->data_ms, m->overhead_ms, (long long)m->skipped,
+           jnum(b[4], 32, 'g', 6, m->loss_scale), (long long)m->overflows, m->elapsed_s,
+           jnum(b[5], 32, 'f', 1, max_steps > 0 ? m->eta_s : NAN), m->padding_fraction, rss, dev);
+  esmt_tfevents_scalar v[14] = {
       {"train/loss", m->loss},           {"train/lr", m->lr},
       {"train/grad_norm", m->grad_norm}, {"train/tokens_per_s", m->tokens_per_s},
       {"train/mfu", m->mfu},             {"train/padding", m->padding_fraction},
       {"train/loss_scale", m->loss_scale}, {"train/overflows", (double)m->overflows},
       {"train/skipped", (double)m->skipped}, {"train/rss_mib", rss},
   };
+  size_t n = 10;
+  if (m->device_memory_used_mib >= 0) v[n++] = (esmt_tfevents_scalar){"train/device_memory_mib",
+                                                                     m->device_memory_used_mib};
+  if (m->device_util_percent >= 0) v[n++] = (esmt_tfevents_scalar){"train/device_util",
+                                                                  m->device_util_percent};
+  if (m->device_temperature_c >= 0) v[n++] = (esmt_tfevents_scalar){"train/device_temperature_c",
+                                                                   m->device_temperature_c};
   esmt_status st = put_line(s, line);
-  st = first(st, put_scalars(s, m->step, v, sizeof v / sizeof v[0]));
+  st = first(st, put_scalars(s, m->step, v, n));
   return first(st, sync_files(s, 0));
 }
 

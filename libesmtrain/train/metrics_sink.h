@@ -19,7 +19,10 @@ typedef struct esmt_metrics_sink esmt_metrics_sink;
 ESMT_HIDDEN esmt_status esmt_metrics_sink_open(const char *run_dir, int64_t start_step,
                                                esmt_metrics_sink **out);
 
-ESMT_HIDDEN esmt_status esmt_metrics_sink_train(esmt_metrics_sink *s, const esmt_train_metrics *m);
+/* `max_steps`: the run's length in updates (0: until the data ends), for
+ * readers that show progress. */
+ESMT_HIDDEN esmt_status esmt_metrics_sink_train(esmt_metrics_sink *s, const esmt_train_metrics *m,
+                                                int64_t max_steps);
 ESMT_HIDDEN esmt_status esmt_metrics_sink_eval(esmt_metrics_sink *s, const esmt_eval_metrics *m);
 
 /* Sync both files to disk, close them and free the sink (NULL: nothing). */

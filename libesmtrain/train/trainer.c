@@ -409,6 +409,7 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
       positions += (uint64_t)t->mbs[i].B * (uint64_t)t->mbs[i].T;
     }
     mt.padding_fraction = positions ? 1.0 - (double)real / (double)positions : 0.0;
+    esmt_device_stats_fill(&t->devstats, t->m->ops, t->m->dev, &t->m->ctx->logger, &mt);
     memcpy(out, &mt, out->struct_size < sizeof mt ? out->struct_size : sizeof mt);
   }
   return ESMT_OK;
@@ -575,7 +576,7 @@ void esmt_trainer_write_metrics(esmt_trainer *t, const esmt_train_metrics *tm,
     t->sink_opened = 1;
     st = esmt_metrics_sink_open(t->run_dir, t->step, &t->sink);
   }
-  if (!st && tm) st = esmt_metrics_sink_train(t->sink, tm);
+  if (!st && tm) st = esmt_metrics_sink_train(t->sink, tm, t->o.max_steps);
   if (!st && em) st = esmt_metrics_sink_eval(t->sink, em);
   /* each file fails once and is then off: training goes on */
   if (st) esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "metrics files: %s (training "

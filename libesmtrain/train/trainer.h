@@ -5,6 +5,7 @@
 
 #include <signal.h>
 
+#include "device_stats.h"
 #include "loss_scaler.h"
 #include "trainer_update.h"
 
@@ -43,6 +44,7 @@ struct esmt_trainer {
   esmt_dp *dp;                      /* data-parallel group (owned), NULL alone */
   struct esmt_metrics_sink *sink;   /* metrics.jsonl + event file (rank 0), opened at first use */
   int sink_opened;                  /* tried already (a failed open is not retried) */
+  esmt_device_stats devstats;       /* the device_* figures of the metrics */
 
   /* owned when built by esmt_trainer_create_from_config */
   esmt_model *owned_model;

@@ -5,7 +5,9 @@
 // tree only; the emulated plugins load them by absolute path.
 #include <cstdio>
 #include <cstdlib>
+#include <cstdint>
 #include <cstring>
+#include <strings.h>
 
 #include "emu_internal.h"
 
@@ -69,22 +71,88 @@ EXPORT int cuDeviceTotalMem_v2(size_t *bytes, int dev) {
   return 0;
 }
 
-// NVML (nvmlReturn_t: 0 success, 2 invalid argument). Free memory is the
-// whole device: the probe runs before anything is allocated.
+// NVML (nvmlReturn_t: 0 success, 2 invalid argument, 6 not found). Free
+// memory is the whole device: the probe runs before anything is allocated,
+// and this library does not see the plugin's allocations. Utilisation,
+// temperature and power are fixed per device (42 + d %, 51 + d C, 187.5 W)
+// so that tests can recognise them where the core logs them.
 struct nvml_memory {
   unsigned long long total, free, used;
 };
+struct nvml_pci_info {  // nvmlPciInfo_t v3
+  char bus_id_legacy[16];
+  unsigned domain, bus, device, pci_device_id, pci_subsystem_id;
+  char bus_id[32];
+};
+namespace {
+int nvml_device_of(void *h) { return device((int)(uintptr_t)h - 1) ? (int)(uintptr_t)h - 1 : -1; }
+}  // namespace
 EXPORT int nvmlInit_v2(void) { return 0; }
+EXPORT const char *nvmlErrorString(int rc) {
+  return rc == 0 ? "Success" : rc == 2 ? "Invalid Argument" : rc == 6 ? "Not Found" : "Unknown Error";
+}
+EXPORT int nvmlDeviceGetCount_v2(unsigned *n) {
+  if (!n) return 2;
+  *n = (unsigned)device_count();
+  return 0;
+}
 EXPORT int nvmlDeviceGetHandleByIndex_v2(unsigned i, void **h) {
   if (!h || !device((int)i)) return 2;
   *h = (void *)(uintptr_t)(i + 1);
   return 0;
 }
+// Either spelling of the domain, any case (as NVML accepts).
+EXPORT int nvmlDeviceGetHandleByPciBusId_v2(const char *id, void **h) {
+  if (!id || !h) return 2;
+  const char *tail = strchr(id, ':');
+  for (int d = 0; tail && d < device_count(); d++) {
+    char mine[32];
+    cuemu::pci_bus_id(d, mine, sizeof mine, true);
+    if (strtoul(id, NULL, 16) == 0 && !strcasecmp(strchr(mine, ':'), tail)) {
+      *h = (void *)(uintptr_t)(d + 1);
+      return 0;
+    }
+  }
+  return 6;
+}
+EXPORT int nvmlDeviceGetName(void *h, char *name, unsigned len) {
+  const int d = nvml_device_of(h);
+  if (d < 0 || !name || !len) return 2;
+  snprintf(name, len, "%s", device(d)->name);
+  return 0;
+}
+EXPORT int nvmlDeviceGetPciInfo_v3(void *h, nvml_pci_info *p) {
+  const int d = nvml_device_of(h);
+  if (d < 0 || !p) return 2;
+  memset(p, 0, sizeof *p);
+  cuemu::pci_bus_id(d, p->bus_id, sizeof p->bus_id, true);
+  snprintf(p->bus_id_legacy, sizeof p->bus_id_legacy, "0000:%02X:00.0", d + 1);
+  p->bus = (unsigned)(d + 1);
+  return 0;
+}
 EXPORT int nvmlDeviceGetMemoryInfo(void *h, nvml_memory *m) {
-  const int d = (int)(uintptr_t)h - 1;
-  if (!m || !device(d)) return 2;
+  const int d = nvml_device_of(h);
+  if (!m || d < 0) return 2;
   m->total = device(d)->total_mem;
   m->free = m->total;
   m->used = 0;
+  return 0;
+}
+EXPORT int nvmlDeviceGetUtilizationRates(void *h, unsigned *rates /* gpu, memory */) {
+  const int d = nvml_device_of(h);
+  if (d < 0 || !rates) return 2;
+  rates[0] = (unsigned)(42 + d);
+  rates[1] = 17;
+  return 0;
+}
+EXPORT int nvmlDeviceGetTemperature(void *h, int sensor, unsigned *t) {
+  const int d = nvml_device_of(h);
+  if (d < 0 || sensor != 0 || !t) return 2;
+  *t = (unsigned)(51 + d);
+  return 0;
+}
+EXPORT int nvmlDeviceGetPowerUsage(void *h, unsigned *milliwatts) {
+  if (nvml_device_of(h) < 0 || !milliwatts) return 2;
+  *milliwatts = 187500;
   return 0;
 }

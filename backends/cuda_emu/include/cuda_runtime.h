@@ -109,6 +109,7 @@ cudaError_t cudaSetDevice(int device) CUEMU_HIDDEN;
 cudaError_t cudaGetDevice(int *device) CUEMU_HIDDEN;
 cudaError_t cudaGetDeviceProperties(cudaDeviceProp *prop, int device) CUEMU_HIDDEN;
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int device) CUEMU_HIDDEN;
+cudaError_t cudaDeviceGetPCIBusId(char *pciBusId, int len, int device) CUEMU_HIDDEN;
 cudaError_t cudaDeviceSynchronize(void) CUEMU_HIDDEN;
 cudaError_t cudaDriverGetVersion(int *version) CUEMU_HIDDEN;
 cudaError_t cudaRuntimeGetVersion(int *version) CUEMU_HIDDEN;

@@ -75,6 +75,13 @@ cudaError_t cudaGetDeviceProperties(cudaDeviceProp *p, int d) {
   return cudaSuccess;
 }
 
+cudaError_t cudaDeviceGetPCIBusId(char *buf, int len, int d) {
+  if (!buf || len <= 0) return record_error(cudaErrorInvalidValue);
+  if (!device(d)) return record_error(cudaErrorInvalidDevice);
+  cuemu::pci_bus_id(d, buf, (size_t)len, false);
+  return cudaSuccess;
+}
+
 cudaError_t cudaDeviceGetAttribute(int *value, cudaDeviceAttr attr, int d) {
   const device_config *c = device(d);
   if (!value) return record_error(cudaErrorInvalidValue);

@@ -94,6 +94,9 @@ const device_config *device(int ordinal) {
   ensure();
   return ordinal >= 0 && ordinal < g_ndev ? &g_dev[ordinal] : NULL;
 }
+void pci_bus_id(int ordinal, char *buf, size_t cap, bool nvml_form) {
+  snprintf(buf, cap, nvml_form ? "00000000:%02X:00.0" : "0000:%02X:00.0", ordinal + 1);
+}
 int current_device() { return t_device; }
 void set_current_device(int d) { t_device = d; }
 bool compute_enabled() {

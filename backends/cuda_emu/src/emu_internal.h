@@ -34,6 +34,9 @@ struct device_config {
 };
 int device_count();
 const device_config *device(int ordinal);  // NULL when out of range
+// Device d's PCI bus id as NVML spells it, "00000000:0N:00.0" with N = d + 1
+// (cudaDeviceProp.pciBusID); CUDA's spelling has a 4-digit domain.
+void pci_bus_id(int ordinal, char *buf, size_t cap, bool nvml_form);
 int current_device();                      // the calling host thread's
 bool compute_enabled();
 uint64_t seed();

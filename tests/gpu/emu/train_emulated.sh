@@ -19,6 +19,9 @@ here=$(cd "$(dirname "$0")/.." && pwd)
 work=$(mktemp -d /tmp/esmt-emu-train-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 export ESMT_EMU_STRICT=1
+# NVML: the emulator's stand-in (fixed utilisation 42 %, 51 C on device 0)
+export ESMT_NVML_LIBRARY
+ESMT_NVML_LIBRARY=$(cd "$(dirname "$cli")/.." && pwd)/lib/cuemu/libnvidia-ml.so.1
 awk 'BEGIN { srand(7); aa = "ACDEFGHIKLMNPQRSTVWY";
   for (r = 0; r < 240; r++) { printf(">p%d\n", r); n = 20 + int(rand() * 80);
     for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' \
@@ -66,6 +69,19 @@ check "cpu.so bf16 trains" run cpu-bf16 24 80 --set backend.name=cpu "${bf16[@]}
 check "ampere_bf16 bf16 trains under the emulator" run ampere-bf16 24 80 \
   --set backend.name=ampere_bf16 "${bf16[@]}"
 check "ampere_bf16 tracks cpu.so" curve cpu-bf16 ampere-bf16
+device_figures() {  # GPU runs log the device per step; cpu.so runs do not
+  python3 - "$work/ampere-bf16/metrics.jsonl" "$work/cpu-bf16/metrics.jsonl" <<'PY'
+import json, sys
+gpu = [r for r in map(json.loads, open(sys.argv[1])) if r["kind"] == "train"]
+cpu = [r for r in map(json.loads, open(sys.argv[2])) if r["kind"] == "train"]
+bad = [r["step"] for r in gpu if not (r.get("device_util") == 42.0 and r.get("device_temp_c") == 51.0
+       and 0 < r["device_mem_mib"] <= r["device_mem_total_mib"] == 16384.0)]
+print(f"  ampere_bf16 step 1: {gpu[0]['device_mem_mib']} of {gpu[0]['device_mem_total_mib']} MiB, "
+      f"{gpu[0]['device_util']} % busy, {gpu[0]['device_temp_c']} C; steps without: {bad}")
+sys.exit(1 if bad or any(k.startswith("device_") for r in cpu for k in r) else 0)
+PY
+}
+check "device memory, utilisation (NVML) and temperature in metrics.jsonl" device_figures
 
 echo "== turing_fp16 (emulated sm_75) vs cpu.so: fp16, loss scaling, offload, recompute, packed"
 fp16=(--set backend.precision=fp16 --set offload.optimizer=on --set offload.recompute=on
