@@ -104,12 +104,18 @@ static double rss_mib(void) {
 static void on_metrics(void *user, const esmt_train_metrics *t, const esmt_eval_metrics *e) {
   run_io *io = user;
   if (t) {
-    char line[512];
+    char line[640], dev[96] = "";
+    if (t->device_memory_total_mib > 0) /* GPU backends: the device, as the trainer saw it */
+      snprintf(dev, sizeof dev, " | GPU %.0f/%.0f MiB", t->device_memory_used_mib,
+               t->device_memory_total_mib);
+    if (t->device_util_percent >= 0)
+      snprintf(dev + strlen(dev), sizeof dev - strlen(dev), " %.0f%% busy",
+               t->device_util_percent);
     snprintf(line, sizeof line, "step %lld/%lld loss %.4f lr %.2e | %.0f tok/s MFU %.0f%% pad %.0f%% | "
-             "%.0f ms/step | ETA %.0fs | RSS %.0f MiB%s", (long long)t->step,
+             "%.0f ms/step | ETA %.0fs | RSS %.0f MiB%s%s", (long long)t->step,
              (long long)io->max_steps, t->loss, t->lr, t->tokens_per_s, 100 * t->mfu,
              100 * t->padding_fraction, t->step_ms,
-             t->eta_s, rss_mib(),
+             t->eta_s, rss_mib(), dev,
              t->overflows ? " | fp16 overflows skipped" : t->skipped ? " | skipped updates!" : "");
     if (io->quiet) {
     } else if (io->tty) {

@@ -82,6 +82,7 @@ sys.exit(1 if bad or any(k.startswith("device_") for r in cpu for k in r) else 0
 PY
 }
 check "device memory, utilisation (NVML) and temperature in metrics.jsonl" device_figures
+check "the train log line shows the GPU" grep -qE "\| GPU [0-9]+/16384 MiB 42% busy" "$work/ampere-bf16.log"
 
 echo "== turing_fp16 (emulated sm_75) vs cpu.so: fp16, loss scaling, offload, recompute, packed"
 fp16=(--set backend.precision=fp16 --set offload.optimizer=on --set offload.recompute=on
