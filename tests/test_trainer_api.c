@@ -251,6 +251,7 @@ static void last_step_is_saved_once(void **state) {
   o.save_every = 2;  /* steps 2 and 4 */
   o.eval_batches = 2;
   o.keep_last = 0;
+  o.log_every = 1;
   o_sched.warmup_steps = 1;
   rig r;
   rig_make(&r, &o);
@@ -265,10 +266,16 @@ static void last_step_is_saved_once(void **state) {
   FILE *f = fopen(path, "r");
   assert_non_null(f);
   char line[1024];
-  int evals = 0;
-  while (fgets(line, sizeof line, f)) evals += strstr(line, "\"kind\":\"eval\"") != NULL;
+  int evals = 0, trains = 0;
+  while (fgets(line, sizeof line, f)) {
+    evals += strstr(line, "\"kind\":\"eval\"") != NULL;
+    char want[64]; /* every step from the first (the files open before it) */
+    snprintf(want, sizeof want, "\"kind\":\"train\",\"step\":%d,", trains + 1);
+    trains += strstr(line, want) != NULL;
+  }
   fclose(f);
   assert_int_equal(evals, 2);
+  assert_int_equal(trains, 4);
   DIR *d = opendir(path_in("run-once"));
   assert_non_null(d);
   int events = 0;

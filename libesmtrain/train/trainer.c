@@ -525,6 +525,7 @@ static esmt_status load_checkpoint(esmt_trainer *t, const char *spec, int full, 
       esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "metrics files: %s", esmt_last_error());
     t->sink = NULL;
     t->sink_opened = 0;
+    t->sink_start_step = t->step;
   }
   esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "%s %s (step %lld)",
                   full ? "resumed from" : "weights loaded from", dir, (long long)t->step);
@@ -574,7 +575,7 @@ void esmt_trainer_write_metrics(esmt_trainer *t, const esmt_train_metrics *tm,
   esmt_status st = ESMT_OK;
   if (!t->sink_opened) { /* once: a failure to open is not retried every step */
     t->sink_opened = 1;
-    st = esmt_metrics_sink_open(t->run_dir, t->step, &t->sink);
+    st = esmt_metrics_sink_open(t->run_dir, t->sink_start_step, &t->sink);
   }
   if (!st && tm) st = esmt_metrics_sink_train(t->sink, tm, t->o.max_steps);
   if (!st && em) st = esmt_metrics_sink_eval(t->sink, em);

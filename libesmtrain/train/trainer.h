@@ -44,6 +44,8 @@ struct esmt_trainer {
   esmt_dp *dp;                      /* data-parallel group (owned), NULL alone */
   struct esmt_metrics_sink *sink;   /* metrics.jsonl + event file (rank 0), opened at first use */
   int sink_opened;                  /* tried already (a failed open is not retried) */
+  int64_t sink_start_step;          /* the step this trainer started at (0, or the resumed
+                                     * one): the files keep what lies before it */
   esmt_device_stats devstats;       /* the device_* figures of the metrics */
 
   /* owned when built by esmt_trainer_create_from_config */

@@ -39,6 +39,18 @@ awk 'BEGIN { srand(11); for (r = 0; r < 80; r++) { printf(">p%d\n", r); n = 30 +
 "$stage/bin/esmtrain-example" ingest "$root/prot.fa" -o "$root/data" --quiet
 "$stage/minimal-train-pc" "$root/data" 3
 
+echo "== a consumer of the public API alone gets metrics.jsonl and TensorBoard events (#20)"
+cc -std=c11 -Wall -Werror "$stage/share/doc/esmtrain/examples/trainer_run.c" $flags \
+   -Wl,-rpath,"$libdir" -o "$stage/trainer-run-pc"
+"$stage/trainer-run-pc" "$root/data" "$root/api-run" 6 >/dev/null
+[ "$(grep -c '"kind":"train"' "$root/api-run/metrics.jsonl")" -eq 6 ] &&
+  grep -q '"kind":"eval"' "$root/api-run/metrics.jsonl" ||
+  { echo "trainer_run: metrics.jsonl lacks its 6 train lines or an eval line" >&2;
+    cat "$root/api-run/metrics.jsonl" >&2; exit 1; }
+ev=$(ls "$root/api-run"/events.out.tfevents.*.esmtrain)
+[ -s "$ev" ] || { echo "trainer_run wrote no TensorBoard event file" >&2; exit 1; }
+echo "metrics.jsonl: $(wc -l < "$root/api-run/metrics.jsonl") lines; $(basename "$ev"): $(stat -c %s "$ev") bytes"
+
 echo "== docs and the consumer example are installed"
 test -f "$stage/share/doc/esmtrain/formats.md"
 test -f "$stage/share/doc/esmtrain/examples/consumer/consumer.c"
