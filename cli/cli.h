@@ -23,6 +23,8 @@ int cmd_config(int argc, char **argv);
 int cmd_launch(int argc, char **argv);
 int cmd_embed(int argc, char **argv);
 int cmd_score(int argc, char **argv);
+int cmd_plot(int argc, char **argv);
+int cmd_watch(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */
 void cli_error(const char *what, esmt_status st);

@@ -17,6 +17,8 @@ static const struct {
     {"import-hf", cmd_import_hf, "a Hugging Face ESM-2 directory as an esmtrain checkpoint"},
     {"embed", cmd_embed, "per-protein and per-residue embeddings of FASTA or a dataset"},
     {"score", cmd_score, "pseudo-perplexity of proteins; masked-marginal scores of variants"},
+    {"plot", cmd_plot, "loss, perplexity, lr, throughput and memory curves of runs as PNG/SVG"},
+    {"watch", cmd_watch, "a live terminal view of a run: progress, loss, speed, GPUs"},
     {"ingest", cmd_ingest, "FASTA(.gz) files into token shards for training"},
     {"plan", cmd_plan, "device memory per tensor class; the policy and micro-batch that fit"},
     {"bench-loader", cmd_bench_loader, "time the batch loader alone; its resident memory"},
