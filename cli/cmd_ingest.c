@@ -1,4 +1,4 @@
-/* `esmtrain-example ingest IN... -o DIR`: FASTA(.gz) into token shards. */
+/* `esmtrain-example ingest IN... -o DIR`: FASTA(.gz) or CSV/TSV tables into token shards. */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,8 +27,10 @@ static int progress_bar(void *user, const esmt_progress *p) {
 }
 
 static void usage(void) {
-  printf("usage: esmtrain-example ingest IN.fasta[.gz]|-... -o DIR [--valid-fraction F]\n"
-         "          [--unknown unk|skip|fail] [--gaps keep|drop|fail] [--max-len N] [--quiet]\n"
+  printf("usage: esmtrain-example ingest IN.fasta[.gz]|IN.csv[.gz]|IN.tsv[.gz]|-... -o DIR\n"
+         "          [--valid-fraction F] [--unknown unk|skip|fail] [--gaps keep|drop|fail]\n"
+         "          [--max-len N] [--format auto|fasta|csv|tsv] [--seq-column NAME]\n"
+         "          [--id-column NAME] [--quiet]\n"
          "Streams FASTA records into memory-mapped token shards under DIR (which must not\n"
          "exist or be empty), split train/validation by a hash of each record id\n"
          "(default 0.005 validation). --max-len N skips records of more than N residues\n"
@@ -37,7 +39,23 @@ static void usage(void) {
          "IN '-' reads standard input (plain or gzip), e.g. for other compressions:\n"
          "  zstd -dc x.fa.zst | esmtrain-example ingest - -o DIR\n"
          "Inputs must be regular files (or '-'); bzip2, zstd, xz, zip and tar inputs are\n"
-         "refused with the command to decompress them.\n");
+         "refused with the command to decompress them.\n"
+         "Tables (docs/formats.md): IN.csv, IN.tsv or IN.tab (each optionally .gz) are read\n"
+         "as CSV (RFC 4180 quoting) or TSV (no quoting) with a header row; other names as\n"
+         "FASTA.\n"
+         "--format auto|fasta|csv|tsv  the format of every input (default auto: by name,\n"
+         "                  and '-' is FASTA), e.g. zcat x.csv.gz | ... ingest - --format csv\n"
+         "--seq-column NAME the header name of the sequence column (default: sequence)\n"
+         "--id-column NAME  the header name of the id column (default: id; a table without\n"
+         "                  one numbers its rows row1, row2, ...)\n"
+         "Parquet: python3 scripts/parquet_to_fasta.py x.parquet | esmtrain-example ingest -\n"
+         "          -o DIR (needs pyarrow)\n"
+         "--clusters FILE   \"representative<TAB>member\" lines (MMseqs2 easy-cluster's\n"
+         "                  *_cluster.tsv, or UniRef50 -> UniRef90 ids), plain or gzip:\n"
+         "                  validation then holds out whole clusters, and training can\n"
+         "                  sample a cluster, then a member (data.sampling: cluster), as\n"
+         "                  ESM-2 was trained. Records no line names are clusters of\n"
+         "                  their own.\n");
 }
 
 /* Index of v in the NULL-terminated names, or -1 (with a message). */
@@ -64,6 +82,18 @@ int cmd_ingest(int argc, char **argv) {
     char *end = NULL;
     int bad = 0, k;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output_dir = v;
+    else if (!strcmp(a, "--clusters")) o.clusters = v;
+    else if (!strcmp(a, "--seq-column")) o.seq_column = v;
+    else if (!strcmp(a, "--id-column")) o.id_column = v;
+    else if (!strcmp(a, "--format")) {
+      static const char *const formats[] = {"auto", "fasta", "csv", "tsv", NULL};
+      for (k = 0; formats[k] && strcmp(v, formats[k]); k++) {}
+      if (!formats[k]) {
+        fprintf(stderr, "ingest: --format '%s': expected auto|fasta|csv|tsv\n", v);
+        bad = 1;
+      }
+      o.input_format = k; /* the order of esmt_input_format */
+    }
     else if (!strcmp(a, "--valid-fraction")) {
       o.valid_fraction = strtod(v, &end);
       if (end == v || *end || !(o.valid_fraction >= 0 && o.valid_fraction < 1)) {
@@ -128,5 +158,16 @@ int cmd_ingest(int argc, char **argv) {
          (unsigned long long)s.unknown_letters, (unsigned long long)s.gaps_dropped,
          (unsigned long long)s.terminal_stops, (unsigned long long)s.duplicate_ids,
          (unsigned long long)s.lowercase_letters);
+  if (o.clusters) {
+    printf("  clusters: %llu listed, %llu in training, %llu held out whole for validation; "
+           "%llu records in no cluster (each its own), %llu listed clusters with no record in "
+           "the input, %llu repeated member lines\n",
+           (unsigned long long)s.clusters_listed, (unsigned long long)s.train_clusters,
+           (unsigned long long)s.valid_clusters, (unsigned long long)s.unclustered_records,
+           (unsigned long long)s.empty_clusters, (unsigned long long)s.duplicate_members);
+  } else if (s.valid_records) {
+    printf("  validation is split by record: it may hold near-duplicates of training proteins "
+           "(--clusters holds out whole clusters)\n");
+  }
   return 0;
 }

@@ -15,6 +15,8 @@
 #include <time.h>
 #include <unistd.h>
 
+#include <jansson.h>
+
 #include "cli.h"
 
 typedef struct run_io {
@@ -85,6 +87,27 @@ static void say(run_io *io, int to_stdout, const char *fmt, ...) {
   if (io->tty) printf("\r\033[K%s\n", msg);
   else printf("%s %s\n", ts, msg);
   fflush(stdout);
+}
+
+/* What the run samples and what validation holds, for the log (the library
+ * decides the same from DATA/manifest.json's "clusters"; docs/formats.md). */
+static void describe_sampling(const char *data, const char *want, char *out, size_t cap) {
+  char path[4200];
+  snprintf(path, sizeof path, "%s/manifest.json", data);
+  json_t *m = json_load_file(path, 0, NULL);
+  json_t *cl = json_object_get(m, "clusters");
+  const json_int_t tc = json_integer_value(json_object_get(json_object_get(cl, "train"), "clusters"));
+  const json_int_t vc = json_integer_value(json_object_get(json_object_get(cl, "valid"), "clusters"));
+  if (tc > 0 && strcmp(want, "sequence"))
+    snprintf(out, cap, "sampling a cluster, then a member (%lld clusters); validation holds out "
+             "%lld whole clusters", (long long)tc, (long long)vc);
+  else if (tc > 0)
+    snprintf(out, cap, "sampling every protein (data.sampling: sequence; the dataset has %lld "
+             "clusters); validation holds out %lld whole clusters", (long long)tc, (long long)vc);
+  else
+    snprintf(out, cap, "sampling every protein; validation is split by record and may hold "
+             "near-duplicates of training proteins (ingest --clusters holds out whole clusters)");
+  json_decref(m);
 }
 
 /* The library's messages: on stderr, and warnings also in the run's log
@@ -353,6 +376,9 @@ int cmd_train(int argc, char **argv) {
       ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data,
       (long long)steps,
       (long long)esmt_trainer_step_count(tr));
+  char sampling[320];
+  describe_sampling(data, cli_cfg_str(cfg, "data.sampling"), sampling, sizeof sampling);
+  say(&io, 1, "data: %s", sampling);
   esmt_eval_metrics before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
   if (has_eval && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
   if (has_eval) on_metrics(&io, NULL, &before);

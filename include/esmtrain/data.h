@@ -62,6 +62,15 @@ typedef enum esmt_gap_policy {
   ESMT_GAPS_FAIL = 2
 } esmt_gap_policy;
 
+/* The format of ingest's inputs (esmt_ingest_options.input_format; issue #21). */
+typedef enum esmt_input_format {
+  ESMT_INPUT_AUTO = 0,      /* by name: .csv, .tsv, .tab (each optionally .gz, any case) are
+                             * tables, anything else (standard input too) FASTA */
+  ESMT_INPUT_FASTA = 1,
+  ESMT_INPUT_CSV = 2,       /* RFC 4180 with a header row (docs/formats.md) */
+  ESMT_INPUT_TSV = 3        /* tab-separated with a header row, no quoting */
+} esmt_input_format;
+
 typedef struct esmt_ingest_options {
   uint32_t struct_size;
   const char *const *inputs;  /* FASTA files, plain or gzip (concatenated members too);
@@ -80,11 +89,28 @@ typedef struct esmt_ingest_options {
   uint64_t max_residues;      /* 0 = no limit; longer records are skipped (counted). The
                                * loader crops long records at random, so this only drops
                                * outliers (e.g. titin) */
+  /* Appended (issue #21): a cluster file, plain or gzip, one "representative
+   * TAB member" line per member (what MMseqs2's easy-cluster/createtsv
+   * write; or a UniRef50 id TAB a UniRef90 member id). Members are matched
+   * to the inputs' record ids; the validation split then holds out whole
+   * clusters (by a hash of the representative), and a <split>.clusters
+   * index is written for cluster sampling (docs/formats.md). A record no
+   * line names is a cluster of its own (counted). NULL: no clusters. */
+  const char *clusters;
+  /* Appended (issue #21, tables): an esmt_input_format for every input
+   * (AUTO: by each name), and for tables the header names of the sequence
+   * column (NULL: "sequence") and of the id column (NULL: "id", and a table
+   * without one numbers its rows "row1", "row2", ...; a column named here
+   * must exist). A caller whose struct ends before them gets AUTO and the
+   * defaults. */
+  int input_format;
+  const char *seq_column;
+  const char *id_column;
 } esmt_ingest_options;
 
 #define ESMT_INGEST_OPTIONS_INIT \
   { sizeof(esmt_ingest_options), NULL, 0, NULL, 0.005, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP, \
-    (uint64_t)1 << 28, NULL, NULL, 0 }
+    (uint64_t)1 << 28, NULL, NULL, 0, NULL, ESMT_INPUT_AUTO, NULL, NULL }
 
 typedef struct esmt_ingest_stats {
   uint32_t struct_size;
@@ -102,9 +128,16 @@ typedef struct esmt_ingest_stats {
   int shards;
   double seconds;
   uint64_t too_long_records;  /* skipped: longer than max_residues */
+  /* Appended (issue #21), with options.clusters: */
+  uint64_t clusters_listed;     /* distinct representatives in the cluster file */
+  uint64_t train_clusters, valid_clusters; /* clusters with a record in each split */
+  uint64_t unclustered_records; /* records no line names (each a cluster of its own) */
+  uint64_t empty_clusters;      /* listed clusters none of whose members is in the input */
+  uint64_t duplicate_members;   /* member lines repeated (or a member in two clusters:
+                                 * it stays in the first) */
 } esmt_ingest_stats;
 
-#define ESMT_INGEST_STATS_INIT { sizeof(esmt_ingest_stats), 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0.0, 0 }
+#define ESMT_INGEST_STATS_INIT { .struct_size = sizeof(esmt_ingest_stats) }
 
 /* Stream FASTA inputs into memory-mappable token shards plus a manifest
  * written last: an interrupted or failed ingest leaves nothing the loader
@@ -133,11 +166,19 @@ typedef struct esmt_loader_options {
    * rows of max_len tokens, batch_rows rows (or tokens_per_batch / max_len)
    * per batch, with esmt_batch segments; 0: one protein per row. */
   int pack;
+  /* Appended (issue #21): what an epoch visits. ESMT_SAMPLING_SEQUENCE:
+   * every record once. ESMT_SAMPLING_CLUSTER (a dataset ingested with
+   * clusters): every cluster once, each time one member drawn uniformly,
+   * as ESM-2 sampled UniRef50 clusters and then a UniRef90 member; an
+   * epoch is then one pass over the clusters. */
+  int sampling;
 } esmt_loader_options;
+
+typedef enum esmt_sampling { ESMT_SAMPLING_SEQUENCE = 0, ESMT_SAMPLING_CLUSTER = 1 } esmt_sampling;
 
 #define ESMT_LOADER_OPTIONS_INIT \
   { sizeof(esmt_loader_options), NULL, ESMT_SPLIT_TRAIN, 1, 1024, 0, 4096, 0, 1, 0.15, 0.8, 0.1, \
-    1, 0, 0, 2, 0 }
+    1, 0, 0, 2, 0, ESMT_SAMPLING_SEQUENCE }
 
 typedef struct esmt_loader esmt_loader;
 

@@ -30,6 +30,10 @@ const esmt_key_def esmt_config_keys[] = {
     {"data.pack", E, "auto", "auto|on|off", 0, 0,
      "pack several proteins into each row (attention stays within a protein); auto = on for "
      "GPU backends that support it"},
+    {"data.sampling", E, "auto", "auto|sequence|cluster", 0, 0,
+     "what an epoch visits: every protein, or every cluster once with one member drawn "
+     "uniformly (ESM-2's UniRef50/90 recipe; needs ingest --clusters); auto = cluster when the "
+     "dataset has clusters"},
     {"train.max_steps", I, "100000", NULL, 0, BIG,
      "optimizer updates; 0 = until train.max_time or Ctrl-C (schedule.kind constant only)"},
     {"train.tokens_per_update", I, "0", NULL, 0, BIG, "accumulate micro-batches to this many tokens; 0 = one"},

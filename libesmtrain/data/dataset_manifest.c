@@ -99,6 +99,34 @@ static esmt_status check_stats(const esmt_dataset_manifest *m, json_t *stats) {
   return ESMT_OK;
 }
 
+/* "clusters": {"train": {"file", "clusters", "crc32"}, "valid": {...}, ...}
+ * (optional; ingest --clusters). The files are checked when a loader opens
+ * them for cluster sampling. */
+static esmt_status load_clusters(esmt_dataset_manifest *m, json_t *cl) {
+  if (!cl) return ESMT_OK;
+  if (!json_is_object(cl))
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: \"clusters\" is not an object", m->path);
+  for (int split = 0; split < 2; split++) {
+    json_t *e = json_object_get(cl, esmt_split_name(split));
+    if (!e) continue;
+    const char *file = json_string_value(json_object_get(e, "file"));
+    json_t *n = json_object_get(e, "clusters"), *c = json_object_get(e, "crc32");
+    char want[32];
+    snprintf(want, sizeof want, "%s.clusters", esmt_split_name(split));
+    if (!json_is_object(e) || !file || strcmp(file, want) || !json_is_integer(n) ||
+        json_integer_value(n) < 1 || !json_is_integer(c) || json_integer_value(c) < 0 ||
+        json_integer_value(c) > (json_int_t)UINT32_MAX)
+      return esmt_fail(ESMT_ERR_FORMAT, "%s: clusters.%s must be {\"file\": \"%s\", "
+                       "\"clusters\": N >= 1, \"crc32\": C}; re-ingest the dataset", m->path,
+                       esmt_split_name(split), want);
+    esmt_manifest_clusters *d = &m->clusters[split];
+    if (!(d->file = strdup(file))) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+    d->clusters = (uint64_t)json_integer_value(n);
+    d->crc32 = (uint32_t)json_integer_value(c);
+  }
+  return ESMT_OK;
+}
+
 static esmt_status load_root(esmt_dataset_manifest *m, json_t *root, const char *dir) {
   const char *fmt = json_string_value(json_object_get(root, "format"));
   if (!json_is_object(root) || !fmt || strcmp(fmt, ESMT_MANIFEST_FORMAT) != 0)
@@ -126,7 +154,8 @@ static esmt_status load_root(esmt_dataset_manifest *m, json_t *root, const char 
   esmt_status st = ESMT_OK;
   for (size_t i = 0; i < n && !st; i++)
     if (!(st = load_entry(m, json_array_get(shards, i), i))) m->count = i + 1;
-  return st ? st : check_stats(m, json_object_get(root, "stats"));
+  if (!st) st = check_stats(m, json_object_get(root, "stats"));
+  return st ? st : load_clusters(m, json_object_get(root, "clusters"));
 }
 
 esmt_status esmt_manifest_load(const char *dir, esmt_dataset_manifest *m) {
@@ -157,6 +186,8 @@ esmt_status esmt_manifest_load(const char *dir, esmt_dataset_manifest *m) {
 void esmt_manifest_free(esmt_dataset_manifest *m) {
   for (size_t i = 0; i < m->count; i++) free(m->entries[i].file);
   free(m->entries);
+  free(m->clusters[0].file);
+  free(m->clusters[1].file);
   free(m->path);
   memset(m, 0, sizeof *m);
 }

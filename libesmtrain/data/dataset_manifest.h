@@ -15,12 +15,20 @@ typedef struct esmt_manifest_entry {
   uint32_t crc32;
 } esmt_manifest_entry;
 
+/* A split's cluster index (ingest --clusters; cluster_index.h). */
+typedef struct esmt_manifest_clusters {
+  char *file;                /* NULL: the dataset has no clusters */
+  uint64_t clusters;
+  uint32_t crc32;
+} esmt_manifest_clusters;
+
 typedef struct esmt_dataset_manifest {
   char *path;                /* DIR/manifest.json, for messages */
   int version;               /* 1 (no dataset id) or 2 */
   uint8_t dataset_id[ESMT_DATASET_ID_BYTES]; /* version 2 */
   esmt_manifest_entry *entries;
   size_t count;
+  esmt_manifest_clusters clusters[2]; /* per split; "clusters" in the manifest */
 } esmt_dataset_manifest;
 
 /* Read DIR/manifest.json (a regular file: never blocks on a FIFO). Every

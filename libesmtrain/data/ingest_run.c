@@ -16,10 +16,13 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "cluster_ingest.h"
+#include "cluster_map.h"
 #include "dataset_manifest.h"
 #include "fasta_stream.h"
 #include "fs_util.h"
 #include "out_dir.h"
+#include "record_source.h" /* FASTA or a table, by input_format */
 #include "shard_format.h"
 
 #define PATH_CAP 4096
@@ -48,20 +51,15 @@ typedef struct ingest {
   uint8_t dataset_id[ESMT_DATASET_ID_BYTES];
   double t0;
   json_t *shards;
+  esmt_cluster_ingest *clusters; /* with options.clusters */
 } ingest;
 
-static uint64_t hash_id(const char *s) {
-  uint64_t h = 1469598103934665603ull; /* FNV-1a, then a finaliser */
-  for (; *s; s++) h = (h ^ (unsigned char)*s) * 1099511628211ull;
-  h ^= h >> 33;
-  h *= 0xff51afd7ed558ccdull;
-  return h ^ (h >> 33);
-}
+#define hash_id esmt_id_hash /* cluster_map.h: one id hash for splits, duplicates, clusters */
 
 /* 1 when h was already present. */
 static int seen_insert(ingest *g, uint64_t h) {
   if (h == 0) h = 1;
-  if (2 * (g->seen_count + 1) > g->seen_cap) {
+  if (4 * (g->seen_count + 1) > 3 * g->seen_cap) { /* load <= 3/4: 11-21 bytes a record */
     uint64_t ncap = g->seen_cap ? 2 * g->seen_cap : 1 << 16;
     uint64_t *n = calloc(ncap, sizeof *n);
     if (!n) return -1;
@@ -220,13 +218,13 @@ static int report(ingest *g, uint64_t file_offset) {
 }
 
 static esmt_status ingest_file(ingest *g, const char *path) {
-  esmt_fasta *f = NULL;
-  esmt_status st = esmt_fasta_open(path, &f);
+  esmt_record_source *f = NULL;
+  esmt_status st = esmt_record_source_open(path, g->o, &f);
   if (st) return st;
   esmt_fasta_record r;
   int rc;
   uint64_t next_report = 1 << 20;
-  while ((rc = esmt_fasta_next(f, &r)) == 1) {
+  while ((rc = esmt_record_source_next(f, &r)) == 1) {
     long n = tokenize(g, path, &r);
     if (n < 0) { st = ESMT_ERR_FORMAT; break; }
     if (seen_insert(g, hash_id(r.id)) == 1) g->st->duplicate_ids++;
@@ -238,29 +236,34 @@ static esmt_status ingest_file(ingest *g, const char *path) {
       g->st->too_long_records++;
       continue;
     }
+    /* the split by a hash of the id, or of the cluster's representative:
+     * whole clusters go to validation */
     uint64_t h = hash_id(r.id);
+    uint32_t cluster = 0;
+    if (g->clusters && (st = esmt_cluster_ingest_assign(g->clusters, r.id, h, &h, &cluster))) break;
     int valid = (double)(h % 1000000007ull) / 1000000007.0 < g->o->valid_fraction;
     shard_out *s = &g->out[valid];
     if ((st = shard_add(g, s, g->tok, (size_t)n))) break;
+    if (g->clusters && (st = esmt_cluster_ingest_add(g->clusters, valid, cluster))) break;
     g->st->records++;
     g->st->residues += (uint64_t)n;
     if ((uint64_t)n > g->st->longest) g->st->longest = (uint64_t)n;
     if (valid) { g->st->valid_records++; g->st->valid_residues += (uint64_t)n; }
     else { g->st->train_records++; g->st->train_residues += (uint64_t)n; }
     if (s->tokens >= g->o->shard_tokens && (st = shard_close(g, s))) break;
-    uint64_t off = esmt_fasta_offset(f);
+    uint64_t off = esmt_record_source_offset(f);
     if (off >= next_report) {
       next_report = off + (1 << 20);
       if (report(g, off)) { st = esmt_fail(ESMT_ERR_CANCELLED, "ingest: cancelled"); break; }
     }
   }
   if (rc < 0 && !st) st = esmt_last_error()[0] ? ESMT_ERR_FORMAT : ESMT_ERR_IO;
-  g->done_bytes += esmt_fasta_offset(f);
-  esmt_fasta_close(f);
+  g->done_bytes += esmt_record_source_offset(f);
+  esmt_record_source_close(f);
   return st;
 }
 
-static esmt_status write_manifest(ingest *g) {
+static esmt_status write_manifest(ingest *g, json_t *clusters) {
   char id[33];
   esmt_dataset_id_hex(g->dataset_id, id);
   json_t *root = json_pack("{s:s,s:i,s:s,s:O}", "format", ESMT_MANIFEST_FORMAT, "version",
@@ -274,6 +277,7 @@ static esmt_status write_manifest(ingest *g) {
       (json_int_t)s->duplicate_ids, "longest", (json_int_t)s->longest, "too_long_records",
       (json_int_t)s->too_long_records));
   json_object_set_new(root, "valid_fraction", json_real(g->o->valid_fraction));
+  if (clusters) json_object_set(root, "clusters", clusters);
   char *text = json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER);
   json_decref(root);
   if (!text) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ingest: manifest");
@@ -306,21 +310,26 @@ static esmt_status new_dataset_id(uint8_t id[ESMT_DATASET_ID_BYTES]) {
 esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) {
   const char *fn = "esmt_ingest";
   ESMT_CHECK_ARG(o, fn, "options are NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_ingest_options", o->struct_size, sizeof *o);
+  /* an older caller's shorter struct: the appended fields keep their defaults */
+  esmt_status st = esmt_check_struct(fn, "esmt_ingest_options", o->struct_size,
+                                     offsetof(esmt_ingest_options, clusters));
   if (st) return st;
+  esmt_ingest_options full = ESMT_INGEST_OPTIONS_INIT;
+  memcpy(&full, o, o->struct_size < sizeof full ? o->struct_size : sizeof full);
+  full.struct_size = sizeof full;
+  o = &full;
   if (!o->inputs || o->n_inputs < 1 || !o->output_dir || !*o->output_dir)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need at least one input and an output_dir", fn);
   if (!(o->valid_fraction >= 0 && o->valid_fraction < 1) || o->shard_tokens == 0 ||
       (unsigned)o->unknown > ESMT_UNKNOWN_FAIL || (unsigned)o->gaps > ESMT_GAPS_FAIL)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: valid_fraction must be in [0, 1), "
                      "shard_tokens > 0, and the policies known", fn);
-  esmt_ingest_stats local = ESMT_INGEST_STATS_INIT;
-  if (!stats) stats = &local;
-  else if ((st = esmt_check_struct(fn, "esmt_ingest_stats", stats->struct_size, sizeof *stats)))
+  /* counted in a whole struct, copied out up to the caller's size */
+  if (stats && (st = esmt_check_struct(fn, "esmt_ingest_stats", stats->struct_size,
+                                       offsetof(esmt_ingest_stats, clusters_listed))))
     return st;
-  uint32_t ssize = stats->struct_size;
-  memset(stats, 0, sizeof *stats);
-  stats->struct_size = ssize;
+  esmt_ingest_stats *caller_stats = stats, whole = ESMT_INGEST_STATS_INIT;
+  stats = &whole;
 
   ingest g;
   memset(&g, 0, sizeof g);
@@ -345,9 +354,16 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   for (int i = 0; i < o->n_inputs && stdin_at < 0; i++)
     if (stat(o->inputs[i], &sb) == 0 && S_ISREG(sb.st_mode)) g.total_bytes += (uint64_t)sb.st_size;
   if ((st = new_dataset_id(g.dataset_id))) return st;
+  /* the cluster file before anything is created: a bad one leaves nothing */
+  if (o->clusters && (st = esmt_cluster_ingest_open(o->clusters, o->progress, o->progress_user,
+                                                    &g.clusters)))
+    return esmt_fail_prefix(st, "%s: clusters: ", fn);
   /* The destination must be new or empty: never mix or clobber datasets. */
   const esmt_out_dir_rules rules = {fn, NULL, NULL, 0, NULL};
-  if ((st = esmt_out_dir_begin(&g.od, o->output_dir, &rules))) return st;
+  if ((st = esmt_out_dir_begin(&g.od, o->output_dir, &rules))) {
+    esmt_cluster_ingest_free(g.clusters);
+    return st;
+  }
   g.tmp = g.od.work;
   g.shards = json_array();
   for (int i = 0; i < o->n_inputs && !st; i++) st = ingest_file(&g, o->inputs[i]);
@@ -357,9 +373,15 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
                    (unsigned long long)stats->empty_records,
                    (unsigned long long)stats->skipped_records,
                    (unsigned long long)stats->too_long_records);
+  free(g.seen); /* the inputs are read: its memory goes before the cluster indexes' */
+  g.seen = NULL;
   if (!st) st = shard_close(&g, &g.out[0]);
   if (!st) st = shard_close(&g, &g.out[1]);
-  if (!st) st = write_manifest(&g);
+  json_t *clusters_json = NULL;
+  if (!st && g.clusters)
+    st = esmt_cluster_ingest_finish(g.clusters, g.tmp, g.dataset_id, stats, &clusters_json);
+  if (!st) st = write_manifest(&g, clusters_json);
+  json_decref(clusters_json);
   for (int k = 0; k < 2; k++)
     if (g.out[k].fd >= 0) { close(g.out[k].fd); g.out[k].fd = -1; }
   if (!st) st = esmt_out_dir_publish(&g.od, "manifest.json"); /* the manifest last */
@@ -368,7 +390,13 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
   free(g.seen);
   free(g.tok);
   json_decref(g.shards);
+  esmt_cluster_ingest_free(g.clusters);
   stats->bytes_read = g.done_bytes;
   stats->seconds = esmt_now_s() - g.t0;
+  if (caller_stats) {
+    const uint32_t size = caller_stats->struct_size;
+    memcpy(caller_stats, stats, size < sizeof *stats ? size : sizeof *stats);
+    caller_stats->struct_size = size;
+  }
   return st;
 }

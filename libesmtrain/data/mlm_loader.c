@@ -19,13 +19,21 @@
  * decreasing into rows of max_len tokens, each sample keeping its own
  * cls/eos (and crop), and consecutive rows make batches of B rows; the
  * batch then carries the segments (esmt_batch.num_segments). Batch order,
- * the rank split and cursors work on these batches exactly as above. */
+ * the rank split and cursors work on these batches exactly as above.
+ *
+ * Cluster sampling (options.sampling, a dataset ingested with clusters):
+ * the permutation runs over clusters instead of records, and position i
+ * of epoch e becomes one member of cluster permute(i), drawn uniformly by
+ * (seed, epoch, cluster). Windows, batches, packing, the rank split and
+ * cursors are unchanged; an epoch is one pass over the clusters. */
 #define _POSIX_C_SOURCE 200809L
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
+#include "cluster_index.h"
+#include "dataset_manifest.h"
 #include "shard_set.h"
 
 #define WINDOW_BATCHES 32   /* batches' worth of samples sorted together */
@@ -41,6 +49,8 @@ struct esmt_loader {
   esmt_loader_options o;
   char *dir;
   esmt_shard_set set;
+  esmt_cluster_index clusters; /* cluster sampling: the split's index (fd -1: off) */
+  uint64_t epoch_items;      /* what an epoch visits: records, or clusters */
   uint64_t window_size;      /* samples per window */
   /* position */
   uint64_t epoch, window;
@@ -120,6 +130,22 @@ static uint64_t permute(uint64_t i, uint64_t n, uint64_t seed, uint64_t epoch) {
   return x;
 }
 
+/* The record at position pos of epoch e: the permuted record, or a member
+ * of the permuted cluster drawn uniformly (a function of seed, epoch and
+ * cluster, so resuming draws the same). */
+static esmt_status sample_at(const esmt_loader *L, uint64_t pos, uint64_t e, uint64_t *id) {
+  const uint64_t item = L->o.shuffle ? permute(pos, L->epoch_items, L->o.seed, e) : pos;
+  if (L->clusters.fd < 0) {
+    *id = item;
+    return ESMT_OK;
+  }
+  uint64_t first = 0, size = 0;
+  esmt_status st = esmt_cluster_index_size(&L->clusters, item, &first, &size);
+  if (st) return st;
+  rng r = rng_for(L->o.seed, e, item, 0x636c7573746572ull /* "cluster" */);
+  return esmt_cluster_index_member(&L->clusters, first + rng_next(&r) % size, id);
+}
+
 static uint32_t row_len(const esmt_loader *L, uint32_t residues) {
   uint64_t full = (uint64_t)residues + 2;
   return (uint32_t)(full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len);
@@ -132,15 +158,16 @@ static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w);
 /* Build window w of epoch e: sort its samples by length, cut batches. */
 static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
   if (L->built_epoch == (int64_t)e && L->built_window == (int64_t)w) return ESMT_OK;
-  const uint64_t n = L->set.records, W = L->window_size;
+  const uint64_t n = L->epoch_items, W = L->window_size;
   uint64_t begin = w * W, end = begin + W < n ? begin + W : n;
   int m = (int)(end - begin);
   for (int i = 0; i < m; i++) {
-    uint64_t pos = begin + (uint64_t)i;
-    uint64_t id = L->o.shuffle ? permute(pos, n, L->o.seed, e) : pos;
+    uint64_t id = 0;
+    esmt_status st = sample_at(L, begin + (uint64_t)i, e, &id);
+    if (st) return st;
     uint32_t len;
     const uint8_t *res;
-    esmt_status st = esmt_shard_set_record(&L->set, id, &res, &len); /* index only: no page touched */
+    st = esmt_shard_set_record(&L->set, id, &res, &len); /* index only: no page touched */
     if (st) return st;
     L->samples[i] = id;
     L->lengths[i] = row_len(L, len);
@@ -251,7 +278,7 @@ static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w) {
 }
 
 static uint64_t windows_per_epoch(const esmt_loader *L) {
-  return (L->set.records + L->window_size - 1) / L->window_size;
+  return (L->epoch_items + L->window_size - 1) / L->window_size;
 }
 
 /* One sequence into tok/lab (row_len() tokens): crop, add cls/eos where
@@ -510,6 +537,24 @@ esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *caller) {
   return ESMT_OK;
 }
 
+/* Cluster sampling: the split's cluster index, checked whole. */
+static esmt_status open_clusters(esmt_loader *L) {
+  esmt_dataset_manifest m;
+  esmt_status st = esmt_manifest_load(L->dir, &m);
+  if (st) return st;
+  const esmt_manifest_clusters *c = &m.clusters[L->o.split];
+  if (!c->file)
+    st = esmt_fail(ESMT_ERR_CONFIG, "data.sampling cluster: %s has no clusters for its %s split "
+                   "(ingest it with --clusters FILE, e.g. MMseqs2's easy-cluster TSV; or use "
+                   "data.sampling: sequence)", L->dir, esmt_split_name(L->o.split));
+  else
+    st = esmt_cluster_index_open(L->dir, c->file, L->o.split, m.dataset_id, L->set.records,
+                                 c->clusters, c->crc32, &L->clusters);
+  esmt_manifest_free(&m);
+  if (!st) L->epoch_items = L->clusters.clusters;
+  return st;
+}
+
 esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) {
   const char *fn = "esmt_loader_create";
   ESMT_CHECK_ARG(out, fn, "out is NULL");
@@ -518,16 +563,19 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
   esmt_status st = esmt_check_struct(fn, "esmt_loader_options", o->struct_size,
                                      offsetof(esmt_loader_options, pack));
   if (st) return st;
-  esmt_loader_options oo = ESMT_LOADER_OPTIONS_INIT; /* pack = 0 for an older caller */
+  esmt_loader_options oo = ESMT_LOADER_OPTIONS_INIT; /* pack = 0, sampling by sequence for an
+                                                      * older caller */
   memcpy(&oo, o, o->struct_size < sizeof oo ? o->struct_size : sizeof oo);
   o = &oo;
   if (o->max_len < 3 || o->world < 1 || o->rank < 0 || o->rank >= o->world || o->batch_rows < 0 ||
       (o->batch_rows == 0 && o->tokens_per_batch < (uint64_t)o->max_len) || o->epochs < 0 ||
       !(o->mask_prob >= 0 && o->mask_prob <= 1) ||
       !(o->mask_token_frac >= 0 && o->random_token_frac >= 0 &&
-        o->mask_token_frac + o->random_token_frac <= 1))
+        o->mask_token_frac + o->random_token_frac <= 1) ||
+      (o->sampling != ESMT_SAMPLING_SEQUENCE && o->sampling != ESMT_SAMPLING_CLUSTER))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need max_len >= 3, 0 <= rank < world, a token "
-                     "budget of at least max_len (or batch_rows), and mask fractions in [0, 1]", fn);
+                     "budget of at least max_len (or batch_rows), mask fractions in [0, 1] and a "
+                     "known sampling", fn);
   esmt_loader *L = calloc(1, sizeof *L);
   if (!L) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   L->o = *o;
@@ -535,13 +583,16 @@ esmt_status esmt_loader_create(const esmt_loader_options *o, esmt_loader **out) 
   L->o.dir = L->dir;
   if (L->o.tokens_per_batch == 0) L->o.tokens_per_batch = UINT64_MAX;
   L->built_epoch = L->built_window = -1;
+  L->clusters.fd = -1;
   st = L->dir ? esmt_shard_set_open(o->dir, (int)o->split, &L->set)
               : esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  L->epoch_items = L->set.records;
+  if (!st && o->sampling == ESMT_SAMPLING_CLUSTER) st = open_clusters(L);
   if (!st) {
     uint64_t rows = o->batch_rows > 0 ? (uint64_t)o->batch_rows
                                       : (o->tokens_per_batch / (uint64_t)o->max_len + 1);
     L->window_size = rows * WINDOW_BATCHES;
-    if (L->window_size > L->set.records) L->window_size = L->set.records;
+    if (L->window_size > L->epoch_items) L->window_size = L->epoch_items;
     size_t W = (size_t)L->window_size;
     L->samples = malloc(W * sizeof *L->samples);
     L->lengths = malloc(W * sizeof *L->lengths);
@@ -602,6 +653,7 @@ void esmt_loader_destroy(esmt_loader *L) {
     free(L->pf);
   }
   esmt_shard_set_close(&L->set);
+  if (L->clusters.fd >= 0) esmt_cluster_index_close(&L->clusters);
   free(L->samples);
   free(L->lengths);
   free(L->bstart);
@@ -637,9 +689,10 @@ esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
   }
   /* "pack" only when packing: unpacked cursors keep their old text */
   int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,"
-                   "\"records\":%llu%s}", (unsigned long long)epoch, (unsigned long long)window,
+                   "\"records\":%llu%s%s}", (unsigned long long)epoch, (unsigned long long)window,
                    batch, (unsigned long long)L->o.seed, (unsigned long long)L->set.records,
-                   L->o.pack ? ",\"pack\":1" : "");
+                   L->o.pack ? ",\"pack\":1" : "",
+                   L->clusters.fd >= 0 ? ",\"sampling\":\"cluster\"" : "");
   if (n < 0 || (size_t)n >= cap)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_loader_save_cursor: buffer too small");
   return ESMT_OK;
@@ -662,6 +715,12 @@ esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
     return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for %s batches but the loader makes %s "
                      "ones (data.pack changed since the checkpoint)", fn,
                      packed ? "packed" : "unpacked", L->o.pack ? "packed" : "unpacked");
+  const int by_cluster = strstr(json, "\"sampling\":\"cluster\"") != NULL;
+  if (by_cluster != (L->clusters.fd >= 0))
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for sampling by %s but the loader "
+                     "samples by %s (data.sampling changed since the checkpoint)", fn,
+                     by_cluster ? "cluster" : "sequence", L->clusters.fd >= 0 ? "cluster" :
+                     "sequence");
   if (window >= windows_per_epoch(L) || batch < 0)
     return esmt_fail(ESMT_ERR_FORMAT, "%s: position out of range", fn);
   prefetch_stop(L);

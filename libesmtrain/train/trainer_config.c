@@ -4,6 +4,7 @@
 #include <string.h>
 
 #include "config_read.h"
+#include "dataset_manifest.h"
 #include "offload.h"
 #include "trainer.h"
 #include "optimizer.h"
@@ -113,6 +114,31 @@ static esmt_status pack_policy(esmt_context *ctx, esmt_config_reader *rd, int *p
   return ESMT_OK;
 }
 
+/* data.sampling -> the loader's: auto is cluster when the dataset was
+ * ingested with clusters. Says what validation holds. */
+static esmt_status sampling_policy(esmt_context *ctx, esmt_config_reader *rd, const char *data,
+                                   int *sampling) {
+  const char *want = esmt_cfg_string(rd, "data.sampling");
+  esmt_dataset_manifest m;
+  esmt_status st = esmt_manifest_load(data, &m);
+  if (st) return st;
+  const int has = m.clusters[ESMT_SPLIT_TRAIN].file != NULL;
+  *sampling = !strcmp(want, "cluster") || (!strcmp(want, "auto") && has)
+                  ? ESMT_SAMPLING_CLUSTER : ESMT_SAMPLING_SEQUENCE;
+  if (has)
+    esmt_logger_log(&ctx->logger, ESMT_LOG_INFO, "data: sampling by %s (%llu training clusters); "
+                    "validation holds out %llu whole clusters",
+                    *sampling ? "cluster, then a member" : "sequence",
+                    (unsigned long long)m.clusters[ESMT_SPLIT_TRAIN].clusters,
+                    (unsigned long long)m.clusters[ESMT_SPLIT_VALID].clusters);
+  else if (!*sampling)
+    esmt_logger_log(&ctx->logger, ESMT_LOG_INFO, "data: sampling by sequence; the validation "
+                    "split is by record and may hold near-duplicates of training proteins "
+                    "(ingest --clusters holds out whole clusters)");
+  esmt_manifest_free(&m);
+  return ESMT_OK; /* cluster without clusters: the loader says what to do */
+}
+
 esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
                                             const esmt_trainer_options *base,
                                             esmt_trainer **out) {
@@ -151,8 +177,9 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   const int zero = dp && esmt_cfg_int(rd, "dist.zero") != 0; /* alone: nothing to shard */
   esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;
-  int pack = 0;
+  int pack = 0, sampling = 0;
   if ((st = pack_policy(ctx, rd, &pack))) goto fail;
+  if ((st = sampling_policy(ctx, rd, data, &sampling))) goto fail;
   if ((st = memory_policy(ctx, rd, zero, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &oo, &model)))
     goto fail;
@@ -174,6 +201,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   lo.prefetch = (int)esmt_cfg_int(rd, "data.prefetch");
   lo.mask_prob = esmt_cfg_double(rd, "data.mask_prob");
   lo.pack = pack;
+  lo.sampling = sampling;
   lo.rank = esmt_dp_rank(dp);
   lo.world = esmt_dp_world(dp);
   if (overfit > 0) lo.shuffle = 0;
@@ -183,6 +211,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   if (eval_every > 0) {
     esmt_loader_options vo = lo;
     vo.split = ESMT_SPLIT_VALID;
+    vo.sampling = ESMT_SAMPLING_SEQUENCE; /* every held-out protein, in file order */
     vo.shuffle = 0;
     vo.fixed_masking = 1;
     vo.epochs = 1;

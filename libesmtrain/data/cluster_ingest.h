@@ -1,0 +1,36 @@
+/* Clusters during an ingest (esmt_ingest_options.clusters): each kept
+ * record is given its cluster (cluster_map.h; a record no line names is a
+ * cluster of its own) and the hash its split is drawn from (the
+ * representative's, so that whole clusters go to validation); at the end
+ * each split's cluster index is written (cluster_index.h) and the manifest
+ * gets its "clusters" entry. Memory: the map, plus 4 bytes per record. */
+#ifndef ESMTRAIN_CLUSTER_INGEST_H
+#define ESMTRAIN_CLUSTER_INGEST_H
+
+#include <jansson.h>
+
+#include "internal.h"
+#include "shard_format.h"
+
+typedef struct esmt_cluster_ingest esmt_cluster_ingest;
+
+ESMT_HIDDEN esmt_status esmt_cluster_ingest_open(const char *path, esmt_progress_fn progress,
+                                                 void *user, esmt_cluster_ingest **out);
+/* The record `id` (hash `id_hash`): its cluster and the hash to split by.
+ * A UniProt id "db|ACCESSION|NAME" (sp|P12345|..., tr|...) that no line
+ * names is looked up by its accession, as MMseqs2 writes UniProt ids. */
+ESMT_HIDDEN esmt_status esmt_cluster_ingest_assign(esmt_cluster_ingest *ci, const char *id,
+                                                   uint64_t id_hash, uint64_t *split_hash,
+                                                   uint32_t *cluster);
+/* The record just written to `split` (0 train, 1 valid) is in `cluster`. */
+ESMT_HIDDEN esmt_status esmt_cluster_ingest_add(esmt_cluster_ingest *ci, int split,
+                                                uint32_t cluster);
+/* Write dir/train.clusters and dir/valid.clusters (for the splits that have
+ * records), fill the stats' cluster fields and return the manifest's
+ * "clusters" object in *manifest (new reference). */
+ESMT_HIDDEN esmt_status esmt_cluster_ingest_finish(esmt_cluster_ingest *ci, const char *dir,
+                                                   const uint8_t id[ESMT_DATASET_ID_BYTES],
+                                                   esmt_ingest_stats *stats, json_t **manifest);
+ESMT_HIDDEN void esmt_cluster_ingest_free(esmt_cluster_ingest *ci);
+
+#endif

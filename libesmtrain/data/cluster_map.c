@@ -1,0 +1,217 @@
+/* The cluster file of an ingest (cluster_map.h). */
+#define _POSIX_C_SOURCE 200809L
+#include "cluster_map.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include "input_file.h"
+
+#define LINE_MAX_BYTES (1 << 16)
+
+uint64_t esmt_id_hash_n(const char *s, size_t n) {
+  uint64_t h = 1469598103934665603ull; /* FNV-1a, then a finaliser */
+  for (size_t i = 0; i < n; i++) h = (h ^ (unsigned char)s[i]) * 1099511628211ull;
+  h ^= h >> 33;
+  h *= 0xff51afd7ed558ccdull;
+  return h ^ (h >> 33);
+}
+
+uint64_t esmt_id_hash(const char *s) { return esmt_id_hash_n(s, strlen(s)); }
+
+/* Representative hash -> cluster index (open addressing; UINT32_MAX: empty). */
+typedef struct rep_slot { uint64_t key; uint32_t val; } rep_slot;
+typedef struct rep_table { rep_slot *slot; uint64_t cap, used; } rep_table;
+
+static int rep_grow(rep_table *t) {
+  uint64_t ncap = t->cap ? 2 * t->cap : 1 << 12;
+  rep_slot *n = malloc(ncap * sizeof *n);
+  if (!n) return -1;
+  for (uint64_t i = 0; i < ncap; i++) n[i].val = UINT32_MAX;
+  for (uint64_t i = 0; i < t->cap; i++)
+    if (t->slot[i].val != UINT32_MAX) {
+      uint64_t j = t->slot[i].key & (ncap - 1);
+      while (n[j].val != UINT32_MAX) j = (j + 1) & (ncap - 1);
+      n[j] = t->slot[i];
+    }
+  free(t->slot);
+  t->slot = n;
+  t->cap = ncap;
+  return 0;
+}
+
+/* The cluster of representative `h`, added as cluster `next` when new;
+ * UINT32_MAX when out of memory. */
+static uint32_t rep_get(rep_table *t, uint64_t h, uint32_t next, int *added) {
+  *added = 0;
+  if (2 * (t->used + 1) > t->cap && rep_grow(t)) return UINT32_MAX;
+  uint64_t j = h & (t->cap - 1);
+  while (t->slot[j].val != UINT32_MAX) {
+    if (t->slot[j].key == h) return t->slot[j].val;
+    j = (j + 1) & (t->cap - 1);
+  }
+  t->slot[j].key = h;
+  t->slot[j].val = next;
+  t->used++;
+  *added = 1;
+  return next;
+}
+
+static int by_hash_then_line(const void *a, const void *b) {
+  const esmt_cluster_member *x = a, *y = b;
+  if (x->id_hash != y->id_hash) return x->id_hash < y->id_hash ? -1 : 1;
+  return (x->line > y->line) - (x->line < y->line);
+}
+
+/* Sort, keep the first listing of every member, count the others, and
+ * compact the lines into the two lookup arrays (the hashes in place). */
+static esmt_status dedupe(esmt_cluster_map *m, esmt_cluster_member *lines, uint64_t n,
+                          const char *path) {
+  qsort(lines, n, sizeof *lines, by_hash_then_line);
+  uint64_t k = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    if (k && lines[k - 1].id_hash == lines[i].id_hash) {
+      m->duplicate_members++;
+      continue;
+    }
+    lines[k++] = lines[i];
+  }
+  m->count = k;
+  if (!(m->member_cluster = malloc((k ? k : 1) * sizeof *m->member_cluster))) {
+    free(lines);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  uint64_t *hash = (uint64_t *)(void *)lines; /* entry i's 8 bytes lie before its record's */
+  for (uint64_t i = 0; i < k; i++) {
+    m->member_cluster[i] = lines[i].cluster;
+    hash[i] = lines[i].id_hash;
+  }
+  uint64_t *fit = realloc(hash, (k ? k : 1) * sizeof *hash);
+  m->member_hash = fit ? fit : hash;
+  /* a directory over the top bits: lookups touch one bucket, not log2(k)
+   * places of a large array (each a cache and TLB miss) */
+  while (m->dir_bits < 26 && (k >> m->dir_bits) > 4) m->dir_bits++;
+  const uint64_t nb = (uint64_t)1 << m->dir_bits;
+  if (!(m->dir = malloc((nb + 1) * sizeof *m->dir)))
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  uint64_t at = 0;
+  for (uint64_t b = 0; b < nb; b++) {
+    m->dir[b] = at;
+    while (at < k && (m->dir_bits ? m->member_hash[at] >> (64 - m->dir_bits) : 0) == b) at++;
+  }
+  m->dir[nb] = k;
+  return ESMT_OK;
+}
+
+typedef struct lines_buf { esmt_cluster_member *v; uint64_t n, cap; } lines_buf;
+
+static esmt_status add_line(esmt_cluster_map *m, rep_table *reps, lines_buf *lb,
+                            uint64_t *cap_reps, const char *path, uint64_t lineno, char *line) {
+  size_t len = strlen(line);
+  while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
+  if (len == 0) return ESMT_OK;
+  char *tab = strchr(line, '\t');
+  if (!tab || tab == line || tab[1] == '\0' || tab[1] == '\t')
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: line %llu: not \"representative<TAB>member\" (the "
+                     "two-column TSV of `mmseqs createtsv` or easy-cluster's *_cluster.tsv): "
+                     "'%.60s'", path, (unsigned long long)lineno, line);
+  char *member = tab + 1, *end = strchr(member, '\t');
+  const size_t mlen = end ? (size_t)(end - member) : strlen(member);
+  if (m->clusters >= UINT32_MAX - 1)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: more than 4 billion clusters", path);
+  int added = 0;
+  const uint32_t c = rep_get(reps, esmt_id_hash_n(line, (size_t)(tab - line)),
+                             (uint32_t)m->clusters, &added);
+  if (c == UINT32_MAX) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  if (added) {
+    if (m->clusters == *cap_reps) {
+      uint64_t ncap = *cap_reps ? 2 * *cap_reps : 1 << 12;
+      uint64_t *n = realloc(m->rep_hash, ncap * sizeof *n);
+      if (!n) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+      m->rep_hash = n;
+      *cap_reps = ncap;
+    }
+    m->rep_hash[m->clusters++] = esmt_id_hash_n(line, (size_t)(tab - line));
+  }
+  if (lb->n == lb->cap) {
+    uint64_t ncap = lb->cap ? lb->cap + lb->cap / 2 : 1 << 14;
+    esmt_cluster_member *n = realloc(lb->v, ncap * sizeof *n);
+    if (!n) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (%llu members)", path,
+                             (unsigned long long)lb->n);
+    lb->v = n;
+    lb->cap = ncap;
+  }
+  lb->v[lb->n++] = (esmt_cluster_member){
+      esmt_id_hash_n(member, mlen), c, lineno > UINT32_MAX ? UINT32_MAX : (uint32_t)lineno};
+  return ESMT_OK;
+}
+
+esmt_status esmt_cluster_map_read(const char *path, esmt_cluster_map *m,
+                                  esmt_progress_fn progress, void *user) {
+  memset(m, 0, sizeof *m);
+  int fd = -1;
+  struct stat sb;
+  esmt_status st = esmt_open_input(path, "cluster file", &fd, &sb);
+  if (st) return st;
+  gzFile gz = gzdopen(fd, "rb");
+  if (!gz) {
+    close(fd);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  }
+  gzbuffer(gz, 1 << 17);
+  char *line = malloc(LINE_MAX_BYTES);
+  rep_table reps = {0};
+  lines_buf lb = {0};
+  uint64_t cap_reps = 0, lineno = 0;
+  const double t0 = esmt_now_s();
+  if (!line) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  while (!st && gzgets(gz, line, LINE_MAX_BYTES)) {
+    lineno++;
+    const size_t len = strlen(line);
+    if (len == LINE_MAX_BYTES - 1 && line[len - 1] != '\n')
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: line %llu is longer than %d bytes: not a cluster TSV",
+                     path, (unsigned long long)lineno, LINE_MAX_BYTES);
+    else
+      st = add_line(m, &reps, &lb, &cap_reps, path, lineno, line);
+    if (!st && progress && (lineno & 0xfffff) == 0) {
+      esmt_progress p = {sizeof p, "clusters", (uint64_t)gzoffset(gz), (uint64_t)sb.st_size,
+                         "bytes", esmt_now_s() - t0, lineno};
+      if (progress(user, &p)) st = esmt_fail(ESMT_ERR_CANCELLED, "ingest: cancelled");
+    }
+  }
+  int zerr = Z_OK;
+  const char *zmsg = st ? NULL : gzerror(gz, &zerr);
+  if (!st && zerr != Z_OK && zerr != Z_STREAM_END)
+    st = esmt_fail(zerr == Z_ERRNO ? ESMT_ERR_IO : ESMT_ERR_FORMAT, "%s: reading: %s", path,
+                   zerr == Z_ERRNO ? strerror(errno) : zmsg);
+  gzclose(gz);
+  free(line);
+  free(reps.slot);
+  if (!st && lb.n == 0)
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: no \"representative<TAB>member\" lines", path);
+  if (!st) st = dedupe(m, lb.v, lb.n, path); /* takes lb.v */
+  else free(lb.v);
+  if (st) esmt_cluster_map_free(m);
+  return st;
+}
+
+int64_t esmt_cluster_map_find(const esmt_cluster_map *m, uint64_t h) {
+  /* the bucket of h's top bits holds ~4 entries (one or two cache lines) */
+  const uint64_t *v = m->member_hash;
+  const uint64_t b = m->dir_bits ? h >> (64 - m->dir_bits) : 0;
+  for (uint64_t k = m->dir[b]; k < m->dir[b + 1]; k++)
+    if (v[k] == h) return (int64_t)m->member_cluster[k];
+  return -1;
+}
+
+void esmt_cluster_map_free(esmt_cluster_map *m) {
+  free(m->rep_hash);
+  free(m->member_hash);
+  free(m->member_cluster);
+  free(m->dir);
+  memset(m, 0, sizeof *m);
+}
