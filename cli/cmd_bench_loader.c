@@ -26,9 +26,12 @@ static double proc_status_mib(const char *name) {
 
 int cmd_bench_loader(int argc, char **argv) {
   const char *data = NULL;
-  int rows = 4, len = 512, batches = 2000, pack = 0;
+  int rows = 4, len = 512, batches = 2000, pack = 0, by_cluster = 0;
   for (int i = 0; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--data")) data = argv[i + 1];
+    else if (!strcmp(argv[i], "--sampling") && (!strcmp(argv[i + 1], "sequence") ||
+                                                !strcmp(argv[i + 1], "cluster")))
+      by_cluster = !strcmp(argv[i + 1], "cluster");
     else if (!strcmp(argv[i], "--rows") || !strcmp(argv[i], "--max-len") ||
              !strcmp(argv[i], "--batches") || !strcmp(argv[i], "--pack")) {
       long long x = 0;
@@ -39,7 +42,7 @@ int cmd_bench_loader(int argc, char **argv) {
   }
   if (!data) {
     printf("usage: esmtrain-example bench-loader --data DIR [--rows 4] [--max-len 512] "
-           "[--batches 2000] [--pack 0|1]\n");
+           "[--batches 2000] [--pack 0|1] [--sampling sequence|cluster]\n");
     return 2;
   }
   esmt_loader_options o = ESMT_LOADER_OPTIONS_INIT;
@@ -48,6 +51,7 @@ int cmd_bench_loader(int argc, char **argv) {
   o.batch_rows = rows;
   o.tokens_per_batch = (uint64_t)rows * (uint64_t)len;
   o.pack = pack;
+  o.sampling = by_cluster ? ESMT_SAMPLING_CLUSTER : ESMT_SAMPLING_SEQUENCE;
   esmt_loader *l = NULL;
   esmt_status st = esmt_loader_create(&o, &l);
   if (st) { cli_error("bench-loader", st); return 1; }

@@ -55,7 +55,9 @@ static void usage(void) {
          "                  validation then holds out whole clusters, and training can\n"
          "                  sample a cluster, then a member (data.sampling: cluster), as\n"
          "                  ESM-2 was trained. Records no line names are clusters of\n"
-         "                  their own.\n");
+         "                  their own.\n"
+         "--valid-clusters N  hold out N whole clusters (those whose representatives hash\n"
+         "                  lowest) instead of --valid-fraction; needs --clusters.\n");
 }
 
 /* Index of v in the NULL-terminated names, or -1 (with a message). */
@@ -83,6 +85,14 @@ int cmd_ingest(int argc, char **argv) {
     int bad = 0, k;
     if (!strcmp(a, "-o") || !strcmp(a, "--output")) o.output_dir = v;
     else if (!strcmp(a, "--clusters")) o.clusters = v;
+    else if (!strcmp(a, "--valid-clusters")) {
+      long long c = strtoll(v, &end, 10);
+      if (end == v || *end || c < 1) {
+        fprintf(stderr, "ingest: --valid-clusters '%s': expected a positive number of clusters\n", v);
+        bad = 1;
+      }
+      o.valid_clusters = c > 0 ? (uint64_t)c : 0;
+    }
     else if (!strcmp(a, "--seq-column")) o.seq_column = v;
     else if (!strcmp(a, "--id-column")) o.id_column = v;
     else if (!strcmp(a, "--format")) {

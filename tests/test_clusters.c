@@ -476,6 +476,66 @@ static void test_two_ranks_split_an_epoch(void **state) {
   free(t.rep_of_member);
 }
 
+/* A count of clusters held out instead of a fraction (synthetic set only:
+ * its counts are known). */
+static void test_valid_cluster_count(void **state) {
+  (void)state;
+  if (!g_synthetic) skip();
+  char out[700];
+  snprintf(out, sizeof out, "%s/count", g_dir);
+  const char *in[1] = {g_fasta};
+  esmt_ingest_options o = ESMT_INGEST_OPTIONS_INIT;
+  o.inputs = in;
+  o.n_inputs = 1;
+  o.output_dir = out;
+  o.clusters = g_tsv;
+  o.valid_clusters = 5;
+  esmt_ingest_stats st = ESMT_INGEST_STATS_INIT;
+  assert_int_equal(esmt_ingest(&o, &st), ESMT_OK);
+  assert_int_equal(st.valid_clusters, 5);
+  assert_int_equal(st.train_clusters, st.clusters_listed - 1 - 5 + 8); /* -1 empty, +8 own */
+  o.valid_clusters = 58; /* all listed: nothing left to train on */
+  snprintf(out, sizeof out, "%s/count-all", g_dir);
+  assert_int_equal(esmt_ingest(&o, &st), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "would leave none to train on"));
+}
+
+/* Packed rows draw the same proteins as unpacked ones, and resume alike. */
+static void test_packed_cluster_sampling(void **state) {
+  (void)state;
+  esmt_loader_options o = cluster_loader(1);
+  o.max_len = 128;
+  o.tokens_per_batch = 256; /* two rows a batch: many batches */
+  o.pack = 1;
+  esmt_loader *A = NULL, *B = NULL;
+  assert_int_equal(esmt_loader_create(&o, &A), ESMT_OK);
+  assert_int_equal(esmt_loader_create(&o, &B), ESMT_OK);
+  esmt_batch a = ESMT_BATCH_INIT, b = ESMT_BATCH_INIT;
+  long proteins = 0, batches = 0;
+  char cur[512] = "";
+  while (esmt_loader_next(A, &a) == ESMT_OK) {
+    assert_true(a.num_segments > 0);
+    proteins += a.num_segments;
+    if (++batches == 3) assert_int_equal(esmt_loader_save_cursor(A, cur, sizeof cur), ESMT_OK);
+  }
+  esmt_dataset_manifest m;
+  assert_int_equal(esmt_manifest_load(g_data, &m), ESMT_OK);
+  printf("packed: %ld batches, %ld proteins in one epoch of %llu clusters\n", batches, proteins,
+         (unsigned long long)m.clusters[0].clusters);
+  assert_int_equal(proteins, (long)m.clusters[0].clusters); /* one per cluster */
+  esmt_manifest_free(&m);
+  if (batches > 3) { /* resume after batch 3: the same fourth batch */
+    esmt_loader_destroy(A);
+    assert_int_equal(esmt_loader_create(&o, &A), ESMT_OK);
+    for (int i = 0; i < 4; i++) assert_int_equal(esmt_loader_next(A, &a), ESMT_OK);
+    assert_int_equal(esmt_loader_restore_cursor(B, cur), ESMT_OK);
+    assert_int_equal(esmt_loader_next(B, &b), ESMT_OK);
+    assert_true(same_batch(&a, &b));
+  }
+  esmt_loader_destroy(A);
+  esmt_loader_destroy(B);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_validation_holds_out_whole_clusters),
@@ -483,6 +543,8 @@ int main(void) {
       cmocka_unit_test(test_sampling_is_uniform),
       cmocka_unit_test(test_cursor_resumes_exactly),
       cmocka_unit_test(test_two_ranks_split_an_epoch),
+      cmocka_unit_test(test_valid_cluster_count),
+      cmocka_unit_test(test_packed_cluster_sampling),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

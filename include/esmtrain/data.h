@@ -106,11 +106,16 @@ typedef struct esmt_ingest_options {
   int input_format;
   const char *seq_column;
   const char *id_column;
+  /* Appended (issue #21), with clusters: hold out this many whole clusters
+   * for validation instead of valid_fraction (the listed clusters whose
+   * representatives hash lowest: deterministic; records in no cluster stay
+   * in training). 0: valid_fraction decides. */
+  uint64_t valid_clusters;
 } esmt_ingest_options;
 
 #define ESMT_INGEST_OPTIONS_INIT \
   { sizeof(esmt_ingest_options), NULL, 0, NULL, 0.005, ESMT_UNKNOWN_AS_UNK, ESMT_GAPS_KEEP, \
-    (uint64_t)1 << 28, NULL, NULL, 0, NULL, ESMT_INPUT_AUTO, NULL, NULL }
+    (uint64_t)1 << 28, NULL, NULL, 0, NULL, ESMT_INPUT_AUTO, NULL, NULL, 0 }
 
 typedef struct esmt_ingest_stats {
   uint32_t struct_size;

@@ -17,19 +17,48 @@ struct esmt_cluster_ingest {
   uint64_t singletons;          /* records without a cluster: clusters C, C + 1, ... */
   uint32_t *cluster_of[2];      /* per split, per record */
   uint64_t n[2], cap[2];
+  uint64_t valid_clusters;
+  uint64_t held_out_below;      /* with valid_clusters: held out when rep hash % M <= this */
 };
 
-esmt_status esmt_cluster_ingest_open(const char *path, esmt_progress_fn progress, void *user,
+static int cmp_u64(const void *a, const void *b) {
+  const uint64_t x = *(const uint64_t *)a, y = *(const uint64_t *)b;
+  return (x > y) - (x < y);
+}
+
+static esmt_status choose_held_out(esmt_cluster_ingest *ci, const char *path) {
+  const uint64_t n = ci->map.clusters;
+  if (ci->valid_clusters >= n)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s lists %llu clusters: holding out %llu for "
+                     "validation would leave none to train on", path, (unsigned long long)n,
+                     (unsigned long long)ci->valid_clusters);
+  uint64_t *u = malloc(n * sizeof *u);
+  if (!u) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+  for (uint64_t c = 0; c < n; c++) u[c] = ci->map.rep_hash[c] % ESMT_SPLIT_MODULUS;
+  qsort(u, n, sizeof *u, cmp_u64); /* once per ingest: a million clusters take ~0.1 s */
+  ci->held_out_below = u[ci->valid_clusters - 1];
+  free(u);
+  return ESMT_OK;
+}
+
+int esmt_cluster_ingest_held_out(const esmt_cluster_ingest *ci, uint32_t c) {
+  return c < ci->map.clusters && ci->map.rep_hash[c] % ESMT_SPLIT_MODULUS <= ci->held_out_below;
+}
+
+esmt_status esmt_cluster_ingest_open(const char *path, uint64_t valid_clusters,
+                                     esmt_progress_fn progress, void *user,
                                      esmt_cluster_ingest **out) {
   *out = NULL;
   esmt_cluster_ingest *ci = calloc(1, sizeof *ci);
   if (!ci) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+  ci->valid_clusters = valid_clusters;
   const char *base = strrchr(path, '/');
   ci->source = strdup(base ? base + 1 : path);
   esmt_status st = ci->source ? esmt_cluster_map_read(path, &ci->map, progress, user)
                               : esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
   if (!st && !(ci->used = calloc(ci->map.clusters / 8 + 1, 1)))
     st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+  if (!st && valid_clusters) st = choose_held_out(ci, path);
   if (st) {
     esmt_cluster_ingest_free(ci);
     return st;

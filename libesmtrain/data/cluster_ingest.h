@@ -14,8 +14,18 @@
 
 typedef struct esmt_cluster_ingest esmt_cluster_ingest;
 
-ESMT_HIDDEN esmt_status esmt_cluster_ingest_open(const char *path, esmt_progress_fn progress,
-                                                 void *user, esmt_cluster_ingest **out);
+/* A record goes to validation when (split hash mod ESMT_SPLIT_MODULUS) /
+ * ESMT_SPLIT_MODULUS < valid_fraction. */
+#define ESMT_SPLIT_MODULUS 1000000007ull
+
+/* Read the cluster file. valid_clusters > 0: that many listed clusters
+ * (those whose representatives hash lowest) are held out instead of a
+ * fraction; more than the file lists is an error. */
+ESMT_HIDDEN esmt_status esmt_cluster_ingest_open(const char *path, uint64_t valid_clusters,
+                                                 esmt_progress_fn progress, void *user,
+                                                 esmt_cluster_ingest **out);
+/* With valid_clusters: 1 when `cluster` is one of those held out. */
+ESMT_HIDDEN int esmt_cluster_ingest_held_out(const esmt_cluster_ingest *ci, uint32_t cluster);
 /* The record `id` (hash `id_hash`): its cluster and the hash to split by.
  * A UniProt id "db|ACCESSION|NAME" (sp|P12345|..., tr|...) that no line
  * names is looked up by its accession, as MMseqs2 writes UniProt ids. */

@@ -241,7 +241,10 @@ static esmt_status ingest_file(ingest *g, const char *path) {
     uint64_t h = hash_id(r.id);
     uint32_t cluster = 0;
     if (g->clusters && (st = esmt_cluster_ingest_assign(g->clusters, r.id, h, &h, &cluster))) break;
-    int valid = (double)(h % 1000000007ull) / 1000000007.0 < g->o->valid_fraction;
+    int valid = g->clusters && g->o->valid_clusters
+                    ? esmt_cluster_ingest_held_out(g->clusters, cluster)
+                    : (double)(h % ESMT_SPLIT_MODULUS) / (double)ESMT_SPLIT_MODULUS <
+                          g->o->valid_fraction;
     shard_out *s = &g->out[valid];
     if ((st = shard_add(g, s, g->tok, (size_t)n))) break;
     if (g->clusters && (st = esmt_cluster_ingest_add(g->clusters, valid, cluster))) break;
@@ -355,8 +358,12 @@ esmt_status esmt_ingest(const esmt_ingest_options *o, esmt_ingest_stats *stats) 
     if (stat(o->inputs[i], &sb) == 0 && S_ISREG(sb.st_mode)) g.total_bytes += (uint64_t)sb.st_size;
   if ((st = new_dataset_id(g.dataset_id))) return st;
   /* the cluster file before anything is created: a bad one leaves nothing */
-  if (o->clusters && (st = esmt_cluster_ingest_open(o->clusters, o->progress, o->progress_user,
-                                                    &g.clusters)))
+  if (o->valid_clusters && !o->clusters)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: valid_clusters (%llu) needs a cluster file "
+                     "(options.clusters, ingest --clusters FILE)", fn,
+                     (unsigned long long)o->valid_clusters);
+  if (o->clusters && (st = esmt_cluster_ingest_open(o->clusters, o->valid_clusters, o->progress,
+                                                    o->progress_user, &g.clusters)))
     return esmt_fail_prefix(st, "%s: clusters: ", fn);
   /* The destination must be new or empty: never mix or clobber datasets. */
   const esmt_out_dir_rules rules = {fn, NULL, NULL, 0, NULL};
