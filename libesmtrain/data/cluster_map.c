@@ -81,17 +81,18 @@ static esmt_status dedupe(esmt_cluster_map *m, esmt_cluster_member *lines, uint6
     lines[k++] = lines[i];
   }
   m->count = k;
-  if (!(m->member_cluster = malloc((k ? k : 1) * sizeof *m->member_cluster))) {
-    free(lines);
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  }
-  uint64_t *hash = (uint64_t *)(void *)lines; /* entry i's 8 bytes lie before its record's */
+  /* entry i's 12 bytes lie at or before record i's 16: compact in place
+   * (through memcpy, so that no access is typed as the other struct) */
+  unsigned char *bytes = (unsigned char *)lines;
   for (uint64_t i = 0; i < k; i++) {
-    m->member_cluster[i] = lines[i].cluster;
-    hash[i] = lines[i].id_hash;
+    esmt_cluster_member r;
+    memcpy(&r, bytes + i * sizeof r, sizeof r);
+    const esmt_cluster_entry e = {r.id_hash, r.cluster};
+    memcpy(bytes + i * sizeof e, &e, sizeof e);
   }
-  uint64_t *fit = realloc(hash, (k ? k : 1) * sizeof *hash);
-  m->member_hash = fit ? fit : hash;
+  esmt_cluster_entry *e = (esmt_cluster_entry *)(void *)bytes;
+  esmt_cluster_entry *fit = realloc(e, (k ? k : 1) * sizeof *e);
+  m->members = fit ? fit : e;
   /* a directory over the top bits: lookups touch one bucket, not log2(k)
    * places of a large array (each a cache and TLB miss) */
   while (m->dir_bits < 26 && (k >> m->dir_bits) > 4) m->dir_bits++;
@@ -101,7 +102,7 @@ static esmt_status dedupe(esmt_cluster_map *m, esmt_cluster_member *lines, uint6
   uint64_t at = 0;
   for (uint64_t b = 0; b < nb; b++) {
     m->dir[b] = at;
-    while (at < k && (m->dir_bits ? m->member_hash[at] >> (64 - m->dir_bits) : 0) == b) at++;
+    while (at < k && (m->dir_bits ? m->members[at].id_hash >> (64 - m->dir_bits) : 0) == b) at++;
   }
   m->dir[nb] = k;
   return ESMT_OK;
@@ -201,17 +202,16 @@ esmt_status esmt_cluster_map_read(const char *path, esmt_cluster_map *m,
 
 int64_t esmt_cluster_map_find(const esmt_cluster_map *m, uint64_t h) {
   /* the bucket of h's top bits holds ~4 entries (one or two cache lines) */
-  const uint64_t *v = m->member_hash;
+  const esmt_cluster_entry *v = m->members;
   const uint64_t b = m->dir_bits ? h >> (64 - m->dir_bits) : 0;
   for (uint64_t k = m->dir[b]; k < m->dir[b + 1]; k++)
-    if (v[k] == h) return (int64_t)m->member_cluster[k];
+    if (v[k].id_hash == h) return (int64_t)v[k].cluster;
   return -1;
 }
 
 void esmt_cluster_map_free(esmt_cluster_map *m) {
   free(m->rep_hash);
-  free(m->member_hash);
-  free(m->member_cluster);
+  free(m->members);
   free(m->dir);
   memset(m, 0, sizeof *m);
 }

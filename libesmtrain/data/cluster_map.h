@@ -17,13 +17,20 @@ typedef struct esmt_cluster_member {
   uint32_t line;             /* the line's order, for "the first listed wins" (saturates) */
 } esmt_cluster_member;
 
+typedef struct __attribute__((packed)) esmt_cluster_entry {
+  uint64_t id_hash;
+  uint32_t cluster;
+} esmt_cluster_entry;
+
+_Static_assert(sizeof(esmt_cluster_entry) == 12, "a member takes 12 bytes");
+
 typedef struct esmt_cluster_map {
   uint64_t *rep_hash;        /* hash of each cluster's representative id, in order of listing */
   uint64_t clusters;
-  /* one entry per member id, sorted by hash: 12 bytes a member (the lines'
-   * 16-byte records are compacted into these once read) */
-  uint64_t *member_hash;
-  uint32_t *member_cluster;
+  /* one entry per member id, sorted by hash: 12 bytes a member, hash and
+   * cluster side by side so that a lookup misses the cache once (the
+   * lines' 16-byte records are compacted into these once read) */
+  struct esmt_cluster_entry *members;
   uint64_t count;
   uint64_t *dir;             /* [2^dir_bits + 1]: first entry of each top-bits bucket */
   int dir_bits;
