@@ -370,15 +370,16 @@ int cmd_train(int argc, char **argv) {
   int recompute = 0;
   esmt_model_param_count(model, &params);
   esmt_model_get_recompute(model, &recompute);
-  say(&io, 1, "training %s: %d layer%s, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
-      "recompute %s); data %s; %lld steps from step %lld", model_name, mc.num_layers,
-      mc.num_layers == 1 ? "" : "s", mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
-      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data,
-      (long long)steps,
-      (long long)esmt_trainer_step_count(tr));
+  /* one line (a reader such as `| head -1` sees it whole, and the next
+   * write is a step's, after training began) */
   char sampling[320];
   describe_sampling(data, cli_cfg_str(cfg, "data.sampling"), sampling, sizeof sampling);
-  say(&io, 1, "data: %s", sampling);
+  say(&io, 1, "training %s: %d layer%s, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
+      "recompute %s); data %s (%s); %lld steps from step %lld", model_name, mc.num_layers,
+      mc.num_layers == 1 ? "" : "s", mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
+      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data, sampling,
+      (long long)steps,
+      (long long)esmt_trainer_step_count(tr));
   esmt_eval_metrics before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};
   if (has_eval && (st = esmt_trainer_evaluate(tr, &before))) goto fail;
   if (has_eval) on_metrics(&io, NULL, &before);

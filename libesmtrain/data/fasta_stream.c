@@ -13,6 +13,7 @@
 #include <zlib.h>
 
 #include "fasta_magic.h"
+#include "gz_input.h"
 #include "input_file.h"
 
 struct esmt_fasta {
@@ -31,41 +32,19 @@ struct esmt_fasta {
   uint64_t records;
 };
 
-/* gzdopen on an open descriptor (it is closed by gzclose, or here). */
-static esmt_status open_gz(esmt_fasta *f, int fd) {
-  f->gz = gzdopen(fd, "rb");
-  if (!f->gz) {
-    close(fd);
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (zlib)", f->path);
-  }
-  gzbuffer(f->gz, 1 << 17);
-  return ESMT_OK;
-}
-
 esmt_status esmt_fasta_open(const char *path, esmt_fasta **out) {
   *out = NULL;
   const int is_stdin = !strcmp(path, "-");
-  int fd = -1;
-  esmt_status st = ESMT_OK;
-  if (is_stdin) {
-    if (isatty(STDIN_FILENO))
-      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "standard input ('-') is a terminal: pipe the "
-                       "FASTA in (zcat x.fa.gz | esmtrain-example ingest - -o DIR)");
-    /* a copy, so that gzclose leaves the process's stdin open */
-    if ((fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
-      return esmt_fail(ESMT_ERR_IO, "standard input: cannot open: %s", strerror(errno));
-  } else if ((st = esmt_open_input(path, "FASTA input", &fd, NULL))) {
-    return st;
-  }
   esmt_fasta *f = calloc(1, sizeof *f);
   if (!f || !(f->path = strdup(is_stdin ? "standard input" : path))) {
     free(f);
-    close(fd);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   f->name = is_stdin ? "-" : f->path;
   f->stream = is_stdin;
-  if ((st = open_gz(f, fd))) {
+  esmt_status st = esmt_gz_input_open(path, "FASTA input", "pipe the FASTA in (zcat x.fa.gz | "
+                                      "esmtrain-example ingest - -o DIR)", &f->gz);
+  if (st) {
     free(f->path);
     free(f);
     return st;
@@ -84,12 +63,7 @@ void esmt_fasta_close(esmt_fasta *f) {
   free(f);
 }
 
-uint64_t esmt_fasta_offset(const esmt_fasta *f) {
-  /* gzoffset is lseek on the descriptor: -1 on a pipe; a stream counts
-   * the bytes it gave instead */
-  z_off_t off = f->stream ? gztell(f->gz) : gzoffset(f->gz);
-  return off > 0 ? (uint64_t)off : 0;
-}
+uint64_t esmt_fasta_offset(const esmt_fasta *f) { return esmt_gz_input_offset(f->gz, f->stream); }
 
 int esmt_fasta_is_stream(const esmt_fasta *f) { return f->stream; }
 

@@ -31,6 +31,7 @@
 #include <zlib.h>
 
 #include "fasta_magic.h"
+#include "gz_input.h"
 #include "input_file.h"
 
 typedef struct sbuf {
@@ -437,24 +438,12 @@ esmt_status esmt_table_open(const char *path, esmt_table_kind kind, const char *
   *out = NULL;
   const int is_stdin = !strcmp(path, "-");
   const char *what = kind == ESMT_TABLE_TSV ? "TSV input" : "CSV input";
-  int fd = -1;
-  esmt_status st = ESMT_OK;
-  if (is_stdin) {
-    if (isatty(STDIN_FILENO))
-      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "standard input ('-') is a terminal: pipe the "
-                       "table in (zcat x.csv.gz | esmtrain-example ingest - --format csv -o DIR)");
-    if ((fd = fcntl(STDIN_FILENO, F_DUPFD_CLOEXEC, 3)) < 0)
-      return esmt_fail(ESMT_ERR_IO, "standard input: cannot open: %s", strerror(errno));
-  } else if ((st = esmt_open_input(path, what, &fd, NULL))) {
-    return st;
-  }
   esmt_table *t = calloc(1, sizeof *t);
   if (!t || !(t->path = strdup(is_stdin ? "standard input" : path)) ||
       !(t->seq_name = strdup(seq_column ? seq_column : "sequence")) ||
       !(t->id_name = strdup(id_column ? id_column : "id"))) {
     if (t) { free(t->path); free(t->seq_name); }
     free(t);
-    close(fd);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
   t->name = is_stdin ? "-" : t->path;
@@ -464,12 +453,12 @@ esmt_status esmt_table_open(const char *path, esmt_table_kind kind, const char *
   t->seq_col = t->id_col = -1;
   t->line = 1;
   t->at_row_start = 1;
-  if (!(t->gz = gzdopen(fd, "rb"))) {
-    close(fd);
+  esmt_status st = esmt_gz_input_open(path, what, "pipe the table in (zcat x.csv.gz | "
+                                      "esmtrain-example ingest - --format csv -o DIR)", &t->gz);
+  if (st) {
     esmt_table_close(t);
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory (zlib)", path);
+    return st;
   }
-  gzbuffer(t->gz, 1 << 17);
   if (kind == ESMT_TABLE_CSV) {
     if (csv_init(&t->csv, CSV_STRICT | CSV_STRICT_FINI) != 0) {
       esmt_table_close(t);
@@ -499,9 +488,6 @@ void esmt_table_close(esmt_table *t) {
   free(t);
 }
 
-uint64_t esmt_table_offset(const esmt_table *t) {
-  z_off_t off = t->stream ? gztell(t->gz) : gzoffset(t->gz);
-  return off > 0 ? (uint64_t)off : 0;
-}
+uint64_t esmt_table_offset(const esmt_table *t) { return esmt_gz_input_offset(t->gz, t->stream); }
 
 int esmt_table_is_stream(const esmt_table *t) { return t->stream; }
