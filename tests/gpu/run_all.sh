@@ -63,6 +63,20 @@ export ESMTRAIN_BACKEND_PATH=$PWD/build-gpu/lib/esmtrain/backends
 case $phase in
 test)
   step "probe" 60 $E probe; $E probe 2>&1 | tee -a "$sum" >/dev/null
+  # NVML (issue #20): the trainer's per-step device figures and watch's GPU table,
+  # beside nvidia-smi's own (the emulator only shows the plumbing)
+  awk 'BEGIN { srand(7); for (r = 0; r < 400; r++) { printf(">p%d\n", r); n = 30 + int(rand() * 90);
+    for (i = 0; i < n; i++) printf("%s", substr("ACDEFGHIKLMNPQRSTVWY", 1 + int(rand() * 20), 1));
+    printf("\n") } }' > /tmp/esmt-nvml.fa
+  rm -rf /tmp/esmt-nvml-data /tmp/esmt-nvml-run
+  $E ingest /tmp/esmt-nvml.fa -o /tmp/esmt-nvml-data --quiet >/dev/null
+  step "NVML: 20 updates on ampere_bf16, watch --once, nvidia-smi" 120 bash -c "$E train \
+      --data /tmp/esmt-nvml-data --layers 2 --width 64 --heads 4 --max-len 128 --steps 20 \
+      --warmup 2 --eval-every 0 --log-every 5 --no-mfu --backend ampere_bf16 \
+      --out /tmp/esmt-nvml-run && $E watch /tmp/esmt-nvml-run --once && nvidia-smi \
+      --query-gpu=index,name,pci.bus_id,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw \
+      --format=csv"
+  grep -E "step 20/20|GPUs:|device util| C +[0-9]+ W|^[0-9]+, " "$out/$phase.log" | tail -10 >> "$sum"
   # GPU suites first, then everything else (the slow CPU crash tests last)
   step "GPU tests" 300 bash -c 'cd build-gpu && ctest --output-on-failure \
       -R "gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel"'
