@@ -6,10 +6,11 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 #include <zlib.h>
 
-#include "input_file.h"
+#include "gz_input.h"
 
 #define LINE_MAX_BYTES (1 << 16)
 
@@ -154,16 +155,14 @@ static esmt_status add_line(esmt_cluster_map *m, rep_table *reps, lines_buf *lb,
 esmt_status esmt_cluster_map_read(const char *path, esmt_cluster_map *m,
                                   esmt_progress_fn progress, void *user) {
   memset(m, 0, sizeof *m);
-  int fd = -1;
-  struct stat sb;
-  esmt_status st = esmt_open_input(path, "cluster file", &fd, &sb);
+  if (!strcmp(path, "-")) /* standard input is the FASTA's, if anything's */
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "cluster file: '-' (standard input) is not "
+                     "read; give the file's path");
+  gzFile gz = NULL;
+  esmt_status st = esmt_gz_input_open(path, "cluster file", "", &gz);
   if (st) return st;
-  gzFile gz = gzdopen(fd, "rb");
-  if (!gz) {
-    close(fd);
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  }
-  gzbuffer(gz, 1 << 17);
+  struct stat sb;
+  const uint64_t total = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
   char *line = malloc(LINE_MAX_BYTES);
   rep_table reps = {0};
   lines_buf lb = {0};
@@ -179,7 +178,7 @@ esmt_status esmt_cluster_map_read(const char *path, esmt_cluster_map *m,
     else
       st = add_line(m, &reps, &lb, &cap_reps, path, lineno, line);
     if (!st && progress && (lineno & 0xfffff) == 0) {
-      esmt_progress p = {sizeof p, "clusters", (uint64_t)gzoffset(gz), (uint64_t)sb.st_size,
+      esmt_progress p = {sizeof p, "clusters", esmt_gz_input_offset(gz, 0), total,
                          "bytes", esmt_now_s() - t0, lineno};
       if (progress(user, &p)) st = esmt_fail(ESMT_ERR_CANCELLED, "ingest: cancelled");
     }
