@@ -5,7 +5,10 @@
  *    differs), and every rank holds bit-identical weights;
  *  - a 2-rank run checkpointed and resumed (by 2 ranks) ends bit-identical
  *    to an uninterrupted 2-rank run; only rank 0 writes;
- *  - a rank killed mid-run makes the other stop with an error naming it. */
+ *  - a rank killed mid-run makes the other stop with an error naming it;
+ *  - under mpirun, the MPI plugin gives the TCP ring's weights bit for bit
+ *    (issue #23; skipped without mpirun or the plugin). This program is
+ *    then also the MPI rank: `test_data_parallel --mpi-rank W OUT`. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -53,6 +56,7 @@ typedef struct run_spec {
   int resume;           /* resume from run_dir's latest first */
   int die_at;           /* > 0: this rank SIGKILLs itself after that update */
   const char *weights_out, *error_out;
+  int use_mpi;          /* the communicator is MPI (started by mpirun) */
 } run_spec;
 
 
@@ -78,7 +82,16 @@ static esmt_status run(const run_spec *s) {
   o.tokens_per_update = s->world > 1 ? 0 : (uint64_t)(48 * (s->per_update - 1) + 1);
   esmt_trainer *t = NULL;
   esmt_status st = esmt_trainer_create(m, &o, &src, &t);
-  if (!st && s->world > 1) {
+  if (!st && s->world > 1 && s->use_mpi) {
+    esmt_comm *comm = NULL;
+    esmt_dp *dp = NULL;
+    st = esmt_comm_create_mpi(&comm, NULL, 20.0);
+    if (!st && (esmt_comm_rank(comm) != s->rank || esmt_comm_world_size(comm) != s->world))
+      st = esmt_fail(ESMT_ERR_INTERNAL, "MPI rank/world differ from the launcher's");
+    if (!st) st = esmt_dp_create(comm, 4096, &dp);
+    else esmt_comm_destroy(comm);
+    if (!st) st = esmt_trainer_set_dp(t, dp);
+  } else if (!st && s->world > 1) {
     char rdv[512], token[32];
     snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
     esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
@@ -118,14 +131,14 @@ static void test_ranks_equal_accumulation(void **state) {
   for (int world = 2; world <= 3; world++) {
     char one[512], ranks[3][512];
     snprintf(one, sizeof one, "%s/one-%d", g_dir, world);
-    run_spec single = {0, 1, world, STEPS, NULL, 0, 0, 0, one, NULL};
+    run_spec single = {0, 1, world, STEPS, NULL, 0, 0, 0, one, NULL, 0};
     int st1;
     run_ranks(&single, 1, &st1);
     assert_int_equal(st1, 0);
     run_spec specs[3];
     for (int r = 0; r < world; r++) {
       snprintf(ranks[r], sizeof ranks[r], "%s/w%d-r%d", g_dir, world, r);
-      run_spec s = {r, world, 1, STEPS, NULL, 0, 0, 0, ranks[r], NULL};
+      run_spec s = {r, world, 1, STEPS, NULL, 0, 0, 0, ranks[r], NULL, 0};
       specs[r] = s;
     }
     int st[3];
@@ -174,14 +187,14 @@ static void test_resume_across_ranks(void **state) {
   snprintf(w_res, sizeof w_res, "%s/w-res", g_dir);
   snprintf(w_res1, sizeof w_res1, "%s/w-res1", g_dir);
   int st[2];
-  run_spec a[2] = {{0, 2, 1, 6, full, 2, 0, 0, w_full, NULL}, {1, 2, 1, 6, full, 2, 0, 0, NULL, NULL}};
+  run_spec a[2] = {{0, 2, 1, 6, full, 2, 0, 0, w_full, NULL, 0}, {1, 2, 1, 6, full, 2, 0, 0, NULL, NULL, 0}};
   run_ranks(a, 2, st);
   assert_int_equal(st[0], 0);
   assert_int_equal(st[1], 0);
-  run_spec b[2] = {{0, 2, 1, 4, part, 2, 0, 0, NULL, NULL}, {1, 2, 1, 4, part, 2, 0, 0, NULL, NULL}};
+  run_spec b[2] = {{0, 2, 1, 4, part, 2, 0, 0, NULL, NULL, 0}, {1, 2, 1, 4, part, 2, 0, 0, NULL, NULL, 0}};
   run_ranks(b, 2, st);
   assert_int_equal(st[0] | st[1], 0);
-  run_spec c[2] = {{0, 2, 1, 6, part, 2, 1, 0, w_res, NULL}, {1, 2, 1, 6, part, 2, 1, 0, w_res1, NULL}};
+  run_spec c[2] = {{0, 2, 1, 6, part, 2, 1, 0, w_res, NULL, 0}, {1, 2, 1, 6, part, 2, 1, 0, w_res1, NULL, 0}};
   run_ranks(c, 2, st);
   assert_int_equal(st[0] | st[1], 0);
   size_t n1, n2, n3;
@@ -199,7 +212,7 @@ static void test_killed_rank(void **state) {
   (void)state;
   char err[512];
   snprintf(err, sizeof err, "%s/err0", g_dir);
-  run_spec s[2] = {{0, 2, 1, 50, NULL, 0, 0, 0, NULL, err}, {1, 2, 1, 50, NULL, 0, 0, 3, NULL, NULL}};
+  run_spec s[2] = {{0, 2, 1, 50, NULL, 0, 0, 0, NULL, err, 0}, {1, 2, 1, 50, NULL, 0, 0, 3, NULL, NULL, 0}};
   int st[2];
   double t0 = esmt_clock_seconds();
   run_ranks(s, 2, st);
@@ -217,6 +230,89 @@ static void test_killed_rank(void **state) {
   assert_true(waited < 15);
 }
 
+/* Where mpirun and the plugin are; 0 when the MPI case must be skipped. */
+static int mpi_available(void) {
+  const char *plugin = getenv("ESMTRAIN_COMM_PLUGIN");
+  if (!plugin || access(plugin, F_OK) != 0) {
+    printf("skipped: the MPI plugin is not built (ESMTRAIN_COMM_PLUGIN=%s)\n",
+           plugin ? plugin : "unset");
+    return 0;
+  }
+  if (system("command -v mpirun > /dev/null 2>&1") != 0) {
+    printf("skipped: mpirun not found (apt install openmpi-bin)\n");
+    return 0;
+  }
+  return 1;
+}
+
+static void test_mpi_equals_tcp(void **state) {
+  (void)state;
+  if (!mpi_available()) skip();
+  for (int world = 2; world <= 3; world++) {
+    char one[512], tcp[3][512], mpi_prefix[512], cmd[2048];
+    snprintf(one, sizeof one, "%s/mpi-one-%d", g_dir, world);
+    run_spec single = {0, 1, world, STEPS, NULL, 0, 0, 0, one, NULL, 0};
+    int st1;
+    run_ranks(&single, 1, &st1);
+    assert_int_equal(st1, 0);
+    run_spec specs[3];
+    for (int r = 0; r < world; r++) {
+      snprintf(tcp[r], sizeof tcp[r], "%s/tcp-w%d-r%d", g_dir, world, r);
+      run_spec sp = {r, world, 1, STEPS, NULL, 0, 0, 0, tcp[r], NULL, 0};
+      specs[r] = sp;
+    }
+    int st[3];
+    run_ranks(specs, world, st);
+    for (int r = 0; r < world; r++) assert_int_equal(st[r], 0);
+    snprintf(mpi_prefix, sizeof mpi_prefix, "%s/mpi-w%d", g_dir, world);
+    snprintf(cmd, sizeof cmd,
+             "OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
+             "mpirun -np %d --oversubscribe --bind-to none /proc/%d/exe --mpi-rank %d %s",
+             world, (int)getpid(), world, mpi_prefix);
+    printf("%s\n", cmd);
+    fflush(stdout);
+    assert_int_equal(system(cmd), 0);
+    size_t n0, n1;
+    float *w_tcp = read_weights(tcp[0], &n0), *w_one = read_weights(one, &n1);
+    assert_int_equal(n0, n1);
+    for (int r = 0; r < world; r++) { /* every MPI rank holds the TCP ring's bits */
+      char path[600];
+      snprintf(path, sizeof path, "%s-r%d", mpi_prefix, r);
+      size_t nr;
+      float *w = read_weights(path, &nr);
+      assert_int_equal(nr, n0);
+      assert_memory_equal(w, w_tcp, n0 * sizeof *w);
+      free(w);
+    }
+    double num = 0, den = 0;
+    for (size_t i = 0; i < n0; i++) {
+      num += ((double)w_tcp[i] - w_one[i]) * ((double)w_tcp[i] - w_one[i]);
+      den += (double)w_one[i] * w_one[i];
+    }
+    printf("MPI, %d ranks: the TCP ring's weights bit for bit; vs 1 process x %d micro-batches: "
+           "rel diff %.3g\n", world, world, sqrt(num / den));
+    assert_true(sqrt(num / den) < 1e-5);
+    free(w_tcp);
+    free(w_one);
+  }
+}
+
+/* One MPI rank of test_mpi_equals_tcp: weights into OUT-r<rank>. */
+static int mpi_rank_main(int world, const char *prefix) {
+  const char *r = getenv("OMPI_COMM_WORLD_RANK");
+  if (!r) r = getenv("PMI_RANK");
+  if (!r) {
+    fprintf(stderr, "--mpi-rank: not started by mpirun\n");
+    return 2;
+  }
+  char out[600];
+  snprintf(out, sizeof out, "%s-r%s", prefix, r);
+  run_spec s = {atoi(r), world, 1, STEPS, NULL, 0, 0, 0, out, NULL, 1};
+  esmt_status st = run(&s);
+  if (st) fprintf(stderr, "rank %s: %s\n", r, esmt_last_error());
+  return st ? 1 : 0;
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
@@ -228,11 +324,13 @@ static int teardown(void **state) {
   return 0;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  if (argc == 4 && strcmp(argv[1], "--mpi-rank") == 0) return mpi_rank_main(atoi(argv[2]), argv[3]);
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ranks_equal_accumulation),
       cmocka_unit_test(test_resume_across_ranks),
       cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_mpi_equals_tcp),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

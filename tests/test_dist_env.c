@@ -237,12 +237,47 @@ static void test_openmpi(void **state) {
   assert_string_equal(d.rendezvous_file, "/shared/rv");
   assert_string_equal(d.master_addr, "");
   assert_int_equal(d.master_port, 0);
-  const char *bad[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", NULL};
+  /* Under mpirun MPI finds the ranks itself: no address needed ... */
+  const char *mpi[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", NULL};
+  assert_int_equal(detect(&d, mpi), ESMT_OK);
+  assert_true(d.mpi_launched);
+  assert_int_equal(d.comm, 0); /* auto */
+  assert_string_equal(d.master_addr, "");
+  /* ... unless the TCP ring is asked for */
+  const char *bad[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4", "ESMTRAIN_COMM=tcp",
+                       NULL};
   expect_error(bad, "MASTER_ADDR is not set: OMPI_COMM_WORLD_SIZE=4");
+  const char *badkind[] = {"ESMTRAIN_COMM=infiniband", NULL};
+  expect_error(badkind, "ESMTRAIN_COMM 'infiniband' is not auto, tcp or mpi");
+  const char *want_mpi[] = {"ESMTRAIN_COMM=mpi", NULL};
+  assert_int_equal(detect(&d, want_mpi), ESMT_OK);
+  assert_int_equal(d.comm, 2);
+  assert_false(d.mpi_launched);
   const char *bad2[] = {"OMPI_COMM_WORLD_RANK=1", "OMPI_COMM_WORLD_SIZE=4",
                         "OMPI_COMM_WORLD_LOCAL_RANK=3", "OMPI_COMM_WORLD_LOCAL_SIZE=2",
                         "MASTER_ADDR=a", "MASTER_PORT=1", NULL};
   expect_error(bad2, "OMPI_COMM_WORLD_LOCAL_RANK=3 but OMPI_COMM_WORLD_LOCAL_SIZE=2");
+}
+
+/* MPICH's Hydra, Intel MPI: PMI_RANK / PMI_SIZE, MPI_LOCALRANKID / MPI_LOCALNRANKS. */
+static void test_pmi(void **state) {
+  (void)state;
+  const char *kv[] = {"PMI_RANK=3", "PMI_SIZE=4", "MPI_LOCALRANKID=1", "MPI_LOCALNRANKS=2", NULL};
+  esmt_dist_env d;
+  assert_int_equal(detect(&d, kv), ESMT_OK);
+  assert_string_equal(d.source, "pmi");
+  assert_int_equal(d.rank, 3);
+  assert_int_equal(d.world_size, 4);
+  assert_int_equal(d.local_rank, 1);
+  assert_int_equal(d.local_world_size, 2);
+  assert_true(d.mpi_launched);
+  /* torchrun's variables still win over a PMI the site exports */
+  const char *tr[] = {"RANK=0", "WORLD_SIZE=2", "MASTER_ADDR=h", "MASTER_PORT=1", "PMI_RANK=5",
+                      "PMI_SIZE=8", NULL};
+  assert_int_equal(detect(&d, tr), ESMT_OK);
+  assert_string_equal(d.source, "torchrun");
+  assert_int_equal(d.world_size, 2);
+  assert_false(d.mpi_launched);
 }
 
 int main(void) {
@@ -251,6 +286,7 @@ int main(void) {
       cmocka_unit_test(test_torchrun_errors), cmocka_unit_test(test_esmtrain_precedence),
       cmocka_unit_test(test_slurm),         cmocka_unit_test(test_hostlist),
       cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_openmpi),
+      cmocka_unit_test(test_pmi),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

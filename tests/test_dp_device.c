@@ -59,7 +59,7 @@ static esmt_status attach_dp(esmt_trainer *t, const run_spec *s) {
   esmt_status st;
   if (s->mode == MODE_FAKE_FORCED) {
     setenv("ESMTRAIN_FORCE_DP", "1", 1);
-    st = esmt_dp_create_from_env(BUCKET_BYTES, 0, &dp);
+    st = esmt_dp_create_from_env(BUCKET_BYTES, 0, ESMT_COMM_AUTO, &dp);
   } else {
     char rdv[512];
     snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);

@@ -108,7 +108,7 @@ static void run_group(const group *g, child_fn fn, result *res) {
         setenv("ESMTRAIN_COMM_TIMEOUT", "10", 1);
         esmt_dist_env env;
         st = esmt_dist_env_detect(&env);
-        if (st == ESMT_OK) st = esmt_comm_create_from_env(&c, &env);
+        if (st == ESMT_OK) st = esmt_comm_create_from_env(&c, &env, ESMT_COMM_TCP);
       } else {
         st = esmt_comm_create(&c, &o);
       }

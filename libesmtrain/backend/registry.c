@@ -233,8 +233,7 @@ static esmt_status scan_list(esmt_registry *r, const char *list, const esmtb_job
   return st;
 }
 
-/* <dir of libesmtrain.so>/esmtrain/backends, or "" when unknown. */
-static void next_to_library(char *out, size_t cap) {
+void esmt_library_dir(char *out, size_t cap) {
   Dl_info info;
   out[0] = '\0';
   if (dladdr((void *)(uintptr_t)&esmt_registry_load, &info) && info.dli_fname) {
@@ -243,8 +242,16 @@ static void next_to_library(char *out, size_t cap) {
     char *slash = strrchr(buf, '/');
     if (!slash) return;
     *slash = '\0';
-    snprintf(out, cap, "%s/esmtrain/backends", buf);
+    copy_str(out, cap, buf);
   }
+}
+
+/* <dir of libesmtrain.so>/esmtrain/backends, or "" when unknown. */
+static void next_to_library(char *out, size_t cap) {
+  char dir[PATH_MAX];
+  esmt_library_dir(dir, sizeof dir);
+  if (dir[0]) snprintf(out, cap, "%s/esmtrain/backends", dir);
+  else out[0] = '\0';
 }
 
 esmt_status esmt_registry_load(esmt_registry *r, const char *path, const esmtb_job *job,

@@ -35,6 +35,11 @@ ESMT_HIDDEN esmt_status esmt_registry_choose(esmt_registry *r, const char *force
 
 ESMT_HIDDEN void esmt_registry_release(esmt_registry *r);
 
+/* The directory of the loaded libesmtrain (shared library or the program
+ * that links the static archive), or "" when unknown; plugins of this
+ * installation are found below it (esmtrain/backends, esmtrain/comm). */
+ESMT_HIDDEN void esmt_library_dir(char *out, size_t cap);
+
 /* Size of esmtb_ops in ABI 1.0 (and 1.1): the least a backend table may
  * have. 1.2 appended comm_unique_id, comm_init and comm_release. */
 #define ESMTB_OPS_MIN_SIZE offsetof(esmtb_ops, comm_unique_id)

@@ -69,6 +69,9 @@ const esmt_key_def esmt_config_keys[] = {
      "data parallel: gradient bytes per all-reduce (25 MiB; buckets overlap backward)"},
     {"dist.force", B, "false", NULL, 0, 0,
      "data parallel even as one process (as ESMTRAIN_FORCE_DP=1): world size 1 through nccl_dp"},
+    {"dist.comm", E, "auto", "auto|tcp|mpi", 0, 0,
+     "host collectives (cpu backend): auto = MPI when mpirun/srun --mpi started the ranks and "
+     "the MPI plugin is installed, else the TCP ring; ESMTRAIN_COMM overrides"},
     {"dist.zero", I, "0", NULL, 0, 1,
      "ZeRO stage 1: 1 shards the AdamW moments over the ranks (reduce-scatter, all-gather)"},
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},

@@ -219,6 +219,9 @@ static const layout_vars k_slurm = {"slurm", "SLURM_PROCID", "SLURM_NTASKS", "SL
 static const layout_vars k_openmpi = {"openmpi", "OMPI_COMM_WORLD_RANK", "OMPI_COMM_WORLD_SIZE",
                                       "OMPI_COMM_WORLD_LOCAL_RANK", "OMPI_COMM_WORLD_LOCAL_SIZE",
                                       "MASTER_ADDR", "MASTER_PORT"};
+/* MPICH's Hydra, Intel MPI, MVAPICH (PMI-1/2 launchers) */
+static const layout_vars k_pmi = {"pmi", "PMI_RANK", "PMI_SIZE", "MPI_LOCALRANKID",
+                                  "MPI_LOCALNRANKS", "MASTER_ADDR", "MASTER_PORT"};
 
 static esmt_status read_layout(const envsrc *e, const layout_vars *lv, esmt_dist_env *d) {
   const char *r = ev(e, lv->rank), *w = ev(e, lv->world);
@@ -298,7 +301,10 @@ static esmt_status read_master(const envsrc *e, const layout_vars *lv, esmt_dist
     if ((st = parse_int("SLURM_JOB_ID", job, 0, INT_MAX, &id)) != ESMT_OK) return st;
     d->master_port = 20000 + id % 20000; /* same on every task, differs between jobs */
   }
-  if (d->world_size > 1 && !d->rendezvous_file[0]) {
+  /* Under an MPI launcher MPI finds the ranks itself; TCP's missing
+   * address is reported by esmt_comm_create_from_env if TCP is chosen. */
+  const int mpi_may_carry = (d->mpi_launched && d->comm != 1) || d->comm == 2; /* not TCP */
+  if (d->world_size > 1 && !d->rendezvous_file[0] && !mpi_may_carry) {
     if (!d->master_addr[0])
       return esmt_fail(ESMT_ERR_CONFIG,
                        "%s is not set: %s=%d needs the address of rank 0 (or set "
@@ -338,11 +344,24 @@ esmt_status esmt_dist_env_detect_with(esmt_dist_env *out, esmt_getenv_fn get, vo
     strcpy(d.rendezvous_file, rf);
   }
 
+  const char *kind = ev(&e, "ESMTRAIN_COMM");
+  if (kind && *kind && strcmp(kind, "auto") != 0) {
+    if (strcmp(kind, "tcp") == 0) d.comm = 1;      /* ESMT_COMM_TCP */
+    else if (strcmp(kind, "mpi") == 0) d.comm = 2; /* ESMT_COMM_MPI */
+    else return esmt_fail(ESMT_ERR_CONFIG, "ESMTRAIN_COMM '%s' is not auto, tcp or mpi", kind);
+  }
+  const int mpi_vars = ev(&e, "OMPI_COMM_WORLD_SIZE") || ev(&e, "PMIX_RANK") ||
+                       ev(&e, "PMI_RANK") || ev(&e, "PMI_SIZE") || ev(&e, "PMI_FD");
+
   const layout_vars *lv = NULL;
   if (ev(&e, "ESMTRAIN_RANK") || ev(&e, "ESMTRAIN_WORLD_SIZE")) lv = &k_esmtrain;
   else if (ev(&e, "RANK") || ev(&e, "WORLD_SIZE")) lv = &k_torchrun;
   else if (ev(&e, "SLURM_PROCID")) lv = &k_slurm;
   else if (ev(&e, "OMPI_COMM_WORLD_RANK") || ev(&e, "OMPI_COMM_WORLD_SIZE")) lv = &k_openmpi;
+  else if (ev(&e, "PMI_RANK") && ev(&e, "PMI_SIZE")) lv = &k_pmi;
+  /* torchrun's or esmtrain's own variables mean their launcher started us,
+   * even where the site exports MPI's */
+  d.mpi_launched = mpi_vars && lv != &k_esmtrain && lv != &k_torchrun;
   if (lv) {
     d.source = lv->source;
     if ((st = read_layout(&e, lv, &d)) != ESMT_OK) return st;

@@ -1,5 +1,6 @@
 /* Rank layout of a data-parallel job, read from the launcher's environment
- * (explicit ESMTRAIN_*, torchrun, Slurm, Open MPI, or a single process).
+ * (explicit ESMTRAIN_*, torchrun, Slurm, Open MPI, an MPICH-style PMI
+ * launcher, or a single process), and which communicator to use.
  * Internal: used by the host communicator (tcp_comm.h) and to bootstrap
  * NCCL. */
 #ifndef ESMTRAIN_DIST_ENV_H
@@ -19,9 +20,11 @@ typedef struct esmt_dist_env {
   char master_addr[ESMT_DIST_ADDR_MAX]; /* "" when unknown (rendezvous file) */
   int master_port;                      /* 0: unset (ephemeral with a rendezvous file) */
   char rendezvous_file[ESMT_DIST_PATH_MAX]; /* "" unless ESMTRAIN_RENDEZVOUS_FILE */
-  const char *source;   /* "esmtrain", "torchrun", "slurm", "openmpi", "single" */
+  const char *source;   /* "esmtrain", "torchrun", "slurm", "openmpi", "pmi", "single" */
   uint64_t job_token;   /* same on every rank of one job; rejects strays */
   double timeout_s;     /* ESMTRAIN_COMM_TIMEOUT, default 300 */
+  int mpi_launched;     /* an MPI launcher (mpirun, mpiexec, srun --mpi) started this process */
+  int comm;             /* ESMTRAIN_COMM: esmt_comm_kind (comm.h), 0 = auto when unset */
 } esmt_dist_env;
 
 /* Looks a variable up; NULL when unset. Lets tests feed a fake environment. */

@@ -25,7 +25,8 @@ esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out
   return ESMT_OK;
 }
 
-esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force, esmt_dp **out) {
+esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force, esmt_comm_kind comm,
+                                    esmt_dp **out) {
   *out = NULL;
   esmt_dist_env env;
   esmt_status st = esmt_dist_env_detect(&env);
@@ -34,7 +35,7 @@ esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force, esmt_dp **
   if (f && *f && strcmp(f, "0") != 0) force = 1;
   if (env.world_size <= 1 && !force) return ESMT_OK;
   esmt_comm *c = NULL;
-  if ((st = esmt_comm_create_from_env(&c, &env))) return st;
+  if ((st = esmt_comm_create_from_env(&c, &env, comm))) return st;
   if ((st = esmt_dp_create(c, bucket_bytes, out))) return st;
   (*out)->timeout_s = env.timeout_s;
   return ESMT_OK;
@@ -58,6 +59,8 @@ void esmt_dp_destroy(esmt_dp *dp) {
   pthread_mutex_destroy(&dp->mu);
   free(dp);
 }
+
+const esmt_comm *esmt_dp_comm(const esmt_dp *dp) { return dp ? dp->comm : NULL; }
 
 int esmt_dp_rank(const esmt_dp *dp) { return dp ? esmt_comm_rank(dp->comm) : 0; }
 int esmt_dp_world(const esmt_dp *dp) { return dp ? esmt_comm_world_size(dp->comm) : 1; }

@@ -20,7 +20,7 @@
 #define ESMTRAIN_DP_GROUP_H
 
 #include "model.h"
-#include "tcp_comm.h"
+#include "comm.h"
 
 typedef struct esmt_dp esmt_dp;
 
@@ -30,8 +30,12 @@ ESMT_HIDDEN esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, e
 /* From the launcher's environment; *out is NULL for a single process
  * unless `force` or $ESMTRAIN_FORCE_DP (not "0") asks for a group of one
  * (world size 1 through the real collectives, e.g. to measure nccl_dp's
- * overhead). */
-ESMT_HIDDEN esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force, esmt_dp **out);
+ * overhead). `comm` picks the host transport (comm.h: auto = MPI under an
+ * MPI launcher when its plugin loads, else TCP; $ESMTRAIN_COMM overrides). */
+ESMT_HIDDEN esmt_status esmt_dp_create_from_env(uint64_t bucket_bytes, int force,
+                                                esmt_comm_kind comm, esmt_dp **out);
+/* The host communicator (for logs: esmt_comm_describe). */
+ESMT_HIDDEN const esmt_comm *esmt_dp_comm(const esmt_dp *dp);
 /* Destroy the group before the model it was started with (it releases a
  * stream and an event of that model's device). */
 ESMT_HIDDEN void esmt_dp_destroy(esmt_dp *dp);

@@ -35,7 +35,7 @@ static void reject_all(int *fds, int n, int extra_fd, const char *reason) {
 }
 
 /* Accept HELLOs until every rank is there; fills ctl_fds and the table. */
-static esmt_status gather_hellos(esmt_comm *c, int lfd, unsigned char *table, double deadline) {
+static esmt_status gather_hellos(esmt_tcp_comm *c, int lfd, unsigned char *table, double deadline) {
   int have = 0;
   char reason[COMM_MSG_MAX];
   while (have < c->world - 1) {
@@ -117,7 +117,7 @@ static esmt_status gather_hellos(esmt_comm *c, int lfd, unsigned char *table, do
 /* ---- every rank --------------------------------------------------------- */
 
 /* Connect to rank+1 and accept rank-1 (verified by rank and token). */
-static esmt_status build_ring(esmt_comm *c, int lfd, const unsigned char *table,
+static esmt_status build_ring(esmt_tcp_comm *c, int lfd, const unsigned char *table,
                               const char *host0, int port0, double deadline,
                               unsigned char *ready) {
   int next = (c->rank + 1) % c->world, prev = (c->rank + c->world - 1) % c->world;
@@ -193,7 +193,7 @@ static esmt_status build_ring(esmt_comm *c, int lfd, const unsigned char *table,
 
 /* READY from every rank to rank 0, then GO back: nobody returns from create
  * before the whole ring exists. */
-static esmt_status ready_round(esmt_comm *c, double deadline, unsigned char *ready) {
+static esmt_status ready_round(esmt_tcp_comm *c, double deadline, unsigned char *ready) {
   if (c->rank != 0) {
     if (comm_send_msg(c->ctl_fds[0], MSG_READY, c->rank, NULL, 0, deadline) != 0)
       return comm_kill(c, 0, "connection lost during rendezvous", 0, -1);
@@ -241,7 +241,7 @@ static esmt_status ready_round(esmt_comm *c, double deadline, unsigned char *rea
   return st;
 }
 
-static esmt_status setup(esmt_comm *c, const esmt_comm_options *opt) {
+static esmt_status setup(esmt_tcp_comm *c, const esmt_comm_options *opt) {
   double deadline = esmt_now_s() + c->timeout_s;
   const char *rv = opt->rendezvous_file && opt->rendezvous_file[0] ? opt->rendezvous_file : NULL;
   char host0[ESMT_DIST_ADDR_MAX] = "";
@@ -323,7 +323,7 @@ static esmt_status setup(esmt_comm *c, const esmt_comm_options *opt) {
 
 /* ---- public ---------------------------------------------------------------- */
 
-static void close_all(esmt_comm *c) {
+static void close_all(esmt_tcp_comm *c) {
   if (c->next_fd >= 0) close(c->next_fd);
   if (c->prev_fd >= 0) close(c->prev_fd);
   for (int p = 0; c->ctl_fds && p < c->world; p++)
@@ -334,7 +334,7 @@ static void close_all(esmt_comm *c) {
   free(c);
 }
 
-esmt_status esmt_comm_create(esmt_comm **out, const esmt_comm_options *opt) {
+esmt_status esmt_tcp_comm_create(esmt_tcp_comm **out, const esmt_comm_options *opt) {
   ESMT_CHECK_ARG(out && opt, "esmt_comm_create", "NULL argument");
   *out = NULL;
   int rv = opt->rendezvous_file && opt->rendezvous_file[0];
@@ -354,7 +354,7 @@ esmt_status esmt_comm_create(esmt_comm **out, const esmt_comm_options *opt) {
                      opt->world_size);
   if (rv && strlen(opt->rendezvous_file) >= ESMT_DIST_PATH_MAX)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_comm_create: rendezvous path too long");
-  esmt_comm *c = calloc(1, sizeof *c);
+  esmt_tcp_comm *c = calloc(1, sizeof *c);
   if (!c) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_comm_create: out of memory");
   c->rank = opt->rank;
   c->world = opt->world_size;
@@ -383,14 +383,7 @@ esmt_status esmt_comm_create(esmt_comm **out, const esmt_comm_options *opt) {
   return ESMT_OK;
 }
 
-esmt_status esmt_comm_create_from_env(esmt_comm **out, const esmt_dist_env *env) {
-  ESMT_CHECK_ARG(env, "esmt_comm_create_from_env", "NULL env");
-  esmt_comm_options o = {env->rank, env->world_size, env->master_addr, env->master_port,
-                         env->rendezvous_file, env->job_token, env->timeout_s};
-  return esmt_comm_create(out, &o);
-}
-
-void esmt_comm_destroy(esmt_comm *c) {
+void esmt_tcp_comm_destroy(esmt_tcp_comm *c) {
   if (!c) return;
   if (!c->dead) { /* a clean exit: peers should not report it as a crash */
     double dl = esmt_now_s() + 1.0;
@@ -400,5 +393,5 @@ void esmt_comm_destroy(esmt_comm *c) {
   close_all(c);
 }
 
-int esmt_comm_rank(const esmt_comm *c) { return c ? c->rank : -1; }
-int esmt_comm_world_size(const esmt_comm *c) { return c ? c->world : 0; }
+int esmt_tcp_comm_rank(const esmt_tcp_comm *c) { return c ? c->rank : -1; }
+int esmt_tcp_comm_world_size(const esmt_tcp_comm *c) { return c ? c->world : 0; }

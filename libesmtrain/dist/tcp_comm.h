@@ -1,87 +1,40 @@
-/* Host-side TCP communicator for data-parallel training: rendezvous through
- * rank 0 (or a shared file), a ring between the ranks, and blocking
- * collectives with timeouts and failure propagation. No MPI, no CUDA; also
- * carries the NCCL unique id (a 128-byte broadcast).
- *
- * Every collective must be called by all ranks in the same order with the
- * same sizes (checked: a mismatch is an error naming both operations).
- * One thread at a time per communicator (calls are not synchronised).
- * After any failure the communicator is dead: later calls return the same
- * error; destroy it. Errors read like
- *   "allreduce #37 (step 12): rank 2 failed: out of memory". */
+/* The TCP ring communicator: rendezvous through rank 0 (or a shared file),
+ * a ring between the ranks for data, the rendezvous sockets kept as a
+ * control channel, blocking collectives with timeouts and failure
+ * propagation (docs/distributed.md). No MPI, no CUDA. The rest of the core
+ * reaches it through comm.h, which also checks every call's arguments
+ * before it gets here; the semantics of each operation are described
+ * there. */
 #ifndef ESMTRAIN_TCP_COMM_H
 #define ESMTRAIN_TCP_COMM_H
 
-#include "dist_env.h"
+#include "comm.h"
 
-#include <stddef.h>
-#include <stdint.h>
-
-typedef struct esmt_comm esmt_comm;
-
-typedef struct esmt_comm_options {
-  int rank, world_size;
-  const char *master_addr;     /* rank 0's host; may be NULL with a rendezvous file */
-  int master_port;             /* rank 0 listens here; 0 only with a rendezvous file */
-  const char *rendezvous_file; /* NULL/"" = none; else rank 0 publishes host:port there */
-  uint64_t job_token;          /* must match on all ranks */
-  double timeout_s;            /* setup, and each collective's longest wait without progress */
-} esmt_comm_options;
-
-typedef enum esmt_comm_dtype {
-  ESMT_COMM_F32 = 1,
-  ESMT_COMM_F64 = 2,
-  ESMT_COMM_I64 = 3, /* wraps around on overflow */
-} esmt_comm_dtype;
+typedef struct esmt_tcp_comm esmt_tcp_comm;
 
 /* Rendezvous with the other ranks; blocks until all arrive or timeout_s. */
-ESMT_HIDDEN esmt_status esmt_comm_create(esmt_comm **out, const esmt_comm_options *opt);
-/* The same from a detected environment (esmt_dist_env_detect). */
-ESMT_HIDDEN esmt_status esmt_comm_create_from_env(esmt_comm **out, const esmt_dist_env *env);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_create(esmt_tcp_comm **out, const esmt_comm_options *opt);
 /* Closes the connections (telling peers this is a clean exit) and frees. */
-ESMT_HIDDEN void esmt_comm_destroy(esmt_comm *c);
+ESMT_HIDDEN void esmt_tcp_comm_destroy(esmt_tcp_comm *c);
 
-ESMT_HIDDEN int esmt_comm_rank(const esmt_comm *c);
-ESMT_HIDDEN int esmt_comm_world_size(const esmt_comm *c);
+ESMT_HIDDEN int esmt_tcp_comm_rank(const esmt_tcp_comm *c);
+ESMT_HIDDEN int esmt_tcp_comm_world_size(const esmt_tcp_comm *c);
 
-/* In-place elementwise sum over all ranks. The result is bitwise the same on
- * every rank and, for one world size and count, from run to run (each
- * element is summed in a fixed rank order). */
-ESMT_HIDDEN esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count,
-                                                esmt_comm_dtype dtype);
-/* The two halves of allreduce_sum over uneven shards (ZeRO): `off` holds
- * world_size + 1 element offsets, off[0] = 0, off[W] = count, rank r owning
- * [off[r], off[r+1]). reduce_scatter_sum leaves the sum of rank r's shard
- * there (bitwise the same from run to run; the rest of buf is scratch);
- * allgather_shards copies every rank's shard into everyone's buf. One
- * ring, like allreduce_sum: each rank sends count - its shard elements per
- * call. */
-ESMT_HIDDEN esmt_status esmt_comm_reduce_scatter_sum(esmt_comm *c, void *buf, size_t count,
-                                                     const uint64_t *off, esmt_comm_dtype dtype);
-ESMT_HIDDEN esmt_status esmt_comm_allgather_shards(esmt_comm *c, void *buf, size_t count,
-                                                   const uint64_t *off, size_t elem_size);
-/* Root's nbytes at buf are copied into every rank's buf. */
-ESMT_HIDDEN esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root);
-/* recv (world_size * nbytes) receives every rank's nbytes, in rank order. */
-ESMT_HIDDEN esmt_status esmt_comm_allgather(esmt_comm *c, const void *send, size_t nbytes,
-                                            void *recv);
-ESMT_HIDDEN esmt_status esmt_comm_barrier(esmt_comm *c);
-
-/* Tell every peer this rank is failing: their current or next collective
- * fails with "rank K failed: <reason>". The communicator is dead afterwards. */
-ESMT_HIDDEN esmt_status esmt_comm_abort(esmt_comm *c, const char *reason);
-
-/* Without blocking: has a peer failed or vanished (an abort notice, or its
- * control connection closed without a goodbye)? Then the communicator is
- * dead and this returns that error ("rank K failed: ..."); else ESMT_OK.
- * For waits outside the communicator (a device all-reduce) that should end
- * as soon as a peer does. */
-ESMT_HIDDEN esmt_status esmt_comm_check_peers(esmt_comm *c);
-
-/* Tag following operations with a training step for messages (-1: none). */
-ESMT_HIDDEN void esmt_comm_set_step(esmt_comm *c, int64_t step);
-/* "allreduce #37 (step 12), 4000000 bytes, done|failed|in progress" or
- * "no operation yet". */
-ESMT_HIDDEN void esmt_comm_describe_last(const esmt_comm *c, char *buf, size_t cap);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_allreduce_sum(esmt_tcp_comm *c, void *buf, size_t count,
+                                                    esmt_comm_dtype dtype);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_reduce_scatter_sum(esmt_tcp_comm *c, void *buf,
+                                                         size_t count, const uint64_t *off,
+                                                         esmt_comm_dtype dtype);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_allgather_shards(esmt_tcp_comm *c, void *buf, size_t count,
+                                                       const uint64_t *off, size_t elem_size);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_broadcast(esmt_tcp_comm *c, void *buf, size_t nbytes,
+                                                int root);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_allgather(esmt_tcp_comm *c, const void *send,
+                                                size_t nbytes, void *recv);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_barrier(esmt_tcp_comm *c);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_abort(esmt_tcp_comm *c, const char *reason);
+ESMT_HIDDEN esmt_status esmt_tcp_comm_check_peers(esmt_tcp_comm *c);
+ESMT_HIDDEN void esmt_tcp_comm_set_step(esmt_tcp_comm *c, int64_t step);
+ESMT_HIDDEN void esmt_tcp_comm_describe_last(const esmt_tcp_comm *c, char *buf, size_t cap);
 
 #endif

@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tcp_comm_internal.h"
 
+#include "comm_ring.h"
+
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -17,7 +19,7 @@ static const char *const k_op_names[] = {"?",       "allreduce",      "broadcast
 
 #define BCAST_CHUNK ((size_t)1 << 20)
 
-static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
+static esmt_status op_begin(esmt_tcp_comm *c, int op, size_t bytes, int64_t extra) {
   if (c->dead) return comm_dead_error(c);
   c->op = k_op_names[op];
   c->seq++;
@@ -51,14 +53,9 @@ static esmt_status op_begin(esmt_comm *c, int op, size_t bytes, int64_t extra) {
   return ESMT_OK;
 }
 
-static esmt_status op_end(esmt_comm *c, esmt_status st) {
+static esmt_status op_end(esmt_tcp_comm *c, esmt_status st) {
   c->op_state = st == ESMT_OK ? 2 : 3;
   return st;
-}
-
-static size_t seg_off(size_t count, int world, int j) {
-  size_t base = count / (size_t)world, rem = count % (size_t)world;
-  return (size_t)j * base + ((size_t)j < rem ? (size_t)j : rem);
 }
 
 /* The ring's W segments: ring segment j is block (j - shift) mod W of the
@@ -74,15 +71,15 @@ typedef struct ring_segs {
 
 static void ring_seg(const ring_segs *g, int j, size_t *o, size_t *n) {
   int k = ((j - g->shift) % g->W + g->W) % g->W;
-  size_t a = g->off ? (size_t)g->off[k] : seg_off(g->count, g->W, k);
-  size_t b = g->off ? (size_t)g->off[k + 1] : seg_off(g->count, g->W, k + 1);
+  size_t a, b;
+  esmt_comm_block(g->off, g->count, g->W, k, &a, &b);
   *o = a * g->es;
   *n = (b - a) * g->es;
 }
 
 /* Segment j starts at rank j and is summed in ring order j, j+1, ..., j-1:
  * a fixed order for a given W and segmentation. */
-static esmt_status ring_reduce_scatter(esmt_comm *c, unsigned char *b, const ring_segs *g,
+static esmt_status ring_reduce_scatter(esmt_tcp_comm *c, unsigned char *b, const ring_segs *g,
                                        esmt_comm_dtype dtype) {
   esmt_status st = ESMT_OK;
   int W = c->world, r = c->rank;
@@ -97,7 +94,7 @@ static esmt_status ring_reduce_scatter(esmt_comm *c, unsigned char *b, const rin
 
 /* Rank r starts with the finished ring segment r+1 and passes finished
  * segments on: copies, so every rank ends with the same bits. */
-static esmt_status ring_all_gather(esmt_comm *c, unsigned char *b, const ring_segs *g) {
+static esmt_status ring_all_gather(esmt_tcp_comm *c, unsigned char *b, const ring_segs *g) {
   esmt_status st = ESMT_OK;
   int W = c->world, r = c->rank;
   for (int s = 0; st == ESMT_OK && s < W - 1; s++) {
@@ -109,32 +106,9 @@ static esmt_status ring_all_gather(esmt_comm *c, unsigned char *b, const ring_se
   return st;
 }
 
-static esmt_status check_dtype(esmt_comm_dtype dtype, const void *buf, size_t count,
-                               const char *fn, size_t *es) {
-  ESMT_CHECK_ARG(dtype == ESMT_COMM_F32 || dtype == ESMT_COMM_F64 || dtype == ESMT_COMM_I64, fn,
-                 "unknown dtype");
-  *es = dtype == ESMT_COMM_F32 ? 4 : 8;
-  ESMT_CHECK_ARG(buf || count == 0, fn, "NULL buffer");
-  ESMT_CHECK_ARG(count <= SIZE_MAX / *es, fn, "count too large");
-  ESMT_CHECK_ARG(((uintptr_t)buf % *es) == 0, fn, "buffer not aligned to its element size");
-  return ESMT_OK;
-}
-
-static esmt_status check_shards(const esmt_comm *c, const uint64_t *off, size_t count,
-                                const char *fn) {
-  ESMT_CHECK_ARG(off && off[0] == 0 && off[c->world] == count, fn,
-                 "shard offsets must run from 0 to count");
-  for (int k = 0; k < c->world; k++)
-    ESMT_CHECK_ARG(off[k] <= off[k + 1], fn, "shard offsets must not decrease");
-  return ESMT_OK;
-}
-
-esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count, esmt_comm_dtype dtype) {
-  ESMT_CHECK_ARG(c, "esmt_comm_allreduce_sum", "NULL communicator");
-  size_t es = 0;
-  esmt_status st = check_dtype(dtype, buf, count, "esmt_comm_allreduce_sum", &es);
-  if (st) return st;
-  st = op_begin(c, OP_ALLREDUCE, count * es, dtype);
+esmt_status esmt_tcp_comm_allreduce_sum(esmt_tcp_comm *c, void *buf, size_t count, esmt_comm_dtype dtype) {
+  const size_t es = esmt_comm_dtype_size(dtype);
+  esmt_status st = op_begin(c, OP_ALLREDUCE, count * es, dtype);
   if (st != ESMT_OK || c->world == 1) return op_end(c, st);
   ring_segs g = {NULL, count, es, c->world, 0};
   st = ring_reduce_scatter(c, buf, &g, dtype);
@@ -142,40 +116,24 @@ esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count, esmt_
   return op_end(c, st);
 }
 
-esmt_status esmt_comm_reduce_scatter_sum(esmt_comm *c, void *buf, size_t count,
+esmt_status esmt_tcp_comm_reduce_scatter_sum(esmt_tcp_comm *c, void *buf, size_t count,
                                          const uint64_t *off, esmt_comm_dtype dtype) {
-  const char *fn = "esmt_comm_reduce_scatter_sum";
-  ESMT_CHECK_ARG(c, fn, "NULL communicator");
-  size_t es = 0;
-  esmt_status st = check_dtype(dtype, buf, count, fn, &es);
-  if (!st) st = check_shards(c, off, count, fn);
-  if (st) return st;
-  st = op_begin(c, OP_REDUCE_SCATTER, count * es, dtype);
+  const size_t es = esmt_comm_dtype_size(dtype);
+  esmt_status st = op_begin(c, OP_REDUCE_SCATTER, count * es, dtype);
   if (st != ESMT_OK || c->world == 1) return op_end(c, st);
   ring_segs g = {off, count, es, c->world, 1};
   return op_end(c, ring_reduce_scatter(c, buf, &g, dtype));
 }
 
-esmt_status esmt_comm_allgather_shards(esmt_comm *c, void *buf, size_t count,
+esmt_status esmt_tcp_comm_allgather_shards(esmt_tcp_comm *c, void *buf, size_t count,
                                        const uint64_t *off, size_t elem_size) {
-  const char *fn = "esmt_comm_allgather_shards";
-  ESMT_CHECK_ARG(c, fn, "NULL communicator");
-  ESMT_CHECK_ARG(elem_size > 0 && count <= SIZE_MAX / elem_size, fn, "bad size");
-  ESMT_CHECK_ARG(buf || count == 0, fn, "NULL buffer");
-  esmt_status st = check_shards(c, off, count, fn);
-  if (st) return st;
-  st = op_begin(c, OP_ALLGATHER_SHARDS, count * elem_size, (int64_t)elem_size);
+  esmt_status st = op_begin(c, OP_ALLGATHER_SHARDS, count * elem_size, (int64_t)elem_size);
   if (st != ESMT_OK || c->world == 1) return op_end(c, st);
   ring_segs g = {off, count, elem_size, c->world, 1};
   return op_end(c, ring_all_gather(c, buf, &g));
 }
 
-esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root) {
-  ESMT_CHECK_ARG(c, "esmt_comm_broadcast", "NULL communicator");
-  ESMT_CHECK_ARG(buf || nbytes == 0, "esmt_comm_broadcast", "NULL buffer");
-  if (root < 0 || root >= c->world)
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_comm_broadcast: root %d is not in 0..%d",
-                     root, c->world - 1);
+esmt_status esmt_tcp_comm_broadcast(esmt_tcp_comm *c, void *buf, size_t nbytes, int root) {
   esmt_status st = op_begin(c, OP_BROADCAST, nbytes, root);
   if (st != ESMT_OK || c->world == 1) return op_end(c, st);
   /* Pipelined along the ring from the root: receive chunk i while
@@ -198,10 +156,7 @@ esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root
   return op_end(c, st);
 }
 
-esmt_status esmt_comm_allgather(esmt_comm *c, const void *send, size_t nbytes, void *recv) {
-  ESMT_CHECK_ARG(c, "esmt_comm_allgather", "NULL communicator");
-  ESMT_CHECK_ARG((send && recv) || nbytes == 0, "esmt_comm_allgather", "NULL buffer");
-  ESMT_CHECK_ARG(nbytes <= SIZE_MAX / (size_t)c->world, "esmt_comm_allgather", "size too large");
+esmt_status esmt_tcp_comm_allgather(esmt_tcp_comm *c, const void *send, size_t nbytes, void *recv) {
   esmt_status st = op_begin(c, OP_ALLGATHER, nbytes, 0);
   if (st != ESMT_OK) return op_end(c, st);
   unsigned char *out = recv;
@@ -214,8 +169,7 @@ esmt_status esmt_comm_allgather(esmt_comm *c, const void *send, size_t nbytes, v
   return op_end(c, st);
 }
 
-esmt_status esmt_comm_barrier(esmt_comm *c) {
-  ESMT_CHECK_ARG(c, "esmt_comm_barrier", "NULL communicator");
+esmt_status esmt_tcp_comm_barrier(esmt_tcp_comm *c) {
   esmt_status st = op_begin(c, OP_BARRIER, 0, 0);
   /* W-1 rounds of one byte: after them every rank has (transitively)
    * heard from every other, so all have entered the barrier. */
@@ -224,8 +178,7 @@ esmt_status esmt_comm_barrier(esmt_comm *c) {
   return op_end(c, st);
 }
 
-esmt_status esmt_comm_abort(esmt_comm *c, const char *reason) {
-  ESMT_CHECK_ARG(c, "esmt_comm_abort", "NULL communicator");
+esmt_status esmt_tcp_comm_abort(esmt_tcp_comm *c, const char *reason) {
   if (c->dead) return ESMT_OK; /* peers already know */
   char why[COMM_MSG_MAX];
   snprintf(why, sizeof why, "%s", reason && *reason ? reason : "aborted (no reason given)");
@@ -240,11 +193,11 @@ esmt_status esmt_comm_abort(esmt_comm *c, const char *reason) {
   return ESMT_OK;
 }
 
-void esmt_comm_set_step(esmt_comm *c, int64_t step) {
+void esmt_tcp_comm_set_step(esmt_tcp_comm *c, int64_t step) {
   if (c) c->step = step;
 }
 
-void esmt_comm_describe_last(const esmt_comm *c, char *buf, size_t cap) {
+void esmt_tcp_comm_describe_last(const esmt_tcp_comm *c, char *buf, size_t cap) {
   if (!buf || cap == 0) return;
   if (!c || !c->op || c->seq == 0) {
     snprintf(buf, cap, "no operation yet");

@@ -28,7 +28,7 @@ typedef struct comm_hdr {
   uint32_t len;
 } comm_hdr;
 
-struct esmt_comm {
+struct esmt_tcp_comm {
   int rank, world;
   double timeout_s;
   uint64_t token;
@@ -86,22 +86,22 @@ ESMT_HIDDEN int comm_send_msg(int fd, uint32_t type, int32_t origin, const void 
 ESMT_HIDDEN int comm_recv_msg(int fd, comm_hdr *h, void *payload, size_t cap, double deadline);
 
 /* "allreduce #37 (step 12): " for the current operation. */
-ESMT_HIDDEN void comm_op_prefix(const esmt_comm *c, char *buf, size_t cap);
+ESMT_HIDDEN void comm_op_prefix(const esmt_tcp_comm *c, char *buf, size_t cap);
 /* Mark the communicator dead. origin == own rank: `reason` is this rank's
  * own failure; else "rank <origin> failed: <reason>". With `forward`, the
  * failure is sent on the control channel (rank 0: to all but `skip`). */
-ESMT_HIDDEN esmt_status comm_kill(esmt_comm *c, int origin, const char *reason, int forward,
+ESMT_HIDDEN esmt_status comm_kill(esmt_tcp_comm *c, int origin, const char *reason, int forward,
                                   int skip);
 /* The dead communicator's error, set again as the thread's last error. */
-ESMT_HIDDEN esmt_status comm_dead_error(const esmt_comm *c);
+ESMT_HIDDEN esmt_status comm_dead_error(const esmt_tcp_comm *c);
 /* Read and act on one control message from peer p (abort, goodbye, EOF). */
-ESMT_HIDDEN esmt_status comm_handle_ctl(esmt_comm *c, int p, uint32_t expect_type, int *got);
+ESMT_HIDDEN esmt_status comm_handle_ctl(esmt_tcp_comm *c, int p, uint32_t expect_type, int *got);
 /* Wait up to `seconds` for a control message that explains a failure. */
-ESMT_HIDDEN void comm_wait_explanation(esmt_comm *c, double seconds);
+ESMT_HIDDEN void comm_wait_explanation(esmt_tcp_comm *c, double seconds);
 /* Send slen bytes to the next rank while receiving rlen bytes from the
  * previous one; with dtype != 0 the received elements are added into rbuf.
  * Fails on a peer's abort, a lost connection, or timeout_s without progress. */
-ESMT_HIDDEN esmt_status comm_xfer(esmt_comm *c, const void *sbuf, size_t slen, void *rbuf,
+ESMT_HIDDEN esmt_status comm_xfer(esmt_tcp_comm *c, const void *sbuf, size_t slen, void *rbuf,
                                   size_t rlen, int dtype);
 
 #endif

@@ -4,6 +4,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tcp_comm_internal.h"
 
+#include "comm_ring.h"
+
 #include <arpa/inet.h>
 #include <errno.h>
 #include <poll.h>
@@ -101,7 +103,7 @@ int comm_recv_msg(int fd, comm_hdr *h, void *payload, size_t cap, double deadlin
   return h->len ? comm_recv_all(fd, payload, h->len, deadline) : 0;
 }
 
-void comm_op_prefix(const esmt_comm *c, char *buf, size_t cap) {
+void comm_op_prefix(const esmt_tcp_comm *c, char *buf, size_t cap) {
   if (!c->op) snprintf(buf, cap, "communicator: ");
   else if (c->seq == 0) snprintf(buf, cap, "%s: ", c->op);
   else if (c->step >= 0)
@@ -110,11 +112,11 @@ void comm_op_prefix(const esmt_comm *c, char *buf, size_t cap) {
   else snprintf(buf, cap, "%s #%llu: ", c->op, (unsigned long long)c->seq);
 }
 
-esmt_status comm_dead_error(const esmt_comm *c) {
+esmt_status comm_dead_error(const esmt_tcp_comm *c) {
   return esmt_fail(c->dead_status, "%s", c->dead_msg);
 }
 
-esmt_status comm_kill(esmt_comm *c, int origin, const char *reason, int forward, int skip) {
+esmt_status comm_kill(esmt_tcp_comm *c, int origin, const char *reason, int forward, int skip) {
   if (c->dead) return comm_dead_error(c);
   char pre[160];
   comm_op_prefix(c, pre, sizeof pre);
@@ -138,7 +140,7 @@ esmt_status comm_kill(esmt_comm *c, int origin, const char *reason, int forward,
   return comm_dead_error(c);
 }
 
-esmt_status comm_handle_ctl(esmt_comm *c, int p, uint32_t expect_type, int *got) {
+esmt_status comm_handle_ctl(esmt_tcp_comm *c, int p, uint32_t expect_type, int *got) {
   comm_hdr h;
   char msg[COMM_MSG_MAX + 1];
   /* Messages are small and sent whole, so a short wait for the rest of
@@ -176,7 +178,7 @@ esmt_status comm_handle_ctl(esmt_comm *c, int p, uint32_t expect_type, int *got)
 }
 
 /* Control fds to watch, appended to pf; returns the count; peers[] maps back. */
-static int ctl_pollfds(const esmt_comm *c, struct pollfd *pf, int *peers) {
+static int ctl_pollfds(const esmt_tcp_comm *c, struct pollfd *pf, int *peers) {
   int n = 0;
   for (int p = 0; p < c->world; p++) {
     if (c->ctl_fds[p] < 0) continue;
@@ -188,7 +190,7 @@ static int ctl_pollfds(const esmt_comm *c, struct pollfd *pf, int *peers) {
   return n;
 }
 
-void comm_wait_explanation(esmt_comm *c, double seconds) {
+void comm_wait_explanation(esmt_tcp_comm *c, double seconds) {
   double dl = esmt_now_s() + seconds;
   struct pollfd *pf = malloc((size_t)c->world * sizeof *pf);
   int *peers = malloc((size_t)c->world * sizeof *peers);
@@ -206,7 +208,7 @@ void comm_wait_explanation(esmt_comm *c, double seconds) {
   free(peers);
 }
 
-esmt_status esmt_comm_check_peers(esmt_comm *c) {
+esmt_status esmt_tcp_comm_check_peers(esmt_tcp_comm *c) {
   if (c->dead) return comm_dead_error(c);
   struct pollfd *pf = malloc((size_t)c->world * sizeof *pf);
   int *peers = malloc((size_t)c->world * sizeof *peers);
@@ -223,7 +225,7 @@ esmt_status esmt_comm_check_peers(esmt_comm *c) {
 
 /* The connection to `peer` broke: give the control channel a moment to say
  * why (an abort travels there), else blame the peer. */
-static esmt_status peer_lost(esmt_comm *c, int peer, int err, const char *doing) {
+static esmt_status peer_lost(esmt_tcp_comm *c, int peer, int err, const char *doing) {
   static const char left[] =
       "closed its communicator while the other ranks were still in this collective (did it "
       "skip a call?)";
@@ -240,26 +242,10 @@ static esmt_status peer_lost(esmt_comm *c, int peer, int err, const char *doing)
   return comm_kill(c, peer, why, 1, -1);
 }
 
-static void reduce_into(void *dst, const void *src, size_t n, int dtype) {
-  if (dtype == ESMT_COMM_F32) {
-    float *d = dst;
-    const float *s = src;
-    for (size_t i = 0; i < n; i++) d[i] += s[i];
-  } else if (dtype == ESMT_COMM_F64) {
-    double *d = dst;
-    const double *s = src;
-    for (size_t i = 0; i < n; i++) d[i] += s[i];
-  } else {
-    uint64_t *d = dst; /* unsigned: wrap-around is defined */
-    const uint64_t *s = src;
-    for (size_t i = 0; i < n; i++) d[i] += s[i];
-  }
-}
-
 /* Received elements land in scratch and are added into rbuf as soon as
  * whole elements are there; rbuf must be element-aligned (the collective
  * checks). */
-esmt_status comm_xfer(esmt_comm *c, const void *sbuf, size_t slen, void *rbuf, size_t rlen,
+esmt_status comm_xfer(esmt_tcp_comm *c, const void *sbuf, size_t slen, void *rbuf, size_t rlen,
                       int dtype) {
   if (c->dead) return comm_dead_error(c);
   const unsigned char *sp = sbuf;
@@ -342,7 +328,7 @@ esmt_status comm_xfer(esmt_comm *c, const void *sbuf, size_t slen, void *rbuf, s
         if (got > 0) {
           pend += (size_t)got;
           size_t k = pend / esize;
-          reduce_into(rp + rdone, c->scratch, k, dtype);
+          esmt_comm_reduce_into(rp + rdone, c->scratch, k, dtype);
           rdone += k * esize;
           pend -= k * esize;
           if (pend) memmove(c->scratch, c->scratch + k * esize, pend);

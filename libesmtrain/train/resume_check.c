@@ -32,6 +32,7 @@ static const struct { const char *key, *note; } k_allowed[] = {
                      "the continuation the run would have had"},
     {"backend.device_memory_limit", "a memory budget"},
     {"dist.bucket_size", "how gradients are grouped for the all-reduce"},
+    {"dist.comm", "TCP and MPI sum in the same order: the same bits"},
     {"dist.force", "a one-rank group computes what one process does"},
     {"dist.zero", "ZeRO-1 shards the same moments (docs/distributed.md)"},
     {"offload.optimizer", "where the optimizer state lives"},

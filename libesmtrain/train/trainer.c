@@ -173,13 +173,16 @@ esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp) {
   esmt_status st = esmt_dp_check_start(dp, t->m);
   if (!st) st = esmt_dp_zero_start(dp, t->m);
   /* a forced one-rank group is unusual enough to show at the default level */
-  if (!st && dp)
+  if (!st && dp) {
+    char how[640];
+    esmt_comm_describe(esmt_dp_comm(dp), how, sizeof how);
     esmt_logger_log(&t->m->ctx->logger, esmt_dp_world(dp) == 1 ? ESMT_LOG_WARN : ESMT_LOG_INFO,
                     "data parallel: rank %d of %d%s, gradients %s %s%s",
                     esmt_dp_rank(dp), esmt_dp_world(dp), esmt_dp_world(dp) == 1 ? " (forced)" : "",
                     esmt_dp_zero(dp) ? "reduce-scattered (ZeRO-1)" : "summed",
-                    esmt_dp_on_device(dp) ? "on the device by " : "over TCP",
-                    esmt_dp_on_device(dp) ? t->m->ops->name : "");
+                    esmt_dp_on_device(dp) ? "on the device by " : "over ",
+                    esmt_dp_on_device(dp) ? t->m->ops->name : how);
+  }
   return st;
 }
 

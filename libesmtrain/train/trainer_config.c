@@ -165,6 +165,10 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   const char *opt_kind = esmt_cfg_string(rd, "optimizer.kind");
   const uint64_t bucket = esmt_cfg_bytes(rd, "dist.bucket_size");
   const int force_dp = esmt_cfg_bool(rd, "dist.force");
+  const char *comm_name = esmt_cfg_string(rd, "dist.comm");
+  const esmt_comm_kind comm = strcmp(comm_name, "tcp") == 0   ? ESMT_COMM_TCP
+                              : strcmp(comm_name, "mpi") == 0 ? ESMT_COMM_MPI
+                                                              : ESMT_COMM_AUTO;
   if ((st = esmt_cfg_status(rd, fn))) return st;
   if ((st = esmt_optimizer_from_name(opt_kind, &mc.optimizer)))
     return esmt_fail_prefix(st, "%s: ", fn);
@@ -173,7 +177,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_overfit_source *ovf = NULL;
   esmt_trainer *t = NULL;
   esmt_dp *dp = NULL; /* data parallel when a launcher set ranks */
-  if ((st = esmt_dp_create_from_env(bucket, force_dp, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
+  if ((st = esmt_dp_create_from_env(bucket, force_dp, comm, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
   const int zero = dp && esmt_cfg_int(rd, "dist.zero") != 0; /* alone: nothing to shard */
   esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;

@@ -58,7 +58,7 @@ static int train(const char *backend, int dp_on, double *loss) {
   if (!st) st = esmt_trainer_create(m, &o, &src, &t);
   if (!st && dp_on) {
     esmt_dp *dp = NULL;
-    st = esmt_dp_create_from_env(64 << 10, 1, &dp); /* small buckets: many calls */
+    st = esmt_dp_create_from_env(64 << 10, 1, ESMT_COMM_AUTO, &dp); /* small buckets: many calls */
     if (!st) esmt_dp_set_zero(dp, dp_on == 2);
     if (!st) st = esmt_trainer_set_dp(t, dp);
     if (!st && !esmt_dp_on_device(dp))
