@@ -28,14 +28,20 @@ typedef struct run_io {
 
 /* Data parallel under a launcher: this process's rank and the ranks on
  * this machine (they share its cores). */
-static int env_int(const char *a, const char *b, const char *c, int dflt) {
-  const char *names[] = {a, b, c};
-  for (int i = 0; i < 3; i++) {
-    const char *v = names[i] ? getenv(names[i]) : NULL;
+static int env_int(const char *const *names, int dflt) {
+  for (; *names; names++) {
+    const char *v = getenv(*names);
     if (v && *v) return atoi(v);
   }
   return dflt;
 }
+/* The launchers' variables in libesmtrain's order (docs/distributed.md):
+ * esmtrain's, torchrun's, Slurm's, Open MPI's, PMI's (MPICH, Intel MPI). */
+static const char *const k_rank_vars[] = {"ESMTRAIN_RANK", "RANK", "SLURM_PROCID",
+                                          "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL};
+static const char *const k_local_size_vars[] = {"ESMTRAIN_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE",
+                                                "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
+                                                NULL};
 
 static esmt_trainer *volatile g_trainer;  /* set while esmt_trainer_run runs */
 static volatile sig_atomic_t g_trained;   /* esmt_trainer_run has returned */
@@ -308,8 +314,8 @@ int cmd_train(int argc, char **argv) {
     cli_config_free(&cc);
     return 2;
   }
-  const int rank = env_int("ESMTRAIN_RANK", "RANK", "SLURM_PROCID", 0);
-  const int local_ranks = env_int("ESMTRAIN_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE", NULL, 1);
+  const int rank = env_int(k_rank_vars, 0);
+  const int local_ranks = env_int(k_local_size_vars, 1);
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
   co.backend = *backend ? backend : NULL;
   co.num_threads = (int)cli_cfg_int(cfg, "backend.threads");
@@ -372,12 +378,16 @@ int cmd_train(int argc, char **argv) {
   esmt_model_get_recompute(model, &recompute);
   /* one line (a reader such as `| head -1` sees it whole, and the next
    * write is a step's, after training began) */
-  char sampling[320];
+  char sampling[320], parallel[800] = "";
   describe_sampling(data, cli_cfg_str(cfg, "data.sampling"), sampling, sizeof sampling);
+  if (esmt_trainer_data_parallel(tr, parallel + 2, sizeof parallel - 2) > 1)
+    memcpy(parallel, "; ", 2);
+  else parallel[0] = '\0';
   say(&io, 1, "training %s: %d layer%s, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
-      "recompute %s); data %s (%s); %lld steps from step %lld", model_name, mc.num_layers,
+      "recompute %s); data %s (%s)%s; %lld steps from step %lld", model_name, mc.num_layers,
       mc.num_layers == 1 ? "" : "s", mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
-      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data, sampling,
+      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data,
+      sampling, parallel,
       (long long)steps,
       (long long)esmt_trainer_step_count(tr));
   esmt_eval_metrics before = {.struct_size = sizeof before}, after = {.struct_size = sizeof after};

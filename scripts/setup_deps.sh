@@ -5,7 +5,7 @@ set -euo pipefail
 pkgs=(build-essential cmake pkg-config libopenblas-dev libopenblas0-openmp libcmocka-dev zlib1g-dev
       libyaml-dev libjansson-dev mmseqs2-examples binutils clang libclang-rt-14-dev valgrind
       libprotobuf-c-dev protobuf-c-compiler libisal-dev libcairo2-dev tmux mmseqs2
-      fonts-dejavu-core libcsv-dev)
+      fonts-dejavu-core libcsv-dev libopenmpi-dev openmpi-bin)
 missing=()
 for p in "${pkgs[@]}"; do
   dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")

@@ -278,6 +278,12 @@ static void test_pmi(void **state) {
   assert_string_equal(d.source, "torchrun");
   assert_int_equal(d.world_size, 2);
   assert_false(d.mpi_launched);
+  /* srun --mpi=pmix: Slurm's layout, MPI carries (no address needed) */
+  const char *srun[] = {"SLURM_PROCID=1", "SLURM_NTASKS=2", "SLURM_JOB_ID=77", "PMIX_RANK=1",
+                        NULL};
+  assert_int_equal(detect(&d, srun), ESMT_OK);
+  assert_string_equal(d.source, "slurm");
+  assert_true(d.mpi_launched);
 }
 
 int main(void) {

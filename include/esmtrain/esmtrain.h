@@ -878,6 +878,12 @@ ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *c
 /* Updates done so far. */
 ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
 
+/* Data parallelism of this trainer: returns the number of ranks (1 when it
+ * trains alone) and, when buf is not NULL, one line such as "2 ranks,
+ * gradients summed over MPI (Open MPI v4.1.4)" or "4 ranks, gradients
+ * reduce-scattered (ZeRO-1) over TCP ring" ("" alone). */
+ESMT_API int esmt_trainer_data_parallel(const esmt_trainer *trainer, char *buf, size_t cap);
+
 /* Protein data: alphabet, FASTA ingest into shards, the MLM loader, the
  * sequence reader. */
 #include "data.h"

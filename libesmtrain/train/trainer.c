@@ -160,6 +160,21 @@ esmt_status esmt_trainer_set_eval_source(esmt_trainer *t, const esmt_batch_sourc
 
 int64_t esmt_trainer_step_count(const esmt_trainer *t) { return t ? t->step : 0; }
 
+int esmt_trainer_data_parallel(const esmt_trainer *t, char *buf, size_t cap) {
+  const esmt_dp *dp = t ? t->dp : NULL;
+  const int world = esmt_dp_world(dp);
+  if (!buf || !cap) return world;
+  buf[0] = '\0';
+  if (!dp) return world;
+  char how[640];
+  esmt_comm_describe(esmt_dp_comm(dp), how, sizeof how);
+  snprintf(buf, cap, "%d rank%s, gradients %s %s%s", world, world == 1 ? "" : "s",
+           esmt_dp_zero(dp) ? "reduce-scattered (ZeRO-1)" : "summed",
+           esmt_dp_on_device(dp) ? "on the device by " : "over ",
+           esmt_dp_on_device(dp) ? t->m->ops->name : how);
+  return world;
+}
+
 esmt_model *esmt_trainer_model(esmt_trainer *t) { return t ? t->m : NULL; }
 
 void esmt_trainer_request_stop(esmt_trainer *t) {
@@ -174,14 +189,11 @@ esmt_status esmt_trainer_set_dp(esmt_trainer *t, esmt_dp *dp) {
   if (!st) st = esmt_dp_zero_start(dp, t->m);
   /* a forced one-rank group is unusual enough to show at the default level */
   if (!st && dp) {
-    char how[640];
-    esmt_comm_describe(esmt_dp_comm(dp), how, sizeof how);
+    char how[800];
+    esmt_trainer_data_parallel(t, how, sizeof how);
     esmt_logger_log(&t->m->ctx->logger, esmt_dp_world(dp) == 1 ? ESMT_LOG_WARN : ESMT_LOG_INFO,
-                    "data parallel: rank %d of %d%s, gradients %s %s%s",
-                    esmt_dp_rank(dp), esmt_dp_world(dp), esmt_dp_world(dp) == 1 ? " (forced)" : "",
-                    esmt_dp_zero(dp) ? "reduce-scattered (ZeRO-1)" : "summed",
-                    esmt_dp_on_device(dp) ? "on the device by " : "over ",
-                    esmt_dp_on_device(dp) ? t->m->ops->name : how);
+                    "data parallel: rank %d of %d%s: %s", esmt_dp_rank(dp), esmt_dp_world(dp),
+                    esmt_dp_world(dp) == 1 ? " (forced)" : "", how);
   }
   return st;
 }

@@ -1,0 +1,346 @@
+/* One MPI communicator: create/destroy, the plugin table the core loads,
+ * and failure handling - the abort channel, the dead state and its message,
+ * mirroring the TCP communicator's (tcp_comm_io.c) wording:
+ *   "allreduce #37 (step 12): rank 2 failed: <reason>".
+ *
+ * Failure agreement: every rank keeps one MPI_Irecv(ANY_SOURCE, MC_TAG_ABORT)
+ * posted on the control communicator. A rank that fails (its own timeout, an
+ * MPI error, a mismatch, abort()) sends its reason there to every peer; a
+ * rank that receives one is dead with "rank K failed: <reason>" and sends
+ * nothing on (K told everyone itself). Every wait tests that receive. */
+#define _POSIX_C_SOURCE 200809L
+#include "mpi_comm_internal.h"
+
+#include <errno.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+/* "allreduce #37 (step 12): " for the current operation. */
+static void op_prefix(const mpi_comm *c, char *buf, size_t cap) {
+  if (!c->op) snprintf(buf, cap, "communicator: ");
+  else if (c->seq == 0) snprintf(buf, cap, "%s: ", c->op);
+  else if (c->step >= 0)
+    snprintf(buf, cap, "%s #%llu (step %lld): ", c->op, (unsigned long long)c->seq,
+             (long long)c->step);
+  else snprintf(buf, cap, "%s #%llu: ", c->op, (unsigned long long)c->seq);
+}
+
+/* The reason to every peer's abort receive. Best effort and brief: a notice
+ * is under 1 KiB and goes out eagerly; a peer that cannot take it within 2 s
+ * learns from its own timeout. Sends still pending then are abandoned, and
+ * their buffer with them (MPI may read it later). */
+static void forward_abort(mpi_comm *c, const char *reason) {
+  if (c->world < 2) return;
+  size_t n = strlen(reason);
+  if (n > MC_MSG_MAX) n = MC_MSG_MAX;
+  char *msg = malloc(n + 1);
+  MPI_Request *rq = malloc((size_t)(c->world - 1) * sizeof *rq);
+  if (!msg || !rq) {
+    free(msg);
+    free(rq);
+    return;
+  }
+  memcpy(msg, reason, n);
+  int k = 0;
+  for (int p = 0; p < c->world; p++)
+    if (p != c->rank && MPI_Isend(msg, (int)n, MPI_CHAR, p, MC_TAG_ABORT, c->ctl, &rq[k]) ==
+                            MPI_SUCCESS)
+      k++;
+  double deadline = mc_now() + 2.0;
+  int done = 0;
+  while (!done && mc_now() < deadline) {
+    if (MPI_Testall(k, rq, &done, MPI_STATUSES_IGNORE) != MPI_SUCCESS) break;
+    if (!done) mc_nap(50000);
+  }
+  if (done) free(msg);
+  else {
+    for (int i = 0; i < k; i++)
+      if (rq[i] != MPI_REQUEST_NULL) MPI_Request_free(&rq[i]);
+    c->leaked = 1;
+    mc_runtime_note_hazard(c->timeout_s);
+  }
+  free(rq);
+}
+
+int mc_kill(mpi_comm *c, int status, int origin, const char *reason, int forward) {
+  if (c->dead) return c->dead_status;
+  char pre[160];
+  op_prefix(c, pre, sizeof pre);
+  if (origin == c->rank) snprintf(c->dead_msg, sizeof c->dead_msg, "%s%s", pre, reason);
+  else snprintf(c->dead_msg, sizeof c->dead_msg, "%srank %d failed: %s", pre, origin, reason);
+  c->dead = 1;
+  c->dead_status = status;
+  if (c->op_state == 1) c->op_state = 3;
+  if (forward) forward_abort(c, reason);
+  mc_release(c);
+  return status;
+}
+
+int mc_kill_mpi(mpi_comm *c, const char *what, int code) {
+  char e[MPI_MAX_ERROR_STRING + 1], why[MPI_MAX_ERROR_STRING + 200];
+  mc_error_string(code, e, sizeof e);
+  snprintf(why, sizeof why, "%s failed: %s", what, e);
+  return mc_kill(c, MC_ERR_IO, c->rank, why, 1);
+}
+
+int mc_poll_abort(mpi_comm *c) {
+  if (c->dead) return 1;
+  if (c->abort_req == MPI_REQUEST_NULL) return 0;
+  int flag = 0;
+  MPI_Status st;
+  memset(&st, 0, sizeof st);
+  int rc = MPI_Test(&c->abort_req, &flag, &st);
+  if (rc != MPI_SUCCESS) {
+    int src = st.MPI_SOURCE;
+    if (flag && src >= 0 && src < c->world && src != c->rank)
+      mc_kill(c, MC_ERR_IO, src, "sent an abort notice that could not be read", 0);
+    else mc_kill_mpi(c, "testing the abort channel (MPI_Test)", rc);
+    return 1;
+  }
+  if (!flag) return 0;
+  int len = 0;
+  if (MPI_Get_count(&st, MPI_CHAR, &len) != MPI_SUCCESS || len < 0) len = 0;
+  if (len > MC_MSG_MAX) len = MC_MSG_MAX;
+  c->abort_in[len] = '\0';
+  int src = st.MPI_SOURCE >= 0 && st.MPI_SOURCE < c->world ? st.MPI_SOURCE : c->rank;
+  mc_kill(c, MC_ERR_IO, src, len ? c->abort_in : "aborted (no reason given)", 0);
+  return 1;
+}
+
+/* ---- create / destroy ------------------------------------------------------ */
+
+/* $ESMTRAIN_MPI_PIECE_BYTES: smaller messages (tests, tuning); every rank
+ * must use the same (the operation header checks). */
+static int piece_from_env(size_t *out, char *err, size_t cap) {
+  *out = MC_PIECE_MAX;
+  const char *v = getenv("ESMTRAIN_MPI_PIECE_BYTES");
+  if (!v || !*v) return 0;
+  char *end = NULL;
+  errno = 0;
+  unsigned long long x = strtoull(v, &end, 10);
+  if (errno || !end || *end || x < 4096 || x > MC_PIECE_MAX) {
+    snprintf(err, cap, "ESMTRAIN_MPI_PIECE_BYTES=%s is not a byte count from 4096 to %zu", v,
+             MC_PIECE_MAX);
+    return 1;
+  }
+  *out = (size_t)x & ~(size_t)7; /* whole f64 elements */
+  return 0;
+}
+
+/* MPI_Comm_idup of MPI_COMM_WORLD, waiting at most timeout_s for every rank.
+ * The handle lives on the heap: on a timeout the request cannot be freed
+ * (a nonblocking collective), and MPI may write it later. */
+static int dup_world(MPI_Comm *out, double timeout_s, char *err, size_t cap) {
+  MPI_Comm *tmp = malloc(sizeof *tmp);
+  if (!tmp) {
+    snprintf(err, cap, "out of memory creating the MPI communicator");
+    return 1;
+  }
+  MPI_Request rq;
+  int rc = MPI_Comm_idup(MPI_COMM_WORLD, tmp, &rq), done = 0;
+  double deadline = mc_now() + timeout_s;
+  while (rc == MPI_SUCCESS && !done) {
+    rc = MPI_Test(&rq, &done, MPI_STATUS_IGNORE);
+    if (rc != MPI_SUCCESS || done) break;
+    if (mc_now() > deadline) {
+      snprintf(err, cap,
+               "timed out after %g s waiting for every rank to create the MPI communicator (a "
+               "rank did not start it, or is stuck)",
+               timeout_s);
+      mc_runtime_note_hazard(timeout_s);
+      return 1; /* tmp is MPI's now */
+    }
+    mc_nap(100000);
+  }
+  if (rc != MPI_SUCCESS) {
+    char e[MPI_MAX_ERROR_STRING + 1];
+    mc_error_string(rc, e, sizeof e);
+    snprintf(err, cap, "MPI_Comm_idup failed: %s", e);
+    free(tmp);
+    return 1;
+  }
+  *out = *tmp;
+  free(tmp);
+  return 0;
+}
+
+static void free_comm(mpi_comm *c) {
+  /* A dead communicator's MPI communicators are never freed: a failed
+   * collective leaves messages in flight (headers, data, the other ranks'
+   * abort notices), and once freed on every rank, MPI reuses the context
+   * id for the next communicator, where those stale messages would be
+   * matched (Open MPI queues early messages for a context id that does
+   * not exist yet) - a fresh communicator would fail with an old abort.
+   * Kept, their id is never reused; the cost is two handles per failure. */
+  if (!c->dead && c->data != MPI_COMM_NULL) MPI_Comm_free(&c->data);
+  if (!c->dead && c->ctl != MPI_COMM_NULL) MPI_Comm_free(&c->ctl);
+  for (int i = 0; i < 2; i++) {
+    free(c->batch[i].req);
+    free(c->batch[i].peer);
+    free(c->batch[i].is_recv);
+  }
+  free(c->indices);
+  free(c->statuses);
+  if (c->leaked) return; /* abandoned requests may still write scratch, hdrs, abort_in */
+  free(c->hdrs);
+  free(c->scratch);
+  free(c);
+}
+
+static void *mc_create(double timeout_s, char *err, size_t cap) {
+  char spare[8];
+  if (!err || !cap) {
+    err = spare;
+    cap = sizeof spare;
+  }
+  err[0] = '\0';
+  if (!(timeout_s > 0 && timeout_s <= 1e6)) {
+    snprintf(err, cap, "MPI communicator: timeout must be between 0 and 1e6 seconds");
+    return NULL;
+  }
+  size_t piece = 0;
+  if (piece_from_env(&piece, err, cap) || mc_runtime_start(err, cap)) return NULL;
+  mpi_comm *c = calloc(1, sizeof *c);
+  if (!c) {
+    snprintf(err, cap, "out of memory creating the MPI communicator");
+    return NULL;
+  }
+  c->data = c->ctl = MPI_COMM_NULL;
+  c->abort_req = MPI_REQUEST_NULL;
+  c->timeout_s = timeout_s;
+  c->piece_max = piece;
+  c->step = -1;
+  MPI_Comm_rank(MPI_COMM_WORLD, &c->rank);
+  MPI_Comm_size(MPI_COMM_WORLD, &c->world);
+  if (dup_world(&c->data, timeout_s, err, cap) || dup_world(&c->ctl, timeout_s, err, cap)) {
+    free_comm(c);
+    return NULL;
+  }
+  MPI_Comm_set_errhandler(c->data, MPI_ERRORS_RETURN);
+  MPI_Comm_set_errhandler(c->ctl, MPI_ERRORS_RETURN);
+  /* A step posts at most one send and one receive per peer. */
+  int cap_req = 2 * (c->world - 1) + 2;
+  int ok = 1;
+  for (int i = 0; i < 2; i++) {
+    mc_batch *b = &c->batch[i];
+    b->req = malloc((size_t)cap_req * sizeof *b->req);
+    b->peer = malloc((size_t)cap_req * sizeof *b->peer);
+    b->is_recv = malloc((size_t)cap_req);
+    b->cap = cap_req;
+    ok = ok && b->req && b->peer && b->is_recv;
+  }
+  c->indices = malloc((size_t)cap_req * sizeof *c->indices);
+  c->statuses = malloc((size_t)cap_req * sizeof *c->statuses);
+  c->hdrs = calloc((size_t)c->world, sizeof *c->hdrs);
+  if (!ok || !c->indices || !c->statuses || !c->hdrs) {
+    snprintf(err, cap, "out of memory creating the MPI communicator");
+    free_comm(c);
+    return NULL;
+  }
+  int rc = MPI_Irecv(c->abort_in, MC_MSG_MAX, MPI_CHAR, MPI_ANY_SOURCE, MC_TAG_ABORT, c->ctl,
+                     &c->abort_req);
+  if (rc != MPI_SUCCESS) {
+    char e[MPI_MAX_ERROR_STRING + 1];
+    mc_error_string(rc, e, sizeof e);
+    snprintf(err, cap, "MPI communicator: posting the abort receive failed: %s", e);
+    c->abort_req = MPI_REQUEST_NULL;
+    free_comm(c);
+    return NULL;
+  }
+  return c;
+}
+
+/* MPI is not finalised here (mpi_comm_runtime.c says why: at exit). */
+static void mc_destroy(void *s) {
+  mpi_comm *c = s;
+  if (!c) return;
+  if (c->abort_req != MPI_REQUEST_NULL) {
+    MPI_Cancel(&c->abort_req);
+    double deadline = mc_now() + 1.0;
+    int done = 0;
+    while (MPI_Test(&c->abort_req, &done, MPI_STATUS_IGNORE) == MPI_SUCCESS && !done &&
+           mc_now() < deadline)
+      mc_nap(50000);
+    if (!done && c->abort_req != MPI_REQUEST_NULL) {
+      MPI_Request_free(&c->abort_req);
+      c->leaked = 1;
+    }
+  }
+  mc_release(c); /* nothing is outstanding unless a failure left it */
+  free_comm(c);
+}
+
+/* ---- the rest of the table --------------------------------------------------- */
+
+static int mc_rank(const void *s) { return s ? ((const mpi_comm *)s)->rank : -1; }
+static int mc_world_size(const void *s) { return s ? ((const mpi_comm *)s)->world : 0; }
+
+static int mc_abort(void *s, const char *reason) {
+  mpi_comm *c = s;
+  if (c->dead) return MC_OK; /* peers already know */
+  char why[MC_MSG_MAX];
+  snprintf(why, sizeof why, "%s", reason && *reason ? reason : "aborted (no reason given)");
+  const char *saved = c->op;
+  int saved_state = c->op_state;
+  mc_kill(c, MC_ERR_IO, c->rank, why, 1);
+  /* Locally it reads as this rank's own doing, without an op prefix. */
+  snprintf(c->dead_msg, sizeof c->dead_msg, "this rank aborted the communicator: %s", why);
+  c->op = saved;
+  c->op_state = saved_state;
+  return MC_OK;
+}
+
+static int mc_check_peers(void *s) {
+  mpi_comm *c = s;
+  return mc_poll_abort(c) ? c->dead_status : MC_OK;
+}
+
+static void mc_set_step(void *s, int64_t step) {
+  if (s) ((mpi_comm *)s)->step = step;
+}
+
+static void mc_describe_last(const void *s, char *buf, size_t cap) {
+  const mpi_comm *c = s;
+  if (!buf || cap == 0) return;
+  if (!c || !c->op || c->seq == 0) {
+    snprintf(buf, cap, "no operation yet");
+    return;
+  }
+  static const char *const states[] = {"", "in progress", "done", "failed"};
+  char step[40] = "";
+  if (c->step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)c->step);
+  snprintf(buf, cap, "%s #%llu%s, %zu bytes, %s", c->op, (unsigned long long)c->seq, step,
+           c->op_bytes, states[c->op_state & 3]);
+}
+
+static const char *mc_last_error(const void *s) {
+  const mpi_comm *c = s;
+  return !c ? "no MPI communicator" : c->dead ? c->dead_msg : "";
+}
+
+static const esmt_comm_plugin k_plugin = {
+    .abi_version = ESMT_COMM_PLUGIN_ABI,
+    .struct_size = sizeof(esmt_comm_plugin),
+    .name = "mpi",
+    .describe = mc_describe,
+    .create = mc_create,
+    .destroy = mc_destroy,
+    .rank = mc_rank,
+    .world_size = mc_world_size,
+    .allreduce_sum = mc_allreduce_sum,
+    .reduce_scatter_sum = mc_reduce_scatter_sum,
+    .allgather_shards = mc_allgather_shards,
+    .broadcast = mc_broadcast,
+    .allgather = mc_allgather,
+    .barrier = mc_barrier,
+    .abort = mc_abort,
+    .check_peers = mc_check_peers,
+    .set_step = mc_set_step,
+    .describe_last = mc_describe_last,
+    .last_error = mc_last_error,
+};
+
+/* The one exported symbol (ESMT_COMM_PLUGIN_SYMBOL). */
+__attribute__((visibility("default"))) const esmt_comm_plugin *esmt_comm_plugin_get(void);
+const esmt_comm_plugin *esmt_comm_plugin_get(void) { return &k_plugin; }
