@@ -331,7 +331,6 @@ int cmd_train(int argc, char **argv) {
   co.log = log_to_run;
   co.log_user = &io;
   int rc = 1, lock_fd = -1;
-  double ceiling = 0;
   /* rank 0 writes the run: it alone holds the lock (checked before and
    * after taking it: a run may have appeared meanwhile); the other ranks
    * refuse what it refuses, at once and without repeating its message */
@@ -340,14 +339,14 @@ int cmd_train(int argc, char **argv) {
       ((lock_fd = cli_run_lock(out, "train")) < 0 || cli_run_check(out, "train", resume, 0)))
     goto done;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
-  if (measure_ceiling) esmt_context_gemm_ceiling(ctx, 2048, 2048, 2048, 6, &ceiling);
   char path[4096];
   if (!fast_dev && rank == 0) { /* one log per run (the library writes the metrics files) */
     snprintf(path, sizeof path, "%s/train.log", out);
     io.log = fopen(path, "a");
   }
   esmt_trainer_options base = ESMT_TRAINER_OPTIONS_INIT;
-  base.gemm_ceiling_gflops = ceiling;
+  /* measured by the trainer after the first update, at the run's precision and GEMM shape */
+  base.gemm_ceiling_gflops = measure_ceiling ? ESMT_GEMM_CEILING_AUTO : 0;
   base.metrics = on_metrics;
   base.metrics_user = &io;
   base.config_text = yaml;
@@ -386,7 +385,7 @@ int cmd_train(int argc, char **argv) {
   say(&io, 1, "training %s: %d layer%s, d=%d, %d heads, %.2fM parameters on %s (%s, activation "
       "recompute %s); data %s (%s)%s; %lld steps from step %lld", model_name, mc.num_layers,
       mc.num_layers == 1 ? "" : "s", mc.hidden_size, mc.num_heads, (double)params / 1e6, esmt_context_backend_name(ctx),
-      ceiling > 0 ? "GEMM ceiling measured" : "no ceiling", recompute ? "on" : "off", data,
+      measure_ceiling ? "MFU against its own FFN GEMM" : "no MFU", recompute ? "on" : "off", data,
       sampling, parallel,
       (long long)steps,
       (long long)esmt_trainer_step_count(tr));

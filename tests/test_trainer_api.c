@@ -333,6 +333,61 @@ static void schedule_spans_the_run_by_default(void **state) {
  * ends at 4e-5 over 10 updates), the schedule's peak is the rate, what was
  * pointed to is copied at create, and a struct that is too short is
  * refused naming its type. */
+typedef struct mfu_seen {
+  int updates, with_mfu, gemm_products;
+  double first_mfu;
+} mfu_seen;
+
+static void keep_mfu(void *user, const esmt_train_metrics *m, const esmt_eval_metrics *e) {
+  (void)e;
+  mfu_seen *s = user;
+  if (!m) return;
+  if (s->updates++ == 0) s->first_mfu = m->mfu;
+  if (m->mfu > 0) s->with_mfu++;
+}
+
+static int count_gemm(void *user, const esmt_progress *p) {
+  if (!strcmp(p->stage, "gemm")) ((mfu_seen *)user)->gemm_products++;
+  return 0;
+}
+
+/* ESMT_GEMM_CEILING_AUTO: the trainer times its own FFN GEMM once, after
+ * the first update (one warm-up and five timed products), and every
+ * update's metrics carry an MFU from then on; other negative values are
+ * refused. */
+static void gemm_ceiling_auto_reports_mfu(void **state) {
+  (void)state;
+  mfu_seen mfu = {0};
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.max_steps = 3;
+  o.log_every = 1;
+  o.metrics = keep_mfu;
+  o.metrics_user = &mfu;
+  o.gemm_ceiling_gflops = ESMT_GEMM_CEILING_AUTO;
+  use_context(NULL, NULL, count_gemm, &mfu, 1); /* the products report to the context */
+  rig r;
+  rig_make(&r, &o);
+  assert_int_equal(esmt_trainer_run(r.t), ESMT_OK);
+  rig_free(&r);
+  use_context(NULL, NULL, NULL, NULL, 0);
+  assert_int_equal(mfu.updates, 3);
+  assert_int_equal(mfu.with_mfu, 3);
+  assert_true(mfu.first_mfu > 0 && mfu.first_mfu < 1.5);
+  assert_int_equal(mfu.gemm_products, 6);
+
+  esmt_model *m = tiny_model(g_ctx);
+  esmt_loader *l = loader(ESMT_SPLIT_TRAIN);
+  esmt_batch_source tr = ESMT_BATCH_SOURCE_INIT;
+  assert_int_equal(esmt_loader_as_source(l, &tr), ESMT_OK);
+  esmt_trainer *t = NULL;
+  o.gemm_ceiling_gflops = -2;
+  assert_int_equal(esmt_trainer_create(m, &o, &tr, &t), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "gemm_ceiling_gflops"));
+  assert_null(t);
+  esmt_loader_destroy(l);
+  esmt_model_destroy(m);
+}
+
 static void options_point_to_their_structs(void **state) {
   (void)state;
   lr_seen a = {0, 0};
@@ -645,6 +700,7 @@ int main(void) {
       cmocka_unit_test(last_step_is_saved_once),
       cmocka_unit_test(schedule_spans_the_run_by_default),
       cmocka_unit_test(options_point_to_their_structs),
+      cmocka_unit_test(gemm_ceiling_auto_reports_mfu),
       cmocka_unit_test(model_save_and_load_continue_exactly),
       cmocka_unit_test(lion_save_and_load_continue_exactly),
       cmocka_unit_test(context_progress_receives_every_stage),

@@ -800,6 +800,9 @@ typedef struct esmt_loss_scale_config {
 
 #define ESMT_LOSS_SCALE_CONFIG_INIT { sizeof(esmt_loss_scale_config), 0, 65536.0, 2000, 0.5, 2, 1.0 }
 
+/* esmt_trainer_options.gemm_ceiling_gflops: let the trainer measure it. */
+#define ESMT_GEMM_CEILING_AUTO (-1.0)
+
 typedef struct esmt_trainer_options {
   uint32_t struct_size;
   const char *run_dir;        /* checkpoints/ and state live here; NULL = no saving */
@@ -819,7 +822,11 @@ typedef struct esmt_trainer_options {
   int save_every;             /* checkpoint every N updates (0 = only at the end) */
   int keep_last;              /* checkpoints kept (0 = all); the best is always kept */
   double max_time_s;          /* stop (and save) after this long; 0 = no limit */
-  double gemm_ceiling_gflops; /* for MFU in the metrics; 0 = not reported */
+  /* For MFU in the metrics; 0 = not reported. ESMT_GEMM_CEILING_AUTO:
+   * measured by the trainer after its first update, in the model's compute
+   * precision at its FFN-up GEMM's shape (micro-batch tokens x ffn x
+   * hidden), so MFU is quoted against what that GEMM reaches here. */
+  double gemm_ceiling_gflops;
   const char *config_text;    /* recorded in checkpoints (e.g. the resolved YAML) */
   esmt_metrics_fn metrics;
   void *metrics_user;

@@ -34,6 +34,7 @@ struct esmt_trainer {
   int64_t last_saved_step;          /* step of the last checkpoint written; -1: none */
   int in_run;                       /* inside esmt_trainer_run (it consumes stop requests) */
   int update_memory_checked;        /* tokens_per_update checked against host memory */
+  int ceiling_pending;              /* ESMT_GEMM_CEILING_AUTO: measure after the next update */
 
   esmt_micro_batch *mbs;            /* owned copies of one update's micro-batches */
   int mb_count, mb_cap;
