@@ -154,7 +154,7 @@ phase_test() {
 
 phase_bench() {
   step "attention kernels" 120 ./build-gpu/bin/bench_gpu_attention
-  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
+  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | tee /tmp/esmt-attn-ours.txt >> "$sum"
   # A/B: another build's attention kernels (ESMT_GPU_ALT_ATTN=dir holding
   # bench_gpu_attention and backends/, tests/gpu/prebuild.sh --alt)
   alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}
@@ -163,6 +163,12 @@ phase_bench() {
       "$alt/bench_gpu_attention" "$alt/backends"
     grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
   fi
+  # the peers of the attention kernels: torch SDPA (flash, efficient, cuDNN) on the same
+  # shapes in the same call, FlashAttention-2's published figures beside them, and the
+  # ratio of ours (fwd+bwd) to the best SDPA per shape
+  step "attention peers: torch SDPA, FlashAttention-2 as published" 150 "${peer[@]}" \
+    tests/gpu/bench_attention_peer.py --quick --ours /tmp/esmt-attn-ours.txt
+  grep -E "^sdpa-|published|ATTN_RATIO" "$out/$phase.log" | tail -40 >> "$sum"
   for model in esm2_t6_8M esm2_t33_650M; do
     step "esmtrain bench $model bf16 8x512 (ampere_bf16)" 150 $E bench --model $model --batch 8 \
       --seq 512 --steps 10 --warmup 2 --backend ampere_bf16 --precision bf16
