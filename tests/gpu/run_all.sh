@@ -141,11 +141,12 @@ phase_test() {
   grep -E "step 20/20|GPUs:|device util| C +[0-9]+ W|^[0-9]+, " "$out/$phase.log" | tail -10 >> "$sum"
   # GPU suites first, then everything else (the slow CPU crash tests last)
   # (gpu_fatbin_archs wants CI's full arch list; a prebuilt carries one arch)
-  step "GPU tests" 300 bash -c 'cd build-gpu && ctest -j4 --timeout 200 --output-on-failure \
+  step "GPU tests" 300 bash -c 'cd build-gpu && ctest -j4 -V --timeout 200 \
       -R "gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel" \
       -E "gpu_fatbin_archs"'
   grep -E "RESULT .*FAIL|SKIP|tests passed|tests failed|Failed|\*\*\*" "$out/$phase.log" | tail -40 >> "$sum"
-  grep -E "^RESULT" "$out/$phase.log" > "$out/results-ops.txt"
+  # -V keeps passing tests' output (lines prefixed "NN: "): every op's and case's errors
+  grep -E "^[0-9]+: RESULT" "$out/$phase.log" > "$out/results-ops.txt"
   [ "${ESMT_GPU_CPU_SUITE:-1}" = 0 ] && return 0
   step "rest of the suite" 240 bash -c 'cd build-gpu && ctest -j8 --output-on-failure \
       -E "gpu|mixed|kill_anywhere|alloc_faults|gpu_fatbin_archs"'
