@@ -10,7 +10,8 @@
 # the CPU rest unless ESMT_GPU_CPU_SUITE=0), bench (attention TFLOP/s,
 # esmtrain vs transformers), big (650M on real proteins, the 8 GiB budget,
 # 3B), offload (optimizer offload on/off, nccl_dp world-1 overhead), curves
-# (200 updates of 8M per backend against the cpu's loss curve).
+# (200 updates of 8M per backend against the cpu's loss curve), profile (ncu
+# on the attention kernels), hostcpu (issue #18: the host CPU's bf16 GEMMs).
 # .gpu-deps (tests/gpu/fetch_deps.sh) holds the .debs to build there; a
 # build made here for the device's arch (tests/gpu/prebuild.sh: same nvcc
 # major, x86-64) travels as .gpu-prebuilt with the run-time .debs and saves
@@ -240,10 +241,38 @@ phase_curves() {
   fi
 }
 
+phase_profile() {
+  # ncu on the attention kernels at issue #22's reference shape (B16 T512 H16 hd64): what
+  # docs/attention-model.md leaves to a measurement (achieved occupancy, warp cycles per
+  # issued instruction, tensor pipe and shared-memory throughput), main and the A/B build
+  if ! command -v ncu > /dev/null; then log "profile: ncu is not on the PATH"; return 0; fi
+  local sections=(--section SpeedOfLight --section Occupancy --section WarpStateStats
+                  --section LaunchStats --section MemoryWorkloadAnalysis)
+  step "ncu: attention kernels, main" 150 ncu "${sections[@]}" -k regex:attn_ -c 6 \
+    ./build-gpu/bin/bench_gpu_attention build-gpu/lib/esmtrain/backends 16 512 16 64
+  local alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}
+  [ -x "$alt/bench_gpu_attention" ] && step "ncu: attention kernels, $(cat "$alt/NAME")" 150 \
+    ncu "${sections[@]}" -k regex:attn_ -c 6 "$alt/bench_gpu_attention" "$alt/backends" 16 512 16 64
+  grep -E "attn_[a-z_]+|Duration|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput|Shared Memory" \
+    "$out/$phase.log" | sed 's/^ *//' | cut -c1-160 >> "$sum"
+}
+
+phase_hostcpu() {
+  # Issue #18: bf16 vs fp32 GEMMs on this machine's CPU (AVX512-BF16/AMX, which the
+  # development host lacks), through PyTorch; and cpu.so's fp32/bf16 bench on 2 threads
+  step "host CPU: bf16 vs fp32 GEMMs (PyTorch)" 120 "${peer[@]}" tests/gpu/bench_host_bf16_gemm.py
+  grep -E "HOST_" "$out/$phase.log" >> "$sum"
+  for p in fp32 bf16; do
+    step "cpu.so bench esm2_t6_8M 4x512 $p, 2 threads" 120 $E bench --model esm2_t6_8M \
+      --batch 4 --seq 512 --steps 3 --warmup 1 --backend cpu --precision $p --threads 2
+    grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+  done
+}
+
 for phase in "${phases[@]}"; do
   case $phase in
-  test | bench | big | offload | curves) ;;
-  *) echo "usage: run_all.sh [test] [bench] [big] [offload] [curves]"; exit 2 ;;
+  test | bench | big | offload | curves | profile | hostcpu) ;;
+  *) echo "usage: run_all.sh [test] [bench] [big] [offload] [curves] [profile] [hostcpu]"; exit 2 ;;
   esac
   log "phase $phase"
   "phase_$phase"
