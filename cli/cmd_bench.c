@@ -111,15 +111,9 @@ int cmd_bench(int argc, char **argv) {
   if ((st = esmt_model_create(ctx, &cfg, 1, &m))) goto fail;
   if (recompute && (st = esmt_model_set_recompute(m, 1))) goto fail;
   esmt_model_get_config(m, &cfg); /* the precision actually chosen */
-  /* at the model's FFN-up GEMM (B*T tokens x ffn x hidden, at most 8192
-   * rows), as the trainer measures it: a fixed 2048^3 product leaves an
-   * H100 launch-bound and reads low */
-  const int ffn = cfg.ffn_size ? cfg.ffn_size : 4 * cfg.hidden_size;
-  const long long bt = (long long)B * T;
-  const int rows = bt < 256 ? 256 : bt > 8192 ? 8192 : (int)bt;
-  if ((st = esmt_context_gemm_ceiling_precision(ctx, cfg.precision, rows, ffn, cfg.hidden_size, 6,
-                                                &ceiling)))
-    goto fail;
+  /* at the model's FFN-up GEMM, as the trainer measures it: a fixed 2048^3
+   * product leaves an H100 launch-bound and reads low */
+  if ((st = esmt_model_gemm_ceiling(m, (int64_t)B * T, 6, &ceiling))) goto fail;
 
   int32_t *tok = malloc((size_t)B * T * sizeof *tok), *lab = malloc((size_t)B * T * sizeof *lab);
   if (!tok || !lab) { fprintf(stderr, "bench: out of memory\n"); return 1; }
@@ -151,9 +145,7 @@ int cmd_bench(int argc, char **argv) {
     t_fwd += t1 - t0; t_bwd += t2 - t1; t_opt += t3 - t2; t_all += t3 - t0;
     tokens += r.real_tokens;
   }
-  if ((st = esmt_context_gemm_ceiling_precision(ctx, cfg.precision, rows, ffn, cfg.hidden_size, 6,
-                                                &ceiling_after)))
-    goto fail;
+  if ((st = esmt_model_gemm_ceiling(m, (int64_t)B * T, 6, &ceiling_after))) goto fail;
   if (ceiling_after > ceiling) ceiling = ceiling_after;
   double tps = (double)tokens / t_all;
   double flops = 0;

@@ -384,6 +384,11 @@ static void gemm_ceiling_auto_reports_mfu(void **state) {
   assert_int_equal(esmt_trainer_create(m, &o, &tr, &t), ESMT_ERR_INVALID_ARGUMENT);
   assert_non_null(strstr(esmt_last_error(), "gemm_ceiling_gflops"));
   assert_null(t);
+  double g = 0;
+  assert_int_equal(esmt_model_gemm_ceiling(NULL, 512, 1, &g), ESMT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(esmt_model_gemm_ceiling(m, 0, 0, &g), ESMT_ERR_INVALID_ARGUMENT); /* repeats */
+  assert_int_equal(esmt_model_gemm_ceiling(m, 1, 1, &g), ESMT_OK); /* rows raised to 256 */
+  assert_true(g > 0);
   esmt_loader_destroy(l);
   esmt_model_destroy(m);
 }

@@ -542,6 +542,13 @@ typedef struct esmt_optimizer_config {
 ESMT_API esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind,
                                                 esmt_optimizer_config *cfg);
 
+/* The GEMM ceiling MFU is quoted against for this model: its FFN-up GEMM
+ * (`tokens` rows, clamped to 256..8192, x ffn x hidden) in its compute
+ * precision, the best of `repeats` timed products after a warm-up. What
+ * `bench` and ESMT_GEMM_CEILING_AUTO use. */
+ESMT_API esmt_status esmt_model_gemm_ceiling(esmt_model *model, int64_t tokens, int repeats,
+                                             double *gflops);
+
 /* Model FLOPs of one training step (forward + backward) on `batch` rows of
  * `seq_len` tokens: 6 x matmul weights x tokens + 12 x L x d x T^2 x B for
  * attention (the usual MFU convention; token dropout, norms and softmax

@@ -174,6 +174,16 @@ esmt_status esmt_model_param_count(const esmt_model *m, uint64_t *count) {
   return ESMT_OK;
 }
 
+esmt_status esmt_model_gemm_ceiling(esmt_model *m, int64_t tokens, int repeats,
+                                    double *gflops) {
+  ESMT_CHECK_ARG(m && gflops, "esmt_model_gemm_ceiling", "model and gflops must not be NULL");
+  /* 8192 rows load the largest GPUs; fewer than 256 measure launch overhead */
+  const int64_t rows = tokens < 256 ? 256 : tokens > 8192 ? 8192 : tokens;
+  const int ffn = m->cfg.ffn_size ? m->cfg.ffn_size : 4 * m->cfg.hidden_size;
+  return esmt_context_gemm_ceiling_precision(m->ctx, m->cfg.precision, (int)rows, ffn,
+                                             m->cfg.hidden_size, repeats, gflops);
+}
+
 esmt_status esmt_model_tensor_count(const esmt_model *m, int *count) {
   ESMT_CHECK_ARG(m && count, "esmt_model_tensor_count", "model and count must not be NULL");
   *count = m->layout.count;

@@ -319,21 +319,16 @@ esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
   return st;
 }
 
-/* ESMT_GEMM_CEILING_AUTO: time the FFN-up GEMM of this update's first
- * micro-batch (tokens x ffn x hidden, at most 8192 rows) in the model's
- * compute precision: one warm-up and five timed products. MFU quoted
- * against a fixed 2048^3 fp32 product overstated it on GPUs (a bf16 run on
- * an H100 read 92%, measured against TF32, at a speed where the bf16
- * ceiling gives 57%). A failure leaves MFU unreported, training goes on. */
+/* ESMT_GEMM_CEILING_AUTO, after the first update (whose micro-batch shape
+ * it uses): one warm-up and five timed products. MFU quoted against a
+ * fixed 2048^3 fp32 product overstated it on GPUs (a bf16 run on an H100
+ * read 92%, measured against TF32, at a speed where the bf16 ceiling gives
+ * 57%). A failure leaves MFU unreported; training goes on. */
 static void measure_ceiling(esmt_trainer *t) {
   t->ceiling_pending = 0;
-  const esmt_model_config *c = &t->m->cfg;
-  int64_t rows = t->mb_count > 0 ? (int64_t)t->mbs[0].B * t->mbs[0].T : 0;
-  rows = rows < 256 ? 256 : rows > 8192 ? 8192 : rows;
-  const int ffn = c->ffn_size ? c->ffn_size : 4 * c->hidden_size;
+  const int64_t tokens = t->mb_count > 0 ? (int64_t)t->mbs[0].B * t->mbs[0].T : 0;
   double g = 0;
-  if (esmt_context_gemm_ceiling_precision(t->m->ctx, c->precision, (int)rows, ffn,
-                                          c->hidden_size, 5, &g) == ESMT_OK)
+  if (esmt_model_gemm_ceiling(t->m, tokens, 5, &g) == ESMT_OK)
     t->o.gemm_ceiling_gflops = g;
   else
     esmt_log(ESMT_LOG_WARN, "MFU not reported: measuring the GEMM ceiling failed: %s",
