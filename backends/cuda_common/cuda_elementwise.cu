@@ -1,15 +1,23 @@
 // Dtype-generic kernels both GPU backends use: scale, sum of squares
-// (deterministic two-pass reduction), and dtype conversion.
+// (deterministic two-pass reduction), and dtype conversion; scale and
+// conversion with 16-byte accesses where aligned. sumsq stays scalar: its
+// summation order must not depend on the pointer's alignment.
 #include <cuda_bf16.h>
 #include <cuda_fp16.h>
 
-#include "cuda_device.h"
-#include "cuda_launch.cuh"
+#include "cuda_kernels.cuh"
 
-__global__ void scale_kernel(float *x, size_t n, float f) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    x[i] *= f;
+// x *= f: 16-byte vectors over the aligned middle (cuda_vec_split), scalar head and tail.
+__global__ void scale_kernel(float *x, size_t n, float f, size_t head, size_t nv) {
+  const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  for (size_t v = tid; v < nv; v += stride) {
+    vec16<float> q = ld_v(x + head + 4 * v);
+    for (int k = 0; k < 4; k++) q.e[k] *= f;
+    st_v(x + head + 4 * v, q);
+  }
+  for (size_t i = tid; i < head; i += stride) x[i] *= f;
+  for (size_t i = head + 4 * nv + tid; i < n; i += stride) x[i] *= f;
 }
 
 // Fixed grid and block sizes make the summation order independent of the
@@ -52,11 +60,22 @@ template <> __device__ float from_f32<float>(float v) { return v; }
 template <> __device__ __half from_f32<__half>(float v) { return __float2half_rn(v); }
 template <> __device__ __nv_bfloat16 from_f32<__nv_bfloat16>(float v) { return __float2bfloat16_rn(v); }
 
+// dst = src in another dtype. With `vec` (both pointers 16-byte aligned),
+// chunks of W elements, W = 16 bytes of the narrower type (8 when a half
+// type is involved: two 16-byte loads of floats, one 16-byte store of
+// halves), then a scalar tail; else all scalar.
 template <typename S, typename D>
-__global__ void convert_kernel(const S *src, D *dst, size_t n) {
-  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < n;
-       i += (size_t)gridDim.x * blockDim.x)
-    dst[i] = from_f32<D>(to_f32<S>(src[i]));
+__global__ void convert_kernel(const S *src, D *dst, size_t n, int vec) {
+  constexpr int W = (int)(16 / (sizeof(S) < sizeof(D) ? sizeof(S) : sizeof(D)));
+  const size_t tid = blockIdx.x * (size_t)blockDim.x + threadIdx.x;
+  const size_t stride = (size_t)gridDim.x * blockDim.x;
+  const size_t nv = vec ? n / W : 0;
+  for (size_t v = tid; v < nv; v += stride) {
+    float f[W];
+    ld_chunk<W>(src + v * W, f);
+    st_chunk<W>(dst + v * W, f);
+  }
+  for (size_t i = nv * W + tid; i < n; i += stride) dst[i] = from_f32<D>(to_f32<S>(src[i]));
 }
 
 static unsigned grid_for(size_t n) {
@@ -68,7 +87,9 @@ esmtb_status cuda_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stre
   cuda_use_device(dev);
   if (!a || (!a->x && a->n)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "scale: NULL argument");
   if (!a->n) return 0;
-  ESMT_LAUNCH(grid_for(a->n), 256, 0, cuda_stream_of(s), scale_kernel)(a->x, a->n, a->factor);
+  const cuda_vsplit v = cuda_vec_split(a->n, sizeof(float), a->x, NULL, NULL);
+  ESMT_LAUNCH(cuda_grid_vec(v, a->n, sizeof(float)), 256, 0, cuda_stream_of(s), scale_kernel)(
+      a->x, a->n, a->factor, v.head, v.nv);
   return cuda_check(cudaGetLastError(), "scale");
 }
 
@@ -87,10 +108,13 @@ esmtb_status cuda_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stre
 
 template <typename S>
 static void launch_convert_from(const S *src, void *dst, esmtb_dtype dt, size_t n, cudaStream_t st) {
+  const int vec = cuda_aligned16(src) && cuda_aligned16(dst);
+  // One thread per chunk of up to 8 elements (or per element when scalar).
+  const unsigned g = grid_for(vec ? (n + 7) / 8 + 8 : n);
   switch (dt) {
-    case ESMTB_F32: ESMT_LAUNCH(grid_for(n), 256, 0, st, convert_kernel<S, float>)(src, (float *)dst, n); break;
-    case ESMTB_F16: ESMT_LAUNCH(grid_for(n), 256, 0, st, convert_kernel<S, __half>)(src, (__half *)dst, n); break;
-    default: ESMT_LAUNCH(grid_for(n), 256, 0, st, convert_kernel<S, __nv_bfloat16>)(src, (__nv_bfloat16 *)dst, n); break;
+    case ESMTB_F32: ESMT_LAUNCH(g, 256, 0, st, convert_kernel<S, float>)(src, (float *)dst, n, vec); break;
+    case ESMTB_F16: ESMT_LAUNCH(g, 256, 0, st, convert_kernel<S, __half>)(src, (__half *)dst, n, vec); break;
+    default: ESMT_LAUNCH(g, 256, 0, st, convert_kernel<S, __nv_bfloat16>)(src, (__nv_bfloat16 *)dst, n, vec); break;
   }
 }
 

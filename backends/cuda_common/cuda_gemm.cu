@@ -1,6 +1,7 @@
 // gemm: cuBLASLt with fp32 accumulation (TF32 tensor cores for f32
 // inputs), the bias as a cuBLASLt epilogue, and exact-erf GELU as our own
-// kernel afterwards (cuBLASLt's GELU epilogue is the tanh approximation).
+// vectorised kernel in one pass over the GEMM's output (cuBLASLt's GELU
+// epilogue is the tanh approximation).
 // Plans (descriptors, layouts, the heuristic's algorithm) are cached per
 // device, keyed by everything the choice depends on.
 //
@@ -202,23 +203,51 @@ static esmtb_status plan_get(cuda_gemm_state *g, const plan_key *k, const void *
   return 0;
 }
 
-// The epilogue cuBLASLt does not do for us, over an [m, n] block with row
-// stride ld: v = src (+ bias[col] when the bias was not fused), stored to
-// `pre` when given, then c = gelu(v) or v. src, pre and c may be the same.
-template <typename T>
-__global__ void epilogue_kernel(const T *src, const T *bias, T *pre, T *c, int gelu, int m, int n,
-                                int ld) {
-  for (int r = blockIdx.y; r < m; r += gridDim.y)
-    for (int col = blockIdx.x * blockDim.x + threadIdx.x; col < n; col += gridDim.x * blockDim.x) {
-      const size_t at = (size_t)r * ld + col;
-      float v = ld_f(src[at]);
-      if (bias) {
-        const T rv = st_f<T>(v + ld_f(bias[col]));  // round like a fused bias would
-        if (pre) pre[at] = rv;
-        v = ld_f(rv);
-      }
-      c[at] = st_f<T>(gelu ? gelu_erf(v) : v);
+// The epilogue cuBLASLt does not do for us, in one pass over the GEMM's
+// [m, n] output (row stride ld), reading each element once:
+//   v = src (+ bias[col], rounded to T, stored to `pre`, when the bias was
+//   not fused into cuBLASLt); c = gelu_erf(v) (or v), rounded to T.
+// src, pre and c may be the same buffer (each thread reads its elements
+// before writing them). Flattened over m * n / W chunks of W consecutive
+// columns; W = vec16<T>::N (16-byte loads/stores) when n and ld are
+// multiples of it and src, pre, c are 16-byte aligned, else 1. The bias,
+// [n] and reused by every row (cached), is read element by element: it is
+// the one operand that may be misaligned here.
+template <typename T, int W, bool GELU>
+__global__ void epilogue_kernel(const T *src, const T *bias, T *pre, T *c, int m, int n, int ld) {
+  const size_t cpr = (size_t)(n / W), total = (size_t)m * cpr;
+  for (size_t i = blockIdx.x * (size_t)blockDim.x + threadIdx.x; i < total;
+       i += (size_t)gridDim.x * blockDim.x) {
+    const size_t r = i / cpr;
+    const int col = (int)(i - r * cpr) * W;
+    const size_t at = r * (size_t)ld + col;
+    float v[W];
+    ld_chunk<W>(src + at, v);
+    if (bias) {
+      for (int k = 0; k < W; k++) v[k] = ld_f(st_f<T>(v[k] + ld_f(bias[col + k])));  // round like a fused bias
+      if (pre) st_chunk<W>(pre + at, v);
     }
+    if (GELU)
+      for (int k = 0; k < W; k++) v[k] = gelu_erf(v[k]);
+    st_chunk<W>(c + at, v);
+  }
+}
+
+template <typename T>
+static void launch_epilogue(const T *src, const T *bias, T *pre, T *c, int gelu, int m, int n,
+                            int ld, cudaStream_t st) {
+  constexpr int P = vec16<T>::N;
+  const int vec = n % P == 0 && ld % P == 0 && cuda_aligned16(src) && cuda_aligned16(c) &&
+                  (!pre || cuda_aligned16(pre));
+  const unsigned grid = cuda_grid_1d((size_t)m * (size_t)(vec ? n / P : n));
+  if (vec && gelu)
+    ESMT_LAUNCH(grid, 256, 0, st, epilogue_kernel<T, P, true>)(src, bias, pre, c, m, n, ld);
+  else if (vec)
+    ESMT_LAUNCH(grid, 256, 0, st, epilogue_kernel<T, P, false>)(src, bias, pre, c, m, n, ld);
+  else if (gelu)
+    ESMT_LAUNCH(grid, 256, 0, st, epilogue_kernel<T, 1, true>)(src, bias, pre, c, m, n, ld);
+  else
+    ESMT_LAUNCH(grid, 256, 0, st, epilogue_kernel<T, 1, false>)(src, bias, pre, c, m, n, ld);
 }
 
 // ABI 1.1's c_f32, read only when the caller's struct has the field.
@@ -254,6 +283,15 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   // offset into a parameter buffer may not be); otherwise our kernel adds
   // it. With GELU the GEMM result goes to `pre` when kept, else to c, and
   // is activated by our kernel (cuBLASLt's GELU is the tanh form).
+  //
+  // FFN-up (bias + GELU + pre, the core's only GELU GEMM besides the LM
+  // head's) is thus: cuBLASLt writes pre = round_T(x W^T + b), its fp32
+  // accumulators rounded once, then one elementwise pass reads pre once
+  // and writes c = round_T(gelu_erf(pre)). The pre-activation must reach
+  // memory anyway (gelu_backward reads it), so taking the bias out of
+  // cuBLASLt and adding it in our kernel would cost an extra write of
+  // [m, n] and a second rounding, not save a pass. An unaligned bias gets
+  // the same single pass: bias, rounding, pre and GELU in our kernel.
   const int lt_bias = a->bias && align_of(a->bias) >= 16;
   const int own_bias = a->bias && !lt_bias;
   void *d = gelu && a->pre ? a->pre : a->c;
@@ -292,11 +330,9 @@ esmtb_status cuda_gemm(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream
   pthread_mutex_unlock(&dev->lock);
   if (st || (!gelu && !own_bias)) return st;
 
-  const dim3 grid((unsigned)((a->n + 255) / 256), (unsigned)(a->m < 65535 ? a->m : 65535));
   void *pre = gelu && a->pre ? a->pre : NULL;
   CUDA_DISPATCH_DTYPE(a->dtype, T,
-                      ESMT_LAUNCH(grid, 256, 0, stream, epilogue_kernel<T>)(
-                          (const T *)d, own_bias ? (const T *)a->bias : NULL, (T *)pre, (T *)a->c,
-                          gelu, a->m, a->n, a->ldc));
+                      launch_epilogue<T>((const T *)d, own_bias ? (const T *)a->bias : NULL,
+                                         (T *)pre, (T *)a->c, gelu, a->m, a->n, a->ldc, stream));
   return cuda_check(cudaGetLastError(), "gemm: epilogue");
 }

@@ -6,6 +6,7 @@
 #include "tcp_comm_internal.h"
 
 #include "comm_ring.h"
+#include "comm_text.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -198,14 +199,6 @@ void esmt_tcp_comm_set_step(esmt_tcp_comm *c, int64_t step) {
 }
 
 void esmt_tcp_comm_describe_last(const esmt_tcp_comm *c, char *buf, size_t cap) {
-  if (!buf || cap == 0) return;
-  if (!c || !c->op || c->seq == 0) {
-    snprintf(buf, cap, "no operation yet");
-    return;
-  }
-  static const char *const states[] = {"", "in progress", "done", "failed"};
-  char step[40] = "";
-  if (c->step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)c->step);
-  snprintf(buf, cap, "%s #%llu%s, %zu bytes, %s", c->op, (unsigned long long)c->seq, step,
-           c->op_bytes, states[c->op_state & 3]);
+  if (!c) esmt_comm_describe_op(buf, cap, NULL, 0, -1, 0, 0);
+  else esmt_comm_describe_op(buf, cap, c->op, c->seq, c->step, c->op_bytes, c->op_state);
 }

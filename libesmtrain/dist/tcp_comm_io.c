@@ -5,6 +5,7 @@
 #include "tcp_comm_internal.h"
 
 #include "comm_ring.h"
+#include "comm_text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>
@@ -104,12 +105,7 @@ int comm_recv_msg(int fd, comm_hdr *h, void *payload, size_t cap, double deadlin
 }
 
 void comm_op_prefix(const esmt_tcp_comm *c, char *buf, size_t cap) {
-  if (!c->op) snprintf(buf, cap, "communicator: ");
-  else if (c->seq == 0) snprintf(buf, cap, "%s: ", c->op);
-  else if (c->step >= 0)
-    snprintf(buf, cap, "%s #%llu (step %lld): ", c->op, (unsigned long long)c->seq,
-             (long long)c->step);
-  else snprintf(buf, cap, "%s #%llu: ", c->op, (unsigned long long)c->seq);
+  esmt_comm_op_prefix(buf, cap, c->op, c->seq, c->step);
 }
 
 esmt_status comm_dead_error(const esmt_tcp_comm *c) {

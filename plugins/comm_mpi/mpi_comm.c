@@ -16,14 +16,11 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "comm_text.h"
+
 /* "allreduce #37 (step 12): " for the current operation. */
 static void op_prefix(const mpi_comm *c, char *buf, size_t cap) {
-  if (!c->op) snprintf(buf, cap, "communicator: ");
-  else if (c->seq == 0) snprintf(buf, cap, "%s: ", c->op);
-  else if (c->step >= 0)
-    snprintf(buf, cap, "%s #%llu (step %lld): ", c->op, (unsigned long long)c->seq,
-             (long long)c->step);
-  else snprintf(buf, cap, "%s #%llu: ", c->op, (unsigned long long)c->seq);
+  esmt_comm_op_prefix(buf, cap, c->op, c->seq, c->step);
 }
 
 /* The reason to every peer's abort receive. Best effort and brief: a notice
@@ -302,16 +299,8 @@ static void mc_set_step(void *s, int64_t step) {
 
 static void mc_describe_last(const void *s, char *buf, size_t cap) {
   const mpi_comm *c = s;
-  if (!buf || cap == 0) return;
-  if (!c || !c->op || c->seq == 0) {
-    snprintf(buf, cap, "no operation yet");
-    return;
-  }
-  static const char *const states[] = {"", "in progress", "done", "failed"};
-  char step[40] = "";
-  if (c->step >= 0) snprintf(step, sizeof step, " (step %lld)", (long long)c->step);
-  snprintf(buf, cap, "%s #%llu%s, %zu bytes, %s", c->op, (unsigned long long)c->seq, step,
-           c->op_bytes, states[c->op_state & 3]);
+  if (!c) esmt_comm_describe_op(buf, cap, NULL, 0, -1, 0, 0);
+  else esmt_comm_describe_op(buf, cap, c->op, c->seq, c->step, c->op_bytes, c->op_state);
 }
 
 static const char *mc_last_error(const void *s) {

@@ -8,8 +8,15 @@ cd "$(dirname "$0")/../.."
 # .gpu-deps/ is in .gitignore, so the device call must name it in carry.
 mkdir -p .gpu-deps && cd .gpu-deps
 rm -f ./*.deb
-apt-get download libcmocka0 libcmocka-dev libopenblas0-pthread libopenblas-pthread-dev \
-  libopenblas-dev libopenblas0 libjansson4 libjansson-dev libyaml-0-2 libyaml-dev zlib1g-dev \
-  libgfortran5 mmseqs2-examples 2>&1 | tail -2
+# Run time (also what tests/gpu/prebuild.sh carries): the library's and the
+# tests' shared libraries; build time: their -dev packages and protoc-c.
+# (cpu.so dlopen()s OpenBLAS, which needs libgfortran)
+runtime="libcmocka0 libjansson4 libyaml-0-2 libcsv3 libprotobuf-c1 libisal2 libgomp1
+  libopenblas0-pthread libopenblas0 libgfortran5"
+buildtime="libcmocka-dev libjansson-dev libyaml-dev zlib1g-dev libcsv-dev libprotobuf-c-dev
+  libisal-dev libopenblas-pthread-dev libopenblas-dev protobuf-c-compiler libprotoc32 libprotobuf32"
+# shellcheck disable=SC2086
+apt-get download $runtime $buildtime mmseqs2-examples 2>&1 | tail -2
+printf '%s\n' $runtime > RUNTIME
 ls -la
 du -sh .

@@ -129,6 +129,15 @@ void report_bits(const gpu *g, const char *what, esmtb_dtype dt, const void *x,
   if (!same) g_failed++;
 }
 
+void report_same(const gpu *g, const char *what, esmtb_dtype dt, const void *cpu_out,
+                 const void *gpu_out, size_t bytes) {
+  int same = memcmp(cpu_out, gpu_out, bytes) == 0;
+  printf("RESULT %-12s %-34s %-4s bitwise equal to cpu %s\n", g->name, what, dt_name(dt),
+         same ? "ok" : "FAIL");
+  fflush(stdout);
+  if (!same) g_failed++;
+}
+
 /* ------------------------------------------------------------------ */
 /* device helpers                                                      */
 /* ------------------------------------------------------------------ */

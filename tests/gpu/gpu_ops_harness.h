@@ -56,6 +56,9 @@ void round_to(float *x, size_t n, esmtb_dtype dt);
 double relerr(const float *got, const float *ref, size_t n);
 void report(const gpu *g, const char *what, esmtb_dtype dt, double err, double tol);
 void report_bits(const gpu *g, const char *what, esmtb_dtype dt, const void *x, const void *y, size_t bytes);
+/* A check that expects the GPU's output to be the CPU backend's bit for bit. */
+void report_same(const gpu *g, const char *what, esmtb_dtype dt, const void *cpu_out,
+                 const void *gpu_out, size_t bytes);
 void gsync(const gpu *g);
 void *galloc(const gpu *g, size_t bytes);
 void gfree(const gpu *g, void *p);

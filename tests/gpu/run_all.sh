@@ -1,37 +1,75 @@
 #!/usr/bin/env bash
-# GPU verification and benchmarks in device calls of at most 10 minutes
-# each (the device tool's limit); the build stays on the warm machine
-# between phases. Carry .gpu-deps (made here by tests/gpu/fetch_deps.sh):
-#   run(command="bash tests/gpu/run_all.sh test",  carry=[".gpu-deps"])   build + every test
-#   run(command="bash tests/gpu/run_all.sh bench", carry=[".gpu-deps"])   speed vs the peers
-#   run(command="bash tests/gpu/run_all.sh big",   carry=[".gpu-deps"])   650M in 8 GiB, 3B
-# Each phase builds first if needed (so any phase works on a fresh
-# machine) and writes $OUT/summary-<phase>.txt plus a few logs (the tool
-# returns at most 8 files). Copy the figures into docs/gpu-measurements.md.
+# GPU verification and benchmarks. The device tool lends a machine for a
+# few minutes in all (15 today), so one call usually runs every phase in
+# order of importance under one time budget:
+#   run(command="ESMT_GPU_BUDGET=580 ESMT_GPU_CPU_SUITE=0 bash tests/gpu/run_all.sh \
+#         test bench big offload curves",
+#       carry=[".gpu-prebuilt"], timeout_s=600)       (after tests/gpu/prebuild.sh)
+#   run(command="bash tests/gpu/run_all.sh test", carry=[".gpu-deps"])  (builds there)
+# Phases, in order of importance: test (probe, NVML, the GPU suites, then
+# the CPU rest unless ESMT_GPU_CPU_SUITE=0), bench (attention TFLOP/s,
+# esmtrain vs transformers), big (650M on real proteins, the 8 GiB budget,
+# 3B), offload (optimizer offload on/off, nccl_dp world-1 overhead), curves
+# (200 updates of 8M per backend against the cpu's loss curve).
+# .gpu-deps (tests/gpu/fetch_deps.sh) holds the .debs to build there; a
+# build made here for the device's arch (tests/gpu/prebuild.sh: same nvcc
+# major, x86-64) travels as .gpu-prebuilt with the run-time .debs and saves
+# the build's device minutes. ESMT_GPU_BUDGET (seconds) clamps every step so the
+# whole call ends in time; a step with no time left is logged as skipped.
+# Writes $OUT/summary.txt, one <phase>.log each and results-ops.txt (the
+# tool returns at most 8 files). Copy the figures into docs/gpu-measurements.md.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
-phase=${1:-test}
+phases=("${@:-test}")
 out=${OUT:-/tmp/esmt-gpu-out}
 mkdir -p "$out"
-sum=$out/summary-$phase.txt
+budget=${ESMT_GPU_BUDGET:-0} # 0: no overall limit
+phase=setup
+sum=$out/summary.txt # every phase's headings, exits and figures
 log() { echo "== $*" | tee -a "$sum"; }
-# step NAME SECONDS CMD...: run with a time limit, keep going on failure
+# ratio: the peer's step time over ours at the same B x T (the last
+# ESMT_RESULT and PEER_RESULT lines of this phase's log). The peer's
+# tokens_per_s counts only its rows' non-padding tokens, bench's rows are
+# full: step time is the like-for-like figure.
+ratio() {
+  local ours theirs
+  ours=$(grep ESMT_RESULT "$out/$phase.log" | tail -1 | sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p')
+  theirs=$(grep PEER_RESULT "$out/$phase.log" | tail -1 | sed -n 's/.*step_ms=\([0-9.]*\).*/\1/p')
+  [ -n "$ours" ] && [ -n "$theirs" ] &&
+    awk -v a="$ours" -v b="$theirs" 'BEGIN { printf("   RATIO %s: transformers %.1f ms / esmtrain %.1f ms per step = %.2fx\n", "'"$1"'", b, a, b / a) }' | tee -a "$sum"
+}
+# step NAME SECONDS CMD...: run with a time limit (clamped to what is left
+# of ESMT_GPU_BUDGET), keep going on failure
 step() {
   local name=$1 secs=$2
   shift 2
+  if [ "$budget" -gt 0 ]; then
+    local left=$((budget - SECONDS - 5))
+    if [ "$left" -lt 20 ]; then
+      log "$name: skipped, ${left} s of the budget left"
+      return 124
+    fi
+    [ "$secs" -gt "$left" ] && secs=$left
+  fi
   log "$name"
   local t0=$SECONDS
-  timeout "$secs" "$@" >> "$out/$phase.log" 2>&1
+  timeout "$secs" "$@" >> "$out/${phase/setup/build}.log" 2>&1
   local rc=$?
   echo "   -> exit $rc in $((SECONDS - t0)) s" | tee -a "$sum"
   return $rc
 }
 
+# The peer (PyTorch) runs with the image's own loader path: ours below
+# would put the toolkit's cuBLAS ahead of the one torch ships with.
+orig_ld=${LD_LIBRARY_PATH:-}
+peer=(env "LD_LIBRARY_PATH=$orig_ld" python3)
 # Unpack the Debian packages into a private prefix (never into /).
-deps=/opt/esmt-deps
-if [ -d .gpu-deps ] && [ ! -f "$deps/.done" ]; then
-  mkdir -p "$deps"
-  for f in .gpu-deps/*.deb; do dpkg-deb -x "$f" "$deps"; done
+deps=${ESMT_DEPS_DIR:-/opt/esmt-deps}
+if compgen -G '.gpu-deps/*.deb' > /dev/null || compgen -G '.gpu-prebuilt/debs/*.deb' > /dev/null; then
+  [ -f "$deps/.done" ] || mkdir -p "$deps"
+fi
+if [ -d "$deps" ] && [ ! -f "$deps/.done" ]; then
+  for f in .gpu-deps/*.deb .gpu-prebuilt/debs/*.deb; do [ -f "$f" ] && dpkg-deb -x "$f" "$deps"; done
   for pc in $(find "$deps" -name '*.pc'); do sed -i "s|^prefix=/usr|prefix=$deps/usr|" "$pc"; done
   touch "$deps/.done"
 fi
@@ -43,25 +81,49 @@ if [ -d "$deps" ]; then
   export CPATH=$deps/usr/include:$deps/usr/include/x86_64-linux-gnu:$deps/usr/include/x86_64-linux-gnu/openblas-pthread
   export LIBRARY_PATH=$multi:$multi/openblas-pthread
 fi
-fasta=$deps/usr/share/mmseqs2/examples/DB.fasta.gz
-[ -f "$fasta" ] || fasta=$(find / -name DB.fasta.gz -path '*mmseqs*' 2>/dev/null | head -1)
+# CUDA's own libraries (cuBLAS, cudart) and NCCL: the image may keep NCCL
+# only in a Python wheel, so nccl_dp.so finds it through the loader path.
+for d in /usr/local/cuda/lib64 /usr/local/cuda/targets/x86_64-linux/lib; do
+  [ -d "$d" ] && export LD_LIBRARY_PATH=$d:${LD_LIBRARY_PATH:-}
+done
+for lib in libcublasLt.so.13 libnccl.so.2; do
+  if ! ldconfig -p | grep -q "$lib " && ! compgen -G "/usr/local/cuda/lib64/$lib" > /dev/null; then
+    found=$(find / -xdev -name "$lib" -path '*nvidia*' 2>/dev/null | head -1)
+    [ -n "$found" ] && export LD_LIBRARY_PATH=$(dirname "$found"):$LD_LIBRARY_PATH
+  fi
+done
+# A carried build (tests/gpu/prebuild.sh) keeps the absolute paths of the
+# tree it was made in (ctest files, RPATHs): link that path to this tree.
+if [ -d .gpu-prebuilt/build-gpu ] && [ ! -e build-gpu ]; then
+  mv .gpu-prebuilt/build-gpu build-gpu
+  home=$(sed -n 's/^CMAKE_HOME_DIRECTORY:INTERNAL=//p' build-gpu/CMakeCache.txt)
+  if [ -n "$home" ] && [ "$home" != "$PWD" ] && [ ! -e "$home" ]; then
+    mkdir -p "$(dirname "$home")" && ln -s "$PWD" "$home"
+  fi
+fi
+fasta=$PWD/.gpu-prebuilt/DB.fasta.gz
+[ -f "$fasta" ] || fasta=$deps/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
+[ -f "$fasta" ] || fasta=$(find / -xdev -name DB.fasta.gz -path '*mmseqs*' 2>/dev/null | head -1)
 
-log "machine ($phase)"
+log "machine ($(date -u +%F))"
 nvidia-smi --query-gpu=name,memory.total,driver_version,compute_cap --format=csv | tee -a "$sum"
 nvcc --version | tail -1 | tee -a "$sum"
+echo "   $(nproc) CPUs, $(uname -r), $(ldd --version | head -1)" | tee -a "$sum"
 
 # Hopper SASS only: the full list (sm_75..90 + PTX) is CI's business and
 # triples the build time.
 if [ ! -x build-gpu/bin/esmtrain-example ]; then
   step "build (CUDA, sm_90)" 420 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
       -DESMT_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -G Ninja && cmake --build build-gpu -j16' \
-    || { tail -40 "$out/$phase.log"; exit 1; }
+    || { tail -40 "$out/build.log"; exit 1; }
 fi
 E=./build-gpu/bin/esmtrain-example
+# A library the image lacks shows here, before any step fails on it
+ldd $E build-gpu/lib/esmtrain/backends/*.so build-gpu/bin/test_gpu_ops 2>&1 | grep 'not found' |
+  sort -u | sed 's/^/   missing: /' | tee -a "$sum"
 export ESMTRAIN_BACKEND_PATH=$PWD/build-gpu/lib/esmtrain/backends
 
-case $phase in
-test)
+phase_test() {
   step "probe" 60 $E probe; $E probe 2>&1 | tee -a "$sum" >/dev/null
   # NVML (issue #20): the trainer's per-step device figures and watch's GPU table,
   # beside nvidia-smi's own (the emulator only shows the plumbing)
@@ -78,31 +140,71 @@ test)
       --format=csv"
   grep -E "step 20/20|GPUs:|device util| C +[0-9]+ W|^[0-9]+, " "$out/$phase.log" | tail -10 >> "$sum"
   # GPU suites first, then everything else (the slow CPU crash tests last)
-  step "GPU tests" 300 bash -c 'cd build-gpu && ctest --output-on-failure \
-      -R "gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel"'
+  # (gpu_fatbin_archs wants CI's full arch list; a prebuilt carries one arch)
+  step "GPU tests" 300 bash -c 'cd build-gpu && ctest -j4 --timeout 200 --output-on-failure \
+      -R "gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel" \
+      -E "gpu_fatbin_archs"'
   grep -E "RESULT .*FAIL|SKIP|tests passed|tests failed|Failed|\*\*\*" "$out/$phase.log" | tail -40 >> "$sum"
   grep -E "^RESULT" "$out/$phase.log" > "$out/results-ops.txt"
+  [ "${ESMT_GPU_CPU_SUITE:-1}" = 0 ] && return 0
   step "rest of the suite" 240 bash -c 'cd build-gpu && ctest -j8 --output-on-failure \
       -E "gpu|mixed|kill_anywhere|alloc_faults|gpu_fatbin_archs"'
   grep -E "tests passed|tests failed|\(Failed\)" "$out/$phase.log" | tail -8 >> "$sum"
-  ;;
-bench)
-  step "attention kernels" 180 ./build-gpu/bin/bench_gpu_attention
+}
+
+phase_bench() {
+  step "attention kernels" 120 ./build-gpu/bin/bench_gpu_attention
   grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
+  # A/B: another build's attention kernels (ESMT_GPU_ALT_ATTN=dir holding
+  # bench_gpu_attention and backends/, tests/gpu/prebuild.sh --alt)
+  alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}
+  if [ -x "$alt/bench_gpu_attention" ]; then
+    step "attention kernels, $(cat "$alt/NAME" 2>/dev/null || echo alternative)" 120 \
+      "$alt/bench_gpu_attention" "$alt/backends"
+    grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
+  fi
   for model in esm2_t6_8M esm2_t33_650M; do
     step "esmtrain bench $model bf16 8x512 (ampere_bf16)" 150 $E bench --model $model --batch 8 \
       --seq 512 --steps 10 --warmup 2 --backend ampere_bf16 --precision bf16
     grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-    step "transformers $model bf16 8x512 (peer)" 240 python3 tests/gpu/bench_transformers.py \
+    step "transformers $model bf16 8x512 (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
       --model $model --batch 8 --seq 512 --dtype bf16 --steps 10
     grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+    ratio "$model bf16 8x512"
   done
   step "esmtrain bench esm2_t33_650M fp16 6x512 (turing_fp16)" 150 $E bench \
     --model esm2_t33_650M --batch 6 --seq 512 --steps 10 --warmup 2 --backend turing_fp16 --precision fp16
   grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-  step "transformers esm2_t33_650M fp16 6x512 (peer)" 240 python3 tests/gpu/bench_transformers.py \
+  step "transformers esm2_t33_650M fp16 6x512 (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
     --model esm2_t33_650M --batch 6 --seq 512 --dtype fp16 --steps 10
   grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+  ratio "esm2_t33_650M fp16 6x512"
+}
+
+phase_big() {
+  # Real proteins, max length 1024, real tokens counted (issue #8), then
+  # the 8 GiB budget (issue #7) and 3B with recompute.
+  if [ -n "$fasta" ]; then
+    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o /tmp/esmt-db --max-len 1022 --quiet
+    step "train 650M bf16 on DB.fasta.gz (ampere_bf16)" 300 $E train --preset esm2_t33_650M \
+      --data /tmp/esmt-db --out /tmp/run-650m --backend ampere_bf16 --set backend.precision=bf16 \
+      --set data.max_len=1024 --set data.pack=on --steps 30 --eval-every 0 --log-every 5 --warmup 5
+    grep -E "step (10|20|30)/" "$out/$phase.log" | tail -3 >> "$sum"
+    step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+      --model esm2_t33_650M --batch 8 --seq 1024 --dtype bf16 --steps 10 --fasta "$fasta"
+    grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+  fi
+  step "650M fp16 6x512 in 8 GiB (turing_fp16, device_memory_limit)" 300 $E train \
+    --preset rtx2080super --data /tmp/esmt-db --out /tmp/run-8g --steps 3 --warmup 1 \
+    --eval-every 0 --log-every 1
+  # (the preset's update is ESM-2's ~2M tokens: ~33 s each on an H100)
+  grep -E "step [0-9]+/3 |memory|offload|GiB" "$out/$phase.log" | tail -6 >> "$sum"
+  step "3B bf16 with recompute" 300 $E bench --model esm2_t36_3B --batch 4 --seq 1024 --steps 3 \
+    --warmup 1 --backend ampere_bf16 --precision bf16 --recompute
+  grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+}
+
+phase_offload() {
   # Optimizer offload (issue #7): agreement, tokens/s on/off, peak device memory. The host
   # AdamW (~28 B/param of host traffic, ~1 s for 650M) is paid once per update: 4
   # micro-batches show that cost, 64 (~200K tokens; ESM-2 used ~2M) the amortised one.
@@ -114,20 +216,9 @@ bench)
   done
   [ -f tests/gpu/bench_nccl_overhead.sh ] && step "nccl_dp world 1 overhead" 240 bash tests/gpu/bench_nccl_overhead.sh \
     && grep -E "RATIO|tokens/s" "$out/$phase.log" | tail -4 >> "$sum"
-  ;;
-big)
-  # Real proteins, max length 1024, real tokens counted (issue #8), then
-  # the 8 GiB budget (issue #7) and 3B with recompute.
-  if [ -n "$fasta" ]; then
-    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o /tmp/esmt-db --max-len 1022 --quiet
-    step "train 650M bf16 on DB.fasta.gz (ampere_bf16)" 300 $E train --preset esm2_t33_650M \
-      --data /tmp/esmt-db --out /tmp/run-650m --backend ampere_bf16 --set backend.precision=bf16 \
-      --set data.max_len=1024 --set data.pack=on --steps 30 --eval-every 0 --log-every 5 --warmup 5
-    grep -E "step (10|20|30)/" "$out/$phase.log" | tail -3 >> "$sum"
-    step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 python3 tests/gpu/bench_transformers.py \
-      --model esm2_t33_650M --batch 8 --seq 1024 --dtype bf16 --steps 10 --fasta "$fasta"
-    grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-  fi
+}
+
+phase_curves() {
   # 200 updates of 8M on real proteins: each GPU backend's curve against the cpu's
   if [ -d /tmp/esmt-db ]; then
     curve=(--preset esm2_t6_8M --data /tmp/esmt-db --steps 200 --eval-every 0 --log-every 1
@@ -140,14 +231,15 @@ big)
         /tmp/curve-${b%%:*}/metrics.jsonl 0.03 | tee -a "$sum"
     done
   fi
-  step "650M fp16 6x512 in 8 GiB (turing_fp16, device_memory_limit)" 300 $E train \
-    --preset rtx2080super --data /tmp/esmt-db --out /tmp/run-8g --steps 20 --eval-every 0 --log-every 5
-  grep -E "step (10|20)/|memory|offload|GiB" "$out/$phase.log" | tail -6 >> "$sum"
-  step "3B bf16 with recompute" 300 $E bench --model esm2_t36_3B --batch 4 --seq 1024 --steps 3 \
-    --warmup 1 --backend ampere_bf16 --precision bf16 --recompute
-  grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-  ;;
-*) echo "usage: run_all.sh test|bench|big"; exit 2 ;;
-esac
-log "done ($phase)"
+}
+
+for phase in "${phases[@]}"; do
+  case $phase in
+  test | bench | big | offload | curves) ;;
+  *) echo "usage: run_all.sh [test] [bench] [big] [offload] [curves]"; exit 2 ;;
+  esac
+  log "phase $phase"
+  "phase_$phase"
+  log "done ($phase) at ${SECONDS} s"
+done
 cat "$sum"

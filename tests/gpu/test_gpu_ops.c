@@ -105,6 +105,32 @@ static void gemm_run(const gpu *g, esmtb_dtype dt, const gemm_case *c) {
            : c->raw_f32                  ? 4e-3
                                          : 1e-3);
   }
+  /* With the pre-activation kept: c must be the exact-erf GELU of the
+   * backend's own pre, rounded to dt (on the GPUs, one elementwise pass
+   * over the GEMM's output). The bound is per element: one ulp of dt
+   * relative to the result; plus half an ulp of pre times gelu'(pre), for
+   * a backend that applies GELU before rounding pre (cpu.so does); plus
+   * 1e-6 absolute for erff's error where 1 + erf cancels (pre very
+   * negative). At f32 the tanh approximation (up to ~1e-4 off) fails it. */
+  if (c->gelu && c->pre) {
+    const double ulp = dt == ESMTB_F32 ? 0x1p-20 : dt == ESMTB_F16 ? 0x1p-10 : 0x1p-7;
+    double worst = 0;
+    for (int i = 0; i < c->m; i++)
+      for (int j = 0; j < c->n; j++) {
+        const size_t at = (size_t)i * ldc + j;
+        const double p = gp[at];
+        const double cdf = 0.5 * (1.0 + erf(p / sqrt(2.0)));
+        const double slope = fabs(cdf + p * exp(-0.5 * p * p) * 0.3989422804014327); /* phi */
+        float ref = (float)(p * cdf);
+        round_to(&ref, 1, dt);
+        const double e = fabs((double)gc[at] - ref) /
+                         (fabs((double)ref) * ulp + 0.5 * ulp * fabs(p) * slope + 1e-6);
+        if (!(e <= worst)) worst = e; /* NaN sticks */
+      }
+    char what[96];
+    snprintf(what, sizeof what, "gemm %s c=gelu_erf(pre)", c->what);
+    report(g, what, dt, worst, 1.0);
+  }
   free(blk_g); free(blk_c);
   gfree(g, da); gfree(g, db); gfree(g, dc); gfree(g, dbias); gfree(g, dpre);
   free(a); free(b); free(c0); free(bias); free(pre0); free(cc); free(cpre); free(gc); free(gp);
@@ -192,11 +218,36 @@ static int32_t *make_packed_tokens(int B, int T, int *nseg, int32_t **start, int
   return t;
 }
 
-static void embed_case_any(const gpu *g, esmtb_dtype dt, int B, int T, int d, int packed) {
-  const size_t N = (size_t)B * T, nE = (size_t)V * d, nO = N * d;
+/* Token mixes for the backward's counting sort (cuda_embed.cu). */
+enum {
+  TOK_ESM = 0, /* make_tokens / make_packed_tokens: ids 0..32, some never occur */
+  TOK_REPEAT,  /* nearly every token the same id: one id, many segments */
+  TOK_SPARSE,  /* two ids only: every other id's dE row untouched */
+  TOK_BIGV     /* a 300-id vocabulary: ids >= 128 take the backward's scan path */
+};
+enum { BIGV = 300 };
+
+/* Rewrites the ids of non-pad, non-mask tokens for `mode`. */
+static void retoken(int32_t *t, size_t n, int mode) {
+  for (size_t i = 0; i < n; i++) {
+    if (t[i] == PAD || t[i] == MASK || mode == TOK_ESM) continue;
+    if (mode == TOK_REPEAT) t[i] = i % 997 ? 5 : 7;
+    else if (mode == TOK_SPARSE) t[i] = urand() < 0 ? 9 : 20;
+    else {
+      int32_t id = (int32_t)((urand() + 1.0) * 0.5 * BIGV);
+      t[i] = id >= BIGV ? BIGV - 1 : id == PAD || id == MASK ? 140 : id;
+    }
+  }
+}
+
+static void embed_case_gen(const gpu *g, esmtb_dtype dt, int B, int T, int d, int packed,
+                           int mode) {
+  const int vocab = mode == TOK_BIGV ? BIGV : V;
+  const size_t N = (size_t)B * T, nE = (size_t)vocab * d, nO = N * d;
   int nseg = 0, max_len = 0;
   int32_t *sst = NULL, *sln = NULL;
   int32_t *tok = packed ? make_packed_tokens(B, T, &nseg, &sst, &sln) : make_tokens(B, T);
+  retoken(tok, N, mode);
   for (int i = 0; i < nseg; i++) max_len = sln[i] > max_len ? sln[i] : max_len;
   const size_t nscale = packed ? (size_t)nseg : (size_t)B;
   float *E = randf(nE, 1.0, 0), *dout = randf(nO, 1.0, 0), *dE0 = randf(nE, 0.5, 0);
@@ -238,7 +289,9 @@ static void embed_case_any(const gpu *g, esmtb_dtype dt, int B, int T, int d, in
   float *gdE2 = gdown(g, ddE, nE, ESMTB_F32);
 
   char what[96];
-  const char *pk = packed ? " packed" : "";
+  static const char *const mode_name[] = {"", " repeat", " sparse", " V300"};
+  char pk[32];
+  snprintf(pk, sizeof pk, "%s%s", packed ? " packed" : "", mode_name[mode]);
   snprintf(what, sizeof what, "embed_forward%s B%d T%d d%d", pk, B, T, d);
   report(g, what, dt, relerr(go, cout, nO), dt_tol(dt));
   snprintf(what, sizeof what, "embed row_scale%s B%d T%d", pk, B, T);
@@ -251,6 +304,10 @@ static void embed_case_any(const gpu *g, esmtb_dtype dt, int B, int T, int d, in
   if (packed) { gfree(g, dst); gfree(g, dln); }
   free(tok); free(E); free(dout); free(dE0); free(cout); free(cdE); free(cscale);
   free(go); free(gs); free(gdE); free(gdE2); free(sst); free(sln);
+}
+
+static void embed_case_any(const gpu *g, esmtb_dtype dt, int B, int T, int d, int packed) {
+  embed_case_gen(g, dt, B, T, d, packed, TOK_ESM);
 }
 
 static void embed_case(const gpu *g, esmtb_dtype dt, int B, int T, int d) {
@@ -267,6 +324,9 @@ static void test_embed(void **state) {
     embed_case(g, dt, 16, 512, 320); /* more tokens than one staged tile */
     embed_case_any(g, dt, 2, 512, 320, 1); /* packed rows: per-segment dropout scale */
     embed_case_any(g, dt, 8, 1024, 1280, 1);
+    embed_case_gen(g, dt, 4, 1024, 320, 0, TOK_REPEAT); /* ~3300 of one id: 4 segments */
+    embed_case_gen(g, dt, 3, 77, 33, 0, TOK_SPARSE);
+    embed_case_gen(g, dt, 2, 512, 160, 1, TOK_BIGV);
   }
   CHECKS_END();
 }
@@ -275,7 +335,10 @@ static void test_embed(void **state) {
 /* layernorm                                                           */
 /* ------------------------------------------------------------------ */
 
-static void layernorm_case(const gpu *g, esmtb_dtype dt, int N, int d, int accumulate) {
+/* `off`: x, out, dout and dx start that many elements into their buffers
+ * (not 16-byte aligned: the scalar path even for a vector width). */
+static void layernorm_case_off(const gpu *g, esmtb_dtype dt, int N, int d, int accumulate,
+                               int off) {
   const size_t n = (size_t)N * d;
   float *x = randf(n, 2.0, 0.3), *w = randf((size_t)d, 0.5, 1.0), *b = randf((size_t)d, 0.5, 0);
   float *dout = randf(n, 1.0, 0), *dx0 = randf(n, 1.0, 0);
@@ -291,8 +354,10 @@ static void layernorm_case(const gpu *g, esmtb_dtype dt, int N, int d, int accum
   cpu_ok(cpu->layernorm_forward(cdev, &a, NULL), "layernorm_forward");
   cpu_ok(cpu->layernorm_backward(cdev, &a, NULL), "layernorm_backward");
 
-  void *gx = gup(g, x, n, dt), *go = galloc(g, n * dt_size(dt)), *gd = gup(g, dout, n, dt);
-  void *gdx = gup(g, dx0, n, dt);
+  const size_t o = (size_t)off * dt_size(dt), nb = n * dt_size(dt) + o;
+  char *bx = galloc(g, nb), *bo = galloc(g, nb), *bd = galloc(g, nb), *bdx = galloc(g, nb);
+  void *gx = bx + o, *go = bo + o, *gd = bd + o, *gdx = bdx + o;
+  gput(g, gx, x, n, dt); gput(g, gd, dout, n, dt); gput(g, gdx, dx0, n, dt);
   float *gw = gup(g, w, (size_t)d, ESMTB_F32), *gb = gup(g, b, (size_t)d, ESMTB_F32);
   float *gm = galloc(g, (size_t)N * 4), *gr = galloc(g, (size_t)N * 4);
   float *gdw = gup(g, dw0, (size_t)d, ESMTB_F32), *gdb = gup(g, db0, (size_t)d, ESMTB_F32);
@@ -312,11 +377,13 @@ static void layernorm_case(const gpu *g, esmtb_dtype dt, int N, int d, int accum
   float *hdx2 = gdown(g, gdx, n, dt);
 
   char what[96];
-  snprintf(what, sizeof what, "layernorm_forward N%d d%d", N, d);
+  const char *sfx = off ? " (unaligned)" : "";
+  snprintf(what, sizeof what, "layernorm_forward N%d d%d%s", N, d, sfx);
   report(g, what, dt, relerr(ho, co, n), dt_tol(dt));
   snprintf(what, sizeof what, "layernorm mean/rstd N%d d%d", N, d);
   report(g, what, dt, fmax(relerr(hm, cm, (size_t)N), relerr(hr, cr, (size_t)N)), 1e-5);
-  snprintf(what, sizeof what, "layernorm_backward dx%s N%d d%d", accumulate ? "+=" : "", N, d);
+  snprintf(what, sizeof what, "layernorm_backward dx%s N%d d%d%s", accumulate ? "+=" : "", N, d,
+           sfx);
   report(g, what, dt, relerr(hdx, cdx, n), dt_tol(dt));
   report_bits(g, what, dt, hdx, hdx2, n * sizeof(float));
   snprintf(what, sizeof what, "layernorm_backward dw N%d d%d", N, d);
@@ -326,11 +393,15 @@ static void layernorm_case(const gpu *g, esmtb_dtype dt, int N, int d, int accum
   report(g, what, dt, relerr(hdb, cdb, (size_t)d), dt_tol(dt));
   report_bits(g, what, dt, hdb, hdb2, (size_t)d * sizeof(float));
 
-  gfree(g, gx); gfree(g, go); gfree(g, gd); gfree(g, gdx); gfree(g, gw); gfree(g, gb);
+  gfree(g, bx); gfree(g, bo); gfree(g, bd); gfree(g, bdx); gfree(g, gw); gfree(g, gb);
   gfree(g, gm); gfree(g, gr); gfree(g, gdw); gfree(g, gdb);
   free(x); free(w); free(b); free(dout); free(dx0); free(dw0); free(db0);
   free(co); free(cm); free(cr); free(cdx); free(cdw); free(cdb);
   free(ho); free(hm); free(hr); free(hdx); free(hdw); free(hdb); free(hdw2); free(hdb2); free(hdx2);
+}
+
+static void layernorm_case(const gpu *g, esmtb_dtype dt, int N, int d, int accumulate) {
+  layernorm_case_off(g, dt, N, d, accumulate, 0);
 }
 
 static void test_layernorm(void **state) {
@@ -341,6 +412,10 @@ static void test_layernorm(void **state) {
     layernorm_case(g, dt, 1024, 1280, 1);
     layernorm_case(g, dt, 1023, 333, 1);
     layernorm_case(g, dt, 5, 20, 0); /* d below a warp */
+    layernorm_case(g, dt, 64, 480, 1);  /* ESM-2 35M width: 60 vectors of 8 halves a row */
+    layernorm_case(g, dt, 7, 8, 0);     /* one vector a row, most lanes idle */
+    layernorm_case(g, dt, 9, 12, 1);    /* a multiple of 4 floats, not of 8 halves */
+    layernorm_case_off(g, dt, 33, 320, 1, 1); /* vector width, misaligned rows: scalar */
   }
   CHECKS_END();
 }
@@ -349,48 +424,147 @@ static void test_layernorm(void **state) {
 /* add, gelu_backward, bias_grad                                       */
 /* ------------------------------------------------------------------ */
 
+/* add and gelu_backward take 16-byte vectors over the aligned middle of
+ * their arrays and scalar heads and tails: n not a multiple of a vector,
+ * pointers offset by `off_*` elements (the same offset everywhere: a head
+ * then vectors; different offsets: all scalar), and tiny n. */
+static void add_case(const gpu *g, esmtb_dtype dt, size_t n, int off_a, int off_b, int inplace) {
+  float *a = randf(n, 1.0, 0), *b = randf(n, 1.0, 0), *cy = malloc(n * sizeof *cy);
+  assert_non_null(cy);
+  round_to(a, n, dt); round_to(b, n, dt);
+  esmtb_add_args x = {sizeof x, ESMTB_F32, n, a, b, cy};
+  cpu_ok(cpu->add(cdev, &x, NULL), "add");
+  const size_t es = dt_size(dt);
+  char *ga = galloc(g, (n + 8) * es), *gb = galloc(g, (n + 8) * es), *gy = galloc(g, (n + 8) * es);
+  gput(g, ga + off_a * es, a, n, dt);
+  gput(g, gb + off_b * es, b, n, dt);
+  x.dtype = dt; x.a = ga + off_a * es; x.b = gb + off_b * es;
+  x.y = inplace ? (void *)(ga + off_a * es) : (void *)(gy + off_a * es); /* y aliases a */
+  gpu_ok(g, g->ops->add(g->dev, &x, g->st), "add");
+  float *hy = gdown(g, x.y, n, dt);
+  char what[96];
+  snprintf(what, sizeof what, "add%s n=%zu off %d,%d", inplace ? " (y aliases a)" : "", n, off_a,
+           off_b);
+  report(g, what, dt, relerr(hy, cy, n), dt_tol(dt));
+  gfree(g, ga); gfree(g, gb); gfree(g, gy);
+  free(a); free(b); free(cy); free(hy);
+}
+
 static void test_add(void **state) {
   (void)state;
   CHECKS_BEGIN();
-  const size_t n = 1024 * 320 + 7;
   FOR_EACH_GPU_DTYPE(g, dt) {
-    float *a = randf(n, 1.0, 0), *b = randf(n, 1.0, 0), *cy = malloc(n * sizeof *cy);
-    assert_non_null(cy);
-    round_to(a, n, dt); round_to(b, n, dt);
-    esmtb_add_args x = {sizeof x, ESMTB_F32, n, a, b, cy};
-    cpu_ok(cpu->add(cdev, &x, NULL), "add");
-    void *ga = gup(g, a, n, dt), *gb = gup(g, b, n, dt);
-    x.dtype = dt; x.a = ga; x.b = gb; x.y = ga; /* in place, y aliases a */
-    gpu_ok(g, g->ops->add(g->dev, &x, g->st), "add");
-    float *hy = gdown(g, ga, n, dt);
-    report(g, "add (y aliases a) n=327687", dt, relerr(hy, cy, n), dt_tol(dt));
-    gfree(g, ga); gfree(g, gb);
-    free(a); free(b); free(cy); free(hy);
+    add_case(g, dt, 1024 * 320 + 7, 0, 0, 1);
+    add_case(g, dt, 1024 * 320 + 7, 3, 3, 0); /* scalar head, vectors, tail */
+    add_case(g, dt, 4099, 1, 2, 0);           /* offsets differ: all scalar */
+    add_case(g, dt, 5, 1, 1, 1);              /* shorter than a vector */
+    add_case(g, dt, 1, 0, 0, 0);
   }
   CHECKS_END();
+}
+
+static void gelu_backward_case(const gpu *g, esmtb_dtype dt, size_t n, int off) {
+  float *pre = randf(n, 4.0, 0), *dout = randf(n, 1.0, 0), *cd = malloc(n * sizeof *cd);
+  assert_non_null(cd);
+  round_to(pre, n, dt); round_to(dout, n, dt);
+  esmtb_gelu_backward_args x = {sizeof x, ESMTB_F32, n, pre, dout, cd};
+  cpu_ok(cpu->gelu_backward(cdev, &x, NULL), "gelu_backward");
+  const size_t es = dt_size(dt), o = (size_t)off * es;
+  char *gp = galloc(g, (n + 8) * es), *gd = galloc(g, (n + 8) * es), *gout = galloc(g, (n + 8) * es);
+  gput(g, gp + o, pre, n, dt);
+  gput(g, gd + o, dout, n, dt);
+  x.dtype = dt; x.pre = gp + o; x.dout = gd + o; x.dpre = gout + o;
+  gpu_ok(g, g->ops->gelu_backward(g->dev, &x, g->st), "gelu_backward");
+  float *h1 = gdown(g, gout + o, n, dt);
+  x.dpre = gd + o; /* aliasing dout */
+  gpu_ok(g, g->ops->gelu_backward(g->dev, &x, g->st), "gelu_backward");
+  float *h2 = gdown(g, gd + o, n, dt);
+  /* pre misaligned against dout/dpre: the all-scalar path. */
+  gput(g, gp + o + es, pre, n, dt);
+  gput(g, gd + o, dout, n, dt);
+  x.pre = gp + o + es; x.dpre = gout + o;
+  gpu_ok(g, g->ops->gelu_backward(g->dev, &x, g->st), "gelu_backward");
+  float *h3 = gdown(g, gout + o, n, dt);
+  char what[96];
+  snprintf(what, sizeof what, "gelu_backward n=%zu off %d", n, off);
+  report(g, what, dt, relerr(h1, cd, n), dt_tol(dt));
+  snprintf(what, sizeof what, "gelu_backward n=%zu (dpre aliases dout)", n);
+  report(g, what, dt, relerr(h2, cd, n), dt_tol(dt));
+  snprintf(what, sizeof what, "gelu_backward n=%zu (pre misaligned)", n);
+  report(g, what, dt, relerr(h3, cd, n), dt_tol(dt));
+  gfree(g, gp); gfree(g, gd); gfree(g, gout);
+  free(pre); free(dout); free(cd); free(h1); free(h2); free(h3);
 }
 
 static void test_gelu_backward(void **state) {
   (void)state;
   CHECKS_BEGIN();
-  const size_t n = 1024 * 1280 + 3;
   FOR_EACH_GPU_DTYPE(g, dt) {
-    float *pre = randf(n, 4.0, 0), *dout = randf(n, 1.0, 0), *cd = malloc(n * sizeof *cd);
-    assert_non_null(cd);
-    round_to(pre, n, dt); round_to(dout, n, dt);
-    esmtb_gelu_backward_args x = {sizeof x, ESMTB_F32, n, pre, dout, cd};
-    cpu_ok(cpu->gelu_backward(cdev, &x, NULL), "gelu_backward");
-    void *gp = gup(g, pre, n, dt), *gd = gup(g, dout, n, dt), *gout = galloc(g, n * dt_size(dt));
-    x.dtype = dt; x.pre = gp; x.dout = gd; x.dpre = gout;
-    gpu_ok(g, g->ops->gelu_backward(g->dev, &x, g->st), "gelu_backward");
-    float *h1 = gdown(g, gout, n, dt);
-    x.dpre = gd; /* aliasing dout */
-    gpu_ok(g, g->ops->gelu_backward(g->dev, &x, g->st), "gelu_backward");
-    float *h2 = gdown(g, gd, n, dt);
-    report(g, "gelu_backward n=1310723", dt, relerr(h1, cd, n), dt_tol(dt));
-    report(g, "gelu_backward (dpre aliases dout)", dt, relerr(h2, cd, n), dt_tol(dt));
-    gfree(g, gp); gfree(g, gd); gfree(g, gout);
-    free(pre); free(dout); free(cd); free(h1); free(h2);
+    gelu_backward_case(g, dt, 1024 * 1280 + 3, 0);
+    gelu_backward_case(g, dt, 1001, 5);
+    gelu_backward_case(g, dt, 3, 1);
+  }
+  CHECKS_END();
+}
+
+/* convert and scale: 16-byte chunks where both pointers are aligned, scalar
+ * otherwise and for the tail. Conversions round to nearest even, like the
+ * CPU backend's: the same bits are expected. */
+static void convert_case(const gpu *g, esmtb_dtype from, esmtb_dtype to, size_t n, int off_s,
+                         int off_d) {
+  float *x = randf(n, 3.0, 0.1);
+  round_to(x, n, from);
+  const size_t ss = dt_size(from), ds = dt_size(to);
+  /* The source in `from` on the host (cpu.so converts from f32). */
+  void *hsrc = malloc(n * ss), *cdst = malloc(n * ds), *gdst_h = malloc(n * ds);
+  assert_true(hsrc && cdst && gdst_h);
+  esmtb_convert_args c = {sizeof c, n, x, ESMTB_F32, hsrc, from};
+  cpu_ok(cpu->convert(cdev, &c, NULL), "convert");
+  c.src = hsrc; c.src_dtype = from; c.dst = cdst; c.dst_dtype = to;
+  cpu_ok(cpu->convert(cdev, &c, NULL), "convert");
+  char *gs = galloc(g, (n + 8) * ss), *gd = galloc(g, (n + 8) * ds);
+  gput_raw(g, gs + off_s * ss, hsrc, n * ss);
+  c.src = gs + off_s * ss; c.dst = gd + off_d * ds;
+  gpu_ok(g, g->ops->convert(g->dev, &c, g->st), "convert");
+  gget_raw(g, gdst_h, gd + off_d * ds, n * ds);
+  char what[96];
+  snprintf(what, sizeof what, "convert %s->%s n=%zu off %d,%d", dt_name(from), dt_name(to), n,
+           off_s, off_d);
+  report_same(g, what, to, cdst, gdst_h, n * ds);
+  gfree(g, gs); gfree(g, gd);
+  free(x); free(hsrc); free(cdst); free(gdst_h);
+}
+
+static void scale_case(const gpu *g, size_t n, int off) {
+  float *x = randf(n, 2.0, 0), *ref = copyf(x, n);
+  for (size_t i = 0; i < n; i++) ref[i] *= 0.37f;
+  float *gx = galloc(g, (n + 8) * sizeof(float));
+  gput(g, gx + off, x, n, ESMTB_F32);
+  esmtb_scale_args a = {sizeof a, n, gx + off, 0.37f};
+  gpu_ok(g, g->ops->scale(g->dev, &a, g->st), "scale");
+  float *h = gdown(g, gx + off, n, ESMTB_F32);
+  char what[96];
+  snprintf(what, sizeof what, "scale n=%zu off %d", n, off);
+  report_same(g, what, ESMTB_F32, ref, h, n * sizeof(float));
+  gfree(g, gx);
+  free(x); free(ref); free(h);
+}
+
+static void test_convert_scale(void **state) {
+  (void)state;
+  CHECKS_BEGIN();
+  for (int gi = 0; gi < g_ngpu; gi++) {
+    const gpu *g = &g_gpus[gi];
+    for (int a = 0; a < 3; a++)
+      for (int b = 0; b < 3; b++) {
+        const esmtb_dtype from = (esmtb_dtype)a, to = (esmtb_dtype)b;
+        convert_case(g, from, to, 100003, 0, 0); /* chunks, then a tail */
+        convert_case(g, from, to, 1001, 1, 0);   /* misaligned source: scalar */
+        convert_case(g, from, to, 5, 0, 0);      /* shorter than a chunk */
+      }
+    scale_case(g, 100003, 0);
+    scale_case(g, 100003, 3); /* a head of 1, vectors, a tail */
+    scale_case(g, 3, 1);
   }
   CHECKS_END();
 }
@@ -669,7 +843,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_gemm),      cmocka_unit_test(test_embed),
       cmocka_unit_test(test_layernorm), cmocka_unit_test(test_add),
-      cmocka_unit_test(test_gelu_backward), cmocka_unit_test(test_bias_grad),
+      cmocka_unit_test(test_gelu_backward), cmocka_unit_test(test_convert_scale),
+      cmocka_unit_test(test_bias_grad),
       cmocka_unit_test(test_xent),      cmocka_unit_test(test_adamw),
       cmocka_unit_test(test_lion),
       cmocka_unit_test(test_errors),
