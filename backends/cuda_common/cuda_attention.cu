@@ -28,7 +28,9 @@
 //   registers into one buffer (two barriers per tile, as before).
 //   Operands: A fragments (16x16) by ldmatrix.x4; B fragments two n-blocks
 //   at a time by ldmatrix.x4 (k-contiguous operands) or ldmatrix.x4.trans
-//   (n-contiguous operands: V in P.V, dO, Q, K in the backward updates).
+//   (n-contiguous operands: V in P.V, dO, Q, K in the backward updates) on
+//   sm_80+; sm_75 loads them one n-block at a time (32-bit loads,
+//   ldmatrix.x2.trans): fewer live registers, no spills at HD = 128.
 //   MMAs are mma.sync m16n8k16 (f16 or bf16) on sm_80+; on sm_75 each is
 //   issued as two m16n8k8 f16 MMAs (same register layout).
 //
@@ -41,10 +43,13 @@
 //     smem: Q (64 rows) + NB x (K, V) tiles of BK rows, HD+8 elements a
 //     row, NB = 2 buffers on sm_80+ (51 KB at HD = 128, 45 KB at 64), 1 on
 //     sm_75 (51 KB at 128).
+//   Every kernel carries a __launch_bounds__ minimum of blocks per SM per
+//   head dim and architecture class (plan<>::*_blocks), chosen so that
+//   none spills (tests/gpu/kernel_budget.txt has the figures).
 //   backward (FlashAttention-2 style, deterministic, no atomics):
 //     1. D = rowsum(dO * O) in fp32 (scratch [B*H*T], stream-ordered alloc).
 //     2. dK/dV kernel: a block owns 64 keys, loops over query tiles of BJ
-//        (32 on sm_80+ and at HD = 128, else 64): S^T = K Q^T, P^T =
+//        (32 on sm_80+, 16 at HD = 128 on sm_75, else 64): S^T = K Q^T, P^T =
 //        exp2(S^T - lse2) recomputed from the saved lse, dV += P^T dO,
 //        dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q. On sm_80+ at
 //        HD <= 64 it is built for 3 blocks per SM (__launch_bounds__(128,
@@ -53,8 +58,9 @@
 //        on sm_80+ and at HD = 128, else 64): S, P, dP = dO V^T, dS,
 //        dQ += dS K.
 //     The block-resident operands' A fragments (K, V in 2; Q, dO in 3) are
-//     held in registers for the whole loop at HD <= 64 (dK/dV on sm_80+: at
-//     HD <= 32, to stay within 168 registers at HD = 64).
+//     held in registers for the whole loop at HD <= 64 on sm_75 and at
+//     HD <= 32 on sm_80+ (at HD = 64 that keeps dK/dV within 168 registers,
+//     3 blocks per SM, and dQ within 128, 4 blocks per SM).
 //     The cost of determinism: S and dP are computed twice (7 tile GEMMs
 //     instead of FA2's 5 with atomic dQ), ~1.4x the backward MMA work.
 //     Results go through an fp32 smem staging tile so that the inverse

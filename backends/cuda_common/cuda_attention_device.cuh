@@ -199,24 +199,61 @@ __device__ __forceinline__ void frag_a(uint32_t a[4], const T *X, int ld, int r0
   ldsm_x4<false>(a, X + (r0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
 }
 
+// One B fragment (columns n0 .. n0 + 7), the narrower loads sm_75 keeps:
+// B[k][n] = X[n0 + n][k0 + k] (16 x 8) by two 32-bit loads a thread, and
+// B[k][n] = X[k0 + k][n0 + n] by ldmatrix.x2.trans.
+template <typename T>
+__device__ __forceinline__ void frag_b_nt(uint32_t b[2], const T *X, int ld, int n0, int k0) {
+  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const T *p = X + (n0 + g) * ld + k0 + 2 * t;
+  b[0] = *reinterpret_cast<const uint32_t *>(p);
+  b[1] = *reinterpret_cast<const uint32_t *>(p + 8);
+}
+template <typename T>
+__device__ __forceinline__ void frag_b_t(uint32_t b[2], const T *X, int ld, int k0, int n0) {
+  const T *p = X + (k0 + (threadIdx.x & 15)) * ld + n0;
+#ifdef ESMT_CUDA_EMULATE
+  ::cuemu::ldsm_x2_trans(b, p);
+#else
+  const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+  asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
+               : "=r"(b[0]), "=r"(b[1])
+               : "r"(addr)
+               : "memory");
+#endif
+}
+
 // Two B fragments, b[i][*] for columns n0 + 8i .. n0 + 8i + 7:
 // B[k][n] = X[n0 + n][k0 + k] (16 x 16), X holds B transposed (rows = n).
-template <typename T>
+// X4 (sm_80+): one ldmatrix.x4; else (sm_75) one narrow load per fragment,
+// which ptxas can schedule next to its MMA: the x4 form's 4 live registers
+// per operand made the hd 128 backward spill on sm_75.
+template <bool X4, typename T>
 __device__ __forceinline__ void frag_b_nt2(uint32_t b[2][2], const T *X, int ld, int n0, int k0) {
-  const int lane = threadIdx.x & 31;
-  uint32_t r[4];
-  ldsm_x4<false>(r, X + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8);
-  b[0][0] = r[0]; b[0][1] = r[1]; b[1][0] = r[2]; b[1][1] = r[3];
+  if constexpr (X4) {
+    const int lane = threadIdx.x & 31;
+    uint32_t r[4];
+    ldsm_x4<false>(r, X + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8);
+    b[0][0] = r[0]; b[0][1] = r[1]; b[1][0] = r[2]; b[1][1] = r[3];
+  } else {
+    frag_b_nt(b[0], X, ld, n0, k0);
+    frag_b_nt(b[1], X, ld, n0 + 8, k0);
+  }
 }
 
 // Two B fragments: B[k][n] = X[k0 + k][n0 + n] (16 x 16), X row-major
-// (k-major): ldmatrix.x4.trans.
-template <typename T>
+// (k-major): ldmatrix.x4.trans (X4), else two ldmatrix.x2.trans.
+template <bool X4, typename T>
 __device__ __forceinline__ void frag_b_t2(uint32_t b[2][2], const T *X, int ld, int k0, int n0) {
-  const int lane = threadIdx.x & 31;
-  uint32_t r[4];
-  ldsm_x4<true>(r, X + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
-  b[0][0] = r[0]; b[0][1] = r[1]; b[1][0] = r[2]; b[1][1] = r[3];
+  if constexpr (X4) {
+    const int lane = threadIdx.x & 31;
+    uint32_t r[4];
+    ldsm_x4<true>(r, X + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
+    b[0][0] = r[0]; b[0][1] = r[1]; b[1][0] = r[2]; b[1][1] = r[3];
+  } else {
+    frag_b_t(b[0], X, ld, k0, n0);
+    frag_b_t(b[1], X, ld, k0, n0 + 8);
+  }
 }
 
 // Accumulator tiles j (keys/cols 8j..8j+7) -> A operand for k-step kk
@@ -413,8 +450,11 @@ template <int HD, int NB> struct plan {
   // Inner tiles of the backward (dQ: keys BI; dK/dV: queries BJ): 32 with
   // two buffers, so that at HD = 64 shared memory (37 KB each) and
   // registers (<= 168) allow 3 blocks per SM; 64 on sm_75 below HD = 128.
+  // dK/dV at HD = 128 on sm_75 takes 16 queries a tile: its 128 fp32
+  // accumulators plus a 32-query tile's S^T and dP^T spilled at 255
+  // registers (sm_75 has no larger tile budget to trade).
   static constexpr int BI = NB == 2 || HD >= 128 ? 32 : 64;
-  static constexpr int BJ = BI;
+  static constexpr int BJ = NB == 1 && HD >= 128 ? 16 : BI;
   // Key tile of the forward: 32 at HD = 128 with two buffers (52 KB), else 64.
   static constexpr int BK = NB == 2 && HD >= 128 ? 32 : 64;
   static constexpr size_t fwd_bytes = (64 + NB * 2 * BK) * LD * 2;
@@ -423,6 +463,18 @@ template <int HD, int NB> struct plan {
   static constexpr size_t dq_bytes = dq_tiles > stage_bytes ? dq_tiles : stage_bytes;
   static constexpr size_t dkdv_tiles = (2 * 64 + NB * 2 * BJ) * LD * 2 + NB * 2 * BJ * 4;
   static constexpr size_t dkdv_bytes = dkdv_tiles > stage_bytes ? dkdv_tiles : stage_bytes;
+  // Blocks per SM each kernel is built for (__launch_bounds__' second
+  // argument: ptxas keeps to 64K / (128 x this) registers). Every kernel is
+  // bounded: unbounded, ptxas spends registers freely and the figures move
+  // from one change to the next (dK/dV at hd 16 took 133 registers on sm_80,
+  // 3 blocks/SM where main had 7). The values are what fits without spills
+  // and what shared memory allows (tests/gpu/kernel_budget.txt).
+  static constexpr int fwd_blocks =
+      NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : 3) : (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 2 : 1);
+  static constexpr int dkdv_blocks =
+      NB == 2 ? (HD <= 16 ? 6 : HD <= 32 ? 4 : HD <= 64 ? 3 : 2) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
+  static constexpr int dq_blocks =
+      NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 4 : 3) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
 };
 
 // Rotary once per pass: qr = rot(q) * scale * log2 e and kr = rot(k), in

@@ -24,7 +24,8 @@ namespace esmt_attn {
 // ---- forward (tensor cores) ----
 
 template <typename T, int HD, int HDR, bool ASYNC>
-__global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks))
+    attn_fwd_mma(attn_params p) {
   ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
   constexpr int NB = ASYNC ? 2 : 1;
@@ -98,7 +99,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
 #pragma unroll
       for (int j = 0; j < BK / 8; j += 2) {
         uint32_t bf[2][2];  // keys 8j .. 8j + 15: one ldmatrix.x4
-        frag_b_nt2(bf, sK, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bf, sK, LD, j * 8, kk * 16);
         mma16816<T>(s[j], qf[kk], bf[0]);
         mma16816<T>(s[j + 1], qf[kk], bf[1]);
       }
@@ -149,7 +150,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
 #pragma unroll
         for (int n = 0; n < HD / 8; n += 2) {
           uint32_t bf[2][2];
-          frag_b_t2(bf, sV, LD, kk * 16, n * 8);
+          frag_b_t2<ASYNC>(bf, sV, LD, kk * 16, n * 8);
           mma16816<T>(o[n], pa, bf[0]);
           mma16816<T>(o[n + 1], pa, bf[1]);
         }
@@ -190,7 +191,8 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
 
 // dK, dV for 64 keys; loops over query tiles of BJ.
 template <typename T, int HD, int HDR, bool ASYNC>
-__global__ void __launch_bounds__(NTHREADS, ASYNC && HD <= 64 ? 3 : 1) attn_bwd_dkdv_mma(attn_params p) {
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_blocks))
+    attn_bwd_dkdv_mma(attn_params p) {
   ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
   constexpr int NB = ASYNC ? 2 : 1;
@@ -299,8 +301,8 @@ __global__ void __launch_bounds__(NTHREADS, ASYNC && HD <= 64 ? 3 : 1) attn_bwd_
 #pragma unroll
       for (int j = 0; j < BI / 8; j += 2) {
         uint32_t bq[2][2], bo[2][2];
-        frag_b_nt2(bq, sQ, LD, j * 8, kk * 16);
-        frag_b_nt2(bo, sO, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bq, sQ, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bo, sO, LD, j * 8, kk * 16);
         mma16816<T>(st[j], ka, bq[0]);
         mma16816<T>(st[j + 1], ka, bq[1]);
         mma16816<T>(dpt[j], va, bo[0]);
@@ -326,8 +328,8 @@ __global__ void __launch_bounds__(NTHREADS, ASYNC && HD <= 64 ? 3 : 1) attn_bwd_
 #pragma unroll
       for (int n = 0; n < HD / 8; n += 2) {
         uint32_t bo[2][2], bq[2][2];
-        frag_b_t2(bo, sO, LD, kk * 16, n * 8);
-        frag_b_t2(bq, sQ, LD, kk * 16, n * 8);
+        frag_b_t2<ASYNC>(bo, sO, LD, kk * 16, n * 8);
+        frag_b_t2<ASYNC>(bq, sQ, LD, kk * 16, n * 8);
         mma16816<T>(dV[n], pa, bo[0]);
         mma16816<T>(dV[n + 1], pa, bo[1]);
         mma16816<T>(dK[n], da, bq[0]);
@@ -356,7 +358,8 @@ __global__ void __launch_bounds__(NTHREADS, ASYNC && HD <= 64 ? 3 : 1) attn_bwd_
 
 // dQ for 64 queries; loops over key tiles of BI.
 template <typename T, int HD, int HDR, bool ASYNC>
-__global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dq_blocks))
+    attn_bwd_dq_mma(attn_params p) {
   ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
   constexpr int NB = ASYNC ? 2 : 1;
@@ -399,8 +402,10 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   const float l20 = r0 < L ? lse[r0] * LOG2E_F : INFINITY;
   const float l21 = r1 < L ? lse[r1] * LOG2E_F : INFINITY;
   const float D0 = r0 < L ? Dr[r0] : 0.0f, D1 = r1 < L ? Dr[r1] : 0.0f;
-  // Q and dO operand fragments stay in registers when they fit (HD <= 64).
-  constexpr bool kCache = HD <= 64;
+  // Q and dO operand fragments stay in registers when they fit: HD <= 64 on
+  // sm_75, HD <= 32 on sm_80+ (at HD = 64 their 32 registers would break the
+  // 128-register budget of 4 blocks per SM; ldmatrix.x4 reloads them).
+  constexpr bool kCache = HD <= (ASYNC ? 32 : 64);
   uint32_t qc[kCache ? HD / 16 : 1][4], oc[kCache ? HD / 16 : 1][4];
   if constexpr (kCache) {
     if constexpr (ASYNC) cp_async_wait<1>();  // Q, dO landed (the K/V tile may not have)
@@ -452,8 +457,8 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
 #pragma unroll
       for (int j = 0; j < BI / 8; j += 2) {
         uint32_t bk[2][2], bv[2][2];
-        frag_b_nt2(bk, sK, LD, j * 8, kk * 16);
-        frag_b_nt2(bv, sV, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bk, sK, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bv, sV, LD, j * 8, kk * 16);
         mma16816<T>(s[j], qa, bk[0]);
         mma16816<T>(s[j + 1], qa, bk[1]);
         mma16816<T>(dp[j], oa, bv[0]);
@@ -477,7 +482,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
 #pragma unroll
       for (int n = 0; n < HD / 8; n += 2) {
         uint32_t bk[2][2];
-        frag_b_t2(bk, sK, LD, kk * 16, n * 8);
+        frag_b_t2<ASYNC>(bk, sK, LD, kk * 16, n * 8);
         mma16816<T>(dQ[n], da, bk[0]);
         mma16816<T>(dQ[n + 1], da, bk[1]);
       }
