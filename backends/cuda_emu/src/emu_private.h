@@ -20,7 +20,8 @@ cudaError_t take_last_error(bool clear);
 bool strict();
 
 // emu_memory.cpp
-cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out);
+cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out,
+                         const void *stream = nullptr);
 // Remove the allocation at p (exactly its base); false if none.
 bool device_release(void *p, mem_kind *kind, size_t *size);
 void pool_trim(int dev);  // at a synchronisation: back to the release threshold

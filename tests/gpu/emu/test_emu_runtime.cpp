@@ -218,6 +218,39 @@ static int case_bad_config(void) {
   return cudaGetLastError() == cudaErrorInvalidConfiguration ? 0 : 1;
 }
 
+// cudaMallocAsync's pool while the host runs ahead of the stream (held by
+// a host function): a block freed on the stream is reused at once by the
+// next allocation on the same stream, as in CUDA, so 8 alloc/free pairs
+// reserve one block; an allocation on another stream does not take it.
+static sem_t g_release;
+static void wait_release(void *) { sem_wait(&g_release); }
+static int case_pool_same_stream_reuse() {
+  sem_init(&g_release, 0, 0);
+  cudaStream_t a, b;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaMemPool_t pool;
+  cudaDeviceGetDefaultMemPool(&pool, 0);
+  cudaLaunchHostFunc(a, wait_release, nullptr);
+  const size_t mib = 1u << 20;
+  for (int i = 0; i < 8; i++) {
+    void *p = nullptr;
+    if (cudaMallocAsync(&p, mib, a) != cudaSuccess) return fail("cudaMallocAsync");
+    cudaMemsetAsync(p, 0, mib, a);
+    cudaFreeAsync(p, a);
+  }
+  uint64_t high = 0, cur = 0;
+  cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high);
+  if (high != mib) return fail("same-stream reuse: reserved more than one block");
+  void *q = nullptr;
+  cudaMallocAsync(&q, mib, b);  // a's block is still pending on a: not b's
+  cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &cur);
+  if (cur != 2 * mib) return fail("another stream took over a pending block");
+  cudaFreeAsync(q, b);
+  sem_post(&g_release);
+  return cudaDeviceSynchronize();
+}
+
 struct tcase {
   const char *name;
   int (*fn)(void);
@@ -246,6 +279,7 @@ static const tcase k_cases[] = {
     {"cp.async wait dropped by ESMT_EMU_DROP_CP_WAIT", case_cp_async_wait_dropped, false,
      "has not written yet"},
     {"cp.async on sm_75", case_cp_async_sm75, false, "cp.async needs sm_80"},
+    {"pool: same-stream reuse while the host runs ahead", case_pool_same_stream_reuse, true, ""},
 };
 
 int main(void) {
