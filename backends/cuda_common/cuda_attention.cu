@@ -9,46 +9,75 @@
 // in fp32 (base 2: Q tiles carry scale * log2(e), so exponentials are exp2).
 //
 // F16 / BF16 (tensor cores, fp32 accumulation), 128 threads = 4 warps:
-//   Every tile is staged through registers into shared memory, which is
-//   where rotary (and the scale on Q) is applied in fp32 before rounding
-//   back to the storage dtype; rows past L are zero-filled there, so NaN
-//   garbage in padded rows is never read. Smem rows are padded by 8
-//   elements (HD + 8) so fragment loads are bank-conflict free. hd = 24 runs
-//   as HD = 32 with zero columns 24..31. MMAs are mma.sync m16n8k16 (f16 or
-//   bf16) on sm_80+; on sm_75 each is issued as two m16n8k8 f16 MMAs (same
-//   register layout). B operands stored k-major come from ldmatrix.trans.
+//   Rotary once per pass: attn_rotate_qk writes Qs = rot(q) * scale * log2 e
+//   and Kr = rot(k), computed in fp32 and rounded to the storage dtype (the
+//   rounding the per-tile rotary had), into a stream-ordered scratch
+//   ([tokens][H][hd] each, 2 * B*T*H*hd elements, freed after the pass), so
+//   every tile load is a plain copy: Q and K from the scratch, V and dO
+//   from qkv / dout. Rows past L are zero-filled in smem, so NaN garbage in
+//   padded rows is never read. Smem rows are padded by 8 elements (HD + 8):
+//   the 8 rows of each ldmatrix 8x8 matrix hit distinct banks. hd = 24 runs
+//   as HD = 32 with zero columns 24..31.
+//   Copies: on sm_80+ (ASYNC kernels) cp.async (16-byte cg copies; 8-byte
+//   ca copies of V / dO when qkv / dout are only 8-byte aligned), and the
+//   streamed tiles are double-buffered: tile i+1 is issued into the other
+//   buffer and committed, then cp.async.wait_group 1 + __syncthreads make
+//   tile i visible while i+1 is in flight; a barrier at the end of each
+//   iteration (skipped after the last) retires the buffer before it is
+//   refilled. On sm_75 (no cp.async) the same kernels copy through
+//   registers into one buffer (two barriers per tile, as before).
+//   Operands: A fragments (16x16) by ldmatrix.x4; B fragments two n-blocks
+//   at a time by ldmatrix.x4 (k-contiguous operands) or ldmatrix.x4.trans
+//   (n-contiguous operands: V in P.V, dO, Q, K in the backward updates) on
+//   sm_80+; sm_75 loads them one n-block at a time (32-bit loads,
+//   ldmatrix.x2.trans): fewer live registers, no spills at HD = 128.
+//   MMAs are mma.sync m16n8k16 (f16 or bf16) on sm_80+; on sm_75 each is
+//   issued as two m16n8k8 f16 MMAs (same register layout).
 //
 //   forward: grid (ceil(T/64), H, B). A block owns 64 query rows (16 per
-//     warp), loops over 64-key tiles up to L only (fully masked tiles are
-//     skipped); S = Q K^T, online max/sum, P (rounded to the dtype) . V.
+//     warp), loops over key tiles of BK (64; 32 at HD = 128 on sm_80+) up
+//     to L only (fully masked tiles are skipped); S = Q K^T, online
+//     max/sum, P (rounded to the dtype) . V.
 //     Blocks wholly past L write zeros; rows past L in the last tile are
 //     computed on zero queries and written as 0 (lse 0).
-//     smem: Q, K, V tiles 3 x 64 x (HD+8) elements: 52 KB at HD = 128.
+//     smem: Q (64 rows) + NB x (K, V) tiles of BK rows, HD+8 elements a
+//     row, NB = 2 buffers on sm_80+ (51 KB at HD = 128, 45 KB at 64), 1 on
+//     sm_75 (51 KB at 128).
+//   Every kernel carries a __launch_bounds__ minimum of blocks per SM per
+//   head dim and architecture class (plan<>::*_blocks), chosen so that
+//   none spills (tests/gpu/kernel_budget.txt has the figures).
 //   backward (FlashAttention-2 style, deterministic, no atomics):
 //     1. D = rowsum(dO * O) in fp32 (scratch [B*H*T], stream-ordered alloc).
-//     2. dK/dV kernel: a block owns 64 keys, loops over query tiles (64, or
-//        32 at HD = 128): S^T = K Q^T, P^T = exp2(S^T - lse2) recomputed from
-//        the saved lse, dV += P^T dO, dP^T = V dO^T, dS^T = P^T (dP^T - D),
-//        dK += dS^T Q.
-//     3. dQ kernel: a block owns 64 queries, loops over key tiles (64, or 32
-//        at HD = 128): S, P, dP = dO V^T, dS, dQ += dS K.
-//     At HD <= 64 the block-resident operands' A fragments (K, V in 2; Q, dO
-//     in 3) are held in registers for the whole loop.
+//     2. dK/dV kernel: a block owns 64 keys, loops over query tiles of BJ
+//        (32 on sm_80+, 16 at HD = 128 on sm_75, else 64): S^T = K Q^T, P^T =
+//        exp2(S^T - lse2) recomputed from the saved lse, dV += P^T dO,
+//        dP^T = V dO^T, dS^T = P^T (dP^T - D), dK += dS^T Q. On sm_80+ at
+//        HD <= 64 it is built for 3 blocks per SM (__launch_bounds__(128,
+//        3): <= 168 registers, 37 KB smem at HD = 64).
+//     3. dQ kernel: a block owns 64 queries, loops over key tiles of BI (32
+//        on sm_80+ and at HD = 128, else 64): S, P, dP = dO V^T, dS,
+//        dQ += dS K.
+//     The block-resident operands' A fragments (K, V in 2; Q, dO in 3) are
+//     held in registers for the whole loop at HD <= 64 on sm_75 and at
+//     HD <= 32 on sm_80+ (at HD = 64 that keeps dK/dV within 168 registers,
+//     3 blocks per SM, and dQ within 128, 4 blocks per SM).
 //     The cost of determinism: S and dP are computed twice (7 tile GEMMs
 //     instead of FA2's 5 with atomic dQ), ~1.4x the backward MMA work.
 //     Results go through an fp32 smem staging tile so that the inverse
 //     rotary (which pairs columns c and c + hd/2) and the scales (dq *=
 //     scale; dk *= ln 2 because Q carried log2 e) are applied before the
 //     store; rows past L get zeros.
-//     smem: K, V (64 rows) + Q, dO (64 or 32 rows) tiles: 36 KB at HD = 64,
-//     51 KB at HD = 128. Everything stays <= 64 KB, the sm_75 limit.
+//     smem (sm_80+): dK/dV 37 KB at HD = 64, 69 KB at 128; dQ 36 KB at 64,
+//     68 KB at 128. sm_75 (one buffer) stays <= 64 KB, its limit.
 // F32: a simpler scalar path (no tensor cores), one thread per query row
 //   (forward, dQ) or per key row (dK/dV), 32-row tiles of the other operand
 //   in smem, same algorithm and the same masking rules.
 //
 // Host emulation: the ESMT_CUDA_EMULATE build (backends/cuda_emu) compiles
-// this file as host code, with mma.sync/ldmatrix per the PTX layouts, and
-// runs every kernel under race, bounds and stream-order checking.
+// this file as host code, with mma.sync/ldmatrix/cp.async per the PTX
+// semantics (a cp.async lands at its wait_group: touching the destination
+// earlier is reported), and runs every kernel under race, bounds and
+// stream-order checking.
 //
 // Argument checks: shapes, dtype, hd, alignment (qkv/out/dout/dqkv 8 bytes,
 // the rotary tables 16). The values of seq_len (in [1, T]) or of the packed
@@ -88,26 +117,60 @@ esmtb_status set_smem(KernelT kernel, size_t bytes, const char *op) {
                     op);
 }
 
-template <typename T, int HD, int HDR>
+template <typename T, int HD, int HDR, bool ASYNC>
 esmtb_status fwd_mma(const attn_params &p, cudaStream_t st) {
-  const size_t bytes = plan<HD>::fwd_bytes;
-  esmtb_status rc = set_smem(attn_fwd_mma<T, HD, HDR>, bytes, "attention_forward: smem");
+  const size_t bytes = plan<HD, ASYNC ? 2 : 1>::fwd_bytes;
+  esmtb_status rc = set_smem(attn_fwd_mma<T, HD, HDR, ASYNC>, bytes, "attention_forward: smem");
   if (rc) return rc;
   const dim3 grid = attn_grid(p, 64);
-  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_fwd_mma<T, HD, HDR>)(p);
+  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_fwd_mma<T, HD, HDR, ASYNC>)(p);
   return launch_err("attention_forward");
 }
 
-template <typename T, int HD, int HDR>
+template <typename T, int HD, int HDR, bool ASYNC>
 esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
-  const size_t bytes = plan<HD>::bwd_bytes;
-  esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD, HDR>, bytes, "attention_backward: smem");
-  if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD, HDR>, bytes, "attention_backward: smem");
+  using pl = plan<HD, ASYNC ? 2 : 1>;
+  esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD, HDR, ASYNC>, pl::dkdv_bytes,
+                             "attention_backward: smem");
+  if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD, HDR, ASYNC>, pl::dq_bytes,
+                         "attention_backward: smem");
   if (rc) return rc;
   const dim3 grid = attn_grid(p, 64);
-  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_bwd_dkdv_mma<T, HD, HDR>)(p);
-  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_bwd_dq_mma<T, HD, HDR>)(p);
+  ESMT_LAUNCH(grid, NTHREADS, pl::dkdv_bytes, st, attn_bwd_dkdv_mma<T, HD, HDR, ASYNC>)(p);
+  ESMT_LAUNCH(grid, NTHREADS, pl::dq_bytes, st, attn_bwd_dq_mma<T, HD, HDR, ASYNC>)(p);
   return launch_err("attention_backward");
+}
+
+template <typename T, bool ASYNC>
+esmtb_status dispatch_hd(const attn_params &p, int backward, cudaStream_t st) {
+  switch (p.hd) {
+    case 16: return backward ? bwd_mma<T, 16, 16, ASYNC>(p, st) : fwd_mma<T, 16, 16, ASYNC>(p, st);
+    case 24: return backward ? bwd_mma<T, 32, 24, ASYNC>(p, st) : fwd_mma<T, 32, 24, ASYNC>(p, st);
+    case 32: return backward ? bwd_mma<T, 32, 32, ASYNC>(p, st) : fwd_mma<T, 32, 32, ASYNC>(p, st);
+    case 64: return backward ? bwd_mma<T, 64, 64, ASYNC>(p, st) : fwd_mma<T, 64, 64, ASYNC>(p, st);
+    default:
+      return backward ? bwd_mma<T, 128, 128, ASYNC>(p, st) : fwd_mma<T, 128, 128, ASYNC>(p, st);
+  }
+}
+
+// 16-bit path: rotary once (Q pre-scaled, K) into stream-ordered scratch,
+// then the kernels; cp.async double-buffering on sm_80+ (sm_75 has no
+// cp.async: plain copies into one buffer).
+template <typename T>
+esmtb_status dispatch_mma(attn_params p, int backward, bool async, cudaStream_t st) {
+  const char *op = backward ? "attention_backward" : "attention_forward";
+  const size_t n = (size_t)p.B * p.T * p.H * p.hd;
+  T *qk = NULL;
+  esmtb_status rc = cuda_scratch((void **)&qk, 2 * n * sizeof(T), st, op);
+  if (rc) return rc;
+  p.qr = qk;
+  p.kr = qk + n;
+  ESMT_LAUNCH(attn_grid(p, 64), NTHREADS, 0, st, attn_rotate_qk<T>)(p);
+  rc = launch_err(backward ? "attention_backward: rotary" : "attention_forward: rotary");
+  if (!rc) rc = async ? dispatch_hd<T, true>(p, backward, st) : dispatch_hd<T, false>(p, backward, st);
+  esmtb_status rc2 = cuda_check(cudaFreeAsync(qk, st), backward ? "attention_backward: scratch"
+                                                                : "attention_forward: scratch");
+  return rc ? rc : rc2;
 }
 
 template <int HD>
@@ -123,17 +186,6 @@ esmtb_status bwd_f32(const attn_params &p, cudaStream_t st) {
   ESMT_LAUNCH(grid, F32_ROWS, f32_bwd_bytes(HD), st, attn_bwd_dkdv_f32<HD>)(p);
   ESMT_LAUNCH(grid, F32_ROWS, f32_fwd_bytes(HD), st, attn_bwd_dq_f32<HD>)(p);
   return launch_err("attention_backward");
-}
-
-template <typename T>
-esmtb_status dispatch_mma(const attn_params &p, int backward, cudaStream_t st) {
-  switch (p.hd) {
-    case 16: return backward ? bwd_mma<T, 16, 16>(p, st) : fwd_mma<T, 16, 16>(p, st);
-    case 24: return backward ? bwd_mma<T, 32, 24>(p, st) : fwd_mma<T, 32, 24>(p, st);
-    case 32: return backward ? bwd_mma<T, 32, 32>(p, st) : fwd_mma<T, 32, 32>(p, st);
-    case 64: return backward ? bwd_mma<T, 64, 64>(p, st) : fwd_mma<T, 64, 64>(p, st);
-    default: return backward ? bwd_mma<T, 128, 128>(p, st) : fwd_mma<T, 128, 128>(p, st);
-  }
 }
 
 esmtb_status dispatch_f32(const attn_params &p, int backward, cudaStream_t st) {
@@ -183,7 +235,7 @@ size_t esize(esmtb_dtype t) { return t == ESMTB_F32 ? 4 : 2; }
 bool aligned8(const void *ptr) { return ((uintptr_t)ptr & 7u) == 0; }
 
 esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int backward,
-                        cudaStream_t st) {
+                        cudaStream_t st, int *major_out) {
   const char *op = backward ? "attention_backward" : "attention_forward";
   if (!dev || !a) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   const esmtb_segments *sg = segments_of(a);
@@ -205,12 +257,13 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
     return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: rope_cos/rope_sin must be 16-byte aligned", op);
   esmtb_status rc = cuda_check(cudaSetDevice(dev->ordinal), op);
   if (rc) return rc;
-  if (a->dtype == ESMTB_BF16) {
+  {
     int major = 0;
     rc = cuda_check(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor,
                                            dev->ordinal), op);
     if (rc) return rc;
-    if (major < 8) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "%s: bf16 needs compute capability 8.0+", op);
+    *major_out = major;
+    if (a->dtype == ESMTB_BF16 && major < 8) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "%s: bf16 needs compute capability 8.0+", op);
   }
   if (sg && (sg->nseg > a->B * a->T || sg->max_len < 1 || sg->max_len > a->T || !sg->start ||
              !sg->len || sg->nseg > 65535))
@@ -235,6 +288,9 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
 attn_params make_params(const esmtb_attention_args *a) {
   attn_params p;
   p.qkv = a->qkv;
+  p.qr = p.kr = NULL;
+  p.v16 = ((uintptr_t)a->qkv & 15u) == 0;
+  p.o16 = a->dout && ((uintptr_t)a->dout & 15u) == 0;
   p.out = a->out;
   p.lse = a->lse;
   p.dout = a->dout;
@@ -261,7 +317,8 @@ attn_params make_params(const esmtb_attention_args *a) {
 extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
                                                esmtb_stream *s) {
   cudaStream_t st = cuda_stream_of(s);
-  esmtb_status rc = check_args(dev, a, 0, st);
+  int major = 0;
+  esmtb_status rc = check_args(dev, a, 0, st, &major);
   if (rc) return rc;
   const attn_params p = make_params(a);
   if (p.nseg > 0) {  // tokens outside every segment: out = 0, lse = 0
@@ -273,8 +330,8 @@ extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_at
     if (rc) return rc;
   }
   switch (a->dtype) {
-    case ESMTB_F16: return dispatch_mma<__half>(p, 0, st);
-    case ESMTB_BF16: return dispatch_mma<__nv_bfloat16>(p, 0, st);
+    case ESMTB_F16: return dispatch_mma<__half>(p, 0, major >= 8, st);
+    case ESMTB_BF16: return dispatch_mma<__nv_bfloat16>(p, 0, major >= 8, st);
     default: return dispatch_f32(p, 0, st);
   }
 }
@@ -282,7 +339,8 @@ extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_at
 extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                                 esmtb_stream *s) {
   cudaStream_t st = cuda_stream_of(s);
-  esmtb_status rc = check_args(dev, a, 1, st);
+  int major = 0;
+  esmtb_status rc = check_args(dev, a, 1, st, &major);
   if (rc) return rc;
   attn_params p = make_params(a);
   const size_t rows = (size_t)a->B * a->H * a->T;
@@ -301,12 +359,12 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
       case ESMTB_F16:
         ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<__half>)(p, D);
         rc = launch_err("attention_backward: rowsum");
-        if (!rc) rc = dispatch_mma<__half>(p, 1, st);
+        if (!rc) rc = dispatch_mma<__half>(p, 1, major >= 8, st);
         break;
       case ESMTB_BF16:
         ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<__nv_bfloat16>)(p, D);
         rc = launch_err("attention_backward: rowsum");
-        if (!rc) rc = dispatch_mma<__nv_bfloat16>(p, 1, st);
+        if (!rc) rc = dispatch_mma<__nv_bfloat16>(p, 1, major >= 8, st);
         break;
       default:
         ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<float>)(p, D);

@@ -1,8 +1,9 @@
 // Device-side building blocks of the flash-style attention
 // (cuda_attention.cu): parameters, the per-sequence view (right-padded rows
-// or packed segments), 16-bit dtype helpers, tensor-core fragments, tiles
-// through shared memory with rotary applied on the way, and the rowsum
-// kernel of backward. Included by cuda_attention.cu only (also compiled for the
+// or packed segments), 16-bit dtype helpers, tensor-core fragments,
+// cp.async, tiles into shared memory (plain copies: rotary is applied once
+// per pass by attn_rotate_qk), the fp32 staging tile with the inverse
+// rotary of backward, and the rotary and rowsum kernels. Included by cuda_attention.cu only (also compiled for the
 // host by the ESMT_CUDA_EMULATE build), inside namespace esmt_attn.
 #ifndef ESMTRAIN_CUDA_ATTENTION_DEVICE_CUH
 #define ESMTRAIN_CUDA_ATTENTION_DEVICE_CUH
@@ -15,6 +16,11 @@ namespace esmt_attn {
 
 struct attn_params {
   const void *qkv;
+  // Rotated Q (times scale * log2 e) and rotated K in the storage dtype,
+  // [tokens][H][hd] each (attn_rotate_qk, stream-ordered scratch); the
+  // 16-bit kernels read Q and K from here, V and dO from qkv / dout.
+  const void *qr, *kr;
+  int v16, o16;  // qkv / dout 16-byte aligned: 16-byte copies of V / dO
   void *out;
   float *lse;
   const void *dout;
@@ -162,44 +168,92 @@ __device__ __forceinline__ void mma16816<__nv_bfloat16>(float c[4], const uint32
 #endif
 }
 
-__device__ __forceinline__ uint32_t lds32(const void *p) {
-  return *reinterpret_cast<const uint32_t *>(p);
+// ldmatrix.x4 (TRANS: .trans): lane 8m + i supplies the (16-byte aligned)
+// address of row i of 8x8 matrix m; r[m] receives matrix m in the mma
+// fragment layout. Smem rows are HD + 8 elements, so the 8 rows of a matrix
+// fall in distinct bank groups (conflict-free).
+template <bool TRANS>
+__device__ __forceinline__ void ldsm_x4(uint32_t r[4], const void *p) {
+#ifdef ESMT_CUDA_EMULATE
+  ::cuemu::ldsm_x4(r, p, TRANS ? 1 : 0);
+#else
+  const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+  if constexpr (TRANS)
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.trans.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+  else
+    asm volatile("ldmatrix.sync.aligned.m8n8.x4.shared.b16 {%0,%1,%2,%3}, [%4];\n"
+                 : "=r"(r[0]), "=r"(r[1]), "=r"(r[2]), "=r"(r[3])
+                 : "r"(addr)
+                 : "memory");
+#endif
 }
 
-// A[r][k] = X[r0 + r][k0 + k] (16 x 16, X row-major with leading dim ld).
+// A[r][k] = X[r0 + r][k0 + k] (16 x 16, X row-major with leading dim ld):
+// matrices (rows 0-7, k 0-7), (8-15, 0-7), (0-7, 8-15), (8-15, 8-15).
 template <typename T>
 __device__ __forceinline__ void frag_a(uint32_t a[4], const T *X, int ld, int r0, int k0) {
-  const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  const T *p = X + (r0 + g) * ld + k0 + 2 * t;
-  a[0] = lds32(p);
-  a[1] = lds32(p + 8 * ld);
-  a[2] = lds32(p + 8);
-  a[3] = lds32(p + 8 * ld + 8);
+  const int lane = threadIdx.x & 31;
+  ldsm_x4<false>(a, X + (r0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
 }
 
-// B[k][n] = X[n0 + n][k0 + k] (16 x 8): X holds B transposed (rows = n).
+// One B fragment (columns n0 .. n0 + 7), the narrower loads sm_75 keeps:
+// B[k][n] = X[n0 + n][k0 + k] (16 x 8) by two 32-bit loads a thread, and
+// B[k][n] = X[k0 + k][n0 + n] by ldmatrix.x2.trans.
 template <typename T>
 __device__ __forceinline__ void frag_b_nt(uint32_t b[2], const T *X, int ld, int n0, int k0) {
   const int lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const T *p = X + (n0 + g) * ld + k0 + 2 * t;
-  b[0] = lds32(p);
-  b[1] = lds32(p + 8);
+  b[0] = *reinterpret_cast<const uint32_t *>(p);
+  b[1] = *reinterpret_cast<const uint32_t *>(p + 8);
 }
-
-// B[k][n] = X[k0 + k][n0 + n] (16 x 8), X row-major: ldmatrix.x2.trans.
 template <typename T>
 __device__ __forceinline__ void frag_b_t(uint32_t b[2], const T *X, int ld, int k0, int n0) {
-  const int lane = threadIdx.x & 15;
-  const T *p = X + (k0 + lane) * ld + n0;
+  const T *p = X + (k0 + (threadIdx.x & 15)) * ld + n0;
 #ifdef ESMT_CUDA_EMULATE
   ::cuemu::ldsm_x2_trans(b, p);
 #else
-  uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
+  const uint32_t addr = (uint32_t)__cvta_generic_to_shared(p);
   asm volatile("ldmatrix.sync.aligned.m8n8.x2.trans.shared.b16 {%0,%1}, [%2];\n"
                : "=r"(b[0]), "=r"(b[1])
                : "r"(addr)
                : "memory");
 #endif
+}
+
+// Two B fragments, b[i][*] for columns n0 + 8i .. n0 + 8i + 7:
+// B[k][n] = X[n0 + n][k0 + k] (16 x 16), X holds B transposed (rows = n).
+// X4 (sm_80+): one ldmatrix.x4; else (sm_75) one narrow load per fragment,
+// which ptxas can schedule next to its MMA: the x4 form's 4 live registers
+// per operand made the hd 128 backward spill on sm_75.
+template <bool X4, typename T>
+__device__ __forceinline__ void frag_b_nt2(uint32_t b[2][2], const T *X, int ld, int n0, int k0) {
+  if constexpr (X4) {
+    const int lane = threadIdx.x & 31;
+    uint32_t r[4];
+    ldsm_x4<false>(r, X + (n0 + (lane & 7) + ((lane >> 4) << 3)) * ld + k0 + ((lane >> 3) & 1) * 8);
+    b[0][0] = r[0]; b[0][1] = r[1]; b[1][0] = r[2]; b[1][1] = r[3];
+  } else {
+    frag_b_nt(b[0], X, ld, n0, k0);
+    frag_b_nt(b[1], X, ld, n0 + 8, k0);
+  }
+}
+
+// Two B fragments: B[k][n] = X[k0 + k][n0 + n] (16 x 16), X row-major
+// (k-major): ldmatrix.x4.trans (X4), else two ldmatrix.x2.trans.
+template <bool X4, typename T>
+__device__ __forceinline__ void frag_b_t2(uint32_t b[2][2], const T *X, int ld, int k0, int n0) {
+  if constexpr (X4) {
+    const int lane = threadIdx.x & 31;
+    uint32_t r[4];
+    ldsm_x4<true>(r, X + (k0 + (lane & 15)) * ld + n0 + (lane >> 4) * 8);
+    b[0][0] = r[0]; b[0][1] = r[1]; b[1][0] = r[2]; b[1][1] = r[3];
+  } else {
+    frag_b_t(b[0], X, ld, k0, n0);
+    frag_b_t(b[1], X, ld, k0, n0 + 8);
+  }
 }
 
 // Accumulator tiles j (keys/cols 8j..8j+7) -> A operand for k-step kk
@@ -212,47 +266,70 @@ __device__ __forceinline__ void acc_to_a(uint32_t a[4], const float lo[4], const
   a[3] = dt<T>::pack(hi[2], hi[3]);
 }
 
+// ---- cp.async (sm_80+) ----
+// Global -> shared copies that bypass registers; a copy is visible to the
+// issuing thread after cp_async_wait retires its group, to the others after
+// that and a __syncthreads. Only the ASYNC instantiations (launched on
+// sm_80+) call these; below sm_80 they compile to plain copies so that the
+// sm_75 build links.
+template <int N>
+__device__ __forceinline__ void cp_async(void *dst, const void *src) {
+#if defined(ESMT_CUDA_EMULATE)
+  ::cuemu::cp_async(dst, src, N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  const uint32_t d = (uint32_t)__cvta_generic_to_shared(dst);
+  if constexpr (N == 16)  // .cg: L2 only, the tiles are streamed once per block
+    asm volatile("cp.async.cg.shared.global [%0], [%1], 16;\n" ::"r"(d), "l"(src) : "memory");
+  else
+    asm volatile("cp.async.ca.shared.global [%0], [%1], %2;\n" ::"r"(d), "l"(src), "n"(N)
+                 : "memory");
+#else
+  if constexpr (N == 16)
+    *reinterpret_cast<uint4 *>(dst) = *reinterpret_cast<const uint4 *>(src);
+  else
+    *reinterpret_cast<uint2 *>(dst) = *reinterpret_cast<const uint2 *>(src);
+#endif
+}
+__device__ __forceinline__ void cp_async_commit() {
+#if defined(ESMT_CUDA_EMULATE)
+  ::cuemu::cp_async_commit();
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.commit_group;\n" ::: "memory");
+#endif
+}
+// Wait until at most N of this thread's committed groups are in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+#if defined(ESMT_CUDA_EMULATE)
+  ::cuemu::cp_async_wait(N);
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 800
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N) : "memory");
+#endif
+}
+
 // ---- tiles through shared memory ----
 
-// 4 rotary table entries (c is a multiple of 4 and hd/2 is too, so with a
-// 16-byte aligned table these are 16-byte loads; checked on the host).
-__device__ __forceinline__ float4 ld_f4(const float *p) {
-  return __ldg(reinterpret_cast<const float4 *>(p));
-}
-__device__ __forceinline__ float f4_at(const float4 &v, int k) {
-  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
-}
-
 // Rows [0, nrows) of a tile into s (leading dim LD) from src (row 0 of the
-// tile, `stride` elements between rows): rows >= nvalid are zeros. With
-// `rot`, split-half rotary at positions t0 + r, times `mult`. Columns
-// [hd, HD) are left alone (zeroed once per kernel).
-template <typename T, int LD>
-__device__ __forceinline__ void load_tile(T *s, const T *src, size_t stride, int nrows, int nvalid, int hd,
-                          const float *cs, const float *sn, int t0, float mult, bool rot) {
-  if (rot) {
-    const int half = hd >> 1, q4 = half >> 2;
-    for (int i = threadIdx.x; i < nrows * q4; i += NTHREADS) {
-      const int r = i / q4, c = (i - r * q4) * 4;
+// tile, `stride` elements between rows), columns [0, hd): rows < nvalid
+// are copied (cp.async with ASYNC, 16-byte pieces when `vec16`, else 8),
+// rows >= nvalid are zeroed with plain stores (so NaN garbage in padding is
+// never read). Columns [hd, HD) are left alone (zeroed once per kernel).
+template <typename T, int LD, bool ASYNC>
+__device__ __forceinline__ void copy_tile(T *s, const T *src, size_t stride, int nrows,
+                                          int nvalid, int hd, bool vec16) {
+  if (vec16) {
+    const int n8 = hd >> 3;
+    for (int i = threadIdx.x; i < nrows * n8; i += NTHREADS) {
+      const int r = i / n8, c = (i - r * n8) * 8;
       T *d = s + r * LD + c;
       if (r < nvalid) {
         const T *x = src + (size_t)r * stride + c;
-        float a[4], b[4], y0[4], y1[4];
-        ld4(x, a);
-        ld4(x + half, b);
-        const float4 co = ld_f4(cs + (size_t)(t0 + r) * half + c);
-        const float4 si = ld_f4(sn + (size_t)(t0 + r) * half + c);
-#pragma unroll
-        for (int k = 0; k < 4; k++) {
-          const float cv = f4_at(co, k), sv = f4_at(si, k);
-          y0[k] = (a[k] * cv - b[k] * sv) * mult;
-          y1[k] = (b[k] * cv + a[k] * sv) * mult;
-        }
-        st4(d, y0);
-        st4(d + half, y1);
+        if constexpr (ASYNC)
+          cp_async<16>(d, x);
+        else
+          *reinterpret_cast<uint4 *>(d) = *reinterpret_cast<const uint4 *>(x);
       } else {
-        st4_zero(d);
-        st4_zero(d + half);
+        *reinterpret_cast<uint4 *>(d) = make_uint4(0u, 0u, 0u, 0u);
       }
     }
   } else {
@@ -261,13 +338,25 @@ __device__ __forceinline__ void load_tile(T *s, const T *src, size_t stride, int
       const int r = i / n4, c = (i - r * n4) * 4;
       T *d = s + r * LD + c;
       if (r < nvalid) {
-        *reinterpret_cast<uint2 *>(d) =
-            *reinterpret_cast<const uint2 *>(src + (size_t)r * stride + c);
+        const T *x = src + (size_t)r * stride + c;
+        if constexpr (ASYNC)
+          cp_async<8>(d, x);
+        else
+          *reinterpret_cast<uint2 *>(d) = *reinterpret_cast<const uint2 *>(x);
       } else {
         st4_zero(d);
       }
     }
   }
+}
+
+// 4 rotary table entries (c is a multiple of 4 and hd/2 is too, so with a
+// 16-byte aligned table these are 16-byte loads; checked on the host).
+__device__ __forceinline__ float4 ld_f4(const float *p) {
+  return __ldg(reinterpret_cast<const float4 *>(p));
+}
+__device__ __forceinline__ float f4_at(const float4 &v, int k) {
+  return k == 0 ? v.x : k == 1 ? v.y : k == 2 ? v.z : v.w;
 }
 
 // Zero columns [hd, HD) of `rows` rows (hd = 24 running as HD = 32).
@@ -352,16 +441,81 @@ __device__ __forceinline__ void zero_rows(T *dst, size_t stride, int nrows, int 
 
 // ---- shared-memory plans ----
 
-template <int HD> struct plan {
+// NB = 2 (sm_80+, cp.async): the streamed tiles (K, V in forward and dQ;
+// Q, dO, lse, D in dK/dV) are double-buffered, the next one loading while
+// the current one is computed. NB = 1 (sm_75): one buffer, as before.
+template <int HD, int NB> struct plan {
   static constexpr int LD = HD + 8;          // elements per smem row
   static constexpr int LDF = HD + 4;         // floats per staging row
-  static constexpr int BI = HD >= 128 ? 32 : 64;  // inner tile in backward
-  static constexpr size_t fwd_bytes = 3 * 64 * LD * 2;
+  // Inner tiles of the backward (dQ: keys BI; dK/dV: queries BJ): 32 with
+  // two buffers, so that at HD = 64 shared memory (37 KB each) and
+  // registers (<= 168) allow 3 blocks per SM; 64 on sm_75 below HD = 128.
+  // dK/dV at HD = 128 on sm_75 takes 16 queries a tile: its 128 fp32
+  // accumulators plus a 32-query tile's S^T and dP^T spilled at 255
+  // registers (sm_75 has no larger tile budget to trade).
+  static constexpr int BI = NB == 2 || HD >= 128 ? 32 : 64;
+  static constexpr int BJ = NB == 1 && HD >= 128 ? 16 : BI;
+  // Key tile of the forward: 32 at HD = 128 with two buffers (52 KB), else 64.
+  static constexpr int BK = NB == 2 && HD >= 128 ? 32 : 64;
+  static constexpr size_t fwd_bytes = (64 + NB * 2 * BK) * LD * 2;
   static constexpr size_t stage_bytes = 64 * LDF * 4;
-  static constexpr size_t bwd_tiles = (2 * 64 + 2 * BI) * LD * 2;
-  static constexpr size_t bwd_bytes =
-      (bwd_tiles + 2 * BI * 4 > stage_bytes ? bwd_tiles + 2 * BI * 4 : stage_bytes);
+  static constexpr size_t dq_tiles = (2 * 64 + NB * 2 * BI) * LD * 2;
+  static constexpr size_t dq_bytes = dq_tiles > stage_bytes ? dq_tiles : stage_bytes;
+  static constexpr size_t dkdv_tiles = (2 * 64 + NB * 2 * BJ) * LD * 2 + NB * 2 * BJ * 4;
+  static constexpr size_t dkdv_bytes = dkdv_tiles > stage_bytes ? dkdv_tiles : stage_bytes;
+  // Blocks per SM each kernel is built for (__launch_bounds__' second
+  // argument: ptxas keeps to 64K / (128 x this) registers). Every kernel is
+  // bounded: unbounded, ptxas spends registers freely and the figures move
+  // from one change to the next (dK/dV at hd 16 took 133 registers on sm_80,
+  // 3 blocks/SM where main had 7). The values are what fits without spills
+  // and what shared memory allows (tests/gpu/kernel_budget.txt).
+  static constexpr int fwd_blocks =
+      NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : 3) : (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 2 : 1);
+  static constexpr int dkdv_blocks =
+      NB == 2 ? (HD <= 16 ? 6 : HD <= 32 ? 4 : HD <= 64 ? 3 : 2) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
+  static constexpr int dq_blocks =
+      NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 4 : 3) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
 };
+
+// Rotary once per pass: qr = rot(q) * scale * log2 e and kr = rot(k), in
+// fp32 then rounded to T (what the tile loads did per tile before), for
+// the valid rows of each sequence (positions relative to the sequence or
+// packed segment); other rows are never read. Grid as the attention
+// kernels' for 64-row blocks; a thread does 4 column pairs (c, c + hd/2).
+template <typename T>
+__global__ void __launch_bounds__(NTHREADS) attn_rotate_qk(attn_params p) {
+  const int h = blockIdx.y, r0 = blockIdx.x * 64;
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int L = sq.L;
+  if (r0 >= L) return;
+  const int hd = p.hd, half = hd >> 1, q4 = half >> 2, nrows = min(64, L - r0);
+  const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
+  const T *src = reinterpret_cast<const T *>(p.qkv) + (sq.tok0 + r0) * D3 + (size_t)h * hd;
+  const size_t o0 = (sq.tok0 + r0) * Dm + (size_t)h * hd;
+  T *dq = reinterpret_cast<T *>(const_cast<void *>(p.qr)) + o0;
+  T *dk = reinterpret_cast<T *>(const_cast<void *>(p.kr)) + o0;
+  const float qmult = p.scale * LOG2E_F;
+  for (int i = threadIdx.x; i < 2 * nrows * q4; i += NTHREADS) {
+    const int which = i >= nrows * q4, j = i - which * nrows * q4;  // 0: Q, 1: K
+    const int r = j / q4, c = (j - r * q4) * 4;
+    const T *x = src + (size_t)r * D3 + which * Dm + c;
+    T *d = (which ? dk : dq) + (size_t)r * Dm + c;
+    const float mult = which ? 1.0f : qmult;
+    float a[4], b[4], y0[4], y1[4];
+    ld4(x, a);
+    ld4(x + half, b);
+    const float4 co = ld_f4(p.cos + (size_t)(r0 + r) * half + c);
+    const float4 si = ld_f4(p.sin + (size_t)(r0 + r) * half + c);
+#pragma unroll
+    for (int k = 0; k < 4; k++) {
+      const float cv = f4_at(co, k), sv = f4_at(si, k);
+      y0[k] = (a[k] * cv - b[k] * sv) * mult;
+      y1[k] = (b[k] * cv + a[k] * sv) * mult;
+    }
+    st4(d, y0);
+    st4(d + half, y1);
+  }
+}
 
 // D[b,h,t] = sum_c dO[t,c] O[t,c] (fp32), 0 for t >= L (right-padded rows). One warp per
 // (token, head); lanes over columns.

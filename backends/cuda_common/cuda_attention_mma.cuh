@@ -8,13 +8,32 @@
 
 namespace esmt_attn {
 
+// The host launches the ASYNC (cp.async) variants on sm_80+ only and the
+// others on sm_75 only (cuda_attention.cu), so in each architecture's
+// binary the other variant is a stub: no dead code for ptxas to allocate.
+#if defined(__CUDA_ARCH__) && !defined(ESMT_CUDA_EMULATE)
+#define ESMT_ATTN_ARCH_STUB(ASYNC)                    \
+  if constexpr ((ASYNC) != (__CUDA_ARCH__ >= 800)) { \
+    __trap();                                         \
+    return;                                           \
+  }
+#else
+#define ESMT_ATTN_ARCH_STUB(ASYNC)
+#endif
+
 // ---- forward (tensor cores) ----
 
-template <typename T, int HD, int HDR>
-__global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
+template <typename T, int HD, int HDR, bool ASYNC>
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks))
+    attn_fwd_mma(attn_params p) {
+  ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
-  constexpr int LD = plan<HD>::LD;
-  T *sQ = reinterpret_cast<T *>(smem), *sK = sQ + 64 * LD, *sV = sK + 64 * LD;
+  constexpr int NB = ASYNC ? 2 : 1;
+  // BK keys per tile: 32 at HD = 128 with two buffers (51 KB of smem and
+  // <= 168 registers: 3 blocks per SM on sm_80), else 64.
+  constexpr int LD = plan<HD, NB>::LD, BK = plan<HD, NB>::BK, TILE = BK * LD;
+  // Q (64 rows), then NB buffers of (K, V) (BK rows each)
+  T *sQ = reinterpret_cast<T *>(smem), *sKV = sQ + 64 * LD;
   const int h = blockIdx.y, q0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
   const seq_view sq = seq_of(p, blockIdx.z, h);
@@ -30,46 +49,70 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
     return;
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  zero_pad_cols<T, HD, LD>(sQ, 3 * 64, hd);
-  const T *base = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + h * hd;
-  load_tile<T, LD>(sQ, base + (size_t)q0 * D3, D3, 64, min(64, L - q0), hd, p.cos, p.sin, q0,
-                   p.scale * LOG2E_F, true);
-  __syncthreads();
+  zero_pad_cols<T, HD, LD>(sQ, 64 + 2 * NB * BK, hd);
+  const T *qr = reinterpret_cast<const T *>(p.qr) + sq.tok0 * Dm + h * hd;
+  const T *kr = reinterpret_cast<const T *>(p.kr) + sq.tok0 * Dm + h * hd;
+  const T *vg = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + 2 * Dm + h * hd;
+  const bool v16 = p.v16 != 0;
+  auto load_kv = [&](int k0, int buf) {
+    T *sK = sKV + buf * 2 * TILE;
+    const int kv = min(BK, L - k0);
+    copy_tile<T, LD, ASYNC>(sK, kr + (size_t)k0 * Dm, Dm, BK, kv, hd, true);
+    copy_tile<T, LD, ASYNC>(sK + TILE, vg + (size_t)k0 * D3, D3, BK, kv, hd, v16);
+  };
+  // Q (pre-rotated and pre-scaled) and the first K/V tile: one cp.async group.
+  copy_tile<T, LD, ASYNC>(sQ, qr + (size_t)q0 * Dm, Dm, 64, min(64, L - q0), hd, true);
+  load_kv(0, 0);
+  if constexpr (ASYNC) cp_async_commit();
   uint32_t qf[HD / 16][4];
-#pragma unroll
-  for (int kk = 0; kk < HD / 16; kk++) frag_a(qf[kk], sQ, LD, warp * 16, kk * 16);
   float o[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
   float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
-  for (int k0 = 0; k0 < L; k0 += 64) {
-    const int kv = min(64, L - k0);
-    __syncthreads();  // the previous tile is consumed
-    load_tile<T, LD>(sK, base + Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f, true);
-    load_tile<T, LD>(sV, base + 2 * Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f,
-                     false);
-    __syncthreads();
-    float s[8][4];
-#pragma unroll
-    for (int j = 0; j < 8; j++) {
-      s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
-#pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++) {
-        uint32_t bf[2];
-        frag_b_nt(bf, sK, LD, j * 8, kk * 16);
-        mma16816<T>(s[j], qf[kk], bf);
+  int buf = 0;
+  for (int k0 = 0; k0 < L; k0 += BK) {
+    const int kv = min(BK, L - k0);
+    if constexpr (ASYNC) {
+      // The next tile streams into the other buffer while this one is used.
+      if (k0 + BK < L) {
+        load_kv(k0 + BK, buf ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();  // this thread's copies of tile k0 (and Q) landed
+      } else {
+        cp_async_wait<0>();
       }
+    } else if (k0 > 0) {
+      __syncthreads();  // sm_75, one buffer: the previous tile is consumed
+      load_kv(k0, 0);
     }
-    if (kv < 64) {
+    __syncthreads();  // everyone's copies of this tile are visible
+    if (k0 == 0) {
 #pragma unroll
-      for (int j = 0; j < 8; j++)
+      for (int kk = 0; kk < HD / 16; kk++) frag_a(qf[kk], sQ, LD, warp * 16, kk * 16);
+    }
+    const T *sK = sKV + buf * 2 * TILE, *sV = sK + TILE;
+    float s[BK / 8][4];
+#pragma unroll
+    for (int j = 0; j < BK / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+#pragma unroll
+    for (int kk = 0; kk < HD / 16; kk++)
+#pragma unroll
+      for (int j = 0; j < BK / 8; j += 2) {
+        uint32_t bf[2][2];  // keys 8j .. 8j + 15: one ldmatrix.x4
+        frag_b_nt2<ASYNC>(bf, sK, LD, j * 8, kk * 16);
+        mma16816<T>(s[j], qf[kk], bf[0]);
+        mma16816<T>(s[j + 1], qf[kk], bf[1]);
+      }
+    if (kv < BK) {
+#pragma unroll
+      for (int j = 0; j < BK / 8; j++)
 #pragma unroll
         for (int e = 0; e < 4; e++)
           if (j * 8 + 2 * t + (e & 1) >= kv) s[j][e] = -INFINITY;
     }
     float mx0 = m0, mx1 = m1;
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < BK / 8; j++) {
       mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
       mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
     }
@@ -83,7 +126,7 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
     m1 = mx1;
     float rs0 = 0.0f, rs1 = 0.0f;
 #pragma unroll
-    for (int j = 0; j < 8; j++) {
+    for (int j = 0; j < BK / 8; j++) {
       s[j][0] = exp2f(s[j][0] - m0);
       s[j][1] = exp2f(s[j][1] - m0);
       s[j][2] = exp2f(s[j][2] - m1);
@@ -100,17 +143,25 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
     }
     const int ksteps = (kv + 15) >> 4;  // 16-key steps holding a valid key
 #pragma unroll
-    for (int kk = 0; kk < 4; kk++) {
+    for (int kk = 0; kk < BK / 16; kk++) {
       if (kk < ksteps) {
         uint32_t pa[4];
         acc_to_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-          uint32_t bf[2];
-          frag_b_t(bf, sV, LD, kk * 16, n * 8);
-          mma16816<T>(o[n], pa, bf);
+        for (int n = 0; n < HD / 8; n += 2) {
+          uint32_t bf[2][2];
+          frag_b_t2<ASYNC>(bf, sV, LD, kk * 16, n * 8);
+          mma16816<T>(o[n], pa, bf[0]);
+          mma16816<T>(o[n + 1], pa, bf[1]);
         }
       }
+    }
+    if constexpr (ASYNC) {
+      if (k0 + BK < L) {
+        // the buffer of this tile is consumed before the next iteration's cp.async into it
+        __syncthreads();
+      }
+      buf ^= 1;
     }
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
@@ -138,13 +189,17 @@ __global__ void __launch_bounds__(NTHREADS) attn_fwd_mma(attn_params p) {
 
 // ---- backward ----
 
-// dK, dV for 64 keys; loops over query tiles of BI.
-template <typename T, int HD, int HDR>
-__global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
+// dK, dV for 64 keys; loops over query tiles of BJ.
+template <typename T, int HD, int HDR, bool ASYNC>
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_blocks))
+    attn_bwd_dkdv_mma(attn_params p) {
+  ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
-  constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
-  T *sK = reinterpret_cast<T *>(smem), *sV = sK + 64 * LD, *sQ = sV + 64 * LD, *sO = sQ + BI * LD;
-  float *sL = reinterpret_cast<float *>(sO + BI * LD), *sD = sL + BI;
+  constexpr int NB = ASYNC ? 2 : 1;
+  constexpr int LD = plan<HD, NB>::LD, LDF = plan<HD, NB>::LDF, BI = plan<HD, NB>::BJ;
+  // K, V (64 rows), then NB buffers of (Q, dO) tiles, then NB of (lse2, D)
+  T *sK = reinterpret_cast<T *>(smem), *sV = sK + 64 * LD, *sQO = sV + 64 * LD;
+  float *sLD = reinterpret_cast<float *>(sQO + NB * 2 * BI * LD);
   const int h = blockIdx.y, k0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
   const seq_view sq = seq_of(p, blockIdx.z, h);
@@ -161,17 +216,39 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
   const int kv = min(64, L - k0);
-  zero_pad_cols<T, HD, LD>(sK, 128 + 2 * BI, hd);
-  const T *base = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + h * hd;
+  zero_pad_cols<T, HD, LD>(sK, 128 + NB * 2 * BI, hd);
+  const T *qr = reinterpret_cast<const T *>(p.qr) + sq.tok0 * Dm + h * hd;
+  const T *kr = reinterpret_cast<const T *>(p.kr) + sq.tok0 * Dm + h * hd;
+  const T *vg = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + 2 * Dm + h * hd;
   const T *gO = reinterpret_cast<const T *>(p.dout) + sq.tok0 * Dm + h * hd;
   const float *lse = p.lse + sq.lse0, *Dr = p.D + sq.lse0;
-  load_tile<T, LD>(sK, base + Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f, true);
-  load_tile<T, LD>(sV, base + 2 * Dm + (size_t)k0 * D3, D3, 64, kv, hd, p.cos, p.sin, k0, 1.0f,
-                   false);
-  // K and V operand fragments stay in registers when they fit (HD <= 64).
-  constexpr bool kCache = HD <= 64;
+  const bool v16 = p.v16 != 0, o16 = p.o16 != 0;
+  // Query tile i0 into buffer `buf`: Q, dO by copies; lse (as log2) and D by
+  // plain stores (visible after the same barrier).
+  auto load_q = [&](int i0, int buf) {
+    T *q = sQO + buf * 2 * BI * LD;
+    float *l2 = sLD + buf * 2 * BI;
+    const int qv = min(BI, L - i0);
+    copy_tile<T, LD, ASYNC>(q, qr + (size_t)i0 * Dm, Dm, BI, qv, hd, true);
+    copy_tile<T, LD, ASYNC>(q + BI * LD, gO + (size_t)i0 * Dm, Dm, BI, qv, hd, o16);
+    for (int r = threadIdx.x; r < BI; r += NTHREADS) {
+      l2[r] = r < qv ? lse[i0 + r] * LOG2E_F : INFINITY;
+      l2[BI + r] = r < qv ? Dr[i0 + r] : 0.0f;
+    }
+  };
+  copy_tile<T, LD, ASYNC>(sK, kr + (size_t)k0 * Dm, Dm, 64, kv, hd, true);
+  copy_tile<T, LD, ASYNC>(sV, vg + (size_t)k0 * D3, D3, 64, kv, hd, v16);
+  if constexpr (ASYNC) cp_async_commit();
+  load_q(0, 0);
+  if constexpr (ASYNC) cp_async_commit();
+  // K and V operand fragments stay in registers when they fit: HD <= 64 on
+  // sm_75; on sm_80+ HD <= 32 only, because at HD = 64 their 32 registers
+  // would break the 168-register budget of 3 blocks per SM (ldmatrix.x4
+  // reloads them in one instruction per fragment).
+  constexpr bool kCache = HD <= (ASYNC ? 32 : 64);
   uint32_t kc[kCache ? HD / 16 : 1][4], vc[kCache ? HD / 16 : 1][4];
   if constexpr (kCache) {
+    if constexpr (ASYNC) cp_async_wait<1>();  // K, V landed (the Q tile may not have)
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
@@ -184,17 +261,24 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
   for (int n = 0; n < HD / 8; n++)
 #pragma unroll
     for (int e = 0; e < 4; e++) dK[n][e] = dV[n][e] = 0.0f;
-  const float qmult = p.scale * LOG2E_F;
+  int buf = 0;
   for (int i0 = 0; i0 < L; i0 += BI) {
-    const int qv = min(BI, L - i0);
-    __syncthreads();
-    load_tile<T, LD>(sQ, base + (size_t)i0 * D3, D3, BI, qv, hd, p.cos, p.sin, i0, qmult, true);
-    load_tile<T, LD>(sO, gO + (size_t)i0 * Dm, Dm, BI, qv, hd, p.cos, p.sin, i0, 1.0f, false);
-    for (int r = threadIdx.x; r < BI; r += NTHREADS) {
-      sL[r] = r < qv ? lse[i0 + r] * LOG2E_F : INFINITY;
-      sD[r] = r < qv ? Dr[i0 + r] : 0.0f;
+    if constexpr (ASYNC) {
+      if (i0 + BI < L) {
+        load_q(i0 + BI, buf ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+    } else if (i0 > 0) {
+      __syncthreads();  // sm_75, one buffer: the previous query tile is consumed
+      load_q(i0, 0);
     }
+    // query tile i0 is visible to all
     __syncthreads();
+    const T *sQ = sQO + buf * 2 * BI * LD, *sO = sQ + BI * LD;
+    const float *sL = sLD + buf * 2 * BI, *sD = sL + BI;
     // S^T (16 keys x BI queries) and dP^T = V dO^T
     float st[BI / 8][4], dpt[BI / 8][4];
 #pragma unroll
@@ -215,12 +299,14 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
         frag_a(va, sV, LD, warp * 16, kk * 16);
       }
 #pragma unroll
-      for (int j = 0; j < BI / 8; j++) {
-        uint32_t bq[2], bo[2];
-        frag_b_nt(bq, sQ, LD, j * 8, kk * 16);
-        frag_b_nt(bo, sO, LD, j * 8, kk * 16);
-        mma16816<T>(st[j], ka, bq);
-        mma16816<T>(dpt[j], va, bo);
+      for (int j = 0; j < BI / 8; j += 2) {
+        uint32_t bq[2][2], bo[2][2];
+        frag_b_nt2<ASYNC>(bq, sQ, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bo, sO, LD, j * 8, kk * 16);
+        mma16816<T>(st[j], ka, bq[0]);
+        mma16816<T>(st[j + 1], ka, bq[1]);
+        mma16816<T>(dpt[j], va, bo[0]);
+        mma16816<T>(dpt[j + 1], va, bo[1]);
       }
     }
     // P^T and dS^T (columns are queries; invalid ones have lse2 = +inf -> P = 0)
@@ -240,13 +326,21 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
       acc_to_a<T>(pa, st[2 * kk], st[2 * kk + 1]);
       acc_to_a<T>(da, dpt[2 * kk], dpt[2 * kk + 1]);
 #pragma unroll
-      for (int n = 0; n < HD / 8; n++) {
-        uint32_t bo[2], bq[2];
-        frag_b_t(bo, sO, LD, kk * 16, n * 8);
-        frag_b_t(bq, sQ, LD, kk * 16, n * 8);
-        mma16816<T>(dV[n], pa, bo);
-        mma16816<T>(dK[n], da, bq);
+      for (int n = 0; n < HD / 8; n += 2) {
+        uint32_t bo[2][2], bq[2][2];
+        frag_b_t2<ASYNC>(bo, sO, LD, kk * 16, n * 8);
+        frag_b_t2<ASYNC>(bq, sQ, LD, kk * 16, n * 8);
+        mma16816<T>(dV[n], pa, bo[0]);
+        mma16816<T>(dV[n + 1], pa, bo[1]);
+        mma16816<T>(dK[n], da, bq[0]);
+        mma16816<T>(dK[n + 1], da, bq[1]);
       }
+    }
+    if constexpr (ASYNC) {
+      // this buffer is consumed before the next iteration's copies into it
+      // (after the last tile, the barrier before the staging tile does it)
+      if (i0 + BI < L) __syncthreads();
+      buf ^= 1;
     }
   }
   // Out through the fp32 staging tile: dv as is, dk with inverse rotary and
@@ -263,11 +357,15 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dkdv_mma(attn_params p) {
 }
 
 // dQ for 64 queries; loops over key tiles of BI.
-template <typename T, int HD, int HDR>
-__global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
+template <typename T, int HD, int HDR, bool ASYNC>
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dq_blocks))
+    attn_bwd_dq_mma(attn_params p) {
+  ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
-  constexpr int LD = plan<HD>::LD, LDF = plan<HD>::LDF, BI = plan<HD>::BI;
-  T *sQ = reinterpret_cast<T *>(smem), *sO = sQ + 64 * LD, *sK = sO + 64 * LD, *sV = sK + BI * LD;
+  constexpr int NB = ASYNC ? 2 : 1;
+  constexpr int LD = plan<HD, NB>::LD, LDF = plan<HD, NB>::LDF, BI = plan<HD, NB>::BI;
+  // Q, dO (64 rows), then NB buffers of (K, V) tiles
+  T *sQ = reinterpret_cast<T *>(smem), *sO = sQ + 64 * LD, *sKV = sO + 64 * LD;
   const int h = blockIdx.y, q0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
   const seq_view sq = seq_of(p, blockIdx.z, h);
@@ -282,21 +380,35 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int qv = min(64, L - q0);
-  zero_pad_cols<T, HD, LD>(sQ, 128 + 2 * BI, hd);
-  const T *base = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + h * hd;
+  zero_pad_cols<T, HD, LD>(sQ, 128 + NB * 2 * BI, hd);
+  const T *qr = reinterpret_cast<const T *>(p.qr) + sq.tok0 * Dm + h * hd;
+  const T *kr = reinterpret_cast<const T *>(p.kr) + sq.tok0 * Dm + h * hd;
+  const T *vg = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + 2 * Dm + h * hd;
   const T *gO = reinterpret_cast<const T *>(p.dout) + sq.tok0 * Dm + h * hd;
   const float *lse = p.lse + sq.lse0, *Dr = p.D + sq.lse0;
-  load_tile<T, LD>(sQ, base + (size_t)q0 * D3, D3, 64, qv, hd, p.cos, p.sin, q0,
-                   p.scale * LOG2E_F, true);
-  load_tile<T, LD>(sO, gO + (size_t)q0 * Dm, Dm, 64, qv, hd, p.cos, p.sin, q0, 1.0f, false);
+  const bool v16 = p.v16 != 0, o16 = p.o16 != 0;
+  auto load_kv = [&](int k0, int buf) {
+    T *sK = sKV + buf * 2 * BI * LD;
+    const int kv = min(BI, L - k0);
+    copy_tile<T, LD, ASYNC>(sK, kr + (size_t)k0 * Dm, Dm, BI, kv, hd, true);
+    copy_tile<T, LD, ASYNC>(sK + BI * LD, vg + (size_t)k0 * D3, D3, BI, kv, hd, v16);
+  };
+  copy_tile<T, LD, ASYNC>(sQ, qr + (size_t)q0 * Dm, Dm, 64, qv, hd, true);
+  copy_tile<T, LD, ASYNC>(sO, gO + (size_t)q0 * Dm, Dm, 64, qv, hd, o16);
+  if constexpr (ASYNC) cp_async_commit();
+  load_kv(0, 0);
+  if constexpr (ASYNC) cp_async_commit();
   const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
   const float l20 = r0 < L ? lse[r0] * LOG2E_F : INFINITY;
   const float l21 = r1 < L ? lse[r1] * LOG2E_F : INFINITY;
   const float D0 = r0 < L ? Dr[r0] : 0.0f, D1 = r1 < L ? Dr[r1] : 0.0f;
-  // Q and dO operand fragments stay in registers when they fit (HD <= 64).
-  constexpr bool kCache = HD <= 64;
+  // Q and dO operand fragments stay in registers when they fit: HD <= 64 on
+  // sm_75, HD <= 32 on sm_80+ (at HD = 64 their 32 registers would break the
+  // 128-register budget of 4 blocks per SM; ldmatrix.x4 reloads them).
+  constexpr bool kCache = HD <= (ASYNC ? 32 : 64);
   uint32_t qc[kCache ? HD / 16 : 1][4], oc[kCache ? HD / 16 : 1][4];
   if constexpr (kCache) {
+    if constexpr (ASYNC) cp_async_wait<1>();  // Q, dO landed (the K/V tile may not have)
     __syncthreads();
 #pragma unroll
     for (int kk = 0; kk < HD / 16; kk++) {
@@ -307,13 +419,23 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
   float dQ[HD / 8][4];
 #pragma unroll
   for (int n = 0; n < HD / 8; n++) dQ[n][0] = dQ[n][1] = dQ[n][2] = dQ[n][3] = 0.0f;
+  int buf = 0;
   for (int k0 = 0; k0 < L; k0 += BI) {
     const int kv = min(BI, L - k0);
-    __syncthreads();
-    load_tile<T, LD>(sK, base + Dm + (size_t)k0 * D3, D3, BI, kv, hd, p.cos, p.sin, k0, 1.0f, true);
-    load_tile<T, LD>(sV, base + 2 * Dm + (size_t)k0 * D3, D3, BI, kv, hd, p.cos, p.sin, k0, 1.0f,
-                     false);
-    __syncthreads();
+    if constexpr (ASYNC) {
+      if (k0 + BI < L) {
+        load_kv(k0 + BI, buf ^ 1);
+        cp_async_commit();
+        cp_async_wait<1>();
+      } else {
+        cp_async_wait<0>();
+      }
+    } else if (k0 > 0) {
+      __syncthreads();  // sm_75, one buffer: the previous key tile is consumed
+      load_kv(k0, 0);
+    }
+    __syncthreads();  // key tile k0 is visible to all
+    const T *sK = sKV + buf * 2 * BI * LD, *sV = sK + BI * LD;
     float s[BI / 8][4], dp[BI / 8][4];
 #pragma unroll
     for (int j = 0; j < BI / 8; j++)
@@ -333,12 +455,14 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
         frag_a(oa, sO, LD, warp * 16, kk * 16);
       }
 #pragma unroll
-      for (int j = 0; j < BI / 8; j++) {
-        uint32_t bk[2], bv[2];
-        frag_b_nt(bk, sK, LD, j * 8, kk * 16);
-        frag_b_nt(bv, sV, LD, j * 8, kk * 16);
-        mma16816<T>(s[j], qa, bk);
-        mma16816<T>(dp[j], oa, bv);
+      for (int j = 0; j < BI / 8; j += 2) {
+        uint32_t bk[2][2], bv[2][2];
+        frag_b_nt2<ASYNC>(bk, sK, LD, j * 8, kk * 16);
+        frag_b_nt2<ASYNC>(bv, sV, LD, j * 8, kk * 16);
+        mma16816<T>(s[j], qa, bk[0]);
+        mma16816<T>(s[j + 1], qa, bk[1]);
+        mma16816<T>(dp[j], oa, bv[0]);
+        mma16816<T>(dp[j + 1], oa, bv[1]);
       }
     }
 #pragma unroll
@@ -356,11 +480,17 @@ __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_mma(attn_params p) {
       uint32_t da[4];
       acc_to_a<T>(da, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-      for (int n = 0; n < HD / 8; n++) {
-        uint32_t bk[2];
-        frag_b_t(bk, sK, LD, kk * 16, n * 8);
-        mma16816<T>(dQ[n], da, bk);
+      for (int n = 0; n < HD / 8; n += 2) {
+        uint32_t bk[2][2];
+        frag_b_t2<ASYNC>(bk, sK, LD, kk * 16, n * 8);
+        mma16816<T>(dQ[n], da, bk[0]);
+        mma16816<T>(dQ[n + 1], da, bk[1]);
       }
+    }
+    if constexpr (ASYNC) {
+      // this buffer is consumed before the next iteration's copies into it
+      if (k0 + BI < L) __syncthreads();
+      buf ^= 1;
     }
   }
   float *sf = reinterpret_cast<float *>(smem);

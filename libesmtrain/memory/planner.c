@@ -31,6 +31,16 @@ static void param_split(const esmt_model_config *c, uint64_t *layer, uint64_t *e
   *ends = (uint64_t)c->vocab_size * d + d * d + 5 * d + (uint64_t)c->vocab_size;
 }
 
+/* Stream-ordered scratch of one attention call (backends/cuda_common/
+ * cuda_attention.cu), live during the call only, one call at a time: the
+ * 16-bit kernels read Q and K rotated once per pass (2 x B*T*d elements),
+ * and backward adds D = rowsum(dO * O) in fp32 (B*heads*T). */
+static uint64_t attention_scratch_bytes(const esmt_model_config *c, int B, int T, uint64_t es) {
+  const uint64_t tokens = (uint64_t)B * (uint64_t)T;
+  const uint64_t rotated = es == 2 ? 2 * tokens * (uint64_t)c->hidden_size * es : 0;
+  return rotated + tokens * (uint64_t)c->num_heads * 4;
+}
+
 /* Fill plan->device for one concrete policy and micro-batch. */
 static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, int recompute,
                     esmt_plan *p) {
@@ -54,7 +64,8 @@ static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, 
   p->device[ESMT_MEM_ACTIVATIONS] =
       esmt_activation_bytes(r->model, B, r->seq_len, (int)es, recompute);
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
-  p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model->max_positions * half * 4;
+  p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model->max_positions * half * 4 +
+                                  attention_scratch_bytes(r->model, B, r->seq_len, es);
   if (offload && es != 4) /* fp32 LayerNorm w/b beside the half weights (offload.c) */
     p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(r->model, (int)es) - P * es;
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;

@@ -43,10 +43,16 @@ struct float4 {
 struct uint2 {
   unsigned x, y;
 };
+struct uint4 {
+  unsigned x, y, z, w;
+};
 struct int2 {
   int x, y;
 };
 static inline uint2 make_uint2(unsigned a, unsigned b) { return uint2{a, b}; }
+static inline uint4 make_uint4(unsigned a, unsigned b, unsigned c, unsigned d) {
+  return uint4{a, b, c, d};
+}
 static inline float2 make_float2(float a, float b) { return float2{a, b}; }
 static inline float4 make_float4(float a, float b, float c, float d) { return float4{a, b, c, d}; }
 
@@ -67,6 +73,14 @@ CUEMU_HIDDEN unsigned char *dynamic_smem();
  * the PTX ISA register layouts, as one warp-collective step each. */
 CUEMU_HIDDEN void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int bf16);
 CUEMU_HIDDEN void ldsm_x2_trans(uint32_t b[2], const void *p);
+/* ldmatrix.x4 (trans = 0) and ldmatrix.x4.trans (trans = 1). */
+CUEMU_HIDDEN void ldsm_x4(uint32_t r[4], const void *p, int trans);
+/* cp.async.{ca,cg}.shared.global (4, 8 or 16 bytes), commit_group and
+ * wait_group N: the copy is pending until the issuing thread's wait retires
+ * its group; touching the destination before that is reported as a race. */
+CUEMU_HIDDEN void cp_async(void *dst, const void *src, int bytes);
+CUEMU_HIDDEN void cp_async_commit();
+CUEMU_HIDDEN void cp_async_wait(int pending_groups);
 
 /* Host side of a launch: the configuration, then the kernel bound to its
  * exact parameter types so that arguments convert as in a real launch. */

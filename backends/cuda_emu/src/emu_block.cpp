@@ -52,6 +52,17 @@ void *g_closure;
 uint64_t g_xch[kMaxThreads];                         // shuffle exchange
 uint32_t g_abuf[kMaxThreads][4], g_bbuf[kMaxThreads][2];  // mma operands
 const void *g_pbuf[kMaxThreads];                     // ldmatrix row addresses
+// cp.async copies in flight per thread: read from global memory at issue,
+// written to shared memory at the issuing thread's cp.async.wait_group
+// (group = how many commit_groups preceded the issue).
+struct async_copy {
+  unsigned char *dst;
+  unsigned char data[16];
+  int n;
+  uint32_t group;
+};
+std::vector<async_copy> g_async[kMaxThreads];
+uint32_t g_commits[kMaxThreads];
 std::mt19937_64 g_rng;
 std::map<const void *, int> g_max_dyn_smem;          // cudaFuncSetAttribute
 std::mutex g_attr_mu;
@@ -85,10 +96,29 @@ __asm__(
 namespace cuemu {
 
 namespace {
+// Land thread tid's cp.async copies of groups < `before`: no longer pending,
+// then written as that thread (the race checker sees the write here).
+void land_async(int tid, uint32_t before) {
+  std::vector<async_copy> &q = g_async[tid];
+  size_t keep = 0;
+  for (size_t i = 0; i < q.size(); i++) {
+    async_copy &c = q[i];
+    if (c.group < before) {
+      smem_async_land(c.dst, (size_t)c.n);
+      kernel_access(c.dst, (size_t)c.n, true);
+      memcpy(c.dst, c.data, (size_t)c.n);
+    } else {
+      q[keep++] = c;
+    }
+  }
+  q.resize(keep);
+}
+
 [[noreturn]] void thread_entry() {
   ethread *t = g_cur;
   t->checking = false;  // until the arguments are copied (kernel_body_begins)
   g_body(g_closure);
+  land_async(t->tid, UINT32_MAX);  // copies never waited for still land
   t->checking = false;
   t->state = T_DONE;
   cuemu_switch(&t->sp, g_sched_sp);
@@ -125,6 +155,8 @@ void prepare(ethread *t, int i) {
   t->state = T_READY;
   t->tid = i;
   t->checking = false;
+  g_async[i].clear();
+  g_commits[i] = 0;
 }
 
 void yield(int state) {
@@ -147,7 +179,7 @@ bool run_block(dim3 block) {
     g_threads[i].idx = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
   }
   if (g_dsmem && g_launch.smem) memset(g_dsmem, 0xff, g_launch.smem);  // uninitialised: NaN
-  smem_new_epoch();
+  smem_new_block();
   std::vector<int> ready;
   for (;;) {
     ready.clear();
@@ -388,6 +420,83 @@ void ldsm_x2_trans(uint32_t b[2], const void *p) {
     const uint16_t *r0 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t];
     const uint16_t *r1 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t + 1];
     b[m] = (uint32_t)r0[g] | ((uint32_t)r1[g] << 16);
+  }
+  yield(T_WARP);
+}
+
+// cp.async.{ca,cg}.shared.global [dst], [src], n (sm_80+): the source is
+// read (and checked) now, the destination is pending until the issuing
+// thread's cp.async.wait_group retires the copy's group; a barrier alone
+// does not make it visible. ESMT_EMU_DROP_CP_WAIT=1 turns every wait into a
+// no-op (copies land at thread exit), for the mutation tests.
+static bool cp_wait_dropped() {
+  static const bool v = [] {
+    const char *e = getenv("ESMT_EMU_DROP_CP_WAIT");
+    return e && e[0] == '1';
+  }();
+  return v;
+}
+
+void cp_async(void *dst, const void *src, int n) {
+  const device_config *cfg = device(g_launch.dev);
+  char who[128];
+  if (cfg && cfg->sm_major < 8) {
+    cur_thread_desc(who, sizeof who);
+    report(g_launch.dev, "illegal-instruction", "kernel %s: cp.async needs sm_80, the device is "
+           "sm_%d%d (%s)", g_launch.name, cfg->sm_major, cfg->sm_minor, who);
+    abort_kernel(cudaErrorIllegalInstruction);
+  }
+  if ((n != 4 && n != 8 && n != 16) || ((uintptr_t)dst % (unsigned)n) ||
+      ((uintptr_t)src % (unsigned)n)) {
+    cur_thread_desc(who, sizeof who);
+    report(g_launch.dev, "bounds", "kernel %s: cp.async of %d bytes from %p to %p is not "
+           "naturally aligned (%s)", g_launch.name, n, src, dst, who);
+    abort_kernel(cudaErrorMisalignedAddress);
+  }
+  kernel_access(src, (size_t)n, false);
+  smem_async_issue(dst, (size_t)n);
+  async_copy c;
+  c.dst = (unsigned char *)dst;
+  memcpy(c.data, src, (size_t)n);
+  c.n = n;
+  c.group = g_commits[g_cur->tid];
+  g_async[g_cur->tid].push_back(c);
+}
+
+void cp_async_commit() { g_commits[g_cur->tid]++; }
+
+void cp_async_wait(int pending) {
+  if (cp_wait_dropped()) return;
+  const int tid = g_cur->tid;
+  const uint32_t done = g_commits[tid];
+  land_async(tid, done > (uint32_t)pending ? done - (uint32_t)pending : 0);
+}
+
+// ldmatrix.sync.aligned.m8n8.x4[.trans].shared.b16: lane 8m + i gives the
+// address of row i of matrix m (16 bytes, 16-byte aligned); thread (g, t)
+// receives in r[m] of matrix m the elements (row g, cols 2t, 2t+1), or with
+// .trans (row 2t, col g) and (row 2t+1, col g).
+void ldsm_x4(uint32_t r[4], const void *p, int trans) {
+  const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  if ((uintptr_t)p & 15u) {
+    char who[128];
+    cur_thread_desc(who, sizeof who);
+    report(g_launch.dev, "bounds", "kernel %s: ldmatrix row address %p is not 16-byte aligned "
+           "(%s)", g_launch.name, p, who);
+    abort_kernel(cudaErrorMisalignedAddress);
+  }
+  kernel_access(p, 16, false);
+  g_pbuf[tid] = p;
+  yield(T_WARP);
+  for (int m = 0; m < 4; m++) {
+    if (trans) {
+      const uint16_t *r0 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t];
+      const uint16_t *r1 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t + 1];
+      r[m] = (uint32_t)r0[g] | ((uint32_t)r1[g] << 16);
+    } else {
+      const uint16_t *row = (const uint16_t *)g_pbuf[w0 + m * 8 + g];
+      r[m] = (uint32_t)row[2 * t] | ((uint32_t)row[2 * t + 1] << 16);
+    }
   }
   yield(T_WARP);
 }

@@ -33,6 +33,12 @@ struct smem_shadow {
   uint32_t epoch;
   int16_t wtid, rtid;
   uint32_t rmask;  // warps that read since the epoch began
+  // A cp.async of thread ptid (this block: pend == g_block_gen) has yet to
+  // write this byte: it lands at that thread's cp.async.wait_group, so any
+  // access before then is a race whatever the barriers (they do not wait
+  // for asynchronous copies).
+  uint32_t pend;
+  int16_t ptid;
 };
 // The last writer and up to two readers since it that are not ordered one
 // after the other: a later write must be ordered after both. One reader is
@@ -49,6 +55,7 @@ struct dev_shadow {
 // store (f16/bf16), so blocks writing neighbouring halves do not collide.
 constexpr size_t kGrain = 2;
 uint32_t g_epoch = 1;
+uint32_t g_block_gen = 1;
 smem_shadow *g_dyn_shadow, *g_static_shadow;
 char *g_static_lo, *g_static_hi;
 dev_shadow *g_dev_shadow[16];
@@ -108,6 +115,21 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
   bool reported = false;
   for (size_t i = 0; i < n; i++) {
     smem_shadow *e = &base[off + i];
+    if (e->pend == g_block_gen && !reported) {
+      reported = true;
+      if (note_finding()) {
+        char me[128], them[64], where[160];
+        cur_thread_desc(me, sizeof me);
+        thread_desc_of(e->ptid, them, sizeof them);
+        smem_where(p + i, dynamic, where, sizeof where);
+        report(g_launch.dev, "race",
+               "kernel %s: %s %s a byte that a cp.async of %s has not written yet (no "
+               "cp.async.wait_group of that copy before this access; %s, %zu bytes)",
+               g_launch.name, me, write ? "writes" : "reads", them, where, n);
+      } else {
+        report(g_launch.dev, "race", "(more races in kernel %s)", g_launch.name);
+      }
+    }
     if (e->epoch != g_epoch) {
       e->epoch = g_epoch;
       e->wtid = -1;
@@ -178,6 +200,72 @@ void check_init_segments() {
 }
 
 void smem_new_epoch() { g_epoch++; }
+void smem_new_block() {
+  g_block_gen++;
+  g_epoch++;
+}
+
+// cp.async issue: the destination must be shared memory inside the launch;
+// an access to bytes still pending is a race (also a second copy to them).
+void smem_async_issue(const void *addr, size_t n) {
+  const char *p = (const char *)addr;
+  smem_shadow *base = nullptr;
+  size_t off = 0;
+  bool dynamic = false;
+  if (g_dsmem && p >= (const char *)g_dsmem && p < (const char *)g_dsmem + kDynSmemMax + 65536) {
+    off = (size_t)(p - (const char *)g_dsmem);
+    if (off + n > g_launch.smem) {
+      char why[160];
+      snprintf(why, sizeof why, "cp.async destination: dynamic shared offset %zu is past the "
+               "launch's %zu bytes", off, g_launch.smem);
+      illegal(p, n, true, why);
+    }
+    base = g_dyn_shadow;
+    dynamic = true;
+  } else if (p >= g_static_lo && p < g_static_hi) {
+    off = (size_t)(p - g_static_lo);
+    base = g_static_shadow;
+  } else {
+    illegal(p, n, true, "cp.async destination is not shared memory");
+  }
+  if (!base) return;
+  const int tid = cur_tid();
+  bool reported = false;
+  for (size_t i = 0; i < n; i++) {
+    smem_shadow *e = &base[off + i];
+    if (e->pend == g_block_gen && !reported) {
+      reported = true;
+      char me[128], them[64], where[160];
+      cur_thread_desc(me, sizeof me);
+      thread_desc_of(e->ptid, them, sizeof them);
+      smem_where(p + i, dynamic, where, sizeof where);
+      if (note_finding())
+        report(g_launch.dev, "race",
+               "kernel %s: a cp.async of %s targets a byte that a cp.async of %s has not "
+               "written yet (%s)", g_launch.name, me, them, where);
+    }
+    e->pend = g_block_gen;
+    e->ptid = (int16_t)tid;
+  }
+}
+
+// cp.async completion (the issuing thread's wait): no longer pending; the
+// caller then performs the write through kernel_access, so that the race
+// checker sees it in the barrier interval of the wait.
+void smem_async_land(const void *addr, size_t n) {
+  const char *p = (const char *)addr;
+  smem_shadow *base = nullptr;
+  size_t off = 0;
+  if (g_dsmem && p >= (const char *)g_dsmem && p < (const char *)g_dsmem + kDynSmemMax + 65536) {
+    off = (size_t)(p - (const char *)g_dsmem);
+    base = g_dyn_shadow;
+  } else if (p >= g_static_lo && p < g_static_hi) {
+    off = (size_t)(p - g_static_lo);
+    base = g_static_shadow;
+  }
+  if (!base) return;
+  for (size_t i = 0; i < n; i++) base[off + i].pend = 0;
+}
 
 // Record a read by c: it replaces its own stream's earlier read, or a read
 // ordered before it (a write ordered after c is then ordered after that one

@@ -13,6 +13,7 @@
 #include <cstring>
 #include <map>
 #include <mutex>
+#include <set>
 
 #include "emu_private.h"
 
@@ -26,6 +27,19 @@ struct pool_state {
   size_t used = 0, used_high = 0;            // live pool allocations
   size_t reserved = 0, reserved_high = 0;    // used + cached
   std::multimap<size_t, char *> cached;      // freed blocks kept for reuse, by size
+  // Blocks whose cudaFreeAsync is enqueued but not yet reached by its
+  // stream, by size. CUDA's pool lets a later cudaMallocAsync on the same
+  // stream reuse such a block at once (stream order makes that safe), so
+  // the host running ahead of the stream does not grow the reservation: the
+  // allocation takes over the block's reservation here (a fresh address
+  // range: work enqueued before the free still reads the old one, which is
+  // given back when the free runs). `taken` holds the taken-over blocks.
+  struct pending_free {
+    char *p;
+    const void *stream;
+  };
+  std::multimap<size_t, pending_free> pending;
+  std::set<char *> taken;
 };
 
 struct dev_mem {
@@ -155,7 +169,7 @@ bool is_device_address(const void *p) {
   return false;
 }
 
-cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out) {
+cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out, const void *stream) {
   *out = nullptr;
   std::lock_guard<std::mutex> g(g_mu);
   dev_mem *m = mem_of(dev);
@@ -172,6 +186,16 @@ cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out) {
       m->pool.reserved -= cap;  // re-added below with the size used now
       uncarve(m, (size_t)(p - m->base), cap);
       p = nullptr;
+    } else {
+      // Else a block freed earlier on this stream whose free has not run yet.
+      for (auto pf = m->pool.pending.lower_bound(bytes);
+           pf != m->pool.pending.end() && pf->first <= bytes * 2 + kAlign; ++pf) {
+        if (pf->second.stream != stream) continue;
+        m->pool.reserved -= pf->first;  // re-added below with the size used now
+        m->pool.taken.insert(pf->second.p);
+        m->pool.pending.erase(pf);
+        break;
+      }
     }
   }
   if (in_use(m) + bytes > cfg->total_mem) pool_trim_locked(m, m->pool.used);  // give back the cache
@@ -199,8 +223,18 @@ bool device_release(void *p, mem_kind *kind, size_t *size) {
   g_regions.erase(it);
   g_version++;
   dev_mem *m = &g_mem[r.device];
-  if (r.kind == MEM_POOL) {
+  if (r.kind == MEM_POOL && m->pool.taken.erase(r.base)) {
+    // Its reservation moved to a later allocation on the same stream.
+    m->pool.used -= r.size;
+    uncarve(m, (size_t)(r.base - m->base), r.size);
+  } else if (r.kind == MEM_POOL) {
     // Back to the pool's cache: still reserved until a trim.
+    for (auto pf = m->pool.pending.lower_bound(r.size);
+         pf != m->pool.pending.end() && pf->first == r.size; ++pf)
+      if (pf->second.p == r.base) {
+        m->pool.pending.erase(pf);
+        break;
+      }
     m->pool.used -= r.size;
     m->pool.cached.emplace(r.size, r.base);
   } else {
@@ -331,7 +365,7 @@ cudaError_t cudaMallocAsync(void **ptr, size_t size, cudaStream_t stream) {
   const int d = stream_device(stream);
   if (d < 0) return record_error(cudaErrorInvalidResourceHandle);
   if (sticky(d)) return record_error(sticky(d));
-  return record_error(device_alloc(d, size ? size : 1, MEM_POOL, ptr));
+  return record_error(device_alloc(d, size ? size : 1, MEM_POOL, ptr, stream));
 }
 
 cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
@@ -342,11 +376,26 @@ cudaError_t cudaFreeAsync(void *ptr, cudaStream_t stream) {
     return record_error(cudaErrorInvalidValue);
   }
   // The memory stays valid for the work enqueued before; it returns to the
-  // pool when the stream reaches this point.
-  return record_error(enqueue(stream, "cudaFreeAsync", [ptr](op_ctx &) {
+  // pool when the stream reaches this point (or, taken over by a later
+  // cudaMallocAsync on the same stream, its reservation moves on now).
+  {
+    std::lock_guard<std::mutex> g(g_mu);
+    g_mem[r.device].pool.pending.insert({r.size, {r.base, stream}});
+  }
+  const cudaError_t e = enqueue(stream, "cudaFreeAsync", [ptr](op_ctx &) {
     device_release(ptr, nullptr, nullptr);
     return cudaSuccess;
-  }));
+  });
+  if (e != cudaSuccess) {  // never freed: not reusable either
+    std::lock_guard<std::mutex> g(g_mu);
+    pool_state &pl = g_mem[r.device].pool;
+    for (auto pf = pl.pending.lower_bound(r.size); pf != pl.pending.end() && pf->first == r.size; ++pf)
+      if (pf->second.p == r.base) {
+        pl.pending.erase(pf);
+        break;
+      }
+  }
+  return record_error(e);
 }
 
 cudaError_t cudaDeviceGetDefaultMemPool(cudaMemPool_t *pool, int device_ordinal) {

@@ -20,7 +20,8 @@ cudaError_t take_last_error(bool clear);
 bool strict();
 
 // emu_memory.cpp
-cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out);
+cudaError_t device_alloc(int dev, size_t bytes, mem_kind kind, void **out,
+                         const void *stream = nullptr);
 // Remove the allocation at p (exactly its base); false if none.
 bool device_release(void *p, mem_kind *kind, size_t *size);
 void pool_trim(int dev);  // at a synchronisation: back to the release threshold
@@ -39,7 +40,11 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
 // A kernel thread's access (the __tsan_* hooks call it; so does ldmatrix).
 void kernel_access(const void *p, size_t n, bool write);
 void check_init_segments();
-void smem_new_epoch();  // a block starts or passes __syncthreads
+void smem_new_epoch();  // a block passes __syncthreads
+void smem_new_block();  // a block starts (also forgets pending cp.async)
+// cp.async: the destination becomes pending at issue, lands at the wait.
+void smem_async_issue(const void *dst, size_t n);
+void smem_async_land(const void *dst, size_t n);
 
 // emu_block.cpp: the kernel being run, for the checkers.
 struct ethread;

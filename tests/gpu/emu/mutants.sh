@@ -4,8 +4,10 @@
 # (ESMT_EMU_DROP_BARRIER=file:line, ESMT_EMU_DROP_EVENT_WAIT=1, see
 # backends/cuda_emu/README.md) and must be reported by the emulator and fail
 # its test. The barriers are the three the old lockstep emulator could not
-# see: the forward kernel's loop-top barrier, the dK/dV kernel's, and the
-# one before the dK/dV kernel's fp32 staging tile. The event wait is the
+# see: the forward kernel's barrier that retires a K/V buffer before the
+# next cp.async into it, the dK/dV kernel's loop-top barrier, and the one
+# before the dK/dV kernel's fp32 staging tile. The cp.async mutant makes
+# every cp.async.wait_group a no-op (ESMT_EMU_DROP_CP_WAIT=1). The event wait is the
 # offload schedule's (the copy stream waits for backward before it reads
 # the gradients). Usage: mutants.sh BUILD_DIR
 set -uo pipefail
@@ -22,9 +24,9 @@ barrier_after() {
   awk -v pat="$1" -v from="${2:-0}" 'NR > from && !seen && $0 ~ pat { seen = 1 }
     seen && /__syncthreads\(\);/ { print NR; exit }' "$mma"
 }
-fwd=$(barrier_after 'the previous tile is consumed')
+fwd=$(barrier_after 'the buffer of this tile is consumed before')
 dkdv_fn=$(grep -n 'attn_bwd_dkdv_mma(attn_params p)' "$mma" | cut -d: -f1)
-dkdv=$(barrier_after 'const int qv = min\(BI, L - i0\);' "$dkdv_fn")
+dkdv=$(barrier_after '// query tile i0 is visible to all' "$dkdv_fn")
 staging=$(barrier_after 'Out through the fp32 staging tile' "$dkdv_fn")
 
 mutant() {  # NAME EXPECTED_REPORT ENV... -- COMMAND...
@@ -47,7 +49,7 @@ mutant() {  # NAME EXPECTED_REPORT ENV... -- COMMAND...
 }
 
 for hd in 32 64 128; do
-  mutant "forward loop-top barrier removed (line $fwd), f16 hd $hd" "cuda-emu: race: kernel attn_fwd_mma" \
+  mutant "forward buffer-retiring barrier removed (line $fwd), f16 hd $hd" "cuda-emu: race: kernel attn_fwd_mma" \
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$fwd" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
 done
@@ -56,14 +58,20 @@ for hd in 32 64 128; do
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$dkdv" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
 done
-# At hd <= 64 the dK/dV kernel keeps K and V in registers, the staging tile
-# overlays only their (idle) tiles, and this barrier protects nothing; at hd
-# 128 the tile overlays operands other warps still read.
+# Where the dK/dV kernel keeps K and V in registers (hd <= 32 on sm_80),
+# the staging tile overlays only their (idle) tiles and this barrier
+# protects nothing; at hd 128 the tile overlays operands other warps still
+# read.
 for hd in 128; do
   mutant "barrier before the fp32 staging tile removed (line $staging), f16 hd $hd" \
     "cuda-emu: race: kernel attn_bwd_dkdv_mma" \
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$staging" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
+done
+for hd in 32 128; do
+  mutant "cp.async.wait_group removed (ESMT_EMU_DROP_CP_WAIT=1), bf16 hd $hd" \
+    "has not written yet" "ESMT_EMU_DROP_CP_WAIT=1" -- \
+    "$build/bin/test_gpu_attention" --only "bf16:$hd"
 done
 mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"

@@ -44,6 +44,19 @@ __global__ void dyn_copy(const float *x, float *y, int n, int extra) {
   for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = s[n - 1 - i];
 }
 
+// cp.async (sm_80+): each thread copies 16 bytes into shared memory, then
+// the block reads them reversed. mode 0: wait_group + barrier (correct);
+// 1: barrier without the wait; 2: the wait without the barrier.
+__global__ void cp_reverse(const float *x, float *y, int n, int mode) {
+  ESMT_DYNAMIC_SMEM(smem);
+  float *s = reinterpret_cast<float *>(smem);
+  for (int i = threadIdx.x * 4; i < n; i += blockDim.x * 4) ::cuemu::cp_async(s + i, x + i, 16);
+  ::cuemu::cp_async_commit();
+  if (mode != 1) ::cuemu::cp_async_wait(0);
+  if (mode != 2) __syncthreads();
+  for (int i = threadIdx.x; i < n; i += blockDim.x) y[i] = s[n - 1 - i];
+}
+
 __global__ void scale(float *x, int n, float f) {
   for (int i = blockIdx.x * blockDim.x + threadIdx.x; i < n; i += gridDim.x * blockDim.x) x[i] *= f;
 }
@@ -173,11 +186,69 @@ static int case_write_after_hidden_read(void) {
   ESMT_LAUNCH(4, 256, 0, a, scale)(d, 1024, 2.0f);
   return cudaDeviceSynchronize();
 }
+static int cp_case(int mode) {
+  const int n = 1024;
+  float h[n], *d, *o;
+  for (int i = 0; i < n; i++) h[i] = (float)i;
+  cudaMalloc((void **)&d, n * 4);
+  cudaMalloc((void **)&o, n * 4);
+  cudaMemcpy(d, h, n * 4, cudaMemcpyHostToDevice);
+  ESMT_LAUNCH(1, 128, n * 4, 0, cp_reverse)(d, o, n, mode);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+  cudaMemcpy(h, o, n * 4, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < n; i++)
+    if (h[i] != (float)(n - 1 - i)) return fail("cp.async result");
+  return 0;
+}
+static int case_cp_async_ok(void) { return cp_case(0); }
+static int case_cp_async_no_wait(void) { return cp_case(1); }
+static int case_cp_async_no_barrier(void) { return cp_case(2); }
+static int case_cp_async_wait_dropped(void) {
+  setenv("ESMT_EMU_DROP_CP_WAIT", "1", 1);
+  return cp_case(0);
+}
+static int case_cp_async_sm75(void) {
+  setenv("ESMT_EMU_SM", "75", 1);
+  return cp_case(0);
+}
 static int case_bad_config(void) {
   float *d;
   cudaMalloc((void **)&d, 16);
   ESMT_LAUNCH(1, 2048, 0, 0, scale)(d, 4, 1.0f);
   return cudaGetLastError() == cudaErrorInvalidConfiguration ? 0 : 1;
+}
+
+// cudaMallocAsync's pool while the host runs ahead of the stream (held by
+// a host function): a block freed on the stream is reused at once by the
+// next allocation on the same stream, as in CUDA, so 8 alloc/free pairs
+// reserve one block; an allocation on another stream does not take it.
+static sem_t g_release;
+static void wait_release(void *) { sem_wait(&g_release); }
+static int case_pool_same_stream_reuse() {
+  sem_init(&g_release, 0, 0);
+  cudaStream_t a, b;
+  cudaStreamCreateWithFlags(&a, cudaStreamNonBlocking);
+  cudaStreamCreateWithFlags(&b, cudaStreamNonBlocking);
+  cudaMemPool_t pool;
+  cudaDeviceGetDefaultMemPool(&pool, 0);
+  cudaLaunchHostFunc(a, wait_release, nullptr);
+  const size_t mib = 1u << 20;
+  for (int i = 0; i < 8; i++) {
+    void *p = nullptr;
+    if (cudaMallocAsync(&p, mib, a) != cudaSuccess) return fail("cudaMallocAsync");
+    cudaMemsetAsync(p, 0, mib, a);
+    cudaFreeAsync(p, a);
+  }
+  uint64_t high = 0, cur = 0;
+  cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemHigh, &high);
+  if (high != mib) return fail("same-stream reuse: reserved more than one block");
+  void *q = nullptr;
+  cudaMallocAsync(&q, mib, b);  // a's block is still pending on a: not b's
+  cudaMemPoolGetAttribute(pool, cudaMemPoolAttrReservedMemCurrent, &cur);
+  if (cur != 2 * mib) return fail("another stream took over a pending block");
+  cudaFreeAsync(q, b);
+  sem_post(&g_release);
+  return cudaDeviceSynchronize();
 }
 
 struct tcase {
@@ -200,6 +271,15 @@ static const tcase k_cases[] = {
     {"write after an unordered read hidden by an ordered one", case_write_after_hidden_read, false,
      "overwrites device memory still being read"},
     {"invalid launch configuration", case_bad_config, true, "invalid configuration argument"},
+    {"cp.async with wait_group and barrier", case_cp_async_ok, true, ""},
+    {"cp.async read before its wait_group", case_cp_async_no_wait, false,
+     "has not written yet"},
+    {"cp.async waited but no barrier", case_cp_async_no_barrier, false,
+     "cuda-emu: race: kernel cp_reverse"},
+    {"cp.async wait dropped by ESMT_EMU_DROP_CP_WAIT", case_cp_async_wait_dropped, false,
+     "has not written yet"},
+    {"cp.async on sm_75", case_cp_async_sm75, false, "cp.async needs sm_80"},
+    {"pool: same-stream reuse while the host runs ahead", case_pool_same_stream_reuse, true, ""},
 };
 
 int main(void) {
