@@ -52,20 +52,24 @@ static void usage(void) {
   printf("usage: esmtrain-example bench [--model NAME] [--batch B] [--seq T] [--steps N]\n"
          "                              [--warmup N] [--threads N] [--backend NAME]\n"
          "                              [--precision auto|fp32|fp16|bf16] [--recompute]\n"
+         "                              [--nondeterministic]\n"
          "Times training steps on synthetic protein-like batches (defaults: esm2_t6_8M,\n"
          "4 x 512, 5 steps after 1 warm-up, all cores) and prints tokens/s, the split of\n"
          "a step, the GEMM ceiling measured now, MFU against it, and peak RSS.\n"
          "--recompute keeps only each layer's input and re-runs the layer in backward\n"
-         "(activation recompute: the memory of 3B at length 1024, at ~1/3 more compute).\n");
+         "(activation recompute: the memory of 3B at length 1024, at ~1/3 more compute).\n"
+         "--nondeterministic lets the backend sum attention gradients with atomics\n"
+         "(backend.deterministic false; GPU backends; the last bits vary run to run).\n");
 }
 
 int cmd_bench(int argc, char **argv) {
   const char *model = "esm2_t6_8M", *backend = NULL, *precision = "auto";
-  int B = 4, T = 512, steps = 5, warmup = 1, threads = 0, recompute = 0;
+  int B = 4, T = 512, steps = 5, warmup = 1, threads = 0, recompute = 0, nondet = 0;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) { usage(); return 0; }
     if (!strcmp(a, "--recompute")) { recompute = 1; continue; }
+    if (!strcmp(a, "--nondeterministic")) { nondet = 1; continue; }
     if (!v) { fprintf(stderr, "bench: %s needs a value (try --help)\n", a); return 2; }
     if (!strcmp(a, "--model")) model = v;
     else if (!strcmp(a, "--backend")) backend = v;
@@ -110,6 +114,7 @@ int cmd_bench(int argc, char **argv) {
   double ceiling = 0, ceiling_after = 0;
   if ((st = esmt_model_create(ctx, &cfg, 1, &m))) goto fail;
   if (recompute && (st = esmt_model_set_recompute(m, 1))) goto fail;
+  if (nondet && (st = esmt_model_set_deterministic(m, 0))) goto fail;
   esmt_model_get_config(m, &cfg); /* the precision actually chosen */
   /* at the model's FFN-up GEMM, as the trainer measures it: a fixed 2048^3
    * product leaves an H100 launch-bound and reads low */
@@ -123,9 +128,10 @@ int cmd_bench(int argc, char **argv) {
   double t_fwd = 0, t_bwd = 0, t_opt = 0, t_all = 0;
   uint64_t tokens = 0;
   static const char *const k_prec[] = {"fp32", "fp16", "bf16", "auto"};
-  printf("bench: %s (%d layers, d=%d, %d heads), batch %d x %d, backend %s, %s%s\n", model,
+  printf("bench: %s (%d layers, d=%d, %d heads), batch %d x %d, backend %s, %s%s%s\n", model,
          cfg.num_layers, cfg.hidden_size, cfg.num_heads, B, T, esmt_context_backend_name(ctx),
-         k_prec[cfg.precision & 3], recompute ? ", activation recompute" : "");
+         k_prec[cfg.precision & 3], recompute ? ", activation recompute" : "",
+         nondet ? ", non-deterministic backward" : "");
   for (int s = 0; s < warmup + steps; s++) {
     synth_batch(tok, lab, B, T, &seed);
     esmt_batch b = ESMT_BATCH_INIT;

@@ -283,6 +283,7 @@ static esmtb_status emu_attention(esmtb_device *d, const esmtb_attention_args *a
   check(op, "rope_cos", a->rope_cos, tab, 4, R_ANY);
   check(op, "rope_sin", a->rope_sin, tab, 4, R_ANY);
   if (backward) {
+    if (a->nondeterministic) g_stats.attn_bwd_nondet++;
     check(op, "dout", a->dout, N * w, es, R_ARENA);
     check(op, "dqkv", a->dqkv, N * 3 * w, es, R_ARENA);
   }

@@ -18,6 +18,7 @@ typedef struct half_emu_stats {
   uint64_t gemm_c_f32;       /* gemms with c_f32 = 1 */
   uint64_t converts;         /* convert calls (weight copy refreshes) */
   uint64_t adamw_lowp;       /* adamw calls that refreshed params_lowp */
+  uint64_t attn_bwd_nondet;  /* attention_backward calls with nondeterministic = 1 */
   uint64_t problems;         /* failed checks */
   char first_problem[512];
 } half_emu_stats;

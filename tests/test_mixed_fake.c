@@ -355,7 +355,9 @@ static void test_fp16_training_matches_fp32(void **state) { (void)state; trainin
 /* Train 3 steps from a config in `prec` on the emulated backend (eval
  * included: half logits come down), then resume from the last checkpoint:
  * the fp32 masters load and the half copy follows them. */
-static void config_run(const char *prec, esmtb_dtype want, int loss_scaling) {
+/* deterministic: backend.deterministic, which must reach every attention
+ * backward as esmtb_attention_args.nondeterministic (ABI 1.6). */
+static void config_run(const char *prec, esmtb_dtype want, int loss_scaling, int deterministic) {
   const char *dir = test_mkdtemp();
   char fa[512], data[512], run[512], ck[600];
   snprintf(fa, sizeof fa, "%s/p.fa", dir);
@@ -382,7 +384,8 @@ static void config_run(const char *prec, esmtb_dtype want, int loss_scaling) {
                         "model.num_heads", "2", "model.ffn_size", "32", "data.max_len", "64",
                         "data.tokens_per_batch", "256", "train.max_steps", "3",
                         "schedule.warmup_steps", "1", "train.eval_every", "1",
-                        "train.out_dir", run, "train.save_every", "3", "backend.precision", prec};
+                        "train.out_dir", run, "train.save_every", "3", "backend.precision", prec,
+                        "backend.deterministic", deterministic ? "true" : "false"};
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i += 2)
     if (esmt_config_set(cfg, sets[i], sets[i + 1]) != ESMT_OK) fail_msg("%s", esmt_last_error());
   use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
@@ -393,9 +396,14 @@ static void config_run(const char *prec, esmtb_dtype want, int loss_scaling) {
     fail_msg("%s", esmt_last_error());
   assert_int_equal(t->m->dtype, want);
   assert_int_equal(t->scaler.enabled, loss_scaling); /* auto: on for fp16 only */
+  int det = -1;
+  assert_int_equal(esmt_model_get_deterministic(t->m, &det), ESMT_OK);
+  assert_int_equal(det, deterministic);
   half_emu_watch(t->m);
   if (esmt_trainer_run(t) != ESMT_OK) fail_msg("run: %s", esmt_last_error());
   expect_clean("trainer run");
+  if (deterministic) assert_int_equal(half_emu_get_stats()->attn_bwd_nondet, 0);
+  else assert_true(half_emu_get_stats()->attn_bwd_nondet >= 3); /* 3 steps, 1 layer */
   assert_true(want == ESMTB_F32 ? half_emu_get_stats()->half_ops == 0
                                 : half_emu_get_stats()->half_ops > 100);
   half_emu_watch(NULL);
@@ -417,9 +425,25 @@ static void config_run(const char *prec, esmtb_dtype want, int loss_scaling) {
   test_rmtree(dir);
 }
 
-static void test_config_bf16(void **state) { (void)state; config_run("bf16", ESMTB_BF16, 0); }
-static void test_config_fp16(void **state) { (void)state; config_run("fp16", ESMTB_F16, 1); }
-static void test_config_auto(void **state) { (void)state; config_run("auto", ESMTB_F32, 0); }
+static void test_config_bf16(void **state) { (void)state; config_run("bf16", ESMTB_BF16, 0, 0); }
+static void test_config_fp16(void **state) { (void)state; config_run("fp16", ESMTB_F16, 1, 1); }
+static void test_config_auto(void **state) { (void)state; config_run("auto", ESMTB_F32, 0, 1); }
+
+static void test_set_deterministic_misuse(void **state) {
+  (void)state;
+  esmt_model *m = create(ESMT_PRECISION_FP32);
+  int det = -1;
+  assert_int_equal(esmt_model_get_deterministic(m, &det), ESMT_OK);
+  assert_int_equal(det, 1); /* the default */
+  assert_int_equal(esmt_model_set_deterministic(m, 2), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "use 0 or 1"));
+  assert_int_equal(esmt_model_set_deterministic(NULL, 0), ESMT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(esmt_model_get_deterministic(m, NULL), ESMT_ERR_INVALID_ARGUMENT);
+  assert_int_equal(esmt_model_set_deterministic(m, 0), ESMT_OK);
+  assert_int_equal(esmt_model_get_deterministic(m, &det), ESMT_OK);
+  assert_int_equal(det, 0);
+  esmt_model_destroy(m);
+}
 
 int main(void) {
   const struct CMUnitTest tests[] = {
@@ -435,6 +459,7 @@ int main(void) {
       cmocka_unit_test(test_config_bf16),
       cmocka_unit_test(test_config_fp16),
       cmocka_unit_test(test_config_auto),
+      cmocka_unit_test(test_set_deterministic_misuse),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

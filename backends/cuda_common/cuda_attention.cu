@@ -47,7 +47,8 @@
 //   head dim and architecture class (plan<>::*_blocks), chosen so that
 //   none spills (tests/gpu/kernel_budget.txt has the figures).
 //   backward (FlashAttention-2 style, deterministic, no atomics):
-//     1. D = rowsum(dO * O) in fp32 (scratch [B*H*T], stream-ordered alloc).
+//     1. D = rowsum(dO * O) in fp32 (scratch [B*H*T], stream-ordered alloc;
+//        hd/4 lanes per (token, head), 8-byte loads).
 //     2. dK/dV kernel: a block owns 64 keys, loops over query tiles of BJ
 //        (32 on sm_80+, 16 at HD = 128 on sm_75, else 64): S^T = K Q^T, P^T =
 //        exp2(S^T - lse2) recomputed from the saved lse, dV += P^T dO,
@@ -63,6 +64,17 @@
 //     3 blocks per SM, and dQ within 128, 4 blocks per SM).
 //     The cost of determinism: S and dP are computed twice (7 tile GEMMs
 //     instead of FA2's 5 with atomic dQ), ~1.4x the backward MMA work.
+//   backward, non-deterministic (esmtb_attention_args.nondeterministic,
+//     ABI 1.6; config backend.deterministic false): FA2's 5-GEMM schedule.
+//     Step 2 runs as attn_bwd_dkdvq_mma: per query tile, after dK and dV,
+//     dS^T (rounded to the dtype, keys past L zeroed) goes to a [64 keys]
+//     [BJ + 8] smem tile, a barrier, and the 4 warps compute that tile's
+//     dQ share dS K (A by ldmatrix.x4.trans from the [key][query] tile)
+//     and add it with fp32 atomics (RED) into a zeroed [tokens][H][hd]
+//     scratch; the order in which key blocks add differs run to run. Then
+//     attn_bwd_dq_store applies scale and the inverse rotary through the
+//     same staging tile and store as step 3 (zeros past L). dK and dV are
+//     bitwise the deterministic kernel's.
 //     Results go through an fp32 smem staging tile so that the inverse
 //     rotary (which pairs columns c and c + hd/2) and the scales (dq *=
 //     scale; dk *= ln 2 because Q carried log2 e) are applied before the
@@ -127,8 +139,32 @@ esmtb_status fwd_mma(const attn_params &p, cudaStream_t st) {
   return launch_err("attention_forward");
 }
 
+// Non-deterministic backward: dQ summed in fp32 by atomics (scratch
+// zeroed here), then scaled, inverse-rotated and stored.
+template <typename T, int HD, int HDR, bool ASYNC>
+esmtb_status bwd_mma_atomic(attn_params p, cudaStream_t st) {
+  using pl = plan<HD, ASYNC ? 2 : 1>;
+  const char *op = "attention_backward";
+  const size_t n = (size_t)p.B * p.T * p.H * p.hd, stage = 64 * (HD + 4) * sizeof(float);
+  esmtb_status rc = set_smem(attn_bwd_dkdvq_mma<T, HD, HDR, ASYNC>, pl::dkdvq_bytes,
+                             "attention_backward: smem");
+  if (rc) return rc;
+  rc = cuda_scratch((void **)&p.dq_acc, n * sizeof(float), st, op);
+  if (rc) return rc;
+  rc = cuda_check(cudaMemsetAsync(p.dq_acc, 0, n * sizeof(float), st), "attention_backward: dQ sums");
+  if (!rc) {
+    const dim3 grid = attn_grid(p, 64);
+    ESMT_LAUNCH(grid, NTHREADS, pl::dkdvq_bytes, st, attn_bwd_dkdvq_mma<T, HD, HDR, ASYNC>)(p);
+    ESMT_LAUNCH(grid, NTHREADS, stage, st, attn_bwd_dq_store<T, HD>)(p);
+    rc = launch_err(op);
+  }
+  esmtb_status rc2 = cuda_check(cudaFreeAsync(p.dq_acc, st), "attention_backward: scratch");
+  return rc ? rc : rc2;
+}
+
 template <typename T, int HD, int HDR, bool ASYNC>
 esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
+  if (p.nondeterministic) return bwd_mma_atomic<T, HD, HDR, ASYNC>(p, st);
   using pl = plan<HD, ASYNC ? 2 : 1>;
   esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD, HDR, ASYNC>, pl::dkdv_bytes,
                              "attention_backward: smem");
@@ -296,6 +332,12 @@ attn_params make_params(const esmtb_attention_args *a) {
   p.dout = a->dout;
   p.dqkv = a->dqkv;
   p.D = NULL;
+  p.dq_acc = NULL;
+  // ABI 1.6: the caller allows the non-deterministic backward (16-bit only:
+  // the fp32 scalar path has one backward)
+  p.nondeterministic = a->struct_size >= offsetof(esmtb_attention_args, nondeterministic) +
+                                             sizeof a->nondeterministic &&
+                       a->nondeterministic == 1;
   p.seq_len = a->seq_len;
   p.cos = a->rope_cos;
   p.sin = a->rope_sin;
@@ -352,7 +394,7 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
     rc = cuda_check(cudaMemsetAsync(a->dqkv, 0, (size_t)a->B * a->T * 3 * a->H * a->hd *
                                                     esize(a->dtype), st),
                     "attention_backward: zero padding");
-  const size_t threads = rows * 32;
+  const size_t threads = (rows + 32 / dot_lanes(a->hd) - 1) / (32 / dot_lanes(a->hd)) * 32;
   const unsigned blocks = (unsigned)((threads + 255) / 256);
   if (!rc) {
     switch (a->dtype) {

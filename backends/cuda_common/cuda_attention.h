@@ -14,7 +14,8 @@ extern "C" {
  * {16, 24, 32, 64, 128}. */
 CUDA_HIDDEN esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
                                                 esmtb_stream *s);
-/* Backward: all of dqkv (deterministic: no atomics). */
+/* Backward: all of dqkv. Deterministic (no atomics) unless the args set
+ * nondeterministic (ABI 1.6): then dQ is summed with fp32 atomics. */
 CUDA_HIDDEN esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                                  esmtb_stream *s);
 /* ops->attention_forward / attention_backward. */

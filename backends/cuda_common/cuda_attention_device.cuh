@@ -26,6 +26,8 @@ struct attn_params {
   const void *dout;
   void *dqkv;
   const float *D;  // rowsum(dO * O), [B*H*T]
+  float *dq_acc;   // non-deterministic backward: fp32 dQ sums, [tokens][H][hd]
+  int nondeterministic;  // esmtb_attention_args.nondeterministic (ABI 1.6)
   const int32_t *seq_len;
   const float *cos, *sin;
   int B, T, H, hd;
@@ -197,6 +199,14 @@ template <typename T>
 __device__ __forceinline__ void frag_a(uint32_t a[4], const T *X, int ld, int r0, int k0) {
   const int lane = threadIdx.x & 31;
   ldsm_x4<false>(a, X + (r0 + (lane & 15)) * ld + k0 + (lane >> 4) * 8);
+}
+
+// A[r][k] = X[k0 + k][r0 + r] (16 x 16, X holds A transposed: rows = k):
+// ldmatrix.x4.trans, matrices in frag_a's order.
+template <typename T>
+__device__ __forceinline__ void frag_a_t(uint32_t a[4], const T *X, int ld, int r0, int k0) {
+  const int lane = threadIdx.x & 31;
+  ldsm_x4<true>(a, X + (k0 + ((lane >> 4) << 3) + (lane & 7)) * ld + r0 + ((lane >> 3) & 1) * 8);
 }
 
 // One B fragment (columns n0 .. n0 + 7), the narrower loads sm_75 keeps:
@@ -463,6 +473,11 @@ template <int HD, int NB> struct plan {
   static constexpr size_t dq_bytes = dq_tiles > stage_bytes ? dq_tiles : stage_bytes;
   static constexpr size_t dkdv_tiles = (2 * 64 + NB * 2 * BJ) * LD * 2 + NB * 2 * BJ * 4;
   static constexpr size_t dkdv_bytes = dkdv_tiles > stage_bytes ? dkdv_tiles : stage_bytes;
+  // The non-deterministic dK/dV/dQ kernel adds one tile of dS, [64 keys][BJ
+  // queries + 8] (16-byte rows for ldmatrix, conflict-free like LD).
+  static constexpr int LDS = BJ + 8;
+  static constexpr size_t dkdvq_tiles = dkdv_tiles + 64 * LDS * 2;
+  static constexpr size_t dkdvq_bytes = dkdvq_tiles > stage_bytes ? dkdvq_tiles : stage_bytes;
   // Blocks per SM each kernel is built for (__launch_bounds__' second
   // argument: ptxas keeps to 64K / (128 x this) registers). Every kernel is
   // bounded: unbounded, ptxas spends registers freely and the figures move
@@ -473,6 +488,7 @@ template <int HD, int NB> struct plan {
       NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : 3) : (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 2 : 1);
   static constexpr int dkdv_blocks =
       NB == 2 ? (HD <= 16 ? 6 : HD <= 32 ? 4 : HD <= 64 ? 3 : 2) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
+  static constexpr int dkdvq_blocks = dkdv_blocks;
   static constexpr int dq_blocks =
       NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 4 : 3) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
 };
@@ -517,29 +533,49 @@ __global__ void __launch_bounds__(NTHREADS) attn_rotate_qk(attn_params p) {
   }
 }
 
-// D[b,h,t] = sum_c dO[t,c] O[t,c] (fp32), 0 for t >= L (right-padded rows). One warp per
-// (token, head); lanes over columns.
+// Lanes per (token, head) row of attn_bwd_dot: 4 columns each, rounded up
+// to a power of two (hd 16: 4, 24 and 32: 8, 64: 16, 128: 32).
+__host__ __device__ inline int dot_lanes(int hd) {
+  return hd <= 16 ? 4 : hd <= 32 ? 8 : hd <= 64 ? 16 : 32;
+}
+
+template <typename T> __device__ __forceinline__ float dot4(const T *a, const T *b) {
+  float x[4], y[4];
+  ld4(a, x);
+  ld4(b, y);
+  return x[0] * y[0] + x[1] * y[1] + x[2] * y[2] + x[3] * y[3];
+}
+template <> __device__ __forceinline__ float dot4<float>(const float *a, const float *b) {
+  return a[0] * b[0] + a[1] * b[1] + a[2] * b[2] + a[3] * b[3];
+}
+
+// D[b,h,t] = sum_c dO[t,c] O[t,c] (fp32), 0 for t >= L (right-padded
+// rows). dot_lanes(hd) lanes per (token, head), 4 columns a lane (8-byte
+// loads of 16-bit data, which the 8-byte alignment of out/dout allows),
+// then a shuffle sum within the lane group: one scalar column per lane
+// left most of a warp's lanes without work at hd 64.
 template <typename T>
 __global__ void attn_bwd_dot(attn_params p, float *Dout) {
+  const int G = dot_lanes(p.hd), lane = threadIdx.x & 31, sub = lane & (G - 1);
   const size_t warp_id = (blockIdx.x * (size_t)blockDim.x + threadIdx.x) >> 5;
-  const int lane = threadIdx.x & 31;
+  const size_t row = warp_id * (size_t)(32 / G) + (size_t)(lane / G);
   const size_t total = (size_t)p.B * p.T * p.H;
-  if (warp_id >= total) return;
-  const int h = (int)(warp_id % p.H);
-  const size_t bt = warp_id / p.H;
+  const int h = (int)(row % p.H);
+  const size_t bt = row / p.H;
   const int tt = (int)(bt % p.T), b = (int)(bt / p.T);
-  // packed rows: D is computed everywhere; padding entries are never read
-  const int L = p.nseg > 0 ? p.T : valid_len(p, b);
-  float acc = 0.0f;
-  if (tt < L) {
-    const size_t off = bt * (size_t)p.H * p.hd + (size_t)h * p.hd;
-    const T *o = reinterpret_cast<const T *>(p.out) + off;
-    const T *d = reinterpret_cast<const T *>(p.dout) + off;
-    for (int c = lane; c < p.hd; c += 32) acc += (float)d[c] * (float)o[c];
+  float acc = 0.0f;  // every lane reaches the shuffles (no early return)
+  if (row < total) {
+    // packed rows: D is computed everywhere; padding entries are never read
+    const int L = p.nseg > 0 ? p.T : valid_len(p, b);
+    if (tt < L) {
+      const size_t off = bt * (size_t)p.H * p.hd + (size_t)h * p.hd;
+      const T *o = reinterpret_cast<const T *>(p.out) + off;
+      const T *d = reinterpret_cast<const T *>(p.dout) + off;
+      for (int c = sub * 4; c < p.hd; c += G * 4) acc += dot4(d + c, o + c);
+    }
   }
-#pragma unroll
-  for (int s = 16; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
-  if (lane == 0) Dout[((size_t)b * p.H + h) * p.T + tt] = acc;
+  for (int s = G >> 1; s > 0; s >>= 1) acc += __shfl_xor_sync(0xffffffffu, acc, s);
+  if (row < total && sub == 0) Dout[((size_t)b * p.H + h) * p.T + tt] = acc;
 }
 
 }  // namespace esmt_attn

@@ -1,6 +1,7 @@
-// Tensor-core (mma.sync, F16/BF16) attention kernels: forward, and the
-// deterministic two-kernel backward (dK/dV, then dQ). See the algorithm
-// notes at the top of cuda_attention.cu.
+// Tensor-core (mma.sync, F16/BF16) attention kernels: forward, the
+// deterministic two-kernel backward (dK/dV, then dQ) and the optional
+// non-deterministic one (dK/dV with atomic dQ, then dQ's store). See the
+// algorithm notes at the top of cuda_attention.cu.
 #ifndef ESMTRAIN_CUDA_ATTENTION_MMA_CUH
 #define ESMTRAIN_CUDA_ATTENTION_MMA_CUH
 
@@ -20,6 +21,39 @@ namespace esmt_attn {
 #else
 #define ESMT_ATTN_ARCH_STUB(ASYNC)
 #endif
+
+// The streamed tiles of every kernel's loop (K/V in forward and dQ; Q, dO,
+// lse, D in dK/dV), tile i0 of `step` rows. On sm_80+ (ASYNC) the next
+// tile is issued into the other buffer and this one waited for (this
+// thread's copies; the caller's __syncthreads makes everyone's visible);
+// on sm_75 the one buffer is refilled after a barrier. `load(i, buf)`
+// copies tile i into buffer buf.
+template <bool ASYNC, typename Load>
+__device__ __forceinline__ void fetch_tile(int i0, int step, int L, int buf, Load &&load) {
+  if constexpr (ASYNC) {
+    if (i0 + step < L) {
+      load(i0 + step, buf ^ 1);
+      cp_async_commit();
+      cp_async_wait<1>();  // tile i0's copies (and any earlier group) landed
+    } else {
+      cp_async_wait<0>();
+    }
+  } else if (i0 > 0) {
+    __syncthreads();  // sm_75, one buffer: the previous tile is consumed
+    load(i0, 0);
+  }
+}
+
+// End of a loop iteration on sm_80+: the buffer of tile i0 is consumed
+// before the next iteration's cp.async into it (after the last tile the
+// kernel's own barrier before the staging tile does it); flip buffers.
+template <bool ASYNC>
+__device__ __forceinline__ void retire_tile(int i0, int step, int L, int &buf) {
+  if constexpr (ASYNC) {
+    if (i0 + step < L) __syncthreads();
+    buf ^= 1;
+  }
+}
 
 // ---- forward (tensor cores) ----
 
@@ -72,20 +106,8 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
   int buf = 0;
   for (int k0 = 0; k0 < L; k0 += BK) {
     const int kv = min(BK, L - k0);
-    if constexpr (ASYNC) {
-      // The next tile streams into the other buffer while this one is used.
-      if (k0 + BK < L) {
-        load_kv(k0 + BK, buf ^ 1);
-        cp_async_commit();
-        cp_async_wait<1>();  // this thread's copies of tile k0 (and Q) landed
-      } else {
-        cp_async_wait<0>();
-      }
-    } else if (k0 > 0) {
-      __syncthreads();  // sm_75, one buffer: the previous tile is consumed
-      load_kv(k0, 0);
-    }
-    __syncthreads();  // everyone's copies of this tile are visible
+    fetch_tile<ASYNC>(k0, BK, L, buf, load_kv);
+    __syncthreads();  // everyone's copies of this tile (and Q) are visible
     if (k0 == 0) {
 #pragma unroll
       for (int kk = 0; kk < HD / 16; kk++) frag_a(qf[kk], sQ, LD, warp * 16, kk * 16);
@@ -156,13 +178,7 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
         }
       }
     }
-    if constexpr (ASYNC) {
-      if (k0 + BK < L) {
-        // the buffer of this tile is consumed before the next iteration's cp.async into it
-        __syncthreads();
-      }
-      buf ^= 1;
-    }
+    retire_tile<ASYNC>(k0, BK, L, buf);
   }
   l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
   l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
@@ -189,17 +205,71 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
 
 // ---- backward ----
 
-// dK, dV for 64 keys; loops over query tiles of BJ.
-template <typename T, int HD, int HDR, bool ASYNC>
-__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_blocks))
-    attn_bwd_dkdv_mma(attn_params p) {
-  ESMT_ATTN_ARCH_STUB(ASYNC)
-  ESMT_DYNAMIC_SMEM(smem);
+// The non-deterministic backward's dQ step for one query tile of BI rows:
+// dQ[i0 + r] += sum over this block's 64 keys of dS[r][key] K[key] (FA2's
+// fifth GEMM), added into `acc` (fp32 rows Dm apart, from query i0) with
+// fp32 atomics: the order in which key blocks add up varies from run to
+// run. dS comes from sdS, [key][query] with leading dim LDS (so A is
+// loaded transposed), K from sK. The BI x HD tile is split over the 4
+// warps: BI/16 row blocks, each row block's columns over 4/(BI/16) warps.
+template <typename T, int HD, int BI, int LD, int LDS, bool ASYNC>
+__device__ __forceinline__ void dq_tile_atomic(float *acc, size_t Dm, const T *sdS, const T *sK,
+                                               int qv, int hd) {
+  constexpr int RB = BI / 16, WPR = 4 / RB, NW = HD / 8 / WPR;
+  static_assert(RB * WPR == 4 && NW >= 1 && NW * WPR * 8 == HD, "dQ tile split");
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
+  const int rb = warp / WPR, n0 = (warp % WPR) * NW;
+  float d[NW][4];
+#pragma unroll
+  for (int n = 0; n < NW; n++) d[n][0] = d[n][1] = d[n][2] = d[n][3] = 0.0f;
+#pragma unroll
+  for (int kk = 0; kk < 64 / 16; kk++) {
+    uint32_t a[4];
+    frag_a_t(a, sdS, LDS, rb * 16, kk * 16);
+    if constexpr (NW == 1) {
+      uint32_t b[2];
+      frag_b_t(b, sK, LD, kk * 16, n0 * 8);
+      mma16816<T>(d[0], a, b);
+    } else {
+#pragma unroll
+      for (int n = 0; n < NW; n += 2) {
+        uint32_t b[2][2];
+        frag_b_t2<ASYNC>(b, sK, LD, kk * 16, (n0 + n) * 8);
+        mma16816<T>(d[n], a, b[0]);
+        mma16816<T>(d[n + 1], a, b[1]);
+      }
+    }
+  }
+  const int r0 = rb * 16 + g, r1 = r0 + 8;
+#pragma unroll
+  for (int n = 0; n < NW; n++) {
+    const int col = (n0 + n) * 8 + 2 * t;
+    if (col >= hd) break;  // hd 24 padded to 32
+    if (r0 < qv) {
+      atomicAdd(acc + (size_t)r0 * Dm + col, d[n][0]);
+      atomicAdd(acc + (size_t)r0 * Dm + col + 1, d[n][1]);
+    }
+    if (r1 < qv) {
+      atomicAdd(acc + (size_t)r1 * Dm + col, d[n][2]);
+      atomicAdd(acc + (size_t)r1 * Dm + col + 1, d[n][3]);
+    }
+  }
+}
+
+// dK, dV for 64 keys; loops over query tiles of BJ. With DQA (the
+// non-deterministic backward, attn_bwd_dkdvq_mma) it also adds each
+// tile's dQ share into p.dq_acc (dq_tile_atomic) and no dQ kernel runs:
+// 5 tile GEMMs instead of 7.
+template <typename T, int HD, int HDR, bool ASYNC, bool DQA>
+__device__ __forceinline__ void bwd_dkdv(const attn_params &p, unsigned char *smem) {
   constexpr int NB = ASYNC ? 2 : 1;
   constexpr int LD = plan<HD, NB>::LD, LDF = plan<HD, NB>::LDF, BI = plan<HD, NB>::BJ;
-  // K, V (64 rows), then NB buffers of (Q, dO) tiles, then NB of (lse2, D)
+  constexpr int LDS = plan<HD, NB>::LDS;
+  // K, V (64 rows), then NB buffers of (Q, dO) tiles, then NB of (lse2, D),
+  // then (DQA) dS of one tile, [key][query]
   T *sK = reinterpret_cast<T *>(smem), *sV = sK + 64 * LD, *sQO = sV + 64 * LD;
   float *sLD = reinterpret_cast<float *>(sQO + NB * 2 * BI * LD);
+  T *sdS = reinterpret_cast<T *>(sLD + NB * 2 * BI);
   const int h = blockIdx.y, k0 = blockIdx.x * 64;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
   const seq_view sq = seq_of(p, blockIdx.z, h);
@@ -214,7 +284,7 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_block
     zero_rows(dv, D3, rows_here, hd);
     return;
   }
-  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, t = lane & 3;
+  const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
   const int kv = min(64, L - k0);
   zero_pad_cols<T, HD, LD>(sK, 128 + NB * 2 * BI, hd);
   const T *qr = reinterpret_cast<const T *>(p.qr) + sq.tok0 * Dm + h * hd;
@@ -244,8 +314,9 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_block
   // K and V operand fragments stay in registers when they fit: HD <= 64 on
   // sm_75; on sm_80+ HD <= 32 only, because at HD = 64 their 32 registers
   // would break the 168-register budget of 3 blocks per SM (ldmatrix.x4
-  // reloads them in one instruction per fragment).
-  constexpr bool kCache = HD <= (ASYNC ? 32 : 64);
+  // reloads them in one instruction per fragment). With DQA on sm_80+ at
+  // HD = 32 the cache's 16 registers spilled at the 128 of 4 blocks/SM.
+  constexpr bool kCache = HD <= (ASYNC ? (DQA ? 16 : 32) : 64);
   uint32_t kc[kCache ? HD / 16 : 1][4], vc[kCache ? HD / 16 : 1][4];
   if constexpr (kCache) {
     if constexpr (ASYNC) cp_async_wait<1>();  // K, V landed (the Q tile may not have)
@@ -263,20 +334,8 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_block
     for (int e = 0; e < 4; e++) dK[n][e] = dV[n][e] = 0.0f;
   int buf = 0;
   for (int i0 = 0; i0 < L; i0 += BI) {
-    if constexpr (ASYNC) {
-      if (i0 + BI < L) {
-        load_q(i0 + BI, buf ^ 1);
-        cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-    } else if (i0 > 0) {
-      __syncthreads();  // sm_75, one buffer: the previous query tile is consumed
-      load_q(i0, 0);
-    }
-    // query tile i0 is visible to all
-    __syncthreads();
+    fetch_tile<ASYNC>(i0, BI, L, buf, load_q);
+    __syncthreads();  // query tile i0 is visible to all
     const T *sQ = sQO + buf * 2 * BI * LD, *sO = sQ + BI * LD;
     const float *sL = sLD + buf * 2 * BI, *sD = sL + BI;
     // S^T (16 keys x BI queries) and dP^T = V dO^T
@@ -319,6 +378,19 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_block
         st[j][e] = pv;
         dpt[j][e] = pv * (dpt[j][e] - sD[col]);
       }
+    if constexpr (DQA) {
+      // dS^T rounded as the dK GEMM rounds it; keys past kv (zero K, V
+      // rows, P^T not 0 there) must add nothing to dQ: zeros
+      const int kr0 = warp * 16 + g, kr1 = kr0 + 8;
+#pragma unroll
+      for (int j = 0; j < BI / 8; j++) {
+        const int col = j * 8 + 2 * t;
+        *reinterpret_cast<uint32_t *>(sdS + kr0 * LDS + col) =
+            kr0 < kv ? dt<T>::pack(dpt[j][0], dpt[j][1]) : 0u;
+        *reinterpret_cast<uint32_t *>(sdS + kr1 * LDS + col) =
+            kr1 < kv ? dt<T>::pack(dpt[j][2], dpt[j][3]) : 0u;
+      }
+    }
     // dV += P^T dO, dK += dS^T Q
 #pragma unroll
     for (int kk = 0; kk < BI / 16; kk++) {
@@ -336,12 +408,14 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_block
         mma16816<T>(dK[n + 1], da, bq[1]);
       }
     }
-    if constexpr (ASYNC) {
-      // this buffer is consumed before the next iteration's copies into it
-      // (after the last tile, the barrier before the staging tile does it)
-      if (i0 + BI < L) __syncthreads();
-      buf ^= 1;
+    if constexpr (DQA) {
+      __syncthreads();  // every warp's dS rows are in sdS
+      // (the next tile's writes to sdS come after retire_tile's barrier,
+      // or sm_75's barrier before its refill)
+      dq_tile_atomic<T, HD, BI, LD, LDS, ASYNC>(p.dq_acc + (sq.tok0 + i0) * Dm + h * hd, Dm,
+                                                sdS, sK, min(BI, L - i0), hd);
     }
+    retire_tile<ASYNC>(i0, BI, L, buf);
   }
   // Out through the fp32 staging tile: dv as is, dk with inverse rotary and
   // ln 2 (Q carried log2 e).
@@ -354,6 +428,54 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_block
   stage_acc<HD, LDF>(sf, dK, warp * 16);
   __syncthreads();
   store_tile<T, LDF>(dk, D3, sf, rows_here, kv, hd, p.cos, p.sin, k0, LN2_F, true);
+}
+
+template <typename T, int HD, int HDR, bool ASYNC>
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdv_blocks))
+    attn_bwd_dkdv_mma(attn_params p) {
+  ESMT_ATTN_ARCH_STUB(ASYNC)
+  ESMT_DYNAMIC_SMEM(smem);
+  bwd_dkdv<T, HD, HDR, ASYNC, false>(p, smem);
+}
+
+// dK, dV and (atomically) dQ: the non-deterministic backward.
+template <typename T, int HD, int HDR, bool ASYNC>
+__global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdvq_blocks))
+    attn_bwd_dkdvq_mma(attn_params p) {
+  ESMT_ATTN_ARCH_STUB(ASYNC)
+  ESMT_DYNAMIC_SMEM(smem);
+  bwd_dkdv<T, HD, HDR, ASYNC, true>(p, smem);
+}
+
+// After attn_bwd_dkdvq_mma: dq = inverse rotary of scale * dq_acc (fp32,
+// [tokens][H][hd]) in the dtype, zeros on rows past L; through the same
+// staging tile and store as the dQ kernel's. Grid as the attention
+// kernels' for 64-row blocks.
+template <typename T, int HD>
+__global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_store(attn_params p) {
+  ESMT_DYNAMIC_SMEM(smem);
+  constexpr int LDF = HD + 4;
+  const int h = blockIdx.y, q0 = blockIdx.x * 64;
+  const seq_view sq = seq_of(p, blockIdx.z, h);
+  const int Tn = sq.rows, L = sq.L, hd = p.hd;
+  if (q0 >= Tn) return;  // past a short packed sequence
+  const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
+  T *dq = reinterpret_cast<T *>(p.dqkv) + sq.tok0 * D3 + h * hd + (size_t)q0 * D3;
+  const int rows_here = min(64, Tn - q0);
+  if (q0 >= L) {
+    zero_rows(dq, D3, rows_here, hd);
+    return;
+  }
+  const int qv = min(64, L - q0), n4 = hd >> 2;
+  const float *acc = p.dq_acc + (sq.tok0 + q0) * Dm + h * hd;
+  float *sf = reinterpret_cast<float *>(smem);
+  for (int i = threadIdx.x; i < qv * n4; i += NTHREADS) {
+    const int r = i / n4, c = (i - r * n4) * 4;
+    *reinterpret_cast<float4 *>(sf + r * LDF + c) =
+        *reinterpret_cast<const float4 *>(acc + (size_t)r * Dm + c);
+  }
+  __syncthreads();
+  store_tile<T, LDF>(dq, D3, sf, rows_here, qv, hd, p.cos, p.sin, q0, p.scale, true);
 }
 
 // dQ for 64 queries; loops over key tiles of BI.
@@ -422,18 +544,7 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dq_blocks)
   int buf = 0;
   for (int k0 = 0; k0 < L; k0 += BI) {
     const int kv = min(BI, L - k0);
-    if constexpr (ASYNC) {
-      if (k0 + BI < L) {
-        load_kv(k0 + BI, buf ^ 1);
-        cp_async_commit();
-        cp_async_wait<1>();
-      } else {
-        cp_async_wait<0>();
-      }
-    } else if (k0 > 0) {
-      __syncthreads();  // sm_75, one buffer: the previous key tile is consumed
-      load_kv(k0, 0);
-    }
+    fetch_tile<ASYNC>(k0, BI, L, buf, load_kv);
     __syncthreads();  // key tile k0 is visible to all
     const T *sK = sKV + buf * 2 * BI * LD, *sV = sK + BI * LD;
     float s[BI / 8][4], dp[BI / 8][4];
@@ -487,11 +598,7 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dq_blocks)
         mma16816<T>(dQ[n + 1], da, bk[1]);
       }
     }
-    if constexpr (ASYNC) {
-      // this buffer is consumed before the next iteration's copies into it
-      if (k0 + BI < L) __syncthreads();
-      buf ^= 1;
-    }
+    retire_tile<ASYNC>(k0, BI, L, buf);
   }
   float *sf = reinterpret_cast<float *>(smem);
   __syncthreads();

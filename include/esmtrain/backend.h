@@ -45,7 +45,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 5
+#define ESMTB_ABI_MINOR 6
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -306,6 +306,11 @@ typedef struct esmtb_attention_args {
    * (positions restart per sequence); padding tokens (in no segment) get
    * out = 0, dqkv = 0 and lse = 0. lse keeps its [B*H*T] layout. */
   esmtb_segments segs;
+  /* ABI 1.6, backward only: 1 allows a faster backward whose results may
+   * differ in the last bits from run to run (the GPU backends' atomic dQ
+   * accumulation); 0 (the default) asks for bitwise repeatable results. A
+   * backend without such a variant ignores it. */
+  int nondeterministic;
 } esmtb_attention_args;
 
 /* Fused softmax cross-entropy over [N, V] logits with int32 labels

@@ -525,6 +525,15 @@ ESMT_API esmt_status esmt_model_zero_grad(esmt_model *model);
 ESMT_API esmt_status esmt_model_set_recompute(esmt_model *model, int enabled);
 ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enabled);
 
+/* Bitwise repeatable gradients (1, the default) or a faster backward whose
+ * results may differ in the last bits from run to run (0): the GPU
+ * backends then sum the attention's dQ with fp32 atomics (FlashAttention-2's
+ * schedule, ~5/7 of the deterministic backward's tile GEMMs). cpu.so has
+ * one, deterministic, backward and ignores it. Takes effect at the next
+ * esmt_model_backward; the trainer sets it from backend.deterministic. */
+ESMT_API esmt_status esmt_model_set_deterministic(esmt_model *model, int deterministic);
+ESMT_API esmt_status esmt_model_get_deterministic(const esmt_model *model, int *deterministic);
+
 
 typedef struct esmt_optimizer_config {
   uint32_t struct_size;

@@ -64,6 +64,7 @@ const esmt_key_def esmt_config_keys[] = {
     {"backend.name", S, "", NULL, 0, 0, "force a backend (cpu, turing_fp16, ampere_bf16, nccl_dp); empty = probe"},
     {"backend.threads", I, "0", NULL, 0, 1024, "host threads; 0 = all cores"},
     {"backend.precision", E, "auto", "auto|fp32|fp16|bf16", 0, 0, "compute precision; auto = the backend's"},
+    {"backend.deterministic", B, "true", NULL, 0, 0, "bitwise repeatable gradients; false lets GPU backends sum attention's dQ with atomics (faster, last bits vary run to run)"},
     {"backend.device_memory_limit", Y, "0", NULL, 0, BIG, "device memory the backend may allocate (e.g. 8GiB), also the planner's budget; 0 = none"},
     {"dist.bucket_size", Y, "26214400", NULL, 4096, BIG,
      "data parallel: gradient bytes per all-reduce (25 MiB; buckets overlap backward)"},

@@ -142,6 +142,9 @@ struct esmt_model {
    * only res[l] is kept per layer; backward re-runs each layer's forward
    * into the shared set (esmt_layer_forward) before differentiating it. */
   int recompute, act_recompute;
+  /* esmt_model_set_deterministic(m, 0): the attention backward may take the
+   * backend's faster, non-deterministic variant (ABI 1.6). */
+  int nondeterministic;
   esmt_activations act;
   void **act_vtables;        /* host storage behind the per-layer arrays */
   float **act_ftables;

@@ -445,6 +445,23 @@ esmt_status esmt_model_get_recompute(const esmt_model *m, int *enabled) {
   return ESMT_OK;
 }
 
+esmt_status esmt_model_set_deterministic(esmt_model *m, int deterministic) {
+  const char *fn = "esmt_model_set_deterministic";
+  ESMT_CHECK_ARG(m, fn, "model is NULL");
+  if (deterministic != 0 && deterministic != 1)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: deterministic is %d; use 0 or 1", fn,
+                     deterministic);
+  m->nondeterministic = !deterministic;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_get_deterministic(const esmt_model *m, int *deterministic) {
+  ESMT_CHECK_ARG(m && deterministic, "esmt_model_get_deterministic",
+                 "model and deterministic must not be NULL");
+  *deterministic = !m->nondeterministic;
+  return ESMT_OK;
+}
+
 esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
   const char *fn = "esmt_model_grad_norm";
   ESMT_CHECK_ARG(m && norm, fn, "model and norm must not be NULL");

@@ -78,6 +78,7 @@ esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
   at.qkv = m->act.qkv[l];
   at.out = m->act.attn[l];
   at.lse = m->act.lse[l];
+  at.nondeterministic = m->nondeterministic; /* read by backward only */
   if (m->packed.nseg > 0)
     at.segs = (esmtb_segments){m->packed.nseg, m->packed.max_len, m->packed.start, m->packed.len};
   return at;

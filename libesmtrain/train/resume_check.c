@@ -31,6 +31,7 @@ static const struct { const char *key, *note; } k_allowed[] = {
     {"backend.name", "another backend may round differently: close to, not bit for bit, "
                      "the continuation the run would have had"},
     {"backend.device_memory_limit", "a memory budget"},
+    {"backend.deterministic", "the same updates up to the last bits of the attention gradient"},
     {"dist.bucket_size", "how gradients are grouped for the all-reduce"},
     {"dist.comm", "TCP and MPI sum in the same order: the same bits"},
     {"dist.force", "a one-rank group computes what one process does"},

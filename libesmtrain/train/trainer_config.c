@@ -187,6 +187,12 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   if ((st = memory_policy(ctx, rd, zero, &oo))) goto fail;
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &oo, &model)))
     goto fail;
+  if (!esmt_cfg_bool(rd, "backend.deterministic")) {
+    esmt_model_set_deterministic(model, 0);
+    esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
+                    "backend.deterministic false: the attention backward may differ in the last "
+                    "bits from run to run (atomic dQ on GPU backends)");
+  }
   if (oo.device_memory_limit) { /* the planned arena now: out of memory here, not at step n */
     int rows, len;
     planned_shape(rd, &rows, &len);

@@ -8,7 +8,9 @@
 #   run(command="bash tests/gpu/run_all.sh test", carry=[".gpu-deps"])  (builds there)
 # Phases, in order of importance: test (probe, NVML, the GPU suites, then
 # the CPU rest unless ESMT_GPU_CPU_SUITE=0), bench (attention TFLOP/s,
-# esmtrain vs transformers), big (650M on real proteins, the 8 GiB budget,
+# esmtrain vs transformers, 650M with the non-deterministic backward), attn
+# (the attention part of bench alone, 650M det/nondet at 512 and 1024), big
+# (650M on real proteins, the 8 GiB budget,
 # 3B), offload (optimizer offload on/off, nccl_dp world-1 overhead), curves
 # (200 updates of 8M per backend against the cpu's loss curve), profile (ncu
 # on the attention kernels), hostcpu (issue #18: the host CPU's bf16 GEMMs).
@@ -154,7 +156,11 @@ phase_test() {
   grep -E "tests passed|tests failed|\(Failed\)" "$out/$phase.log" | tail -8 >> "$sum"
 }
 
-phase_bench() {
+# The attention kernels (a deterministic and a "-nondet" row per shape), the A/B build's, and
+# their peers: torch SDPA (flash, efficient, cuDNN) on the same shapes in the same call,
+# FlashAttention-2's published figures beside them, and the ratio of each of our rows
+# (fwd+bwd) to the best SDPA per shape
+bench_attention() {
   step "attention kernels" 120 ./build-gpu/bin/bench_gpu_attention
   grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | tee /tmp/esmt-attn-ours.txt >> "$sum"
   # A/B: another build's attention kernels (ESMT_GPU_ALT_ATTN=dir holding
@@ -165,12 +171,30 @@ phase_bench() {
       "$alt/bench_gpu_attention" "$alt/backends"
     grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
   fi
-  # the peers of the attention kernels: torch SDPA (flash, efficient, cuDNN) on the same
-  # shapes in the same call, FlashAttention-2's published figures beside them, and the
-  # ratio of ours (fwd+bwd) to the best SDPA per shape
   step "attention peers: torch SDPA, FlashAttention-2 as published" 150 "${peer[@]}" \
     tests/gpu/bench_attention_peer.py --quick --ours /tmp/esmt-attn-ours.txt
-  grep -E "^sdpa-|published|ATTN_RATIO" "$out/$phase.log" | tail -40 >> "$sum"
+  grep -E "^sdpa-|published|ATTN_RATIO" "$out/$phase.log" | tail -50 >> "$sum"
+}
+
+# esmtrain bench of esm2_t33_650M bf16 at B x T with the default (deterministic) backward
+# and with backend.deterministic false (atomic dQ in the attention backward)
+bench_nondet() {
+  for nd in "" --nondeterministic; do
+    step "esmtrain bench esm2_t33_650M bf16 $1x$2 ${nd:-(deterministic)}" 150 $E bench \
+      --model esm2_t33_650M --batch "$1" --seq "$2" --steps 10 --warmup 2 --backend ampere_bf16 \
+      --precision bf16 $nd
+    grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+  done
+}
+
+phase_attn() {
+  bench_attention
+  bench_nondet 8 512
+  bench_nondet 8 1024
+}
+
+phase_bench() {
+  bench_attention
   for model in esm2_t6_8M esm2_t33_650M; do
     step "esmtrain bench $model bf16 8x512 (ampere_bf16)" 150 $E bench --model $model --batch 8 \
       --seq 512 --steps 10 --warmup 2 --backend ampere_bf16 --precision bf16
@@ -187,6 +211,7 @@ phase_bench() {
     --model esm2_t33_650M --batch 6 --seq 512 --dtype fp16 --steps 10
   grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   ratio "esm2_t33_650M fp16 6x512"
+  bench_nondet 8 512
 }
 
 phase_big() {
@@ -253,6 +278,9 @@ phase_profile() {
   local alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}
   [ -x "$alt/bench_gpu_attention" ] && step "ncu: attention kernels, $(cat "$alt/NAME")" 150 \
     ncu "${sections[@]}" -k regex:attn_ -c 6 "$alt/bench_gpu_attention" "$alt/backends" 16 512 16 64
+  step "ncu: attention kernels, non-deterministic backward" 150 ncu "${sections[@]}" \
+    -k regex:"attn_bwd_(dot|dkdvq_mma|dq_store)" -c 3 \
+    ./build-gpu/bin/bench_gpu_attention build-gpu/lib/esmtrain/backends 16 512 16 64 nondet
   grep -E "attn_[a-z_]+|Duration|Registers Per Thread|Achieved Occupancy|Theoretical Occupancy|Warp Cycles Per Issued|Compute \(SM\) Throughput|Memory Throughput|Shared Memory" \
     "$out/$phase.log" | sed 's/^ *//' | cut -c1-160 >> "$sum"
 }
@@ -271,8 +299,8 @@ phase_hostcpu() {
 
 for phase in "${phases[@]}"; do
   case $phase in
-  test | bench | big | offload | curves | profile | hostcpu) ;;
-  *) echo "usage: run_all.sh [test] [bench] [big] [offload] [curves] [profile] [hostcpu]"; exit 2 ;;
+  test | bench | attn | big | offload | curves | profile | hostcpu) ;;
+  *) echo "usage: run_all.sh [test] [bench] [attn] [big] [offload] [curves] [profile] [hostcpu]"; exit 2 ;;
   esac
   log "phase $phase"
   "phase_$phase"

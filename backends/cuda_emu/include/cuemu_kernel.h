@@ -81,6 +81,9 @@ CUEMU_HIDDEN void ldsm_x4(uint32_t r[4], const void *p, int trans);
 CUEMU_HIDDEN void cp_async(void *dst, const void *src, int bytes);
 CUEMU_HIDDEN void cp_async_commit();
 CUEMU_HIDDEN void cp_async_wait(int pending_groups);
+/* atomicAdd(float *, float): checked as a write that does not race with
+ * other blocks' atomics on the same word. */
+CUEMU_HIDDEN float atomic_add_f32(float *p, float v);
 
 /* Host side of a launch: the configuration, then the kernel bound to its
  * exact parameter types so that arguments convert as in a real launch. */
@@ -170,6 +173,7 @@ static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width =
   return cuemu_shfl_t(v, (int)delta, width, 2);
 }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
+static inline float atomicAdd(float *p, float v) { return ::cuemu::atomic_add_f32(p, v); }
 
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }

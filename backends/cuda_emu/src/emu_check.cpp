@@ -320,14 +320,17 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
                c.vc[e->r2_slot] < e->r2_clock) {
       finding = "overwrites device memory still being read by an operation of";
       other_slot = e->r2_slot;
-    } else if (block && e->w_op == c.launch_id && e->w_block != block) {
+    } else if (block && e->w_op == c.launch_id && (e->w_block & ~kAtomicBlock) !=
+                                                     (block & ~kAtomicBlock) &&
+               !(e->w_block & block & kAtomicBlock)) {  // atomics of two blocks: no race
       if (!reported && (reported = true) && note_finding()) {
         char me[128];
         cur_thread_desc(me, sizeof me);
         report(c.device, "race",
                "kernel %s: %s %s %zu bytes at %p that block %u of the same launch wrote "
                "(blocks are not ordered)",
-               c.what, me, write ? "writes" : "reads", n, (const void *)p, e->w_block - 1);
+               c.what, me, write ? "writes" : "reads", n, (const void *)p,
+               (e->w_block & ~kAtomicBlock) - 1);
       }
     }
     if (finding && !reported) {
@@ -351,7 +354,7 @@ void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bo
   }
 }
 
-void kernel_access(const void *addr, size_t n, bool write) {
+void kernel_access(const void *addr, size_t n, bool write, bool atomic) {
   const char *p = (const char *)addr;
   if (p >= g_stk_lo && p < g_stk_hi) return;  // a local
   if (g_dsmem && p >= (const char *)g_dsmem && p < (const char *)g_dsmem + kDynSmemMax + 65536) {
@@ -379,7 +382,8 @@ void kernel_access(const void *addr, size_t n, bool write) {
                (size_t)(p + n - (r.base + r.size)), r.size, (void *)r.base);
       illegal(p, n, write, why);
     }
-    shadow_access(*g_launch.ctx, r, p, n, write, g_launch.block_linear + 1);
+    shadow_access(*g_launch.ctx, r, p, n, write,
+                  (g_launch.block_linear + 1) | (atomic ? kAtomicBlock : 0u));
     return;
   }
   if (is_device_address(p)) {
@@ -393,6 +397,18 @@ void kernel_access(const void *addr, size_t n, bool write) {
     illegal(p, n, write, why);
   }
   illegal(p, n, write, "host memory (not device, shared or pinned memory)");
+}
+
+// atomicAdd on fp32 (RED/ATOM.ADD.F32). One block runs at a time, so the
+// add itself needs no host atomics; what matters is the check: in global
+// memory it is a write that other blocks' atomics on the same word do not
+// race with (plain accesses of another block still do); in shared memory
+// it is checked as a plain write (the kernels use no shared atomics).
+float atomic_add_f32(float *p, float v) {
+  kernel_access(p, sizeof *p, true, true);
+  const float old = *p;
+  *p = old + v;
+  return old;
 }
 
 }  // namespace cuemu

@@ -38,7 +38,9 @@ const char *op_name(uint32_t op_id);  // recent operations, for reports
 void shadow_access(const op_ctx &c, const region &r, const char *p, size_t n, bool write,
                    uint32_t block);
 // A kernel thread's access (the __tsan_* hooks call it; so does ldmatrix).
-void kernel_access(const void *p, size_t n, bool write);
+void kernel_access(const void *p, size_t n, bool write, bool atomic = false);
+// Set in the block number shadow_access records for an atomic write.
+constexpr uint32_t kAtomicBlock = 0x80000000u;
 void check_init_segments();
 void smem_new_epoch();  // a block passes __syncthreads
 void smem_new_block();  // a block starts (also forgets pending cp.async)

@@ -4,9 +4,11 @@
 # (ESMT_EMU_DROP_BARRIER=file:line, ESMT_EMU_DROP_EVENT_WAIT=1, see
 # backends/cuda_emu/README.md) and must be reported by the emulator and fail
 # its test. The barriers are the three the old lockstep emulator could not
-# see: the forward kernel's barrier that retires a K/V buffer before the
-# next cp.async into it, the dK/dV kernel's loop-top barrier, and the one
-# before the dK/dV kernel's fp32 staging tile. The cp.async mutant makes
+# see: the barrier that retires a streamed buffer before the next cp.async
+# into it (retire_tile, shared by the three kernels; the forward reports
+# first), the dK/dV kernel's loop-top barrier, and the one before the dK/dV
+# kernel's fp32 staging tile; and the non-deterministic backward's barrier
+# between writing dS to shared memory and the dQ GEMM that reads it. The cp.async mutant makes
 # every cp.async.wait_group a no-op (ESMT_EMU_DROP_CP_WAIT=1). The event wait is the
 # offload schedule's (the copy stream waits for backward before it reads
 # the gradients). Usage: mutants.sh BUILD_DIR
@@ -24,10 +26,14 @@ barrier_after() {
   awk -v pat="$1" -v from="${2:-0}" 'NR > from && !seen && $0 ~ pat { seen = 1 }
     seen && /__syncthreads\(\);/ { print NR; exit }' "$mma"
 }
-fwd=$(barrier_after 'the buffer of this tile is consumed before')
-dkdv_fn=$(grep -n 'attn_bwd_dkdv_mma(attn_params p)' "$mma" | cut -d: -f1)
+fwd=$(barrier_after 'End of a loop iteration on sm_80+')
+dkdv_fn=$(grep -n 'void bwd_dkdv(const attn_params' "$mma" | cut -d: -f1)
 dkdv=$(barrier_after '// query tile i0 is visible to all' "$dkdv_fn")
 staging=$(barrier_after 'Out through the fp32 staging tile' "$dkdv_fn")
+dsbar=$(barrier_after "every warp's dS rows are in sdS" "$dkdv_fn")
+for v in fwd dkdv_fn dkdv staging dsbar; do
+  [ -n "${!v}" ] || { echo "FAIL: mutants.sh: no line for $v in $mma (comments moved?)"; exit 1; }
+done
 
 mutant() {  # NAME EXPECTED_REPORT ENV... -- COMMAND...
   local name=$1 want=$2
@@ -66,6 +72,12 @@ for hd in 128; do
   mutant "barrier before the fp32 staging tile removed (line $staging), f16 hd $hd" \
     "cuda-emu: race: kernel attn_bwd_dkdv_mma" \
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$staging" -- \
+    "$build/bin/test_gpu_attention" --only "f16:$hd"
+done
+for hd in 32 64; do
+  mutant "non-deterministic backward: barrier after the dS tile removed (line $dsbar), f16 hd $hd" \
+    "cuda-emu: race: kernel attn_bwd_dkdvq_mma" \
+    "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$dsbar" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
 done
 for hd in 32 128; do

@@ -62,6 +62,15 @@ __global__ void scale(float *x, int n, float f) {
 }
 
 __global__ void write_first(float *x) { x[0] = (float)blockIdx.x; }
+// Every thread of every block adds 1 to x[0]; with `plain`, block 1 stores
+// to it instead (the shadow keeps the last writer, so that store is last).
+__global__ void add_first(float *x, int plain) {
+  if (plain && blockIdx.x == 1) {
+    if (threadIdx.x == 0) x[0] = 0.0f;
+    return;
+  }
+  atomicAdd(x, 1.0f);
+}
 
 static int fail(const char *m) {
   fprintf(stderr, "FAIL: %s\n", m);
@@ -137,6 +146,20 @@ static int case_blocks(void) {
   ESMT_LAUNCH(2, 1, 0, 0, write_first)(d);
   return cudaDeviceSynchronize();
 }
+// atomicAdd from many blocks on one word is not a race, and adds up; a
+// plain write by another block among them is.
+static int atomics(int plain) {
+  float *d, h = 0.0f;
+  cudaMalloc((void **)&d, 16);
+  cudaMemset(d, 0, 16);
+  ESMT_LAUNCH(8, 32, 0, 0, add_first)(d, plain);
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return (int)e;
+  cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost);
+  return h == 256.0f ? 0 : fail("atomicAdd: 8 blocks x 32 threads did not add up to 256");
+}
+static int case_atomics(void) { return atomics(0); }
+static int case_atomic_and_plain(void) { return atomics(1); }
 // Stream order: B reads what A wrote; with the event wait it is ordered.
 static int stream_pair(bool with_event) {
   cudaStream_t a, b;
@@ -266,6 +289,9 @@ static const tcase k_cases[] = {
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
     {"blocks writing one word", case_blocks, false, "of the same launch wrote"},
+    {"atomicAdd from many blocks on one word", case_atomics, true, ""},
+    {"a plain write among other blocks' atomics", case_atomic_and_plain, false,
+     "of the same launch wrote"},
     {"stream order with event wait", case_stream_ok, true, ""},
     {"stream order without event wait", case_stream_missing_wait, false, "cuda-emu: stream-order"},
     {"write after an unordered read hidden by an ordered one", case_write_after_hidden_read, false,
