@@ -205,6 +205,30 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
 
 // ---- backward ----
 
+// 16-byte vector atomics (atomicAdd(float4 *)) exist from compute
+// capability 9.0: a constant per architecture in a real build, the
+// emulated device's in the emulated one (which faults them below sm_90).
+#if defined(ESMT_CUDA_EMULATE)
+#define ESMT_ATTN_VEC_ATOMICS (::cuemu::device_arch() >= 90)
+#elif defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900
+#define ESMT_ATTN_VEC_ATOMICS true
+#else
+#define ESMT_ATTN_VEC_ATOMICS false
+#endif
+
+// p[0..3] += v in one vector atomic (p 16-byte aligned). Only reached
+// where ESMT_ATTN_VEC_ATOMICS holds; below sm_90 the overload does not
+// exist, so the branch that calls it must still compile there.
+__device__ __forceinline__ void atomic_add4(float *p, float4 v) {
+#if defined(ESMT_CUDA_EMULATE) || (defined(__CUDA_ARCH__) && __CUDA_ARCH__ >= 900)
+  atomicAdd(reinterpret_cast<float4 *>(p), v);
+#else
+  (void)p;
+  (void)v;
+  __trap();
+#endif
+}
+
 // The non-deterministic backward's dQ step for one query tile of BI rows:
 // dQ[i0 + r] += sum over this block's 64 keys of dS[r][key] K[key] (FA2's
 // fifth GEMM), added into `acc` (fp32 rows Dm apart, from query i0) with
@@ -240,18 +264,36 @@ __device__ __forceinline__ void dq_tile_atomic(float *acc, size_t Dm, const T *s
       }
     }
   }
+  // A thread holds columns (c, c + 1) of rows r0 and r1. Each atomic is
+  // an L2 operation, and they bound this kernel: with vector atomics, lane
+  // pairs (t, t ^ 1) trade halves so that each adds 4 adjacent columns of
+  // one row in one 16-byte atomic (c of the even lane is a multiple of 4):
+  // the even lane row r0, columns c .. c + 3, the odd one row r1, c - 2 ..
+  // c + 1. Otherwise four scalar atomics: the exchange costs registers,
+  // and within this kernel's launch bounds it fits on sm_90 at hd 16 and
+  // 64 only (it spilled at hd 32 and 128 there, and at 64 on sm_80-89).
   const int r0 = rb * 16 + g, r1 = r0 + 8;
+  const bool odd = t & 1;
 #pragma unroll
   for (int n = 0; n < NW; n++) {
-    const int col = (n0 + n) * 8 + 2 * t;
-    if (col >= hd) break;  // hd 24 padded to 32
-    if (r0 < qv) {
-      atomicAdd(acc + (size_t)r0 * Dm + col, d[n][0]);
-      atomicAdd(acc + (size_t)r0 * Dm + col + 1, d[n][1]);
-    }
-    if (r1 < qv) {
-      atomicAdd(acc + (size_t)r1 * Dm + col, d[n][2]);
-      atomicAdd(acc + (size_t)r1 * Dm + col + 1, d[n][3]);
+    if ((n0 + n) * 8 >= hd) break;  // hd 24 padded to 32 (uniform in the warp)
+    if ((HD == 16 || HD == 64) && ESMT_ATTN_VEC_ATOMICS) {
+      const float o0 = __shfl_xor_sync(0xffffffffu, odd ? d[n][0] : d[n][2], 1);
+      const float o1 = __shfl_xor_sync(0xffffffffu, odd ? d[n][1] : d[n][3], 1);
+      const int row = odd ? r1 : r0, c4 = (n0 + n) * 8 + 4 * (t >> 1);
+      if (row < qv)
+        atomic_add4(acc + (size_t)row * Dm + c4, odd ? make_float4(o0, o1, d[n][2], d[n][3])
+                                                     : make_float4(d[n][0], d[n][1], o0, o1));
+    } else {
+      const int col = (n0 + n) * 8 + 2 * t;
+      if (r0 < qv) {
+        atomicAdd(acc + (size_t)r0 * Dm + col, d[n][0]);
+        atomicAdd(acc + (size_t)r0 * Dm + col + 1, d[n][1]);
+      }
+      if (r1 < qv) {
+        atomicAdd(acc + (size_t)r1 * Dm + col, d[n][2]);
+        atomicAdd(acc + (size_t)r1 * Dm + col + 1, d[n][3]);
+      }
     }
   }
 }
@@ -314,9 +356,10 @@ __device__ __forceinline__ void bwd_dkdv(const attn_params &p, unsigned char *sm
   // K and V operand fragments stay in registers when they fit: HD <= 64 on
   // sm_75; on sm_80+ HD <= 32 only, because at HD = 64 their 32 registers
   // would break the 168-register budget of 3 blocks per SM (ldmatrix.x4
-  // reloads them in one instruction per fragment). With DQA on sm_80+ at
-  // HD = 32 the cache's 16 registers spilled at the 128 of 4 blocks/SM.
-  constexpr bool kCache = HD <= (ASYNC ? (DQA ? 16 : 32) : 64);
+  // reloads them in one instruction per fragment). With DQA the dQ
+  // step's accumulators need those registers: the cache spilled at HD = 32
+  // on sm_80+ (128 registers, 4 blocks/SM) and at HD = 64 on sm_75.
+  constexpr bool kCache = HD <= (ASYNC ? (DQA ? 16 : 32) : (DQA ? 32 : 64));
   uint32_t kc[kCache ? HD / 16 : 1][4], vc[kCache ? HD / 16 : 1][4];
   if constexpr (kCache) {
     if constexpr (ASYNC) cp_async_wait<1>();  // K, V landed (the Q tile may not have)

@@ -144,9 +144,10 @@ phase_test() {
   grep -E "step 20/20|GPUs:|device util| C +[0-9]+ W|^[0-9]+, " "$out/$phase.log" | tail -10 >> "$sum"
   # GPU suites first, then everything else (the slow CPU crash tests last)
   # (gpu_fatbin_archs wants CI's full arch list; a prebuilt carries one arch)
-  step "GPU tests" 300 bash -c 'cd build-gpu && ctest -j4 -V --timeout 200 \
-      -R "gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel" \
-      -E "gpu_fatbin_archs"'
+  # (ESMT_GPU_TESTS: another ctest -R regex, e.g. test_gpu_attention after an attention change)
+  local tests=${ESMT_GPU_TESTS:-"gpu|mixed|test_cpu_ops(_half)?$|model_reference|test_api|test_trainer|loss_scale|data_parallel"}
+  step "GPU tests ($tests)" 300 bash -c "cd build-gpu && ctest -j4 -V --timeout 200 -R '$tests' \
+      -E gpu_fatbin_archs"
   grep -E "RESULT .*FAIL|SKIP|tests passed|tests failed|Failed|\*\*\*" "$out/$phase.log" | tail -40 >> "$sum"
   # -V keeps passing tests' output (lines prefixed "NN: "): every op's and case's errors
   grep -E "^[0-9]+: RESULT" "$out/$phase.log" > "$out/results-ops.txt"

@@ -84,6 +84,13 @@ CUEMU_HIDDEN void cp_async_wait(int pending_groups);
 /* atomicAdd(float *, float): checked as a write that does not race with
  * other blocks' atomics on the same word. */
 CUEMU_HIDDEN float atomic_add_f32(float *p, float v);
+/* atomicAdd(float4 *, float4) (compute capability 9.x; an illegal
+ * instruction below): n adds, the address 4n-byte aligned (else a
+ * misaligned-address fault); the old values into old[n]. */
+CUEMU_HIDDEN void atomic_add_f32v(float *p, const float *v, int n, float *old);
+/* The running launch's device as 10 * major + minor (what __CUDA_ARCH__ / 10
+ * is in a real device pass), for code that picks an instruction by it. */
+CUEMU_HIDDEN int device_arch();
 
 /* Host side of a launch: the configuration, then the kernel bound to its
  * exact parameter types so that arguments convert as in a real launch. */
@@ -174,6 +181,11 @@ static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width =
 }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline float atomicAdd(float *p, float v) { return ::cuemu::atomic_add_f32(p, v); }
+static inline float4 atomicAdd(float4 *p, float4 v) {
+  float old[4], add[4] = {v.x, v.y, v.z, v.w};
+  ::cuemu::atomic_add_f32v(reinterpret_cast<float *>(p), add, 4, old);
+  return make_float4(old[0], old[1], old[2], old[3]);
+}
 
 static inline int min(int a, int b) { return a < b ? a : b; }
 static inline int max(int a, int b) { return a > b ? a : b; }

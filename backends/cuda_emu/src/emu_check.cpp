@@ -411,6 +411,32 @@ float atomic_add_f32(float *p, float v) {
   return old;
 }
 
+int device_arch() {
+  const device_config *cfg = device(g_launch.dev);
+  return cfg ? cfg->sm_major * 10 + cfg->sm_minor : 0;
+}
+
+void atomic_add_f32v(float *p, const float *v, int n, float *old) {
+  if (device_arch() < 90) {
+    char who[128];
+    cur_thread_desc(who, sizeof who);
+    report(g_launch.dev, "illegal-instruction", "kernel %s: a vector atomicAdd needs sm_90, the "
+           "device is sm_%d (%s)", g_launch.name, device_arch(), who);
+    abort_kernel(cudaErrorIllegalInstruction);
+  }
+  if ((uintptr_t)p % (sizeof(float) * (size_t)n)) {
+    char why[96];
+    snprintf(why, sizeof why, "a %zu-byte vector atomic needs %zu-byte alignment",
+             sizeof(float) * (size_t)n, sizeof(float) * (size_t)n);
+    illegal((const char *)p, sizeof(float) * (size_t)n, true, why);
+  }
+  kernel_access(p, sizeof(float) * (size_t)n, true, true);
+  for (int i = 0; i < n; i++) {
+    old[i] = p[i];
+    p[i] += v[i];
+  }
+}
+
 }  // namespace cuemu
 
 using namespace cuemu;

@@ -55,7 +55,8 @@ mutant() {  # NAME EXPECTED_REPORT ENV... -- COMMAND...
 }
 
 for hd in 32 64 128; do
-  mutant "forward buffer-retiring barrier removed (line $fwd), f16 hd $hd" "cuda-emu: race: kernel attn_fwd_mma" \
+  mutant "buffer-retiring barrier (retire_tile, all three kernels) removed (line $fwd), f16 hd $hd" \
+    "cuda-emu: race: kernel attn_\(fwd\|bwd_dkdv\|bwd_dq\)_mma" \
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$fwd" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
 done

@@ -158,6 +158,25 @@ static int atomics(int plain) {
   cudaMemcpy(&h, d, 4, cudaMemcpyDeviceToHost);
   return h == 256.0f ? 0 : fail("atomicAdd: 8 blocks x 32 threads did not add up to 256");
 }
+// float4 atomics (sm_90): 16-byte aligned adds; a misaligned one faults,
+// and below sm_90 the instruction does not exist.
+__global__ void add4(float *x, int off) {
+  atomicAdd(reinterpret_cast<float4 *>(x + off), make_float4(1.0f, 2.0f, 3.0f, 4.0f));
+}
+static int atomics4(int off, const char *sm) {
+  setenv("ESMT_EMU_SM", sm, 1);  // read at the first CUDA call of this (forked) case
+  float *d, h[8];
+  cudaMalloc((void **)&d, 32);
+  cudaMemset(d, 0, 32);
+  ESMT_LAUNCH(4, 32, 0, 0, add4)(d, off);
+  cudaError_t e = cudaDeviceSynchronize();
+  if (e != cudaSuccess) return (int)e;
+  cudaMemcpy(h, d, 32, cudaMemcpyDeviceToHost);
+  return h[0] == 128.0f && h[3] == 512.0f ? 0 : fail("float4 atomicAdd: wrong sums");
+}
+static int case_atomics4(void) { return atomics4(0, "90"); }
+static int case_atomics4_misaligned(void) { return atomics4(1, "90"); }
+static int case_atomics4_sm80(void) { return atomics4(0, "80"); }
 static int case_atomics(void) { return atomics(0); }
 static int case_atomic_and_plain(void) { return atomics(1); }
 // Stream order: B reads what A wrote; with the event wait it is ordered.
@@ -290,6 +309,10 @@ static const tcase k_cases[] = {
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
     {"blocks writing one word", case_blocks, false, "of the same launch wrote"},
     {"atomicAdd from many blocks on one word", case_atomics, true, ""},
+    {"float4 atomicAdd from many blocks", case_atomics4, true, ""},
+    {"float4 atomicAdd at a 4-byte offset", case_atomics4_misaligned, false,
+     "needs 16-byte alignment"},
+    {"float4 atomicAdd on sm_80", case_atomics4_sm80, false, "vector atomicAdd needs sm_90"},
     {"a plain write among other blocks' atomics", case_atomic_and_plain, false,
      "of the same launch wrote"},
     {"stream order with event wait", case_stream_ok, true, ""},

@@ -1,0 +1,198 @@
+/* libesmtrain public API, part of esmtrain.h: the trainer (batch sources,
+ * options, the training loop, checkpoints, metrics, data parallelism).
+ * Include <esmtrain/esmtrain.h>, which includes this file where it belongs. */
+#ifndef ESMTRAIN_API_TRAINER_H
+#define ESMTRAIN_API_TRAINER_H
+
+#ifndef ESMTRAIN_ESMTRAIN_H
+#error "include <esmtrain/esmtrain.h>, not this file"
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Trainer                                                                    */
+/* ------------------------------------------------------------------------ */
+
+/* Where micro-batches come from: esmtrain's shard loader, or anything an
+ * application provides. Every callback returns an esmt_status. */
+typedef struct esmt_batch_source {
+  uint32_t struct_size;
+  void *user;
+  /* Fill *batch with the next micro-batch (tokens/labels stay valid until
+   * the next call). ESMT_ERR_STATE means the source is exhausted. */
+  esmt_status (*next)(void *user, esmt_batch *batch);
+  /* Rewind to the beginning (evaluation sources: same batches each time). */
+  esmt_status (*reset)(void *user);
+  /* Position as a JSON value written into buf (for checkpoints), and back. */
+  esmt_status (*save_cursor)(void *user, char *buf, size_t cap);
+  esmt_status (*restore_cursor)(void *user, const char *json);
+  /* Appended (a caller whose struct_size ends before it has none): the
+   * epoch (0-based) of the batch `next` returned last. With it an
+   * evaluation over "the whole source" (eval_batches = 0) is one pass even
+   * over an endless source (a loader with epochs = 0): it ends at the
+   * first batch of another epoch, which it does not use. Without it the
+   * source must end (ESMT_ERR_STATE). May be NULL; the loader's source
+   * has it. */
+  esmt_status (*epoch)(void *user, uint64_t *epoch);
+} esmt_batch_source;
+
+#define ESMT_BATCH_SOURCE_INIT { .struct_size = sizeof(esmt_batch_source) }
+
+typedef struct esmt_train_metrics {
+  uint32_t struct_size;
+  int64_t step;               /* updates done (applied or skipped) */
+  double loss;                /* masked-LM loss of the last update */
+  double lr, grad_norm;
+  uint64_t tokens;            /* real (non-pad) tokens trained on so far */
+  double tokens_per_s;        /* over the last update */
+  double mfu;                 /* against options.gemm_ceiling_gflops; 0 if unknown */
+  double step_ms, forward_ms, backward_ms, optimizer_ms, data_ms, overhead_ms;
+  double elapsed_s, eta_s;
+  int64_t skipped;            /* updates skipped for non-finite loss/gradients */
+  double loss_scale;          /* dynamic loss scale in use (1 when off) */
+  int64_t overflows;          /* of `skipped`, those that were loss-scale overflows */
+  /* Appended: share of the last update's micro-batch positions (this rank)
+   * that were padding, 1 - real / (rows x row length). */
+  double padding_fraction;
+  /* Appended: the device the trainer computes on, on GPU backends (all -1
+   * on the CPU backend and where unknown). Memory as the backend's
+   * allocator sees it (mem_info: in use and in all; under
+   * backend.device_memory_limit, the budget), in MiB. Busy share (0-100,
+   * over the driver's last sample period) and temperature from NVML, found
+   * by the device's PCI bus id, sampled at most once a second. */
+  double device_memory_used_mib, device_memory_total_mib;
+  double device_util_percent, device_temperature_c;
+} esmt_train_metrics;
+
+#define ESMT_TRAIN_METRICS_INIT                                                          \
+  { .struct_size = sizeof(esmt_train_metrics), .device_memory_used_mib = -1,            \
+    .device_memory_total_mib = -1, .device_util_percent = -1, .device_temperature_c = -1 }
+
+typedef struct esmt_eval_metrics {
+  uint32_t struct_size;
+  int64_t step;
+  double loss;                /* mean CE over the selected positions */
+  double perplexity;          /* exp(loss) */
+  double accuracy;            /* argmax == label at selected positions */
+  double unigram_perplexity;  /* an amino-acid frequency model on the same positions */
+  uint64_t selected;
+} esmt_eval_metrics;
+
+#define ESMT_EVAL_METRICS_INIT { .struct_size = sizeof(esmt_eval_metrics) }
+
+/* Called after each logged update (eval == NULL) and each evaluation. */
+typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
+                                const esmt_eval_metrics *eval);
+
+/* Dynamic loss scaling (fp16): the loss is multiplied by `scale` before
+ * backward and the gradients divided by it in the optimizer. A non-finite
+ * gradient is an overflow: the update is skipped (counted in
+ * metrics.overflows) and, after `hysteresis` overflows without a clean
+ * update between them, the scale is multiplied by `backoff`; after
+ * `growth_interval` clean updates it doubles. An overflow that would take
+ * the scale below `min` saves a checkpoint and stops the run with
+ * ESMT_ERR_NUMERIC and diagnostics. A non-finite LOSS is not an overflow
+ * and follows nonfinite_abort. Off: gradients are used as computed. */
+typedef struct esmt_loss_scale_config {
+  uint32_t struct_size;
+  int enabled;
+  double initial;             /* 65536 */
+  int64_t growth_interval;    /* 2000 */
+  double backoff;             /* 0.5 */
+  int hysteresis;             /* 2 */
+  double min;                 /* 1 */
+} esmt_loss_scale_config;
+
+#define ESMT_LOSS_SCALE_CONFIG_INIT { sizeof(esmt_loss_scale_config), 0, 65536.0, 2000, 0.5, 2, 1.0 }
+
+/* esmt_trainer_options.gemm_ceiling_gflops: let the trainer measure it. */
+#define ESMT_GEMM_CEILING_AUTO (-1.0)
+
+typedef struct esmt_trainer_options {
+  uint32_t struct_size;
+  const char *run_dir;        /* checkpoints/ and state live here; NULL = no saving */
+  int64_t max_steps;          /* updates; 0 = until the source ends or a stop */
+  uint64_t tokens_per_update; /* accumulate micro-batches to this many tokens; 0 = one */
+  /* The versioned structs below are pointed to, never held by value (one
+   * that grows would move every later field); the trainer copies them at
+   * create. */
+  const esmt_optimizer_config *optimizer; /* NULL: ESMT_OPTIMIZER_CONFIG_INIT */
+  const esmt_schedule *schedule;          /* NULL: ESMT_SCHEDULE_INIT; its peak_lr is THE
+                                           * learning rate; total_steps 0 = max_steps */
+  double grad_clip;           /* global-norm clip; 0 = off */
+  int nonfinite_abort;        /* 0: skip the update and count it; 1: stop with an error */
+  int log_every;              /* metrics callback every N updates (0 = never) */
+  int eval_every;             /* evaluate every N updates (0 = never) */
+  int eval_batches;           /* batches per evaluation (0 = the whole source) */
+  int save_every;             /* checkpoint every N updates (0 = only at the end) */
+  int keep_last;              /* checkpoints kept (0 = all); the best is always kept */
+  double max_time_s;          /* stop (and save) after this long; 0 = no limit */
+  /* For MFU in the metrics; 0 = not reported. ESMT_GEMM_CEILING_AUTO:
+   * measured by the trainer after its first update, in the model's compute
+   * precision at its FFN-up GEMM's shape (micro-batch tokens x ffn x
+   * hidden), so MFU is quoted against what that GEMM reaches here. */
+  double gemm_ceiling_gflops;
+  const char *config_text;    /* recorded in checkpoints (e.g. the resolved YAML) */
+  esmt_metrics_fn metrics;
+  void *metrics_user;
+  /* Stages "train" (after each update), "eval" (each batch) and "save"
+   * (before and after each checkpoint); a non-zero return from train or
+   * eval stops cleanly. NULL: the context's progress callback. */
+  esmt_progress_fn progress;
+  void *progress_user;
+  const esmt_loss_scale_config *loss_scale; /* NULL: off; the config turns it on for fp16 */
+  int metrics_files_off; /* appended: 1 = the trainer writes no metrics.jsonl/event files into run_dir */
+} esmt_trainer_options;
+
+#define ESMT_TRAINER_OPTIONS_INIT                                                     \
+  { sizeof(esmt_trainer_options), NULL, 0, 0, NULL, NULL,                             \
+    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
+
+typedef struct esmt_trainer esmt_trainer;
+
+/* A trainer drives `model` (which must outlive it) from `train` batches. */
+ESMT_API esmt_status esmt_trainer_create(esmt_model *model, const esmt_trainer_options *opts,
+                                         const esmt_batch_source *train, esmt_trainer **out);
+ESMT_API void esmt_trainer_destroy(esmt_trainer *trainer);
+
+/* Batches for evaluation (reset before every evaluation). */
+ESMT_API esmt_status esmt_trainer_set_eval_source(esmt_trainer *trainer,
+                                                  const esmt_batch_source *eval);
+
+/* One update (accumulating micro-batches to tokens_per_update). */
+ESMT_API esmt_status esmt_trainer_step(esmt_trainer *trainer, esmt_train_metrics *metrics);
+
+/* Evaluate on the eval source (fixed masking: the source's business). */
+ESMT_API esmt_status esmt_trainer_evaluate(esmt_trainer *trainer, esmt_eval_metrics *metrics);
+
+/* Train until max_steps, max_time_s, the end of the data, a progress
+ * callback's cancel or esmt_trainer_request_stop(); evaluates and saves as
+ * configured, and saves a final checkpoint. Returns ESMT_ERR_CANCELLED
+ * (after saving) when stopped early on request. */
+ESMT_API esmt_status esmt_trainer_run(esmt_trainer *trainer);
+
+/* Ask a running esmt_trainer_run to stop after the current update and
+ * save. Async-signal-safe: call it from a SIGINT/SIGTERM handler. */
+ESMT_API void esmt_trainer_request_stop(esmt_trainer *trainer);
+
+/* Save a checkpoint now; *path (may be NULL) receives its directory. */
+ESMT_API esmt_status esmt_trainer_save(esmt_trainer *trainer, char *path, size_t cap);
+
+/* Restore weights, moments, counters, RNG and data position from a
+ * checkpoint ("RUN_DIR", "RUN_DIR/checkpoints/latest" or a checkpoint
+ * directory): training continues exactly where it stopped. */
+ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *checkpoint);
+
+/* Load only the weights of a checkpoint (fresh optimizer, step 0); "hf:DIR"
+ * loads a Hugging Face ESM-2 directory instead. */
+ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
+
+/* Updates done so far. */
+ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
+
+/* Data parallelism of this trainer: returns the number of ranks (1 when it
+ * trains alone) and, when buf is not NULL, one line such as "2 ranks,
+ * gradients summed over MPI (Open MPI v4.1.4)" or "4 ranks, gradients
+ * reduce-scattered (ZeRO-1) over TCP ring" ("" alone). */
+ESMT_API int esmt_trainer_data_parallel(const esmt_trainer *trainer, char *buf, size_t cap);
+
+#endif /* ESMTRAIN_API_TRAINER_H */
