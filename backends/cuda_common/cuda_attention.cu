@@ -145,7 +145,7 @@ template <typename T, int HD, int HDR, bool ASYNC>
 esmtb_status bwd_mma_atomic(attn_params p, cudaStream_t st) {
   using pl = plan<HD, ASYNC ? 2 : 1>;
   const char *op = "attention_backward";
-  const size_t n = (size_t)p.B * p.T * p.H * p.hd, stage = 64 * (HD + 4) * sizeof(float);
+  const size_t n = (size_t)p.B * p.T * p.H * p.hd;
   esmtb_status rc = set_smem(attn_bwd_dkdvq_mma<T, HD, HDR, ASYNC>, pl::dkdvq_bytes,
                              "attention_backward: smem");
   if (rc) return rc;
@@ -155,7 +155,7 @@ esmtb_status bwd_mma_atomic(attn_params p, cudaStream_t st) {
   if (!rc) {
     const dim3 grid = attn_grid(p, 64);
     ESMT_LAUNCH(grid, NTHREADS, pl::dkdvq_bytes, st, attn_bwd_dkdvq_mma<T, HD, HDR, ASYNC>)(p);
-    ESMT_LAUNCH(grid, NTHREADS, stage, st, attn_bwd_dq_store<T, HD>)(p);
+    ESMT_LAUNCH(grid, NTHREADS, pl::stage_bytes, st, attn_bwd_dq_store<T, HD>)(p);
     rc = launch_err(op);
   }
   esmtb_status rc2 = cuda_check(cudaFreeAsync(p.dq_acc, st), "attention_backward: scratch");
@@ -394,7 +394,8 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
     rc = cuda_check(cudaMemsetAsync(a->dqkv, 0, (size_t)a->B * a->T * 3 * a->H * a->hd *
                                                     esize(a->dtype), st),
                     "attention_backward: zero padding");
-  const size_t threads = (rows + 32 / dot_lanes(a->hd) - 1) / (32 / dot_lanes(a->hd)) * 32;
+  const size_t rows_per_warp = (size_t)(32 / dot_lanes(a->hd));
+  const size_t threads = (rows + rows_per_warp - 1) / rows_per_warp * 32;
   const unsigned blocks = (unsigned)((threads + 255) / 256);
   if (!rc) {
     switch (a->dtype) {

@@ -497,7 +497,7 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::dkdvq_bloc
 template <typename T, int HD>
 __global__ void __launch_bounds__(NTHREADS) attn_bwd_dq_store(attn_params p) {
   ESMT_DYNAMIC_SMEM(smem);
-  constexpr int LDF = HD + 4;
+  constexpr int LDF = plan<HD, 1>::LDF;  // the staging tile's row (plan<>::stage_bytes)
   const int h = blockIdx.y, q0 = blockIdx.x * 64;
   const seq_view sq = seq_of(p, blockIdx.z, h);
   const int Tn = sq.rows, L = sq.L, hd = p.hd;
