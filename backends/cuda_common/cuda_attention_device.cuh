@@ -467,7 +467,14 @@ template <int HD, int NB> struct plan {
   static constexpr int BJ = NB == 1 && HD >= 128 ? 16 : BI;
   // Key tile of the forward: 32 at HD = 128 with two buffers (52 KB), else 64.
   static constexpr int BK = NB == 2 && HD >= 128 ? 32 : 64;
-  static constexpr size_t fwd_bytes = (64 + NB * 2 * BK) * LD * 2;
+  // Query rows a forward block owns: 128 (32 a warp, each K/V fragment
+  // used twice) on sm_80+ at HD = 64 (226 registers, 2 blocks per SM);
+  // else 64. At HD = 16 and 32 the doubled accumulators spill at the
+  // 4 and 3 blocks per SM that keep those small tiles' latency hidden, and
+  // at HD = 128 they would not fit at all.
+  static constexpr int QR = NB == 2 && HD == 64 ? 128 : 64;
+  // With two buffers Q is staged in the second (attn_fwd_mma): no own space.
+  static constexpr size_t fwd_bytes = ((NB == 2 ? 0 : QR) + NB * 2 * BK) * LD * 2;
   static constexpr size_t stage_bytes = 64 * LDF * 4;
   static constexpr size_t dq_tiles = (2 * 64 + NB * 2 * BI) * LD * 2;
   static constexpr size_t dq_bytes = dq_tiles > stage_bytes ? dq_tiles : stage_bytes;
@@ -485,7 +492,7 @@ template <int HD, int NB> struct plan {
   // 3 blocks/SM where main had 7). The values are what fits without spills
   // and what shared memory allows (tests/gpu/kernel_budget.txt).
   static constexpr int fwd_blocks =
-      NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : 3) : (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 2 : 1);
+      NB == 2 ? (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 2 : 3) : (HD <= 16 ? 7 : HD <= 32 ? 4 : HD <= 64 ? 2 : 1);
   static constexpr int dkdv_blocks =
       NB == 2 ? (HD <= 16 ? 6 : HD <= 32 ? 4 : HD <= 64 ? 3 : 2) : (HD <= 16 ? 5 : HD <= 32 ? 3 : 1);
   // dK/dV with atomic dQ: at hd 16 one block fewer than dK/dV (it spilled

@@ -57,33 +57,46 @@ __device__ __forceinline__ void retire_tile(int i0, int step, int L, int &buf) {
 
 // ---- forward (tensor cores) ----
 
+// A warp owns MT = QR / 64 row blocks of 16 queries (QR = plan<>::QR query
+// rows a block): with MT = 2 every K and V fragment loaded from shared
+// memory feeds two MMAs, half the shared-memory traffic per MMA of MT = 1.
 template <typename T, int HD, int HDR, bool ASYNC>
 __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks))
     attn_fwd_mma(attn_params p) {
   ESMT_ATTN_ARCH_STUB(ASYNC)
   ESMT_DYNAMIC_SMEM(smem);
   constexpr int NB = ASYNC ? 2 : 1;
-  // BK keys per tile: 32 at HD = 128 with two buffers (51 KB of smem and
-  // <= 168 registers: 3 blocks per SM on sm_80), else 64.
+  // BK keys per tile: 32 at HD = 128 with two buffers, else 64.
   constexpr int LD = plan<HD, NB>::LD, BK = plan<HD, NB>::BK, TILE = BK * LD;
-  // Q (64 rows), then NB buffers of (K, V) (BK rows each)
-  T *sQ = reinterpret_cast<T *>(smem), *sKV = sQ + 64 * LD;
-  const int h = blockIdx.y, q0 = blockIdx.x * 64;
+  constexpr int QR = plan<HD, NB>::QR, MT = QR / 64;
+  // sm_75: Q (QR rows), then the (K, V) buffer (BK rows each). sm_80+: two
+  // (K, V) buffers, Q staged in the second (QR x LD = 2 BK x LD in every
+  // plan) and moved to registers before the loop first fills that buffer:
+  // the smem of two 128-row blocks then fits sm_86/89's 100 KB a SM.
+  constexpr bool QALIAS = ASYNC;
+  static_assert(!QALIAS || QR * LD <= 2 * TILE, "Q is staged in one (K, V) buffer");
+  T *const s0 = reinterpret_cast<T *>(smem);
+  T *sKV = QALIAS ? s0 : s0 + QR * LD, *sQ = QALIAS ? s0 + 2 * TILE : s0;
+  const int h = blockIdx.y, q0 = blockIdx.x * QR;
   constexpr int hd = HDR;  // the real head dim (HD = its padded size)
   const seq_view sq = seq_of(p, blockIdx.z, h);
   const int Tn = sq.rows, L = sq.L;
-  if ((int)blockIdx.x * 64 >= Tn) return;  // past a short packed sequence
+  if (q0 >= Tn) return;  // past a short packed sequence
   const size_t Dm = (size_t)p.H * hd, D3 = 3 * Dm;
   T *out = reinterpret_cast<T *>(p.out) + sq.tok0 * Dm + h * hd;
   float *lse = p.lse + sq.lse0;
-  const int rows_here = min(64, Tn - q0);
+  const int rows_here = min(QR, Tn - q0);
   if (q0 >= L) {  // padding only: zeros
     zero_rows(out + (size_t)q0 * Dm, Dm, rows_here, hd);
     for (int r = threadIdx.x; r < rows_here; r += NTHREADS) lse[q0 + r] = 0.0f;
     return;
   }
   const int warp = threadIdx.x >> 5, lane = threadIdx.x & 31, g = lane >> 2, t = lane & 3;
-  zero_pad_cols<T, HD, LD>(sQ, 64 + 2 * NB * BK, hd);
+  const int wr0 = warp * 16 * MT;  // this warp's first row in the tile
+  // A warp whose rows all lie past L computes nothing (zeros are written
+  // for them below); it still takes part in the loads and barriers.
+  const bool busy = q0 + wr0 < L;
+  zero_pad_cols<T, HD, LD>(s0, (QALIAS ? 0 : QR) + 2 * NB * BK, hd);
   const T *qr = reinterpret_cast<const T *>(p.qr) + sq.tok0 * Dm + h * hd;
   const T *kr = reinterpret_cast<const T *>(p.kr) + sq.tok0 * Dm + h * hd;
   const T *vg = reinterpret_cast<const T *>(p.qkv) + sq.tok0 * D3 + 2 * Dm + h * hd;
@@ -95,111 +108,146 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
     copy_tile<T, LD, ASYNC>(sK + TILE, vg + (size_t)k0 * D3, D3, BK, kv, hd, v16);
   };
   // Q (pre-rotated and pre-scaled) and the first K/V tile: one cp.async group.
-  copy_tile<T, LD, ASYNC>(sQ, qr + (size_t)q0 * Dm, Dm, 64, min(64, L - q0), hd, true);
+  copy_tile<T, LD, ASYNC>(sQ, qr + (size_t)q0 * Dm, Dm, QR, min(QR, L - q0), hd, true);
   load_kv(0, 0);
   if constexpr (ASYNC) cp_async_commit();
-  uint32_t qf[HD / 16][4];
-  float o[HD / 8][4];
+  uint32_t qf[MT][HD / 16][4];
+  // Q fragments into registers (sm_80+ now: before tile 1 overwrites sQ;
+  // sm_75 in the first iteration, after its barrier)
+  auto load_qf = [&]() {
 #pragma unroll
-  for (int n = 0; n < HD / 8; n++) o[n][0] = o[n][1] = o[n][2] = o[n][3] = 0.0f;
-  float m0 = -INFINITY, m1 = -INFINITY, l0 = 0.0f, l1 = 0.0f;
+    for (int mt = 0; mt < MT; mt++)
+#pragma unroll
+      for (int kk = 0; kk < HD / 16; kk++) frag_a(qf[mt][kk], sQ, LD, wr0 + mt * 16, kk * 16);
+  };
+  if constexpr (QALIAS) {
+    cp_async_wait<0>();
+    __syncthreads();  // everyone's copies of Q (and tile 0) are visible
+    load_qf();
+    __syncthreads();  // every warp has read Q: tile 1 may be copied over it
+  }
+  float o[MT][HD / 8][4];
+  // Running max and sum of rows g and g + 8 of each row block.
+  float m[MT][2], l[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; mt++) {
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) o[mt][n][0] = o[mt][n][1] = o[mt][n][2] = o[mt][n][3] = 0.0f;
+    m[mt][0] = m[mt][1] = -INFINITY;
+    l[mt][0] = l[mt][1] = 0.0f;
+  }
   int buf = 0;
   for (int k0 = 0; k0 < L; k0 += BK) {
     const int kv = min(BK, L - k0);
     fetch_tile<ASYNC>(k0, BK, L, buf, load_kv);
     __syncthreads();  // everyone's copies of this tile (and Q) are visible
-    if (k0 == 0) {
+    if (busy) {
+      if (!QALIAS && k0 == 0) load_qf();
+      const T *sK = sKV + buf * 2 * TILE, *sV = sK + TILE;
+      float s[MT][BK / 8][4];
 #pragma unroll
-      for (int kk = 0; kk < HD / 16; kk++) frag_a(qf[kk], sQ, LD, warp * 16, kk * 16);
-    }
-    const T *sK = sKV + buf * 2 * TILE, *sV = sK + TILE;
-    float s[BK / 8][4];
+      for (int mt = 0; mt < MT; mt++)
 #pragma unroll
-    for (int j = 0; j < BK / 8; j++) s[j][0] = s[j][1] = s[j][2] = s[j][3] = 0.0f;
+        for (int j = 0; j < BK / 8; j++) s[mt][j][0] = s[mt][j][1] = s[mt][j][2] = s[mt][j][3] = 0.0f;
 #pragma unroll
-    for (int kk = 0; kk < HD / 16; kk++)
+      for (int kk = 0; kk < HD / 16; kk++)
 #pragma unroll
-      for (int j = 0; j < BK / 8; j += 2) {
-        uint32_t bf[2][2];  // keys 8j .. 8j + 15: one ldmatrix.x4
-        frag_b_nt2<ASYNC>(bf, sK, LD, j * 8, kk * 16);
-        mma16816<T>(s[j], qf[kk], bf[0]);
-        mma16816<T>(s[j + 1], qf[kk], bf[1]);
+        for (int j = 0; j < BK / 8; j += 2) {
+          uint32_t bf[2][2];  // keys 8j .. 8j + 15: one ldmatrix.x4
+          frag_b_nt2<ASYNC>(bf, sK, LD, j * 8, kk * 16);
+#pragma unroll
+          for (int mt = 0; mt < MT; mt++) {
+            mma16816<T>(s[mt][j], qf[mt][kk], bf[0]);
+            mma16816<T>(s[mt][j + 1], qf[mt][kk], bf[1]);
+          }
+        }
+#pragma unroll
+      for (int mt = 0; mt < MT; mt++) {
+        if (kv < BK) {
+#pragma unroll
+          for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+            for (int e = 0; e < 4; e++)
+              if (j * 8 + 2 * t + (e & 1) >= kv) s[mt][j][e] = -INFINITY;
+        }
+        float mx0 = m[mt][0], mx1 = m[mt][1];
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++) {
+          mx0 = fmaxf(mx0, fmaxf(s[mt][j][0], s[mt][j][1]));
+          mx1 = fmaxf(mx1, fmaxf(s[mt][j][2], s[mt][j][3]));
+        }
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+        // Key k0 is valid, so mx0/mx1 are finite; exp2(-inf) = 0 on the first tile.
+        const float a0 = exp2f(m[mt][0] - mx0), a1 = exp2f(m[mt][1] - mx1);
+        m[mt][0] = mx0;
+        m[mt][1] = mx1;
+        float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+        for (int j = 0; j < BK / 8; j++) {
+          s[mt][j][0] = exp2f(s[mt][j][0] - mx0);
+          s[mt][j][1] = exp2f(s[mt][j][1] - mx0);
+          s[mt][j][2] = exp2f(s[mt][j][2] - mx1);
+          s[mt][j][3] = exp2f(s[mt][j][3] - mx1);
+          rs0 += s[mt][j][0] + s[mt][j][1];
+          rs1 += s[mt][j][2] + s[mt][j][3];
+        }
+        l[mt][0] = l[mt][0] * a0 + rs0;
+        l[mt][1] = l[mt][1] * a1 + rs1;
+#pragma unroll
+        for (int n = 0; n < HD / 8; n++) {
+          o[mt][n][0] *= a0; o[mt][n][1] *= a0;
+          o[mt][n][2] *= a1; o[mt][n][3] *= a1;
+        }
       }
-    if (kv < BK) {
+      const int ksteps = (kv + 15) >> 4;  // 16-key steps holding a valid key
 #pragma unroll
-      for (int j = 0; j < BK / 8; j++)
+      for (int kk = 0; kk < BK / 16; kk++) {
+        if (kk < ksteps) {
+          uint32_t pa[MT][4];
 #pragma unroll
-        for (int e = 0; e < 4; e++)
-          if (j * 8 + 2 * t + (e & 1) >= kv) s[j][e] = -INFINITY;
-    }
-    float mx0 = m0, mx1 = m1;
+          for (int mt = 0; mt < MT; mt++) acc_to_a<T>(pa[mt], s[mt][2 * kk], s[mt][2 * kk + 1]);
 #pragma unroll
-    for (int j = 0; j < BK / 8; j++) {
-      mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
-      mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
-    }
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-    mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-    mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-    // Key k0 is valid, so mx0/mx1 are finite; exp2(-inf) = 0 on the first tile.
-    const float a0 = exp2f(m0 - mx0), a1 = exp2f(m1 - mx1);
-    m0 = mx0;
-    m1 = mx1;
-    float rs0 = 0.0f, rs1 = 0.0f;
+          for (int n = 0; n < HD / 8; n += 2) {
+            uint32_t bf[2][2];
+            frag_b_t2<ASYNC>(bf, sV, LD, kk * 16, n * 8);
 #pragma unroll
-    for (int j = 0; j < BK / 8; j++) {
-      s[j][0] = exp2f(s[j][0] - m0);
-      s[j][1] = exp2f(s[j][1] - m0);
-      s[j][2] = exp2f(s[j][2] - m1);
-      s[j][3] = exp2f(s[j][3] - m1);
-      rs0 += s[j][0] + s[j][1];
-      rs1 += s[j][2] + s[j][3];
-    }
-    l0 = l0 * a0 + rs0;
-    l1 = l1 * a1 + rs1;
-#pragma unroll
-    for (int n = 0; n < HD / 8; n++) {
-      o[n][0] *= a0; o[n][1] *= a0;
-      o[n][2] *= a1; o[n][3] *= a1;
-    }
-    const int ksteps = (kv + 15) >> 4;  // 16-key steps holding a valid key
-#pragma unroll
-    for (int kk = 0; kk < BK / 16; kk++) {
-      if (kk < ksteps) {
-        uint32_t pa[4];
-        acc_to_a<T>(pa, s[2 * kk], s[2 * kk + 1]);
-#pragma unroll
-        for (int n = 0; n < HD / 8; n += 2) {
-          uint32_t bf[2][2];
-          frag_b_t2<ASYNC>(bf, sV, LD, kk * 16, n * 8);
-          mma16816<T>(o[n], pa, bf[0]);
-          mma16816<T>(o[n + 1], pa, bf[1]);
+            for (int mt = 0; mt < MT; mt++) {
+              mma16816<T>(o[mt][n], pa[mt], bf[0]);
+              mma16816<T>(o[mt][n + 1], pa[mt], bf[1]);
+            }
+          }
         }
       }
     }
     retire_tile<ASYNC>(k0, BK, L, buf);
   }
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-  const int r0 = q0 + warp * 16 + g, r1 = r0 + 8;
 #pragma unroll
-  for (int n = 0; n < HD / 8; n++) {
-    if (n * 8 >= hd) break;
-    const int col = n * 8 + 2 * t;
-    if (r0 < Tn)
-      *reinterpret_cast<uint32_t *>(out + (size_t)r0 * Dm + col) =
-          r0 < L ? dt<T>::pack(o[n][0] * inv0, o[n][1] * inv0) : 0u;
-    if (r1 < Tn)
-      *reinterpret_cast<uint32_t *>(out + (size_t)r1 * Dm + col) =
-          r1 < L ? dt<T>::pack(o[n][2] * inv1, o[n][3] * inv1) : 0u;
-  }
-  if (t == 0) {
-    if (r0 < Tn) lse[r0] = r0 < L ? (m0 + log2f(l0)) * LN2_F : 0.0f;
-    if (r1 < Tn) lse[r1] = r1 < L ? (m1 + log2f(l1)) * LN2_F : 0.0f;
+  for (int mt = 0; mt < MT; mt++) {
+    float l0 = l[mt][0], l1 = l[mt][1];
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+    const int r0 = q0 + wr0 + mt * 16 + g, r1 = r0 + 8;
+#pragma unroll
+    for (int n = 0; n < HD / 8; n++) {
+      if (n * 8 >= hd) break;
+      const int col = n * 8 + 2 * t;
+      if (r0 < Tn)
+        *reinterpret_cast<uint32_t *>(out + (size_t)r0 * Dm + col) =
+            r0 < L ? dt<T>::pack(o[mt][n][0] * inv0, o[mt][n][1] * inv0) : 0u;
+      if (r1 < Tn)
+        *reinterpret_cast<uint32_t *>(out + (size_t)r1 * Dm + col) =
+            r1 < L ? dt<T>::pack(o[mt][n][2] * inv1, o[mt][n][3] * inv1) : 0u;
+    }
+    if (t == 0) {
+      if (r0 < Tn) lse[r0] = r0 < L ? (m[mt][0] + log2f(l0)) * LN2_F : 0.0f;
+      if (r1 < Tn) lse[r1] = r1 < L ? (m[mt][1] + log2f(l1)) * LN2_F : 0.0f;
+    }
   }
 }
 

@@ -254,9 +254,15 @@ phase_offload() {
 
 phase_curves() {
   # 200 updates of 8M on real proteins: each GPU backend's curve against the cpu's
+  # (the dataset is phase big's; ingested here when that phase did not run)
+  if [ ! -d /tmp/esmt-db ] && [ -n "$fasta" ]; then
+    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o /tmp/esmt-db --max-len 1022 --quiet
+  fi
+  [ -d /tmp/esmt-db ] || log "curves: skipped, no dataset (DB.fasta.gz not found)"
   if [ -d /tmp/esmt-db ]; then
     curve=(--preset esm2_t6_8M --data /tmp/esmt-db --steps 200 --eval-every 0 --log-every 1
-           --warmup 20 --set data.max_len=512 --set data.tokens_per_batch=16384 --no-mfu)
+           --warmup 20 --set data.max_len=512 --set data.tokens_per_batch=8192 --no-mfu
+           --set data.pack=off)  # auto packs on GPUs only: the same batches on every backend
     step "curve: cpu fp32 (16 threads)" 300 $E train "${curve[@]}" --out /tmp/curve-cpu --backend cpu
     for b in ampere_bf16:bf16 turing_fp16:fp16; do
       step "curve: ${b%%:*} ${b##*:}" 120 $E train "${curve[@]}" --out /tmp/curve-${b%%:*} \

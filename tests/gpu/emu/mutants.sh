@@ -6,7 +6,8 @@
 # its test. The barriers are the three the old lockstep emulator could not
 # see: the barrier that retires a streamed buffer before the next cp.async
 # into it (retire_tile, shared by the three kernels; the forward reports
-# first), the dK/dV kernel's loop-top barrier, and the one before the dK/dV
+# first), the forward's barrier after its warps read Q from the buffer
+# tile 1 then fills, the dK/dV kernel's loop-top barrier, and the one before the dK/dV
 # kernel's fp32 staging tile; and the non-deterministic backward's barrier
 # between writing dS to shared memory and the dQ GEMM that reads it. The cp.async mutant makes
 # every cp.async.wait_group a no-op (ESMT_EMU_DROP_CP_WAIT=1). The event wait is the
@@ -27,11 +28,13 @@ barrier_after() {
     seen && /__syncthreads\(\);/ { print NR; exit }' "$mma"
 }
 fwd=$(barrier_after 'End of a loop iteration on sm_80+')
+fwd_fn=$(grep -n 'attn_fwd_mma(attn_params p)' "$mma" | cut -d: -f1)
+qstage=$(barrier_after 'every warp has read Q' "$fwd_fn")
 dkdv_fn=$(grep -n 'void bwd_dkdv(const attn_params' "$mma" | cut -d: -f1)
 dkdv=$(barrier_after '// query tile i0 is visible to all' "$dkdv_fn")
 staging=$(barrier_after 'Out through the fp32 staging tile' "$dkdv_fn")
 dsbar=$(barrier_after "every warp's dS rows are in sdS" "$dkdv_fn")
-for v in fwd dkdv_fn dkdv staging dsbar; do
+for v in fwd fwd_fn qstage dkdv_fn dkdv staging dsbar; do
   [ -n "${!v}" ] || { echo "FAIL: mutants.sh: no line for $v in $mma (comments moved?)"; exit 1; }
 done
 
@@ -59,6 +62,14 @@ for hd in 32 64 128; do
     "cuda-emu: race: kernel attn_\(fwd\|bwd_dkdv\|bwd_dq\)_mma" \
     "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$fwd" -- \
     "$build/bin/test_gpu_attention" --only "f16:$hd"
+done
+# The forward stages Q in the second K/V buffer on sm_80+: without the
+# barrier after the warps read it, tile 1's cp.async overwrites it.
+for hd in 32 64; do
+  mutant "forward: barrier after reading the staged Q removed (line $qstage), bf16 hd $hd" \
+    "cuda-emu: race: kernel attn_fwd_mma" \
+    "ESMT_EMU_DROP_BARRIER=cuda_attention_mma.cuh:$qstage" -- \
+    "$build/bin/test_gpu_attention" --only "bf16:$hd"
 done
 for hd in 32 64 128; do
   mutant "dK/dV loop-top barrier removed (line $dkdv), f16 hd $hd" "cuda-emu: race: kernel attn_bwd_dkdv_mma" \
