@@ -9,29 +9,40 @@ bash scripts/setup_deps.sh
 # the fixture tools; without them that test reports itself skipped.
 bash scripts/setup_reference_env.sh || echo "warning: reference Python environment unavailable; interop test will skip"
 jobs=$(nproc)
+# Each phase's wall time, so that the log shows where CI's time goes.
+t_phase=$SECONDS
+took() { echo "== $1 took $((SECONDS - t_phase)) s (total $SECONDS s)"; t_phase=$SECONDS; }
+took "setup (Debian packages, reference Python environment)"
 
 echo "== build (Release, warnings as errors)"
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release -DESMT_WERROR=ON >/dev/null
 cmake --build build -j"$jobs"
+took "Release build"
 echo "== tests"
 (cd build && ctest --output-on-failure -j"$jobs")
+took "Release tests"
 
 echo "== GPU backends under the host CUDA emulator (ctest -L gpu-emu)"
 bash tests/gpu/emu/run_emu_suite.sh build-emu
+took "emulated GPU build and suite"
 
 echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
       -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF >/dev/null
 cmake --build build-asan -j"$jobs"
+took "sanitizer build"
 echo "== tests under sanitizers"
 export ASAN_OPTIONS=detect_leaks=1:abort_on_error=0:strict_string_checks=1
 export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 (cd build-asan && ctest --output-on-failure -j"$jobs")
+took "sanitizer tests"
 
 echo "== core suites under valgrind memcheck"
 bash tests/valgrind/run_valgrind.sh "$PWD/build"
+took "valgrind"
 
 echo "== fuzzing (libFuzzer + ASan/UBSan, ${ESMT_FUZZ_SECONDS:-20} s per target)"
 bash tests/fuzz/run_fuzz.sh "${ESMT_FUZZ_SECONDS:-20}"
+took "fuzzing (build and runs)"
 echo "== all tests passed"

@@ -7,16 +7,19 @@
 # latest` (the newest step-* when `latest` was not yet written; a fresh
 # start when no checkpoint exists yet) must succeed, and the final weights
 # and moments must equal an uninterrupted run bit for bit.
-# Usage: kill_anywhere.sh CLI [KILLS] [SEED]
+# Usage: kill_anywhere.sh CLI [KILLS] [SEED] [STEPS]
+# STEPS (800) only has to outlast the kills: each interrupted run advances a
+# few steps at most (it is stopped at start-up, in a checkpoint write or
+# just after its next one), and after the last kill the run finishes the
+# rest uninterrupted, which is most of the test's time.
 set -euo pipefail
-cli=$1 kills=${2:-50} seed=${3:-1}
+cli=$1 kills=${2:-50} seed=${3:-1} steps=${4:-800}
 work=$(mktemp -d /tmp/esmt-kill-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 awk 'BEGIN { srand(11); aa = "ACDEFGHIKLMNPQRSTVWY";
   for (r = 0; r < 300; r++) { printf(">k%d\n", r); n = 20 + int(rand() * 100);
     for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' > "$work/p.fa"
 "$cli" ingest "$work/p.fa" -o "$work/data" --valid-fraction 0 --quiet >/dev/null
-steps=800
 args=(--data "$work/data" --layers 2 --width 32 --heads 2 --max-len 96 --batch-tokens 768
       --steps $steps --warmup 5 --eval-every 0 --save-every 1 --keep 2 --threads 2 --no-mfu --log-every 0)
 "$cli" train "${args[@]}" --out "$work/ref" >/dev/null
