@@ -25,6 +25,9 @@ The reference for windows: windows of W residues ([cls] w [eos]) at 0, S,
 2S, ..., the last one ending at the protein's end; a residue's row is the
 average over the windows holding it, mean the average of those rows, cls
 the average of the windows' cls rows.
+The float64 references are cached across builds, keyed by their inputs
+(cached_reference; ESMT_TEST_CACHE=0 computes them anew); esmtrain's side
+runs every time.
 Usage: test_embed.py ESMTRAIN_EXAMPLE_BINARY SOURCE_DIR. Exit 77 = skipped.
 """
 import hashlib
@@ -59,6 +62,8 @@ WINDOW_MARGIN = 4
 sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "reference"))
 from esm_fasta import (CLS, EOS, TOKENS, UNK, read_fasta, tokens, window_starts,  # noqa: E402
                        write_fasta)
+import esm_fasta  # noqa: E402
+import ref_cache  # noqa: E402
 
 # The loading snippet for the README (OUT and layer substituted below).
 SNIPPET = '''\
@@ -159,6 +164,28 @@ def reference(esm64, recs, layers, W, S, policy):
     out["lengths"] = np.array([len(s) for _, s in recs], dtype=np.int64)
     out["per_tok.offsets"] = np.array(offsets, dtype=np.int64)
     return out
+
+
+def cached_reference(esm64, recs, layers, W, S, policy):
+    """reference(), through tests/reference/ref_cache.py: the float64
+    transformers forward passes (~35 s of (b)'s 45 on 2 cores) are computed
+    once for the Release and the sanitizer runs. The key covers all that
+    decides the arrays: the model's config and float64 weights, the
+    proteins, layers, window, stride and policy, the source of reference()
+    and of the esm_fasta helpers it calls, and the torch, transformers and
+    numpy versions. esmtrain's output is never cached: every run embeds and
+    compares anew."""
+    import inspect
+    import transformers
+    key = ref_cache.Key("test_embed.reference v1")
+    key.add(inspect.getsource(reference)).add(inspect.getsource(esm_fasta))
+    key.add((torch.__version__, transformers.__version__, np.__version__))
+    key.add(esm64.config.to_json_string(use_diff=False))
+    for name, t in sorted(esm64.state_dict().items()):
+        key.add(name).add(t.detach().cpu().numpy())
+    key.add([(h, s) for h, s in recs]).add((list(layers), W, S, policy))
+    return ref_cache.cached("embed-reference-" + key.hexdigest(),
+                            lambda: reference(esm64, recs, layers, W, S, policy))
 
 
 def embed(model, fasta, out, *args, check_rc=True):
@@ -324,7 +351,7 @@ def part_a(work, recs):
             got, ids, meta = load(out)
             W, S = window_of(tag, meta, 130)
             if (policy, W, S) not in refs:
-                refs[(policy, W, S)] = reference(esm64, sel, layers, W, S, policy)
+                refs[(policy, W, S)] = cached_reference(esm64, sel, layers, W, S, policy)
             print("%s (%.1f s): vs transformers float64 (window %d, stride %d)" % (tag, dt, W, S))
             compare(tag, got, refs[(policy, W, S)], names)
             check_meta(tag, ids, meta, sel, policy, layers, ["mean", "per_tok", "cls"])
@@ -384,7 +411,7 @@ def part_bc(work, recs, hf, mdir):
     if check(p.returncode == 0, "(b): exit %d" % p.returncode):
         got, ids, meta = load(out)
         W, S = window_of("(b)", meta, 1026)
-        ref = reference(hf.esm.double().eval(), sel, [6], W, S, "windows")
+        ref = cached_reference(hf.esm.double().eval(), sel, [6], W, S, "windows")
         print("(b) default --layers (%.1f s): vs transformers float64 (window %d, stride %d)" % (
             dt, W, S))
         compare("(b)", got, ref, ["mean.layer6", "per_tok.layer6", "lengths", "per_tok.offsets"])
