@@ -10,7 +10,7 @@ versions). Each entry is NAME.npz plus NAME.npz.sha256 (the SHA-256 of the
 .npz), both written to a temporary file in the same directory and renamed
 into place; an entry whose bytes do not match its .sha256, or that does not
 load, is recomputed and rewritten. ESMT_TEST_CACHE=0 turns the cache off
-(every reference computed). The same protocol as tests/interop/ref_cache.sh.
+(every reference computed).
 """
 import hashlib
 import io
