@@ -4,14 +4,14 @@
 # GPU) and then the whole suite again under AddressSanitizer + UBSan.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+# Each phase's wall time, so that the log shows where CI's time goes.
+t_phase=$SECONDS
+took() { echo "== $1 took $((SECONDS - t_phase)) s (total $SECONDS s)"; t_phase=$SECONDS; }
 bash scripts/setup_deps.sh
 # torch + transformers + fair-esm for the interop proof (tests/interop) and
 # the fixture tools; without them that test reports itself skipped.
 bash scripts/setup_reference_env.sh || echo "warning: reference Python environment unavailable; interop test will skip"
 jobs=$(nproc)
-# Each phase's wall time, so that the log shows where CI's time goes.
-t_phase=$SECONDS
-took() { echo "== $1 took $((SECONDS - t_phase)) s (total $SECONDS s)"; t_phase=$SECONDS; }
 took "setup (Debian packages, reference Python environment)"
 
 echo "== build (Release, warnings as errors)"

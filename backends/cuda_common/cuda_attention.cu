@@ -48,6 +48,19 @@
 //     Q staged in the second and moved to registers before the loop fills
 //     it (34 KB at HD = 128, 36 KB at 64: two 128-row blocks fit sm_86/89's
 //     100 KB a SM).
+//   forward on Hopper (compute capability 9.0, the sm_90a binary; hd 64
+//     and 128; ESMT_CUDA_ATTN_WGMMA=0 falls back to the above):
+//     attn_fwd_wgmma, cuda_attention_wgmma.cuh. 256 threads = 2 warpgroups,
+//     each owning 64 query rows (128 a block); Q, K and V tiles (64 keys)
+//     are stored in the 128-byte swizzle layout that wgmma's matrix
+//     descriptors read, K/V double-buffered by cp.async as above, made
+//     visible to the async proxy by fence.proxy.async + barrier. Per tile:
+//     S = Q K^T by HD/16 m64n64k16 wgmma (A and B from smem), wait, the
+//     same online softmax, P converted in registers to the A operand, O +=
+//     P V by 4 (8 at hd 128) m64n64k16 wgmma (B = V, N-major), wait. No
+//     branch encloses an MMA (ptxas would serialise them), so a last tile's
+//     masked keys and rows past L are computed on zeros. smem 49 KB (hd 64,
+//     2 blocks a SM, 128 registers), 97 KB (hd 128, 1 block).
 //   Every kernel carries a __launch_bounds__ minimum of blocks per SM per
 //   head dim and architecture class (plan<>::*_blocks), chosen so that
 //   none spills (tests/gpu/kernel_budget.txt has the figures).
@@ -91,8 +104,13 @@
 //   (forward, dQ) or per key row (dK/dV), 32-row tiles of the other operand
 //   in smem, same algorithm and the same masking rules.
 //
+// Files: this one checks arguments and runs the fp32 path and the rowsum;
+// the 16-bit kernels and their launches compile in one translation unit
+// per dtype (cuda_attention_f16.cu, cuda_attention_bf16.cu over
+// cuda_attention_dispatch.cuh), in parallel.
+//
 // Host emulation: the ESMT_CUDA_EMULATE build (backends/cuda_emu) compiles
-// this file as host code, with mma.sync/ldmatrix/cp.async per the PTX
+// these files as host code, with mma.sync/ldmatrix/cp.async/wgmma per the PTX
 // semantics (a cp.async lands at its wait_group: touching the destination
 // earlier is reported), and runs every kernel under race, bounds and
 // stream-order checking.
@@ -118,102 +136,12 @@
 
 #include "cuda_attention_device.cuh"
 #include "cuda_attention_f32.cuh"
-#include "cuda_attention_mma.cuh"
+#include "cuda_attention_dispatch.cuh"
 
 // ---- host side ----
 namespace {
 using namespace esmt_attn;
 
-
-esmtb_status launch_err(const char *op) { return cuda_check(cudaGetLastError(), op); }
-
-template <typename KernelT>
-esmtb_status set_smem(KernelT kernel, size_t bytes, const char *op) {
-  if (bytes <= 48 * 1024) return 0;
-  return cuda_check(cudaFuncSetAttribute(kernel, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                         (int)bytes),
-                    op);
-}
-
-template <typename T, int HD, int HDR, bool ASYNC>
-esmtb_status fwd_mma(const attn_params &p, cudaStream_t st) {
-  const size_t bytes = plan<HD, ASYNC ? 2 : 1>::fwd_bytes;
-  esmtb_status rc = set_smem(attn_fwd_mma<T, HD, HDR, ASYNC>, bytes, "attention_forward: smem");
-  if (rc) return rc;
-  const dim3 grid = attn_grid(p, plan<HD, ASYNC ? 2 : 1>::QR);
-  ESMT_LAUNCH(grid, NTHREADS, bytes, st, attn_fwd_mma<T, HD, HDR, ASYNC>)(p);
-  return launch_err("attention_forward");
-}
-
-// Non-deterministic backward: dQ summed in fp32 by atomics (scratch
-// zeroed here), then scaled, inverse-rotated and stored.
-template <typename T, int HD, int HDR, bool ASYNC>
-esmtb_status bwd_mma_atomic(attn_params p, cudaStream_t st) {
-  using pl = plan<HD, ASYNC ? 2 : 1>;
-  const char *op = "attention_backward";
-  const size_t n = (size_t)p.B * p.T * p.H * p.hd;
-  esmtb_status rc = set_smem(attn_bwd_dkdvq_mma<T, HD, HDR, ASYNC>, pl::dkdvq_bytes,
-                             "attention_backward: smem");
-  if (rc) return rc;
-  rc = cuda_scratch((void **)&p.dq_acc, n * sizeof(float), st, op);
-  if (rc) return rc;
-  rc = cuda_check(cudaMemsetAsync(p.dq_acc, 0, n * sizeof(float), st), "attention_backward: dQ sums");
-  if (!rc) {
-    const dim3 grid = attn_grid(p, 64);
-    ESMT_LAUNCH(grid, NTHREADS, pl::dkdvq_bytes, st, attn_bwd_dkdvq_mma<T, HD, HDR, ASYNC>)(p);
-    ESMT_LAUNCH(grid, NTHREADS, pl::stage_bytes, st, attn_bwd_dq_store<T, HD>)(p);
-    rc = launch_err(op);
-  }
-  esmtb_status rc2 = cuda_check(cudaFreeAsync(p.dq_acc, st), "attention_backward: scratch");
-  return rc ? rc : rc2;
-}
-
-template <typename T, int HD, int HDR, bool ASYNC>
-esmtb_status bwd_mma(const attn_params &p, cudaStream_t st) {
-  if (p.nondeterministic) return bwd_mma_atomic<T, HD, HDR, ASYNC>(p, st);
-  using pl = plan<HD, ASYNC ? 2 : 1>;
-  esmtb_status rc = set_smem(attn_bwd_dkdv_mma<T, HD, HDR, ASYNC>, pl::dkdv_bytes,
-                             "attention_backward: smem");
-  if (!rc) rc = set_smem(attn_bwd_dq_mma<T, HD, HDR, ASYNC>, pl::dq_bytes,
-                         "attention_backward: smem");
-  if (rc) return rc;
-  const dim3 grid = attn_grid(p, 64);
-  ESMT_LAUNCH(grid, NTHREADS, pl::dkdv_bytes, st, attn_bwd_dkdv_mma<T, HD, HDR, ASYNC>)(p);
-  ESMT_LAUNCH(grid, NTHREADS, pl::dq_bytes, st, attn_bwd_dq_mma<T, HD, HDR, ASYNC>)(p);
-  return launch_err("attention_backward");
-}
-
-template <typename T, bool ASYNC>
-esmtb_status dispatch_hd(const attn_params &p, int backward, cudaStream_t st) {
-  switch (p.hd) {
-    case 16: return backward ? bwd_mma<T, 16, 16, ASYNC>(p, st) : fwd_mma<T, 16, 16, ASYNC>(p, st);
-    case 24: return backward ? bwd_mma<T, 32, 24, ASYNC>(p, st) : fwd_mma<T, 32, 24, ASYNC>(p, st);
-    case 32: return backward ? bwd_mma<T, 32, 32, ASYNC>(p, st) : fwd_mma<T, 32, 32, ASYNC>(p, st);
-    case 64: return backward ? bwd_mma<T, 64, 64, ASYNC>(p, st) : fwd_mma<T, 64, 64, ASYNC>(p, st);
-    default:
-      return backward ? bwd_mma<T, 128, 128, ASYNC>(p, st) : fwd_mma<T, 128, 128, ASYNC>(p, st);
-  }
-}
-
-// 16-bit path: rotary once (Q pre-scaled, K) into stream-ordered scratch,
-// then the kernels; cp.async double-buffering on sm_80+ (sm_75 has no
-// cp.async: plain copies into one buffer).
-template <typename T>
-esmtb_status dispatch_mma(attn_params p, int backward, bool async, cudaStream_t st) {
-  const char *op = backward ? "attention_backward" : "attention_forward";
-  const size_t n = (size_t)p.B * p.T * p.H * p.hd;
-  T *qk = NULL;
-  esmtb_status rc = cuda_scratch((void **)&qk, 2 * n * sizeof(T), st, op);
-  if (rc) return rc;
-  p.qr = qk;
-  p.kr = qk + n;
-  ESMT_LAUNCH(attn_grid(p, 64), NTHREADS, 0, st, attn_rotate_qk<T>)(p);
-  rc = launch_err(backward ? "attention_backward: rotary" : "attention_forward: rotary");
-  if (!rc) rc = async ? dispatch_hd<T, true>(p, backward, st) : dispatch_hd<T, false>(p, backward, st);
-  esmtb_status rc2 = cuda_check(cudaFreeAsync(qk, st), backward ? "attention_backward: scratch"
-                                                                : "attention_forward: scratch");
-  return rc ? rc : rc2;
-}
 
 template <int HD>
 esmtb_status fwd_f32(const attn_params &p, cudaStream_t st) {
@@ -277,7 +205,7 @@ size_t esize(esmtb_dtype t) { return t == ESMTB_F32 ? 4 : 2; }
 bool aligned8(const void *ptr) { return ((uintptr_t)ptr & 7u) == 0; }
 
 esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int backward,
-                        cudaStream_t st, int *major_out) {
+                        cudaStream_t st, int *major_out, int *minor_out) {
   const char *op = backward ? "attention_backward" : "attention_forward";
   if (!dev || !a) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   const esmtb_segments *sg = segments_of(a);
@@ -305,6 +233,9 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
                                            dev->ordinal), op);
     if (rc) return rc;
     *major_out = major;
+    rc = cuda_check(cudaDeviceGetAttribute(minor_out, cudaDevAttrComputeCapabilityMinor,
+                                           dev->ordinal), op);
+    if (rc) return rc;
     if (a->dtype == ESMTB_BF16 && major < 8) return cuda_fail(ESMTB_ERR_UNSUPPORTED, "%s: bf16 needs compute capability 8.0+", op);
   }
   if (sg && (sg->nseg > a->B * a->T || sg->max_len < 1 || sg->max_len > a->T || !sg->start ||
@@ -365,8 +296,8 @@ attn_params make_params(const esmtb_attention_args *a) {
 extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_attention_args *a,
                                                esmtb_stream *s) {
   cudaStream_t st = cuda_stream_of(s);
-  int major = 0;
-  esmtb_status rc = check_args(dev, a, 0, st, &major);
+  int major = 0, minor = 0;
+  esmtb_status rc = check_args(dev, a, 0, st, &major, &minor);
   if (rc) return rc;
   const attn_params p = make_params(a);
   if (p.nseg > 0) {  // tokens outside every segment: out = 0, lse = 0
@@ -378,8 +309,8 @@ extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_at
     if (rc) return rc;
   }
   switch (a->dtype) {
-    case ESMTB_F16: return dispatch_mma<__half>(p, 0, major >= 8, st);
-    case ESMTB_BF16: return dispatch_mma<__nv_bfloat16>(p, 0, major >= 8, st);
+    case ESMTB_F16: return attn_mma_f16(p, 0, major, minor, st);
+    case ESMTB_BF16: return attn_mma_bf16(p, 0, major, minor, st);
     default: return dispatch_f32(p, 0, st);
   }
 }
@@ -387,8 +318,8 @@ extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_at
 extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                                 esmtb_stream *s) {
   cudaStream_t st = cuda_stream_of(s);
-  int major = 0;
-  esmtb_status rc = check_args(dev, a, 1, st, &major);
+  int major = 0, minor = 0;
+  esmtb_status rc = check_args(dev, a, 1, st, &major, &minor);
   if (rc) return rc;
   attn_params p = make_params(a);
   const size_t rows = (size_t)a->B * a->H * a->T;
@@ -408,12 +339,12 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
       case ESMTB_F16:
         ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<__half>)(p, D);
         rc = launch_err("attention_backward: rowsum");
-        if (!rc) rc = dispatch_mma<__half>(p, 1, major >= 8, st);
+        if (!rc) rc = attn_mma_f16(p, 1, major, minor, st);
         break;
       case ESMTB_BF16:
         ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<__nv_bfloat16>)(p, D);
         rc = launch_err("attention_backward: rowsum");
-        if (!rc) rc = dispatch_mma<__nv_bfloat16>(p, 1, major >= 8, st);
+        if (!rc) rc = attn_mma_bf16(p, 1, major, minor, st);
         break;
       default:
         ESMT_LAUNCH(blocks, 256, 0, st, attn_bwd_dot<float>)(p, D);

@@ -57,6 +57,85 @@ __device__ __forceinline__ void retire_tile(int i0, int step, int L, int &buf) {
 
 // ---- forward (tensor cores) ----
 
+// The online softmax of one key tile for a thread's two rows (g and g + 8
+// of a 16-row block; s[j] holds keys 8j + 2t, 8j + 2t + 1 of each, the
+// mma.sync and wgmma accumulator layout alike): keys >= kv masked, running
+// max m and sum l updated, s replaced by exp2(s - max), o rescaled.
+template <int BK, int HD>
+__device__ __forceinline__ void softmax_tile(float (&s)[BK / 8][4], float (&o)[HD / 8][4],
+                                             float (&m)[2], float (&l)[2], int kv, int t) {
+  if (kv < BK) {
+#pragma unroll
+    for (int j = 0; j < BK / 8; j++)
+#pragma unroll
+      for (int e = 0; e < 4; e++)
+        if (j * 8 + 2 * t + (e & 1) >= kv) s[j][e] = -INFINITY;
+  }
+  float mx0 = m[0], mx1 = m[1];
+#pragma unroll
+  for (int j = 0; j < BK / 8; j++) {
+    mx0 = fmaxf(mx0, fmaxf(s[j][0], s[j][1]));
+    mx1 = fmaxf(mx1, fmaxf(s[j][2], s[j][3]));
+  }
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
+  mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
+  mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
+  // Key k0 is valid, so mx0/mx1 are finite; exp2(-inf) = 0 on the first tile.
+  const float a0 = exp2f(m[0] - mx0), a1 = exp2f(m[1] - mx1);
+  m[0] = mx0;
+  m[1] = mx1;
+  float rs0 = 0.0f, rs1 = 0.0f;
+#pragma unroll
+  for (int j = 0; j < BK / 8; j++) {
+    s[j][0] = exp2f(s[j][0] - mx0);
+    s[j][1] = exp2f(s[j][1] - mx0);
+    s[j][2] = exp2f(s[j][2] - mx1);
+    s[j][3] = exp2f(s[j][3] - mx1);
+    rs0 += s[j][0] + s[j][1];
+    rs1 += s[j][2] + s[j][3];
+  }
+  l[0] = l[0] * a0 + rs0;
+  l[1] = l[1] * a1 + rs1;
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++) {
+    o[n][0] *= a0; o[n][1] *= a0;
+    o[n][2] *= a1; o[n][3] *= a1;
+  }
+}
+
+// The forward's result for a thread's rows r0 and r0 + 8 (absolute in the
+// sequence): O / l (0 past L) for its columns of each 8-column block, and
+// the lse (thread t == 0 of the quad; 0 past L); rows >= Tn are not stored.
+template <typename T, int HD>
+__device__ __forceinline__ void store_fwd_rows(T *out, size_t Dm, float *lse,
+                                               const float (&o)[HD / 8][4], const float (&m)[2],
+                                               const float (&l)[2], int r0, int Tn, int L, int hd,
+                                               int t) {
+  float l0 = l[0], l1 = l[1];
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
+  l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
+  l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
+  const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
+  const int r1 = r0 + 8;
+#pragma unroll
+  for (int n = 0; n < HD / 8; n++) {
+    if (n * 8 >= hd) break;
+    const int col = n * 8 + 2 * t;
+    if (r0 < Tn)
+      *reinterpret_cast<uint32_t *>(out + (size_t)r0 * Dm + col) =
+          r0 < L ? dt<T>::pack(o[n][0] * inv0, o[n][1] * inv0) : 0u;
+    if (r1 < Tn)
+      *reinterpret_cast<uint32_t *>(out + (size_t)r1 * Dm + col) =
+          r1 < L ? dt<T>::pack(o[n][2] * inv1, o[n][3] * inv1) : 0u;
+  }
+  if (t == 0) {
+    if (r0 < Tn) lse[r0] = r0 < L ? (m[0] + log2f(l0)) * LN2_F : 0.0f;
+    if (r1 < Tn) lse[r1] = r1 < L ? (m[1] + log2f(l1)) * LN2_F : 0.0f;
+  }
+}
+
 // A warp owns MT = QR / 64 row blocks of 16 queries (QR = plan<>::QR query
 // rows a block): with MT = 2 every K and V fragment loaded from shared
 // memory feeds two MMAs, half the shared-memory traffic per MMA of MT = 1.
@@ -162,46 +241,7 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
           }
         }
 #pragma unroll
-      for (int mt = 0; mt < MT; mt++) {
-        if (kv < BK) {
-#pragma unroll
-          for (int j = 0; j < BK / 8; j++)
-#pragma unroll
-            for (int e = 0; e < 4; e++)
-              if (j * 8 + 2 * t + (e & 1) >= kv) s[mt][j][e] = -INFINITY;
-        }
-        float mx0 = m[mt][0], mx1 = m[mt][1];
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++) {
-          mx0 = fmaxf(mx0, fmaxf(s[mt][j][0], s[mt][j][1]));
-          mx1 = fmaxf(mx1, fmaxf(s[mt][j][2], s[mt][j][3]));
-        }
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 1));
-        mx0 = fmaxf(mx0, __shfl_xor_sync(0xffffffffu, mx0, 2));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 1));
-        mx1 = fmaxf(mx1, __shfl_xor_sync(0xffffffffu, mx1, 2));
-        // Key k0 is valid, so mx0/mx1 are finite; exp2(-inf) = 0 on the first tile.
-        const float a0 = exp2f(m[mt][0] - mx0), a1 = exp2f(m[mt][1] - mx1);
-        m[mt][0] = mx0;
-        m[mt][1] = mx1;
-        float rs0 = 0.0f, rs1 = 0.0f;
-#pragma unroll
-        for (int j = 0; j < BK / 8; j++) {
-          s[mt][j][0] = exp2f(s[mt][j][0] - mx0);
-          s[mt][j][1] = exp2f(s[mt][j][1] - mx0);
-          s[mt][j][2] = exp2f(s[mt][j][2] - mx1);
-          s[mt][j][3] = exp2f(s[mt][j][3] - mx1);
-          rs0 += s[mt][j][0] + s[mt][j][1];
-          rs1 += s[mt][j][2] + s[mt][j][3];
-        }
-        l[mt][0] = l[mt][0] * a0 + rs0;
-        l[mt][1] = l[mt][1] * a1 + rs1;
-#pragma unroll
-        for (int n = 0; n < HD / 8; n++) {
-          o[mt][n][0] *= a0; o[mt][n][1] *= a0;
-          o[mt][n][2] *= a1; o[mt][n][3] *= a1;
-        }
-      }
+      for (int mt = 0; mt < MT; mt++) softmax_tile<BK, HD>(s[mt], o[mt], m[mt], l[mt], kv, t);
       const int ksteps = (kv + 15) >> 4;  // 16-key steps holding a valid key
 #pragma unroll
       for (int kk = 0; kk < BK / 16; kk++) {
@@ -225,30 +265,8 @@ __global__ void __launch_bounds__(NTHREADS, (plan<HD, ASYNC ? 2 : 1>::fwd_blocks
     retire_tile<ASYNC>(k0, BK, L, buf);
   }
 #pragma unroll
-  for (int mt = 0; mt < MT; mt++) {
-    float l0 = l[mt][0], l1 = l[mt][1];
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 1);
-    l0 += __shfl_xor_sync(0xffffffffu, l0, 2);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 1);
-    l1 += __shfl_xor_sync(0xffffffffu, l1, 2);
-    const float inv0 = 1.0f / l0, inv1 = 1.0f / l1;
-    const int r0 = q0 + wr0 + mt * 16 + g, r1 = r0 + 8;
-#pragma unroll
-    for (int n = 0; n < HD / 8; n++) {
-      if (n * 8 >= hd) break;
-      const int col = n * 8 + 2 * t;
-      if (r0 < Tn)
-        *reinterpret_cast<uint32_t *>(out + (size_t)r0 * Dm + col) =
-            r0 < L ? dt<T>::pack(o[mt][n][0] * inv0, o[mt][n][1] * inv0) : 0u;
-      if (r1 < Tn)
-        *reinterpret_cast<uint32_t *>(out + (size_t)r1 * Dm + col) =
-            r1 < L ? dt<T>::pack(o[mt][n][2] * inv1, o[mt][n][3] * inv1) : 0u;
-    }
-    if (t == 0) {
-      if (r0 < Tn) lse[r0] = r0 < L ? (m[mt][0] + log2f(l0)) * LN2_F : 0.0f;
-      if (r1 < Tn) lse[r1] = r1 < L ? (m[mt][1] + log2f(l1)) * LN2_F : 0.0f;
-    }
-  }
+  for (int mt = 0; mt < MT; mt++)
+    store_fwd_rows<T, HD>(out, Dm, lse, o[mt], m[mt], l[mt], q0 + wr0 + mt * 16 + g, Tn, L, hd, t);
 }
 
 // ---- backward ----

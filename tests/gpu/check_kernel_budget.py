@@ -4,7 +4,7 @@
 The real GPU build compiles backends/cuda_common with -Xptxas=-v through
 tools/ptxas_log.sh, which keeps the report of every object in
 BUILD/ptxas/*.ptxas. This check reads them and fails when
-  - a tensor-core kernel (a name with "_mma<"), on any architecture, spills
+  - a tensor-core kernel (a name with "_mma<" or "_wgmma<"), on any architecture, spills
     registers, beyond what an `allow-spills` line of the budget file allows
     (known spills, with a ceiling, until they are removed); spills of the
     other kernels (the fp32 scalar path) are listed but not budgeted,
@@ -114,7 +114,7 @@ def main():
     for name, arch, r in spilling:
         what = (f"{names[name]} sm_{arch}: spills ({r['spill_st']} bytes stored, "
                 f"{r['spill_ld']} loaded)")
-        if "_mma<" not in names[name]:
+        if "_mma<" not in names[name] and "_wgmma<" not in names[name]:
             print(f"not budgeted (no tensor cores): {what}")
             continue
         ok = [al for al in allowed if arch in al[1] and al[0].search(names[name])]

@@ -7,7 +7,7 @@
 # shows as a loader error there, and run_all.sh then builds on the device).
 #
 #   bash tests/gpu/fetch_deps.sh
-#   bash tests/gpu/prebuild.sh [--arch 90-real] [--alt SRC_TREE NAME]
+#   bash tests/gpu/prebuild.sh [--arch 90a-real] [--alt SRC_TREE NAME]
 #   run(command="ESMT_GPU_BUDGET=560 bash tests/gpu/run_all.sh test bench big",
 #       carry=[".gpu-prebuilt"], timeout_s=600)
 #
@@ -18,13 +18,13 @@
 # compiled there) and DB.fasta.gz taken out of its package.
 set -euo pipefail
 cd "$(dirname "$0")/../.."
-arch=90-real
+arch=90a-real
 alt_src='' alt_name=''
 while [ $# -gt 0 ]; do
   case $1 in
   --arch) arch=$2; shift 2 ;;
   --alt) alt_src=$2; alt_name=$3; shift 3 ;;
-  *) echo "usage: prebuild.sh [--arch 90-real] [--alt SRC_TREE NAME]" >&2; exit 2 ;;
+  *) echo "usage: prebuild.sh [--arch 90a-real] [--alt SRC_TREE NAME]" >&2; exit 2 ;;
   esac
 done
 [ -d .gpu-deps ] || { echo "prebuild.sh: run tests/gpu/fetch_deps.sh first" >&2; exit 1; }

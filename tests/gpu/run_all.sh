@@ -117,7 +117,7 @@ echo "   $(nproc) CPUs, $(uname -r), $(ldd --version | head -1)" | tee -a "$sum"
 # triples the build time.
 if [ ! -x build-gpu/bin/esmtrain-example ]; then
   step "build (CUDA, sm_90)" 420 bash -c 'cmake -S . -B build-gpu -DCMAKE_BUILD_TYPE=Release \
-      -DESMT_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90-real -G Ninja && cmake --build build-gpu -j16' \
+      -DESMT_ENABLE_CUDA=ON -DCMAKE_CUDA_ARCHITECTURES=90a-real -G Ninja && cmake --build build-gpu -j16' \
     || { tail -40 "$out/build.log"; exit 1; }
 fi
 E=./build-gpu/bin/esmtrain-example
@@ -151,6 +151,10 @@ phase_test() {
   grep -E "RESULT .*FAIL|SKIP|tests passed|tests failed|Failed|\*\*\*" "$out/$phase.log" | tail -40 >> "$sum"
   # -V keeps passing tests' output (lines prefixed "NN: "): every op's and case's errors
   grep -E "^[0-9]+: RESULT" "$out/$phase.log" > "$out/results-ops.txt"
+  # On sm_90 the forward above ran on wgmma; its mma.sync fallback too
+  step "attention with ESMT_CUDA_ATTN_WGMMA=0 (mma.sync forward)" 120 bash -c \
+    "cd build-gpu && ESMT_CUDA_ATTN_WGMMA=0 ctest --output-on-failure -R '^test_gpu_attention$'"
+  grep -E "tests passed|tests failed|\(Failed\)" "$out/$phase.log" | tail -3 >> "$sum"
   [ "${ESMT_GPU_CPU_SUITE:-1}" = 0 ] && return 0
   step "rest of the suite" 240 bash -c 'cd build-gpu && ctest -j8 --output-on-failure \
       -E "gpu|mixed|kill_anywhere|alloc_faults|gpu_fatbin_archs"'
@@ -164,6 +168,10 @@ phase_test() {
 bench_attention() {
   step "attention kernels" 120 ./build-gpu/bin/bench_gpu_attention
   grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | tee /tmp/esmt-attn-ours.txt >> "$sum"
+  # the same kernels with the mma.sync forward instead of sm_90's wgmma one
+  step "attention kernels, ESMT_CUDA_ATTN_WGMMA=0" 120 env ESMT_CUDA_ATTN_WGMMA=0 \
+    ./build-gpu/bin/bench_gpu_attention
+  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | sed 's/^/mma.sync-fwd: /' >> "$sum"
   # A/B: another build's attention kernels (ESMT_GPU_ALT_ATTN=dir holding
   # bench_gpu_attention and backends/, tests/gpu/prebuild.sh --alt)
   alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}

@@ -92,6 +92,41 @@ CUEMU_HIDDEN void atomic_add_f32v(float *p, const float *v, int n, float *old);
  * is in a real device pass), for code that picks an instruction by it. */
 CUEMU_HIDDEN int device_arch();
 
+/* Hopper's warpgroup MMA (PTX wgmma, sm_90a; an illegal instruction below
+ * sm_90), src/emu_wgmma.cpp. A warpgroup is the 4 warps 4w..4w+3 (threads
+ * 128w..128w+127); every thread of it executes each of these.
+ * smem_addr: __cvta_generic_to_shared of a dynamic shared memory pointer.
+ * The emulated window puts dynamic shared memory at shared address 0x410
+ * (16-byte, not 128- or 1024-byte aligned): code that assumes a 1024-aligned
+ * start for a swizzled layout reads wrong data here. Any other pointer is
+ * reported and stops the kernel. */
+CUEMU_HIDDEN uint32_t smem_addr(const void *p);
+/* wgmma.fence.sync.aligned: needed before a thread's first mma_async and
+ * again after each of its wgmma_wait (a finding otherwise). */
+CUEMU_HIDDEN void wgmma_fence();
+/* wgmma.commit_group.sync.aligned / wgmma.wait_group.sync.aligned N: a
+ * thread's results reach its d only when its wait retires their group, so d
+ * read before the wait holds the old values. */
+CUEMU_HIDDEN void wgmma_commit();
+CUEMU_HIDDEN void wgmma_wait(int pending_groups);
+/* fence.proxy.async.shared::cta: orders this thread's earlier generic
+ * shared-memory writes (stores, landed cp.async) before later wgmma reads
+ * (which also need a __syncthreads when another warp wrote).
+ * ESMT_EMU_DROP_PROXY_FENCE=1 makes it a no-op (mutation tests). */
+CUEMU_HIDDEN void fence_proxy_async();
+/* wgmma.mma_async.sync.aligned.m64n{n}k16.f32.{f16|bf16}.{f16|bf16}:
+ * D[64 x n] = A[64 x 16] * B[16 x n] + (scale_d ? D : 0), n a multiple of 8
+ * in 8..256. d: this thread's n/2 f32 accumulators in PTX's D fragment
+ * layout (warp w of the warpgroup, lane = 4g + q: d[4j + e] is D(16w + g +
+ * 8 (e >> 1 & 1), 8j + 2q + (e & 1))). A from registers when a_regs (4 x b32,
+ * PTX's m64nNk16 A fragment: a[0] (16w+g, 2q..2q+1), a[1] (+8 rows), a[2]
+ * (+8 columns), a[3] (both), the lower column in the low half), else from
+ * shared memory through the matrix descriptor a_desc (trans_a: 0 K-major,
+ * 1 M-major); B through b_desc (trans_b: 0 K-major, 1 N-major); bf16: the
+ * input type (else f16). Asynchronous: see wgmma_wait. */
+CUEMU_HIDDEN void wgmma_m64k16(float *d, int n, const uint32_t *a_regs, uint64_t a_desc,
+                               uint64_t b_desc, int scale_d, int trans_a, int trans_b, int bf16);
+
 /* Host side of a launch: the configuration, then the kernel bound to its
  * exact parameter types so that arguments convert as in a real launch. */
 typedef void (*thread_body)(void *closure);

@@ -2,7 +2,8 @@
 // stack. The scheduler picks a warp at random (seeded) among those with
 // runnable threads and runs each of its threads to its next
 // synchronisation point: __syncthreads waits for the whole block, a
-// shuffle, mma.sync or ldmatrix for the thread's warp only, so warps run
+// shuffle, mma.sync or ldmatrix for the thread's warp only, wgmma.mma_async
+// for the thread's warpgroup (4 warps, emu_wgmma.cpp), so warps run
 // independently between block barriers, in a different order for each
 // seed. One block runs at a time in the process (g_exec), which is what
 // lets `__shared__` variables be plain statics.
@@ -26,7 +27,7 @@ kernel_state g_k;
 namespace {
 constexpr int kMaxThreads = 1024;
 constexpr size_t kStack = 256 * 1024, kGuard = 4096;
-enum tstate { T_READY, T_WARP, T_BAR, T_DONE };
+enum tstate { T_READY, T_WARP, T_BAR, T_DONE, T_WG };
 }  // namespace
 
 struct ethread {
@@ -118,6 +119,7 @@ void land_async(int tid, uint32_t before) {
   ethread *t = g_cur;
   t->checking = false;  // until the arguments are copied (kernel_body_begins)
   g_body(g_closure);
+  wgmma_thread_exits(t->tid);
   land_async(t->tid, UINT32_MAX);  // copies never waited for still land
   t->checking = false;
   t->state = T_DONE;
@@ -135,9 +137,11 @@ void init_stacks() {
     mprotect((char *)p + (size_t)i * (kStack + kGuard), kGuard, PROT_NONE);  // overflow traps
   g_stk_lo = (char *)p;
   g_stk_hi = (char *)p + total;
-  void *d = mmap(nullptr, kDynSmemMax + 65536, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS,
-                 -1, 0);
-  g_dsmem = d == MAP_FAILED ? nullptr : (unsigned char *)d;
+  // Dynamic shared memory starts kDynSmemWindow bytes into a page, so that
+  // its generic address has the alignment of its shared-window address.
+  void *d = mmap(nullptr, kDynSmemMax + 65536 + 4096, PROT_READ | PROT_WRITE,
+                 MAP_PRIVATE | MAP_ANONYMOUS, -1, 0);
+  g_dsmem = d == MAP_FAILED ? nullptr : (unsigned char *)d + (kDynSmemWindow & 4095u);
 }
 
 void prepare(ethread *t, int i) {
@@ -180,6 +184,7 @@ bool run_block(dim3 block) {
   }
   if (g_dsmem && g_launch.smem) memset(g_dsmem, 0xff, g_launch.smem);  // uninitialised: NaN
   smem_new_block();
+  wgmma_block_begins(n);
   std::vector<int> ready;
   for (;;) {
     ready.clear();
@@ -215,6 +220,18 @@ bool run_block(dim3 block) {
       }
     }
     if (progress) continue;
+    // A warpgroup collective (wgmma.mma_async): all 128 threads, none exited.
+    bool at_wg = false;
+    for (int g = 0; g * 128 < n; g++) {
+      int at = 0;
+      for (int i = g * 128; i < g * 128 + 128 && i < n; i++) at += g_threads[i].state == T_WG;
+      at_wg = at_wg || at;
+      if (at == 128) {
+        for (int i = g * 128; i < g * 128 + 128; i++) g_threads[i].state = T_READY;
+        progress = true;
+      }
+    }
+    if (progress) continue;
     int live = 0, bar = 0;
     for (int i = 0; i < n; i++) {
       live += g_threads[i].state != T_DONE;
@@ -227,10 +244,17 @@ bool run_block(dim3 block) {
       smem_new_epoch();
       continue;
     }
-    report(g_launch.dev, "deadlock",
-           "kernel %s, block (%u,%u,%u): threads wait at a warp collective while others of their "
-           "warp wait at __syncthreads or have exited (divergent synchronisation)",
-           g_launch.name, g_launch.bx, g_launch.by, g_launch.bz);
+    if (at_wg)
+      report(g_launch.dev, "deadlock",
+             "kernel %s, block (%u,%u,%u): threads wait at a warpgroup collective "
+             "(wgmma.mma_async) while others of their warpgroup wait at __syncthreads or a warp "
+             "collective, or have exited (divergent synchronisation)",
+             g_launch.name, g_launch.bx, g_launch.by, g_launch.bz);
+    else
+      report(g_launch.dev, "deadlock",
+             "kernel %s, block (%u,%u,%u): threads wait at a warp collective while others of "
+             "their warp wait at __syncthreads or have exited (divergent synchronisation)",
+             g_launch.name, g_launch.bx, g_launch.by, g_launch.bz);
     g_launch.aborted = cudaErrorLaunchFailure;
     return false;
   }
@@ -342,6 +366,8 @@ void syncthreads(const char *file, int line) {
   yield(T_BAR);
 }
 void syncwarp() { yield(T_WARP); }
+void yield_warpgroup() { yield(T_WG); }
+int block_threads() { return g_nthreads; }
 
 uint64_t shfl(uint64_t v, int arg, int width, int mode) {
   const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31;

@@ -39,6 +39,23 @@ struct smem_shadow {
   // for asynchronous copies).
   uint32_t pend;
   int16_t ptid;
+  // wgmma (async proxy): the last generic-proxy writer of the byte in any
+  // barrier interval and the proxy clock at that write (fenced once the
+  // writer executes fence.proxy.async: its fence clock passes gtick), and
+  // the warpgroups whose wgmma.mma_async read the byte and may still be in
+  // flight (the operation is in g_wg_rec; the bit is a hint, dropped once
+  // that operation is found retired).
+  int16_t gtid;
+  uint32_t gtick;
+  uint8_t wgmask;
+};
+// Per 16 bytes of dynamic shared memory (wgmma reads whole aligned 16-byte
+// chunks): the latest wgmma.mma_async of each warpgroup that read them
+// (operation numbers of emu_wgmma.cpp, 0 = none), valid in block gen.
+constexpr int kMaxWarpgroups = 8;
+struct wg_rec {
+  uint32_t gen;
+  uint32_t seq[kMaxWarpgroups];
 };
 // The last writer and up to two readers since it that are not ordered one
 // after the other: a later write must be ordered after both. One reader is
@@ -59,6 +76,15 @@ uint32_t g_block_gen = 1;
 smem_shadow *g_dyn_shadow, *g_static_shadow;
 char *g_static_lo, *g_static_hi;
 dev_shadow *g_dev_shadow[16];
+wg_rec *g_wg_rec;
+// fence.proxy.async: a clock advanced by every fence and every block start;
+// per thread, its latest fence (clock, barrier interval) and its latest
+// fence of an earlier barrier interval than that, valid in block fgen.
+uint32_t g_proxy_clock = 1, g_block_clock = 1;
+struct proxy_fence {
+  uint32_t fgen, last, epoch, prev;
+};
+proxy_fence g_fence[1024];
 
 void *map_zero(size_t bytes) {
   void *p = mmap(nullptr, bytes, PROT_READ | PROT_WRITE, MAP_PRIVATE | MAP_ANONYMOUS | MAP_NORESERVE,
@@ -110,11 +136,60 @@ void smem_where(const char *p, bool dynamic, char *buf, size_t n) {
 
 bool note_finding() { return ++g_launch.reports <= 3; }
 
+// A write to a byte that a wgmma.mma_async may still be reading: the
+// warpgroup whose operation is not ordered before the write by thread tid,
+// else -1 (bits of operations retired for everyone are dropped).
+int wg_conflict(smem_shadow *e, size_t off, int tid, uint32_t *seq) {
+  const wg_rec *r = g_wg_rec ? &g_wg_rec[off >> 4] : nullptr;
+  if (!r || r->gen != g_block_gen) {
+    e->wgmask = 0;
+    return -1;
+  }
+  for (int g = 0; g < kMaxWarpgroups; g++) {
+    if (!(e->wgmask & (1u << g))) continue;
+    const int o = wgmma_write_ordered(g, r->seq[g], tid);
+    if (o == 2) e->wgmask &= (uint8_t)~(1u << g);
+    if (o == 0) {
+      *seq = r->seq[g];
+      return g;
+    }
+  }
+  return -1;
+}
+
+void report_wg_conflict(int g, uint32_t seq, const char *p, bool dynamic, const char *how,
+                        size_t n) {
+  if (!note_finding()) {
+    report(g_launch.dev, "race", "(more races in kernel %s)", g_launch.name);
+    return;
+  }
+  char me[128], where[160];
+  cur_thread_desc(me, sizeof me);
+  smem_where(p, dynamic, where, sizeof where);
+  report(g_launch.dev, "race",
+         "kernel %s: %s %s a byte that wgmma.mma_async #%u of warpgroup %d may still be reading "
+         "(no wgmma.wait_group retiring it in this thread, nor in any thread before a "
+         "__syncthreads since; %s, %zu bytes)",
+         g_launch.name, me, how, seq, g, where, n);
+}
+
 void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool write, bool dynamic) {
   const int tid = cur_tid(), w = tid >> 5;
   bool reported = false;
   for (size_t i = 0; i < n; i++) {
     smem_shadow *e = &base[off + i];
+    if (write) {
+      if (e->wgmask && dynamic) {
+        uint32_t seq = 0;
+        const int g = wg_conflict(e, off + i, tid, &seq);
+        if (g >= 0 && !reported) {
+          reported = true;
+          report_wg_conflict(g, seq, p + i, dynamic, "writes", n);
+        }
+      }
+      e->gtid = (int16_t)tid;
+      e->gtick = g_proxy_clock;
+    }
     if (e->pend == g_block_gen && !reported) {
       reported = true;
       if (note_finding()) {
@@ -203,6 +278,93 @@ void smem_new_epoch() { g_epoch++; }
 void smem_new_block() {
   g_block_gen++;
   g_epoch++;
+  g_block_clock = ++g_proxy_clock;  // writes of earlier blocks count as fenced
+}
+uint32_t smem_epoch() { return g_epoch; }
+
+void smem_proxy_fence() {
+  const int tid = cur_tid();
+  if (tid < 0 || tid >= 1024) return;
+  proxy_fence &f = g_fence[tid];
+  const uint32_t now = ++g_proxy_clock;
+  if (f.fgen != g_block_gen) {
+    f = proxy_fence{g_block_gen, now, g_epoch, g_block_clock};
+  } else {
+    if (f.epoch != g_epoch) f.prev = f.last;
+    f.last = now;
+    f.epoch = g_epoch;
+  }
+}
+
+// The proxy clock of thread t's latest fence.proxy.async that orders its
+// earlier writes before a read by warpgroup wg now: any fence when t is of
+// that warpgroup (it issues the wgmma after the fence), else only a fence
+// followed by a __syncthreads.
+static uint32_t fence_clock(int t, int wg) {
+  if (t < 0 || t >= 1024) return UINT32_MAX;
+  const proxy_fence &f = g_fence[t];
+  if (f.fgen != g_block_gen) return g_block_clock;
+  return (f.epoch != g_epoch || t / 128 == wg) ? f.last : f.prev;
+}
+
+void smem_wgmma_read(const void *addr, size_t n, int wg, uint32_t seq) {
+  const char *p = (const char *)addr;
+  if (!g_dyn_shadow || !g_dsmem) return;
+  if (!g_wg_rec) {
+    g_wg_rec = (wg_rec *)map_zero((kDynSmemMax + 65536) / 16 * sizeof(wg_rec));
+    if (!g_wg_rec) return;
+  }
+  const size_t off = (size_t)(p - (const char *)g_dsmem);
+  // One finding per operation (it reads its operands in many chunks).
+  static uint32_t last_gen, last_seq;
+  static int last_wg = -1;
+  bool reported = last_gen == g_block_gen && last_wg == wg && last_seq == seq;
+  for (size_t i = 0; i < n; i++) {
+    smem_shadow *e = &g_dyn_shadow[off + i];
+    const char *finding = nullptr;
+    int other = -1;
+    if (e->pend == g_block_gen) {
+      finding = "a cp.async of %s has not written yet (no cp.async.wait_group of that copy "
+                "before the wgmma)";
+      other = e->ptid;
+    } else if (e->epoch == g_epoch && e->wtid >= 0) {
+      finding = "%s wrote, with no __syncthreads in between";
+      other = e->wtid;
+    } else if (fence_clock(e->gtid, wg) <= e->gtick) {
+      finding = "%s wrote through the generic proxy (missing fence.proxy.async: that thread "
+                "executed none after the write and before a __syncthreads that precedes the "
+                "wgmma)";
+      other = e->gtid;
+    }
+    if (finding && !reported) {
+      reported = true;
+      last_gen = g_block_gen;
+      last_wg = wg;
+      last_seq = seq;
+      if (note_finding()) {
+        char me[128], them[64], where[160], what[256];
+        cur_thread_desc(me, sizeof me);
+        thread_desc_of(other, them, sizeof them);
+        smem_where(p + i, true, where, sizeof where);
+        snprintf(what, sizeof what, finding, them);
+        report(g_launch.dev, "race",
+               "kernel %s: wgmma.mma_async #%u of warpgroup %d (computed by %s) reads a byte "
+               "that %s (%s, %zu bytes)",
+               g_launch.name, seq, wg, me, what, where, n);
+      } else {
+        report(g_launch.dev, "race", "(more races in kernel %s)", g_launch.name);
+      }
+    }
+    e->wgmask |= (uint8_t)(1u << wg);
+  }
+  for (size_t c = off >> 4; c <= (off + n - 1) >> 4; c++) {
+    wg_rec *r = &g_wg_rec[c];
+    if (r->gen != g_block_gen) {
+      memset(r->seq, 0, sizeof r->seq);
+      r->gen = g_block_gen;
+    }
+    r->seq[wg] = seq;
+  }
 }
 
 // cp.async issue: the destination must be shared memory inside the launch;
@@ -233,6 +395,14 @@ void smem_async_issue(const void *addr, size_t n) {
   bool reported = false;
   for (size_t i = 0; i < n; i++) {
     smem_shadow *e = &base[off + i];
+    if (e->wgmask && dynamic && !reported) {  // the copy may land before the wgmma is done
+      uint32_t seq = 0;
+      const int g = wg_conflict(e, off + i, tid, &seq);
+      if (g >= 0) {
+        reported = true;
+        report_wg_conflict(g, seq, p + i, dynamic, "issues a cp.async that writes", n);
+      }
+    }
     if (e->pend == g_block_gen && !reported) {
       reported = true;
       char me[128], them[64], where[160];

@@ -47,6 +47,15 @@ void smem_new_block();  // a block starts (also forgets pending cp.async)
 // cp.async: the destination becomes pending at issue, lands at the wait.
 void smem_async_issue(const void *dst, size_t n);
 void smem_async_land(const void *dst, size_t n);
+// wgmma (emu_wgmma.cpp): the barrier interval now; fence.proxy.async by the
+// running thread; an async-proxy read of [p, p + n) of dynamic shared memory
+// by operation `seq` of warpgroup wg (p in bounds): checked against generic
+// writes not yet ordered before it (same barrier interval, cp.async pending,
+// no fence.proxy.async after the write), then recorded as in flight until
+// that operation is retired (a later write before then is a race).
+uint32_t smem_epoch();
+void smem_proxy_fence();
+void smem_wgmma_read(const void *p, size_t n, int wg, uint32_t seq);
 
 // emu_block.cpp: the kernel being run, for the checkers.
 struct ethread;
@@ -65,6 +74,13 @@ extern ethread *g_cur;
 extern char *g_stk_lo, *g_stk_hi;
 extern unsigned char *g_dsmem;
 constexpr size_t kDynSmemMax = 256 * 1024;
+// The shared-window address of the first byte of dynamic shared memory
+// (what __cvta_generic_to_shared gives, cuemu::smem_addr): 16-byte aligned
+// but deliberately not 128- or 1024-byte aligned, so that a kernel assuming
+// an aligned start (for a swizzled wgmma layout) computes wrong addresses
+// here. The generic pointer g_dsmem has the same address modulo 4096, so a
+// kernel aligning its generic pointer gets the same alignment in the window.
+constexpr uint32_t kDynSmemWindow = 0x410;
 int cur_tid();
 void cur_thread_desc(char *buf, size_t n);  // "thread (x,y,z) of warp w, block (..)"
 bool cur_checking();
@@ -72,6 +88,17 @@ bool cur_checking();
 int max_dynamic_smem(const void *fn);
 void set_max_dynamic_smem(const void *fn, int bytes);
 void kernel_counts(uint64_t *kernels, uint64_t *blocks);
+int block_threads();     // threads of the running block
+void yield_warpgroup();  // wait at a warpgroup collective (all 128 threads)
+
+// emu_wgmma.cpp
+void wgmma_block_begins(int nthreads);
+void wgmma_thread_exits(int tid);  // reports wgmma results never waited for
+// Whether a shared-memory write by thread tid is ordered after operation seq
+// of warpgroup wg completed: 0 no (a race), 1 yes for tid (its own
+// wgmma.wait_group retired it), 2 yes for every thread (retired before the
+// last __syncthreads).
+int wgmma_write_ordered(int wg, uint32_t seq, int tid);
 
 }  // namespace cuemu
 

@@ -10,7 +10,9 @@
 # tile 1 then fills, the dK/dV kernel's loop-top barrier, and the one before the dK/dV
 # kernel's fp32 staging tile; and the non-deterministic backward's barrier
 # between writing dS to shared memory and the dQ GEMM that reads it. The cp.async mutant makes
-# every cp.async.wait_group a no-op (ESMT_EMU_DROP_CP_WAIT=1). The event wait is the
+# every cp.async.wait_group a no-op (ESMT_EMU_DROP_CP_WAIT=1). On sm_90 the
+# wgmma forward's loop-top barrier and its fence.proxy.async
+# (ESMT_EMU_DROP_PROXY_FENCE=1). The event wait is the
 # offload schedule's (the copy stream waits for backward before it reads
 # the gradients). Usage: mutants.sh BUILD_DIR
 set -uo pipefail
@@ -97,6 +99,22 @@ for hd in 32 128; do
     "has not written yet" "ESMT_EMU_DROP_CP_WAIT=1" -- \
     "$build/bin/test_gpu_attention" --only "bf16:$hd"
 done
+# sm_90's wgmma forward (cuda_attention_wgmma.cuh): its loop-top barrier
+# (after each thread's fence.proxy.async) and the proxy fence itself. (Its
+# buffer-retiring barrier is retire_tile's above; with it removed the first
+# case's dK/dV kernel, 3 query tiles at T 77, reports before any forward
+# has 3 key tiles, so that mutant cannot single out the forward.)
+wg=$src/backends/cuda_common/cuda_attention_wgmma.cuh
+wg_top=$(awk '/fence_proxy_async\(\);  \/\/ this thread/ { print NR + 1; exit }' "$wg")
+[ -n "$wg_top" ] && sed -n "${wg_top}p" "$wg" | grep -q '__syncthreads();' ||
+  { echo "FAIL: mutants.sh: no loop-top barrier after the proxy fence in $wg"; exit 1; }
+mutant "wgmma forward: loop-top barrier removed (line $wg_top), bf16 hd 64, sm_90" \
+  "cuda-emu: race: kernel attn_fwd_wgmma" "ESMT_EMU_SM=90" \
+  "ESMT_EMU_DROP_BARRIER=cuda_attention_wgmma.cuh:$wg_top" -- \
+  "$build/bin/test_gpu_attention" --only "bf16:64"
+mutant "wgmma forward: fence.proxy.async removed (ESMT_EMU_DROP_PROXY_FENCE=1), f16 hd 64, sm_90" \
+  "fence.proxy.async" "ESMT_EMU_SM=90" "ESMT_EMU_DROP_PROXY_FENCE=1" -- \
+  "$build/bin/test_gpu_attention" --only "f16:64"
 mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
 

@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <string>
+#include <vector>
 
 #include "cuda_launch.cuh"
 
@@ -293,6 +294,313 @@ static int case_pool_same_stream_reuse() {
   return cudaDeviceSynchronize();
 }
 
+// wgmma (sm_90): a 64 x n x K GEMM through wgmma.mma_async in one
+// warpgroup. The host lays A (64 x K) and B (K x n) out as the shared-memory
+// images of the PTX ISA's canonical layouts (K-major or MN-major, each
+// swizzle mode), the kernel copies them into dynamic shared memory at a
+// 1024-byte aligned shared address (the emulated window starts at 0x410, so
+// it must align itself), fences them to the async proxy, and runs K / 16
+// chained k16 steps into one accumulator (scale-d 0, then 1).
+enum { kWgNone = 0, kWg128 = 1, kWg64 = 2, kWg32 = 3 };
+struct wg_params {
+  const unsigned char *a_img, *b_img;  // device copies of the images
+  uint32_t a_bytes, b_bytes;
+  const uint16_t *a_rm;                // A row-major 64 x K (A in registers)
+  uint64_t a_desc, b_desc;             // descriptors without the start address
+  uint32_t a_off[4], b_off[4];         // start of each k16 step in the image
+  uint32_t b_shift;                    // B image at a 1024-aligned address + this
+  int n, K, a_reg, trans_a, trans_b, bf16, mode, use_cp, two_groups;
+  float *out, *out_partial;            // 64 x n: the result; after the first group
+};
+// mode 0: correct (and thread 0 rewrites a B byte after its own wait: no
+// finding); 1: d stored before the wait; 2: no wgmma.fence; 3: a B byte
+// written before the wait; 4: no fence.proxy.async; 6: warpgroup 1 writes B
+// with no barrier against warpgroup 0's wgmma; 7: thread 5 exits before it;
+// 8: no commit_group/wait_group; 9: smem_addr of a global pointer.
+__global__ void wg_gemm(wg_params p) {
+  ESMT_DYNAMIC_SMEM(smem);
+  const int tid = threadIdx.x;
+  const uint32_t pad = (1024u - (::cuemu::smem_addr(smem) & 1023u)) & 1023u;
+  unsigned char *a_tile = smem + pad;
+  unsigned char *b_tile = a_tile + ((p.a_bytes + 1023u) & ~1023u) + p.b_shift;
+  for (uint32_t i = tid * 16u; i < p.a_bytes; i += blockDim.x * 16u) {
+    if (p.use_cp) ::cuemu::cp_async(a_tile + i, p.a_img + i, 16);
+    else *reinterpret_cast<uint4 *>(a_tile + i) = *reinterpret_cast<const uint4 *>(p.a_img + i);
+  }
+  for (uint32_t i = tid * 16u; i < p.b_bytes; i += blockDim.x * 16u) {
+    if (p.use_cp) ::cuemu::cp_async(b_tile + i, p.b_img + i, 16);
+    else *reinterpret_cast<uint4 *>(b_tile + i) = *reinterpret_cast<const uint4 *>(p.b_img + i);
+  }
+  if (p.use_cp) {
+    ::cuemu::cp_async_commit();
+    ::cuemu::cp_async_wait(0);
+  }
+  if (p.mode != 4) ::cuemu::fence_proxy_async();  // after the writes (and the cp.async wait)
+  __syncthreads();
+  if (tid >= 128) {
+    if (p.mode == 6 && tid == 128) b_tile[0] = 0;
+    return;
+  }
+  if (p.mode == 7 && tid == 5) return;
+  if (p.mode == 9) (void)::cuemu::smem_addr(p.out);
+  const int w = tid / 32, g = (tid % 32) / 4, q = tid % 4, steps = p.K / 16;
+  uint32_t a[4][4];
+  if (p.a_reg)
+    for (int s = 0; s < steps; s++)
+      for (int e = 0; e < 4; e++) {
+        const int row = 16 * w + g + 8 * (e & 1), col = 16 * s + 2 * q + 8 * (e >> 1);
+        a[s][e] = (uint32_t)p.a_rm[row * p.K + col] | ((uint32_t)p.a_rm[row * p.K + col + 1] << 16);
+      }
+  float d[128];
+  for (int i = 0; i < 128; i++) d[i] = -7.0f;  // what a read before the wait sees
+  if (p.mode != 2) ::cuemu::wgmma_fence();
+  const uint32_t a_base = ::cuemu::smem_addr(a_tile), b_base = ::cuemu::smem_addr(b_tile);
+  for (int s = 0; s < steps; s++) {
+    const uint64_t ad = p.a_desc | (((a_base + p.a_off[s]) & 0x3ffffu) >> 4);
+    const uint64_t bd = p.b_desc | (((b_base + p.b_off[s]) & 0x3ffffu) >> 4);
+    ::cuemu::wgmma_m64k16(d, p.n, p.a_reg ? a[s] : nullptr, ad, bd, s > 0, p.trans_a, p.trans_b,
+                          p.bf16);
+    if (p.two_groups && s == 0) ::cuemu::wgmma_commit();
+  }
+  if (p.mode == 8) return;
+  ::cuemu::wgmma_commit();
+  if (p.mode == 3 && tid == 0) b_tile[16] = 0;
+  auto store = [&](float *out) {
+    for (int j = 0; j < p.n / 8; j++)
+      for (int e = 0; e < 4; e++)
+        out[(16 * w + g + 8 * (e >> 1)) * p.n + 8 * j + 2 * q + (e & 1)] = d[4 * j + e];
+  };
+  if (p.mode == 1) store(p.out);
+  if (p.two_groups) {
+    ::cuemu::wgmma_wait(1);
+    store(p.out_partial);
+  }
+  ::cuemu::wgmma_wait(0);
+  if (p.mode == 0 && tid == 0) b_tile[0] = 0;  // after its own wait: B is free for it
+  if (p.mode != 1) store(p.out);
+}
+
+// One operand's image: element (mn, k) of an mn_ext x K operand (mn: row of
+// A, column of B) at byte wg_off(...) of a 1024-aligned tile, per the
+// canonical layouts (T = 8 elements per 16 bytes, R = swizzle row bytes):
+//   K-major, swizzled: rows of R bytes (R / 2 K elements), 8-row atoms at
+//     SBO = 8R, further K in another atom column; Swizzle<b,4,3> on the offset.
+//   K-major, none: 8 x 16-byte core matrices; alt 0: K cores at LBO =
+//     mn_ext * 16, 8-row groups at SBO = 128; alt 1: LBO = 128, SBO = K * 16.
+//   MN-major, swizzled: K rows of R bytes (R / 2 MN elements), 8-K atoms at
+//     SBO = 8R, the next R / 2 MN columns at LBO = K * R.
+//   MN-major, none: 8 MN x 8 K cores, MN groups at SBO = 128, K groups at
+//     LBO = (mn_ext / 8) * 128.
+//   alt 2..4 (MN-major, K = 16): the PTX ISA's worked bf16 examples
+//     verbatim (9.7.15.5.1.2.1.3), in elements, then Swizzle<b,4,3> on bytes:
+//     2: 64B  ((8,4,2),(8,2)):((1,8,256),(32,512)), LBO 256, SBO 512 elements
+//     3: 32B  ((8,2,2),(8,2)):((1,8,128),(16,256)), LBO 128, SBO 256
+//     4: none ((8,1,2),(8,2)):((1,8,64),(8,128)),   LBO 128, SBO 64
+struct wg_layout {
+  int mn_major, mode, alt;
+  uint32_t lbo, sbo, bytes, off[4];
+};
+static uint32_t wg_row_bytes(int mode) { return mode == kWg128 ? 128 : mode == kWg64 ? 64 : 32; }
+static uint32_t wg_off(const wg_layout &L, int ext, int K, int mn, int k) {
+  if (L.alt >= 2) {
+    uint32_t el = 0;
+    if (L.alt == 2) el = mn % 8 + (mn / 8 % 4) * 8 + (mn / 32) * 256 + (k % 8) * 32 + (k / 8) * 512;
+    if (L.alt == 3) el = mn % 8 + (mn / 8 % 2) * 8 + (mn / 16) * 128 + (k % 8) * 16 + (k / 8) * 256;
+    if (L.alt == 4) el = mn % 8 + (mn / 8) * 64 + (k % 8) * 8 + (k / 8) * 128;
+    const uint32_t b = 2 * el, xor_mask = L.alt == 2 ? 3 : L.alt == 3 ? 1 : 0;
+    return b ^ (((b >> 7) & xor_mask) << 4);
+  }
+  if (L.mode == kWgNone) {
+    if (L.mn_major) return (k / 8) * (ext / 8) * 128 + (mn / 8) * 128 + (k % 8) * 16 + (mn % 8) * 2;
+    if (L.alt) return (mn / 8) * (K / 8) * 128 + (k / 8) * 128 + (mn % 8) * 16 + (k % 8) * 2;
+    return (k / 8) * (ext / 8) * 128 + (mn / 8) * 128 + (mn % 8) * 16 + (k % 8) * 2;
+  }
+  const uint32_t R = wg_row_bytes(L.mode), E = R / 2;
+  uint32_t off;
+  if (!L.mn_major) off = (k / E) * (ext * R) + (mn / 8) * (8 * R) + (mn % 8) * R + (k % E) * 2;
+  else off = (mn / E) * (K / 8) * (8 * R) + (k / 8) * (8 * R) + (k % 8) * R + (mn % E) * 2;
+  const uint32_t xor_mask = L.mode == kWg128 ? 7 : L.mode == kWg64 ? 3 : 1;
+  return off ^ (((off >> 7) & xor_mask) << 4);
+}
+static wg_layout wg_make(int mn_major, int mode, int alt, int ext, int K) {
+  wg_layout L{mn_major, mode, alt, 0, 0, 0, {0, 0, 0, 0}};
+  if (alt >= 2) {
+    L.lbo = alt == 2 ? 512 : 256;
+    L.sbo = alt == 2 ? 1024 : alt == 3 ? 512 : 128;
+  } else if (mode == kWgNone) {
+    L.lbo = mn_major ? (uint32_t)(ext / 8) * 128 : alt ? 128 : (uint32_t)ext * 16;
+    L.sbo = mn_major ? 128 : alt ? (uint32_t)K * 16 : 128;
+    for (int s = 0; s < K / 16; s++) L.off[s] = 2 * L.lbo * (uint32_t)s;
+  } else {
+    const uint32_t R = wg_row_bytes(mode), E = R / 2;
+    L.lbo = mn_major ? (uint32_t)K * R : 16;  // K-major swizzled: unused ("1")
+    L.sbo = 8 * R;
+    for (int s = 0; s < K / 16; s++)
+      L.off[s] = mn_major ? 16 * R * (uint32_t)s : (16 * s / E) * (ext * R) + (16 * s % E) * 2;
+  }
+  for (int mn = 0; mn < ext; mn++)
+    for (int k = 0; k < K; k++) {
+      const uint32_t end = wg_off(L, ext, K, mn, k) + 2;
+      if (end > L.bytes) L.bytes = end;
+    }
+  L.bytes = (L.bytes + 127) & ~127u;
+  return L;
+}
+static uint64_t wg_desc(const wg_layout &L, int base) {
+  return ((uint64_t)((L.lbo >> 4) & 0x3fff) << 16) | ((uint64_t)((L.sbo >> 4) & 0x3fff) << 32) |
+         ((uint64_t)(base & 7) << 49) | ((uint64_t)(L.mode & 3) << 62);
+}
+static uint16_t wg_bits(float v, int bf16) { return bf16 ? cuemu_f2bf(v) : cuemu_f2h(v); }
+static float wg_a_val(int r, int k) { return (float)((r * 7 + k * 13 + (r * k) % 5) % 9 - 4); }
+static float wg_b_val(int k, int c) { return (float)((k * 5 + c * 11 + (k * c) % 7) % 9 - 4); }
+
+struct wg_cfg {
+  int a_reg, a_major, a_mode, a_alt, b_major, b_mode, b_alt, n, K, bf16, mode;
+  int use_cp = 0, two_groups = 0, b_shift = 0, b_base = 0, threads = 128;
+};
+static int wg_run(const wg_cfg &c, const char *sm = "90") {
+  setenv("ESMT_EMU_SM", sm, 1);  // read at this (forked) case's first CUDA call
+  const int n = c.n, K = c.K, steps = K / 16;
+  const wg_layout la = wg_make(c.a_major, c.a_mode, c.a_alt, 64, K);
+  const wg_layout lb = wg_make(c.b_major, c.b_mode, c.b_alt, n, K);
+  std::vector<unsigned char> a_img(la.bytes, 0), b_img(lb.bytes, 0);
+  std::vector<uint16_t> a_rm(64 * K);
+  std::vector<double> want(64 * n, 0.0), partial(64 * n, 0.0);
+  for (int r = 0; r < 64; r++)
+    for (int k = 0; k < K; k++) {
+      const uint16_t h = wg_bits(wg_a_val(r, k), c.bf16);
+      a_rm[r * K + k] = h;
+      memcpy(&a_img[wg_off(la, 64, K, r, k)], &h, 2);
+    }
+  for (int k = 0; k < K; k++)
+    for (int col = 0; col < n; col++) {
+      const uint16_t h = wg_bits(wg_b_val(k, col), c.bf16);
+      memcpy(&b_img[wg_off(lb, n, K, col, k)], &h, 2);
+    }
+  for (int r = 0; r < 64; r++)
+    for (int col = 0; col < n; col++)
+      for (int k = 0; k < K; k++) {
+        want[r * n + col] += (double)wg_a_val(r, k) * wg_b_val(k, col);
+        if (k < 16) partial[r * n + col] += (double)wg_a_val(r, k) * wg_b_val(k, col);
+      }
+  wg_params p{};
+  cudaMalloc((void **)&p.a_img, la.bytes);
+  cudaMalloc((void **)&p.b_img, lb.bytes);
+  cudaMalloc((void **)&p.a_rm, a_rm.size() * 2);
+  cudaMalloc((void **)&p.out, 64 * n * 4);
+  cudaMalloc((void **)&p.out_partial, 64 * n * 4);
+  cudaMemcpy((void *)p.a_img, a_img.data(), la.bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy((void *)p.b_img, b_img.data(), lb.bytes, cudaMemcpyHostToDevice);
+  cudaMemcpy((void *)p.a_rm, a_rm.data(), a_rm.size() * 2, cudaMemcpyHostToDevice);
+  p.a_bytes = c.a_reg ? 0 : la.bytes;
+  p.b_bytes = lb.bytes;
+  p.a_desc = wg_desc(la, 0);
+  p.b_desc = wg_desc(lb, c.b_base);
+  for (int s = 0; s < steps; s++) {
+    p.a_off[s] = la.off[s];
+    p.b_off[s] = lb.off[s];
+  }
+  p.b_shift = (uint32_t)c.b_shift;
+  p.n = n;
+  p.K = K;
+  p.a_reg = c.a_reg;
+  p.trans_a = c.a_major;
+  p.trans_b = c.b_major;
+  p.bf16 = c.bf16;
+  p.mode = c.mode;
+  p.use_cp = c.use_cp;
+  p.two_groups = c.two_groups;
+  const size_t smem = 1024 + ((p.a_bytes + 1023) & ~1023u) + p.b_shift + lb.bytes;
+  ESMT_LAUNCH(1, c.threads, smem, 0, wg_gemm)(p);
+  if (cudaDeviceSynchronize() != cudaSuccess) return 1;
+  std::vector<float> got(64 * n), got_partial(64 * n);
+  cudaMemcpy(got.data(), p.out, 64 * n * 4, cudaMemcpyDeviceToHost);
+  cudaMemcpy(got_partial.data(), p.out_partial, 64 * n * 4, cudaMemcpyDeviceToHost);
+  for (int i = 0; i < 64 * n; i++) {
+    if (c.mode == 1) {  // stored before the wait: the emulator must not have written d yet
+      if (got[i] != -7.0f) return fail("wgmma: d changed before wgmma.wait_group");
+    } else if ((double)got[i] != want[i]) {
+      fprintf(stderr, "wgmma: D(%d, %d) = %g, want %g\n", i / n, i % n, got[i], want[i]);
+      return fail("wgmma result");
+    } else if (c.two_groups && (double)got_partial[i] != partial[i]) {
+      fprintf(stderr, "wgmma: after wait_group 1, D(%d, %d) = %g, want %g\n", i / n, i % n,
+              got_partial[i], partial[i]);
+      return fail("wgmma result of the first group");
+    }
+  }
+  return 0;
+}
+// Correct GEMMs (exact: small integers in bf16/f16, f32 sums).
+static int case_wg_regA_kmajor128(void) {  // (a) A in registers, B K-major 128B
+  return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 0});
+}
+static int case_wg_smem_nmajor128(void) {  // (b) A K-major 128B, B N-major 128B, via cp.async
+  wg_cfg c{0, 0, kWg128, 0, 1, kWg128, 0, 64, 64, 1, 0};
+  c.use_cp = 1;
+  return wg_run(c);
+}
+static int case_wg_interleaved(void) {  // (c) no swizzle, K-major, LBO/SBO both ways (f16)
+  return wg_run({0, 0, kWgNone, 0, 0, kWgNone, 1, 32, 32, 0, 0});
+}
+static int case_wg_hd128(void) {  // (d) N = 128: N-major B in two 64-column halves at LBO
+  wg_cfg c{0, 0, kWg128, 0, 1, kWg128, 0, 128, 64, 1, 0};
+  c.two_groups = 1;
+  return wg_run(c);
+}
+static int case_wg_swizzle64(void) {  // A M-major 64B, B K-major 64B (f16)
+  return wg_run({0, 1, kWg64, 0, 0, kWg64, 0, 48, 64, 0, 0});
+}
+static int case_wg_swizzle32(void) {  // A K-major 32B, B N-major 32B
+  return wg_run({0, 0, kWg32, 0, 1, kWg32, 0, 24, 32, 1, 0});
+}
+static int case_wg_mn_interleaved(void) {  // A M-major and B N-major, no swizzle
+  return wg_run({0, 1, kWgNone, 0, 1, kWgNone, 0, 16, 32, 1, 0});
+}
+static int case_wg_base_offset(void) {  // B's patterns start 512 bytes past 1024: base offset 4
+  wg_cfg c{1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 0};
+  c.b_shift = 512;
+  c.b_base = 4;
+  return wg_run(c);
+}
+static int case_wg_ptx_examples(void) {  // B N-major as the PTX ISA's examples, K = 16
+  int r = wg_run({1, 0, kWgNone, 0, 1, kWg64, 2, 64, 16, 1, 0});
+  if (!r) r = wg_run({1, 0, kWgNone, 0, 1, kWg32, 3, 32, 16, 1, 0});
+  if (!r) r = wg_run({1, 0, kWgNone, 0, 1, kWgNone, 4, 16, 16, 1, 0});
+  return r;
+}
+// Failures.
+static int case_wg_d_before_wait(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 1}); }
+static int case_wg_no_fence(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 2}); }
+static int case_wg_write_in_flight(void) {
+  return wg_run({0, 0, kWg128, 0, 1, kWg128, 0, 64, 32, 1, 3});
+}
+static int case_wg_other_warpgroup_write(void) {
+  wg_cfg c{1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 6};
+  c.threads = 256;
+  return wg_run(c);
+}
+static int case_wg_no_proxy_fence(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 4}); }
+static int case_wg_no_proxy_fence_cp(void) {
+  wg_cfg c{0, 0, kWg128, 0, 1, kWg128, 0, 64, 32, 1, 4};
+  c.use_cp = 1;
+  return wg_run(c);
+}
+static int case_wg_proxy_fence_dropped(void) {
+  setenv("ESMT_EMU_DROP_PROXY_FENCE", "1", 1);
+  return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 0});
+}
+static int case_wg_unaligned_pattern(void) {  // 512 past 1024 with base offset 0
+  wg_cfg c{1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 0};
+  c.b_shift = 512;
+  return wg_run(c);
+}
+static int case_wg_divergent(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 7}); }
+static int case_wg_never_waited(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 8}); }
+static int case_wg_smem_addr_global(void) {
+  return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 9});
+}
+static int case_wg_sm80(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 4}, "80"); }
+
 struct tcase {
   const char *name;
   int (*fn)(void);
@@ -329,6 +637,37 @@ static const tcase k_cases[] = {
      "has not written yet"},
     {"cp.async on sm_75", case_cp_async_sm75, false, "cp.async needs sm_80"},
     {"pool: same-stream reuse while the host runs ahead", case_pool_same_stream_reuse, true, ""},
+    {"wgmma: A in registers, B K-major 128B swizzle", case_wg_regA_kmajor128, true, ""},
+    {"wgmma: A K-major and B N-major 128B swizzle from cp.async", case_wg_smem_nmajor128, true, ""},
+    {"wgmma: no swizzle, K-major, LBO/SBO (f16)", case_wg_interleaved, true, ""},
+    {"wgmma: n128, N-major B halves at LBO, chained k-steps, two groups", case_wg_hd128, true, ""},
+    {"wgmma: 64B swizzle, A M-major, B K-major (f16)", case_wg_swizzle64, true, ""},
+    {"wgmma: 32B swizzle, A K-major, B N-major", case_wg_swizzle32, true, ""},
+    {"wgmma: no swizzle, A M-major, B N-major", case_wg_mn_interleaved, true, ""},
+    {"wgmma: swizzle patterns off 1024 with the base offset", case_wg_base_offset, true, ""},
+    {"wgmma: the PTX ISA's MN-major bf16 layout examples", case_wg_ptx_examples, true, ""},
+    {"wgmma: d read before wgmma.wait_group holds the old values", case_wg_d_before_wait, true, ""},
+    {"wgmma: mma_async without wgmma.fence", case_wg_no_fence, false,
+     "cuda-emu: wgmma: kernel wg_gemm: wgmma.mma_async without a wgmma.fence"},
+    {"wgmma: operand written before the wait", case_wg_write_in_flight, false,
+     "may still be reading"},
+    {"wgmma: another warpgroup writes an operand without a barrier", case_wg_other_warpgroup_write,
+     false, "cuda-emu: race: kernel wg_gemm"},
+    {"wgmma: stores without fence.proxy.async", case_wg_no_proxy_fence, false,
+     "missing fence.proxy.async"},
+    {"wgmma: cp.async landed without fence.proxy.async", case_wg_no_proxy_fence_cp, false,
+     "missing fence.proxy.async"},
+    {"wgmma: fence dropped by ESMT_EMU_DROP_PROXY_FENCE", case_wg_proxy_fence_dropped, false,
+     "missing fence.proxy.async"},
+    {"wgmma: swizzle pattern off 1024 without base offset", case_wg_unaligned_pattern, false,
+     "not at its 1024-byte repeat boundary, but the descriptor's base offset is 0"},
+    {"wgmma: a thread of the warpgroup exits before mma_async", case_wg_divergent, false,
+     "(wgmma.mma_async) while others of their warpgroup"},
+    {"wgmma: results never waited for", case_wg_never_waited, false,
+     "that no wgmma.wait_group retired"},
+    {"wgmma: smem_addr of a global pointer", case_wg_smem_addr_global, false,
+     "which is not in the launch's"},
+    {"wgmma on sm_80", case_wg_sm80, false, "wgmma.fence needs sm_90a, the device is sm_80"},
 };
 
 int main(void) {
