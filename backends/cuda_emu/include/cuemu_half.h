@@ -43,14 +43,23 @@ static inline uint16_t cuemu_f2h(float f) {
   if (rem > 0x1000u || (rem == 0x1000u && (h & 1u))) h++;
   return (uint16_t)(sign | h);
 }
+/* Exact, by bit assembly (the emulated MMAs convert every operand: an
+ * ldexpf here was most of the emulated attention tests' time). */
 static inline float cuemu_h2f(uint16_t h) {
-  const int e = (h >> 10) & 31;
-  const uint32_t m = h & 0x3ffu;
+  const uint32_t sign = (uint32_t)(h & 0x8000u) << 16, e = (h >> 10) & 31u, m = h & 0x3ffu;
+  uint32_t u;
+  if (e == 0) {
+    const float f = (float)m * 5.9604644775390625e-8f; /* m * 2^-24: subnormal or zero */
+    memcpy(&u, &f, 4);
+  } else if (e == 31) {
+    u = 0x7f800000u | (m << 13) | (m ? 0x400000u : 0u); /* inf, or a quiet NaN */
+  } else {
+    u = ((e + 112u) << 23) | (m << 13); /* rebias 15 -> 127 */
+  }
+  u |= sign;
   float f;
-  if (e == 0) f = ldexpf((float)m, -24);
-  else if (e == 31) f = m ? NAN : INFINITY;
-  else f = ldexpf((float)(m | 0x400u), e - 25);
-  return (h & 0x8000u) ? -f : f;
+  memcpy(&f, &u, 4);
+  return f;
 }
 
 #ifdef __cplusplus

@@ -51,7 +51,7 @@ int g_nthreads;
 thread_body g_body;
 void *g_closure;
 uint64_t g_xch[kMaxThreads];                         // shuffle exchange
-uint32_t g_abuf[kMaxThreads][4], g_bbuf[kMaxThreads][2];  // mma operands
+float g_afl[kMaxThreads][8], g_bfl[kMaxThreads][4];     // mma operands, decoded
 const void *g_pbuf[kMaxThreads];                     // ldmatrix row addresses
 // cp.async copies in flight per thread: read from global memory at issue,
 // written to shared memory at the issuing thread's cp.async.wait_group
@@ -417,16 +417,24 @@ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int bf) {
     abort_kernel(cudaErrorIllegalInstruction);
   }
   const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  memcpy(g_abuf[tid], a, 16);
-  memcpy(g_bbuf[tid], b, 8);
+  // Each thread decodes its own operands once (element 2r + h is half h of
+  // register r), then reads the others' as floats.
+  for (int r = 0; r < 4; r++) {
+    g_afl[tid][2 * r] = half_of(a[r], 0, bf);
+    g_afl[tid][2 * r + 1] = half_of(a[r], 1, bf);
+  }
+  for (int r = 0; r < 2; r++) {
+    g_bfl[tid][2 * r] = half_of(b[r], 0, bf);
+    g_bfl[tid][2 * r + 1] = half_of(b[r], 1, bf);
+  }
   yield(T_WARP);
   for (int e = 0; e < 4; e++) {
     const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
     float acc = c[e];
     for (int k = 0; k < 16; k++) {
       const int kk = k & 7, khi = k >> 3;
-      const float av = half_of(g_abuf[w0 + (row & 7) * 4 + (kk >> 1)][(row >> 3) + 2 * khi], kk & 1, bf);
-      const float bv = half_of(g_bbuf[w0 + col * 4 + (kk >> 1)][khi], kk & 1, bf);
+      const float av = g_afl[w0 + (row & 7) * 4 + (kk >> 1)][2 * ((row >> 3) + 2 * khi) + (kk & 1)];
+      const float bv = g_bfl[w0 + col * 4 + (kk >> 1)][2 * khi + (kk & 1)];
       acc += av * bv;
     }
     c[e] = acc;
