@@ -16,16 +16,21 @@ mkdir -p build-fuzz/crashes
 export ESMTRAIN_BACKEND_PATH=$PWD/build-fuzz/lib/esmtrain/backends
 export ASAN_OPTIONS=detect_leaks=1:allocator_may_return_null=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
-status=0
-for t in "${targets[@]}"; do
-  corpus=build-fuzz/corpus/$t
+# One target: its verdict line goes to build-fuzz/$t.verdict. The targets
+# are single-threaded and independent: ESMT_FUZZ_JOBS at a time (default:
+# the core count).
+run_one() {
+  local t=$1 corpus=build-fuzz/corpus/$1 log=build-fuzz/$1.log
   mkdir -p "$corpus"
-  log=build-fuzz/$t.log
   if ./build-fuzz/bin/$t -max_total_time="$secs" -rss_limit_mb=2048 -max_len=65536 -timeout=20 \
        -artifact_prefix=build-fuzz/crashes/$t- "$corpus" "tests/fuzz/corpus/$t" >"$log" 2>&1; then
-    echo "$t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) ($(ls "$corpus" | wc -l) corpus files)"
+    echo "$t: $(grep -E '^Done [0-9]+ runs' "$log" | tail -1) ($(ls "$corpus" | wc -l) corpus files)" \
+      > "build-fuzz/$t.verdict"
   else
-    echo "$t: FAILED"; tail -30 "$log"; status=1
+    { echo "$t: FAILED"; tail -30 "$log"; } > "build-fuzz/$t.verdict"
+    return 1
   fi
-done
-exit $status
+}
+# shellcheck source=../job_pool.sh
+. tests/job_pool.sh
+pool_run "${ESMT_FUZZ_JOBS:-$(nproc)}" build-fuzz run_one "${targets[@]}"

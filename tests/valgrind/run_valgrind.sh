@@ -31,13 +31,6 @@ run_one() {
 # longest first (seconds each took on a 2-core machine: 181, 139, then <= 37)
 suites=(test_recompute test_offload test_mixed_fake test_packing test_checkpoint test_hf_interop
         test_api test_planner test_registry test_data test_cpu_varlen test_config test_schedule)
-status=0
-for t in "${suites[@]}"; do
-  while [ "$(jobs -rp | wc -l)" -ge "$jobs" ]; do wait -n || status=1; done
-  run_one "$t" &
-done
-while [ "$(jobs -rp | wc -l)" -gt 0 ]; do wait -n || status=1; done
-for t in "${suites[@]}"; do
-  if [ -f "$logs/$t.verdict" ]; then cat "$logs/$t.verdict"; else echo "$t: no verdict"; status=1; fi
-done
-exit $status
+# shellcheck source=../job_pool.sh
+. "$src/tests/job_pool.sh"
+pool_run "$jobs" "$logs" run_one "${suites[@]}"

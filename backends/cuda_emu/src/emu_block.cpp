@@ -51,7 +51,9 @@ int g_nthreads;
 thread_body g_body;
 void *g_closure;
 uint64_t g_xch[kMaxThreads];                         // shuffle exchange
-float g_afl[kMaxThreads][8], g_bfl[kMaxThreads][4];     // mma operands, decoded
+// mma.sync operands of each warp, decoded: A[row][k] and B transposed,
+// Bt[col][k] (rows of k contiguous for the dot products).
+float g_mma_a[kMaxThreads / 32][16][16], g_mma_bt[kMaxThreads / 32][8][16];
 const void *g_pbuf[kMaxThreads];                     // ldmatrix row addresses
 // cp.async copies in flight per thread: read from global memory at issue,
 // written to shared memory at the issuing thread's cp.async.wait_group
@@ -416,27 +418,20 @@ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int bf) {
            cfg->sm_major, cfg->sm_minor, who);
     abort_kernel(cudaErrorIllegalInstruction);
   }
-  const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
-  // Each thread decodes its own operands once (element 2r + h is half h of
-  // register r), then reads the others' as floats.
-  for (int r = 0; r < 4; r++) {
-    g_afl[tid][2 * r] = half_of(a[r], 0, bf);
-    g_afl[tid][2 * r + 1] = half_of(a[r], 1, bf);
-  }
-  for (int r = 0; r < 2; r++) {
-    g_bfl[tid][2 * r] = half_of(b[r], 0, bf);
-    g_bfl[tid][2 * r + 1] = half_of(b[r], 1, bf);
-  }
+  const int tid = g_cur->tid, lane = tid & 31, g = lane >> 2, t = lane & 3;
+  // Each thread decodes its own registers once into the warp's matrices
+  // (half h of a[r] is A(g + 8 (r & 1), 2t + 8 (r >> 1) + h), of b[r] is
+  // B(2t + 8r + h, g)); after the rendezvous each computes its 4 outputs.
+  float (*A)[16] = g_mma_a[tid >> 5], (*Bt)[16] = g_mma_bt[tid >> 5];
+  for (int r = 0; r < 4; r++)
+    for (int h = 0; h < 2; h++) A[g + 8 * (r & 1)][2 * t + 8 * (r >> 1) + h] = half_of(a[r], h, bf);
+  for (int r = 0; r < 2; r++)
+    for (int h = 0; h < 2; h++) Bt[g][2 * t + 8 * r + h] = half_of(b[r], h, bf);
   yield(T_WARP);
   for (int e = 0; e < 4; e++) {
-    const int row = g + 8 * (e >> 1), col = 2 * t + (e & 1);
+    const float *ar = A[g + 8 * (e >> 1)], *bc = Bt[2 * t + (e & 1)];
     float acc = c[e];
-    for (int k = 0; k < 16; k++) {
-      const int kk = k & 7, khi = k >> 3;
-      const float av = g_afl[w0 + (row & 7) * 4 + (kk >> 1)][2 * ((row >> 3) + 2 * khi) + (kk & 1)];
-      const float bv = g_bfl[w0 + col * 4 + (kk >> 1)][2 * khi + (kk & 1)];
-      acc += av * bv;
-    }
+    for (int k = 0; k < 16; k++) acc += ar[k] * bc[k];
     c[e] = acc;
   }
   yield(T_WARP);
