@@ -439,11 +439,12 @@ __device__ __forceinline__ void stage_acc(float *sf, const float acc[][4], int r
   }
 }
 
-// Zero rows [r0, r1) of one head's hd columns (rows `stride` apart).
-template <typename T>
+// Zero rows [r0, r1) of one head's hd columns (rows `stride` apart), by a
+// block of THREADS threads.
+template <typename T, int THREADS = NTHREADS>
 __device__ __forceinline__ void zero_rows(T *dst, size_t stride, int nrows, int hd) {
   const int n4 = hd >> 2;
-  for (int i = threadIdx.x; i < nrows * n4; i += NTHREADS) {
+  for (int i = threadIdx.x; i < nrows * n4; i += THREADS) {
     const int r = i / n4, c = (i - r * n4) * 4;
     st4_zero(dst + (size_t)r * stride + c);
   }

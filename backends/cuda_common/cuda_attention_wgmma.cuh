@@ -251,10 +251,7 @@ __global__ void __launch_bounds__(wg_plan<HD>::THREADS, wg_plan<HD>::blocks)
   float *lse = p.lse + sq.lse0;
   if (q0 >= L) {
     const int rows_here = min(QR, Tn - q0);
-    for (int i = threadIdx.x; i < rows_here * (HD / 4); i += NT) {
-      const int r = i / (HD / 4), c = (i - r * (HD / 4)) * 4;
-      st4_zero(out + (size_t)(q0 + r) * Dm + c);
-    }
+    zero_rows<T, NT>(out + (size_t)q0 * Dm, Dm, rows_here, HD);
     for (int r = threadIdx.x; r < rows_here; r += NT) lse[q0 + r] = 0.0f;
     return;
   }
