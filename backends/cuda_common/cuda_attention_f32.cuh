@@ -11,6 +11,7 @@ namespace esmt_attn {
 
 #define F32_ROWS 64  // threads (rows) per block
 #define F32_TILE 32  // rows of the other operand per smem tile
+#define F32_CHUNK 8  // keys per online-softmax step in the forward
 // smem: two [F32_TILE, hd] fp32 tiles (+ lse and D rows in dK/dV): <= 33 KB.
 constexpr size_t f32_fwd_bytes(int hd) { return 2 * F32_TILE * (size_t)hd * 4; }
 constexpr size_t f32_bwd_bytes(int hd) { return f32_fwd_bytes(hd) + 2 * F32_TILE * 4; }
@@ -112,27 +113,34 @@ __global__ void __launch_bounds__(F32_ROWS) attn_fwd_f32(attn_params p) {
     f32_load_tile<HD>(sK, base + Dm + (size_t)k0 * D3, D3, kv, p.cos, p.sin, k0, 1.0f, true);
     f32_load_tile<HD>(sV, base + 2 * Dm + (size_t)k0 * D3, D3, kv, p.cos, p.sin, k0, 1.0f, false);
     __syncthreads();
-    float s[F32_TILE];
-    float mt = m;
+    // Keys in chunks of F32_CHUNK, each an online-softmax step: the chunk's
+    // scores stay in registers, and the loop over chunks is not unrolled
+    // (unrolling the whole tile at HD = 128 made this kernel a minute of
+    // nvcc front-end time per architecture). Every chunk holds a valid key.
+#pragma unroll 1
+    for (int j0 = 0; j0 < kv; j0 += F32_CHUNK) {
+      float s[F32_CHUNK];
+      float mt = m;
 #pragma unroll
-    for (int j = 0; j < F32_TILE; j++) {
-      float d = 0.0f;
+      for (int j = 0; j < F32_CHUNK; j++) {
+        float d = 0.0f;
 #pragma unroll
-      for (int c = 0; c < HD; c++) d += q[c] * sK[j * HD + c];
-      s[j] = j < kv ? d : -INFINITY;
-      mt = fmaxf(mt, s[j]);
-    }
-    const float a = exp2f(m - mt);
-    m = mt;
-    l *= a;
+        for (int c = 0; c < HD; c++) d += q[c] * sK[(j0 + j) * HD + c];
+        s[j] = j0 + j < kv ? d : -INFINITY;
+        mt = fmaxf(mt, s[j]);
+      }
+      const float a = exp2f(m - mt);
+      m = mt;
+      l *= a;
 #pragma unroll
-    for (int c = 0; c < HD; c++) acc[c] *= a;
+      for (int c = 0; c < HD; c++) acc[c] *= a;
 #pragma unroll
-    for (int j = 0; j < F32_TILE; j++) {
-      const float pj = exp2f(s[j] - m);
-      l += pj;
+      for (int j = 0; j < F32_CHUNK; j++) {
+        const float pj = exp2f(s[j] - m);
+        l += pj;
 #pragma unroll
-      for (int c = 0; c < HD; c++) acc[c] += pj * sV[j * HD + c];
+        for (int c = 0; c < HD; c++) acc[c] += pj * sV[(j0 + j) * HD + c];
+      }
     }
   }
   if (row < Tn) {
