@@ -28,7 +28,8 @@ took "emulated GPU build and suite"
 
 echo "== build with AddressSanitizer + UndefinedBehaviorSanitizer"
 cmake -S . -B build-asan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
-      -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF >/dev/null
+      -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF \
+      -DESMT_CPU_ISAS="$(bash scripts/host_cpu_isas.sh)" >/dev/null
 cmake --build build-asan -j"$jobs"
 took "sanitizer build"
 echo "== tests under sanitizers"

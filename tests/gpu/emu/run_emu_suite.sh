@@ -8,7 +8,7 @@ cd "$(dirname "$0")/../../.."
 build=${1:-build-emu}
 jobs=$(nproc)
 cmake -S . -B "$build" -DESMT_CUDA_EMULATE=ON -DCMAKE_BUILD_TYPE=RelWithDebInfo \
-      -DESMT_WERROR=ON >/dev/null || { echo "0 passed, 1 failed (configure)"; exit 1; }
+      -DESMT_WERROR=ON -DESMT_CPU_ISAS="$(bash scripts/host_cpu_isas.sh)" >/dev/null || { echo "0 passed, 1 failed (configure)"; exit 1; }
 cmake --build "$build" -j"$jobs" --target gpu-emu-suite >"$build/emu-build.log" 2>&1 ||
   { tail -40 "$build/emu-build.log"; echo "0 passed, 1 failed (build)"; exit 1; }
 log=$(mktemp)
