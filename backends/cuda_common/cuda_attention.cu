@@ -49,7 +49,8 @@
 //     it (34 KB at HD = 128, 36 KB at 64: two 128-row blocks fit sm_86/89's
 //     100 KB a SM).
 //   forward on Hopper (compute capability 9.0, the sm_90a binary; hd 64
-//     and 128; ESMT_CUDA_ATTN_WGMMA=0 falls back to the above):
+//     and 128; with ESMT_CUDA_ATTN_WGMMA=1 until a GPU has confirmed it,
+//     else the above):
 //     attn_fwd_wgmma, cuda_attention_wgmma.cuh. 256 threads = 2 warpgroups,
 //     each owning 64 query rows (128 a block); Q, K and V tiles (64 keys)
 //     are stored in the 128-byte swizzle layout that wgmma's matrix

@@ -151,9 +151,9 @@ phase_test() {
   grep -E "RESULT .*FAIL|SKIP|tests passed|tests failed|Failed|\*\*\*" "$out/$phase.log" | tail -40 >> "$sum"
   # -V keeps passing tests' output (lines prefixed "NN: "): every op's and case's errors
   grep -E "^[0-9]+: RESULT" "$out/$phase.log" > "$out/results-ops.txt"
-  # On sm_90 the forward above ran on wgmma; its mma.sync fallback too
-  step "attention with ESMT_CUDA_ATTN_WGMMA=0 (mma.sync forward)" 120 bash -c \
-    "cd build-gpu && ESMT_CUDA_ATTN_WGMMA=0 ctest --output-on-failure -R '^test_gpu_attention$'"
+  # On sm_90 the forward above ran on mma.sync; the opt-in wgmma one too
+  step "attention with ESMT_CUDA_ATTN_WGMMA=1 (wgmma forward on sm_90)" 120 bash -c \
+    "cd build-gpu && ESMT_CUDA_ATTN_WGMMA=1 ctest --output-on-failure -R '^test_gpu_attention$'"
   grep -E "tests passed|tests failed|\(Failed\)" "$out/$phase.log" | tail -3 >> "$sum"
   [ "${ESMT_GPU_CPU_SUITE:-1}" = 0 ] && return 0
   step "rest of the suite" 240 bash -c 'cd build-gpu && ctest -j8 --output-on-failure \
@@ -168,10 +168,10 @@ phase_test() {
 bench_attention() {
   step "attention kernels" 120 ./build-gpu/bin/bench_gpu_attention
   grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | tee /tmp/esmt-attn-ours.txt >> "$sum"
-  # the same kernels with the mma.sync forward instead of sm_90's wgmma one
-  step "attention kernels, ESMT_CUDA_ATTN_WGMMA=0" 120 env ESMT_CUDA_ATTN_WGMMA=0 \
+  # the same kernels with sm_90's opt-in wgmma forward instead of mma.sync
+  step "attention kernels, ESMT_CUDA_ATTN_WGMMA=1" 120 env ESMT_CUDA_ATTN_WGMMA=1 \
     ./build-gpu/bin/bench_gpu_attention
-  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | sed 's/^/mma.sync-fwd: /' >> "$sum"
+  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | sed 's/^/wgmma-fwd: /' >> "$sum"
   # A/B: another build's attention kernels (ESMT_GPU_ALT_ATTN=dir holding
   # bench_gpu_attention and backends/, tests/gpu/prebuild.sh --alt)
   alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}

@@ -109,11 +109,11 @@ wg_top=$(awk '/fence_proxy_async\(\);  \/\/ this thread/ { print NR + 1; exit }'
 [ -n "$wg_top" ] && sed -n "${wg_top}p" "$wg" | grep -q '__syncthreads();' ||
   { echo "FAIL: mutants.sh: no loop-top barrier after the proxy fence in $wg"; exit 1; }
 mutant "wgmma forward: loop-top barrier removed (line $wg_top), bf16 hd 64, sm_90" \
-  "cuda-emu: race: kernel attn_fwd_wgmma" "ESMT_EMU_SM=90" \
+  "cuda-emu: race: kernel attn_fwd_wgmma" "ESMT_EMU_SM=90" "ESMT_CUDA_ATTN_WGMMA=1" \
   "ESMT_EMU_DROP_BARRIER=cuda_attention_wgmma.cuh:$wg_top" -- \
   "$build/bin/test_gpu_attention" --only "bf16:64"
 mutant "wgmma forward: fence.proxy.async removed (ESMT_EMU_DROP_PROXY_FENCE=1), f16 hd 64, sm_90" \
-  "fence.proxy.async" "ESMT_EMU_SM=90" "ESMT_EMU_DROP_PROXY_FENCE=1" -- \
+  "fence.proxy.async" "ESMT_EMU_SM=90" "ESMT_CUDA_ATTN_WGMMA=1" "ESMT_EMU_DROP_PROXY_FENCE=1" -- \
   "$build/bin/test_gpu_attention" --only "f16:64"
 mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
