@@ -293,6 +293,9 @@ phase_profile() {
   local alt=${ESMT_GPU_ALT_ATTN:-.gpu-prebuilt/alt}
   [ -x "$alt/bench_gpu_attention" ] && step "ncu: attention kernels, $(cat "$alt/NAME")" 150 \
     ncu "${sections[@]}" -k regex:attn_ -c 6 "$alt/bench_gpu_attention" "$alt/backends" 16 512 16 64
+  step "ncu: attention forward, wgmma (ESMT_CUDA_ATTN_WGMMA=1, sm_90)" 150 \
+    env ESMT_CUDA_ATTN_WGMMA=1 ncu "${sections[@]}" -k regex:attn_fwd_wgmma -c 2 \
+    ./build-gpu/bin/bench_gpu_attention build-gpu/lib/esmtrain/backends 16 512 16 64
   step "ncu: attention kernels, non-deterministic backward" 150 ncu "${sections[@]}" \
     -k regex:"attn_bwd_(dot|dkdvq_mma|dq_store)" -c 3 \
     ./build-gpu/bin/bench_gpu_attention build-gpu/lib/esmtrain/backends 16 512 16 64 nondet
