@@ -50,7 +50,7 @@ static double memcpy_gbs(size_t bytes, int reps, int threads) {
 
 int cmd_bench_adamw(int argc, char **argv) {
   int threads = 0, steps = 5, layers = 8, width = 1024;
-  for (int i = 0; i < argc; i++) {
+  for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) {
       printf("usage: esmtrain-example bench-adamw [--threads N] [--steps N] [--layers L] "
@@ -67,7 +67,6 @@ int cmd_bench_adamw(int argc, char **argv) {
       *(!strcmp(a, "--threads") ? &threads : !strcmp(a, "--steps") ? &steps
         : !strcmp(a, "--layers") ? &layers : &width) = (int)x;
     } else { fprintf(stderr, "bench-adamw: unknown argument '%s'\n", a); return 2; }
-    i++;
   }
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
   o.num_threads = threads;

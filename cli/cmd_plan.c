@@ -47,7 +47,7 @@ int cmd_plan(int argc, char **argv) {
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
   int have_overhead = 0, rows = 0;
-  for (int i = 0; i < argc; i++) {
+  for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
     if (!v) { fprintf(stderr, "plan: %s needs a value (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
@@ -86,7 +86,6 @@ int cmd_plan(int argc, char **argv) {
       }
     if (ok && !known) { fprintf(stderr, "plan: unknown argument '%s' (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
     if (!ok) { fprintf(stderr, "plan: bad value '%s' for %s\n", v, a); esmt_config_destroy(cfg); return 2; }
-    i++;
   }
   if (rows > 0) {
     char b[32];

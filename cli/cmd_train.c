@@ -81,6 +81,7 @@ static void stamp(char *buf, size_t cap) {
 }
 
 /* A line to stdout (unless the progress bar owns the terminal) and the log. */
+static void say(run_io *io, int to_stdout, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(run_io *io, int to_stdout, const char *fmt, ...) {
   char msg[1024], ts[32];
   va_list ap;

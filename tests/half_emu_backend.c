@@ -17,6 +17,7 @@ typedef struct region { const char *p; uint64_t bytes; } region;
 static region g_allocs[256];
 static int g_nallocs;
 
+static void problem(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void problem(const char *fmt, ...) {
   g_stats.problems++;
   if (g_stats.problems > 1) return;

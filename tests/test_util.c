@@ -20,6 +20,7 @@ const char *test_src_dir(void) {
 
 static char g_backend_error[1024];
 
+static void host_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void host_set_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);
@@ -27,6 +28,7 @@ static void host_set_error(const char *fmt, ...) {
   va_end(ap);
 }
 
+static void host_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void host_log(int level, const char *fmt, ...) {
   (void)level;
   va_list ap;

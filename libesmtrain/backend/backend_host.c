@@ -12,6 +12,7 @@ _Static_assert(SAME(OK) && SAME(ERR_INVALID_ARGUMENT) && SAME(ERR_OUT_OF_MEMORY)
                "backend.h status names match esmt_status");
 #undef SAME
 
+static void host_set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void host_set_error(const char *fmt, ...) {
   char msg[1024];
   va_list ap;
@@ -21,6 +22,7 @@ static void host_set_error(const char *fmt, ...) {
   esmt_fail(ESMT_ERR_BACKEND, "%s", msg);
 }
 
+static void host_log(int level, const char *fmt, ...) __attribute__((format(printf, 2, 3)));
 static void host_log(int level, const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -27,7 +27,8 @@ ESMT_HIDDEN esmt_status esmt_fail_append(esmt_status status, const char *fmt, ..
 /* Deliver one log line to the process-wide sink. */
 ESMT_HIDDEN void esmt_log(esmt_log_level level, const char *fmt, ...)
     __attribute__((format(printf, 2, 3)));
-ESMT_HIDDEN void esmt_vlog(esmt_log_level level, const char *fmt, va_list ap);
+ESMT_HIDDEN void esmt_vlog(esmt_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 2, 0)));
 
 /* A per-context log sink (NULL fn = use the process-wide one). */
 typedef struct esmt_logger {

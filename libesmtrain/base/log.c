@@ -16,6 +16,8 @@ void esmt_set_log_callback(esmt_log_fn fn, void *user, esmt_log_level min_level)
   pthread_mutex_unlock(&g_log_lock);
 }
 
+static void deliver(const esmt_logger *lg, esmt_log_level level, const char *fmt, va_list ap)
+    __attribute__((format(printf, 3, 0)));
 static void deliver(const esmt_logger *lg, esmt_log_level level, const char *fmt, va_list ap) {
   if (!lg->fn || level < lg->min_level) return;
   char line[2048];

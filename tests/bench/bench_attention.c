@@ -12,6 +12,7 @@
 
 #include "esmtrain/backend.h"
 
+static void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_error(const char *fmt, ...) {
   va_list ap;
   va_start(ap, fmt);

@@ -12,7 +12,8 @@ targets=("$@")
 # cpu.so's generic kernels only (ESMT_CPU_ISAS): the targets never run the
 # AVX2/AVX-512 variants, each ~80 s of this build under the sanitizers.
 CC=clang cmake -S . -B build-fuzz -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_FUZZ=ON \
-  -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF -DESMT_CPU_ISAS=generic >/dev/null
+  -DESMT_SANITIZE=address,undefined -DESMT_ENABLE_CUDA=OFF -DESMT_CPU_ISAS=generic \
+  -DESMT_WERROR=ON >/dev/null
 cmake --build build-fuzz -j"$(nproc)" --target "${targets[@]}" >/dev/null
 mkdir -p build-fuzz/crashes
 export ESMTRAIN_BACKEND_PATH=$PWD/build-fuzz/lib/esmtrain/backends
