@@ -31,6 +31,15 @@ void *__wrap_realloc(void *p, size_t n) { return should_fail() ? NULL : __real_r
 
 static char g_dir[256];
 
+/* A context on the build's cpu backend, one thread. */
+static esmt_status cpu_context(esmt_context **ctx) {
+  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
+  co.backend_path = test_backend_dir();
+  co.backend = "cpu";
+  co.num_threads = 1;
+  return esmt_context_create(&co, ctx);
+}
+
 /* The cycle; returns the first failing status (0 when all succeeded). */
 static esmt_status cycle(void) {
   char fa[512], data[512], run[512];
@@ -38,12 +47,8 @@ static esmt_status cycle(void) {
   snprintf(data, sizeof data, "%s/data-%d", g_dir, (int)getpid());
   snprintf(run, sizeof run, "%s/run-%d", g_dir, (int)getpid());
   esmt_status st;
-  esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
-  co.backend_path = test_backend_dir();
-  co.backend = "cpu";
-  co.num_threads = 1;
   esmt_context *ctx = NULL;
-  if ((st = esmt_context_create(&co, &ctx))) return st;
+  if ((st = cpu_context(&ctx))) return st;
   esmt_ingest_options io = ESMT_INGEST_OPTIONS_INIT;
   const char *in[] = {fa};
   io.inputs = in;
@@ -88,12 +93,8 @@ static void test_every_allocation_fails_once(void **state) {
    * the forked children do not each map and relocate the GPU backends'
    * libraries again (that was most of this test's time). */
   {
-    esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
-    co.backend_path = test_backend_dir();
-    co.backend = "cpu";
-    co.num_threads = 1;
     esmt_context *ctx = NULL;
-    assert_int_equal(esmt_context_create(&co, &ctx), ESMT_OK);
+    assert_int_equal(cpu_context(&ctx), ESMT_OK);
     esmt_context_destroy(ctx);
   }
   /* count the allocations of one clean cycle */

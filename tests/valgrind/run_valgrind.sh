@@ -7,7 +7,7 @@
 set -uo pipefail
 build=$1
 src=$(cd "$(dirname "$0")/../.." && pwd)
-export ESMT_TEST_BACKEND_DIR=$build/lib/esmtrain/backends ESMT_TEST_SRC_DIR=$src ESMT_TEST_BUILD_DIR=$build
+export ESMT_TEST_SRC_DIR=$src ESMT_TEST_BUILD_DIR=$build
 unset ESMTRAIN_BACKEND_PATH ESMTRAIN_BACKEND
 export OMP_WAIT_POLICY=passive
 # No FMA instructions: valgrind emulates each fused multiply-add lane in a
