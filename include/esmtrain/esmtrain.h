@@ -91,6 +91,16 @@ ESMT_API const char *esmt_last_error(void);
 /* Forget the calling thread's last error message. */
 ESMT_API void esmt_clear_error(void);
 
+/* `text` made safe to print on a terminal: every control character (bytes
+ * 0x00-0x1f and 0x7f, and the C1 controls U+0080-U+009F in UTF-8) becomes
+ * "\xNN" ("\x1b" for ESC), everything else is copied. Names and strings
+ * read from files (plugin names, FASTA ids, config values, CSV fields) go
+ * through it before they are printed; the library's own messages
+ * (esmt_last_error, log lines) already have. Writes at most `cap` bytes,
+ * always NUL-terminated when cap > 0 (never cut inside an escape), and
+ * returns `out`; NULL text is "(null)". */
+ESMT_API char *esmt_escape_text(const char *text, char *out, size_t cap);
+
 /* ------------------------------------------------------------------------ */
 /* Logging and progress                                                      */
 /* ------------------------------------------------------------------------ */

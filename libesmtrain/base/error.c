@@ -32,32 +32,41 @@ const char *esmt_last_error(void) { return g_last_error; }
 
 void esmt_clear_error(void) { g_last_error[0] = '\0'; }
 
+/* Every message is stored with its control characters escaped: the text
+ * may quote a file (an id, a config value) and is printed as it is. */
+static void set_message(const char *raw) { esmt_escape_text(raw, g_last_error, sizeof g_last_error); }
+
 esmt_status esmt_fail(esmt_status status, const char *fmt, ...) {
+  char raw[ESMT_ERRMSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  set_message(raw);
   return status;
 }
 
 esmt_status esmt_fail_prefix(esmt_status status, const char *fmt, ...) {
-  char inner[ESMT_ERRMSG_MAX];
-  memcpy(inner, g_last_error, sizeof inner);
+  char raw[ESMT_ERRMSG_MAX];
   va_list ap;
   va_start(ap, fmt);
-  int n = vsnprintf(g_last_error, sizeof g_last_error, fmt, ap);
+  int n = vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
-  if (n >= 0 && (size_t)n < sizeof g_last_error)
-    snprintf(g_last_error + n, sizeof g_last_error - (size_t)n, "%s", inner);
+  if (n >= 0 && (size_t)n < sizeof raw)
+    snprintf(raw + n, sizeof raw - (size_t)n, "%s", g_last_error);
+  set_message(raw);
   return status;
 }
 
 esmt_status esmt_fail_append(esmt_status status, const char *fmt, ...) {
+  char raw[ESMT_ERRMSG_MAX];
   size_t n = strlen(g_last_error);
   va_list ap;
   va_start(ap, fmt);
-  if (n + 1 < sizeof g_last_error) vsnprintf(g_last_error + n, sizeof g_last_error - n, fmt, ap);
+  vsnprintf(raw, sizeof raw, fmt, ap);
   va_end(ap);
+  if (n + 1 < sizeof g_last_error)
+    esmt_escape_text(raw, g_last_error + n, sizeof g_last_error - n);
   return status;
 }
 

@@ -20,9 +20,9 @@ static void deliver(const esmt_logger *lg, esmt_log_level level, const char *fmt
     __attribute__((format(printf, 3, 0)));
 static void deliver(const esmt_logger *lg, esmt_log_level level, const char *fmt, va_list ap) {
   if (!lg->fn || level < lg->min_level) return;
-  char line[2048];
-  vsnprintf(line, sizeof line, fmt, ap);
-  lg->fn(lg->user, level, line);
+  char raw[2048], line[2048];
+  vsnprintf(raw, sizeof raw, fmt, ap);
+  lg->fn(lg->user, level, esmt_escape_text(raw, line, sizeof line)); /* quoted file text */
 }
 
 void esmt_vlog(esmt_log_level level, const char *fmt, va_list ap) {
