@@ -22,7 +22,8 @@ void cli_config_free(cli_config *cc) {
 
 void cli_config_usage(FILE *f) {
   fprintf(f,
-          "  --config FILE.yaml    apply a YAML file (nested keys; `include:` presets or files)\n"
+          "  --config FILE.yaml    apply a YAML file (nested keys; `include:` presets or files;\n"
+          "                        `-` reads it from standard input; at most 1 MiB)\n"
           "  --preset NAME         apply a preset, e.g. rtx2080super (repeatable; see --list-presets)\n"
           "  --set key=value       set any key, e.g. --set optimizer.lr=1e-3 (repeatable)\n"
           "  --print-config        print every key's resolved value, doc and default\n"

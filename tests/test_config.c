@@ -383,8 +383,8 @@ static void test_yaml_syntax_and_file_errors(void **state) {
   char missing[600];
   snprintf(missing, sizeof missing, "%s/none.yaml", g_dir);
   expect_error(esmt_config_load_yaml(c, missing), ESMT_ERR_IO, "none.yaml",
-               "cannot open the configuration file");
-  expect_error(esmt_config_load_yaml(c, g_dir), ESMT_ERR_IO, "directory", NULL);
+               "cannot open configuration file");
+  expect_error(esmt_config_load_yaml(c, g_dir), ESMT_ERR_FORMAT, "directory", NULL);
   assert_int_equal(esmt_config_load_yaml(c, NULL), ESMT_ERR_INVALID_ARGUMENT);
   assert_int_equal(geti(c, "model.num_layers"), 6);
   esmt_config_destroy(c);

@@ -50,7 +50,11 @@ ESMT_API esmt_status esmt_config_set_assignment(esmt_config *cfg, const char *as
  * before the file's own values, and model.preset before the model sizes.
  * An unknown key names the file, the line and the closest valid key; a
  * syntax error names the file, line and column; a missing file is
- * ESMT_ERR_IO. On any failure the configuration is left unchanged. */
+ * ESMT_ERR_IO. The file is read under esmt_line_reader's policy (data.h):
+ * a regular file of at most 1 MiB, or standard input when `path` is "-"
+ * or "/dev/stdin" (an include must name a file); a FIFO, device or
+ * directory is refused at once (ESMT_ERR_FORMAT), and a NUL byte too.
+ * On any failure the configuration is left unchanged. */
 ESMT_API esmt_status esmt_config_load_yaml(esmt_config *cfg, const char *path);
 
 /* Directories (colon separated) searched for presets before

@@ -50,6 +50,44 @@ ESMT_API esmt_status esmt_sequence_reader_position(const esmt_sequence_reader *r
                                                    uint64_t *done, uint64_t *total);
 ESMT_API void esmt_sequence_reader_close(esmt_sequence_reader *reader);
 
+/* Reading a text input line by line under the library's input policy,
+ * which the library's own readers (configuration files, cluster files)
+ * follow too: the path must be a regular file (a FIFO, device, socket or
+ * directory is refused at once, never waited on), or standard input ("-"
+ * or "/dev/stdin") where the caller allows it; the whole input and every
+ * line are bounded, and a NUL byte is refused, each with a message naming
+ * the file, the line and the limit; between reads the progress callback
+ * may cancel (ESMT_ERR_CANCELLED), also while a read from a pipe waits,
+ * once a signal handler installed without SA_RESTART interrupts it.
+ * Memory: the longest line. */
+typedef struct esmt_line_reader esmt_line_reader;
+
+#define ESMT_LINE_READER_MAX_BYTES ((uint64_t)1 << 30) /* 1 GiB: the default input limit */
+#define ESMT_LINE_READER_MAX_LINE ((uint64_t)4 << 20)  /* 4 MiB: the default line limit */
+#define ESMT_LINE_READER_NO_LIMIT UINT64_MAX
+
+typedef struct esmt_line_reader_options {
+  uint32_t struct_size;
+  const char *what;          /* its role in messages ("variants CSV"); NULL: "input" */
+  uint64_t max_bytes;        /* the whole input; 0: ESMT_LINE_READER_MAX_BYTES */
+  uint64_t max_line;         /* one line, its '\n' excluded; 0: ESMT_LINE_READER_MAX_LINE */
+  int allow_stdin;           /* "-" and "/dev/stdin" read standard input (not a terminal) */
+  esmt_progress_fn progress; /* after every read (stage "read", unit "bytes"); non-zero cancels */
+  void *user;
+} esmt_line_reader_options;
+
+#define ESMT_LINE_READER_OPTIONS_INIT { .struct_size = sizeof(esmt_line_reader_options) }
+
+ESMT_API esmt_status esmt_line_reader_open(const char *path, const esmt_line_reader_options *opts,
+                                           esmt_line_reader **out);
+/* The next line (its '\n' removed, a '\r' kept; NUL-terminated, valid until
+ * the next call) and *got = 1, or *got = 0 at the end of the input. */
+ESMT_API esmt_status esmt_line_reader_next(esmt_line_reader *reader, const char **line,
+                                           size_t *len, int *got);
+/* The 1-based number of the line last returned (0 before the first). */
+ESMT_API uint64_t esmt_line_reader_line_number(const esmt_line_reader *reader);
+ESMT_API void esmt_line_reader_close(esmt_line_reader *reader);
+
 typedef enum esmt_unknown_policy {
   ESMT_UNKNOWN_AS_UNK = 0,  /* letters outside the alphabet become <unk> (counted) */
   ESMT_UNKNOWN_SKIP = 1,    /* drop the whole record (counted) */

@@ -15,9 +15,13 @@
 
 #include "config_internal.h"
 #include "fs_util.h"
+#include "input_reader.h"
 
 #define MAX_DEPTH 16        /* nested mappings */
 #define MAX_INCLUDES 8      /* nested includes (deeper is taken for a cycle) */
+/* A configuration is a page of keys; 1 MiB is far past any real one, and
+ * bounds a pipe (`--config -`) that never ends. */
+#define ESMT_CONFIG_FILE_MAX ((uint64_t)1 << 20)
 
 typedef struct frame {
   char prefix[128];         /* dotted path of this mapping ("" at the top) */
@@ -218,32 +222,34 @@ static esmt_status apply(reader *r) {
 }
 
 esmt_status esmt_config_load_file(esmt_config *c, const char *path, int depth) {
-  struct stat sb;
-  if (stat(path, &sb) == 0 && S_ISDIR(sb.st_mode))
-    return esmt_fail(ESMT_ERR_IO, "%s: cannot open the configuration file: it is a directory",
-                     path);
-  FILE *f = fopen(path, "rb");
-  if (!f)
-    return esmt_fail(ESMT_ERR_IO, "%s: cannot open the configuration file: %s", path,
-                     strerror(errno));
+  /* read whole and bounded first: a pipe or an endless stream ends at the
+   * limit, a FIFO or device is refused at once */
+  esmt_line_reader_options ro = ESMT_LINE_READER_OPTIONS_INIT;
+  ro.what = "configuration file";
+  ro.max_bytes = ro.max_line = ESMT_CONFIG_FILE_MAX;
+  ro.allow_stdin = depth == 0; /* --config - (an include names a file) */
+  char *text = NULL;
+  size_t len = 0;
+  esmt_status st = esmt_input_read_all(path, &ro, &text, &len);
+  if (st) return st;
   yaml_parser_t p;
   if (!yaml_parser_initialize(&p)) {
-    fclose(f);
+    free(text);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
   }
-  yaml_parser_set_input_file(&p, f);
+  yaml_parser_set_input_string(&p, (const unsigned char *)text, len);
   reader r;
   memset(&r, 0, sizeof r);
   r.c = c;
   r.path = path;
   r.depth = depth;
   r.top = -1;
-  esmt_status st = parse(&r, &p);
+  st = parse(&r, &p);
   if (!st) st = apply(&r);
   for (int i = 0; i < r.n; i++) free(r.a[i].value);
   free(r.a);
   yaml_parser_delete(&p);
-  fclose(f);
+  free(text);
   return st;
 }
 

@@ -3,6 +3,7 @@
 #include "cluster_map.h"
 
 #include <errno.h>
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -10,6 +11,9 @@
 #include <zlib.h>
 
 #include "gz_input.h"
+#include "input_reader.h"
+
+typedef struct gz_src { gzFile gz; const char *path; } gz_src;
 
 #define LINE_MAX_BYTES (1 << 16)
 
@@ -111,8 +115,8 @@ static esmt_status dedupe(esmt_cluster_map *m, esmt_cluster_member *lines, uint6
 typedef struct lines_buf { esmt_cluster_member *v; uint64_t n, cap; } lines_buf;
 
 static esmt_status add_line(esmt_cluster_map *m, rep_table *reps, lines_buf *lb,
-                            uint64_t *cap_reps, const char *path, uint64_t lineno, char *line) {
-  size_t len = strlen(line);
+                            uint64_t *cap_reps, const char *path, uint64_t lineno, char *line,
+                            size_t len) {
   while (len && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = '\0';
   if (len == 0) return ESMT_OK;
   char *tab = strchr(line, '\t');
@@ -151,44 +155,79 @@ static esmt_status add_line(esmt_cluster_map *m, rep_table *reps, lines_buf *lb,
   return ESMT_OK;
 }
 
+/* gzread as the line reader's source (input_reader.h). */
+static esmt_status gz_source(void *src, void *buf, size_t cap, size_t *got) {
+  gz_src *g = src;
+  *got = 0;
+  const int n = gzread(g->gz, buf, (unsigned)(cap > INT_MAX ? INT_MAX : cap));
+  int zerr = Z_OK;
+  const char *zmsg = gzerror(g->gz, &zerr);
+  /* the end of the data: also where a truncated gzip stream says so */
+  if (n > 0 || (n == 0 && (zerr == Z_OK || zerr == Z_STREAM_END))) {
+    *got = (size_t)n;
+    return ESMT_OK;
+  }
+  if (zerr == Z_ERRNO && errno == EINTR) {
+    gzclearerr(g->gz);
+    return ESMT_ERR_CANCELLED; /* a signal: the reader asks whether to stop */
+  }
+  return esmt_fail(zerr == Z_ERRNO ? ESMT_ERR_IO : ESMT_ERR_FORMAT, "%s: reading: %s", g->path,
+                   zerr == Z_ERRNO ? strerror(errno) : zmsg);
+}
+
+/* The ingest's progress callback, called every 1 Mi lines. */
+typedef struct every_mi_lines {
+  esmt_progress_fn fn;
+  void *user;
+  uint64_t next;
+  gzFile gz;
+  uint64_t file_size;
+} every_mi_lines;
+
+static int clusters_progress(void *user, const esmt_progress *p) {
+  every_mi_lines *e = user;
+  if (!e->fn || p->items < e->next) return 0;
+  e->next = p->items + (1u << 20);
+  esmt_progress q = *p; /* in bytes of the file, as the FASTA's progress */
+  q.stage = "clusters";
+  q.done = esmt_gz_input_offset(e->gz, 0);
+  q.total = e->file_size;
+  return e->fn(e->user, &q);
+}
+
 esmt_status esmt_cluster_map_read(const char *path, esmt_cluster_map *m,
                                   esmt_progress_fn progress, void *user) {
   memset(m, 0, sizeof *m);
   if (!strcmp(path, "-")) /* standard input is the FASTA's, if anything's */
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "cluster file: '-' (standard input) is not "
                      "read; give the file's path");
-  gzFile gz = NULL;
-  esmt_status st = esmt_gz_input_open(path, "cluster file", "", &gz);
+  gz_src g = {NULL, path};
+  esmt_status st = esmt_gz_input_open(path, "cluster file", "", &g.gz);
   if (st) return st;
   struct stat sb;
-  const uint64_t total = stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0;
-  char *line = malloc(LINE_MAX_BYTES);
+  every_mi_lines every = {progress, user, 1u << 20, g.gz,
+                          stat(path, &sb) == 0 ? (uint64_t)sb.st_size : 0};
+  esmt_line_reader_options ro = ESMT_LINE_READER_OPTIONS_INIT;
+  ro.what = "cluster file";
+  ro.max_bytes = ESMT_LINE_READER_NO_LIMIT; /* UniRef's are tens of GB */
+  ro.max_line = LINE_MAX_BYTES;
+  ro.progress = clusters_progress;
+  ro.user = &every;
+  esmt_line_reader *lr = NULL;
+  st = esmt_line_reader_wrap(gz_source, &g, path, &ro, &lr);
   rep_table reps = {0};
   lines_buf lb = {0};
-  uint64_t cap_reps = 0, lineno = 0;
-  const double t0 = esmt_now_s();
-  if (!line) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
-  while (!st && gzgets(gz, line, LINE_MAX_BYTES)) {
-    lineno++;
-    const size_t len = strlen(line);
-    if (len == LINE_MAX_BYTES - 1 && line[len - 1] != '\n')
-      st = esmt_fail(ESMT_ERR_FORMAT, "%s: line %llu is longer than %d bytes: not a cluster TSV",
-                     path, (unsigned long long)lineno, LINE_MAX_BYTES);
-    else
-      st = add_line(m, &reps, &lb, &cap_reps, path, lineno, line);
-    if (!st && progress && (lineno & 0xfffff) == 0) {
-      esmt_progress p = {sizeof p, "clusters", esmt_gz_input_offset(gz, 0), total,
-                         "bytes", esmt_now_s() - t0, lineno};
-      if (progress(user, &p)) st = esmt_fail(ESMT_ERR_CANCELLED, "ingest: cancelled");
-    }
+  uint64_t cap_reps = 0;
+  for (int got = 1; !st;) {
+    const char *text;
+    size_t len;
+    if ((st = esmt_line_reader_next(lr, &text, &len, &got)) || !got) break;
+    st = add_line(m, &reps, &lb, &cap_reps, path, esmt_line_reader_line_number(lr),
+                  (char *)text, len);
   }
-  int zerr = Z_OK;
-  const char *zmsg = st ? NULL : gzerror(gz, &zerr);
-  if (!st && zerr != Z_OK && zerr != Z_STREAM_END)
-    st = esmt_fail(zerr == Z_ERRNO ? ESMT_ERR_IO : ESMT_ERR_FORMAT, "%s: reading: %s", path,
-                   zerr == Z_ERRNO ? strerror(errno) : zmsg);
-  gzclose(gz);
-  free(line);
+  if (st == ESMT_ERR_CANCELLED) st = esmt_fail(ESMT_ERR_CANCELLED, "ingest: cancelled");
+  esmt_line_reader_close(lr);
+  gzclose(g.gz);
   free(reps.slot);
   if (!st && lb.n == 0)
     st = esmt_fail(ESMT_ERR_FORMAT, "%s: no \"representative<TAB>member\" lines", path);
