@@ -41,6 +41,12 @@ int cli_int_arg(const char *cmd, const char *flag, const char *text, long long m
 int cli_double_arg(const char *cmd, const char *flag, const char *text, double min, double max,
                    double *out);
 
+/* Text read from a file or a plugin (an id, a name, a field), escaped for
+ * printing with esmt_escape_text: control characters as "\x1b". The
+ * result lives in one of 4 rotating buffers (1 KiB; longer text is cut),
+ * so that one printf may take up to 4 of them. */
+const char *cli_esc(const char *text);
+
 /* Format a byte count as "7.5 GiB". */
 const char *cli_bytes(uint64_t bytes, char *buf, int cap);
 

@@ -8,8 +8,8 @@
 static void print_cpu(void) {
   esmt_cpu_info cpu = ESMT_CPU_INFO_INIT;
   if (esmt_cpu_info_query(&cpu) != ESMT_OK) return;
-  printf("cpu: %s (%s), %d logical cores\n", cpu.model[0] ? cpu.model : "unknown",
-         cpu.vendor[0] ? cpu.vendor : "?", cpu.logical_cores);
+  printf("cpu: %s (%s), %d logical cores\n", cpu.model[0] ? cli_esc(cpu.model) : "unknown",
+         cpu.vendor[0] ? cli_esc(cpu.vendor) : "?", cpu.logical_cores);
   printf("  features: avx2=%s fma=%s avx512f=%s avx512bf16=%s amx_tile=%s amx_bf16=%s\n",
          cpu.avx2 ? "yes" : "no", cpu.fma ? "yes" : "no", cpu.avx512f ? "yes" : "no",
          cpu.avx512bf16 ? "yes" : "no", cpu.amx_tile ? "yes" : "no", cpu.amx_bf16 ? "yes" : "no");
@@ -55,24 +55,25 @@ int cmd_probe(int argc, char **argv) {
     esmt_backend_info info;
     info.struct_size = sizeof info;
     if (esmt_context_backend_info(ctx, i, &info) != ESMT_OK) continue;
-    printf("  %c %-12s %-11s score %3d  %s\n", info.chosen ? '*' : ' ', info.name,
-           info.available ? "available" : "unavailable", info.score, info.path);
-    if (info.description[0]) printf("      %s\n", info.description);
-    if (!info.available && info.reason[0]) printf("      reason: %s\n", info.reason);
-    if (info.available && info.note[0]) printf("      %s\n", info.note);
+    /* the names and texts are the plugin's own: escaped */
+    printf("  %c %-12s %-11s score %3d  %s\n", info.chosen ? '*' : ' ', cli_esc(info.name),
+           info.available ? "available" : "unavailable", info.score, cli_esc(info.path));
+    if (info.description[0]) printf("      %s\n", cli_esc(info.description));
+    if (!info.available && info.reason[0]) printf("      reason: %s\n", cli_esc(info.reason));
+    if (info.available && info.note[0]) printf("      %s\n", cli_esc(info.note));
     for (int d = 0; d < info.device_count; d++) {
       char total[32], avail[32];
       const esmt_device_info *dev = &info.devices[d];
       if (dev->cc_major)
         printf("      device %d: %s, compute capability %d.%d, %s total, %s free\n", d,
-               dev->name, dev->cc_major, dev->cc_minor, cli_bytes(dev->total_bytes, total, 32),
+               cli_esc(dev->name), dev->cc_major, dev->cc_minor, cli_bytes(dev->total_bytes, total, 32),
                cli_bytes(dev->free_bytes, avail, 32));
       else
-        printf("      device %d: %s, %s RAM, %s available\n", d, dev->name,
+        printf("      device %d: %s, %s RAM, %s available\n", d, cli_esc(dev->name),
                cli_bytes(dev->total_bytes, total, 32), cli_bytes(dev->free_bytes, avail, 32));
     }
   }
-  printf("chosen: %s\n", esmt_context_backend_name(ctx));
+  printf("chosen: %s\n", cli_esc(esmt_context_backend_name(ctx)));
   esmt_context_destroy(ctx);
   return 0;
 }

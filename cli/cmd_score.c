@@ -44,7 +44,9 @@ static void usage(FILE *f) {
     "options:\n"
     "  -o OUT.csv          the output; it must not exist (never overwritten). Written to\n"
     "                      OUT.csv.tmp.PID and renamed when complete; removed on failure\n"
-    "  --variants FILE     masked-marginal mode (above)\n"
+    "  --variants FILE     masked-marginal mode (above); `-` reads standard input. A\n"
+    "                      regular file or a pipe on standard input (no FIFO or device),\n"
+    "                      at most 1 GiB and 4 MiB a line\n"
     "  --offset K          the number of the first residue in mutations (default 1)\n"
     "  --batch-tokens N    rows x longest row of one model call (default 16384; at\n"
     "                      least one row per call)\n"
@@ -272,7 +274,12 @@ int cmd_score(int argc, char **argv) {
   esmt_sequence_reader *in = NULL;
   score_variants *var = NULL;
   if (a.variants) {
-    if (!(var = score_variants_load(&a))) return 1;
+    if (!strcmp(a.input, "-") && (!strcmp(a.variants, "-") || !strcmp(a.variants, "/dev/stdin"))) {
+      fprintf(stderr, SCORE_PREFIX "WT.fasta and --variants cannot both be standard input\n");
+      return 2;
+    }
+    if (!(var = score_variants_load(&a)))
+      return cli_signal_caught() ? stopped(cli_signal_caught(), a.out) : 1;
   } else {
     esmt_status st = esmt_sequence_reader_open(a.input, a.split, &in);
     if (st) {

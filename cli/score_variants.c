@@ -4,7 +4,6 @@
  * masked once; a variant scores the sum over its mutations of
  * log p(mutant) - log p(wild type) there. The CSV is checked whole before
  * the model is loaded. */
-#define _POSIX_C_SOURCE 200809L /* getline */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -61,7 +60,7 @@ static int load_wt(score_variants *v, const score_args *a) {
   esmt_sequence_reader *in = NULL;
   esmt_status st = esmt_sequence_reader_open(a->input, a->split, &in);
   int cap = 0, rc = 0;
-  for (;;) {
+  while (!cli_signal_caught()) {
     esmt_sequence q = ESMT_SEQUENCE_INIT;
     int got = 0;
     if (!st) st = esmt_sequence_reader_next(in, &q, &got);
@@ -118,8 +117,8 @@ static int add_variant(score_variants *v, const score_args *a, long line, char *
   text = trim_blanks(text);
   const int p = id[0] ? find_wt(v, id) : -1;
   if (!id[0]) { err(v, line, "the id is empty"); return 0; }
-  if (p == -1) { err(v, line, "id '%s' is not a record of %s", id, a->input); return 0; }
-  if (p == -2) { err(v, line, "id '%s' names several records of %s", id, a->input); return 0; }
+  const char *what = p == -1 ? "is not a record" : "names several records";
+  if (p < 0) { err(v, line, "id '%s' %s of %s", cli_esc(id), what, a->input); return 0; }
   int cap = 1;
   for (const char *c = text; *c; c++) cap += *c == ':';
   score_mutation *ms = malloc((size_t)cap * sizeof *ms);
@@ -128,7 +127,7 @@ static int add_variant(score_variants *v, const score_args *a, long line, char *
   const int k = score_parse_mutations(text, ms, cap, why, sizeof why);
   const wt_rec *w = &v->wt[p];
   int bad = k < 0;
-  if (bad) err(v, line, "mutation '%s': %s", text, why);
+  if (bad) err(v, line, "mutation '%s': %s", cli_esc(text), cli_esc(why));
   for (int j = 0; !bad && j < k; j++) {
     const long long r = ms[j].pos - a->offset;
     char detail[256];
@@ -144,7 +143,7 @@ static int add_variant(score_variants *v, const score_args *a, long line, char *
                esmt_token_string(ms[j].wt), a->offset);
       bad = 1;
     }
-    if (bad) err(v, line, "mutation '%s': %s", text, detail);
+    if (bad) err(v, line, "mutation '%s': %s", cli_esc(text), cli_esc(detail));
   }
   if (bad || v->errors) {
     free(ms);
@@ -188,20 +187,41 @@ static int column(score_variants *v, char **f, int n, const char *name) {
   return at;
 }
 
+/* Between reads of the CSV: a stop signal ends the load. */
+static int stop_on_signal(void *user, const esmt_progress *p) {
+  (void)user;
+  (void)p;
+  return cli_signal_caught();
+}
+
 static int read_csv(score_variants *v, const score_args *a) {
-  FILE *f = fopen(a->variants, "r");
-  if (!f) {
-    fprintf(stderr, SCORE_PREFIX "cannot open %s: %s\n", a->variants, strerror(errno));
+  esmt_line_reader_options ro = ESMT_LINE_READER_OPTIONS_INIT;
+  ro.what = "variants CSV";
+  ro.allow_stdin = 1; /* --variants - */
+  ro.progress = stop_on_signal;
+  esmt_line_reader *lr = NULL;
+  esmt_status st = esmt_line_reader_open(a->variants, &ro, &lr);
+  if (st) {
+    cli_error("score: --variants", st);
     return 1;
   }
   char *line = NULL, **fields = NULL;
   size_t lcap = 0;
   int fcap = 0, c_id = -1, c_mut = -1, rc = 0;
   long no = 0;
-  ssize_t len;
-  while (!rc && (len = getline(&line, &lcap, f)) >= 0) {
-    no++;
-    while (len > 0 && (line[len - 1] == '\n' || line[len - 1] == '\r')) line[--len] = 0;
+  for (int got = 1; !rc;) {
+    const char *raw;
+    size_t len;
+    if ((st = esmt_line_reader_next(lr, &raw, &len, &got)) || !got) break;
+    no = (long)esmt_line_reader_line_number(lr);
+    if (len + 1 > lcap) { /* a copy: the fields are split in place */
+      char *l = realloc(line, len + 1);
+      if (!l) { rc = 1; break; }
+      line = l;
+      lcap = len + 1;
+    }
+    memcpy(line, raw, len + 1);
+    while (len > 0 && line[len - 1] == '\r') line[--len] = 0;
     char *text = line;
     if (no == 1 && !strncmp(text, "\xEF\xBB\xBF", 3)) text += 3; /* a UTF-8 byte order mark */
     if (no > 1 && text[strspn(text, " \t")] == 0) continue;      /* blank lines */
@@ -224,17 +244,18 @@ static int read_csv(score_variants *v, const score_args *a) {
     }
     rc = add_variant(v, a, no, fields[c_id], fields[c_mut]);
   }
-  if (!rc && ferror(f)) {
-    fprintf(stderr, SCORE_PREFIX "reading %s: %s\n", a->variants, strerror(errno));
-    rc = 1;
+  esmt_line_reader_close(lr);
+  free(line);
+  free(fields);
+  if (st == ESMT_ERR_CANCELLED) return 1; /* the caller names the signal */
+  if (st) {
+    cli_error("score: --variants", st);
+    return 1;
   }
   if (!rc && no == 0) err(v, 1, "the file is empty (it needs a header with 'id' and "
                           "'mutation')");
   else if (!rc && !v->errors && v->n_v == 0) err(v, no, "no variants after the header");
-  if (rc) fprintf(stderr, SCORE_PREFIX "out of memory reading %s\n", a->variants);
-  free(line);
-  free(fields);
-  fclose(f);
+  if (rc) fprintf(stderr, SCORE_PREFIX "out of memory reading %s\n", cli_esc(a->variants));
   return rc || v->errors;
 }
 
