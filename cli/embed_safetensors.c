@@ -10,6 +10,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "embed.h"
@@ -88,11 +89,20 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
   char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/embeddings.safetensors", w->o->out);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  unlink(tmp); /* a copy an interrupted run of this command left */
+  /* a copy an interrupted run of this command left is a regular file with
+   * one link; a symbolic link or anything else there is refused below */
+  if (cli_out_is_own(tmp, NULL)) unlink(tmp);
+  struct stat sb;
+  if (lstat(path, &sb) == 0 && !cli_out_is_own(path, NULL)) {
+    fprintf(stderr, "esmtrain-example: embed: %s is %s that embed did not write: nothing was "
+            "changed (the .npy arrays are complete and kept); move it away and run the same "
+            "command again\n", path, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
+    return -1;
+  }
   size_t hl = 0;
   char *h = header_json(a, n, &hl);
   char *buf = malloc(1 << 20);
-  int fd = h && buf ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+  int fd = h && buf ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
   const uint64_t hl64 = hl;
   int rc = fd < 0 || write(fd, &hl64, 8) != 8 || write(fd, h, hl) != (ssize_t)hl;
   for (int i = 0; i < n && !rc; i++) rc = copy_body(fd, a[i], buf, 1 << 20);
@@ -102,7 +112,7 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
   free(h);
   free(buf);
   if (rc) {
-    unlink(tmp);
+    if (fd >= 0) unlink(tmp);
     fprintf(stderr, "esmtrain-example: embed: cannot write %s: %s (the .npy arrays are "
             "complete and kept)\n", path, strerror(err));
     return -1;
