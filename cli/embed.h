@@ -76,8 +76,10 @@ void embed_output_init(embed_output *w, const embed_options *o, int d);
  * cut them back to the committed counts. */
 int embed_output_open(embed_output *w, const embed_options *o, int d, const embed_stats *resume,
                       json_t *files);
+/* The open arrays in a fixed order into out[3 * EMBED_MAX_LAYERS + 2]. */
+int embed_output_arrays(embed_output *w, cli_npy **out);
 /* {"name": "DEV:INO"} of the open files, for embed.json (new reference). */
-json_t *embed_output_files(const embed_output *w);
+json_t *embed_output_files(embed_output *w);
 /* Remove the files of an attempt that committed nothing, so that another
  * request may start in OUT: each must be a regular file of a name embed
  * writes, with one link and the recorded id. Anything else there is

@@ -224,6 +224,14 @@ int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_s
             S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file");
     return -1;
   }
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (lstat(tmp, &sb) == 0 && !cli_out_is_own(tmp, NULL)) {
+    fprintf(stderr, "esmtrain-example: embed: %s is not a temporary record embed wrote (%s): "
+            "nothing was changed; move it away or choose a new output directory\n", tmp,
+            S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file of one link");
+    return -1;
+  }
   json_error_t je;
   json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
   if (!root) {

@@ -71,26 +71,37 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
               : cli_out_create("embed", path);
   if (w->ids_fd < 0) return -1;
   cli_out_id(w->ids_fd, w->ids_id, sizeof w->ids_id);
-  if (r && (ftruncate(w->ids_fd, (off_t)r->ids_bytes) != 0 || lseek(w->ids_fd, 0, SEEK_END) < 0)) {
-    fprintf(stderr, "esmtrain-example: embed: %s: %s\n", path, strerror(errno));
-    return -1;
+  if (r) { /* every file is embed's: only now cut them back to the commit */
+    cli_npy *all[3 * EMBED_MAX_LAYERS + 2];
+    const int na = embed_output_arrays(w, all);
+    for (int i = 0; i < na; i++)
+      if (cli_npy_cut(all[i], "embed")) return -1;
+    if (ftruncate(w->ids_fd, (off_t)r->ids_bytes) != 0 || lseek(w->ids_fd, 0, SEEK_END) < 0) {
+      fprintf(stderr, "esmtrain-example: embed: %s: %s\n", path, strerror(errno));
+      return -1;
+    }
   }
   return embed_output_commit(w);
 }
 
-json_t *embed_output_files(const embed_output *w) {
-  json_t *files = json_object();
-  const cli_npy *all[3 * EMBED_MAX_LAYERS + 2];
+int embed_output_arrays(embed_output *w, cli_npy **out) {
   int n = 0;
-  all[n++] = &w->lengths;
-  all[n++] = &w->offsets;
-  for (int j = 0; j < EMBED_MAX_LAYERS; j++) {
-    all[n++] = &w->mean[j];
-    all[n++] = &w->cls[j];
-    all[n++] = &w->tok[j];
+  if (w->lengths.fd >= 0) out[n++] = &w->lengths;
+  if (w->offsets.fd >= 0) out[n++] = &w->offsets;
+  for (int j = 0; j < w->o->nl; j++) {
+    if (w->mean[j].fd >= 0) out[n++] = &w->mean[j];
+    if (w->cls[j].fd >= 0) out[n++] = &w->cls[j];
+    if (w->tok[j].fd >= 0) out[n++] = &w->tok[j];
   }
+  return n;
+}
+
+json_t *embed_output_files(embed_output *w) {
+  json_t *files = json_object();
+  cli_npy *all[3 * EMBED_MAX_LAYERS + 2];
+  const int n = embed_output_arrays(w, all);
   for (int i = 0; i < n; i++)
-    if (all[i]->fd >= 0 && all[i]->id[0]) {
+    if (all[i]->id[0]) {
       const char *base = strrchr(all[i]->path, '/');
       json_object_set_new(files, base ? base + 1 : all[i]->path, json_string(all[i]->id));
     }

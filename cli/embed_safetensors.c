@@ -15,19 +15,6 @@
 
 #include "embed.h"
 
-/* The open arrays in a fixed order. */
-static int arrays(embed_output *w, cli_npy **out) {
-  int n = 0;
-  if (w->lengths.fd >= 0) out[n++] = &w->lengths;
-  if (w->offsets.fd >= 0) out[n++] = &w->offsets;
-  for (int j = 0; j < w->o->nl; j++) {
-    if (w->mean[j].fd >= 0) out[n++] = &w->mean[j];
-    if (w->cls[j].fd >= 0) out[n++] = &w->cls[j];
-    if (w->tok[j].fd >= 0) out[n++] = &w->tok[j];
-  }
-  return n;
-}
-
 /* "mean.layer6" from ".../mean.layer6.npy" */
 static void tensor_name(const cli_npy *f, char *name, size_t cap) {
   const char *base = strrchr(f->path, '/');
@@ -85,7 +72,7 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
   (void)s;
   if (!w->o->safetensors) return 0;
   cli_npy *a[3 * EMBED_MAX_LAYERS + 2];
-  const int n = arrays(w, a);
+  const int n = embed_output_arrays(w, a);
   char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/embeddings.safetensors", w->o->out);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
@@ -123,7 +110,7 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
 int embed_output_remove_staging(embed_output *w) {
   if (!w->o->safetensors) return 0;
   cli_npy *a[3 * EMBED_MAX_LAYERS + 2];
-  const int n = arrays(w, a);
+  const int n = embed_output_arrays(w, a);
   for (int i = 0; i < n; i++) {
     char gone[4096];
     snprintf(gone, sizeof gone, "%s", a[i]->path);

@@ -80,10 +80,15 @@ int cli_npy_open(cli_npy *f, const char *cmd, const char *path, const char *desc
             cmd, path, (long long)sb.st_size, (unsigned long long)want, (long long)resume_rows);
     return -1;
   }
-  /* rows past the last commit were never promised: cut them */
-  if (ftruncate(f->fd, (off_t)want) != 0) return fail(f, cmd, "cannot cut back to the commit");
-  if (lseek(f->fd, (off_t)want, SEEK_SET) < 0) return fail(f, cmd, "seek");
   f->rows = (uint64_t)resume_rows;
+  return 0;
+}
+
+int cli_npy_cut(cli_npy *f, const char *cmd) {
+  /* rows past the last commit were never promised: cut them */
+  const off_t want = (off_t)(CLI_NPY_HEADER + f->rows * cli_npy_row_bytes(f));
+  if (ftruncate(f->fd, want) != 0) return fail(f, cmd, "cannot cut back to the commit");
+  if (lseek(f->fd, want, SEEK_SET) < 0) return fail(f, cmd, "seek");
   return 0;
 }
 

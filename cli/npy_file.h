@@ -23,11 +23,13 @@ typedef struct cli_npy {
 } cli_npy;
 
 /* Create `path` (must not exist), or, with `resume_rows` >= 0, re-open the
- * file this writer created (`recorded`: its id, out_file.h) and cut it
- * back to that many rows. Returns 0, or -1 after printing
- * "esmtrain-example: CMD: PATH: why". */
+ * file this writer created (`recorded`: its id, out_file.h), which must
+ * hold that many rows, without changing it yet (cli_npy_cut). Returns 0,
+ * or -1 after printing "esmtrain-example: CMD: PATH: why". */
 int cli_npy_open(cli_npy *f, const char *cmd, const char *path, const char *descr, size_t esize,
                  int64_t cols, int64_t resume_rows, const char *recorded);
+/* A re-opened file cut back to its committed rows, positioned after them. */
+int cli_npy_cut(cli_npy *f, const char *cmd);
 /* Append `rows` rows (rows * max(cols, 1) elements). */
 int cli_npy_append(cli_npy *f, const char *cmd, const void *data, uint64_t rows);
 /* Header with the current row count, then fsync. */
