@@ -80,6 +80,10 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
 int embed_output_arrays(embed_output *w, cli_npy **out);
 /* {"name": "DEV:INO"} of the open files, for embed.json (new reference). */
 json_t *embed_output_files(embed_output *w);
+/* A --format safetensors output recorded complete: remove the staging
+ * .npy arrays a run stopped between that record and their removal left
+ * (only those `files` records, still as embed created them); how many. */
+int embed_output_remove_staging_left(const embed_options *o, json_t *files);
 /* Remove the files of an attempt that committed nothing, so that another
  * request may start in OUT: each must be a regular file of a name embed
  * writes, with one link and the recorded id. Anything else there is

@@ -251,9 +251,17 @@ int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_s
     fprintf(stderr, "esmtrain-example: embed: %s is damaged: %s. It cannot tell what %s holds: "
             "nothing was changed; embed into a new output directory\n", path, why, o->out);
   } else if (json_is_true(json_object_get(root, "complete"))) {
-    fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins): nothing "
-            "was changed; choose a new output directory to embed again\n", o->out,
-            (unsigned long long)s->proteins);
+    const char *fmt_was = json_string_value(
+        json_object_get(json_object_get(root, "request"), "format"));
+    /* a run stopped after recording it complete, before the removal */
+    const int left = fmt_was && !strcmp(fmt_was, "safetensors")
+                         ? embed_output_remove_staging_left(o, json_object_get(root, "files"))
+                         : 0;
+    fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins): %s; "
+            "choose a new output directory to embed again\n", o->out,
+            (unsigned long long)s->proteins,
+            left ? "only the staging .npy arrays an interrupted run left were removed"
+                 : "nothing was changed");
   } else if (s->proteins == 0) {
     /* an attempt that committed nothing (it failed on its input, or was
      * stopped at once): its files hold nothing, any request starts anew */

@@ -238,3 +238,17 @@ void embed_output_close(embed_output *w) {
   if (w->ids_fd >= 0) close(w->ids_fd);
   w->ids_fd = -1;
 }
+
+int embed_output_remove_staging_left(const embed_options *o, json_t *files) {
+  const char *name;
+  json_t *id;
+  int n = 0;
+  json_object_foreach(files, name, id) {
+    char path[4400];
+    snprintf(path, sizeof path, "%s/%s", o->out, name);
+    if (strcmp(name, "ids.txt") && embed_file_name(name) &&
+        cli_out_is_own(path, json_string_value(id)) && unlink(path) == 0)
+      n++;
+  }
+  return n;
+}
