@@ -97,6 +97,12 @@ void cli_run_unlock(int fd);
  * need not exist yet). */
 int cli_path_inside(const char *inner, const char *outer);
 
+/* 1 when `path`, symbolic links resolved (it need not exist yet), is or
+ * lies inside a dataset, a checkpoint, a run or a model directory: *what
+ * gets "DIR (a dataset)" and the like. For the outputs of commands that
+ * must never write into what esmtrain reads. */
+int cli_path_in_data(const char *path, char *what, size_t cap);
+
 /* ---- Trained models for inference (cli_model.c) ---- */
 
 /* 1 when `source` is a Hugging Face ESM-2 directory (config.json and

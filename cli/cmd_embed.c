@@ -238,25 +238,46 @@ static int skip_committed(const embed_options *o, esmt_sequence_reader *r, const
   return 0;
 }
 
+/* Open the output: a resume re-opens the recorded files; a new embed (or
+ * one restarting an attempt that committed nothing) first records that
+ * OUT is embed's, removes that attempt's files, then creates its own. */
+static int open_output(embed_output *w, const embed_options *o, const embed_model_info *mi,
+                       const embed_stats *s, int mode, json_t *recorded) {
+  embed_output_init(w, o, mi->hidden);
+  if (mode == EMBED_RESUME) return embed_output_open(w, o, mi->hidden, s, recorded);
+  if ((mode == EMBED_RESTART && embed_output_clear(o, recorded, 1)) ||
+      embed_meta_write(o, mi, s, NULL, 0, 0) ||
+      (mode == EMBED_RESTART && embed_output_clear(o, recorded, 0)))
+    return -1;
+  return embed_output_open(w, o, mi->hidden, NULL, NULL);
+}
+
 static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embed_stats *s,
-               esmt_sequence_reader *r, int resumed) {
+               esmt_sequence_reader *r, int mode, json_t *recorded) {
   const int d = mi->hidden;
   embed_output w;
   embed_chunk c = {0};
   int rc = 0, eof = 0;
-  if (resumed && skip_committed(o, r, s)) return 1;
-  if (embed_output_open(&w, o, d, resumed ? s : NULL) || embed_meta_write(o, mi, s, 0, 0)) {
+  if (mode == EMBED_RESUME && skip_committed(o, r, s)) return 1;
+  json_t *files = NULL;
+  if (open_output(&w, o, mi, s, mode, recorded) || !(files = embed_output_files(&w)) ||
+      embed_meta_write(o, mi, s, files, 0, 0)) {
     embed_output_close(&w);
+    json_decref(files);
     return 1;
   }
   const double t0 = esmt_clock_seconds();
   const uint64_t first = s->proteins;
+  /* what embed.json records: s counts a chunk before its commit */
+  uint64_t committed = s->proteins;
   while (!eof && !rc) {
     if ((rc = read_chunk(o, r, &c, s, &eof) ? 1 : 0)) break;
     if (c.n && (rc = embed_compute(o, m, d, &c))) break;
     if (embed_output_write(&w, &c, s) || embed_output_commit(&w) ||
-        embed_meta_write(o, mi, s, 0, esmt_clock_seconds() - t0))
+        embed_meta_write(o, mi, s, files, 0, esmt_clock_seconds() - t0))
       rc = -1;
+    else
+      committed = s->proteins;
     embed_chunk_clear(&c);
     progress(o, r, s, first, t0, 0);
     if (cli_signal_caught()) rc = 1;
@@ -265,18 +286,26 @@ static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embe
   free(c.p);
   progress(o, r, s, first, t0, 1);
   if (!rc && (embed_output_finish(&w, s) ||
-              embed_meta_write(o, mi, s, 1, esmt_clock_seconds() - t0) ||
+              embed_meta_write(o, mi, s, files, 1, esmt_clock_seconds() - t0) ||
               embed_output_remove_staging(&w)))
     rc = -1;
   embed_output_close(&w);
+  json_decref(files);
+  /* what the next run does: continue after the committed proteins, or,
+   * when none is committed, start anew whatever the options */
+  char next[4400];
+  if (committed)
+    snprintf(next, sizeof next, "%s keeps the %llu committed proteins: %s the same command "
+             "continues after them", o->out, (unsigned long long)committed,
+             cli_signal_caught() ? "running" : "once the cause is fixed,");
+  else
+    snprintf(next, sizeof next, "no protein was committed: %s it starts anew in %s",
+             cli_signal_caught() ? "run again," : "once the cause is fixed,", o->out);
   if (rc && cli_signal_caught())
-    fprintf(stderr, "esmtrain-example: embed: stopped by %s after %llu proteins, all committed "
-            "to %s; run the same command again to continue\n",
-            cli_signal_name(cli_signal_caught()), (unsigned long long)s->proteins, o->out);
+    fprintf(stderr, "esmtrain-example: embed: stopped by %s; %s\n",
+            cli_signal_name(cli_signal_caught()), next);
   else if (rc)
-    fprintf(stderr, "esmtrain-example: embed: failed after %llu committed proteins; %s keeps "
-            "them, and the same command continues from there once the cause is fixed\n",
-            (unsigned long long)s->proteins, o->out);
+    fprintf(stderr, "esmtrain-example: embed: failed; %s\n", next);
   else
     printf("embedded %llu proteins (%llu residues; %llu truncated, %llu in windows) into %s\n",
            (unsigned long long)s->proteins, (unsigned long long)s->residues,
@@ -289,9 +318,15 @@ int cmd_embed(int argc, char **argv) {
   const char *layers = "-1";
   int rc = parse(argc, argv, &o, &layers);
   if (rc) return rc == 1 ? 0 : rc;
+  char what[4200];
   if (cli_path_inside(o.out, o.model) || (strcmp(o.input, "-") && cli_path_inside(o.out, o.input))) {
     fprintf(stderr, "esmtrain-example: embed: -o %s is inside the model or the input: nothing "
             "was changed; choose an output directory outside them\n", o.out);
+    return 1;
+  }
+  if (cli_path_in_data(o.out, what, sizeof what)) {
+    fprintf(stderr, "esmtrain-example: embed: -o %s is inside %s, which esmtrain reads: "
+            "nothing was changed; choose an output directory outside it\n", o.out, what);
     return 1;
   }
   esmt_context *ctx = NULL;
@@ -301,7 +336,8 @@ int cmd_embed(int argc, char **argv) {
   esmt_model_get_config(m, &mc);
   embed_model_info mi = {mc.num_layers, mc.hidden_size, mc.max_positions,
                          cli_model_is_hf(o.model) ? "huggingface" : "esmtrain",
-                         esmt_context_backend_name(ctx)};
+                         esmt_context_backend_name(ctx), ""};
+  if (embed_model_checksum(m, mi.weights, sizeof mi.weights)) rc = 1;
   o.window = mc.max_positions - 2;
   if (!o.stride) o.stride = o.window / 2 > 0 ? o.window / 2 : 1;
   if (o.stride > o.window) {
@@ -315,20 +351,23 @@ int cmd_embed(int argc, char **argv) {
    * proportionally more for larger models) */
   o.chunk_residues = o.batch_tokens * 8 > 131072 ? o.batch_tokens * 8 : 131072;
   embed_stats s;
-  int resumed = 0, lock = -1;
+  int mode = EMBED_NEW, lock = -1;
+  json_t *recorded = NULL;
   esmt_sequence_reader *r = NULL;
   if (!rc) rc = resolve_layers(&o, layers, mc.num_layers);
   /* nothing is created before the input opens and OUT is known to be usable */
   esmt_status st = rc ? ESMT_OK : esmt_sequence_reader_open(o.input, o.split, &r);
   if (st) rc = (cli_error("embed: input", st), 1);
-  if (!rc && (resumed = embed_meta_check(&o, &mi, &s, 0)) < 0) rc = 1;
+  if (!rc && embed_input_checksum(o.input, o.input_content, sizeof o.input_content)) rc = 1;
+  if (!rc && embed_meta_check(&o, &mi, &s, 0, NULL) < 0) rc = 1;
   if (!rc && (lock = cli_run_lock(o.out, "embed")) < 0) rc = 1;
   /* checked again under the lock: another process may have written meanwhile */
-  if (!rc && (resumed = embed_meta_check(&o, &mi, &s, 1)) < 0) rc = 1;
+  if (!rc && (mode = embed_meta_check(&o, &mi, &s, 1, &recorded)) < 0) rc = 1;
   if (!rc) {
     cli_signals_catch(NULL);
-    rc = run(&o, m, &mi, &s, r, resumed);
+    rc = run(&o, m, &mi, &s, r, mode, recorded);
   }
+  json_decref(recorded);
   esmt_sequence_reader_close(r);
   cli_run_unlock(lock);
   esmt_model_destroy(m);

@@ -17,7 +17,8 @@
 #include "embed.h"
 
 #define EMBED_FORMAT "esmtrain-embeddings"
-#define EMBED_VERSION 1
+/* 2: the model's and the input's checksums and the files' ids recorded */
+#define EMBED_VERSION 2
 
 static const char *long_name(int p) { return p == EMBED_WINDOWS ? "windows" : "truncate"; }
 
@@ -36,12 +37,14 @@ static json_t *request_json(const embed_options *o, const embed_model_info *mi) 
   if (o->include & EMBED_CLS) json_array_append_new(inc, json_string("cls"));
   char *model = realpath(o->model, NULL), *input = strcmp(o->input, "-") ? realpath(o->input, NULL)
                                                                           : NULL;
-  json_t *r = json_pack("{s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:o,s:o,s:s,s:i,s:i,s:s}", "model",
-                        model ? model : o->model, "model_kind", mi->kind, "backend", mi->backend,
+  json_t *r = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:s,s:o,s:o,s:s,s:i,s:i,s:s}",
+                        "model", model ? model : o->model, "model_kind", mi->kind,
+                        "model_weights", mi->weights, "backend", mi->backend,
                         "model_layers", mi->layers, "hidden", mi->hidden, "max_positions",
                         mi->max_positions, "input", input ? input : o->input, "split",
                         o->split ? o->split : "train", "input_bytes",
-                        (json_int_t)input_bytes(o->input), "layers", layers, "include", inc,
+                        (json_int_t)input_bytes(o->input), "input_content", o->input_content,
+                        "layers", layers, "include", inc,
                         "long", long_name(o->long_policy), "window", o->window, "stride",
                         o->long_policy == EMBED_WINDOWS ? o->stride : 0, "format",
                         o->safetensors ? "safetensors" : "npy");
@@ -51,27 +54,31 @@ static json_t *request_json(const embed_options *o, const embed_model_info *mi) 
 }
 
 int embed_meta_write(const embed_options *o, const embed_model_info *mi, const embed_stats *s,
-                     int complete, double seconds) {
+                     json_t *files, int complete, double seconds) {
   char hash[17];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)s->ids_hash);
   json_t *root = json_pack(
-      "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:s}", "format",
+      "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:O,s:s}", "format",
       EMBED_FORMAT, "version", EMBED_VERSION, "complete", complete, "request",
       request_json(o, mi), "committed", "proteins", (json_int_t)s->proteins, "per_tok_rows",
       (json_int_t)s->per_tok_rows, "ids_bytes", (json_int_t)s->ids_bytes, "ids_hash", hash,
       "stats", "residues", (json_int_t)s->residues, "truncated", (json_int_t)s->truncated,
       "windowed", (json_int_t)s->windowed, "unknown_residues", (json_int_t)s->unknown, "empty",
-      (json_int_t)s->empty, "seconds", seconds, "note",
+      (json_int_t)s->empty, "seconds", seconds, "files", files ? files : json_object(), "note",
       "arrays: lengths [N] residues per protein; mean/cls.layer<L> [N, hidden]; "
       "per_tok.layer<L> [rows, hidden], protein k's rows per_tok.offsets[k]:[k+1] (cls/eos "
       "excluded); ids.txt one id per line; long proteins: 'truncate' keeps the first 'window' "
-      "residues, 'windows' averages overlapping windows of 'window' residues 'stride' apart");
+      "residues, 'windows' averages overlapping windows of 'window' residues 'stride' apart; "
+      "files: the device and inode of each file embed created (a resume re-opens only those)");
   char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
   json_decref(root);
   char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/embed.json", o->out);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644) : -1;
+  /* a temporary an interrupted run left is embed's own: a regular file
+   * with one link; anything else there is refused by O_EXCL|O_NOFOLLOW */
+  if (cli_out_is_own(tmp, NULL)) unlink(tmp);
+  int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
   const size_t n = text ? strlen(text) : 0;
   int bad = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 ||
             fsync(fd) != 0;
@@ -81,7 +88,7 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
   free(text);
   if (bad) {
     fprintf(stderr, "esmtrain-example: embed: cannot write %s: %s\n", path, strerror(err));
-    unlink(tmp);
+    if (fd >= 0) unlink(tmp);
     return -1;
   }
   int dfd = open(o->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
@@ -92,15 +99,29 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
   return 0;
 }
 
-/* Entries of dir other than . .. and run.lock; -1 when it cannot be read. */
+/* Entries of OUT other than . .. run.lock and a temporary record an
+ * interrupted first write left; -1 when it cannot be read. */
 static int entries(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0;
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s/embed.json.tmp", dir);
   for (struct dirent *e; (e = readdir(d));)
-    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "run.lock");
+    n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "run.lock") &&
+         !(!strcmp(e->d_name, "embed.json.tmp") && cli_out_is_own(tmp, NULL));
   closedir(d);
   return n;
+}
+
+/* What a differing request key means, for the message. */
+static const char *meaning(const char *key) {
+  if (!strcmp(key, "model_weights"))
+    return "the model's weights changed (trained further, another checkpoint or export)";
+  if (!strcmp(key, "input_content"))
+    return "the input's content changed (the FASTA file was edited or replaced, or the "
+           "dataset re-ingested)";
+  return NULL;
 }
 
 static int differs(json_t *was, json_t *now) {
@@ -112,7 +133,9 @@ static int differs(json_t *was, json_t *now) {
     if (w && json_equal(w, v)) continue;
     char *a = w ? json_dumps(w, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     char *b = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
-    fprintf(stderr, "  %s: was %s, now %s\n", key, a ? a : "(absent)", b ? b : "?");
+    const char *why = meaning(key);
+    fprintf(stderr, "  %s: was %s, now %s%s%s\n", key, a ? a : "(absent)", b ? b : "?",
+            why ? ": " : "", why ? why : "");
     free(a);
     free(b);
     n++;
@@ -120,11 +143,68 @@ static int differs(json_t *was, json_t *now) {
   return n;
 }
 
+/* A count of the record: a non-negative integer at obj.key; 0, or -1
+ * after naming what is wrong in why[]. */
+static int count_field(json_t *obj, const char *section, const char *key, uint64_t *out,
+                       char *why, size_t cap) {
+  json_t *v = json_object_get(obj, key);
+  if (!json_is_integer(v) || json_integer_value(v) < 0) {
+    snprintf(why, cap, "%s.%s is %s, not a count", section, key,
+             !v ? "missing" : json_is_integer(v) ? "negative" : "not an integer");
+    return -1;
+  }
+  *out = (uint64_t)json_integer_value(v);
+  return 0;
+}
+
+/* The record's fields a resume uses, checked and read into *s; 0, or -1
+ * with why[] naming the first damaged field. */
+static int read_record(json_t *root, embed_stats *s, char *why, size_t cap) {
+  json_t *com = json_object_get(root, "committed"), *st = json_object_get(root, "stats");
+  json_t *req = json_object_get(root, "request"), *files = json_object_get(root, "files");
+  json_t *ver = json_object_get(root, "version");
+  if (!json_is_integer(ver) || json_integer_value(ver) != EMBED_VERSION)
+    return snprintf(why, cap, "version is %s, not %d (an embed of another esmtrain version, "
+                    "which recorded neither the model's nor the input's checksum)",
+                    json_is_integer(ver) ? "another" : "missing", EMBED_VERSION), -1;
+  if (!json_is_boolean(json_object_get(root, "complete")))
+    return snprintf(why, cap, "'complete' is not true or false"), -1;
+  if (!json_is_object(req)) return snprintf(why, cap, "'request' is not an object"), -1;
+  if (!json_is_object(com)) return snprintf(why, cap, "'committed' is not an object"), -1;
+  if (!json_is_object(st)) return snprintf(why, cap, "'stats' is not an object"), -1;
+  if (!json_is_object(files)) return snprintf(why, cap, "'files' is not an object"), -1;
+  const char *key;
+  json_t *v;
+  json_object_foreach(files, key, v) if (!json_is_string(v))
+    return snprintf(why, cap, "files.%s is not a string", key), -1;
+  if (count_field(com, "committed", "proteins", &s->proteins, why, cap) ||
+      count_field(com, "committed", "per_tok_rows", &s->per_tok_rows, why, cap) ||
+      count_field(com, "committed", "ids_bytes", &s->ids_bytes, why, cap) ||
+      count_field(st, "stats", "residues", &s->residues, why, cap) ||
+      count_field(st, "stats", "truncated", &s->truncated, why, cap) ||
+      count_field(st, "stats", "windowed", &s->windowed, why, cap) ||
+      count_field(st, "stats", "unknown_residues", &s->unknown, why, cap) ||
+      count_field(st, "stats", "empty", &s->empty, why, cap))
+    return -1;
+  const char *h = json_string_value(json_object_get(com, "ids_hash"));
+  char *end = NULL;
+  if (h) s->ids_hash = strtoull(h, &end, 16);
+  if (!h || strlen(h) != 16 || *end)
+    return snprintf(why, cap, "committed.ids_hash is not 16 hexadecimal digits"), -1;
+  if (s->proteins > s->ids_bytes || s->truncated > s->proteins || s->windowed > s->proteins ||
+      s->empty > s->proteins)
+    return snprintf(why, cap, "its counts contradict each other (%llu proteins in %llu bytes "
+                    "of ids)", (unsigned long long)s->proteins,
+                    (unsigned long long)s->ids_bytes), -1;
+  return 0;
+}
+
 int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_stats *s,
-                     int say) {
+                     int say, json_t **files) {
   memset(s, 0, sizeof *s);
+  if (files) *files = NULL;
   struct stat sb;
-  if (stat(o->out, &sb) != 0) return 0;
+  if (stat(o->out, &sb) != 0) return EMBED_NEW;
   if (!S_ISDIR(sb.st_mode)) {
     fprintf(stderr, "esmtrain-example: embed: -o %s exists and is not a directory: nothing was "
             "changed; choose a new output directory\n", o->out);
@@ -132,53 +212,81 @@ int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_s
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/embed.json", o->out);
-  json_error_t je;
-  json_t *root = json_load_file(path, 0, &je);
-  if (!root) {
-    if (entries(o->out) == 0) return 0;
+  if (lstat(path, &sb) != 0) {
+    if (entries(o->out) == 0) return EMBED_NEW;
     fprintf(stderr, "esmtrain-example: embed: -o %s is not empty and holds no embed output "
-            "(%s): nothing was changed; choose a new or empty directory\n", o->out,
-            access(path, F_OK) == 0 ? je.text : "no embed.json");
+            "(no embed.json): nothing was changed; choose a new or empty directory\n", o->out);
+    return -1;
+  }
+  if (!S_ISREG(sb.st_mode)) {
+    fprintf(stderr, "esmtrain-example: embed: %s is %s, not the record embed writes: nothing "
+            "was changed; choose a new or empty directory\n", path,
+            S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file");
+    return -1;
+  }
+  char tmp[4200];
+  snprintf(tmp, sizeof tmp, "%s.tmp", path);
+  if (lstat(tmp, &sb) == 0 && !cli_out_is_own(tmp, NULL)) {
+    fprintf(stderr, "esmtrain-example: embed: %s is not a temporary record embed wrote (%s): "
+            "nothing was changed; move it away or choose a new output directory\n", tmp,
+            S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file of one link");
+    return -1;
+  }
+  json_error_t je;
+  json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
+  if (!root) {
+    fprintf(stderr, "esmtrain-example: embed: -o %s is not empty and holds no embed output "
+            "(%s: %s): nothing was changed; choose a new or empty directory\n", o->out, path,
+            je.text);
     return -1;
   }
   int rc = -1;
+  char why[512];
   json_t *req = request_json(o, mi);
   const char *fmt = json_string_value(json_object_get(root, "format"));
-  json_t *com = json_object_get(root, "committed");
-  if (!fmt || strcmp(fmt, EMBED_FORMAT) || !json_is_object(com)) {
+  if (!json_is_object(root) || !fmt || strcmp(fmt, EMBED_FORMAT)) {
     fprintf(stderr, "esmtrain-example: embed: %s is not an esmtrain embed record: nothing was "
             "changed\n", path);
+  } else if (read_record(root, s, why, sizeof why)) {
+    fprintf(stderr, "esmtrain-example: embed: %s is damaged: %s. It cannot tell what %s holds: "
+            "nothing was changed; embed into a new output directory\n", path, why, o->out);
   } else if (json_is_true(json_object_get(root, "complete"))) {
-    fprintf(stderr, "esmtrain-example: embed: %s is complete already (%lld proteins): nothing "
-            "was changed; choose a new output directory to embed again\n", o->out,
-            (long long)json_integer_value(json_object_get(com, "proteins")));
+    const char *fmt_was = json_string_value(
+        json_object_get(json_object_get(root, "request"), "format"));
+    /* a run stopped after recording it complete, before the removal */
+    const int left = fmt_was && !strcmp(fmt_was, "safetensors")
+                         ? embed_output_remove_staging_left(o, json_object_get(root, "files"))
+                         : 0;
+    fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins): %s; "
+            "choose a new output directory to embed again\n", o->out,
+            (unsigned long long)s->proteins,
+            left ? "only the staging .npy arrays an interrupted run left were removed"
+                 : "nothing was changed");
+  } else if (s->proteins == 0) {
+    /* an attempt that committed nothing (it failed on its input, or was
+     * stopped at once): its files hold nothing, any request starts anew */
+    memset(s, 0, sizeof *s);
+    if (say)
+      fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed that committed "
+              "no protein: starting anew\n", o->out);
+    rc = EMBED_RESTART;
   } else {
     json_t *was = json_object_get(root, "request");
-    if (!json_is_object(was) || json_equal(was, req)) {
-      s->proteins = (uint64_t)json_integer_value(json_object_get(com, "proteins"));
-      s->per_tok_rows = (uint64_t)json_integer_value(json_object_get(com, "per_tok_rows"));
-      s->ids_bytes = (uint64_t)json_integer_value(json_object_get(com, "ids_bytes"));
-      const char *h = json_string_value(json_object_get(com, "ids_hash"));
-      s->ids_hash = h ? strtoull(h, NULL, 16) : 0;
-      json_t *st = json_object_get(root, "stats");
-      s->residues = (uint64_t)json_integer_value(json_object_get(st, "residues"));
-      s->truncated = (uint64_t)json_integer_value(json_object_get(st, "truncated"));
-      s->windowed = (uint64_t)json_integer_value(json_object_get(st, "windowed"));
-      s->unknown = (uint64_t)json_integer_value(json_object_get(st, "unknown_residues"));
-      s->empty = (uint64_t)json_integer_value(json_object_get(st, "empty"));
+    if (json_equal(was, req)) {
       if (say)
         fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed of the same "
-                "request: resuming after %llu proteins\n", o->out,
+                "request, model and input: resuming after %llu proteins\n", o->out,
                 (unsigned long long)s->proteins);
-      rc = 1;
+      rc = EMBED_RESUME;
     } else {
       fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed of another "
               "request; nothing was changed. What differs:\n", o->out);
       differs(was, req);
-      fprintf(stderr, "Rerun with the original options to finish it, or choose a new output "
-              "directory\n");
+      fprintf(stderr, "Rerun with the original options, model and input to finish it, or "
+              "choose a new output directory\n");
     }
   }
+  if (rc > 0 && files) *files = json_incref(json_object_get(root, "files"));
   json_decref(req);
   json_decref(root);
   return rc;

@@ -10,22 +10,10 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include "embed.h"
-
-/* The open arrays in a fixed order. */
-static int arrays(embed_output *w, cli_npy **out) {
-  int n = 0;
-  if (w->lengths.fd >= 0) out[n++] = &w->lengths;
-  if (w->offsets.fd >= 0) out[n++] = &w->offsets;
-  for (int j = 0; j < w->o->nl; j++) {
-    if (w->mean[j].fd >= 0) out[n++] = &w->mean[j];
-    if (w->cls[j].fd >= 0) out[n++] = &w->cls[j];
-    if (w->tok[j].fd >= 0) out[n++] = &w->tok[j];
-  }
-  return n;
-}
 
 /* "mean.layer6" from ".../mean.layer6.npy" */
 static void tensor_name(const cli_npy *f, char *name, size_t cap) {
@@ -84,15 +72,24 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
   (void)s;
   if (!w->o->safetensors) return 0;
   cli_npy *a[3 * EMBED_MAX_LAYERS + 2];
-  const int n = arrays(w, a);
+  const int n = embed_output_arrays(w, a);
   char path[4096], tmp[4200];
   snprintf(path, sizeof path, "%s/embeddings.safetensors", w->o->out);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  unlink(tmp); /* a copy an interrupted run of this command left */
+  /* a copy an interrupted run of this command left is a regular file with
+   * one link; a symbolic link or anything else there is refused below */
+  if (cli_out_is_own(tmp, NULL)) unlink(tmp);
+  struct stat sb;
+  if (lstat(path, &sb) == 0 && !cli_out_is_own(path, NULL)) {
+    fprintf(stderr, "esmtrain-example: embed: %s is %s that embed did not write: nothing was "
+            "changed (the .npy arrays are complete and kept); move it away and run the same "
+            "command again\n", path, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
+    return -1;
+  }
   size_t hl = 0;
   char *h = header_json(a, n, &hl);
   char *buf = malloc(1 << 20);
-  int fd = h && buf ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644) : -1;
+  int fd = h && buf ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
   const uint64_t hl64 = hl;
   int rc = fd < 0 || write(fd, &hl64, 8) != 8 || write(fd, h, hl) != (ssize_t)hl;
   for (int i = 0; i < n && !rc; i++) rc = copy_body(fd, a[i], buf, 1 << 20);
@@ -102,7 +99,7 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
   free(h);
   free(buf);
   if (rc) {
-    unlink(tmp);
+    if (fd >= 0) unlink(tmp);
     fprintf(stderr, "esmtrain-example: embed: cannot write %s: %s (the .npy arrays are "
             "complete and kept)\n", path, strerror(err));
     return -1;
@@ -113,7 +110,7 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
 int embed_output_remove_staging(embed_output *w) {
   if (!w->o->safetensors) return 0;
   cli_npy *a[3 * EMBED_MAX_LAYERS + 2];
-  const int n = arrays(w, a);
+  const int n = embed_output_arrays(w, a);
   for (int i = 0; i < n; i++) {
     char gone[4096];
     snprintf(gone, sizeof gone, "%s", a[i]->path);

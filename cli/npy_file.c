@@ -55,15 +55,15 @@ static int header(cli_npy *f, const char *cmd) {
 }
 
 int cli_npy_open(cli_npy *f, const char *cmd, const char *path, const char *descr, size_t esize,
-                 int64_t cols, int64_t resume_rows) {
+                 int64_t cols, int64_t resume_rows, const char *recorded) {
   memset(f, 0, sizeof *f);
   snprintf(f->path, sizeof f->path, "%s", path);
   f->descr = descr;
   f->esize = esize;
   f->cols = cols;
-  f->fd = open(path, resume_rows >= 0 ? O_RDWR | O_CLOEXEC : O_RDWR | O_CREAT | O_EXCL | O_CLOEXEC,
-               0644);
-  if (f->fd < 0) return fail(f, cmd, resume_rows >= 0 ? "cannot reopen" : "cannot create");
+  f->fd = resume_rows >= 0 ? cli_out_reopen(cmd, path, recorded) : cli_out_create(cmd, path);
+  if (f->fd < 0) return -1;
+  cli_out_id(f->fd, f->id, sizeof f->id);
   if (resume_rows < 0) {
     f->rows = 0;
     if (header(f, cmd)) return -1;
@@ -80,10 +80,15 @@ int cli_npy_open(cli_npy *f, const char *cmd, const char *path, const char *desc
             cmd, path, (long long)sb.st_size, (unsigned long long)want, (long long)resume_rows);
     return -1;
   }
-  /* rows past the last commit were never promised: cut them */
-  if (ftruncate(f->fd, (off_t)want) != 0) return fail(f, cmd, "cannot cut back to the commit");
-  if (lseek(f->fd, (off_t)want, SEEK_SET) < 0) return fail(f, cmd, "seek");
   f->rows = (uint64_t)resume_rows;
+  return 0;
+}
+
+int cli_npy_cut(cli_npy *f, const char *cmd) {
+  /* rows past the last commit were never promised: cut them */
+  const off_t want = (off_t)(CLI_NPY_HEADER + f->rows * cli_npy_row_bytes(f));
+  if (ftruncate(f->fd, want) != 0) return fail(f, cmd, "cannot cut back to the commit");
+  if (lseek(f->fd, want, SEEK_SET) < 0) return fail(f, cmd, "seek");
   return 0;
 }
 

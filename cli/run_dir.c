@@ -273,3 +273,35 @@ int cli_path_inside(const char *inner, const char *outer) {
   if (n == 1) return 1; /* everything is inside "/" */
   return !strncmp(a, b, n) && (a[n] == '/' || a[n] == '\0');
 }
+
+/* What esmtrain keeps in `dir` that no output may be written into, or
+ * NULL: a dataset, a checkpoint, a run's checkpoints/ directory, a run, a
+ * Hugging Face model directory. */
+static const char *data_kind(const char *dir) {
+  char ck[PATH_MAX + 64];
+  snprintf(ck, sizeof ck, "%s/checkpoints", dir);
+  if (exists(dir, "manifest.json")) return "a dataset";
+  if (exists(dir, "state.json")) return "a checkpoint";
+  if (is_checkpoints_dir(dir)) return "the checkpoints directory of a run";
+  if (is_checkpoints_dir(ck)) return "a run";
+  if (exists(dir, "config.json") &&
+      (exists(dir, "model.safetensors") || exists(dir, "model.safetensors.index.json")))
+    return "a model directory";
+  return NULL;
+}
+
+int cli_path_in_data(const char *path, char *what, size_t cap) {
+  char p[PATH_MAX];
+  if (canonical(path, p) != 0) return 0;
+  for (;;) {
+    struct stat sb;
+    const char *kind = stat(p, &sb) == 0 && S_ISDIR(sb.st_mode) ? data_kind(p) : NULL;
+    if (kind) {
+      snprintf(what, cap, "%s (%s)", p, kind);
+      return 1;
+    }
+    char *slash = strrchr(p, '/');
+    if (!slash || slash == p) return 0;
+    *slash = '\0';
+  }
+}
