@@ -93,6 +93,12 @@ int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int 
 int cli_run_lock(const char *run_dir, const char *cmd);
 void cli_run_unlock(int fd);
 
+/* The pid of a run.lock record's "pid N" line into *pid: 1, or 0 when the
+ * record has no such line, or -1 when N is not a process id (digits only,
+ * 1..INT_MAX, the range of pid_t: "4294967297" is refused, never taken
+ * for 1). */
+int cli_lock_record_pid(const char *record, long *pid);
+
 /* 1 when `inner` is `outer` or inside it (symbolic links resolved; paths
  * need not exist yet). */
 int cli_path_inside(const char *inner, const char *outer);

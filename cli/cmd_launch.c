@@ -5,13 +5,17 @@
  * port (no port to collide with), and a job token. Ctrl-C/SIGTERM/SIGHUP go to
  * every rank (each saves and stops after the same update). When a rank
  * fails, the others learn it from the communicator and stop with its
- * reason; any rank still running after a grace period is terminated. */
-#define _POSIX_C_SOURCE 200809L
+ * reason; any rank still running after a grace period is terminated. When
+ * the launcher itself dies (even by SIGKILL), every rank gets SIGTERM from
+ * the kernel and stops as `train` does on SIGTERM: all ranks save after the
+ * same update, so the run resumes exactly. */
+#define _GNU_SOURCE /* prctl */
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <time.h>
 #include <unistd.h>
@@ -102,9 +106,22 @@ int cmd_launch(int argc, char **argv) {
   sigaction(SIGHUP, &sa, NULL);
   pid_t pids[MAX_RANKS];
   int alive = 0, rc = 0, failed_rank = -1;
+  const pid_t launcher = getpid();
   for (int r = 0; r < n; r++) {
     pid_t p = fork();
     if (p == 0) {
+      /* Unsupervised ranks would train on with nobody to stop or report
+       * them: the launcher's death is their SIGTERM (kept across exec). A
+       * launcher that died before this call is seen in getppid(). */
+      if (prctl(PR_SET_PDEATHSIG, SIGTERM) != 0) {
+        fprintf(stderr, "esmtrain-example: launch: rank %d not started: cannot have it stopped "
+                "when the launcher dies (prctl: %s)\n", r, strerror(errno));
+        _exit(127);
+      }
+      if (getppid() != launcher) {
+        fprintf(stderr, "esmtrain-example: launch: rank %d not started: the launcher died\n", r);
+        _exit(127);
+      }
       signal(SIGINT, SIG_DFL);
       signal(SIGTERM, SIG_DFL);
       signal(SIGHUP, SIG_DFL);

@@ -95,6 +95,29 @@ static void non_directory_prefix(const char *path, char *out, size_t cap) {
   }
 }
 
+/* A run's lock (run.lock in its directory) covers its checkpoints only
+ * while they are a directory inside it: through a symbolic link two runs,
+ * each holding its own lock, could write and prune one checkpoints
+ * directory at once. So checkpoints/ must not be a link; a run kept on
+ * another disk links (or is) the whole run directory, and its lock, whose
+ * path resolves through that link, covers everything. 1 after saying so. */
+static int shared_checkpoints(const char *run_dir, const char *cmd, FILE *err) {
+  char ck[PATH_MAX + 64], target[PATH_MAX];
+  snprintf(ck, sizeof ck, "%s/checkpoints", run_dir);
+  struct stat sb;
+  if (lstat(ck, &sb) != 0 || !S_ISLNK(sb.st_mode)) return 0;
+  if (!realpath(ck, target)) snprintf(target, sizeof target, "a path that does not resolve: %s",
+                                      strerror(errno));
+  if (err)
+    fprintf(err, "esmtrain-example: %s: %s is a symbolic link (to %s): a run's checkpoints must "
+            "be a directory inside the run, where the run's lock covers them (two runs writing "
+            "through one checkpoints directory would prune and overwrite each other's "
+            "checkpoints). Nothing was changed: move the checkpoints into %s, or keep the "
+            "whole run elsewhere (--out on the other disk, or a link to the run directory)\n",
+            cmd, ck, target, run_dir);
+  return 1;
+}
+
 int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int quiet) {
   char what[PATH_MAX + 256];
   FILE *err = quiet ? NULL : stderr;
@@ -123,6 +146,7 @@ int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int 
         "not a run directory: choose another output directory for the run\n", cmd, run_dir);
     return 1;
   }
+  if (shared_checkpoints(run_dir, cmd, err)) return 1;
   if (is_checkpoints_dir(run_dir)) {
     SAY("esmtrain-example: %s: %s is the checkpoints directory of a run, not a run directory: "
         "give the run directory (its parent) with --resume latest, or choose another output "
@@ -178,7 +202,28 @@ static void describe_self(char *out, size_t cap) {
            cmdline);
 }
 
-/* The holder's record, on one line: "pid 12, host h, started ..., command ...". */
+int cli_lock_record_pid(const char *record, long *pid) {
+  *pid = 0;
+  const char *line = record;
+  while (line && strncmp(line, "pid ", 4) != 0) {
+    line = strchr(line, '\n');
+    if (line) line++;
+  }
+  if (!line) return 0;
+  const char *p = line + 4, *end = p + strcspn(p, "\n");
+  long v = 0;
+  if (p == end) return -1;
+  for (; p < end; p++) { /* digits only, checked before they can overflow */
+    if (*p < '0' || *p > '9' || v > (INT_MAX - (*p - '0')) / 10) return -1;
+    v = v * 10 + (*p - '0');
+  }
+  if (v < 1) return -1;
+  *pid = v;
+  return 1;
+}
+
+/* The holder's record, on one line: "pid 12, host h, started ..., command ...";
+ * a pid that is not one is said to be damaged, not passed on. */
 static void describe_holder(int fd, char *out, size_t cap) {
   char text[4096];
   ssize_t n = 0;
@@ -192,7 +237,11 @@ static void describe_holder(int fd, char *out, size_t cap) {
     return;
   }
   text[n] = '\0';
+  long pid;
   size_t k = 0;
+  if (cli_lock_record_pid(text, &pid) < 0)
+    k = (size_t)snprintf(out, cap, "its record is damaged, its pid is not a process id in "
+                         "1..%d: ", INT_MAX);
   for (const char *p = text; *p && k + 3 < cap; p++) {
     if (*p != '\n') out[k++] = *p;
     else if (p[1]) { out[k++] = ','; out[k++] = ' '; }

@@ -1,8 +1,9 @@
 /* Data parallelism on the CPU backend over the real TCP communicator, with
  * ranks as fork()ed processes on this machine (issue #9's CI proof):
  *  - N ranks x 1 micro-batch give the weights of one process accumulating
- *    the same N micro-batches (fp32 tolerance: only the order of additions
- *    differs), and every rank holds bit-identical weights;
+ *    the same N micro-batches within ACCUMULATION_MAX_ABS_DIFF (not bit for
+ *    bit: only the order of additions differs), and every rank holds
+ *    bit-identical weights;
  *  - a 2-rank run checkpointed and resumed (by 2 ranks) ends bit-identical
  *    to an uninterrupted 2-rank run; only rank 0 writes;
  *  - a rank killed mid-run makes the other stop with an error naming it;
@@ -27,6 +28,11 @@
 #include "trainer.h"
 
 enum { STEPS = 5 };
+/* N ranks sum the N micro-batches' gradients in another order than one
+ * process accumulating them: the weights are close, not bit for bit. The
+ * bound README's Data parallel section states (measured: 3.8e-7 for 2
+ * ranks, 2.9e-7 for 3, after STEPS updates). */
+#define ACCUMULATION_MAX_ABS_DIFF 1e-6
 
 static char g_dir[256];
 static int g_job;
@@ -147,10 +153,14 @@ static void test_ranks_equal_accumulation(void **state) {
     size_t n1, n0;
     float *w1 = read_weights(one, &n1), *w0 = read_weights(ranks[0], &n0);
     assert_int_equal(n1, n0);
-    double num = 0, den = 0, moved = 0;
+    double num = 0, den = 0, moved = 0, max_abs = 0;
+    size_t differ = 0;
     for (size_t i = 0; i < n0; i++) {
-      num += ((double)w0[i] - w1[i]) * ((double)w0[i] - w1[i]);
+      const double dw = fabs((double)w0[i] - w1[i]);
+      num += dw * dw;
       den += (double)w1[i] * w1[i];
+      max_abs = dw > max_abs ? dw : max_abs;
+      differ += w0[i] != w1[i];
     }
     for (int r = 1; r < world; r++) { /* the ranks agree bit for bit */
       size_t nr;
@@ -166,10 +176,12 @@ static void test_ranks_equal_accumulation(void **state) {
     assert_int_equal(esmt_flat_download(m, init, m->mem.master), ESMT_OK);
     for (size_t i = 0; i < n0; i++) moved += ((double)w0[i] - init[i]) * ((double)w0[i] - init[i]);
     const double rel = sqrt(num / den), step = sqrt(moved / den);
-    printf("world %d x 1 micro-batch vs 1 process x %d: weights rel diff %.3g (training moved "
-           "them %.3g)\n", world, world, rel, step);
+    printf("world %d x 1 micro-batch vs 1 process x %d: weights rel diff %.3g, max abs diff "
+           "%.3g, %zu of %zu differ (training moved them %.3g)\n", world, world, rel, max_abs,
+           differ, n0, step);
     assert_true(step > 1e-3);
     assert_true(rel < 1e-5);
+    assert_true(max_abs <= ACCUMULATION_MAX_ABS_DIFF);
     free(init);
     esmt_model_destroy(m);
     esmt_context_destroy(ctx);

@@ -11,6 +11,9 @@ extern esmt_context *g_ctx;
 int fixture_setup(void **state);
 int fixture_teardown(void **state);
 esmt_model *fixture_model(void);
+/* A cpu context of `threads` threads and the fixture's model in it. */
+esmt_context *fixture_context(int threads);
+esmt_model *fixture_model_in(esmt_context *ctx);
 float *fixture_weights(esmt_model *m); /* malloc'ed */
 
 #endif

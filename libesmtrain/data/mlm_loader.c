@@ -27,9 +27,11 @@
  * (seed, epoch, cluster). Windows, batches, packing, the rank split and
  * cursors are unchanged; an epoch is one pass over the clusters. */
 #define _POSIX_C_SOURCE 200809L
+#include <jansson.h>
 #include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
+#include <stdint.h>
 #include <string.h>
 
 #include "cluster_index.h"
@@ -698,35 +700,83 @@ esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
   return ESMT_OK;
 }
 
+/* The most epochs a cursor may have passed when data.epochs is 0 (no end):
+ * 2^31 passes over even one record are far beyond any run; a larger count
+ * is a damaged checkpoint. */
+#define CURSOR_MAX_EPOCH ((uint64_t)INT32_MAX)
+
+/* Cursor field `key` of `cur` as an integer in [0, max]; else refused
+ * naming the field, its value and the bound (`bound` says what it is). */
+static esmt_status cursor_field(json_t *cur, const char *key, uint64_t max, const char *bound,
+                                uint64_t *out) {
+  const char *fn = "esmt_loader_restore_cursor";
+  json_t *v = json_object_get(cur, key);
+  if (!json_is_integer(v))
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor's %s is %s: the checkpoint is damaged",
+                     fn, key, v ? "not an integer" : "missing");
+  const json_int_t x = json_integer_value(v);
+  if (x < 0 || (uint64_t)x > max)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor's %s is %lld, out of range 0..%llu (%s): "
+                     "the checkpoint is damaged or not of this dataset", fn, key, (long long)x,
+                     (unsigned long long)max, bound);
+  *out = (uint64_t)x;
+  return ESMT_OK;
+}
+
 esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
   const char *fn = "esmt_loader_restore_cursor";
   ESMT_CHECK_ARG(L && json, fn, "loader and json must not be NULL");
-  unsigned long long epoch, window, seed, records;
-  int batch;
-  if (sscanf(json, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,\"records\":%llu}",
-             &epoch, &window, &batch, &seed, &records) != 5)
+  json_t *cur = json_loads(json, JSON_REJECT_DUPLICATES, NULL);
+  if (!json_is_object(cur)) {
+    json_decref(cur);
     return esmt_fail(ESMT_ERR_FORMAT, "%s: not a loader cursor: %.80s", fn, json);
-  if (seed != L->o.seed || records != L->set.records)
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for another dataset or seed (records "
-                     "%llu vs %llu, seed %llu vs %llu)", fn, records,
-                     (unsigned long long)L->set.records, seed, (unsigned long long)L->o.seed);
-  const int packed = strstr(json, "\"pack\":1") != NULL;
-  if (packed != (L->o.pack != 0))
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for %s batches but the loader makes %s "
-                     "ones (data.pack changed since the checkpoint)", fn,
-                     packed ? "packed" : "unpacked", L->o.pack ? "packed" : "unpacked");
-  const int by_cluster = strstr(json, "\"sampling\":\"cluster\"") != NULL;
-  if (by_cluster != (L->clusters.fd >= 0))
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for sampling by %s but the loader "
-                     "samples by %s (data.sampling changed since the checkpoint)", fn,
-                     by_cluster ? "cluster" : "sequence", L->clusters.fd >= 0 ? "cluster" :
-                     "sequence");
-  if (window >= windows_per_epoch(L) || batch < 0)
-    return esmt_fail(ESMT_ERR_FORMAT, "%s: position out of range", fn);
+  }
+  uint64_t epoch = 0, window = 0, batch = 0, seed = 0, records = 0;
+  esmt_status st = cursor_field(cur, "seed", UINT64_MAX >> 1, "a seed", &seed);
+  if (!st) st = cursor_field(cur, "records", UINT64_MAX >> 1, "a record count", &records);
+  if (!st && (seed != L->o.seed || records != L->set.records))
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for another dataset or seed (records "
+                   "%llu vs %llu, seed %llu vs %llu)", fn, (unsigned long long)records,
+                   (unsigned long long)L->set.records, (unsigned long long)seed,
+                   (unsigned long long)L->o.seed);
+  json_t *pack = json_object_get(cur, "pack"), *sampling = json_object_get(cur, "sampling");
+  const int packed = json_is_integer(pack) && json_integer_value(pack) == 1;
+  if (!st && packed != (L->o.pack != 0))
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for %s batches but the loader makes %s "
+                   "ones (data.pack changed since the checkpoint)", fn,
+                   packed ? "packed" : "unpacked", L->o.pack ? "packed" : "unpacked");
+  const int by_cluster = json_is_string(sampling) &&
+                         !strcmp(json_string_value(sampling), "cluster");
+  if (!st && by_cluster != (L->clusters.fd >= 0))
+    st = esmt_fail(ESMT_ERR_FORMAT, "%s: the cursor is for sampling by %s but the loader "
+                   "samples by %s (data.sampling changed since the checkpoint)", fn,
+                   by_cluster ? "cluster" : "sequence", L->clusters.fd >= 0 ? "cluster" :
+                   "sequence");
+  /* the position: an epoch that can have been reached, a window inside the
+   * epoch, a batch inside the window (== its count: the window is done) */
+  char bound[160];
+  if (L->o.epochs > 0)
+    snprintf(bound, sizeof bound, "data.epochs is %d", L->o.epochs);
+  else
+    snprintf(bound, sizeof bound, "at most 2^31 - 1 passes");
+  if (!st) st = cursor_field(cur, "epoch", L->o.epochs > 0 ? (uint64_t)L->o.epochs :
+                             CURSOR_MAX_EPOCH, bound, &epoch);
+  const uint64_t windows = windows_per_epoch(L);
+  snprintf(bound, sizeof bound, "an epoch of %llu %s is %llu window(s)",
+           (unsigned long long)L->epoch_items, L->clusters.fd >= 0 ? "clusters" : "records",
+           (unsigned long long)windows);
+  if (!st) st = cursor_field(cur, "window", windows - 1, bound, &window);
   prefetch_stop(L);
+  if (!st) st = build_window(L, epoch, window);
+  snprintf(bound, sizeof bound, "window %llu of epoch %llu has %d batch(es) for rank %d of %d",
+           (unsigned long long)window, (unsigned long long)epoch, L->nmine, L->o.rank,
+           L->o.world);
+  if (!st) st = cursor_field(cur, "batch", (uint64_t)L->nmine, bound, &batch);
+  json_decref(cur);
+  if (st) return st;
   L->epoch = epoch;
   L->window = window;
-  L->batch = batch;
+  L->batch = (int)batch;
   return ESMT_OK;
 }
 

@@ -27,7 +27,10 @@ static const struct { const char *key, *note; } k_allowed[] = {
     {"train.nonfinite", "only what happens on a non-finite loss"},
     {"train.seed", "it only initialises the weights, which the checkpoint provides"},
     {"data.prefetch", "how far ahead batches are read, not which"},
-    {"backend.threads", "the number of threads; results do not depend on it"},
+    /* the CPU backend's per-thread partial sums (layer-norm weight and bias
+     * gradients, the gradient norm, the loss) follow the thread count */
+    {"backend.threads", "the number of threads; sums split by thread round differently: close "
+                        "to, not bit for bit, the continuation the run would have had"},
     {"backend.name", "another backend may round differently: close to, not bit for bit, "
                      "the continuation the run would have had"},
     {"backend.device_memory_limit", "a memory budget"},

@@ -7,6 +7,9 @@
 #    to an uninterrupted 2-rank run;
 #  - Ctrl-C (SIGINT to the launcher) reaches every rank: they stop after the
 #    same update, save, and the launcher exits 130;
+#  - the launcher killed with SIGKILL: every rank stops within seconds (the
+#    kernel's SIGTERM), saving after the same update; the latest checkpoint
+#    loads and `--resume latest` ends bit-identical to an uninterrupted run;
 #  - a rank killed with SIGKILL makes the other exit with a message naming
 #    it, and the launcher reports the failure (no hang).
 # Usage: test_launch.sh CLI
@@ -68,6 +71,46 @@ cmp "$work/ref/checkpoints/step-00000040/model.safetensors" \
     "$work/run/checkpoints/step-00000040/model.safetensors"
 cmp "$work/ref/checkpoints/step-00000040/optimizer.safetensors" \
     "$work/run/checkpoints/step-00000040/optimizer.safetensors"
+
+echo "== the launcher killed with SIGKILL: its ranks stop, save, and the run resumes exactly"
+# 1000 updates: ranks left running would go on for seconds more (about 10 ms
+# an update here), far past the limit below
+long=(--steps 1000 --save-every 5 --log-every 50)
+"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --out "$work/orphan" > "$work/orphan.log" 2>&1 &
+pid=$!
+for _ in $(seq 600); do [ -f "$work/orphan/checkpoints/latest" ] && break; sleep 0.05; done
+ranks=$(pgrep -P "$pid" | tr '\n' ' ')
+[ "$(echo $ranks | wc -w)" -eq 2 ] || { echo "expected 2 ranks under the launcher, got '$ranks'"; exit 1; }
+kill -KILL "$pid"
+start=$(date +%s.%N)
+{ wait "$pid"; } 2>/dev/null || true # the shell's "Killed" notice: expected here
+# gone: no such process, or a zombie waiting for its new parent to reap it
+alive_ranks() {
+  local n=0 c
+  for c in $ranks; do
+    [ -r "/proc/$c/stat" ] && [ "$(awk '{ print $3 }' "/proc/$c/stat" 2>/dev/null)" != Z ] && n=$((n + 1))
+  done
+  echo $n
+}
+for _ in $(seq 100); do [ "$(alive_ranks)" -eq 0 ] && break; sleep 0.05; done
+took=$(echo "$(date +%s.%N) - $start" | bc)
+left=$(alive_ranks)
+[ "$left" -eq 0 ] || { echo "$left rank(s) still running 5 s after the launcher was killed"; \
+  kill -KILL $ranks 2>/dev/null; cat "$work/orphan.log"; exit 1; }
+printf '   both ranks gone %.2f s after the launcher was killed\n' "$took"
+grep -q "interrupted by signal 15" "$work/orphan.log" || { cat "$work/orphan.log"; exit 1; }
+stopped=$(cat "$work/orphan/checkpoints/latest")
+echo "   stopped at $stopped"
+[ "$stopped" != step-00001000 ] || { echo "the run ended before the launcher was killed"; exit 1; }
+# the saved checkpoint loads and verifies (sizes and checksums)
+"$cli" export "$work/orphan/checkpoints/$stopped" -o "$work/orphan-export" > /dev/null
+"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --out "$work/orphan" --resume latest \
+  > "$work/orphan-resume.log" 2>&1 || { cat "$work/orphan-resume.log"; exit 1; }
+"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --out "$work/orphan-ref" > /dev/null 2>&1
+for f in model optimizer; do
+  cmp "$work/orphan-ref/checkpoints/step-00001000/$f.safetensors" \
+      "$work/orphan/checkpoints/step-00001000/$f.safetensors"
+done
 
 echo "== rank 1 killed: rank 0 stops naming it, the launcher reports it"
 "$cli" launch -n 2 train "${common[@]}" --steps 100000 --save-every 5 --out "$work/kill" \

@@ -4,7 +4,9 @@
 # at once with exit status 1 and a message naming the holder's pid and
 # host. Rounds: two new runs; two `--resume latest` of the same run; a
 # 2-rank `launch` against a plain train. The one that ran is then stopped
-# with SIGTERM (exit 143, checkpoint saved) and its run resumes.
+# with SIGTERM (exit 143, checkpoint saved) and its run resumes. A run
+# whose checkpoints/ links to a training run's is refused while that one
+# trains on.
 # Usage: test_run_lock.sh CLI [ROUNDS]
 set -euo pipefail
 cli=$1 rounds=${2:-3}
@@ -88,4 +90,24 @@ grep -q "is in use by another esmtrain process (pid $holder, host $host" "$work/
 kill -0 "$holder" || { echo "the train holding the run stopped"; exit 1; }
 refusals=$((refusals + 1))
 stop_and_resume "$work/dp" "$holder"
+echo "== a run whose checkpoints/ links to a training run's checkpoints"
+# each run holds its own lock: the link, which would let both write and
+# prune one directory, is refused naming it
+"$cli" train "${tiny[@]}" --steps 1000000 --out "$work/owner" > "$work/owner.log" 2>&1 &
+owner=$!
+for _ in $(seq 600); do [ -f "$work/owner/checkpoints/latest" ] && break; sleep 0.05; done
+mkdir "$work/borrower" && ln -s ../owner/checkpoints "$work/borrower/checkpoints"
+set +e
+# (a timeout: a linked run that is not refused trains on beside the owner)
+timeout 20 "$cli" train "${tiny[@]}" --steps 1000000 --out "$work/borrower" --resume latest \
+  > "$work/borrower.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { echo "the linked run exited $rc, not 1 (124: it trained beside the owner)"; \
+  tail -3 "$work/borrower.log"; exit 1; }
+grep -q "borrower/checkpoints is a symbolic link (to $(realpath "$work/owner/checkpoints"))" \
+  "$work/borrower.log" || { cat "$work/borrower.log"; exit 1; }
+kill -0 "$owner" || { echo "the run owning the checkpoints stopped"; exit 1; }
+refusals=$((refusals + 1))
+stop_and_resume "$work/owner" "$owner"
 echo "run lock: $refusals races, each with exactly one writer and a refusal naming it"
