@@ -2,25 +2,54 @@
  * gradients and the optimizer state live, the copy the kernels compute on,
  * and every transfer between them. The graph (model/), the optimizer, the
  * checkpoints, ZeRO-1 and the trainer reach these buffers only through
- * this struct and its layer's operations, never by asking where the bytes
- * are. Two layers implement the operations:
+ * this struct and its layer's operations (param_layer.h), never by asking
+ * where the bytes are. Two layers implement the operations:
  *   device  (param_memory.c): everything in device memory; the kernels read
  *           the master itself (fp32) or a half copy refreshed from it;
  *   offload (offload.c), a layer over the device one: master weights and
  *           optimizer state in host memory, gradients streamed down to the
  *           host, the host optimizer, the compute weights pushed back up.
- * The layer is chosen once, at model creation (esmt_offload_options). */
+ * The layer is chosen once, at setup (esmt_offload_options).
+ *
+ * The memory knows nothing of the model that owns it: its owner describes
+ * what it needs in an esmt_param_env (the backend, the stream, the flat
+ * buffer's length, the compute dtype, where the LayerNorm tensors are),
+ * so that a memory level is added here without touching the model's graph
+ * beyond the hooks it already calls. */
 #ifndef ESMTRAIN_PARAM_MEMORY_H
 #define ESMTRAIN_PARAM_MEMORY_H
 
-#include "internal.h"
+#include "context.h"
 
 struct esmt_offload;
 struct esmt_param_layer;
 
+/* What the owner gives the parameter memory. Pointers are borrowed: they
+ * outlive the memory. */
+typedef struct esmt_param_env {
+  esmt_context *ctx;             /* the host optimizer's backend (registry), logger, threads */
+  const esmtb_ops *ops;
+  esmtb_device *dev;             /* NULL after the device is gone (release: host side only) */
+  esmtb_stream *stream;          /* the compute stream (NULL: the device's default) */
+  uint64_t total;                /* elements in each flat buffer */
+  esmtb_dtype dtype;             /* the kernels' compute dtype */
+  size_t esize;                  /* bytes per element of dtype */
+  esmt_optimizer_kind optimizer; /* whose state the moments hold */
+  float *scratch;                /* a device fp32 word for reductions */
+  /* The LayerNorm w/b the kernels read in fp32 whatever the dtype: n_norm
+   * tensors of d floats each at these flat offsets. */
+  const uint64_t *norm_offs;
+  int n_norm, d;
+  /* A failed device allocation's status, which the owner may extend with
+   * its advice (what to change so that it fits); NULL: as it is. */
+  esmt_status (*device_oom)(void *owner, esmt_status st);
+  void *owner;
+} esmt_param_env;
+
 typedef struct esmt_param_memory {
-  float *master;          /* fp32 master weights, layout.total: device, or host (offload) */
-  float *grads;           /* fp32 gradients, layout.total, device */
+  esmt_param_env env;
+  float *master;          /* fp32 master weights, env.total: device, or host (offload) */
+  float *grads;           /* fp32 gradients, env.total, device */
   /* The optimizer's state (optim/optimizer.h) of the elements [opt_lo,
    * opt_hi) only: all of them, except under ZeRO-1 where each rank keeps
    * its shard. moment1 is AdamW's and Lion's first moment, moment2 AdamW's
@@ -29,15 +58,13 @@ typedef struct esmt_param_memory {
   uint64_t opt_lo, opt_hi;
   /* What the kernels read: compute32, device fp32 weights (the master
    * itself on the device layer), or compute_lowp, the same layout in the
-   * model's F16/BF16 compute dtype (NULL in fp32), refreshed from the
-   * master by every write and by the optimizer step. */
+   * compute dtype (NULL in fp32), refreshed from the master by every write
+   * and by the optimizer step. */
   float *compute32;
   void *compute_lowp;
-  /* Offload in F16/BF16: the n_norm LayerNorm w/b (d floats each) the
-   * kernels read in fp32, at norm_offs in the flat layout. */
+  /* Offload in F16/BF16: the env's LayerNorm w/b in fp32 on the device,
+   * n_norm x d floats in the order of env.norm_offs. */
   float *norm_dev;
-  uint64_t *norm_offs;
-  int n_norm;
   const struct esmt_param_layer *layer; /* the device or the offload layer */
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
 } esmt_param_memory;

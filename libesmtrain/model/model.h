@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "context.h"
+#include "dtype.h"
 #include "param_memory.h"
 
 /* Element offsets of one layer's tensors in the flat fp32 buffers. q, k
@@ -30,7 +31,15 @@ typedef struct esmt_layout {
   uint64_t head_w, head_b;   /* lm_head.dense */
   uint64_t head_ln_w, head_ln_b;
   uint64_t out_b;            /* lm_head.bias [V] */
+  /* The LayerNorm w/b (each d floats), which the kernels read in fp32
+   * whatever the compute dtype: layer by layer ln1 w/b, ln2 w/b, then the
+   * final and the head's. esmt_norm_tensor_count of them. */
+  uint64_t *norm_offs;
+  int n_norm;
 } esmt_layout;
+
+/* Number of LayerNorm w/b tensors of a config (each hidden_size floats). */
+ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
 
 /* Build the layout of a validated config; frees with esmt_layout_free. */
 ESMT_HIDDEN esmt_status esmt_layout_build(const esmt_model_config *cfg, esmt_layout *out);
@@ -183,8 +192,8 @@ static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
 /* A LayerNorm weight or bias (fp32, device) at element offset `off`. */
 static inline float *esmt_norm_param(const esmt_model *m, uint64_t off) {
   if (!m->mem.norm_dev) return m->mem.compute32 + off;
-  for (int i = 0; i < m->mem.n_norm; i++)
-    if (m->mem.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
+  for (int i = 0; i < m->layout.n_norm; i++)
+    if (m->layout.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
   return NULL; /* not a LayerNorm tensor: a bug the backend reports as a NULL argument */
 }
 
@@ -196,12 +205,6 @@ ESMT_HIDDEN esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_mod
                                                const struct esmt_offload_options *offload,
                                                esmt_model **out);
 
-/* ZeRO-1: keep the AdamW moments of [lo, hi) only (their current values
- * are kept); AdamW then updates only those weights. Not with offload. */
-ESMT_HIDDEN esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi);
-/* Sum of squares of the gradients [lo, hi) (fp32 sum, as sumsq computes). */
-ESMT_HIDDEN esmt_status esmt_model_grad_sumsq(esmt_model *m, uint64_t lo, uint64_t hi, float *sum);
-
 /* Copy `bytes` between caller host memory and a point `buf` inside one of
  * the flat buffers (m->mem: master, gradients, moments), wherever the
  * parameter memory's layer keeps it. */
@@ -212,17 +215,6 @@ ESMT_HIDDEN esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, u
  * ESMT_ERR_UNSUPPORTED saying what the backend can do. */
 ESMT_HIDDEN esmt_status esmt_resolve_precision(const esmtb_ops *ops, int precision,
                                                esmtb_dtype *dtype);
-ESMT_HIDDEN size_t esmt_dtype_size(esmtb_dtype t);
-ESMT_HIDDEN const char *esmt_dtype_name(esmtb_dtype t);
-
-/* Host conversions (round to nearest even; NaN stays NaN). */
-ESMT_HIDDEN float esmt_bf16_to_f32(uint16_t h);
-ESMT_HIDDEN uint16_t esmt_f32_to_bf16(float f);
-ESMT_HIDDEN float esmt_f16_to_f32(uint16_t h);
-ESMT_HIDDEN uint16_t esmt_f32_to_f16(float f);
-/* dst[i] = float(src[i]) for n values of dtype (F32, F16 or BF16); dst may
- * not overlap src unless dtype is F32. */
-ESMT_HIDDEN void esmt_to_f32(esmtb_dtype dtype, const void *src, float *dst, uint64_t n);
 
 /* Refresh `count` elements of params_lowp from params at element `offset`
  * (no-op in fp32); call after anything writes params outside AdamW. */
@@ -245,6 +237,11 @@ ESMT_HIDDEN esmt_status esmt_model_run_infer(
     esmt_status (*capture)(esmt_model *m, int layer, const void *rep, void *user), void *user);
 ESMT_HIDDEN esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
                                                esmt_forward_result *r, const char *fn);
+
+/* A device allocation for the model, failing with its name, size and the
+ * model's out-of-memory advice. */
+ESMT_HIDDEN esmt_status esmt_model_dev_alloc(esmt_model *m, uint64_t bytes, void **out,
+                                             const char *what);
 
 /* Append to a failed device allocation's ESMT_ERR_OUT_OF_MEMORY message
  * what to change (other statuses pass through); `B` x `T` is the

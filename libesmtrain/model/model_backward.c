@@ -70,7 +70,7 @@ static esmt_status gelu_backward(esmt_model *m, const void *pre, void *d, uint64
 static esmt_status grads_ready(esmt_model *m, uint64_t from) {
   /* The parameter memory first (offload queues this bucket's D2H copy
    * behind an event: no host wait). */
-  esmt_status ost = m->mem.layer->grads_ready(m, from);
+  esmt_status ost = m->mem.layer->grads_ready(&m->mem, from);
   if (ost) return ost;
   if (!m->grads_hook.fn) return ESMT_OK;
   esmtb_status st = m->grads_hook.async ? 0 : m->ops->stream_sync(m->dev, m->stream);
