@@ -320,6 +320,11 @@ static esmt_status off_copy(esmt_param_memory *p, void *host, void *buf, uint64_
   return ESMT_OK;
 }
 
+/* The compute weights stay on the device under optimizer offload. */
+static esmt_status off_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
+  return esmt_device_layer.weights_needed(p, lo, hi);
+}
+
 static void off_release(esmt_param_memory *p) {
   /* the device side: compute weights (fp32, or half + norms) and gradients */
   void *dev[] = {p->compute32 != p->master ? p->compute32 : NULL, p->compute_lowp, p->grads};
@@ -333,6 +338,7 @@ const esmt_param_layer esmt_offload_layer = {
     "offload",
     esmt_offload_push_weights,
     off_copy,
+    off_weights_needed,
     esmt_offload_grads_changed,
     esmt_offload_grads_ready,
     esmt_offload_arm,

@@ -17,6 +17,11 @@ typedef struct esmt_param_layer {
   /* Copy `bytes` between host memory and `buf`, a point inside one of the
    * flat buffers (master, gradients, moments) wherever that lives. */
   esmt_status (*copy)(esmt_param_memory *p, void *host, void *buf, uint64_t bytes, int to_buf);
+  /* The next ops read the compute weights [lo, hi) (a layer's, the
+   * embedding's, the head's): a layer that keeps them elsewhere brings them
+   * in now, in order on the compute stream. Forward, recompute, backward
+   * and inference call it before each part; the device layer has them. */
+  esmt_status (*weights_needed)(esmt_param_memory *p, uint64_t lo, uint64_t hi);
   /* The device gradients changed (zero_grad, backward, a write). */
   void (*grads_changed)(esmt_param_memory *p);
   /* Backward: the gradients [from, env.total) are final. */

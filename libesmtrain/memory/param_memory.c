@@ -41,6 +41,13 @@ static esmt_status dev_copy(esmt_param_memory *p, void *host, void *buf, uint64_
   return cs ? esmt_fail_prefix((esmt_status)cs, "copy: ") : ESMT_OK;
 }
 
+static esmt_status dev_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
+  (void)p;
+  (void)lo;
+  (void)hi;
+  return ESMT_OK; /* resident */
+}
+
 static void dev_grads_changed(esmt_param_memory *p) { (void)p; }
 static esmt_status dev_ok(esmt_param_memory *p) { (void)p; return ESMT_OK; }
 static void dev_cancel(esmt_param_memory *p) { (void)p; }
@@ -98,6 +105,7 @@ static void dev_release(esmt_param_memory *p) {
 }
 
 const esmt_param_layer esmt_device_layer = {
-    "device",      dev_sync_compute, dev_copy, dev_grads_changed, dev_grads_ready, dev_ok,
-    dev_ok,        dev_cancel,       dev_grad_sumsq, dev_step,    dev_release,
+    "device",       dev_sync_compute, dev_copy,       dev_weights_needed, dev_grads_changed,
+    dev_grads_ready, dev_ok,          dev_ok,         dev_cancel,         dev_grad_sumsq,
+    dev_step,       dev_release,
 };

@@ -264,6 +264,14 @@ ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l)
 /* Embedding arguments (forward fields; backward adds dout/dE). */
 ESMT_HIDDEN esmtb_embed_args esmt_embed_args(const esmt_model *m);
 
+/* Before the ops that read part `l` of the weights (l in [0, L) a layer,
+ * ESMT_PART_EMBEDDING, ESMT_PART_HEAD: the final LayerNorm and the LM head,
+ * whose tied decoder also reads the embedding): the parameter memory's
+ * weights_needed for its flat range (memory/param_layer.h). */
+#define ESMT_PART_EMBEDDING (-1)
+#define ESMT_PART_HEAD (-2)
+ESMT_HIDDEN esmt_status esmt_model_need_weights(esmt_model *m, int l);
+
 /* The graph. */
 ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);
 /* One transformer layer l from res[l], batch shape and state read from m.
