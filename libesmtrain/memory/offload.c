@@ -340,6 +340,7 @@ const esmt_param_layer esmt_offload_layer = {
     off_copy,
     off_weights_needed,
     esmt_offload_grads_changed,
+    esmt_param_zero_device_grads,
     esmt_offload_grads_ready,
     esmt_offload_arm,
     esmt_offload_finish,

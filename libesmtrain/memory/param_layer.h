@@ -24,6 +24,8 @@ typedef struct esmt_param_layer {
   esmt_status (*weights_needed)(esmt_param_memory *p, uint64_t lo, uint64_t hi);
   /* The device gradients changed (zero_grad, backward, a write). */
   void (*grads_changed)(esmt_param_memory *p);
+  /* Every gradient to zero (the start of an update). */
+  esmt_status (*zero_grads)(esmt_param_memory *p);
   /* Backward: the gradients [from, env.total) are final. */
   esmt_status (*grads_ready)(esmt_param_memory *p, uint64_t from);
   /* The trainer's last micro-batch of an update: arm before its backward,
@@ -51,6 +53,13 @@ ESMT_HIDDEN extern const esmt_param_layer esmt_offload_layer;
 struct esmt_offload_options;
 ESMT_HIDDEN esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *env,
                                                 const struct esmt_offload_options *o);
+
+/* After a layer's setup that keeps whole buffers on the device: the views
+ * are the compute copy and the gradients themselves. */
+ESMT_HIDDEN void esmt_param_resident_views(esmt_param_memory *p);
+
+/* The device layer's zero_grads (the gradients on the device). */
+ESMT_HIDDEN esmt_status esmt_param_zero_device_grads(esmt_param_memory *p);
 
 /* A device allocation on the memory's device, failing with its name and size. */
 ESMT_HIDDEN esmt_status esmt_param_dev_alloc(const esmt_param_env *env, uint64_t bytes,

@@ -49,6 +49,22 @@ static esmt_status dev_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_
 }
 
 static void dev_grads_changed(esmt_param_memory *p) { (void)p; }
+
+esmt_status esmt_param_zero_device_grads(esmt_param_memory *p) {
+  const esmt_param_env *e = &p->env;
+  p->layer->grads_changed(p);
+  esmtb_status bs = e->ops->memset_async(e->dev, p->grads, 0, e->total * sizeof(float), e->stream);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "zeroing the gradients: ") : ESMT_OK;
+}
+
+void esmt_param_resident_views(esmt_param_memory *p) {
+  p->weights = (esmt_param_view){0};
+  p->weights.base = p->compute_lowp ? (char *)p->compute_lowp : (char *)p->compute32;
+  p->weights.esize = p->compute_lowp ? p->env.esize : sizeof(float);
+  p->grad_view = (esmt_param_view){0};
+  p->grad_view.base = (char *)p->grads;
+  p->grad_view.esize = sizeof(float);
+}
 static esmt_status dev_ok(esmt_param_memory *p) { (void)p; return ESMT_OK; }
 static void dev_cancel(esmt_param_memory *p) { (void)p; }
 static esmt_status dev_grads_ready(esmt_param_memory *p, uint64_t from) {
@@ -106,6 +122,6 @@ static void dev_release(esmt_param_memory *p) {
 
 const esmt_param_layer esmt_device_layer = {
     "device",       dev_sync_compute, dev_copy,       dev_weights_needed, dev_grads_changed,
-    dev_grads_ready, dev_ok,          dev_ok,         dev_cancel,         dev_grad_sumsq,
-    dev_step,       dev_release,
+    esmt_param_zero_device_grads,     dev_grads_ready, dev_ok,            dev_ok,
+    dev_cancel,     dev_grad_sumsq,   dev_step,        dev_release,
 };

@@ -40,16 +40,48 @@ typedef struct esmt_param_env {
    * tensors of d floats each at these flat offsets. */
   const uint64_t *norm_offs;
   int n_norm, d;
+  /* The parts the graph runs in (weights_needed asks for one at a time):
+   * part i is [part_bounds[i], part_bounds[i + 1]), n_parts + 1 bounds
+   * from 0 to total. The first and the last part are read at both ends of
+   * a pass (the tied embedding): a streaming layer keeps them resident. */
+  const uint64_t *part_bounds;
+  int n_parts;
   /* A failed device allocation's status, which the owner may extend with
    * its advice (what to change so that it fits); NULL: as it is. */
   esmt_status (*device_oom)(void *owner, esmt_status st);
   void *owner;
 } esmt_param_env;
 
+/* Where flat elements are on the device for the kernels: `base` + off *
+ * `esize`, or, when a layer streams, inside one of `n` windows (a part's
+ * range [lo, hi) at ptr). An element in no window has no device address
+ * now (NULL: the backend reports it as a missing argument). */
+#define ESMT_PARAM_WINDOWS 3
+typedef struct esmt_param_view {
+  char *base;
+  size_t esize;
+  int n;
+  struct {
+    uint64_t lo, hi;
+    char *ptr;
+  } win[ESMT_PARAM_WINDOWS];
+} esmt_param_view;
+
+static inline void *esmt_param_view_at(const esmt_param_view *v, uint64_t off) {
+  if (v->base) return v->base + off * v->esize;
+  for (int i = 0; i < v->n; i++)
+    if (off >= v->win[i].lo && off < v->win[i].hi)
+      return v->win[i].ptr + (off - v->win[i].lo) * v->esize;
+  return NULL;
+}
+
 typedef struct esmt_param_memory {
   esmt_param_env env;
+  /* What the kernels read and write: the compute weights (compute dtype)
+   * and the gradients (fp32), by flat offset. */
+  esmt_param_view weights, grad_view;
   float *master;          /* fp32 master weights, env.total: device, or host (offload) */
-  float *grads;           /* fp32 gradients, env.total, device */
+  float *grads;           /* fp32 gradients, env.total: device, or host (streamed) */
   /* The optimizer's state (optim/optimizer.h) of the elements [opt_lo,
    * opt_hi) only: all of them, except under ZeRO-1 where each rank keeps
    * its shard. moment1 is AdamW's and Lion's first moment, moment2 AdamW's

@@ -38,6 +38,7 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   }
   if (!st) st = esmt_param_dev_alloc(env, bytes, (void **)&p->grads, "gradients");
   if (!st) st = zero(env, p->grads, bytes);
+  if (!st) esmt_param_resident_views(p);
   return st;
 }
 

@@ -27,6 +27,11 @@ typedef struct esmt_layout {
   uint64_t total;            /* elements in each flat buffer */
   uint64_t embed;            /* word_embeddings [V,d], also the tied decoder */
   esmt_layer_offsets *layers;
+  /* The parts the graph runs in: the embedding, each layer, the head
+   * (final LayerNorm and LM head); part i is [part_bounds[i],
+   * part_bounds[i + 1]), n_parts = L + 2. */
+  uint64_t *part_bounds;
+  int n_parts;
   uint64_t lnf_w, lnf_b;     /* emb_layer_norm_after */
   uint64_t head_w, head_b;   /* lm_head.dense */
   uint64_t head_ln_w, head_ln_b;
@@ -182,19 +187,27 @@ struct esmt_model {
 };
 
 /* A weight at element offset `off` as the compute ops read it (the half
- * copy, or the fp32 master in fp32). LayerNorm weights and biases are
- * always read from m->mem.master (the ABI's fp32 w/b). */
+ * copy, or the fp32 weights in fp32), wherever the parameter memory keeps
+ * it now (memory/param_memory.h: esmt_param_view). LayerNorm weights and
+ * biases are always fp32 (the ABI's w/b). */
 static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
-  if (!m->mem.compute_lowp) return m->mem.compute32 + off;
-  return (const char *)m->mem.compute_lowp + off * m->esize;
+  return esmt_param_view_at(&m->mem.weights, off);
 }
 
-/* A LayerNorm weight or bias (fp32, device) at element offset `off`. */
+/* A LayerNorm weight or bias (fp32, device) at element offset `off`: in
+ * the fp32 compute weights (the master itself on the device layer), or,
+ * where a layer keeps them apart (offload in half, streaming), in its
+ * table of norms. */
 static inline float *esmt_norm_param(const esmt_model *m, uint64_t off) {
   if (!m->mem.norm_dev) return m->mem.compute32 + off;
   for (int i = 0; i < m->layout.n_norm; i++)
     if (m->layout.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
   return NULL; /* not a LayerNorm tensor: a bug the backend reports as a NULL argument */
+}
+
+/* The fp32 gradient at element offset `off` (device), wherever it is now. */
+static inline float *esmt_grad(const esmt_model *m, uint64_t off) {
+  return (float *)esmt_param_view_at(&m->mem.grad_view, off);
 }
 
 /* Create a model, with optimizer offload when `offload` says so (NULL:

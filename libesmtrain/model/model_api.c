@@ -123,7 +123,8 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   if (!st) {
     const esmt_param_env env = {ctx, m->ops, m->dev, m->stream, m->layout.total, m->dtype,
                                 m->esize, m->cfg.optimizer, m->scalar, m->layout.norm_offs,
-                                m->layout.n_norm, m->d, model_oom_advice, m};
+                                m->layout.n_norm, m->d, m->layout.part_bounds,
+                                m->layout.n_parts, model_oom_advice, m};
     st = esmt_param_memory_setup(&m->mem, &env, offload);
   }
   if (!st && m->hd / 2 > ESMT_MAX_HALF_HEAD)
@@ -434,10 +435,8 @@ esmt_status esmt_model_backward(esmt_model *m) {
 
 esmt_status esmt_model_zero_grad(esmt_model *m) {
   ESMT_CHECK_ARG(m, "esmt_model_zero_grad", "model is NULL");
-  m->mem.layer->grads_changed(&m->mem);
-  esmtb_status cs = m->ops->memset_async(m->dev, m->mem.grads, 0, m->layout.total * sizeof(float),
-                                         m->stream);
-  return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_zero_grad: ") : ESMT_OK;
+  esmt_status st = m->mem.layer->zero_grads(&m->mem);
+  return st ? esmt_fail_prefix(st, "esmt_model_zero_grad: ") : ESMT_OK;
 }
 
 esmt_status esmt_model_set_recompute(esmt_model *m, int enabled) {

@@ -8,7 +8,7 @@
  * parameter gradient accumulates in fp32 (m->mem.grads), LayerNorm reads the
  * fp32 master w/b, Linear weights come from esmt_weight. */
 #define W32(off) esmt_norm_param(m, (off))
-#define G(off) (m->mem.grads + (off))
+#define G(off) esmt_grad(m, (off))
 
 /* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
 static esmt_status linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,

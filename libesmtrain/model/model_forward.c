@@ -87,15 +87,14 @@ esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
 
 esmt_status esmt_model_need_weights(esmt_model *m, int l) {
   const esmt_layout *ly = &m->layout;
-  const uint64_t embed_end = ly->embed + (uint64_t)m->V * (uint64_t)m->d;
+  const uint64_t *b = ly->part_bounds;
   esmt_param_memory *p = &m->mem;
-  if (l == ESMT_PART_EMBEDDING) return p->layer->weights_needed(p, ly->embed, embed_end);
+  if (l == ESMT_PART_EMBEDDING) return p->layer->weights_needed(p, b[0], b[1]);
   if (l == ESMT_PART_HEAD) {
-    esmt_status st = p->layer->weights_needed(p, ly->lnf_w, ly->out_b + (uint64_t)m->V);
-    return st ? st : p->layer->weights_needed(p, ly->embed, embed_end);
+    esmt_status st = p->layer->weights_needed(p, b[ly->n_parts - 1], b[ly->n_parts]);
+    return st ? st : p->layer->weights_needed(p, b[0], b[1]); /* the tied decoder */
   }
-  const uint64_t end = ly->layers[l].fc2_b + (uint64_t)m->d; /* a layer's tensors are adjacent */
-  return p->layer->weights_needed(p, ly->layers[l].ln1_w, end);
+  return p->layer->weights_needed(p, b[l + 1], b[l + 2]);
 }
 
 esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
