@@ -39,9 +39,8 @@ int esmt_offload_is_master(const esmt_param_memory *p, const void *buf) {
   return 0;
 }
 
-/* One host buffer: pinned while under the cap, pageable past it. */
-static esmt_status host_alloc(esmt_param_memory *pm, uint64_t bytes, const char *what,
-                              void **out) {
+esmt_status esmt_offload_host_alloc(esmt_param_memory *pm, uint64_t bytes, const char *what,
+                                    void **out) {
   const esmt_param_env *e = &pm->env;
   esmt_offload *o = pm->offload;
   const esmt_logger *lg = &e->ctx->logger;
@@ -88,7 +87,7 @@ static const esmt_backend_entry *host_backend(const esmt_context *ctx) {
   return NULL;
 }
 
-esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offload_options *opt) {
+esmt_status esmt_offload_setup_host(esmt_param_memory *p, const esmt_offload_options *opt) {
   const char *fn = "esmt_model_create: offload";
   const esmt_param_env *e = &p->env;
   esmt_offload *o = calloc(1, sizeof *o);
@@ -133,15 +132,28 @@ esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offload_options 
    * and the upload source (the staging image in half, the master in fp32);
    * the moments are only touched by the host AdamW, so under a cap they are
    * the first to go pageable. */
-  esmt_status st = host_alloc(p, bytes, "host gradients", (void **)&o->grads);
+  esmt_status st = esmt_offload_host_alloc(p, bytes, "host gradients", (void **)&o->grads);
   if (!st && es != 4) {
     o->staging_bytes = esmt_offload_compute_bytes(&shape);
-    st = host_alloc(p, o->staging_bytes, "compute-weight staging", &o->staging);
+    st = esmt_offload_host_alloc(p, o->staging_bytes, "compute-weight staging", &o->staging);
   }
-  if (!st) st = host_alloc(p, bytes, "fp32 master weights", (void **)&p->master);
-  if (!st) st = host_alloc(p, bytes, "optimizer first moments", (void **)&p->moment1);
-  if (!st && nstate > 1) st = host_alloc(p, bytes, "AdamW second moments", (void **)&p->moment2);
-  if (st) return st;
+  if (!st) st = esmt_offload_host_alloc(p, bytes, "fp32 master weights", (void **)&p->master);
+  if (!st) st = esmt_offload_host_alloc(p, bytes, "optimizer first moments", (void **)&p->moment1);
+  if (!st && nstate > 1) st = esmt_offload_host_alloc(p, bytes, "AdamW second moments", (void **)&p->moment2);
+  return st;
+}
+
+esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offload_options *opt) {
+  esmt_status st = esmt_offload_setup_host(p, opt);
+  return st ? st : esmt_offload_setup_device(p);
+}
+
+esmt_status esmt_offload_setup_device(esmt_param_memory *p) {
+  esmt_status st;
+  const esmt_param_env *e = &p->env;
+  esmt_offload *o = p->offload;
+  const uint64_t P = e->total, bytes = P * sizeof(float);
+  const int es = (int)e->esize;
   if (es == 4) {
     st = esmt_param_dev_alloc(e, bytes, (void **)&p->compute32, "fp32 compute weights");
   } else {
@@ -177,8 +189,7 @@ static esmt_status h2d(esmt_param_memory *p, void *dst, const void *src, uint64_
   return cs ? esmt_fail_prefix((esmt_status)cs, "offload: weight upload: ") : ESMT_OK;
 }
 
-/* The fp32 LayerNorm w/b into the staging image, after the half weights. */
-static float *gather_norms(esmt_param_memory *p) {
+float *esmt_offload_gather_norms(esmt_param_memory *p) {
   esmt_offload *o = p->offload;
   float *dst = (float *)(void *)((char *)o->staging +
                                  ALIGN256(p->env.total * (uint64_t)p->env.esize));
@@ -187,17 +198,22 @@ static float *gather_norms(esmt_param_memory *p) {
   return dst;
 }
 
+esmt_status esmt_offload_stage(esmt_param_memory *p, uint64_t offset, uint64_t count) {
+  esmt_offload *o = p->offload;
+  esmtb_convert_args c = {sizeof c, count, p->master + offset, ESMTB_F32,
+                          (char *)o->staging + offset * p->env.esize, p->env.dtype};
+  esmtb_status bs = o->hops->convert(o->hdev, &c, NULL);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "offload: converting the weights: ") : ESMT_OK;
+}
+
 esmt_status esmt_offload_push_weights(esmt_param_memory *p, uint64_t offset, uint64_t count) {
   esmt_offload *o = p->offload;
   esmt_status st;
   if (!p->compute_lowp) {
     st = h2d(p, p->compute32 + offset, p->master + offset, count * sizeof(float));
   } else {
-    esmtb_convert_args c = {sizeof c, count, p->master + offset, ESMTB_F32,
-                            (char *)o->staging + offset * p->env.esize, p->env.dtype};
-    esmtb_status bs = o->hops->convert(o->hdev, &c, NULL);
-    if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: converting the weights: ");
-    const float *norms = gather_norms(p);
+    if ((st = esmt_offload_stage(p, offset, count))) return st;
+    const float *norms = esmt_offload_gather_norms(p);
     st = h2d(p, (char *)p->compute_lowp + offset * p->env.esize, (char *)o->staging + offset * p->env.esize,
              count * p->env.esize);
     if (!st) st = h2d(p, p->norm_dev, norms, (uint64_t)p->env.n_norm * p->env.d * sizeof(float));
@@ -266,9 +282,12 @@ esmt_status esmt_offload_pull_grads(esmt_param_memory *p) {
 }
 
 esmt_status esmt_offload_grad_sumsq(esmt_param_memory *p, float *sum) {
-  esmt_offload *o = p->offload;
   esmt_status st = esmt_offload_pull_grads(p);
-  if (st) return st;
+  return st ? st : esmt_offload_host_sumsq(p, sum);
+}
+
+esmt_status esmt_offload_host_sumsq(esmt_param_memory *p, float *sum) {
+  esmt_offload *o = p->offload;
   *sum = 0.0f;
   esmtb_sumsq_args s = {sizeof s, p->env.total, o->grads, sum};
   esmtb_status bs = o->hops->sumsq(o->hdev, &s, NULL);
@@ -276,10 +295,27 @@ esmt_status esmt_offload_grad_sumsq(esmt_param_memory *p, float *sum) {
 }
 
 esmt_status esmt_offload_step(esmt_param_memory *p, esmt_optim_step *s) {
-  esmt_offload *o = p->offload;
   esmt_status st = esmt_offload_pull_grads(p);
-  if (st) return st;
-  void *low = p->compute_lowp ? o->staging : NULL; /* the compute dtype, for one upload */
+  if (!st) st = esmt_offload_host_step(p, s);
+  return st ? st : esmt_offload_upload(p);
+}
+
+esmt_status esmt_offload_upload(esmt_param_memory *p) {
+  esmt_offload *o = p->offload;
+  esmt_status st;
+  if (!p->compute_lowp) {
+    st = h2d(p, p->compute32, p->master, p->env.total * sizeof(float));
+  } else {
+    esmt_offload_gather_norms(p);
+    st = h2d(p, p->compute_lowp, o->staging, o->staging_bytes);
+  }
+  esmtb_status ss = st ? 0 : p->env.ops->stream_sync(p->env.dev, p->env.stream);
+  return ss ? esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ") : st;
+}
+
+esmt_status esmt_offload_host_step(esmt_param_memory *p, esmt_optim_step *s) {
+  esmt_offload *o = p->offload;
+  void *low = p->env.dtype != ESMTB_F32 ? o->staging : NULL; /* the compute dtype, uploaded */
   esmtb_status bs;
   const int lion = s->kind == ESMT_OPTIMIZER_LION;
   if (lion) {
@@ -300,15 +336,8 @@ esmt_status esmt_offload_step(esmt_param_memory *p, esmt_optim_step *s) {
     aw->lowp_dtype = p->env.dtype;
     bs = o->hops->adamw(o->hdev, aw, NULL);
   }
-  if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: host %s: ", lion ? "Lion" : "AdamW");
-  if (!p->compute_lowp) {
-    st = h2d(p, p->compute32, p->master, p->env.total * sizeof(float));
-  } else {
-    gather_norms(p);
-    st = h2d(p, p->compute_lowp, o->staging, o->staging_bytes);
-  }
-  esmtb_status ss = st ? 0 : p->env.ops->stream_sync(p->env.dev, p->env.stream);
-  return ss ? esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ") : st;
+  return bs ? esmt_fail_prefix((esmt_status)bs, "offload: host %s: ", lion ? "Lion" : "AdamW")
+            : ESMT_OK;
 }
 
 /* The offload layer over the device one: host master and moments, device

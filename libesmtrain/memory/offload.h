@@ -48,9 +48,18 @@ typedef struct esmt_offload_options {
   uint64_t pinned_limit;      /* bytes of page-locked memory at most; 0 = no cap */
   int recompute;              /* 1: activation recompute (esmt_model_set_recompute) */
   uint64_t device_memory_limit; /* the backend's allocation budget; 0 = the context's */
+  /* With `enabled`, what else leaves the device (stream.h): ESMT_STREAM_NONE,
+   * ESMT_STREAM_GRADIENTS (each layer's gradients go to the host as
+   * backward produces them), ESMT_STREAM_WEIGHTS (that, and each layer's
+   * compute weights come in as it runs). */
+  int streamed;
 } esmt_offload_options;
 
-#define ESMT_OFFLOAD_MAX_BUFS 5
+#define ESMT_STREAM_NONE 0
+#define ESMT_STREAM_GRADIENTS 1
+#define ESMT_STREAM_WEIGHTS 2
+
+#define ESMT_OFFLOAD_MAX_BUFS 8
 
 typedef struct esmt_offload esmt_offload;
 
@@ -99,6 +108,33 @@ ESMT_HIDDEN uint64_t esmt_offload_compute_bytes(const esmt_offload_shape *s);
  * buffers (setting p->master, p->moment1, p->moment2) and the device
  * compute weights; logs the host RAM needed. */
 ESMT_HIDDEN esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offload_options *o);
+
+/* The host side alone, for a layer built over it (stream.c): the host
+ * optimizer, the copy stream and its event, and the host buffers (master,
+ * moments, fp32 gradients, the staging image in half); logs the host RAM.
+ * The device side is the caller's. */
+ESMT_HIDDEN esmt_status esmt_offload_setup_host(esmt_param_memory *p,
+                                                const esmt_offload_options *o);
+/* The offload layer's device side: the compute weights (fp32, or half
+ * with the fp32 LayerNorm w/b after them in norm_dev). */
+ESMT_HIDDEN esmt_status esmt_offload_setup_device(esmt_param_memory *p);
+/* The whole compute copy to the device from the host image (after a host
+ * step that wrote it), synchronised. */
+ESMT_HIDDEN esmt_status esmt_offload_upload(esmt_param_memory *p);
+/* One more host buffer on the same terms (pinned under the cap, released
+ * with the rest). */
+ESMT_HIDDEN esmt_status esmt_offload_host_alloc(esmt_param_memory *p, uint64_t bytes,
+                                                const char *what, void **out);
+/* F16/BF16: the staging image of elements [offset, offset+count) from the
+ * master (the host conversion); and the fp32 LayerNorm w/b gathered after
+ * the half weights, returned (what norm_dev receives). */
+ESMT_HIDDEN esmt_status esmt_offload_stage(esmt_param_memory *p, uint64_t offset, uint64_t count);
+ESMT_HIDDEN float *esmt_offload_gather_norms(esmt_param_memory *p);
+/* The host gradients' sum of squares, and the host optimizer on the host
+ * buffers (the staging image written in half), as they are: no pull, no
+ * upload. */
+ESMT_HIDDEN esmt_status esmt_offload_host_sumsq(esmt_param_memory *p, float *sum);
+ESMT_HIDDEN esmt_status esmt_offload_host_step(esmt_param_memory *p, esmt_optim_step *s);
 ESMT_HIDDEN void esmt_offload_destroy(esmt_param_memory *p);
 
 /* 1 when buf points into a host buffer (master, moment1, moment2). */

@@ -22,6 +22,7 @@
 #include "context.h"
 
 struct esmt_offload;
+struct esmt_stream;
 struct esmt_param_layer;
 
 /* What the owner gives the parameter memory. Pointers are borrowed: they
@@ -99,6 +100,7 @@ typedef struct esmt_param_memory {
   float *norm_dev;
   const struct esmt_param_layer *layer; /* the device or the offload layer */
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
+  struct esmt_stream *stream;           /* the stream layer's device side; NULL elsewhere */
 } esmt_param_memory;
 
 #endif

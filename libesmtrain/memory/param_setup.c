@@ -5,7 +5,7 @@
 
 #include <string.h>
 
-#include "offload.h"
+#include "stream.h"
 
 static esmt_status zero(const esmt_param_env *env, void *buf, uint64_t bytes) {
   esmtb_status bs = buf ? env->ops->memset_async(env->dev, buf, 0, bytes, env->stream) : 0;
@@ -19,8 +19,12 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   const uint64_t bytes = env->total * sizeof(float);
   p->opt_lo = 0;
   p->opt_hi = env->total;
-  p->layer = o && o->enabled ? &esmt_offload_layer : &esmt_device_layer;
+  const int streamed = o && o->enabled && o->streamed != ESMT_STREAM_NONE;
+  p->layer = streamed ? &esmt_stream_layer : o && o->enabled ? &esmt_offload_layer
+                                                             : &esmt_device_layer;
   esmt_status st = ESMT_OK;
+  if (streamed) /* parts of the gradients and weights leave the device (stream.c) */
+    return esmt_stream_setup(p, o);
   if (o && o->enabled) { /* host master and moments, device compute weights (offload.c) */
     st = esmt_offload_setup(p, o);
   } else {

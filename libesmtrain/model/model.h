@@ -199,7 +199,9 @@ static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
  * where a layer keeps them apart (offload in half, streaming), in its
  * table of norms. */
 static inline float *esmt_norm_param(const esmt_model *m, uint64_t off) {
-  if (!m->mem.norm_dev) return m->mem.compute32 + off;
+  if (!m->mem.norm_dev) /* fp32 compute: the weights themselves; half: the fp32 master */
+    return m->mem.compute_lowp ? m->mem.compute32 + off
+                               : (float *)esmt_param_view_at(&m->mem.weights, off);
   for (int i = 0; i < m->layout.n_norm; i++)
     if (m->layout.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
   return NULL; /* not a LayerNorm tensor: a bug the backend reports as a NULL argument */
