@@ -355,8 +355,8 @@ static void half_run(esmt_precision p) {
   expect_same_state(plain, off);
   /* the device compute copy: the half weights, then the fp32 norms */
   assert_memory_equal(plain->mem.compute_lowp, off->mem.compute_lowp, P * plain->esize);
-  for (int i = 0; i < off->mem.n_norm; i++)
-    assert_memory_equal(off->mem.norm_dev + (uint64_t)i * off->d, off->mem.master + off->mem.norm_offs[i],
+  for (int i = 0; i < off->layout.n_norm; i++)
+    assert_memory_equal(off->mem.norm_dev + (uint64_t)i * off->d, off->mem.master + off->layout.norm_offs[i],
                         (size_t)off->d * sizeof(float));
   half_emu_stats *s = half_emu_get_stats();
   if (s->problems) fail_msg("%llu bad op arguments; first: %s", (unsigned long long)s->problems,

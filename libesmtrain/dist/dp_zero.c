@@ -18,6 +18,7 @@
 
 #include "checkpoint.h"
 #include "dp_group_internal.h"
+#include "param_layer.h"
 #include "registry.h"
 
 void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
@@ -80,7 +81,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
     esmt_zero_split(m->layout.total, W, dp->shard_off);
     lo = dp->shard_off[r];
     hi = dp->shard_off[r + 1];
-    st = esmt_model_shard_optimizer(m, lo, hi);
+    st = esmt_param_shard_optimizer(&m->mem, lo, hi);
   }
   uint64_t failed = st != ESMT_OK;
   char own[1024] = "";
@@ -109,7 +110,7 @@ esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm) {
   uint64_t lo, hi;
   esmt_dp_shard(dp, m->layout.total, &lo, &hi);
   float part = 0.0f;
-  esmt_status st = esmt_model_grad_sumsq(m, lo, hi, &part);
+  esmt_status st = esmt_param_grad_sumsq_range(&m->mem, lo, hi, &part);
   double sum = part; /* a non-finite shard makes the sum non-finite on every rank */
   if (!st) st = esmt_dp_sum_f64(dp, &sum, 1);
   if (st) return st;

@@ -29,7 +29,7 @@ esmt_status esmt_flat_download(esmt_model *m, float *host, float *dev_buf) {
 }
 esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
   esmt_status st = flat_copy(m, (float *)host, dev_buf, 1);
-  if (dev_buf == m->mem.grads) m->mem.layer->grads_changed(m);
+  if (dev_buf == m->mem.grads) m->mem.layer->grads_changed(&m->mem);
   /* new master weights: the half-precision compute copy follows them */
   if (!st && dev_buf == m->mem.master) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   return st;

@@ -10,7 +10,7 @@
  * Schedule of one update (k micro-batches):
  *
  *   micro-batches 1..k-1   forward/backward, gradients accumulate on the device
- *   micro-batch k          esmt_offload_arm(); backward calls the model's
+ *   micro-batch k          esmt_offload_arm(); backward calls the memory's
  *                          grads_ready point as each bucket [from, end) of
  *                          gradients becomes final (LM head + final LN, each
  *                          layer top-down, the embedding last): we record an
@@ -38,7 +38,8 @@
 #ifndef ESMTRAIN_OFFLOAD_H
 #define ESMTRAIN_OFFLOAD_H
 
-#include "model.h"
+#include "optimizer.h"
+#include "param_memory.h"
 
 /* The memory policy a model is created with (offload.*, the device
  * budget); {0} is the plain model of esmt_model_create. */
@@ -47,9 +48,18 @@ typedef struct esmt_offload_options {
   uint64_t pinned_limit;      /* bytes of page-locked memory at most; 0 = no cap */
   int recompute;              /* 1: activation recompute (esmt_model_set_recompute) */
   uint64_t device_memory_limit; /* the backend's allocation budget; 0 = the context's */
+  /* With `enabled`, what else leaves the device (stream.h): ESMT_STREAM_NONE,
+   * ESMT_STREAM_GRADIENTS (each layer's gradients go to the host as
+   * backward produces them), ESMT_STREAM_WEIGHTS (that, and each layer's
+   * compute weights come in as it runs). */
+  int streamed;
 } esmt_offload_options;
 
-#define ESMT_OFFLOAD_MAX_BUFS 5
+#define ESMT_STREAM_NONE 0
+#define ESMT_STREAM_GRADIENTS 1
+#define ESMT_STREAM_WEIGHTS 2
+
+#define ESMT_OFFLOAD_MAX_BUFS 8
 
 typedef struct esmt_offload esmt_offload;
 
@@ -75,50 +85,83 @@ struct esmt_offload {
   uint64_t full_pulls;        /* ... and whole-buffer pulls */
 };
 
+/* What the offload layer's buffers are sized by: the parameter count, the
+ * LayerNorm tensors (n_norm of d floats), the optimizer and the compute
+ * dtype's bytes. The planner fills it from a model configuration, the
+ * setup from the memory's env, so that the plan is what is allocated. */
+typedef struct esmt_offload_shape {
+  uint64_t params;
+  int n_norm, d;
+  esmt_optimizer_kind optimizer;
+  int esize;
+} esmt_offload_shape;
+
 /* Host bytes an offloaded model allocates (master weights, moments, host
  * gradients, and for F16/BF16 the staging image): the planner's figure. */
-ESMT_HIDDEN uint64_t esmt_offload_host_bytes(const esmt_model_config *cfg, int esize);
+ESMT_HIDDEN uint64_t esmt_offload_host_bytes(const esmt_offload_shape *s);
 
 /* Bytes of the device compute-weight buffer under offload in F16/BF16:
  * the half weights (padded to 256 bytes) then the fp32 LayerNorm w/b. */
-ESMT_HIDDEN uint64_t esmt_offload_compute_bytes(const esmt_model_config *cfg, int esize);
+ESMT_HIDDEN uint64_t esmt_offload_compute_bytes(const esmt_offload_shape *s);
 
-/* Number of LayerNorm w/b tensors (each hidden_size floats). */
-ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
-
-/* During esmt_model_create: open the host optimizer, allocate the host
- * buffers (setting m->mem.master, m->mem.moment1, m->mem.moment2) and the device
+/* During the memory's setup: open the host optimizer, allocate the host
+ * buffers (setting p->master, p->moment1, p->moment2) and the device
  * compute weights; logs the host RAM needed. */
-ESMT_HIDDEN esmt_status esmt_offload_setup(esmt_model *m, const esmt_offload_options *o);
-ESMT_HIDDEN void esmt_offload_destroy(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offload_options *o);
+
+/* The host side alone, for a layer built over it (stream.c): the host
+ * optimizer, the copy stream and its event, and the host buffers (master,
+ * moments, fp32 gradients, the staging image in half); logs the host RAM.
+ * The device side is the caller's. */
+ESMT_HIDDEN esmt_status esmt_offload_setup_host(esmt_param_memory *p,
+                                                const esmt_offload_options *o);
+/* The offload layer's device side: the compute weights (fp32, or half
+ * with the fp32 LayerNorm w/b after them in norm_dev). */
+ESMT_HIDDEN esmt_status esmt_offload_setup_device(esmt_param_memory *p);
+/* The whole compute copy to the device from the host image (after a host
+ * step that wrote it), synchronised. */
+ESMT_HIDDEN esmt_status esmt_offload_upload(esmt_param_memory *p);
+/* One more host buffer on the same terms (pinned under the cap, released
+ * with the rest). */
+ESMT_HIDDEN esmt_status esmt_offload_host_alloc(esmt_param_memory *p, uint64_t bytes,
+                                                const char *what, void **out);
+/* F16/BF16: the staging image of elements [offset, offset+count) from the
+ * master (the host conversion); and the fp32 LayerNorm w/b gathered after
+ * the half weights, returned (what norm_dev receives). */
+ESMT_HIDDEN esmt_status esmt_offload_stage(esmt_param_memory *p, uint64_t offset, uint64_t count);
+ESMT_HIDDEN float *esmt_offload_gather_norms(esmt_param_memory *p);
+/* The host gradients' sum of squares, and the host optimizer on the host
+ * buffers (the staging image written in half), as they are: no pull, no
+ * upload. */
+ESMT_HIDDEN esmt_status esmt_offload_host_sumsq(esmt_param_memory *p, float *sum);
+ESMT_HIDDEN esmt_status esmt_offload_host_step(esmt_param_memory *p, esmt_optim_step *s);
+ESMT_HIDDEN void esmt_offload_destroy(esmt_param_memory *p);
 
 /* 1 when buf points into a host buffer (master, moment1, moment2). */
-ESMT_HIDDEN int esmt_offload_is_master(const esmt_model *m, const void *buf);
+ESMT_HIDDEN int esmt_offload_is_master(const esmt_param_memory *p, const void *buf);
 
 /* Refresh the device compute weights from the host master (elements
  * [offset, offset+count); the fp32 LayerNorm copies always). */
-ESMT_HIDDEN esmt_status esmt_offload_push_weights(esmt_model *m, uint64_t offset, uint64_t count);
+ESMT_HIDDEN esmt_status esmt_offload_push_weights(esmt_param_memory *p, uint64_t offset, uint64_t count);
 
 /* The offload layer's operations (esmt_offload_layer, param_layer.h): called
  * only on a model that has this layer. */
 /* Stream the next backward's gradients to the host bucket by bucket. */
-ESMT_HIDDEN esmt_status esmt_offload_arm(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_offload_arm(esmt_param_memory *p);
 /* The backward's grads_ready point: [from, total) are final. */
-ESMT_HIDDEN esmt_status esmt_offload_grads_ready(esmt_model *m, uint64_t from);
+ESMT_HIDDEN esmt_status esmt_offload_grads_ready(esmt_param_memory *p, uint64_t from);
 /* Wait for the streamed copies (after an armed backward); cancel on error. */
-ESMT_HIDDEN esmt_status esmt_offload_finish(esmt_model *m);
-ESMT_HIDDEN void esmt_offload_cancel(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_offload_finish(esmt_param_memory *p);
+ESMT_HIDDEN void esmt_offload_cancel(esmt_param_memory *p);
 /* The device gradients changed (zero_grad, backward, a write). */
-ESMT_HIDDEN void esmt_offload_grads_changed(esmt_model *m);
+ESMT_HIDDEN void esmt_offload_grads_changed(esmt_param_memory *p);
 /* Make the host gradients current (one D2H copy unless streamed). */
-ESMT_HIDDEN esmt_status esmt_offload_pull_grads(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_offload_pull_grads(esmt_param_memory *p);
 
 /* Global gradient sum of squares on the host copy. */
-ESMT_HIDDEN esmt_status esmt_offload_grad_sumsq(esmt_model *m, float *sum);
-/* The host optimizer (AdamW: aw, Lion: al; the other NULL) on the host
- * buffers, through the cpu backend's op, then the compute weights to the
- * device. */
-ESMT_HIDDEN esmt_status esmt_offload_step(esmt_model *m, esmtb_adamw_args *aw,
-                                          esmtb_lion_args *al);
+ESMT_HIDDEN esmt_status esmt_offload_grad_sumsq(esmt_param_memory *p, float *sum);
+/* The host optimizer (the step's kind) on the host buffers, through the
+ * cpu backend's op, then the compute weights to the device. */
+ESMT_HIDDEN esmt_status esmt_offload_step(esmt_param_memory *p, esmt_optim_step *s);
 
 #endif

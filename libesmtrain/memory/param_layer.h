@@ -1,53 +1,78 @@
 /* The operations of the parameter memory (param_memory.h) that depend on
  * where the buffers live, as a table with two implementations:
  * esmt_device_layer (param_memory.c) and esmt_offload_layer (offload.c, a
- * layer over the device one). Callers dispatch through m->mem.layer and
+ * layer over the device one). Callers dispatch through mem->layer and
  * never test which layer they have. */
 #ifndef ESMTRAIN_PARAM_LAYER_H
 #define ESMTRAIN_PARAM_LAYER_H
 
-#include "model.h"
+#include "optimizer.h"
+#include "param_memory.h"
 
 typedef struct esmt_param_layer {
   const char *name; /* "device", "offload" */
   /* The compute copy of the weights [off, off + count) from the master
    * (the half copy; under offload the upload, and the fp32 LayerNorm w/b). */
-  esmt_status (*sync_compute)(esmt_model *m, uint64_t off, uint64_t count);
+  esmt_status (*sync_compute)(esmt_param_memory *p, uint64_t off, uint64_t count);
   /* Copy `bytes` between host memory and `buf`, a point inside one of the
    * flat buffers (master, gradients, moments) wherever that lives. */
-  esmt_status (*copy)(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_buf);
+  esmt_status (*copy)(esmt_param_memory *p, void *host, void *buf, uint64_t bytes, int to_buf);
+  /* The next ops read the compute weights [lo, hi) (a layer's, the
+   * embedding's, the head's): a layer that keeps them elsewhere brings them
+   * in now, in order on the compute stream. Forward, recompute, backward
+   * and inference call it before each part; the device layer has them. */
+  esmt_status (*weights_needed)(esmt_param_memory *p, uint64_t lo, uint64_t hi);
   /* The device gradients changed (zero_grad, backward, a write). */
-  void (*grads_changed)(esmt_model *m);
-  /* Backward: the gradients [from, layout.total) are final. */
-  esmt_status (*grads_ready)(esmt_model *m, uint64_t from);
+  void (*grads_changed)(esmt_param_memory *p);
+  /* Every gradient to zero (the start of an update). */
+  esmt_status (*zero_grads)(esmt_param_memory *p);
+  /* Backward: the gradients [from, env.total) are final. */
+  esmt_status (*grads_ready)(esmt_param_memory *p, uint64_t from);
   /* The trainer's last micro-batch of an update: arm before its backward,
    * finish (or cancel, on an error) after it. */
-  esmt_status (*arm)(esmt_model *m);
-  esmt_status (*finish)(esmt_model *m);
-  void (*cancel)(esmt_model *m);
+  esmt_status (*arm)(esmt_param_memory *p);
+  esmt_status (*finish)(esmt_param_memory *p);
+  void (*cancel)(esmt_param_memory *p);
   /* Sum of squares of all gradients (fp32, deterministic). */
-  esmt_status (*grad_sumsq)(esmt_model *m, float *sum);
-  /* One optimizer step over the held moments (AdamW: aw, Lion: al; the
-   * other NULL; their buffer pointers are filled here) and the compute
-   * copy refreshed. */
-  esmt_status (*step)(esmt_model *m, esmtb_adamw_args *aw, esmtb_lion_args *al);
-  /* Free what the layer allocated (the device may be gone: m->dev NULL). */
-  void (*release)(esmt_model *m);
+  esmt_status (*grad_sumsq)(esmt_param_memory *p, float *sum);
+  /* One optimizer step (its kind and arguments: optim/optimizer.h) over
+   * the held moments, the layer filling in the buffer pointers, and the
+   * compute copy refreshed. */
+  esmt_status (*step)(esmt_param_memory *p, esmt_optim_step *s);
+  /* Free what the layer allocated (the device may be gone: env.dev NULL). */
+  void (*release)(esmt_param_memory *p);
 } esmt_param_layer;
 
 ESMT_HIDDEN extern const esmt_param_layer esmt_device_layer;
 ESMT_HIDDEN extern const esmt_param_layer esmt_offload_layer;
+ESMT_HIDDEN extern const esmt_param_layer esmt_stream_layer;
 
-/* During esmt_model_create: the layer the options ask for (offload or the
- * device), its buffers allocated and the gradients and moments zeroed.
- * The model's layout, dtype and optimizer are set. */
+/* The layer the options ask for (offload or the device), its buffers
+ * allocated and the gradients and moments zeroed; NULL options: the device
+ * layer. Allocation failures are ESMT_ERR_OUT_OF_MEMORY naming the buffer
+ * and its size (the owner adds its advice). */
 struct esmt_offload_options;
-ESMT_HIDDEN esmt_status esmt_param_memory_setup(esmt_model *m,
+ESMT_HIDDEN esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *env,
                                                 const struct esmt_offload_options *o);
 
-/* A device allocation for the model, failing with its name, size and the
- * model's out-of-memory advice. */
-ESMT_HIDDEN esmt_status esmt_param_dev_alloc(esmt_model *m, uint64_t bytes, void **out,
-                                             const char *what);
+/* After a layer's setup that keeps whole buffers on the device: the views
+ * are the compute copy and the gradients themselves. */
+ESMT_HIDDEN void esmt_param_resident_views(esmt_param_memory *p);
+
+/* The device layer's zero_grads (the gradients on the device). */
+ESMT_HIDDEN esmt_status esmt_param_zero_device_grads(esmt_param_memory *p);
+
+/* A device allocation on the memory's device, failing with its name and size. */
+ESMT_HIDDEN esmt_status esmt_param_dev_alloc(const esmt_param_env *env, uint64_t bytes,
+                                             void **out, const char *what);
+
+/* ZeRO-1: keep the optimizer moments of [lo, hi) only (their current
+ * values are kept); the step then updates only those weights. Not with
+ * offload. */
+ESMT_HIDDEN esmt_status esmt_param_shard_optimizer(esmt_param_memory *p, uint64_t lo,
+                                                   uint64_t hi);
+/* Sum of squares of the gradients [lo, hi) (fp32 sum, as sumsq computes). */
+ESMT_HIDDEN esmt_status esmt_param_grad_sumsq_range(esmt_param_memory *p, uint64_t lo,
+                                                    uint64_t hi, float *sum);
 
 #endif

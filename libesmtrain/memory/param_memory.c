@@ -1,122 +1,127 @@
 /* The device layer of the parameter memory (param_layer.h): every buffer
  * in the backend's device memory, the kernels reading the master itself
- * (fp32) or its half copy; and the setup that picks a layer. */
+ * (fp32) or its half copy. */
 #include "param_layer.h"
 
 #include <string.h>
 
-#include "offload.h"
-#include "optimizer.h"
 #include "registry.h"
 
-esmt_status esmt_param_dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
-  esmtb_status st = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
+esmt_status esmt_param_dev_alloc(const esmt_param_env *env, uint64_t bytes, void **out,
+                                 const char *what) {
+  esmtb_status st = env->ops->alloc(env->dev, ESMTB_MEM_DEVICE, bytes, out);
   if (!st) return ESMT_OK;
   esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
                    (double)bytes / 1048576.0);
-  return esmt_oom_advice(m, (esmt_status)st, 0, 0);
+  return env->device_oom ? env->device_oom(env->owner, (esmt_status)st) : (esmt_status)st;
 }
 
-static esmt_status zero(esmt_model *m, void *buf, uint64_t bytes) {
-  esmtb_status bs = buf ? m->ops->memset_async(m->dev, buf, 0, bytes, m->stream) : 0;
-  return bs ? esmt_fail_prefix((esmt_status)bs, "esmt_model_create: ") : ESMT_OK;
+static esmt_status dev_sync_compute(esmt_param_memory *p, uint64_t off, uint64_t count) {
+  if (!p->compute_lowp) return ESMT_OK; /* fp32: the kernels read the master */
+  const esmt_param_env *e = &p->env;
+  const char *where = "refreshing the half-precision weight copy";
+  if (!e->ops->convert)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s does not implement convert", where,
+                     e->ops->name);
+  esmtb_convert_args c = {sizeof c, count, p->master + off, ESMTB_F32,
+                          (char *)p->compute_lowp + off * e->esize, e->dtype};
+  esmtb_status bs = e->ops->convert(e->dev, &c, e->stream);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: convert: ", where);
+  bs = e->ops->stream_sync(e->dev, e->stream);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", where) : ESMT_OK;
 }
 
-esmt_status esmt_param_memory_setup(esmt_model *m, const esmt_offload_options *o) {
-  esmt_param_memory *p = &m->mem;
-  const uint64_t bytes = m->layout.total * sizeof(float);
-  p->opt_lo = 0;
-  p->opt_hi = m->layout.total;
-  p->layer = o && o->enabled ? &esmt_offload_layer : &esmt_device_layer;
-  esmt_status st = ESMT_OK;
-  if (o && o->enabled) { /* host master and moments, device compute weights (offload.c) */
-    st = esmt_offload_setup(m, o);
-  } else {
-    const int nstate = esmt_optimizer_state_count(m->cfg.optimizer);
-    st = esmt_param_dev_alloc(m, bytes, (void **)&p->master, "parameters");
-    p->compute32 = p->master;
-    if (!st) st = esmt_param_dev_alloc(m, bytes, (void **)&p->moment1, "optimizer first moments");
-    if (!st && nstate > 1)
-      st = esmt_param_dev_alloc(m, bytes, (void **)&p->moment2, "AdamW second moments");
-    if (!st && m->dtype != ESMTB_F32)
-      st = esmt_param_dev_alloc(m, m->layout.total * m->esize, &p->compute_lowp,
-                                "half-precision weight copy");
-    if (!st) st = zero(m, p->moment1, bytes);
-    if (!st) st = zero(m, p->moment2, bytes);
-  }
-  if (!st) st = esmt_param_dev_alloc(m, bytes, (void **)&p->grads, "gradients");
-  if (!st) st = zero(m, p->grads, bytes);
-  return st;
-}
-
-static esmt_status dev_sync_compute(esmt_model *m, uint64_t off, uint64_t count) {
-  if (!m->mem.compute_lowp) return ESMT_OK; /* fp32: the kernels read the master */
-  esmtb_convert_args c = {sizeof c, count, m->mem.master + off, ESMTB_F32,
-                          (char *)m->mem.compute_lowp + off * m->esize, m->dtype};
-  ESMT_OP(m, convert, c, "refreshing the half-precision weight copy");
-  esmtb_status ss = m->ops->stream_sync(m->dev, m->stream);
-  if (ss) return esmt_fail_prefix((esmt_status)ss, "refreshing the half-precision weight copy: ");
-  m->have_forward = 0;
-  return ESMT_OK;
-}
-
-static esmt_status dev_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_buf) {
+static esmt_status dev_copy(esmt_param_memory *p, void *host, void *buf, uint64_t bytes,
+                            int to_buf) {
+  const esmt_param_env *e = &p->env;
   esmtb_status cs = to_buf
-      ? m->ops->copy_async(m->dev, buf, host, bytes, ESMTB_COPY_H2D, m->stream)
-      : m->ops->copy_async(m->dev, host, buf, bytes, ESMTB_COPY_D2H, m->stream);
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+      ? e->ops->copy_async(e->dev, buf, host, bytes, ESMTB_COPY_H2D, e->stream)
+      : e->ops->copy_async(e->dev, host, buf, bytes, ESMTB_COPY_D2H, e->stream);
+  if (!cs) cs = e->ops->stream_sync(e->dev, e->stream);
   return cs ? esmt_fail_prefix((esmt_status)cs, "copy: ") : ESMT_OK;
 }
 
-static void dev_grads_changed(esmt_model *m) { (void)m; }
-static esmt_status dev_ok(esmt_model *m) { (void)m; return ESMT_OK; }
-static void dev_cancel(esmt_model *m) { (void)m; }
-static esmt_status dev_grads_ready(esmt_model *m, uint64_t from) {
-  (void)m;
+static esmt_status dev_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
+  (void)p;
+  (void)lo;
+  (void)hi;
+  return ESMT_OK; /* resident */
+}
+
+static void dev_grads_changed(esmt_param_memory *p) { (void)p; }
+
+esmt_status esmt_param_zero_device_grads(esmt_param_memory *p) {
+  const esmt_param_env *e = &p->env;
+  p->layer->grads_changed(p);
+  esmtb_status bs = e->ops->memset_async(e->dev, p->grads, 0, e->total * sizeof(float), e->stream);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "zeroing the gradients: ") : ESMT_OK;
+}
+
+void esmt_param_resident_views(esmt_param_memory *p) {
+  p->weights = (esmt_param_view){0};
+  p->weights.base = p->compute_lowp ? (char *)p->compute_lowp : (char *)p->compute32;
+  p->weights.esize = p->compute_lowp ? p->env.esize : sizeof(float);
+  p->grad_view = (esmt_param_view){0};
+  p->grad_view.base = (char *)p->grads;
+  p->grad_view.esize = sizeof(float);
+}
+static esmt_status dev_ok(esmt_param_memory *p) { (void)p; return ESMT_OK; }
+static void dev_cancel(esmt_param_memory *p) { (void)p; }
+static esmt_status dev_grads_ready(esmt_param_memory *p, uint64_t from) {
+  (void)p;
   (void)from;
   return ESMT_OK;
 }
 
-static esmt_status dev_grad_sumsq(esmt_model *m, float *sum) {
-  esmtb_sumsq_args s = {sizeof s, m->layout.total, m->mem.grads, m->scalar};
-  esmtb_status bs = m->ops->memset_async(m->dev, m->scalar, 0, sizeof(float), m->stream);
-  if (!bs) bs = m->ops->sumsq ? m->ops->sumsq(m->dev, &s, m->stream) : ESMT_ERR_UNSUPPORTED;
-  if (!bs) bs = m->ops->copy_async(m->dev, sum, m->scalar, sizeof *sum, ESMTB_COPY_D2H, m->stream);
-  if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
-  return bs ? esmt_fail_prefix((esmt_status)bs, "gradient norm: ") : ESMT_OK;
+static esmt_status dev_grad_sumsq(esmt_param_memory *p, float *sum) {
+  return esmt_param_grad_sumsq_range(p, 0, p->env.total, sum);
 }
 
 /* The backend's op on the device buffers; the half copy is written by the
  * op itself (params_lowp). */
-static esmt_status dev_step(esmt_model *m, esmtb_adamw_args *aw, esmtb_lion_args *al) {
+static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
+  const esmt_param_env *e = &p->env;
+  const uint64_t lo = p->opt_lo;
+  void *low = p->compute_lowp ? (char *)p->compute_lowp + lo * e->esize : NULL;
   esmtb_status bs = 0;
-  if (al) {
-    al->m = m->mem.moment1;
+  if (s->kind == ESMT_OPTIMIZER_LION) {
+    esmtb_lion_args *al = &s->lion;
+    al->params = p->master + lo;
+    al->grads = p->grads + lo;
+    al->m = p->moment1;
+    al->params_lowp = low;
+    al->lowp_dtype = e->dtype;
     if (!al->n_segments) return ESMT_OK;
-    if (!esmt_ops_has_lion(m->ops))
+    if (!esmt_ops_has_lion(e->ops))
       return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s (ABI %u.%u) has no Lion op (ABI 1.4): "
-                       "use optimizer.kind adamw", m->ops->name, (unsigned)m->ops->abi_major,
-                       (unsigned)m->ops->abi_minor);
-    bs = m->ops->lion(m->dev, al, m->stream);
+                       "use optimizer.kind adamw", e->ops->name, (unsigned)e->ops->abi_major,
+                       (unsigned)e->ops->abi_minor);
+    bs = e->ops->lion(e->dev, al, e->stream);
   } else {
-    aw->m = m->mem.moment1;
-    aw->v = m->mem.moment2;
+    esmtb_adamw_args *aw = &s->adamw;
+    aw->params = p->master + lo;
+    aw->grads = p->grads + lo;
+    aw->m = p->moment1;
+    aw->v = p->moment2;
+    aw->params_lowp = low;
+    aw->lowp_dtype = e->dtype;
     if (!aw->n_segments) return ESMT_OK;
-    bs = m->ops->adamw ? m->ops->adamw(m->dev, aw, m->stream) : ESMT_ERR_UNSUPPORTED;
+    bs = e->ops->adamw ? e->ops->adamw(e->dev, aw, e->stream) : ESMT_ERR_UNSUPPORTED;
   }
   /* the backend's message names its op; the caller adds its own name */
   return (esmt_status)bs;
 }
 
-static void dev_release(esmt_model *m) {
-  esmt_param_memory *p = &m->mem;
+static void dev_release(esmt_param_memory *p) {
+  const esmt_param_env *e = &p->env;
   void *bufs[] = {p->master, p->grads, p->moment1, p->moment2, p->compute_lowp};
-  for (size_t i = 0; m->dev && i < sizeof bufs / sizeof bufs[0]; i++)
-    if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
+  for (size_t i = 0; e->dev && i < sizeof bufs / sizeof bufs[0]; i++)
+    if (bufs[i]) e->ops->free(e->dev, ESMTB_MEM_DEVICE, bufs[i]);
   memset(p, 0, sizeof *p);
 }
 
 const esmt_param_layer esmt_device_layer = {
-    "device",      dev_sync_compute, dev_copy, dev_grads_changed, dev_grads_ready, dev_ok,
-    dev_ok,        dev_cancel,       dev_grad_sumsq, dev_step,    dev_release,
+    "device",       dev_sync_compute, dev_copy,       dev_weights_needed, dev_grads_changed,
+    esmt_param_zero_device_grads,     dev_grads_ready, dev_ok,            dev_ok,
+    dev_cancel,     dev_grad_sumsq,   dev_step,        dev_release,
 };

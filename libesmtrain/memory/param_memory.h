@@ -2,25 +2,87 @@
  * gradients and the optimizer state live, the copy the kernels compute on,
  * and every transfer between them. The graph (model/), the optimizer, the
  * checkpoints, ZeRO-1 and the trainer reach these buffers only through
- * this struct and its layer's operations, never by asking where the bytes
- * are. Two layers implement the operations:
+ * this struct and its layer's operations (param_layer.h), never by asking
+ * where the bytes are. Two layers implement the operations:
  *   device  (param_memory.c): everything in device memory; the kernels read
  *           the master itself (fp32) or a half copy refreshed from it;
  *   offload (offload.c), a layer over the device one: master weights and
  *           optimizer state in host memory, gradients streamed down to the
  *           host, the host optimizer, the compute weights pushed back up.
- * The layer is chosen once, at model creation (esmt_offload_options). */
+ * The layer is chosen once, at setup (esmt_offload_options).
+ *
+ * The memory knows nothing of the model that owns it: its owner describes
+ * what it needs in an esmt_param_env (the backend, the stream, the flat
+ * buffer's length, the compute dtype, where the LayerNorm tensors are),
+ * so that a memory level is added here without touching the model's graph
+ * beyond the hooks it already calls. */
 #ifndef ESMTRAIN_PARAM_MEMORY_H
 #define ESMTRAIN_PARAM_MEMORY_H
 
-#include "internal.h"
+#include "context.h"
 
 struct esmt_offload;
+struct esmt_stream;
 struct esmt_param_layer;
 
+/* What the owner gives the parameter memory. Pointers are borrowed: they
+ * outlive the memory. */
+typedef struct esmt_param_env {
+  esmt_context *ctx;             /* the host optimizer's backend (registry), logger, threads */
+  const esmtb_ops *ops;
+  esmtb_device *dev;             /* NULL after the device is gone (release: host side only) */
+  esmtb_stream *stream;          /* the compute stream (NULL: the device's default) */
+  uint64_t total;                /* elements in each flat buffer */
+  esmtb_dtype dtype;             /* the kernels' compute dtype */
+  size_t esize;                  /* bytes per element of dtype */
+  esmt_optimizer_kind optimizer; /* whose state the moments hold */
+  float *scratch;                /* a device fp32 word for reductions */
+  /* The LayerNorm w/b the kernels read in fp32 whatever the dtype: n_norm
+   * tensors of d floats each at these flat offsets. */
+  const uint64_t *norm_offs;
+  int n_norm, d;
+  /* The parts the graph runs in (weights_needed asks for one at a time):
+   * part i is [part_bounds[i], part_bounds[i + 1]), n_parts + 1 bounds
+   * from 0 to total. The first and the last part are read at both ends of
+   * a pass (the tied embedding): a streaming layer keeps them resident. */
+  const uint64_t *part_bounds;
+  int n_parts;
+  /* A failed device allocation's status, which the owner may extend with
+   * its advice (what to change so that it fits); NULL: as it is. */
+  esmt_status (*device_oom)(void *owner, esmt_status st);
+  void *owner;
+} esmt_param_env;
+
+/* Where flat elements are on the device for the kernels: `base` + off *
+ * `esize`, or, when a layer streams, inside one of `n` windows (a part's
+ * range [lo, hi) at ptr). An element in no window has no device address
+ * now (NULL: the backend reports it as a missing argument). */
+#define ESMT_PARAM_WINDOWS 3
+typedef struct esmt_param_view {
+  char *base;
+  size_t esize;
+  int n;
+  struct {
+    uint64_t lo, hi;
+    char *ptr;
+  } win[ESMT_PARAM_WINDOWS];
+} esmt_param_view;
+
+static inline void *esmt_param_view_at(const esmt_param_view *v, uint64_t off) {
+  if (v->base) return v->base + off * v->esize;
+  for (int i = 0; i < v->n; i++)
+    if (off >= v->win[i].lo && off < v->win[i].hi)
+      return v->win[i].ptr + (off - v->win[i].lo) * v->esize;
+  return NULL;
+}
+
 typedef struct esmt_param_memory {
-  float *master;          /* fp32 master weights, layout.total: device, or host (offload) */
-  float *grads;           /* fp32 gradients, layout.total, device */
+  esmt_param_env env;
+  /* What the kernels read and write: the compute weights (compute dtype)
+   * and the gradients (fp32), by flat offset. */
+  esmt_param_view weights, grad_view;
+  float *master;          /* fp32 master weights, env.total: device, or host (offload) */
+  float *grads;           /* fp32 gradients, env.total: device, or host (streamed) */
   /* The optimizer's state (optim/optimizer.h) of the elements [opt_lo,
    * opt_hi) only: all of them, except under ZeRO-1 where each rank keeps
    * its shard. moment1 is AdamW's and Lion's first moment, moment2 AdamW's
@@ -29,17 +91,16 @@ typedef struct esmt_param_memory {
   uint64_t opt_lo, opt_hi;
   /* What the kernels read: compute32, device fp32 weights (the master
    * itself on the device layer), or compute_lowp, the same layout in the
-   * model's F16/BF16 compute dtype (NULL in fp32), refreshed from the
-   * master by every write and by the optimizer step. */
+   * compute dtype (NULL in fp32), refreshed from the master by every write
+   * and by the optimizer step. */
   float *compute32;
   void *compute_lowp;
-  /* Offload in F16/BF16: the n_norm LayerNorm w/b (d floats each) the
-   * kernels read in fp32, at norm_offs in the flat layout. */
+  /* Offload in F16/BF16: the env's LayerNorm w/b in fp32 on the device,
+   * n_norm x d floats in the order of env.norm_offs. */
   float *norm_dev;
-  uint64_t *norm_offs;
-  int n_norm;
   const struct esmt_param_layer *layer; /* the device or the offload layer */
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
+  struct esmt_stream *stream;           /* the stream layer's device side; NULL elsewhere */
 } esmt_param_memory;
 
 #endif

@@ -7,6 +7,7 @@
 #include <stddef.h>
 
 #include "context.h"
+#include "dtype.h"
 #include "param_memory.h"
 
 /* Element offsets of one layer's tensors in the flat fp32 buffers. q, k
@@ -26,11 +27,24 @@ typedef struct esmt_layout {
   uint64_t total;            /* elements in each flat buffer */
   uint64_t embed;            /* word_embeddings [V,d], also the tied decoder */
   esmt_layer_offsets *layers;
+  /* The parts the graph runs in: the embedding, each layer, the head
+   * (final LayerNorm and LM head); part i is [part_bounds[i],
+   * part_bounds[i + 1]), n_parts = L + 2. */
+  uint64_t *part_bounds;
+  int n_parts;
   uint64_t lnf_w, lnf_b;     /* emb_layer_norm_after */
   uint64_t head_w, head_b;   /* lm_head.dense */
   uint64_t head_ln_w, head_ln_b;
   uint64_t out_b;            /* lm_head.bias [V] */
+  /* The LayerNorm w/b (each d floats), which the kernels read in fp32
+   * whatever the compute dtype: layer by layer ln1 w/b, ln2 w/b, then the
+   * final and the head's. esmt_norm_tensor_count of them. */
+  uint64_t *norm_offs;
+  int n_norm;
 } esmt_layout;
+
+/* Number of LayerNorm w/b tensors of a config (each hidden_size floats). */
+ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
 
 /* Build the layout of a validated config; frees with esmt_layout_free. */
 ESMT_HIDDEN esmt_status esmt_layout_build(const esmt_model_config *cfg, esmt_layout *out);
@@ -173,19 +187,29 @@ struct esmt_model {
 };
 
 /* A weight at element offset `off` as the compute ops read it (the half
- * copy, or the fp32 master in fp32). LayerNorm weights and biases are
- * always read from m->mem.master (the ABI's fp32 w/b). */
+ * copy, or the fp32 weights in fp32), wherever the parameter memory keeps
+ * it now (memory/param_memory.h: esmt_param_view). LayerNorm weights and
+ * biases are always fp32 (the ABI's w/b). */
 static inline const void *esmt_weight(const esmt_model *m, uint64_t off) {
-  if (!m->mem.compute_lowp) return m->mem.compute32 + off;
-  return (const char *)m->mem.compute_lowp + off * m->esize;
+  return esmt_param_view_at(&m->mem.weights, off);
 }
 
-/* A LayerNorm weight or bias (fp32, device) at element offset `off`. */
+/* A LayerNorm weight or bias (fp32, device) at element offset `off`: in
+ * the fp32 compute weights (the master itself on the device layer), or,
+ * where a layer keeps them apart (offload in half, streaming), in its
+ * table of norms. */
 static inline float *esmt_norm_param(const esmt_model *m, uint64_t off) {
-  if (!m->mem.norm_dev) return m->mem.compute32 + off;
-  for (int i = 0; i < m->mem.n_norm; i++)
-    if (m->mem.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
+  if (!m->mem.norm_dev) /* fp32 compute: the weights themselves; half: the fp32 master */
+    return m->mem.compute_lowp ? m->mem.compute32 + off
+                               : (float *)esmt_param_view_at(&m->mem.weights, off);
+  for (int i = 0; i < m->layout.n_norm; i++)
+    if (m->layout.norm_offs[i] == off) return m->mem.norm_dev + (uint64_t)i * (uint64_t)m->d;
   return NULL; /* not a LayerNorm tensor: a bug the backend reports as a NULL argument */
+}
+
+/* The fp32 gradient at element offset `off` (device), wherever it is now. */
+static inline float *esmt_grad(const esmt_model *m, uint64_t off) {
+  return (float *)esmt_param_view_at(&m->mem.grad_view, off);
 }
 
 /* Create a model, with optimizer offload when `offload` says so (NULL:
@@ -195,12 +219,6 @@ ESMT_HIDDEN esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_mod
                                                uint64_t seed,
                                                const struct esmt_offload_options *offload,
                                                esmt_model **out);
-
-/* ZeRO-1: keep the AdamW moments of [lo, hi) only (their current values
- * are kept); AdamW then updates only those weights. Not with offload. */
-ESMT_HIDDEN esmt_status esmt_model_shard_optimizer(esmt_model *m, uint64_t lo, uint64_t hi);
-/* Sum of squares of the gradients [lo, hi) (fp32 sum, as sumsq computes). */
-ESMT_HIDDEN esmt_status esmt_model_grad_sumsq(esmt_model *m, uint64_t lo, uint64_t hi, float *sum);
 
 /* Copy `bytes` between caller host memory and a point `buf` inside one of
  * the flat buffers (m->mem: master, gradients, moments), wherever the
@@ -212,17 +230,6 @@ ESMT_HIDDEN esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, u
  * ESMT_ERR_UNSUPPORTED saying what the backend can do. */
 ESMT_HIDDEN esmt_status esmt_resolve_precision(const esmtb_ops *ops, int precision,
                                                esmtb_dtype *dtype);
-ESMT_HIDDEN size_t esmt_dtype_size(esmtb_dtype t);
-ESMT_HIDDEN const char *esmt_dtype_name(esmtb_dtype t);
-
-/* Host conversions (round to nearest even; NaN stays NaN). */
-ESMT_HIDDEN float esmt_bf16_to_f32(uint16_t h);
-ESMT_HIDDEN uint16_t esmt_f32_to_bf16(float f);
-ESMT_HIDDEN float esmt_f16_to_f32(uint16_t h);
-ESMT_HIDDEN uint16_t esmt_f32_to_f16(float f);
-/* dst[i] = float(src[i]) for n values of dtype (F32, F16 or BF16); dst may
- * not overlap src unless dtype is F32. */
-ESMT_HIDDEN void esmt_to_f32(esmtb_dtype dtype, const void *src, float *dst, uint64_t n);
 
 /* Refresh `count` elements of params_lowp from params at element `offset`
  * (no-op in fp32); call after anything writes params outside AdamW. */
@@ -246,6 +253,11 @@ ESMT_HIDDEN esmt_status esmt_model_run_infer(
 ESMT_HIDDEN esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
                                                esmt_forward_result *r, const char *fn);
 
+/* A device allocation for the model, failing with its name, size and the
+ * model's out-of-memory advice. */
+ESMT_HIDDEN esmt_status esmt_model_dev_alloc(esmt_model *m, uint64_t bytes, void **out,
+                                             const char *what);
+
 /* Append to a failed device allocation's ESMT_ERR_OUT_OF_MEMORY message
  * what to change (other statuses pass through); `B` x `T` is the
  * micro-batch when the activation arena failed, else 0. */
@@ -266,6 +278,14 @@ ESMT_HIDDEN esmtb_attention_args esmt_attention_args(const esmt_model *m, int l)
 
 /* Embedding arguments (forward fields; backward adds dout/dE). */
 ESMT_HIDDEN esmtb_embed_args esmt_embed_args(const esmt_model *m);
+
+/* Before the ops that read part `l` of the weights (l in [0, L) a layer,
+ * ESMT_PART_EMBEDDING, ESMT_PART_HEAD: the final LayerNorm and the LM head,
+ * whose tied decoder also reads the embedding): the parameter memory's
+ * weights_needed for its flat range (memory/param_layer.h). */
+#define ESMT_PART_EMBEDDING (-1)
+#define ESMT_PART_HEAD (-2)
+ESMT_HIDDEN esmt_status esmt_model_need_weights(esmt_model *m, int l);
 
 /* The graph. */
 ESMT_HIDDEN esmt_status esmt_model_run_forward(esmt_model *m);

@@ -166,6 +166,14 @@ esmt_status esmt_model_reserve_mode(esmt_model *m, int B, int T, int mode) {
  * change would give. */
 #define MIB(x) ((double)(x) / 1048576.0)
 
+esmt_status esmt_model_dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
+  esmtb_status bs = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
+  if (!bs) return ESMT_OK;
+  esmt_fail_prefix((esmt_status)bs, "esmt_model_create: %s (%.1f MiB): ", what,
+                   (double)bytes / 1048576.0);
+  return esmt_oom_advice(m, (esmt_status)bs, 0, 0);
+}
+
 esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, int B, int T) {
   if (st != ESMT_ERR_OUT_OF_MEMORY) return st;
   char item[6][200];

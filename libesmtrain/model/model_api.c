@@ -1,6 +1,6 @@
 /* Public model API: lifecycle, tensor access, forward/backward entry
  * points (host-side checks and transfers) and the gradient norm (the
- * optimizer step is in optim/optimizer.c). */
+ * optimizer step is in model_optimizer.c). */
 #include <math.h>
 #include <stddef.h>
 #include <stdio.h>
@@ -9,8 +9,8 @@
 
 #include "model.h"
 #include "offload.h"
-#include "param_layer.h"
 #include "optimizer.h"
+#include "param_layer.h"
 
 #define MODEL_CONFIG_MIN_SIZE ESMT_MODEL_CONFIG_MIN_SIZE
 
@@ -42,8 +42,8 @@ esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
       c[(size_t)p * half + i] = (float)cos(ang);
       s[(size_t)p * half + i] = (float)sin(ang);
     }
-  if (st == ESMT_OK && !m->rope_cos) st = esmt_param_dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
-  if (st == ESMT_OK && !m->rope_sin) st = esmt_param_dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
+  if (st == ESMT_OK && !m->rope_cos) st = esmt_model_dev_alloc(m, bytes, (void **)&m->rope_cos, "rotary cos table");
+  if (st == ESMT_OK && !m->rope_sin) st = esmt_model_dev_alloc(m, bytes, (void **)&m->rope_sin, "rotary sin table");
   if (st == ESMT_OK) {
     esmtb_status cs = m->ops->copy_async(m->dev, m->rope_cos, c, bytes, ESMTB_COPY_H2D, m->stream);
     if (!cs) cs = m->ops->copy_async(m->dev, m->rope_sin, s, bytes, ESMTB_COPY_H2D, m->stream);
@@ -54,6 +54,10 @@ esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
   free(s);
   m->have_forward = 0;
   return st;
+}
+
+static esmt_status model_oom_advice(void *owner, esmt_status st) {
+  return esmt_oom_advice(owner, st, 0, 0);
 }
 
 esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
@@ -114,9 +118,15 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     return st;
   }
   st = esmt_layout_build(&m->cfg, &m->layout);
+  if (!st) st = esmt_model_dev_alloc(m, 256, (void **)&m->scalar, "scratch");
   /* the parameter memory: on the device, or offloaded (memory/param_layer.h) */
-  if (!st) st = esmt_param_memory_setup(m, offload);
-  if (!st) st = esmt_param_dev_alloc(m, 256, (void **)&m->scalar, "scratch");
+  if (!st) {
+    const esmt_param_env env = {ctx, m->ops, m->dev, m->stream, m->layout.total, m->dtype,
+                                m->esize, m->cfg.optimizer, m->scalar, m->layout.norm_offs,
+                                m->layout.n_norm, m->d, m->layout.part_bounds,
+                                m->layout.n_parts, model_oom_advice, m};
+    st = esmt_param_memory_setup(&m->mem, &env, offload);
+  }
   if (!st && m->hd / 2 > ESMT_MAX_HALF_HEAD)
     st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
@@ -139,14 +149,15 @@ void esmt_model_destroy(esmt_model *m) {
   esmt_profile_report(m);
   if (m->dev) {
     if (m->stream || m->ops->stream_sync) m->ops->stream_sync(m->dev, m->stream);
-    if (m->mem.layer) m->mem.layer->release(m);
+    if (m->mem.layer) m->mem.layer->release(&m->mem);
     void *bufs[] = {m->scalar, m->rope_cos, m->rope_sin, m->arena};
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
     esmt_packed_free(m);
     m->ops->close(m->dev);
   } else if (m->mem.layer) {
-    m->mem.layer->release(m); /* host buffers only: there is no device */
+    m->mem.env.dev = NULL; /* host buffers only: there is no device */
+    m->mem.layer->release(&m->mem);
   }
   esmt_model_drop_carried(m);
   esmt_layout_free(&m->layout);
@@ -251,7 +262,7 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
   }
   if ((st = esmt_master_copy(m, host, buf + at, count * sizeof(float), to_device)))
     return esmt_fail_prefix(st, "%s: '%s': ", fn, name);
-  if (to_device && which == ESMT_BUF_GRADS) m->mem.layer->grads_changed(m);
+  if (to_device && which == ESMT_BUF_GRADS) m->mem.layer->grads_changed(&m->mem);
   if (to_device && which == ESMT_BUF_PARAMS) {
     m->have_forward = 0;
     if ((st = esmt_model_sync_lowp(m, t->offset, t->numel))) return esmt_fail_prefix(st, "%s: ", fn);
@@ -260,7 +271,7 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
 }
 
 esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_master) {
-  return m->mem.layer->copy(m, host, buf, bytes, to_master); /* wherever buf lives */
+  return m->mem.layer->copy(&m->mem, host, buf, bytes, to_master); /* wherever buf lives */
 }
 
 esmt_status esmt_model_read_tensor(esmt_model *m, const char *name, esmt_buffer which, float *dst,
@@ -415,7 +426,7 @@ esmt_status esmt_model_backward(esmt_model *m) {
   if (!m->have_forward)
     return esmt_fail(ESMT_ERR_STATE, "%s: no forward pass to differentiate (call "
                      "esmt_model_forward first; weights written since invalidate it)", fn);
-  m->mem.layer->grads_changed(m); /* the offload's host copy, unless streaming */
+  m->mem.layer->grads_changed(&m->mem); /* the offload's host copy, unless streaming */
   esmt_status st = esmt_model_run_backward(m);
   if (st) return st;
   m->have_forward = 0; /* activations are consumed */
@@ -424,10 +435,8 @@ esmt_status esmt_model_backward(esmt_model *m) {
 
 esmt_status esmt_model_zero_grad(esmt_model *m) {
   ESMT_CHECK_ARG(m, "esmt_model_zero_grad", "model is NULL");
-  m->mem.layer->grads_changed(m);
-  esmtb_status cs = m->ops->memset_async(m->dev, m->mem.grads, 0, m->layout.total * sizeof(float),
-                                         m->stream);
-  return cs ? esmt_fail_prefix((esmt_status)cs, "esmt_model_zero_grad: ") : ESMT_OK;
+  esmt_status st = m->mem.layer->zero_grads(&m->mem);
+  return st ? esmt_fail_prefix(st, "esmt_model_zero_grad: ") : ESMT_OK;
 }
 
 esmt_status esmt_model_set_recompute(esmt_model *m, int enabled) {
@@ -466,7 +475,7 @@ esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
   const char *fn = "esmt_model_grad_norm";
   ESMT_CHECK_ARG(m && norm, fn, "model and norm must not be NULL");
   float sum = 0.0f;
-  esmt_status st = m->mem.layer->grad_sumsq(m, &sum); /* the offload: on its host copy */
+  esmt_status st = m->mem.layer->grad_sumsq(&m->mem, &sum); /* the offload: on its host copy */
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
   *norm = sqrt((double)sum);
   return ESMT_OK;

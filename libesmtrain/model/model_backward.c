@@ -8,7 +8,7 @@
  * parameter gradient accumulates in fp32 (m->mem.grads), LayerNorm reads the
  * fp32 master w/b, Linear weights come from esmt_weight. */
 #define W32(off) esmt_norm_param(m, (off))
-#define G(off) (m->mem.grads + (off))
+#define G(off) esmt_grad(m, (off))
 
 /* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
 static esmt_status linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
@@ -70,7 +70,7 @@ static esmt_status gelu_backward(esmt_model *m, const void *pre, void *d, uint64
 static esmt_status grads_ready(esmt_model *m, uint64_t from) {
   /* The parameter memory first (offload queues this bucket's D2H copy
    * behind an event: no host wait). */
-  esmt_status ost = m->mem.layer->grads_ready(m, from);
+  esmt_status ost = m->mem.layer->grads_ready(&m->mem, from);
   if (ost) return ost;
   if (!m->grads_hook.fn) return ESMT_OK;
   esmtb_status st = m->grads_hook.async ? 0 : m->ops->stream_sync(m->dev, m->stream);
@@ -87,6 +87,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
   esmt_status st;
 
   /* LM head: decoder (tied E), LayerNorm, GELU, dense, final LayerNorm. */
+  if ((st = esmt_model_need_weights(m, ESMT_PART_HEAD))) return st;
   if ((st = linear_backward(m, a->head_ln, ly->embed, ly->out_b, a->dlogits, a->d_narrow, N, d,
                             V, "backward: LM head decoder")))
     return st;
@@ -108,6 +109,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
     /* Recompute: refill the shared set with layer l's intermediates from
      * res[l] (the forward left the last layer's there already). */
     if (m->act_recompute && l < m->L - 1 && (st = esmt_layer_forward(m, l, 0))) return st;
+    if ((st = esmt_model_need_weights(m, l))) return st; /* (recompute asked already) */
     /* FFN block: d_resid is d res[l+1] on entry and d res_mid[l] after. */
     if ((st = linear_backward(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->d_resid, a->d_wide, N, F,
                               d, "backward: FFN down")))
@@ -140,6 +142,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
   }
 
   /* Embedding lookup (the second path into the tied E). */
+  if ((st = esmt_model_need_weights(m, ESMT_PART_EMBEDDING))) return st;
   esmtb_embed_args e = esmt_embed_args(m);
   e.dout = a->d_resid;
   e.dE = G(ly->embed);

@@ -4,6 +4,7 @@
 #include <math.h>
 
 #include "model.h"
+#include "param_layer.h"
 
 /* Activations and Linear weights/biases are in the compute dtype m->dtype
  * (weights from the half copy when there is one: esmt_weight); LayerNorm
@@ -84,12 +85,25 @@ esmtb_attention_args esmt_attention_args(const esmt_model *m, int l) {
   return at;
 }
 
+esmt_status esmt_model_need_weights(esmt_model *m, int l) {
+  const esmt_layout *ly = &m->layout;
+  const uint64_t *b = ly->part_bounds;
+  esmt_param_memory *p = &m->mem;
+  if (l == ESMT_PART_EMBEDDING) return p->layer->weights_needed(p, b[0], b[1]);
+  if (l == ESMT_PART_HEAD) {
+    esmt_status st = p->layer->weights_needed(p, b[ly->n_parts - 1], b[ly->n_parts]);
+    return st ? st : p->layer->weights_needed(p, b[0], b[1]); /* the tied decoder */
+  }
+  return p->layer->weights_needed(p, b[l + 1], b[l + 2]);
+}
+
 esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   esmt_activations *a = &m->act;
   const int N = m->B * m->T, d = m->d, F = m->F;
   const uint64_t nd = (uint64_t)N * (uint64_t)d;
   const esmt_layer_offsets *o = &m->layout.layers[l];
-  esmt_status st;
+  esmt_status st = esmt_model_need_weights(m, l);
+  if (st) return st;
   /* Self-attention block (pre-LN). */
   if ((st = layernorm(m, a->res[l], o->ln1_w, o->ln1_b, a->ln1[l], a->ln1_mean[l],
                       a->ln1_rstd[l], N, "forward: attention LayerNorm")))
@@ -124,6 +138,7 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   esmt_status st;
 
   /* Embedding with token dropout. */
+  if ((st = esmt_model_need_weights(m, ESMT_PART_EMBEDDING))) return st;
   esmtb_embed_args e = esmt_embed_args(m);
   e.out = a->res[0];
   ESMT_OP(m, embed_forward, e, "forward: embedding");
@@ -135,6 +150,7 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
 
   /* Final LayerNorm and the LM head: LN(gelu(x Wd^T + bd)) E^T + b. */
   const esmt_layout *ly = &m->layout;
+  if ((st = esmt_model_need_weights(m, ESMT_PART_HEAD))) return st;
   if ((st = layernorm(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
                       "forward: final LayerNorm")))
     return st;
@@ -182,7 +198,8 @@ esmt_status esmt_model_run_infer(esmt_model *m, uint64_t layers, int logits,
   for (int l = 0; l <= L; l++)
     if (layers >> l & 1) deepest = l;
   const int upto = logits ? L : deepest;
-  esmt_status st;
+  esmt_status st = esmt_model_need_weights(m, ESMT_PART_EMBEDDING);
+  if (st) return st;
   esmtb_embed_args e = esmt_embed_args(m);
   e.out = a->res[0];
   ESMT_OP(m, embed_forward, e, "inference: embedding");
@@ -195,6 +212,7 @@ esmt_status esmt_model_run_infer(esmt_model *m, uint64_t layers, int logits,
   const int want_final = (int)(layers >> L & 1);
   if (!want_final && !logits) return ESMT_OK;
   const esmt_layout *ly = &m->layout;
+  if ((st = esmt_model_need_weights(m, ESMT_PART_HEAD))) return st;
   if ((st = layernorm(m, a->res[L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
                       "inference: final LayerNorm")))
     return st;

@@ -40,6 +40,40 @@ static uint64_t add(builder *b, const char *name, int ndim, int64_t s0, int64_t 
   return off;
 }
 
+int esmt_norm_tensor_count(const esmt_model_config *cfg) { return 4 * cfg->num_layers + 4; }
+
+/* The LayerNorm tensors' offsets, in the order esmt_layout documents. */
+static esmt_status norm_table(const esmt_model_config *c, esmt_layout *l) {
+  l->n_norm = esmt_norm_tensor_count(c);
+  l->norm_offs = malloc((size_t)l->n_norm * sizeof *l->norm_offs);
+  if (!l->norm_offs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "model layout: out of memory");
+  int k = 0;
+  for (int i = 0; i < c->num_layers; i++) {
+    l->norm_offs[k++] = l->layers[i].ln1_w;
+    l->norm_offs[k++] = l->layers[i].ln1_b;
+    l->norm_offs[k++] = l->layers[i].ln2_w;
+    l->norm_offs[k++] = l->layers[i].ln2_b;
+  }
+  l->norm_offs[k++] = l->lnf_w;
+  l->norm_offs[k++] = l->lnf_b;
+  l->norm_offs[k++] = l->head_ln_w;
+  l->norm_offs[k++] = l->head_ln_b;
+  return ESMT_OK;
+}
+
+/* The parts' bounds: the embedding, each layer (its tensors are adjacent),
+ * the head. */
+static esmt_status part_table(const esmt_model_config *c, esmt_layout *l) {
+  l->n_parts = c->num_layers + 2;
+  l->part_bounds = malloc((size_t)(l->n_parts + 1) * sizeof *l->part_bounds);
+  if (!l->part_bounds) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "model layout: out of memory");
+  l->part_bounds[0] = l->embed;
+  for (int i = 0; i < c->num_layers; i++) l->part_bounds[1 + i] = l->layers[i].ln1_w;
+  l->part_bounds[c->num_layers + 1] = l->lnf_w;
+  l->part_bounds[c->num_layers + 2] = l->total;
+  return ESMT_OK;
+}
+
 esmt_status esmt_layout_build(const esmt_model_config *c, esmt_layout *l) {
   memset(l, 0, sizeof *l);
   builder b = {l, 0, ESMT_OK};
@@ -77,6 +111,8 @@ esmt_status esmt_layout_build(const esmt_model_config *c, esmt_layout *l) {
   l->head_ln_w = add(&b, "lm_head.layer_norm.weight", 1, d, 0);
   l->head_ln_b = add(&b, "lm_head.layer_norm.bias", 1, d, 0);
   l->out_b = add(&b, "lm_head.bias", 1, V, 0);
+  if (!b.st) b.st = norm_table(c, l);
+  if (!b.st) b.st = part_table(c, l);
   if (b.st) esmt_layout_free(l);
   return b.st;
 }
@@ -85,5 +121,7 @@ void esmt_layout_free(esmt_layout *l) {
   if (!l) return;
   free(l->tensors);
   free(l->layers);
+  free(l->norm_offs);
+  free(l->part_bounds);
   memset(l, 0, sizeof *l);
 }

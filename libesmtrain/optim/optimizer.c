@@ -1,15 +1,14 @@
 /* The optimizer module (see optimizer.h): its kinds, their state and
- * memory, and the step: the per-tensor weight-decay segments of the flat
- * buffer (the part this rank holds under ZeRO-1) handed to the backend's
- * op, or to the host optimizer under offload. */
+ * memory, and the description of one step: the per-tensor weight-decay
+ * segments of the flat buffer (the part this rank holds under ZeRO-1) and
+ * the hyper-parameters, which the parameter memory's layer hands to the
+ * backend's op, or to the host optimizer under offload. */
 #include "optimizer.h"
 
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "model.h"
-#include "param_layer.h"
 
 typedef struct kind_info {
   const char *name;
@@ -76,10 +75,11 @@ esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind, esmt_optimizer_
   return ESMT_OK;
 }
 
-esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config *cfg, double lr,
-                                      double grad_scale, int64_t step) {
-  const char *fn = "esmt_model_optimizer_step";
-  ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
+esmt_status esmt_optim_step_build(const esmt_optimizer_config *cfg,
+                                  const esmt_tensor_info *tensors, int count, uint64_t lo,
+                                  uint64_t hi, double lr, double grad_scale, int64_t step,
+                                  const char *fn, esmt_optim_step *s) {
+  memset(s, 0, sizeof *s);
   esmt_status st = esmt_check_struct(fn, "esmt_optimizer_config", cfg->struct_size, sizeof *cfg);
   if (!st) st = esmt_optimizer_config_check(cfg, fn);
   if (st) return st;
@@ -88,18 +88,11 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
   if (!(lr >= 0) || !isfinite(lr) || !isfinite(grad_scale))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need a finite lr >= 0 (got %g) and a finite "
                      "grad_scale (got %g)", fn, lr, grad_scale);
-  if (m->cfg.optimizer != cfg->kind)
-    return esmt_fail(ESMT_ERR_STATE, "%s: this model holds %s's state (esmt_model_config."
-                     "optimizer); a %s step would misread it", fn,
-                     esmt_optimizer_name(m->cfg.optimizer), esmt_optimizer_name(cfg->kind));
-  esmtb_segment *segs = malloc((size_t)m->layout.count * sizeof *segs);
+  esmtb_segment *segs = malloc((size_t)(count > 0 ? count : 1) * sizeof *segs);
   if (!segs) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
-  /* Offsets relative to opt_lo: only the elements whose moments this
-   * model holds (all of them but under ZeRO-1). */
-  const uint64_t lo = m->mem.opt_lo, hi = m->mem.opt_hi;
   int n = 0;
-  for (int i = 0; i < m->layout.count; i++) {
-    const esmt_tensor_info *t = &m->layout.tensors[i];
+  for (int i = 0; i < count; i++) {
+    const esmt_tensor_info *t = &tensors[i];
     uint64_t a0 = t->offset > lo ? t->offset : lo;
     uint64_t a1 = t->offset + t->numel < hi ? t->offset + t->numel : hi;
     if (a0 >= a1) continue;
@@ -109,19 +102,18 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
     else
       segs[n++] = (esmtb_segment){a0 - lo, a1 - a0, wd};
   }
-  void *low = m->mem.compute_lowp ? (char *)m->mem.compute_lowp + lo * m->esize : NULL;
-  /* the layer fills in the moments and runs the op where they live */
-  if (cfg->kind == ESMT_OPTIMIZER_LION) {
-    esmtb_lion_args a = {sizeof a, n, segs, m->mem.master + lo, m->mem.grads + lo, NULL, (float)lr,
-                         (float)cfg->beta1, (float)cfg->beta2, (float)grad_scale, low, m->dtype};
-    st = m->mem.layer->step(m, NULL, &a);
-  } else {
-    esmtb_adamw_args a = {sizeof a, n, segs, m->mem.master + lo, m->mem.grads + lo, NULL, NULL,
-                          (float)lr, (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps, step,
-                          (float)grad_scale, low, m->dtype};
-    st = m->mem.layer->step(m, &a, NULL);
-  }
-  free(segs); /* an op keeps no pointer into the caller's arrays (backend.h): no sync */
-  m->have_forward = 0;
-  return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
+  s->kind = cfg->kind;
+  s->segments = segs;
+  s->lion = (esmtb_lion_args){sizeof s->lion, n, segs, NULL, NULL, NULL, (float)lr,
+                              (float)cfg->beta1, (float)cfg->beta2, (float)grad_scale, NULL,
+                              ESMTB_F32};
+  s->adamw = (esmtb_adamw_args){sizeof s->adamw, n, segs, NULL, NULL, NULL, NULL, (float)lr,
+                                (float)cfg->beta1, (float)cfg->beta2, (float)cfg->eps, step,
+                                (float)grad_scale, NULL, ESMTB_F32};
+  return ESMT_OK;
+}
+
+void esmt_optim_step_free(esmt_optim_step *s) {
+  free(s->segments); /* an op keeps no pointer into the caller's arrays (backend.h) */
+  s->segments = NULL;
 }

@@ -4,8 +4,10 @@
  *  - its state: how many fp32 buffers per parameter (AdamW: m and v), their
  *    names in optimizer.safetensors ("m.", "v." + the HF tensor name);
  *  - its memory: bytes of state per parameter (the planner's "moments");
- *  - its step: the per-tensor weight-decay segments and the backend op
- *    (esmt_model_optimizer_step, public; optimizer.c);
+ *  - its step: the per-tensor weight-decay segments and the hyper-parameters
+ *    of one update (esmt_optim_step, below), which the parameter memory's
+ *    layer runs where the buffers live (memory/param_layer.h) and the public
+ *    esmt_model_optimizer_step (model/model_optimizer.c) drives;
  *  - its name in logs, state.json and the configuration (optimizer.kind). */
 #ifndef ESMTRAIN_OPTIMIZER_H
 #define ESMTRAIN_OPTIMIZER_H
@@ -33,5 +35,26 @@ ESMT_HIDDEN uint64_t esmt_optimizer_state_bytes(esmt_optimizer_kind kind, uint64
 /* Check a configuration's kind and values; messages start with `fn`. */
 ESMT_HIDDEN esmt_status esmt_optimizer_config_check(const esmt_optimizer_config *cfg,
                                                     const char *fn);
+
+/* One update, whatever the kind: the backend op's arguments with every
+ * hyper-parameter and segment filled in and the buffer pointers (params,
+ * grads, moments, params_lowp) left for the parameter memory's layer to
+ * fill where the buffers live. Exactly one of the two is used, by `kind`. */
+typedef struct esmt_optim_step {
+  esmt_optimizer_kind kind;
+  esmtb_adamw_args adamw;
+  esmtb_lion_args lion;
+  esmtb_segment *segments; /* owned: esmt_optim_step_free */
+} esmt_optim_step;
+
+/* Check the update's arguments (messages start with `fn`) and build *s:
+ * the weight-decay segments of the tensors' elements within [lo, hi) (the
+ * part whose moments are held), offsets relative to lo. */
+ESMT_HIDDEN esmt_status esmt_optim_step_build(const esmt_optimizer_config *cfg,
+                                              const esmt_tensor_info *tensors, int count,
+                                              uint64_t lo, uint64_t hi, double lr,
+                                              double grad_scale, int64_t step, const char *fn,
+                                              esmt_optim_step *s);
+ESMT_HIDDEN void esmt_optim_step_free(esmt_optim_step *s);
 
 #endif

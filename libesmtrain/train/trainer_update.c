@@ -73,16 +73,16 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
      * with data parallelism: the all-reduce must finish first, and the
      * host then pulls the reduced gradients in one copy) */
     const esmt_param_layer *pl = m->mem.layer;
-    if (i == n - 1 && !p->dp && (st = pl->arm(m))) return st;
+    if (i == n - 1 && !p->dp && (st = pl->arm(&m->mem))) return st;
     st = esmt_model_backward(m);
     if (i == n - 1) {
       if (st) {
         esmt_dp_grads_cancel(p->dp, m);
-        pl->cancel(m);
+        pl->cancel(&m->mem);
       } else {
         st = esmt_dp_grads_finish(p->dp, m);
-        if (!st) st = pl->finish(m);
-        else pl->cancel(m);
+        if (!st) st = pl->finish(&m->mem);
+        else pl->cancel(&m->mem);
       }
     }
     if (st) return st;
@@ -94,11 +94,10 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   r->loss = selected ? loss_sum / (double)selected : 0.0;
   if (inject_here(step)) {
     float nan = esmt_test_inject_inf ? __builtin_inff() : __builtin_nanf("");
-    esmtb_status cs = m->ops->copy_async(m->dev, m->mem.grads + m->layout.total / 2, &nan, sizeof nan,
-                                         ESMTB_COPY_H2D, m->stream);
-    if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-    if (cs) return esmt_fail_prefix((esmt_status)cs, "test hook: ");
-    m->mem.layer->grads_changed(m); /* the offload's host copy must see it too */
+    /* through the parameter memory: the gradients may live on the host */
+    st = esmt_master_copy(m, &nan, m->mem.grads + m->layout.total / 2, sizeof nan, 1);
+    if (st) return esmt_fail_prefix(st, "test hook: ");
+    m->mem.layer->grads_changed(&m->mem); /* the offload's host copy must see it too */
   }
   double t2 = esmt_now_s();
   /* ZeRO-1: each rank holds final gradients for its shard only; the norm

@@ -41,6 +41,11 @@ static uint64_t attention_scratch_bytes(const esmt_model_config *c, int B, int T
   return rotated + tokens * (uint64_t)c->num_heads * 4;
 }
 
+/* What the offload layer's buffers are sized by, for this model. */
+static esmt_offload_shape offload_shape(const esmt_model_config *c, uint64_t P, int esize) {
+  return (esmt_offload_shape){P, esmt_norm_tensor_count(c), c->hidden_size, c->optimizer, esize};
+}
+
 /* Fill plan->device for one concrete policy and micro-batch. */
 static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, int recompute,
                     esmt_plan *p) {
@@ -66,14 +71,15 @@ static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, 
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
   p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model->max_positions * half * 4 +
                                   attention_scratch_bytes(r->model, B, r->seq_len, es);
+  const esmt_offload_shape shape = offload_shape(r->model, P, (int)es);
   if (offload && es != 4) /* fp32 LayerNorm w/b beside the half weights (offload.c) */
-    p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(r->model, (int)es) - P * es;
+    p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(&shape) - P * es;
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
   /* Host: master, moments, fp32 gradients (and the F16/BF16 staging image)
    * live there under offload: exactly what offload.c allocates. */
-  p->host_pinned = offload ? esmt_offload_host_bytes(r->model, (int)es) : 0;
+  p->host_pinned = offload ? esmt_offload_host_bytes(&shape) : 0;
   p->fits = !r->device_budget || p->device_total <= r->device_budget;
 }
 
