@@ -20,10 +20,14 @@ static int parse_policy(const char *s, int *out) {
 static void usage(void) {
   printf("usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
-         "         [--recompute auto|on|off] [--runtime-overhead BYTES]\n"
+         "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
+         "         [--runtime-overhead BYTES] [--link GB/s]\n"
          "Prints the device memory a training job needs per tensor class, and the cheapest\n"
-         "policy (none, recompute, optimizer offload, both) and micro-batch (0 = largest)\n"
-         "that fit --device-mem (e.g. 8GiB). Exit status 0 when it fits, 3 when it does not.\n");
+         "policy (none, recompute, optimizer offload, both; then gradients, then weights\n"
+         "streamed from host memory, without and with recompute) and micro-batch (0 = largest)\n"
+         "that fit --device-mem (e.g. 8GiB). With streaming it prints the bytes that cross the\n"
+         "host link per micro-batch, and with --link (a measured host-to-device bandwidth in\n"
+         "GB/s) the time they take. Exit status 0 when it fits, 3 when it does not.\n");
 }
 
 /* The flags are configuration keys; the request is the one the trainer
@@ -34,7 +38,7 @@ static const struct { const char *flag, *key; } k_flags[] = {
     {"--model", "model.preset"},           {"--seq", "data.max_len"},
     {"--micro-batch", "data.micro_batch"}, {"--precision", "backend.precision"},
     {"--device-mem", "backend.device_memory_limit"}, {"--offload", "offload.optimizer"},
-    {"--recompute", "offload.recompute"},
+    {"--recompute", "offload.recompute"},  {"--stream", "offload.stream"},
 };
 
 int cmd_plan(int argc, char **argv) {
@@ -47,6 +51,7 @@ int cmd_plan(int argc, char **argv) {
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
   int have_overhead = 0, rows = 0;
+  double link_gbps = 0;
   for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
@@ -68,7 +73,11 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
-    if (!strcmp(a, "--runtime-overhead")) {
+    if (!strcmp(a, "--link")) {
+      known = 1;
+      ok = cli_double_arg("plan", a, v, 0.001, 10000, &link_gbps);
+      if (!ok) { esmt_config_destroy(cfg); return 2; }
+    } else if (!strcmp(a, "--runtime-overhead")) {
       known = 1;
       ok = have_overhead = parse_bytes(v, &r.runtime_overhead);
     } else if (!strcmp(a, "--offload") || !strcmp(a, "--recompute")) {
@@ -107,8 +116,9 @@ int cmd_plan(int argc, char **argv) {
   printf("plan: %s (%.1fM parameters), micro-batch %d x %d, %s, budget %s\n", model,
          (double)p.parameters / 1e6, p.micro_batch, r.seq_len, prec[r.precision],
          r.device_budget ? cli_bytes(r.device_budget, buf, 32) : "unlimited");
-  printf("  policy: optimizer offload %s, activation recompute %s\n",
-         p.offload_optimizer ? "on" : "off", p.recompute ? "on" : "off");
+  static const char *const levels[] = {"off", "gradients", "weights"};
+  printf("  policy: optimizer offload %s, activation recompute %s, streaming %s\n",
+         p.offload_optimizer ? "on" : "off", p.recompute ? "on" : "off", levels[p.stream]);
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++)
     printf("  %-16s %12s\n", esmt_mem_class_name((esmt_mem_class)i),
            cli_bytes(p.device[i], buf, 32));
@@ -117,6 +127,14 @@ int cmd_plan(int argc, char **argv) {
   printf("  %-16s %12s  (offload: fp32 master weights, moments, gradients; half: the weight "
          "staging copy)\n", "host pinned",
          cli_bytes(p.host_pinned, buf, 32));
+  if (p.stream) {
+    printf("  %-16s %12s  per micro-batch (%s)", "host link", cli_bytes(p.stream_bytes, buf, 32),
+           p.stream == ESMT_STREAM_WEIGHTS ? "every layer's weights up twice, its gradients down"
+                                           : "every layer's gradients down");
+    if (link_gbps > 0)
+      printf(": %.1f ms at %.1f GB/s", (double)p.stream_bytes / (link_gbps * 1e9) * 1e3, link_gbps);
+    printf("\n");
+  }
   printf("%s: %s\n", p.fits ? "fits" : "DOES NOT FIT", p.advice);
   return p.fits ? 0 : 3;
 }

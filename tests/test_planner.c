@@ -6,7 +6,7 @@
 #include <string.h>
 
 #include "model.h"
-#include "offload.h"
+#include "stream.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
 
@@ -32,6 +32,77 @@ static uint64_t offload_host_bytes(const esmt_model_config *c, int esize) {
   assert_int_equal(esmt_model_config_param_count(c, &P), ESMT_OK);
   const esmt_offload_shape s = {P, esmt_norm_tensor_count(c), c->hidden_size, c->optimizer, esize};
   return esmt_offload_host_bytes(&s);
+}
+
+/* The largest ESM-2 on the cards the issue names: 3B on 8 GiB (weights or
+ * gradients streamed), 15B on 80 GiB and on 24 GiB. The streamed classes
+ * are esmt_stream_sizes' figures for the model's parts (what stream.c
+ * allocates; test_stream checks the allocation against them). */
+static void expect_streamed_fit(const char *preset, esmt_precision pr, uint64_t budget,
+                                int want_level) {
+  esmt_plan_request r = req_for(preset, 1, 512, pr, budget);
+  r.runtime_overhead = 512ull << 20;
+  r.stream = -1;
+  esmt_plan p = ESMT_PLAN_INIT;
+  if (esmt_plan_memory(&r, &p) != ESMT_OK) fail_msg("%s: %s", preset, esmt_last_error());
+  assert_true(p.fits && p.offload_optimizer);
+  assert_int_equal(p.stream, want_level);
+  assert_true(p.device_total <= budget);
+  esmt_layout ly;
+  assert_int_equal(esmt_layout_build(r.model, &ly), ESMT_OK);
+  const esmt_stream_bytes b = esmt_stream_sizes(p.stream, ly.part_bounds, ly.n_parts, 2,
+                                                ly.n_norm, r.model->hidden_size);
+  assert_int_equal(p.device[ESMT_MEM_GRADIENTS], b.device_grads);
+  /* host: offload's buffers and the bounce buffers */
+  assert_int_equal(p.host_pinned, offload_host_bytes(r.model, 2) + b.host_extra);
+  /* over the link per micro-batch: the layers' gradients (fp32) down, and
+   * for weights their half copies up twice */
+  const uint64_t layers = ly.part_bounds[ly.n_parts - 1] - ly.part_bounds[1];
+  assert_int_equal(p.stream_bytes, layers * 4 + (want_level == ESMT_STREAM_WEIGHTS ? 4 * layers : 0));
+  print_message("%s in %.0f GiB: %.2f GiB on the device, stream %d, host %.1f GiB, link %.1f "
+                "GiB per micro-batch\n", preset, (double)budget / GIB,
+                (double)p.device_total / GIB, p.stream, (double)p.host_pinned / GIB,
+                (double)p.stream_bytes / GIB);
+  esmt_layout_free(&ly);
+}
+
+static void test_streamed_levels_fit(void **state) {
+  (void)state;
+  expect_streamed_fit("esm2_t36_3B", ESMT_PRECISION_FP16, 8 * GIB, ESMT_STREAM_GRADIENTS);
+  expect_streamed_fit("esm2_t48_15B", ESMT_PRECISION_BF16, 80 * GIB, ESMT_STREAM_GRADIENTS);
+  expect_streamed_fit("esm2_t48_15B", ESMT_PRECISION_BF16, 24 * GIB, ESMT_STREAM_WEIGHTS);
+  /* without streaming neither 3B on 8 GiB nor 15B on 80 GiB fits */
+  esmt_plan_request r = req_for("esm2_t48_15B", 1, 512, ESMT_PRECISION_BF16, 80 * GIB);
+  r.stream = ESMT_STREAM_NONE;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_OUT_OF_MEMORY);
+  assert_non_null(strstr(p.advice, "streaming off"));
+}
+
+/* Streaming needs the optimizer on the host; an older caller's request
+ * (struct_size before `stream`) plans without streaming, and an older
+ * plan struct is filled up to its size only. */
+static void test_stream_request_rules(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t36_3B", 1, 512, ESMT_PRECISION_FP16, 8 * GIB);
+  r.offload_optimizer = 0;
+  r.stream = ESMT_STREAM_WEIGHTS;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "needs the optimizer offloaded"));
+  r.offload_optimizer = -1;
+  r.stream = 3;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
+  r.stream = ESMT_STREAM_WEIGHTS;
+  r.struct_size = (uint32_t)offsetof(esmt_plan_request, stream); /* an older caller */
+  struct { esmt_plan p; char guard[64]; } old;
+  memset(&old, 0x5a, sizeof old);
+  old.p.struct_size = (uint32_t)offsetof(esmt_plan, stream);
+  assert_int_equal(esmt_plan_memory(&r, &old.p), ESMT_ERR_OUT_OF_MEMORY); /* no streaming: 3B does not fit */
+  const unsigned char *tail = (const unsigned char *)&old.p + offsetof(esmt_plan, stream);
+  for (size_t i = 0; i < sizeof old.p - offsetof(esmt_plan, stream); i++) assert_int_equal(tail[i], 0x5a);
+  r.struct_size = (uint32_t)offsetof(esmt_plan_request, stream) - 1;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_ABI);
 }
 
 static void test_650m_on_8gb(void **state) {
@@ -250,6 +321,8 @@ int main(void) {
       cmocka_unit_test(test_misuse),
       cmocka_unit_test(test_request_from_config),
       cmocka_unit_test(test_lion_halves_the_moments),
+      cmocka_unit_test(test_streamed_levels_fit),
+      cmocka_unit_test(test_stream_request_rules),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -617,10 +617,27 @@ typedef struct esmt_plan_request {
   int offload_optimizer;        /* -1 auto, 0 off, 1 on */
   int recompute;                /* -1 auto, 0 off, 1 on */
   uint64_t runtime_overhead;    /* bytes the runtime takes besides allocations */
+  /* Appended (0.2, issue #36): what else streams from host memory, an
+   * esmt_stream_level, or -1 auto (the cheapest that fits). A level above
+   * NONE needs offload_optimizer on (or auto). A caller whose struct ends
+   * before it gets ESMT_STREAM_NONE. */
+  int stream;
 } esmt_plan_request;
 
+/* Memory levels beyond optimizer offload: the parameter memory keeps only
+ * the running layer's part on the device. GRADIENTS: each layer's
+ * gradients go to host memory as backward produces them (accumulated there
+ * in fp32); WEIGHTS: that, and each layer's compute weights come from host
+ * memory as it runs (forward, recompute, backward). The embedding and the
+ * LM head stay on the device. */
+typedef enum esmt_stream_level {
+  ESMT_STREAM_NONE = 0,
+  ESMT_STREAM_GRADIENTS = 1,
+  ESMT_STREAM_WEIGHTS = 2
+} esmt_stream_level;
+
 #define ESMT_PLAN_REQUEST_INIT \
-  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0 }
+  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE }
 
 typedef struct esmt_plan {
   uint32_t struct_size;
@@ -633,13 +650,19 @@ typedef struct esmt_plan {
   uint64_t host_pinned;         /* page-locked host memory the plan needs */
   uint64_t parameters;
   char advice[512];             /* why it does not fit / what was chosen */
+  /* Appended (0.2, issue #36); filled when struct_size covers them. */
+  int stream;                   /* the esmt_stream_level chosen */
+  uint64_t stream_bytes;        /* bytes over the host link per micro-batch for it: weights up
+                                 * for forward and backward, gradients down (0: none) */
 } esmt_plan;
 
-#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0} }
+#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0 }
 
 /* Plan device memory for training: the exact bytes per class for the
  * requested policy, or, for "auto" fields, the cheapest policy (none, then
- * recompute, then optimizer offload, then both) and micro-batch that fit.
+ * recompute, then optimizer offload, then both; then gradients streamed,
+ * without and with recompute; then weights streamed likewise) and
+ * micro-batch that fit.
  * When nothing fits returns ESMT_ERR_OUT_OF_MEMORY with advice in the
  * message and in plan->advice (plan filled with the smallest attempt). */
 ESMT_API esmt_status esmt_plan_memory(const esmt_plan_request *request, esmt_plan *plan);

@@ -1,6 +1,7 @@
 /* From a configuration to the memory planner's request: the one place
  * that maps the config's model, batch, precision and offload keys onto
  * esmt_plan_request (see esmtrain.h), for the trainer and the CLI alike. */
+#include <stddef.h>
 #include <string.h>
 
 #include "context.h"
@@ -13,11 +14,19 @@ static int policy(esmt_config_reader *rd, const char *key) { /* -1 auto, 0 off, 
   return !strcmp(v, "on") ? 1 : !strcmp(v, "off") ? 0 : -1;
 }
 
+int esmt_config_stream_level(const char *v) {
+  return !strcmp(v, "off")         ? ESMT_STREAM_NONE
+       : !strcmp(v, "gradients")   ? ESMT_STREAM_GRADIENTS
+       : !strcmp(v, "weights")     ? ESMT_STREAM_WEIGHTS : -1;
+}
+
 esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context *ctx,
                                      esmt_model_config *model, esmt_plan_request *r) {
   const char *fn = "esmt_config_plan_request";
   ESMT_CHECK_ARG(cfg && r && model, fn, "config, model and request must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size, sizeof *r);
+  /* a caller's request may end before `stream` (filled up to its size) */
+  esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size,
+                                     offsetof(esmt_plan_request, stream));
   if (st) return st;
   if ((st = esmt_check_struct(fn, "esmt_model_config", model->struct_size, sizeof *model)))
     return st;
@@ -46,6 +55,7 @@ esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context 
   const int64_t zero = esmt_cfg_int(c, "dist.zero");
   pr.offload_optimizer = policy(c, "offload.optimizer");
   pr.recompute = policy(c, "offload.recompute");
+  pr.stream = esmt_config_stream_level(esmt_cfg_string(c, "offload.stream"));
   if ((st = esmt_cfg_status(c, fn))) return st;
   const int asked = !strcmp(p, "fp32") ? ESMT_PRECISION_FP32 : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
                   : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
@@ -66,7 +76,11 @@ esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context 
   if ((st = esmt_optimizer_from_name(opt_kind, &mc.optimizer))) return st;
   if (zero > 0 && pr.offload_optimizer < 0)
     pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
+  if ((zero > 0 || pr.offload_optimizer == 0) && pr.stream < 0)
+    pr.stream = ESMT_STREAM_NONE; /* streaming needs the optimizer on the host, alone */
   *model = mc;
-  memcpy(r, &pr, sizeof pr);
+  const uint32_t size = r->struct_size;
+  memcpy(r, &pr, size < sizeof pr ? size : sizeof pr);
+  r->struct_size = size;
   return ESMT_OK;
 }

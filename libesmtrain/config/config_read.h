@@ -24,6 +24,9 @@ ESMT_HIDDEN const char *esmt_cfg_string(esmt_config_reader *r, const char *key);
 ESMT_HIDDEN int esmt_cfg_bool(esmt_config_reader *r, const char *key);
 ESMT_HIDDEN uint64_t esmt_cfg_bytes(esmt_config_reader *r, const char *key);
 
+/* offload.stream's value as an esmt_stream_level; -1 for "auto". */
+ESMT_HIDDEN int esmt_config_stream_level(const char *value);
+
 /* ESMT_OK, or the first failure again as the last error, "<fn>: internal
  * error: ..." (so that later calls cannot have overwritten its message). */
 ESMT_HIDDEN esmt_status esmt_cfg_status(const esmt_config_reader *r, const char *fn);

@@ -77,6 +77,10 @@ const esmt_key_def esmt_config_keys[] = {
      "ZeRO stage 1: 1 shards the AdamW moments over the ranks (reduce-scatter, all-gather)"},
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
     {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "keep only layer inputs, recompute the rest in backward; auto: if the planner needs it"},
+    {"offload.stream", E, "auto", "auto|off|gradients|weights", 0, 0,
+     "stream from host memory layer by layer (needs offload.optimizer): gradients go down as "
+     "backward produces them; weights also come up as each layer runs; auto: if the planner "
+     "needs it"},
     {"offload.pinned_memory_limit", Y, "0", NULL, 0, BIG, "cap on page-locked host memory; 0 = none"},
     {"loss_scale.enabled", E, "auto", "auto|on|off", 0, 0,
      "dynamic loss scaling; auto = on when the compute precision is fp16"},

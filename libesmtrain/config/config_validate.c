@@ -100,6 +100,24 @@ static esmt_status check_hardware(esmt_config_reader *c) {
   return ESMT_OK;
 }
 
+/* Streaming from host memory sits on the optimizer's host side, and does
+ * not combine with ZeRO-1 yet (each rank would stream its own copy). */
+static esmt_status check_memory_levels(esmt_config_reader *c) {
+  const char *stream = esmt_cfg_string(c, "offload.stream");
+  const char *opt = esmt_cfg_string(c, "offload.optimizer");
+  const long long zero = esmt_cfg_int(c, "dist.zero");
+  READS_DONE(c);
+  if (esmt_config_stream_level(stream) <= 0) return ESMT_OK;
+  if (!strcmp(opt, "off"))
+    return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s needs the optimizer on the host: set "
+                     "offload.optimizer on (or auto), or offload.stream off", stream);
+  if (zero)
+    return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s does not combine with dist.zero 1 "
+                     "(ZeRO-1 shards the optimizer state on the device): set one of them off",
+                     stream);
+  return ESMT_OK;
+}
+
 esmt_status esmt_config_validate(const esmt_config *cfg) {
   ESMT_CHECK_ARG(cfg, "esmt_config_validate", "config is NULL");
   esmt_config_reader reader, *c = &reader;
@@ -109,5 +127,6 @@ esmt_status esmt_config_validate(const esmt_config *cfg) {
   if (!st) st = check_schedule(c);
   if (!st) st = check_meaningful(c);
   if (!st) st = check_hardware(c);
+  if (!st) st = check_memory_levels(c);
   return st;
 }

@@ -48,16 +48,12 @@ typedef struct esmt_offload_options {
   uint64_t pinned_limit;      /* bytes of page-locked memory at most; 0 = no cap */
   int recompute;              /* 1: activation recompute (esmt_model_set_recompute) */
   uint64_t device_memory_limit; /* the backend's allocation budget; 0 = the context's */
-  /* With `enabled`, what else leaves the device (stream.h): ESMT_STREAM_NONE,
-   * ESMT_STREAM_GRADIENTS (each layer's gradients go to the host as
-   * backward produces them), ESMT_STREAM_WEIGHTS (that, and each layer's
+  /* With `enabled`, what else leaves the device (stream.h), an
+   * esmt_stream_level: NONE, GRADIENTS (each layer's gradients go to the
+   * host as backward produces them), WEIGHTS (that, and each layer's
    * compute weights come in as it runs). */
   int streamed;
 } esmt_offload_options;
-
-#define ESMT_STREAM_NONE 0
-#define ESMT_STREAM_GRADIENTS 1
-#define ESMT_STREAM_WEIGHTS 2
 
 #define ESMT_OFFLOAD_MAX_BUFS 8
 

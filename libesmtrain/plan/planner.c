@@ -2,12 +2,13 @@
  * cheapest policy and largest micro-batch that fit a device budget. The
  * activation bytes come from the same carving code that lays out the real
  * arena (model_activations.c), so plan and allocation cannot drift. */
+#include <stddef.h>
 #include <stdio.h>
 #include <string.h>
 
 #include "optimizer.h"
 #include "model.h"
-#include "offload.h"
+#include "stream.h"
 
 #define MIB (1024ull * 1024ull)
 #define GEMM_WORKSPACE (32 * MIB) /* cuBLASLt workspace and reduction scratch */
@@ -21,15 +22,6 @@ const char *esmt_mem_class_name(esmt_mem_class c) {
 }
 
 static uint64_t esize_of(esmt_precision p) { return p == ESMT_PRECISION_FP32 ? 4 : 2; }
-
-/* Parameters of the largest layer, and of embedding + head (whose
- * gradients stay on the device under offload: the tied embedding gets its
- * two contributions at opposite ends of backward). */
-static void param_split(const esmt_model_config *c, uint64_t *layer, uint64_t *ends) {
-  uint64_t d = (uint64_t)c->hidden_size, F = c->ffn_size ? (uint64_t)c->ffn_size : 4 * d;
-  *layer = 4 * d * d + 2 * d * F + 9 * d + F;
-  *ends = (uint64_t)c->vocab_size * d + d * d + 5 * d + (uint64_t)c->vocab_size;
-}
 
 /* Stream-ordered scratch of one attention call (backends/cuda_common/
  * cuda_attention.cu), live during the call only, one call at a time: the
@@ -46,62 +38,93 @@ static esmt_offload_shape offload_shape(const esmt_model_config *c, uint64_t P, 
   return (esmt_offload_shape){P, esmt_norm_tensor_count(c), c->hidden_size, c->optimizer, esize};
 }
 
+/* A planning request with what every attempt reads: the parameter count
+ * and the model's parts (the stream layer's slots are sized by them). */
+typedef struct plan_ctx {
+  const esmt_plan_request *r;
+  uint64_t P;
+  esmt_layout layout;
+} plan_ctx;
+
+/* One concrete policy. */
+typedef struct policy {
+  int offload, recompute, stream;
+} policy;
+
 /* Fill plan->device for one concrete policy and micro-batch. */
-static void account(const esmt_plan_request *r, uint64_t P, int B, int offload, int recompute,
-                    esmt_plan *p) {
-  const uint64_t es = esize_of(r->precision);
-  uint64_t layer, ends;
-  param_split(r->model, &layer, &ends);
+static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
+  const esmt_plan_request *r = c->r;
+  const uint64_t P = c->P, es = esize_of(r->precision);
   memset(p->device, 0, sizeof p->device);
   p->micro_batch = B;
-  p->offload_optimizer = offload;
-  p->recompute = recompute;
+  p->offload_optimizer = pol.offload;
+  p->recompute = pol.recompute;
+  p->stream = pol.stream;
   p->parameters = P;
-  /* fp32 without offload computes on the master weights themselves. */
-  p->device[ESMT_MEM_COMPUTE_WEIGHTS] = (r->precision == ESMT_PRECISION_FP32 && !offload) ? 0 : P * es;
-  p->device[ESMT_MEM_MASTER_WEIGHTS] = offload ? 0 : P * 4;
-  p->device[ESMT_MEM_MOMENTS] = offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, P);
+  const esmt_offload_shape shape = offload_shape(r->model, P, (int)es);
+  const esmt_stream_bytes sb = esmt_stream_sizes(pol.stream, c->layout.part_bounds,
+                                                 c->layout.n_parts, (int)es, shape.n_norm, shape.d);
+  const uint64_t norms = es == 4 ? 0 : (uint64_t)shape.n_norm * (uint64_t)shape.d * 4;
+  /* fp32 without offload computes on the master weights themselves; the
+   * LayerNorm w/b beside the half weights count as workspace */
+  const int streamed_w = pol.stream >= ESMT_STREAM_WEIGHTS;
+  p->device[ESMT_MEM_COMPUTE_WEIGHTS] = !pol.offload ? (es == 4 ? 0 : P * es)
+                                      : streamed_w   ? sb.device_weights - norms : P * es;
+  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : P * 4;
+  p->device[ESMT_MEM_MOMENTS] = pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, P);
   /* The fp32 gradients stay on the device (micro-batches accumulate into
-   * them); under offload the last backward streams them to the host
-   * bucket by bucket (offload.c). */
-  (void)layer; (void)ends;
-  p->device[ESMT_MEM_GRADIENTS] = P * 4;
+   * them; under offload the last backward streams them to the host bucket
+   * by bucket), unless they stream: the embedding's and head's, and two
+   * layers' slots (stream.c). */
+  p->device[ESMT_MEM_GRADIENTS] = sb.device_grads;
   p->device[ESMT_MEM_ACTIVATIONS] =
-      esmt_activation_bytes(r->model, B, r->seq_len, (int)es, recompute);
+      esmt_activation_bytes(r->model, B, r->seq_len, (int)es, pol.recompute);
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
   p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model->max_positions * half * 4 +
                                   attention_scratch_bytes(r->model, B, r->seq_len, es);
-  const esmt_offload_shape shape = offload_shape(r->model, P, (int)es);
-  if (offload && es != 4) /* fp32 LayerNorm w/b beside the half weights (offload.c) */
-    p->device[ESMT_MEM_WORKSPACE] += esmt_offload_compute_bytes(&shape) - P * es;
+  if (pol.offload) /* the LayerNorm w/b (and alignment) beside the compute weights */
+    p->device[ESMT_MEM_WORKSPACE] += sb.device_weights - p->device[ESMT_MEM_COMPUTE_WEIGHTS];
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
   /* Host: master, moments, fp32 gradients (and the F16/BF16 staging image)
-   * live there under offload: exactly what offload.c allocates. */
-  p->host_pinned = offload ? esmt_offload_host_bytes(&shape) : 0;
+   * live there under offload, and streaming adds its bounce buffers:
+   * exactly what offload.c and stream.c allocate. */
+  p->host_pinned = pol.offload ? esmt_offload_host_bytes(&shape) + sb.host_extra : 0;
+  /* Over the host link per micro-batch: every layer's weights up for the
+   * forward and again for backward (its recompute reuses the slot), every
+   * layer's gradients down. */
+  const uint64_t layers = c->layout.part_bounds[c->layout.n_parts - 1] - c->layout.part_bounds[1];
+  p->stream_bytes = (pol.stream >= ESMT_STREAM_GRADIENTS ? layers * 4 : 0) +
+                    (pol.stream >= ESMT_STREAM_WEIGHTS ? 2 * layers * es : 0);
   p->fits = !r->device_budget || p->device_total <= r->device_budget;
 }
 
 /* Largest micro-batch in [1, cap] that fits (0 if none); fills *p for it. */
-static int largest_batch(const esmt_plan_request *r, uint64_t P, int offload, int recompute, int cap,
-                         esmt_plan *p) {
+static int largest_batch(const plan_ctx *c, policy pol, int cap, esmt_plan *p) {
   int lo = 0, hi = cap;
   while (lo < hi) { /* memory grows with B: binary search */
     int mid = lo + (hi - lo + 1) / 2;
-    account(r, P, mid, offload, recompute, p);
+    account(c, mid, pol, p);
     if (p->fits) lo = mid;
     else hi = mid - 1;
   }
-  account(r, P, lo ? lo : 1, offload, recompute, p);
+  account(c, lo ? lo : 1, pol, p);
   return lo;
+}
+
+static const char *stream_name(int level) {
+  return level == ESMT_STREAM_WEIGHTS ? "weights" : level == ESMT_STREAM_GRADIENTS ? "gradients"
+                                                                                   : "off";
 }
 
 esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   const char *fn = "esmt_plan_memory";
   ESMT_CHECK_ARG(r && plan, fn, "request and plan must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size, sizeof *r);
-  if (!st) st = esmt_check_struct(fn, "esmt_plan", plan->struct_size, sizeof *plan);
+  /* the oldest layouts: before `stream` was appended to either */
+  esmt_status st = esmt_check_struct(fn, "esmt_plan_request", r->struct_size,
+                                     offsetof(esmt_plan_request, stream));
+  if (!st) st = esmt_check_struct(fn, "esmt_plan", plan->struct_size, offsetof(esmt_plan, stream));
   if (st) return st;
   ESMT_CHECK_ARG(r->model, fn, "request.model must point to the model's configuration");
   /* A caller's struct may end before the appended optimizer (ADAMW then). */
@@ -120,49 +143,67 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: need 1 <= seq_len <= max_positions (%d), "
                      "micro_batch >= 0, a known precision and optimizer, offload/recompute in {-1, 0, 1}", fn,
                      cfg.max_positions);
-  esmt_plan_request req = *r;
+  /* a caller's request may end before `stream` (none then) */
+  esmt_plan_request req = ESMT_PLAN_REQUEST_INIT;
+  memcpy(&req, r, r->struct_size < sizeof req ? r->struct_size : sizeof req);
+  req.struct_size = sizeof req;
   req.model = &cfg;
-  uint64_t P = 0;
-  esmt_model_config_param_count(&cfg, &P);
+  if (req.stream < -1 || req.stream > ESMT_STREAM_WEIGHTS)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: stream %d is not an esmt_stream_level or -1",
+                     fn, req.stream);
+  if (req.stream > 0 && req.offload_optimizer == 0)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: streaming %s from host memory needs the "
+                     "optimizer offloaded (offload_optimizer on or auto)", fn,
+                     stream_name(req.stream));
+  plan_ctx c = {&req, 0, {0}};
+  esmt_model_config_param_count(&cfg, &c.P);
+  if ((st = esmt_layout_build(&cfg, &c.layout))) return esmt_fail_prefix(st, "%s: ", fn);
 
   /* Policies from cheapest to dearest, restricted by what was forced. */
-  static const int order[4][2] = {{0, 0}, {0, 1}, {1, 0}, {1, 1}};
-  esmt_plan best = *plan;
+  static const policy order[] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0},
+                                 {1, 0, 1}, {1, 1, 1}, {1, 0, 2}, {1, 1, 2}};
+  esmt_plan best = ESMT_PLAN_INIT;
   int found = 0, have = 0; /* have: best holds an attempt (a forced policy may skip i == 0) */
-  for (int i = 0; i < 4 && !found; i++) {
-    int off = order[i][0], rec = order[i][1];
-    if ((r->offload_optimizer >= 0 && off != r->offload_optimizer) ||
-        (r->recompute >= 0 && rec != r->recompute))
+  for (size_t i = 0; i < sizeof order / sizeof order[0] && !found; i++) {
+    const policy pol = order[i];
+    if ((r->offload_optimizer >= 0 && pol.offload != r->offload_optimizer) ||
+        (r->recompute >= 0 && pol.recompute != r->recompute) ||
+        (req.stream >= 0 && pol.stream != req.stream))
       continue;
-    esmt_plan p = *plan;
+    esmt_plan p = ESMT_PLAN_INIT;
     if (r->micro_batch > 0) {
-      account(&req, P, r->micro_batch, off, rec, &p);
+      account(&c, r->micro_batch, pol, &p);
       found = p.fits;
     } else {
-      found = largest_batch(&req, P, off, rec, MAX_AUTO_BATCH, &p) > 0;
+      found = largest_batch(&c, pol, MAX_AUTO_BATCH, &p) > 0;
     }
     if (found || !have || p.device_total < best.device_total) best = p;
     have = 1;
   }
-  uint32_t size = plan->struct_size;
-  *plan = best;
-  plan->struct_size = size;
+  esmt_layout_free(&c.layout);
+  /* a caller's plan may end before the appended fields */
+  const uint32_t size = plan->struct_size;
+  best.struct_size = size;
   char total[32], budget[32];
-  snprintf(total, sizeof total, "%.2f GiB", (double)plan->device_total / (1024.0 * MIB));
+  snprintf(total, sizeof total, "%.2f GiB", (double)best.device_total / (1024.0 * MIB));
   snprintf(budget, sizeof budget, "%.2f GiB", (double)r->device_budget / (1024.0 * MIB));
   if (found) {
-    snprintf(plan->advice, sizeof plan->advice,
-             "micro-batch %d x %d fits in %s of %s with optimizer offload %s and recompute %s",
-             plan->micro_batch, r->seq_len, total, r->device_budget ? budget : "an unlimited budget",
-             plan->offload_optimizer ? "on" : "off", plan->recompute ? "on" : "off");
+    snprintf(best.advice, sizeof best.advice,
+             "micro-batch %d x %d fits in %s of %s with optimizer offload %s, recompute %s and "
+             "streaming %s",
+             best.micro_batch, r->seq_len, total, r->device_budget ? budget : "an unlimited budget",
+             best.offload_optimizer ? "on" : "off", best.recompute ? "on" : "off",
+             stream_name(best.stream));
+    memcpy(plan, &best, size < sizeof best ? size : sizeof best);
     return ESMT_OK;
   }
-  plan->fits = 0;
-  snprintf(plan->advice, sizeof plan->advice,
-           "does not fit: the smallest plan (micro-batch %d x %d, offload %s, recompute %s) needs "
-           "%s but the budget is %s; allow offload/recompute (auto), shorten seq_len, use a "
-           "lower precision or a smaller model",
-           plan->micro_batch, r->seq_len, plan->offload_optimizer ? "on" : "off",
-           plan->recompute ? "on" : "off", total, budget);
+  best.fits = 0;
+  snprintf(best.advice, sizeof best.advice,
+           "does not fit: the smallest plan (micro-batch %d x %d, offload %s, recompute %s, "
+           "streaming %s) needs %s but the budget is %s; allow offload, recompute and streaming "
+           "(auto), shorten seq_len, use a lower precision or a smaller model",
+           best.micro_batch, r->seq_len, best.offload_optimizer ? "on" : "off",
+           best.recompute ? "on" : "off", stream_name(best.stream), total, budget);
+  memcpy(plan, &best, size < sizeof best ? size : sizeof best);
   return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: %s", fn, plan->advice);
 }

@@ -42,6 +42,9 @@ static const struct { const char *key, *note; } k_allowed[] = {
     {"offload.optimizer", "where the optimizer state lives"},
     {"offload.recompute", "recomputation gives the same activations"},
     {"offload.pinned_memory_limit", "a memory budget"},
+    {"offload.stream", "where gradients and weights live; with several micro-batches an update's "
+                       "gradient sums round differently: close to, not bit for bit, the "
+                       "continuation the run would have had"},
 };
 
 typedef struct flat {

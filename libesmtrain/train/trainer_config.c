@@ -64,6 +64,7 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   o->device_memory_limit = budget;
   int off = policy_of(rd, "offload.optimizer");
   const int rec = policy_of(rd, "offload.recompute");
+  int stream = esmt_config_stream_level(esmt_cfg_string(rd, "offload.stream"));
   esmt_status st = esmt_cfg_status(rd, "memory policy");
   if (st) return st;
   if (zero && off < 0) { /* the two do not combine (dp_zero.c); ZeRO-1 was asked for by name */
@@ -71,15 +72,19 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
                     "offload.optimizer auto: off (dist.zero 1 shards the optimizer state instead)");
     off = 0;
   }
+  if (stream > 0 && off < 0) off = 1; /* streaming sits on the optimizer's host side */
+  if (stream < 0 && (zero || off == 0)) stream = ESMT_STREAM_NONE;
   o->enabled = off == 1;
   o->recompute = rec == 1;
-  if ((off >= 0 && rec >= 0) || !budget) return ESMT_OK; /* auto without a budget: off */
+  o->streamed = stream > 0 ? stream : ESMT_STREAM_NONE;
+  if ((off >= 0 && rec >= 0 && stream >= 0) || !budget) return ESMT_OK; /* auto, no budget: off */
   /* the request `plan`, `config --validate` and `train --validate` make */
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
   if ((st = esmt_config_plan_request(rd->cfg, ctx, &mc, &pr))) return st;
   pr.offload_optimizer = off;
   pr.recompute = rec;
+  pr.stream = stream;
   esmt_plan plan = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
@@ -87,10 +92,12 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   /* Nothing fits: the smallest plan; if its allocation fails, that says what to change. */
   o->enabled = plan.offload_optimizer;
   o->recompute = plan.recompute;
+  o->streamed = plan.stream;
+  static const char *const levels[] = {"off", "gradients", "weights"};
   esmt_logger_log(&ctx->logger, plan.fits ? ESMT_LOG_INFO : ESMT_LOG_WARN,
-                  "memory policy auto: offload.optimizer %s, offload.recompute %s for "
-                  "backend.device_memory_limit %.2f GiB (%s)",
-                  o->enabled ? "on" : "off", o->recompute ? "on" : "off",
+                  "memory policy auto: offload.optimizer %s, offload.recompute %s, "
+                  "offload.stream %s for backend.device_memory_limit %.2f GiB (%s)",
+                  o->enabled ? "on" : "off", o->recompute ? "on" : "off", levels[o->streamed],
                   (double)budget / 1073741824.0, plan.advice);
   return ESMT_OK;
 }
@@ -185,6 +192,13 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   if ((st = pack_policy(ctx, rd, &pack))) goto fail;
   if ((st = sampling_policy(ctx, rd, data, &sampling))) goto fail;
   if ((st = memory_policy(ctx, rd, zero, &oo))) goto fail;
+  if (dp && oo.streamed) { /* the all-reduce reads the device gradients whole */
+    st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: offload.stream %s does not run with data "
+                   "parallelism yet (its ranks all-reduce gradients the device no longer "
+                   "holds): use one process, or offload.stream off", fn,
+                   oo.streamed == ESMT_STREAM_WEIGHTS ? "weights" : "gradients");
+    goto fail;
+  }
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &oo, &model)))
     goto fail;
   if (!esmt_cfg_bool(rd, "backend.deterministic")) {
