@@ -9,6 +9,9 @@
 
 #define MIB(b) ((double)(b) / 1048576.0)
 
+int esmt_test_stream_drop_weight_wait;
+int esmt_test_stream_drop_grad_wait;
+
 /* ---- parts ---- */
 
 static uint64_t part_lo(const esmt_param_env *e, int k) { return e->part_bounds[k]; }
@@ -104,7 +107,9 @@ static esmt_status wait_on(esmt_param_memory *p, esmtb_stream *s, esmtb_event *e
 static esmt_status settle(esmt_param_memory *p, int i) {
   esmt_stream *s = p->stream;
   if (!s->g_queued[i]) return ESMT_OK;
-  esmt_status st = bfail(p->env.ops->event_sync(p->env.dev, s->g_copied[i]), "gradient copy");
+  esmt_status st = esmt_test_stream_drop_grad_wait
+                       ? ESMT_OK
+                       : bfail(p->env.ops->event_sync(p->env.dev, s->g_copied[i]), "gradient copy");
   if (st) return st;
   s->g_queued[i] = 0;
   const int k = s->g_part[i];
@@ -279,7 +284,8 @@ static esmt_status st_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t
     } else {
       s->prefetch_hits++;
     }
-    if ((st = wait_on(p, e->stream, s->w_loaded[i]))) return st;
+    if (!esmt_test_stream_drop_weight_wait && (st = wait_on(p, e->stream, s->w_loaded[i])))
+      return st;
     if (s->last_part >= 1 && s->last_part < n - 1) s->dir = k > s->last_part ? 1 : -1;
     s->w_cur = i;
     set_views(p);

@@ -83,6 +83,13 @@ typedef struct esmt_stream_bytes {
 ESMT_HIDDEN esmt_stream_bytes esmt_stream_sizes(int level, const uint64_t *part_bounds, int n_parts,
                                                 int esize, int n_norm, int d);
 
+/* Mutation switches for the checkers' tests (tests/gpu/emu/mutants.sh via
+ * test_gpu_offload --mutant): 1 drops the compute stream's wait for a
+ * weight slot's upload; 1 lets the host take a gradient bounce buffer and
+ * reuse its slot without waiting for the slot's copy. Never set otherwise. */
+ESMT_HIDDEN extern int esmt_test_stream_drop_weight_wait;
+ESMT_HIDDEN extern int esmt_test_stream_drop_grad_wait;
+
 /* During the memory's setup (param_setup.c), for options with `streamed`. */
 ESMT_HIDDEN esmt_status esmt_stream_setup(esmt_param_memory *p, const esmt_offload_options *o);
 

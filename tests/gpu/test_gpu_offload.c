@@ -1,9 +1,18 @@
-/* Optimizer offload on a GPU backend (issue #7): what CI cannot check.
+/* Optimizer offload and the streamed levels on a GPU backend (issues #7,
+ * #36): what CI cannot check on a GPU, and checks under the emulator.
  *
- *   test_gpu_offload                 correctness: a small model trained with
- *                                    and without offload (device AdamW vs the
- *                                    host one) must agree; exits 77 without a
- *                                    GPU backend
+ *   test_gpu_offload                 correctness: a small model trained
+ *                                    resident, with optimizer offload, with
+ *                                    gradients streamed and with weights
+ *                                    streamed (AdamW and Lion, recompute off
+ *                                    and on, two micro-batches an update, an
+ *                                    overflow injected) must agree; exits 77
+ *                                    without a GPU backend
+ *   test_gpu_offload --mutant weights|gradients
+ *                                    the same with one of the stream layer's
+ *                                    waits dropped (tests/gpu/emu/mutants.sh:
+ *                                    the emulator's stream-order checker must
+ *                                    report it)
  *   test_gpu_offload --model esm2_t33_650M --batch 6 --seq 512 [--micro 2]
  *                    [--updates 5] [--precision fp16|bf16]
  *                                    adds the measurement: tokens/s with and
@@ -25,7 +34,7 @@
 #include <time.h>
 
 #include "context.h"
-#include "offload.h"
+#include "stream.h"
 #include "trainer_update.h"
 
 static double now_s(void) {
@@ -72,23 +81,34 @@ typedef struct run_result {
   uint64_t host_bytes;
 } run_result;
 
-static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s, int offload,
-                 float **params_out, run_result *r) {
+/* The memory levels: resident, optimizer offload, gradients streamed,
+ * weights streamed. */
+enum { RESIDENT = -1, OFFLOAD = 0 };
+static const char *level_name(int level) {
+  return level == RESIDENT ? "resident" : level == OFFLOAD ? "offload"
+       : level == ESMT_STREAM_GRADIENTS ? "stream-gradients" : "stream-weights";
+}
+
+static int train_at(esmt_context *ctx, const esmt_model_config *cfg, const shape *s, int level,
+                    int recompute, float **params_out, run_result *r) {
   memset(r, 0, sizeof *r);
-  esmt_offload_options oo = {.enabled = offload};
+  const int offload = level >= OFFLOAD;
+  esmt_offload_options oo = {.enabled = offload, .recompute = recompute,
+                             .streamed = level > 0 ? level : ESMT_STREAM_NONE};
   esmt_model *m = NULL;
   if (esmt_model_create_with(ctx, cfg, 5, &oo, &m) != ESMT_OK) {
-    fprintf(stderr, "create (offload %d): %s\n", offload, esmt_last_error());
+    fprintf(stderr, "create (%s): %s\n", level_name(level), esmt_last_error());
     return 1;
   }
   if (m->mem.offload) r->host_bytes = m->mem.offload->pinned_bytes + m->mem.offload->pageable_bytes;
   esmt_update_params p;
   memset(&p, 0, sizeof p);
-  esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+  esmt_optimizer_config ac;
+  esmt_optimizer_config_init(cfg->optimizer, &ac);
   esmt_schedule sc = ESMT_SCHEDULE_INIT;
   sc.warmup_steps = 2;
   sc.total_steps = 500000;
-  sc.peak_lr = 1e-3;
+  sc.peak_lr = cfg->optimizer == ESMT_OPTIMIZER_LION ? 1e-4 : 1e-3;
   p.optimizer = ac;
   p.schedule = sc;
   p.grad_clip = 1.0;
@@ -104,11 +124,11 @@ static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s
     for (int k = 0; k < s->micro; k++) fill(&mbs[k], s, u, k, tok + k * n, lab + k * n);
     esmt_update_result ur;
     if (esmt_run_update(m, mbs, s->micro, &p, u, u, &ur) != ESMT_OK) {
-      fprintf(stderr, "update %d (offload %d): %s\n", u, offload, esmt_last_error());
+      fprintf(stderr, "update %d (%s): %s\n", u, level_name(level), esmt_last_error());
       rc = 1;
       break;
     }
-    if (u < 64) r->loss[u - 1] = ur.loss;
+    if (u < 64) r->loss[u - 1] = ur.skipped ? -1.0 : ur.loss; /* a skipped update: marked */
     if (u >= 2) r->tokens += ur.real_tokens;
     uint64_t fr = 0, tot = 0;
     if (m->ops->mem_info && m->ops->mem_info(m->dev, &fr, &tot) == 0 && tot - fr > r->peak_used)
@@ -126,6 +146,57 @@ static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s
   free(mbs);
   esmt_model_destroy(m);
   return rc;
+}
+
+static int train(esmt_context *ctx, const esmt_model_config *cfg, const shape *s, int offload,
+                 float **params_out, run_result *r) {
+  return train_at(ctx, cfg, s, offload ? OFFLOAD : RESIDENT, 0, params_out, r);
+}
+
+/* Relative L2 distance of two weight vectors, and the worst relative loss
+ * gap of two runs (a skipped update must be skipped by both). */
+static double weights_gap(const float *a, const float *b, uint64_t n) {
+  double dd = 0, nn = 0;
+  for (uint64_t i = 0; i < n; i++) {
+    dd += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    nn += (double)a[i] * a[i];
+  }
+  return sqrt(dd / nn);
+}
+
+static double loss_gap(const run_result *a, const run_result *b, int updates) {
+  double worst = 0;
+  for (int u = 0; u < updates; u++) {
+    if ((a->loss[u] < 0) != (b->loss[u] < 0)) return INFINITY;
+    double e = a->loss[u] < 0 ? 0 : fabs(a->loss[u] - b->loss[u]) / fabs(a->loss[u]);
+    if (e > worst) worst = e;
+  }
+  return worst;
+}
+
+/* Every level against the resident run, one configuration. `exact`: the
+ * cpu backend, where one micro-batch an update is bit for bit. */
+static int levels_agree(esmt_context *ctx, const char *backend, const esmt_model_config *c,
+                        const shape *s, int recompute, const char *what, double wtol, int exact) {
+  run_result ref, r;
+  float *pref = NULL, *p = NULL;
+  if (train_at(ctx, c, s, RESIDENT, recompute, &pref, &ref)) return 1;
+  uint64_t P = 0;
+  esmt_model_config_param_count(c, &P);
+  int fails = 0;
+  for (int level = ESMT_STREAM_GRADIENTS; level <= ESMT_STREAM_WEIGHTS; level++) {
+    if (train_at(ctx, c, s, level, recompute, &p, &r)) return 1;
+    const double werr = weights_gap(pref, p, P), lerr = loss_gap(&ref, &r, s->updates);
+    const int ok = exact && s->micro == 1 ? werr == 0 && lerr == 0 : werr < wtol && lerr < 1e-3;
+    printf("RESULT stream_agreement backend=%s level=%s %s updates=%d micro=%d recompute=%d "
+           "weights_rel_l2=%.3e worst_loss_rel=%.3e %s\n", backend, level_name(level), what,
+           s->updates, s->micro, recompute, werr, lerr, ok ? "ok" : "FAIL");
+    fails += !ok;
+    free(p);
+    p = NULL;
+  }
+  free(pref);
+  return fails;
 }
 
 static const char *pick_backend(esmt_context *ctx) {
@@ -148,7 +219,11 @@ int main(int argc, char **argv) {
   const char *model = NULL, *prec = NULL;
   shape big = {6, 512, 2, 5};
   for (int i = 1; i + 1 < argc; i += 2) {
-    if (!strcmp(argv[i], "--model")) model = argv[i + 1];
+    if (!strcmp(argv[i], "--mutant")) {
+      if (!strcmp(argv[i + 1], "weights")) esmt_test_stream_drop_weight_wait = 1;
+      else if (!strcmp(argv[i + 1], "gradients")) esmt_test_stream_drop_grad_wait = 1;
+      else { fprintf(stderr, "--mutant weights|gradients\n"); return 2; }
+    } else if (!strcmp(argv[i], "--model")) model = argv[i + 1];
     else if (!strcmp(argv[i], "--batch")) big.B = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--seq")) big.T = atoi(argv[i + 1]);
     else if (!strcmp(argv[i], "--micro")) big.micro = atoi(argv[i + 1]);
@@ -225,7 +300,25 @@ int main(int argc, char **argv) {
   free(pa);
   free(pb);
 
-  /* 2. the measurement at a real shape */
+  /* 2. the streamed levels against the resident run: 20 updates of two
+   * micro-batches (AdamW), 20 of two with recompute and Lion, and one
+   * overflow: the device (or the fault hook) makes update 3's gradients
+   * non-finite, which every level must skip alike. fp16 (turing_fp16)
+   * scales the loss. */
+  shape st = {2, 32, 2, 20};
+  const double stol = pr == ESMT_PRECISION_FP32 ? 1e-4 : 5e-3;
+  esmt_test_inject_nan_step = 3;
+  esmt_test_inject_nan_count = 1;
+  fails += levels_agree(ctx, chosen, &c, &st, 0, "adamw", stol, exact);
+  esmt_test_inject_nan_step = 0;
+  esmt_test_inject_nan_count = 0;
+  esmt_model_config lion = c;
+  lion.optimizer = ESMT_OPTIMIZER_LION;
+  fails += levels_agree(ctx, chosen, &lion, &st, 1, "lion", stol, exact);
+  shape one = {2, 32, 1, 6};
+  fails += levels_agree(ctx, chosen, &c, &one, 0, "adamw", stol, exact);
+
+  /* 3. the measurement at a real shape */
   if (model) {
     esmt_model_config m = ESMT_MODEL_CONFIG_INIT;
     if (esmt_model_config_preset(model, &m) != ESMT_OK) {

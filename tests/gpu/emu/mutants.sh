@@ -14,7 +14,10 @@
 # wgmma forward's loop-top barrier and its fence.proxy.async
 # (ESMT_EMU_DROP_PROXY_FENCE=1). The event wait is the
 # offload schedule's (the copy stream waits for backward before it reads
-# the gradients). Usage: mutants.sh BUILD_DIR
+# the gradients). The stream layer's two (memory/stream.c, switched off by
+# test_gpu_offload --mutant): the compute stream's wait for a layer's
+# weight upload, and the host's wait for a gradient slot's copy before the
+# slot is zeroed for the next layer. Usage: mutants.sh BUILD_DIR
 set -uo pipefail
 build=$1
 src=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -117,6 +120,10 @@ mutant "wgmma forward: fence.proxy.async removed (ESMT_EMU_DROP_PROXY_FENCE=1), 
   "$build/bin/test_gpu_attention" --only "f16:64"
 mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
+mutant "stream: the wait for a layer's weight upload removed" "cuda-emu: stream-order" \
+  -- "$build/bin/test_gpu_offload" --mutant weights
+mutant "stream: a gradient slot reused before its copy to the host finished" \
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_offload" --mutant gradients
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
