@@ -193,6 +193,21 @@ static int load_run(const plot_args *a, int k, plot_run *r) {
   return 0;
 }
 
+/* The output is none of the inputs (a RUN, its metrics.jsonl: also a hard
+ * link to it) and in no run, checkpoint or dataset: 0, or 1 after saying why. */
+static int output_check(const plot_args *a) {
+  char metrics[PLOT_MAX_RUNS][4096];
+  const char *inputs[2 * PLOT_MAX_RUNS];
+  for (int k = 0; k < a->n_runs; k++) {
+    struct stat sb;
+    const int is_dir = stat(a->runs[k], &sb) == 0 && S_ISDIR(sb.st_mode);
+    snprintf(metrics[k], sizeof metrics[k], is_dir ? "%s/metrics.jsonl" : "%s", a->runs[k]);
+    inputs[2 * k] = a->runs[k];
+    inputs[2 * k + 1] = metrics[k];
+  }
+  return cli_output_path_check("plot", a->out, inputs, 2 * a->n_runs);
+}
+
 /* The figure into a new output file (esmt_output_file): an existing one
  * only with --force, and only when it is an earlier figure of `plot`. A
  * stop signal ends the write and removes the temporary. 0, or the exit
@@ -278,7 +293,7 @@ int cmd_plot(int argc, char **argv) {
   int rc = parse(argc, argv, &a), x_tokens = 0, svg = 0;
   if (rc) return rc == 1 ? 0 : rc;
   if ((rc = check(&a, &x_tokens, &svg))) return rc;
-  if (cli_output_path_check("plot", a.out, a.runs, a.n_runs)) return 1;
+  if (output_check(&a)) return 1;
   cli_signals_catch(NULL); /* Ctrl-C and kill end a plot, leaving nothing behind */
   plot_run *runs = calloc((size_t)a.n_runs, sizeof *runs);
   if (!runs) {
