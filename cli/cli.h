@@ -109,6 +109,16 @@ int cli_path_inside(const char *inner, const char *outer);
  * must never write into what esmtrain reads. */
 int cli_path_in_data(const char *path, char *what, size_t cap);
 
+/* ---- Output files (out_path.c) ---- */
+
+/* Whether `cmd` may write the file `out`: not `inputs[i]` (nor a hard link
+ * to it), nor inside one of them, nor inside (after symbolic links, of the
+ * path or any directory above it) a run directory, a checkpoint, a model
+ * directory, a dataset or an exported model. Returns 0, or 1 after
+ * printing why. Create it then with esmt_output_file_begin. */
+int cli_output_path_check(const char *cmd, const char *out, const char *const *inputs,
+                          int n_inputs);
+
 /* ---- Trained models for inference (cli_model.c) ---- */
 
 /* 1 when `source` is a Hugging Face ESM-2 directory (config.json and

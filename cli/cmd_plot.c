@@ -24,7 +24,8 @@ static void usage(FILE *f) {
       "Panels: loss (train, validation, the amino-acid frequency baseline dashed), validation\n"
       "perplexity, learning rate, throughput (tokens/s; MFU on the right axis) and memory\n"
       "(host RSS; device memory used and total on GPU runs).\n"
-      "  -o, --output FILE    the image; an existing file is refused unless --force\n"
+      "  -o, --output FILE    the image (a new file, written whole or not at all); an\n"
+      "                       existing one is refused unless --force\n"
       "  --format png|svg     (default: from FILE's extension)\n"
       "  --width N --height N pixels, or points for SVG (default 1600 x 1000)\n"
       "  --x steps|tokens     the x axis: optimizer steps or tokens trained (default steps)\n"
@@ -33,7 +34,9 @@ static void usage(FILE *f) {
       "                       stay faint; 0 off (default: about 1/50 of the points)\n"
       "  --label A,B,...      legend names, one per RUN (default: the run directories' names)\n"
       "  --log-y              logarithmic loss and perplexity axes\n"
-      "  --force              replace FILE if it exists\n"
+      "  --force              replace FILE if it is an earlier figure of `plot` (never\n"
+      "                       another file); FILE may not be inside a run, a checkpoint or\n"
+      "                       a dataset, nor one of the RUNs\n"
 #ifndef ESMT_HAVE_CAIRO
       "(this build has no cairo: install libcairo2-dev and rebuild to use `plot`)\n"
 #endif
@@ -41,7 +44,6 @@ static void usage(FILE *f) {
 }
 
 #ifdef ESMT_HAVE_CAIRO
-#include <fcntl.h>
 #include <libgen.h>
 
 #include "plot_data.h"
@@ -191,59 +193,71 @@ static int load_run(const plot_args *a, int k, plot_run *r) {
   return 0;
 }
 
-/* An existing output is the user's: refused without --force, and never
- * replaced if it is not a regular file. 0, or 1 after saying why. */
-static int output_free(const char *out, int force) {
-  struct stat sb;
-  if (lstat(out, &sb) != 0) return 0;
-  if (!S_ISREG(sb.st_mode)) {
-    fprintf(stderr, PLOT_PREFIX "%s exists and is not a regular file; not replaced\n", out);
-    return 1;
+/* The output is none of the inputs (a RUN, its metrics.jsonl: also a hard
+ * link to it) and in no run, checkpoint or dataset: 0, or 1 after saying why. */
+static int output_check(const plot_args *a) {
+  char metrics[PLOT_MAX_RUNS][4096];
+  const char *inputs[2 * PLOT_MAX_RUNS];
+  for (int k = 0; k < a->n_runs; k++) {
+    struct stat sb;
+    const int is_dir = stat(a->runs[k], &sb) == 0 && S_ISDIR(sb.st_mode);
+    snprintf(metrics[k], sizeof metrics[k], is_dir ? "%s/metrics.jsonl" : "%s", a->runs[k]);
+    inputs[2 * k] = a->runs[k];
+    inputs[2 * k + 1] = metrics[k];
   }
-  if (force) return 0;
-  fprintf(stderr, PLOT_PREFIX "%s exists; not replaced (--force replaces it)\n", out);
-  return 1;
+  return cli_output_path_check("plot", a->out, inputs, 2 * a->n_runs);
 }
 
-/* Move the finished temporary file to `out`. Without --force a hard link
- * publishes it only if `out` still does not exist (no race with another
- * writer); where links are not supported, a check and rename. */
-static int publish(const char *tmp, const char *out, int force) {
-  if (!force) {
-    if (link(tmp, out) == 0) return unlink(tmp), 0;
-    if (errno == EEXIST) return output_free(out, 0);
-    if (output_free(out, 0)) return 1;
-  }
-  if (rename(tmp, out) == 0) return 0;
-  fprintf(stderr, PLOT_PREFIX "cannot create %s: %s\n", out, strerror(errno));
-  return 1;
-}
-
-/* Render into a temporary file beside `out`, then publish it. */
+/* The figure into a new output file (esmt_output_file): an existing one
+ * only with --force, and only when it is an earlier figure of `plot`. A
+ * stop signal ends the write and removes the temporary. 0, or the exit
+ * status after saying why. */
 static int write_figure(const plot_figure *fig, const char *out, int force) {
-  char tmp[4096], dir[4096], base[4096], err[512];
-  snprintf(dir, sizeof dir, "%s", out);
-  snprintf(base, sizeof base, "%s", out);
-  snprintf(tmp, sizeof tmp, "%s/.%s.tmp-XXXXXX", dirname(dir), basename(base));
-  const int fd = mkstemp(tmp);
-  if (fd < 0) {
-    fprintf(stderr, PLOT_PREFIX "cannot write %s: %s\n", out, strerror(errno));
+  esmt_output_file *of = NULL;
+  esmt_status st = esmt_output_file_begin(out, force ? plot_is_figure : NULL, NULL, &of);
+  if (st) {
+    struct stat sb;
+    const int plain = lstat(out, &sb) == 0 && S_ISREG(sb.st_mode);
+    fprintf(stderr, PLOT_PREFIX "%s%s\n", esmt_last_error(),
+            st == ESMT_ERR_STATE && plain && !force ? " (--force replaces an earlier figure of "
+            "`plot`)" : st == ESMT_ERR_STATE && plain ? ": remove it or choose another name" : "");
     return 1;
   }
-  const mode_t mask = umask(0);
-  umask(mask);
-  FILE *f = fdopen(fd, "wb");
-  int rc = !f || fchmod(fd, 0666 & ~mask) != 0;
+  char err[512] = "";
+  const int fd = dup(esmt_output_file_fd(of));
+  FILE *f = fd >= 0 ? fdopen(fd, "wb") : NULL;
+  int rc = !f;
   if (rc) snprintf(err, sizeof err, "%s", strerror(errno));
-  if (!rc) rc = plot_render(fig, f, err, sizeof err) != 0;
-  if (!rc && (fflush(f) != 0 || fsync(fd) != 0))
-    rc = 1, snprintf(err, sizeof err, "%s", strerror(errno));
-  if (!f) close(fd);
-  else if (fclose(f) != 0 && !rc) rc = 1, snprintf(err, sizeof err, "%s", strerror(errno));
-  if (rc) fprintf(stderr, PLOT_PREFIX "writing %s: %s\n", out, err);
-  if (!rc) rc = publish(tmp, out, force);
-  if (rc) unlink(tmp);
-  return rc;
+  plot_signer signer = {.out = f, .svg = fig->svg, .stopped = cli_signal_caught};
+  if (!rc) rc = plot_render(fig, &signer, err, sizeof err) != 0;
+  if (!rc && fflush(f) != 0) rc = 1, snprintf(err, sizeof err, "%s", strerror(errno));
+  if (f && fclose(f) != 0 && !rc) rc = 1, snprintf(err, sizeof err, "%s", strerror(errno));
+  if (!f && fd >= 0) close(fd);
+  const int sig = cli_signal_caught();
+  if (sig) {
+    esmt_output_file_abort(of);
+    fprintf(stderr, PLOT_PREFIX "stopped by %s: %s was not written (its temporary file was "
+            "removed)\n", cli_signal_name(sig), out);
+    return 128 + sig;
+  }
+  if (rc) {
+    esmt_output_file_abort(of);
+    fprintf(stderr, PLOT_PREFIX "writing %s: %s\n", out, err);
+    return 1;
+  }
+  if (esmt_output_file_commit(of)) {
+    fprintf(stderr, PLOT_PREFIX "%s\n", esmt_last_error());
+    return 1;
+  }
+  return 0;
+}
+
+/* A stop signal that came before the figure was begun. */
+static int stopped(const char *out) {
+  const int sig = cli_signal_caught();
+  if (sig)
+    fprintf(stderr, PLOT_PREFIX "stopped by %s: %s was not written\n", cli_signal_name(sig), out);
+  return sig ? 128 + sig : 0;
 }
 
 static int plot_runs(const plot_args *a, plot_run *runs, int x_tokens, int svg) {
@@ -251,11 +265,12 @@ static int plot_runs(const plot_args *a, plot_run *runs, int x_tokens, int svg) 
   plot_figure *fig = calloc(1, sizeof *fig);
   plot_pool pool = {0};
   int rc = 0;
-  for (int k = 0; k < a->n_runs && !rc; k++) rc = load_run(a, k, &runs[k]);
+  for (int k = 0; k < a->n_runs && !rc; k++)
+    if (!(rc = load_run(a, k, &runs[k]))) rc = stopped(a->out);
   if (!rc && !fig) fprintf(stderr, PLOT_PREFIX "out of memory\n"), rc = 1;
   if (!rc && plot_build(fig, &pool, runs, a->n_runs, &o))
     fprintf(stderr, PLOT_PREFIX "out of memory\n"), rc = 1;
-  if (!rc) {
+  if (!rc && !(rc = stopped(a->out))) {
     fig->width = (int)a->width;
     fig->height = (int)a->height;
     fig->svg = svg;
@@ -263,17 +278,10 @@ static int plot_runs(const plot_args *a, plot_run *runs, int x_tokens, int svg) 
     else if (a->n_runs == 1)
       snprintf(fig->title, sizeof fig->title, "esmtrain run %s", runs[0].name);
     else snprintf(fig->title, sizeof fig->title, "esmtrain, %d runs", a->n_runs);
-    cli_signals_defer(); /* the temporary file is removed or published, not left behind */
     rc = write_figure(fig, a->out, a->force);
-    const int sig = cli_signals_deferred();
     if (!rc)
       fprintf(stderr, PLOT_PREFIX "wrote %s (%s, %dx%d, %d run%s)\n", a->out, svg ? "SVG" : "PNG",
               fig->width, fig->height, a->n_runs, a->n_runs == 1 ? "" : "s");
-    if (sig) {
-      fprintf(stderr, PLOT_PREFIX "stopped by %s, which arrived while writing: the write was "
-              "finished first\n", cli_signal_name(sig));
-      rc = 128 + sig;
-    }
   }
   plot_pool_free(&pool);
   free(fig);
@@ -285,7 +293,8 @@ int cmd_plot(int argc, char **argv) {
   int rc = parse(argc, argv, &a), x_tokens = 0, svg = 0;
   if (rc) return rc == 1 ? 0 : rc;
   if ((rc = check(&a, &x_tokens, &svg))) return rc;
-  if (output_free(a.out, a.force)) return 1;
+  if (output_check(&a)) return 1;
+  cli_signals_catch(NULL); /* Ctrl-C and kill end a plot, leaving nothing behind */
   plot_run *runs = calloc((size_t)a.n_runs, sizeof *runs);
   if (!runs) {
     fprintf(stderr, PLOT_PREFIX "out of memory\n");

@@ -192,7 +192,7 @@ static void after_reset(const watch_ctx *c, plain_pos *p) {
 static int run_plain(watch_ctx *c) {
   plain_pos pos = {0, 0, INT64_MIN, INT64_MIN};
   char last_err[sizeof c->err] = "";
-  int waiting_said = 0;
+  int waiting_said = 0, damaged_said = 0;
   for (;;) {
     if (look(c, 0) < 0) {
       if (strcmp(last_err, c->err)) fprintf(stderr, "esmtrain-example: watch: %s\n", c->err);
@@ -202,11 +202,19 @@ static int run_plain(watch_ctx *c) {
     }
     if (!c->in.have_file && !waiting_said) fprintf(stderr, "waiting for %s\n", c->path);
     waiting_said |= !c->in.have_file;
+    if (c->in.state.damaged[0] && !damaged_said)
+      fprintf(stderr, "esmtrain-example: watch: %s/run.lock is damaged (%s): no writer can be "
+              "checked; the run is taken as not running\n", c->o->run, c->in.state.damaged);
+    damaged_said |= c->in.state.damaged[0] != '\0';
     if (c->reset) after_reset(c, &pos);
     print_new(&c->m, &pos);
     if (fflush(stdout) != 0 || ferror(stdout)) return 0; /* reported by cli_stdout_finish */
     if (done(c)) return 0;
-    if (wt_wait(wt_now() + c->o->interval, 0) == WT_SIGNAL) return signal_status();
+    switch (wt_wait(wt_now() + c->o->interval, 0)) {
+      case WT_SIGNAL: return signal_status();
+      case WT_CLOSED: return 0; /* the reader went away, as `| head` does: nothing lost */
+      default: break;
+    }
   }
 }
 
@@ -235,7 +243,7 @@ static int run_screen(watch_ctx *c) {
     }
     redraw(c);
     switch (wt_wait(next, keys)) {
-      case WT_QUIT: status = 0; break;
+      case WT_QUIT: case WT_CLOSED: status = 0; break;
       case WT_SIGNAL: status = signal_status(); break;
       case WT_STOP: wt_suspend(keys); break;
       case WT_RESIZE: wt_enter(keys); break; /* also back from a stop */

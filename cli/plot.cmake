@@ -11,7 +11,8 @@ target_sources(esmtrain-example PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cmd_plot.c)
 if(ESMT_WITH_PLOT AND CAIRO_FOUND)
   target_sources(esmtrain-example PRIVATE
                  ${CMAKE_CURRENT_SOURCE_DIR}/plot_data.c ${CMAKE_CURRENT_SOURCE_DIR}/plot_panel.c
-                 ${CMAKE_CURRENT_SOURCE_DIR}/plot_render.c ${CMAKE_CURRENT_SOURCE_DIR}/plot_ticks.c)
+                 ${CMAKE_CURRENT_SOURCE_DIR}/plot_render.c ${CMAKE_CURRENT_SOURCE_DIR}/plot_ticks.c
+                 ${CMAKE_CURRENT_SOURCE_DIR}/plot_signature.c)
   target_link_libraries(esmtrain-example PRIVATE PkgConfig::CAIRO)
   target_compile_definitions(esmtrain-example PRIVATE ESMT_HAVE_CAIRO=1)
   if(FONTCONFIG_FOUND)

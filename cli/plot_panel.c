@@ -30,12 +30,19 @@ static int y_range(const plot_panel *p, int right, int log, double *lo, double *
   return *lo <= *hi;
 }
 
+/* Where v falls on the axis, kept within a few frames of the plot area:
+ * an extreme value far off the axis stays a coordinate cairo can draw. */
+static double frac(const plot_axis *a, double v) {
+  const double t = plot_axis_frac(a, v);
+  return isnan(t) ? t : fmax(-4.0, fmin(5.0, t)); /* NAN: not drawable, as it was */
+}
+
 static double px(const frame *f, const plot_axis *a, double v) {
-  return f->x0 + plot_axis_frac(a, v) * (f->x1 - f->x0);
+  return f->x0 + frac(a, v) * (f->x1 - f->x0);
 }
 
 static double py(const frame *f, const plot_axis *a, double v) {
-  return f->y1 - plot_axis_frac(a, v) * (f->y1 - f->y0);
+  return f->y1 - frac(a, v) * (f->y1 - f->y0);
 }
 
 static double widest_label(cairo_t *cr, const plot_axis *a) {

@@ -151,6 +151,8 @@ static void x_range(const plot_figure *fig, double *lo, double *hi) {
         }
     }
   if (!(*lo <= *hi)) *lo = 0, *hi = 1;
+  *lo = plot_clamp_value(*lo); /* the pad below stays finite */
+  *hi = plot_clamp_value(*hi);
   if (*lo > 0 && *lo < 0.1 * *hi) *lo = 0; /* a run from step 1: the axis from 0 */
   *hi += (*hi - *lo) * 0.015;               /* room for the last marker */
 }
@@ -170,8 +172,8 @@ static void draw_figure(const plot_ctx *c, const plot_figure *fig) {
 }
 
 static cairo_status_t write_stream(void *closure, const unsigned char *data, unsigned int len) {
-  return fwrite(data, 1, len, (FILE *)closure) == len ? CAIRO_STATUS_SUCCESS
-                                                       : CAIRO_STATUS_WRITE_ERROR;
+  return plot_signer_write(closure, data, len) == 0 ? CAIRO_STATUS_SUCCESS
+                                                    : CAIRO_STATUS_WRITE_ERROR;
 }
 
 static int failed(cairo_status_t st, const char *what, char *err, size_t cap) {
@@ -180,7 +182,7 @@ static int failed(cairo_status_t st, const char *what, char *err, size_t cap) {
   return -1;
 }
 
-int plot_render(const plot_figure *fig, FILE *out, char *err, size_t cap) {
+int plot_render(const plot_figure *fig, plot_signer *out, char *err, size_t cap) {
   cairo_surface_t *sf =
       fig->svg ? cairo_svg_surface_create_for_stream(write_stream, out, fig->width, fig->height)
                : cairo_image_surface_create(CAIRO_FORMAT_RGB24, fig->width, fig->height);

@@ -7,6 +7,8 @@
 #include <stddef.h>
 #include <stdio.h>
 
+#include "plot_signature.h"
+
 enum plot_style {
   PLOT_LINE,   /* solid */
   PLOT_BOLD,   /* solid and thicker: a smoothed curve */
@@ -64,9 +66,10 @@ typedef struct plot_figure {
   int n_runs;
 } plot_figure;
 
-/* Draw `fig` as PNG or SVG into `out` (a file the caller opened for
- * writing). Returns 0, or -1 with the reason in err. */
-int plot_render(const plot_figure *fig, FILE *out, char *err, size_t cap);
+/* Draw `fig` as PNG or SVG into out->out (a file the caller opened for
+ * writing), marked as a figure of `plot`. Returns 0, or -1 with the reason
+ * in err. */
+int plot_render(const plot_figure *fig, plot_signer *out, char *err, size_t cap);
 
 /* ---- inside the renderer (plot_render.c, plot_panel.c) ---- */
 #ifdef CAIRO_H

@@ -13,25 +13,39 @@ double plot_nice_step(double x) {
   return (f <= 1.0 + 1e-9 ? 1.0 : f <= 2.0 + 1e-9 ? 2.0 : f <= 5.0 + 1e-9 ? 5.0 : 10.0) * mag;
 }
 
-/* A range of zero width (one point, a constant lr) gets some room. */
+/* A range of zero width (one point, a constant lr) gets some room; so does
+ * one too narrow for distinct ticks, down to the smallest normal numbers. */
 static void widen(double *lo, double *hi) {
   const double m = fmax(fabs(*lo), fabs(*hi));
-  if (*hi - *lo > m * 1e-9) return;
-  const double pad = m > 0 ? m * 0.1 : 1.0;
+  if (*hi - *lo > fmax(m * 1e-9, PLOT_MIN_WIDTH)) return;
+  const double pad = fmax(m * 0.1, PLOT_MIN_WIDTH);
   *lo -= pad;
   *hi += pad;
+}
+
+double plot_clamp_value(double v) {
+  return isfinite(v) ? fmax(-PLOT_MAX_VALUE, fmin(PLOT_MAX_VALUE, v)) : v;
 }
 
 static void add_tick(plot_axis *a, double v) {
   if (a->n_ticks < PLOT_MAX_TICKS) a->ticks[a->n_ticks++] = v;
 }
 
+/* Ticks k * step from k = first while they stay within `last`: a bounded
+ * loop (the range holds a few steps; no k can be a count too large to step). */
+static void step_ticks(plot_axis *a, double first, double last, int positive) {
+  for (int i = 0; i < PLOT_MAX_TICKS * 2 && a->n_ticks < PLOT_MAX_TICKS; i++) {
+    const double v = (first + i) * a->step;
+    if (v > last) break;
+    if (!positive || v > 0) add_tick(a, v);
+  }
+}
+
 /* 1-2-5 ticks at multiples of a nice step inside [lo, hi] (not widened). */
 static void inner_ticks(plot_axis *a, int target, int how) {
   a->step = plot_nice_step((a->hi - a->lo) / target);
   if ((how & PLOT_AXIS_INTEGER) && a->step < 1) a->step = 1;
-  for (double k = ceil(a->lo / a->step - 1e-9); k * a->step <= a->hi * (1 + 1e-12); k++)
-    if (!a->log || k * a->step > 0) add_tick(a, k * a->step);
+  step_ticks(a, ceil(a->lo / a->step - 1e-9), a->hi + fabs(a->hi) * 1e-12, a->log);
 }
 
 /* Decades (with 2 and 5 inside when there are few) within [lo, hi]; 0
@@ -58,13 +72,17 @@ void plot_axis_make(plot_axis *a, double lo, double hi, int target, int log, int
   memset(a, 0, sizeof *a);
   if (target < 2) target = 2;
   if (!isfinite(lo) || !isfinite(hi) || lo > hi) lo = 0, hi = 1;
+  lo = plot_clamp_value(lo);
+  hi = plot_clamp_value(hi);
   if (log && lo > 0) {
-    /* a twentieth of the range's logarithm either side */
+    /* a twentieth of the range's logarithm either side, within the normal numbers */
+    lo = fmax(lo, 1 / PLOT_MAX_VALUE);
+    hi = fmax(hi, lo);
     const double span = log10(hi) - log10(lo);
     const double pad = pow(10.0, span > 0 ? span * 0.05 : 0.05);
     a->log = 1;
-    a->lo = lo / pad;
-    a->hi = hi * pad;
+    a->lo = fmax(lo / pad, 0.1 / PLOT_MAX_VALUE);
+    a->hi = fmin(hi * pad, 10 * PLOT_MAX_VALUE);
     if (!log_ticks(a, target)) inner_ticks(a, target, how);
     return;
   }
@@ -80,8 +98,7 @@ void plot_axis_make(plot_axis *a, double lo, double hi, int target, int log, int
   if ((how & PLOT_AXIS_INTEGER) && a->step < 1) a->step = 1;
   a->lo = floor(lo / a->step + 1e-9) * a->step;
   a->hi = ceil(hi / a->step - 1e-9) * a->step;
-  for (double k = round(a->lo / a->step); k * a->step <= a->hi + a->step * 1e-6; k++)
-    add_tick(a, k * a->step);
+  step_ticks(a, round(a->lo / a->step), a->hi + a->step * 1e-6, 0);
 }
 
 double plot_axis_frac(const plot_axis *a, double v) {
@@ -120,7 +137,7 @@ void plot_tick_label(const plot_axis *a, double v, char *buf, size_t cap) {
   for (int i = 0; i < a->n_ticks; i++) amax = fmax(amax, fabs(a->ticks[i]));
   if (v == 0) {
     snprintf(buf, cap, "0");
-  } else if (amax > 0 && amax < 1e-2) {
+  } else if ((amax > 0 && amax < 1e-2) || amax >= 1e15) { /* past "T": 2e18, not 2000000T */
     const int e = (int)floor(log10(amax) + 1e-9);
     sci(v, e, decimals(a->step / pow(10.0, e)), buf, cap);
   } else {

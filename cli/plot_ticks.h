@@ -7,6 +7,13 @@
 
 #define PLOT_MAX_TICKS 32
 
+/* The values an axis spans: larger magnitudes are drawn at this one (so
+ * that a range and its ticks stay finite), a log axis starts at its
+ * reciprocal at the lowest, and no linear range is narrower than
+ * PLOT_MIN_WIDTH (far above the subnormal numbers, where steps vanish). */
+#define PLOT_MAX_VALUE 1e300
+#define PLOT_MIN_WIDTH 1e-290
+
 typedef struct plot_axis {
   double lo, hi;               /* the drawn range (linear values, also on a log axis) */
   int log;                     /* log10 scale: lo > 0 */
@@ -17,6 +24,9 @@ typedef struct plot_axis {
 
 /* The 1-2-5 number nearest above `x` > 0 (1, 2, 5, 10, 20, ...). */
 double plot_nice_step(double x);
+
+/* v within [-PLOT_MAX_VALUE, PLOT_MAX_VALUE]; NAN and infinities as they are. */
+double plot_clamp_value(double v);
 
 /* Ways of plot_axis_make. */
 enum {

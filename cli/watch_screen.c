@@ -3,15 +3,11 @@
 #include "watch_screen.h"
 
 #include <errno.h>
-#include <fcntl.h>
 #include <math.h>
-#include <signal.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <sys/stat.h>
-#include <sys/types.h>
 #include <unistd.h>
 
 #include "watch_spark.h"
@@ -57,31 +53,6 @@ static int spark_cols(const watch_input *in, int used) {
 
 /* ---- the run's writer ---- */
 
-void watch_run_state_read(const char *run_dir, watch_run_state *st) {
-  memset(st, 0, sizeof *st);
-  char path[4096], text[4096];
-  snprintf(path, sizeof path, "%s/run.lock", run_dir);
-  /* never blocks: a FIFO put there is not read */
-  const int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
-  if (fd < 0) return;
-  struct stat sb;
-  const int regular = fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode);
-  const ssize_t n = regular ? read(fd, text, sizeof text - 1) : -1;
-  close(fd);
-  text[n > 0 ? n : 0] = '\0';
-  for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-    if (!strncmp(l, "pid ", 4)) st->pid = strtol(l + 4, NULL, 10);
-    else if (!strncmp(l, "host ", 5)) snprintf(st->host, sizeof st->host, "%s", l + 5);
-    else if (!strncmp(l, "started ", 8)) snprintf(st->started, sizeof st->started, "%s", l + 8);
-  }
-  if (st->pid <= 0) return;
-  char me[256] = "";
-  gethostname(me, sizeof me - 1);
-  st->other_host = st->host[0] && strcmp(st->host, me) != 0;
-  /* a pid on another machine cannot be checked from here: taken as running */
-  st->running = st->other_host || kill((pid_t)st->pid, 0) == 0 || errno == EPERM;
-}
-
 void watch_gpus_sample(watch_gpus *g) {
   for (int i = 0; i < WATCH_MAX_GPUS; i++) g->s[i] = (esmt_gpu_sample)ESMT_GPU_SAMPLE_INIT;
   g->why[0] = '\0';
@@ -109,7 +80,10 @@ static void header(const watch_input *in, watch_screen *s) {
   else
     add(s, "finished/stopped");
   if (st->started[0]) add(s, ", started %s", st->started);
-  if (!st->running && st->pid > 0) add(s, " (run.lock names pid %ld, which is gone)", st->pid);
+  if (!st->running && st->pid > 0)
+    add(s, " (run.lock names pid %ld, which %s)", st->pid,
+        st->gone_why[0] ? st->gone_why : "is gone");
+  if (st->damaged[0]) add(s, " (run.lock is damaged: %s)", st->damaged);
   next_line(s);
   add(s, LABEL, "metrics");
   if (in->error) {

@@ -16,14 +16,20 @@
 /* The process writing the run, from RUN/run.lock. */
 typedef struct watch_run_state {
   int running;     /* a live writer (or one on another host, which cannot be checked) */
-  long pid;        /* from run.lock, 0 when it names none */
+  long pid;        /* from run.lock, 0 when it names none (or none that can be) */
   char host[256];  /* "" when run.lock names none */
   char started[64];
   int other_host;  /* the writer runs on another machine than this one */
+  char gone_why[96];  /* why the pid named is not the writer ("" : it is gone) */
+  char damaged[160];  /* why the record cannot be read ("" when it can) */
 } watch_run_state;
 
-/* Read RUN/run.lock: a record whose pid is alive (kill(pid, 0)) is a
- * running writer; an empty or absent file, or a dead pid, is not. */
+/* Read RUN/run.lock (watch_run_state.c): the writer is running when the
+ * pid recorded is a process of this machine that has run.lock open (the
+ * trainer holds its lock through that file for the whole run), so a pid
+ * reused by another process is not taken for the writer. An empty or
+ * absent file, a pid that does not exist, or a record that does not name
+ * a valid pid (st->damaged says why) is no writer. */
 void watch_run_state_read(const char *run_dir, watch_run_state *st);
 
 /* One sample of this machine's GPUs (esmt_gpu_sample_all). */

@@ -205,12 +205,15 @@ int wt_wait(double deadline, int keys) {
     }
     const double left = deadline - wt_now();
     if (left <= 0) return WT_TIMEOUT;
-    struct pollfd p[2] = {{g_wake[0], POLLIN, 0}, {STDIN_FILENO, POLLIN, 0}};
-    const int r = poll(p, keys ? 2 : 1, (int)(left * 1000.0) + 1);
+    /* standard output with no events asked: poll still reports a pipe
+     * whose reader is gone (POLLERR) or a terminal hung up (POLLHUP) */
+    struct pollfd p[3] = {{g_wake[0], POLLIN, 0}, {STDOUT_FILENO, 0, 0}, {STDIN_FILENO, POLLIN, 0}};
+    const int r = poll(p, keys ? 3 : 2, (int)(left * 1000.0) + 1);
     if (r < 0 && errno != EINTR) return WT_TIMEOUT;
     if (r <= 0) continue;
     if (p[0].revents & POLLIN) drain(g_wake[0]);
-    if (keys && (p[1].revents & POLLIN) && read_quit()) return WT_QUIT;
-    if (keys && (p[1].revents & (POLLHUP | POLLERR | POLLNVAL))) keys = 0; /* input gone */
+    if (p[1].revents & (POLLHUP | POLLERR | POLLNVAL)) return WT_CLOSED;
+    if (keys && (p[2].revents & POLLIN) && read_quit()) return WT_QUIT;
+    if (keys && (p[2].revents & (POLLHUP | POLLERR | POLLNVAL))) keys = 0; /* input gone */
   }
 }

@@ -7,7 +7,7 @@
 #include "watch_screen.h"
 
 /* What ended wt_wait. */
-enum { WT_TIMEOUT, WT_QUIT, WT_SIGNAL, WT_RESIZE, WT_STOP };
+enum { WT_TIMEOUT, WT_QUIT, WT_SIGNAL, WT_RESIZE, WT_STOP, WT_CLOSED };
 
 /* The self-pipe that signals wake wt_wait with, and the stop signals
  * (SIGINT, SIGTERM, SIGHUP, SIGPIPE); `screen` adds SIGWINCH, SIGTSTP,
@@ -31,7 +31,9 @@ void wt_draw(const watch_screen *s, int rows, int cols);
 
 /* Wait until `deadline` (wt_now seconds): WT_QUIT on `q` (with `keys`),
  * WT_SIGNAL on a stop signal (wt_signal), WT_RESIZE on SIGWINCH or SIGCONT, WT_STOP on
- * SIGTSTP (Ctrl-Z), else WT_TIMEOUT. */
+ * SIGTSTP (Ctrl-Z), WT_CLOSED when standard output is closed at its other
+ * end (`watch | head` after head exited, a terminal hung up), else
+ * WT_TIMEOUT. */
 int wt_wait(double deadline, int keys);
 
 /* Ctrl-Z: give the terminal back, stop, and take it again once continued. */

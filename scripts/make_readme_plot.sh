@@ -30,6 +30,8 @@ if [ "$(cat "$run/checkpoints/latest" 2>/dev/null)" != "$last" ]; then
     --eval-every $((steps / 6)) --log-every 1 --threads "$threads" "${resume[@]}"
 fi
 
+# --force replaces only a figure of `plot`; an older one without its mark is replaced here by name
+if [ -f "$out" ] && ! grep -aq "esmtrain-example plot" "$out"; then rm -f "$out"; fi
 "$cli" plot "$run" -o "$out" --force --width 1200 --height 750 \
   --title "esm2_t6_8M on 20,000 UniProt proteins, CPU: $steps updates of 4,096 tokens"
 ls -l "$out"

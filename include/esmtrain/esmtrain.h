@@ -187,6 +187,44 @@ typedef struct esmt_gpu_sample {
 ESMT_API esmt_status esmt_gpu_sample_all(esmt_gpu_sample *out, int capacity, int *count);
 
 /* ------------------------------------------------------------------------ */
+/* New output files, whole or not at all                                     */
+/* ------------------------------------------------------------------------ */
+
+/* A file an application writes for its user (a figure, a table) without
+ * ever harming what is there: the data go to a temporary created with
+ * O_CREAT | O_EXCL | O_NOFOLLOW beside the destination, and commit
+ * publishes it whole; the destination is never followed through a
+ * symbolic link, never truncated, and replaced only when the caller
+ * accepted the file found there. */
+typedef struct esmt_output_file esmt_output_file;
+
+/* Whether an existing destination may be replaced: `fd` is open read-only
+ * on it (a regular file, opened without following a link). Returns 1 to
+ * allow; else 0 with the reason in why ("is not a plot written by ..."). */
+typedef int (*esmt_output_replace_fn)(int fd, void *user, char *why, size_t cap);
+
+/* Start writing `path` (mode 0666 less the umask). ESMT_ERR_STATE, with a
+ * message naming path, when it exists and is a symbolic link, not a
+ * regular file, or a file `may_replace` (NULL: none may be) refuses;
+ * ESMT_ERR_IO when the temporary cannot be created. Then write to
+ * esmt_output_file_fd(*out), and commit or abort. */
+ESMT_API esmt_status esmt_output_file_begin(const char *path, esmt_output_replace_fn may_replace,
+                                            void *user, esmt_output_file **out);
+
+/* The temporary's descriptor and path (a signal handler may unlink it). */
+ESMT_API int esmt_output_file_fd(const esmt_output_file *f);
+ESMT_API const char *esmt_output_file_temp_path(const esmt_output_file *f);
+
+/* fsync the temporary and publish it as the path: a new file by link(), so
+ * that one that appeared meanwhile is not replaced; an accepted one by
+ * rename(), only while it is still the file that was accepted. Frees f;
+ * on failure the temporary is removed and the destination left as it was. */
+ESMT_API esmt_status esmt_output_file_commit(esmt_output_file *f);
+
+/* Remove the temporary and free f (NULL is fine). */
+ESMT_API void esmt_output_file_abort(esmt_output_file *f);
+
+/* ------------------------------------------------------------------------ */
 /* Context: backend registry, threads, callbacks                             */
 /* ------------------------------------------------------------------------ */
 

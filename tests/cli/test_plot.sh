@@ -86,6 +86,8 @@ assert ink > 0.02, "the image is (nearly) blank"
 assert len(colours) >= 4 and coloured >= 2, "too few colours: no curves drawn?"
 PY
 
+grep -aq "esmtrain-example plot" "$work/one.png" || fail "the PNG lacks plot's Software mark"
+
 echo "== two runs overlaid to SVG (labels, tokens on x, log y), from a metrics.jsonl path"
 run_plot 0 "$work/base" "$work/fast/metrics.jsonl" -o "$work/two.svg" --width 1000 --height 700 \
   --x tokens --label base,fast --log-y --title "two runs"
@@ -111,6 +113,21 @@ run_plot 0 "$work/base" -o "$work/one.png" --width 400 --height 300 --force
 cmp -s "$work/one.png" "$work/keep.png" && fail "--force did not replace the file"
 python3 -c "import struct,sys; d=open(sys.argv[1],'rb').read(24); assert struct.unpack('>II', d[16:24]) == (400, 300)" \
   "$work/one.png" || fail "the replaced PNG is not 400x300"
+
+echo "== --force replaces only a figure of plot; never a run's file nor through a link"
+echo "the user's notes" > "$work/notes.png"
+run_plot 1 "$work/base" -o "$work/notes.png" --force
+grep -q "notes.png exists and is not a figure written by \`plot\`" "$work/err" || fail "no 'not a figure' message"
+[ "$(cat "$work/notes.png")" = "the user's notes" ] || fail "--force replaced the user's file"
+ln -s notes.png "$work/link.png"
+run_plot 1 "$work/base" -o "$work/link.png" --force
+grep -q "link.png is a symbolic link" "$work/err" || fail "no 'symbolic link' message"
+cp "$work/base/metrics.jsonl" "$work/metrics.keep"
+run_plot 1 "$work/base" -o "$work/base/metrics.jsonl" --format png --force
+cmp "$work/base/metrics.jsonl" "$work/metrics.keep" || fail "the run's metrics.jsonl was changed"
+run_plot 1 "$work/fast/metrics.jsonl" -o "$work/base/curves.png"
+grep -q "inside the run directory" "$work/err" || fail "no 'inside the run directory' message"
+[ ! -e "$work/base/curves.png" ] || fail "a figure was written into a run"
 
 echo "== a missing run, a directory that is not a run, no output directory: exit 1"
 run_plot 1 "$work/no-such-run" -o "$work/missing.png"

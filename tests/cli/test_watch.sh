@@ -219,6 +219,20 @@ for want in "^state +finished/stopped.*\(run.lock names pid $dead, which is gone
   grep -Eq -- "$want" "$work/fake.txt" || fail "--once of the written file lacks /$want/"
 done
 ! LC_ALL=C grep -q '[^ -~]' "$work/fake.txt" || fail "not ASCII in the C locale"
+echo "== a pid alive but not the writer, a pid out of range, a closed output"
+printf 'pid %s\nhost %s\n' "$$" "$(hostname)" > "$fake/run.lock" # this shell: no run.lock open
+"$cli" watch --once "$fake" | grep -q "^state .*pid $$, which is another process now" \
+  || fail "a live pid that does not hold run.lock is taken for the writer"
+timeout -k 2 10 "$cli" watch --plain --exit-when-done --interval 0.1 "$fake" > /dev/null \
+  || fail "--exit-when-done on a reused pid: exit $?"
+printf 'pid 4294967297\nhost %s\n' "$(hostname)" > "$fake/run.lock" # pid 1 in 32 bits
+timeout -k 2 10 "$cli" watch --plain --exit-when-done --interval 0.1 "$fake" 2> "$work/err" \
+  > /dev/null || fail "--exit-when-done on pid 4294967297: exit $?"
+grep -q "run.lock is damaged (its pid '4294967297' is not a process id)" "$work/err" \
+  || fail "no 'damaged' message: $(cat "$work/err")"
+rc=0; timeout -k 2 10 "$cli" watch --plain --interval 0.1 "$fake" | head -n 1 > /dev/null \
+  || rc=${PIPESTATUS[0]}
+[ "$rc" -eq 0 ] || fail "watch | head -1: exit $rc (124: it did not notice the closed pipe)"
 if [ -n "${2:-}" ]; then
   echo "== the GPU table, from the emulator's NVML ($2)"
   ESMT_NVML_LIBRARY=$2 ESMT_EMU_DEVICES=2 "$cli" watch --once "$fake" > "$work/gpus.txt"
