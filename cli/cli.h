@@ -104,9 +104,10 @@ int cli_lock_record_pid(const char *record, long *pid);
 int cli_path_inside(const char *inner, const char *outer);
 
 /* 1 when `path`, symbolic links resolved (it need not exist yet), is or
- * lies inside a dataset, a checkpoint, a run or a model directory: *what
+ * lies inside what esmtrain keeps: a dataset, a checkpoint, a run (or its
+ * checkpoints directory), an exported model or a model directory; *what
  * gets "DIR (a dataset)" and the like. For the outputs of commands that
- * must never write into what esmtrain reads. */
+ * must never write into what esmtrain reads (cli_output_path_check). */
 int cli_path_in_data(const char *path, char *what, size_t cap);
 
 /* ---- Output files (out_path.c) ---- */

@@ -326,6 +326,7 @@ int cli_path_inside(const char *inner, const char *outer) {
 /* What esmtrain keeps in `dir` that no output may be written into, or
  * NULL: a dataset, a checkpoint, a run's checkpoints/ directory, a run, a
  * Hugging Face model directory. */
+/* What `dir` is when esmtrain keeps it, else NULL. */
 static const char *data_kind(const char *dir) {
   char ck[PATH_MAX + 64];
   snprintf(ck, sizeof ck, "%s/checkpoints", dir);
@@ -333,8 +334,8 @@ static const char *data_kind(const char *dir) {
   if (exists(dir, "state.json")) return "a checkpoint";
   if (is_checkpoints_dir(dir)) return "the checkpoints directory of a run";
   if (is_checkpoints_dir(ck)) return "a run";
-  if (exists(dir, "config.json") &&
-      (exists(dir, "model.safetensors") || exists(dir, "model.safetensors.index.json")))
+  if (exists(dir, ".esmtrain-export")) return "an exported model";
+  if (exists(dir, "model.safetensors") || exists(dir, "model.safetensors.index.json"))
     return "a model directory";
   return NULL;
 }

@@ -13,16 +13,16 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include "cli.h"
 #include "watch_screen.h"
 
-/* The pid of a record's "pid N" line: a whole decimal number a pid_t can
- * hold (so never truncated to another process, 4294967297 to init), else
- * 0 with the reason in `damaged`. */
-static long parse_pid(const char *text, char *damaged, size_t cap) {
-  errno = 0;
-  char *end = NULL;
-  const long long v = isdigit((unsigned char)text[0]) ? strtoll(text, &end, 10) : -1;
-  if (v >= 1 && v <= INT_MAX && !errno && end && !*end) return (long)v;
+/* The pid of a record's "pid N" line `line` (cli_lock_record_pid: a whole
+ * decimal number a pid_t can hold, so never truncated to another process,
+ * 4294967297 to init), else 0 with the reason in `damaged`. */
+static long parse_pid(const char *line, char *damaged, size_t cap) {
+  long pid = 0;
+  if (cli_lock_record_pid(line, &pid) > 0) return pid;
+  const char *text = line + 4;
   char shown[32];
   size_t k = 0;
   for (const char *p = text; *p && k + 1 < sizeof shown; p++)
@@ -73,7 +73,7 @@ void watch_run_state_read(const char *run_dir, watch_run_state *st) {
   close(fd);
   text[n > 0 ? n : 0] = '\0';
   for (char *save = NULL, *l = strtok_r(text, "\n", &save); l; l = strtok_r(NULL, "\n", &save)) {
-    if (!strncmp(l, "pid ", 4)) st->pid = parse_pid(l + 4, st->damaged, sizeof st->damaged);
+    if (!strncmp(l, "pid ", 4)) st->pid = parse_pid(l, st->damaged, sizeof st->damaged);
     else if (!strncmp(l, "host ", 5)) snprintf(st->host, sizeof st->host, "%s", l + 5);
     else if (!strncmp(l, "started ", 8)) snprintf(st->started, sizeof st->started, "%s", l + 8);
   }

@@ -53,6 +53,24 @@ static void capture(void *user, esmt_log_level level, const char *msg) {
   snprintf(g_log + n, sizeof g_log - n, "%s\n", msg);
 }
 
+esmt_context *g_fixture_ctx;
+static const esmt_backend_entry *g_fixture_backend;
+
+int fixture_group_setup(void **state) {
+  (void)state;
+  if (!(g_fixture_ctx = fixture_logging_context())) return -1;
+  g_fixture_backend = g_fixture_ctx->backend;
+  return 0;
+}
+
+int fixture_group_teardown(void **state) {
+  (void)state;
+  g_fixture_ctx->backend = g_fixture_backend;
+  esmt_context_destroy(g_fixture_ctx);
+  g_fixture_ctx = NULL;
+  return 0;
+}
+
 esmt_context *fixture_logging_context(void) {
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
   o.backend_path = test_backend_dir();

@@ -16,6 +16,13 @@ extern char g_log[16384];
 /* A cpu context (2 threads, INFO) logging into g_log; NULL on failure. */
 esmt_context *fixture_logging_context(void);
 
+/* A cmocka group setup and teardown around fixture_logging_context():
+ * g_fixture_ctx is the context; the teardown puts back the backend it had
+ * (a test may swap in another ops table, e.g. half_emu_ops) and destroys it. */
+extern esmt_context *g_fixture_ctx;
+int fixture_group_setup(void **state);
+int fixture_group_teardown(void **state);
+
 /* Fills tok/lab [B*T] and points mb at them (every other field zeroed:
  * no packed segments), with the counts filled in. */
 void fill_micro_batch(esmt_micro_batch *mb, int B, int T, int u, int k, int32_t *tok,

@@ -20,22 +20,7 @@
 #include "offload.h"
 #include "trainer.h"
 
-static esmt_context *g_ctx;
-static const esmt_backend_entry *g_real;
 static esmt_backend_entry g_fake;
-static int setup(void **state) {
-  (void)state;
-  if (!(g_ctx = fixture_logging_context())) return -1;
-  g_real = g_ctx->backend;
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  g_ctx->backend = g_real;
-  esmt_context_destroy(g_ctx);
-  return 0;
-}
 
 /* The optimizer of the models the tests make (AdamW but in the Lion test). */
 static esmt_optimizer_kind g_kind = ESMT_OPTIMIZER_ADAMW;
@@ -55,7 +40,7 @@ static esmt_model *create(esmt_precision p, int offload, uint64_t pinned_limit) 
   esmt_model_config c = tiny(p);
   esmt_offload_options o = {.enabled = offload, .pinned_limit = pinned_limit};
   esmt_model *m = NULL;
-  if (esmt_model_create_with(g_ctx, &c, 11, &o, &m) != ESMT_OK)
+  if (esmt_model_create_with(g_fixture_ctx, &c, 11, &o, &m) != ESMT_OK)
     fail_msg("create: %s", esmt_last_error());
   assert_true(offload ? m->mem.offload != NULL : m->mem.offload == NULL);
   return m;
@@ -334,9 +319,10 @@ static void test_nonfinite_seen_on_host(void **state) {
 /* ---- F16/BF16 offload on the emulated half backend ---------------------- */
 
 static void half_run(esmt_precision p) {
-  g_fake = *g_real;
-  g_fake.ops = half_emu_ops(g_real->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
-  g_ctx->backend = &g_fake;
+  const esmt_backend_entry *real = g_fixture_ctx->backend;
+  g_fake = *real;
+  g_fake.ops = half_emu_ops(real->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  g_fixture_ctx->backend = &g_fake;
   half_emu_watch(NULL);
   half_emu_reset_stats();
   g_log[0] = '\0';
@@ -363,7 +349,7 @@ static void half_run(esmt_precision p) {
                             s->first_problem);
   esmt_model_destroy(plain);
   esmt_model_destroy(off);
-  g_ctx->backend = g_real;
+  g_fixture_ctx->backend = real;
 }
 
 static void test_bf16_bit_identical(void **state) { (void)state; half_run(ESMT_PRECISION_BF16); }
@@ -397,7 +383,7 @@ static esmt_config *config_for(const char *data, const char *run, const char *of
 
 static esmt_trainer *trainer_for(esmt_config *cfg) {
   esmt_trainer *t = NULL;
-  if (esmt_trainer_create_from_config(g_ctx, cfg, NULL, &t) != ESMT_OK)
+  if (esmt_trainer_create_from_config(g_fixture_ctx, cfg, NULL, &t) != ESMT_OK)
     fail_msg("%s", esmt_last_error());
   return t;
 }
@@ -493,5 +479,5 @@ int main(void) {
       cmocka_unit_test(test_fp16_bit_identical),
       cmocka_unit_test(test_config_policy),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fixture_group_setup, fixture_group_teardown);
 }

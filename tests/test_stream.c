@@ -26,24 +26,9 @@
 
 enum { B = 3, T = 24, LAYERS = 3 };
 
-static esmt_context *g_ctx;
-static const esmt_backend_entry *g_real;
 static esmt_backend_entry g_fake;
 static esmt_optimizer_kind g_kind = ESMT_OPTIMIZER_ADAMW;
 
-static int setup(void **state) {
-  (void)state;
-  if (!(g_ctx = fixture_logging_context())) return -1;
-  g_real = g_ctx->backend;
-  return 0;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  g_ctx->backend = g_real;
-  esmt_context_destroy(g_ctx);
-  return 0;
-}
 
 /* The levels compared: resident on the device, optimizer offload,
  * gradients streamed, weights and gradients streamed. */
@@ -60,7 +45,7 @@ static esmt_model *create(esmt_precision p, int level, int recompute) {
   esmt_offload_options o = {.enabled = level >= 0, .recompute = recompute,
                             .streamed = level > 0 ? level : ESMT_STREAM_NONE};
   esmt_model *m = NULL;
-  if (esmt_model_create_with(g_ctx, &c, 11, &o, &m) != ESMT_OK)
+  if (esmt_model_create_with(g_fixture_ctx, &c, 11, &o, &m) != ESMT_OK)
     fail_msg("create: %s", esmt_last_error());
   assert_true(level > 0 ? m->mem.stream != NULL : m->mem.stream == NULL);
   return m;
@@ -185,9 +170,10 @@ static void test_lion_bit_identical(void **state) {
 /* F16/BF16 on the emulated half backend: the streamed slots hold the
  * staging image's half weights; the LayerNorm w/b stay on the device. */
 static void half_run(esmt_precision p) {
-  g_fake = *g_real;
-  g_fake.ops = half_emu_ops(g_real->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
-  g_ctx->backend = &g_fake;
+  const esmt_backend_entry *real = g_fixture_ctx->backend;
+  g_fake = *real;
+  g_fake.ops = half_emu_ops(real->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  g_fixture_ctx->backend = &g_fake;
   half_emu_watch(NULL);
   esmt_model *ref = create(p, RESIDENT, 0);
   esmt_model *m = create(p, WEIGHTS, 0);
@@ -200,7 +186,7 @@ static void half_run(esmt_precision p) {
   expect_same_state(ref, m);
   esmt_model_destroy(ref);
   esmt_model_destroy(m);
-  g_ctx->backend = g_real;
+  g_fixture_ctx->backend = real;
 }
 
 static void test_bf16_bit_identical(void **state) { (void)state; half_run(ESMT_PRECISION_BF16); }
@@ -351,5 +337,5 @@ int main(void) {
       cmocka_unit_test(test_checkpoint_cross),
       cmocka_unit_test(test_device_bytes),
   };
-  return cmocka_run_group_tests(tests, setup, teardown);
+  return cmocka_run_group_tests(tests, fixture_group_setup, fixture_group_teardown);
 }

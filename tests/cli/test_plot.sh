@@ -126,7 +126,7 @@ cp "$work/base/metrics.jsonl" "$work/metrics.keep"
 run_plot 1 "$work/base" -o "$work/base/metrics.jsonl" --format png --force
 cmp "$work/base/metrics.jsonl" "$work/metrics.keep" || fail "the run's metrics.jsonl was changed"
 run_plot 1 "$work/fast/metrics.jsonl" -o "$work/base/curves.png"
-grep -q "inside the run directory" "$work/err" || fail "no 'inside the run directory' message"
+grep -q "(a run), whose files esmtrain keeps" "$work/err" || fail "no 'inside ... (a run)' message"
 [ ! -e "$work/base/curves.png" ] || fail "a figure was written into a run"
 
 echo "== a missing run, a directory that is not a run, no output directory: exit 1"
