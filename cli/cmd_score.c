@@ -270,6 +270,9 @@ int cmd_score(int argc, char **argv) {
             "or choose another -o. Nothing was done\n", a.out);
     return 1;
   }
+  /* never into what esmtrain keeps, nor over or inside an input */
+  const char *inputs[] = {a.model, a.input, a.variants ? a.variants : a.input};
+  if (cli_output_path_check("score", a.out, inputs, 3)) return 1;
   cli_signals_catch(NULL);
   esmt_sequence_reader *in = NULL;
   score_variants *var = NULL;

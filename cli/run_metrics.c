@@ -81,6 +81,9 @@ static int add_line(cli_run_metrics *m, const char *line, size_t len) {
   return rc;
 }
 
+/* The longest line read (the reader keeps a partial line in memory). */
+#define METRICS_MAX_LINE (1 << 20)
+
 static void drop_records(cli_run_metrics *m) {
   m->n_train = m->n_eval = 0;
   m->bad_lines = 0;
@@ -134,6 +137,13 @@ int cli_run_metrics_poll(cli_run_metrics *m, const char *path, int *reset, char 
     m->offset += (off_t)start;
     memmove(buf, buf + start, len - start);
     len -= start;
+    if (len > METRICS_MAX_LINE) { /* a record is a few hundred bytes: not a metrics file */
+      snprintf(err, cap, "%s: a line at byte %lld is longer than %d MiB: not a metrics.jsonl "
+               "esmtrain wrote", path, (long long)m->offset, METRICS_MAX_LINE >> 20);
+      free(buf);
+      close(fd);
+      return -1;
+    }
   }
   free(buf);
   close(fd);
