@@ -21,13 +21,15 @@ static void usage(void) {
   printf("usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
-         "         [--runtime-overhead BYTES] [--link GB/s]\n"
+         "         [--runtime-overhead BYTES] [--link GB/s] [--set KEY=VALUE]...\n"
          "Prints the device memory a training job needs per tensor class, and the cheapest\n"
          "policy (none, recompute, optimizer offload, both; then gradients, then weights\n"
          "streamed from host memory, without and with recompute) and micro-batch (0 = largest)\n"
          "that fit --device-mem (e.g. 8GiB). With streaming it prints the bytes that cross the\n"
          "host link per micro-batch, and with --link (a measured host-to-device bandwidth in\n"
-         "GB/s) the time they take. Exit status 0 when it fits, 3 when it does not.\n");
+         "GB/s) the time they take. --set takes any configuration key after the flags above\n"
+         "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
+         "Exit status 0 when it fits, 3 when it does not.\n");
 }
 
 /* The flags are configuration keys; the request is the one the trainer
@@ -50,8 +52,9 @@ int cmd_plan(int argc, char **argv) {
   /* plan's own defaults: rows of 512 tokens, the largest micro-batch that fits */
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
-  int have_overhead = 0, rows = 0;
+  int have_overhead = 0, rows = 0, n_sets = 0;
   double link_gbps = 0;
+  const char *sets[32];
   for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
@@ -73,7 +76,11 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
-    if (!strcmp(a, "--link")) {
+    if (!strcmp(a, "--set")) { /* a configuration key, applied after the flags */
+      known = 1;
+      if (n_sets < (int)(sizeof sets / sizeof sets[0])) sets[n_sets++] = v;
+      else ok = 0;
+    } else if (!strcmp(a, "--link")) {
       known = 1;
       ok = cli_double_arg("plan", a, v, 0.001, 10000, &link_gbps);
       if (!ok) { esmt_config_destroy(cfg); return 2; }
@@ -95,6 +102,21 @@ int cmd_plan(int argc, char **argv) {
       }
     if (ok && !known) { fprintf(stderr, "plan: unknown argument '%s' (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
     if (!ok) { fprintf(stderr, "plan: bad value '%s' for %s\n", v, a); esmt_config_destroy(cfg); return 2; }
+  }
+  for (int i = 0; i < n_sets; i++) {
+    char key[128];
+    const char *eq = strchr(sets[i], '=');
+    if (!eq || eq == sets[i] || (size_t)(eq - sets[i]) >= sizeof key) {
+      fprintf(stderr, "plan: --set '%s': expected KEY=VALUE\n", sets[i]);
+      esmt_config_destroy(cfg);
+      return 2;
+    }
+    snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
+    if ((st = esmt_config_set(cfg, key, eq + 1))) {
+      fprintf(stderr, "plan: --set %s: %s\n", sets[i], esmt_last_error());
+      esmt_config_destroy(cfg);
+      return 2;
+    }
   }
   if (rows > 0) {
     char b[32];

@@ -1,0 +1,80 @@
+#!/usr/bin/env bash
+# Streaming from host memory bounds device memory (host CUDA emulator,
+# allocating for real but skipping the arithmetic: ESMT_EMU_NO_COMPUTE=1).
+# Models with esm2_t36_3B's layer shape (d 2560, 40 heads; fp16 on
+# turing_fp16, sm_75) and esm2_t48_15B's (d 5120, 40 heads; bf16 on
+# ampere_bf16, sm_80), each at two depths, train one update of 1 x 512 in
+# an 8 GiB device with offload.stream weights and activation recompute.
+# For each run the emulator's peak device bytes must be within 5% of the
+# plan's device total (without the CUDA context, which the emulator does
+# not model), and the peak at the greater depth must equal the smaller
+# one's within 1%: the device holds two layers' weights and gradients
+# whatever the depth (recompute keeps one layer input per layer, 2.6 MB at
+# d 2560), while the host's share grows with it (printed). The whole esm2_t36_3B (36 layers) is not run: its host state,
+# 48 GiB, is twice the memory of the machines CI runs on; `plan` prints it.
+# Usage: plan_streamed.sh CLI [DEPTHS_3B] [DEPTHS_15B]   (defaults "2 4", "1 2")
+set -euo pipefail
+cli=$1
+depths_3b=${2:-2 4}
+depths_15b=${3:-1 2}
+work=$(mktemp -d /tmp/esmt-emu-stream-XXXXXX)
+trap 'rm -rf "$work"' EXIT
+awk 'BEGIN { srand(5); aa = "ACDEFGHIKLMNPQRSTVWY"; for (r = 0; r < 8; r++) { printf(">p%d\n", r);
+  for (i = 0; i < 700; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' \
+  > "$work/long.fa"
+"$cli" ingest "$work/long.fa" -o "$work/data" --valid-fraction 0 --quiet >/dev/null
+
+# run NAME PRESET LAYERS PRECISION BACKEND SM: prints "peak planned host" bytes.
+run() {
+  local name=$1 preset=$2 layers=$3 prec=$4 backend=$5 sm=$6
+  local shape=(--set model.num_layers="$layers")
+  "$cli" plan --model "$preset" --micro-batch 1 --seq 512 --device-mem 8GiB --precision "$prec" \
+    --offload on --recompute on --stream weights --runtime-overhead 0 "${shape[@]}" \
+    > "$work/$name.plan"
+  local planned host
+  planned=$(sed -n 's/.*device total.*(\([0-9]*\) bytes).*/\1/p' "$work/$name.plan")
+  host=$(sed -n 's/.*host pinned *\([0-9.]* [KMG]iB\).*/\1/p' "$work/$name.plan")
+  ESMT_EMU_NO_COMPUTE=1 ESMT_EMU_SM="$sm" ESMT_EMU_MEM=8GiB ESMT_EMU_STATS="$work/$name.json" \
+    "$cli" train --data "$work/data" --model "$preset" --layers "$layers" --max-len 512 \
+    --batch-tokens 512 --set data.micro_batch=1 --set data.pack=off --set backend.name="$backend" \
+    --set backend.precision="$prec" --set backend.device_memory_limit=8GiB --fast-dev-run 1 \
+    --no-mfu --set offload.optimizer=on --set offload.recompute=on --set offload.stream=weights \
+    --threads 2 --out "$work/$name-run" > "$work/$name.log" 2>&1 ||
+    { echo "FAIL: $name: train failed" >&2; tail -20 "$work/$name.log" >&2; return 1; }
+  local peak
+  peak=$(python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+print(max(d["peak_bytes"] for r in rows for d in r["devices"]))' "$work/$name.json")
+  echo "$peak $planned $host"
+}
+
+fail=0
+check_shape() { # LABEL PRESET PRECISION BACKEND SM DEPTH_A DEPTH_B
+  local label=$1 preset=$2 prec=$3 backend=$4 sm=$5 a=$6 b=$7 ra rb
+  ra=$(run "$label-$a" "$preset" "$a" "$prec" "$backend" "$sm") || { fail=1; return; }
+  rb=$(run "$label-$b" "$preset" "$b" "$prec" "$backend" "$sm") || { fail=1; return; }
+  python3 - "$label" "$a" "$b" $ra $rb <<'PY' || fail=1
+import sys
+label, a, b = sys.argv[1:4]
+pa, qa, ha = int(sys.argv[4]), int(sys.argv[5]), " ".join(sys.argv[6:8])
+pb, qb, hb = int(sys.argv[8]), int(sys.argv[9]), " ".join(sys.argv[10:12])
+ok = True
+for depth, peak, planned, host in ((a, pa, qa, ha), (b, pb, qb, hb)):
+    rel = (peak - planned) / planned
+    good = abs(rel) <= 0.05
+    ok &= good
+    print(f"STREAM_RESULT {label} {depth} layers: planned {planned} bytes, peak allocated {peak} "
+          f"bytes ({rel:+.2%}), host {host} {'ok' if good else 'FAIL'}")
+grow = (pb - pa) / pa
+flat = abs(grow) <= 0.01
+ok &= flat
+per_layer = (pb - pa) / (int(b) - int(a))
+print(f"STREAM_RESULT {label}: device peak {a} -> {b} layers {grow:+.2%} ({per_layer / 2**20:.1f} "
+      f"MiB a layer) {'ok (bounded by two layers)' if flat else 'FAIL (grows with depth)'}")
+sys.exit(0 if ok else 1)
+PY
+}
+check_shape "3B-shape" esm2_t36_3B fp16 turing_fp16 75 $depths_3b
+check_shape "15B-shape" esm2_t48_15B bf16 ampere_bf16 80 $depths_15b
+[ "$fail" -eq 0 ] && echo "plan_streamed: every run within 5% of its plan, device memory flat in depth"
+exit "$fail"
