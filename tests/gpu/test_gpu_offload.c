@@ -6,7 +6,8 @@
  *                                    gradients streamed and with weights
  *                                    streamed (AdamW and Lion, recompute off
  *                                    and on, two micro-batches an update, an
- *                                    overflow injected) must agree; exits 77
+ *                                    overflow injected, packed rows) must
+ *                                    agree; exits 77
  *                                    without a GPU backend
  *   test_gpu_offload --model esm2_t36_3B --batch 16 --seq 512 --micro 8
  *                    --stream weights --device-limit 8GiB --precision fp16
@@ -58,6 +59,7 @@ static void log_stderr(void *u, esmt_log_level l, const char *msg) {
 
 typedef struct shape {
   int B, T, micro, updates;
+  int packed; /* 1: two proteins a row (packed segments), else right-padded rows */
 } shape;
 
 /* Micro-batch k of update u: full rows with ~15% masked positions. */
@@ -78,6 +80,19 @@ static void fill(esmt_micro_batch *mb, const shape *s, int u, int k, int32_t *to
   mb->T = s->T;
   mb->tokens = tok;
   mb->labels = lab;
+  mb->nseg = 0;
+  if (s->packed) { /* row r: [0, T/2) and [T/2, len), each starting with <cls> */
+    for (int r = 0; r < s->B; r++) {
+      const int h = s->T / 2, len = s->T - r % 4;
+      tok[r * s->T + h] = ESMT_TOKEN_CLS;
+      lab[r * s->T + h] = ESMT_LABEL_IGNORE;
+      mb->seg_start[2 * r] = r * s->T;
+      mb->seg_len[2 * r] = h;
+      mb->seg_start[2 * r + 1] = r * s->T + h;
+      mb->seg_len[2 * r + 1] = len - h;
+    }
+    mb->nseg = 2 * s->B;
+  }
   esmt_micro_batch_count(mb);
 }
 
@@ -129,7 +144,13 @@ static int train_at(esmt_context *ctx, const esmt_model_config *cfg, const shape
   const size_t n = (size_t)s->B * s->T;
   int32_t *tok = malloc(n * s->micro * sizeof *tok), *lab = malloc(n * s->micro * sizeof *lab);
   esmt_micro_batch *mbs = calloc((size_t)s->micro, sizeof *mbs);
-  int rc = !tok || !lab || !mbs;
+  int32_t *segs = malloc((size_t)s->micro * 4 * (size_t)s->B * sizeof *segs);
+  int rc = !tok || !lab || !mbs || !segs;
+  for (int k = 0; !rc && k < s->micro; k++) { /* room for two segments a row */
+    mbs[k].seg_start = segs + (size_t)k * 4 * s->B;
+    mbs[k].seg_len = mbs[k].seg_start + 2 * s->B;
+    mbs[k].seg_cap = 2 * s->B;
+  }
   double t0 = 0;
   for (int u = 1; u <= s->updates && !rc; u++) {
     if (u == 2) t0 = now_s();
@@ -156,6 +177,7 @@ static int train_at(esmt_context *ctx, const esmt_model_config *cfg, const shape
   free(tok);
   free(lab);
   free(mbs);
+  free(segs);
   esmt_model_destroy(m);
   return rc;
 }
@@ -256,7 +278,7 @@ static const char *pick_backend(esmt_context *ctx) {
 
 int main(int argc, char **argv) {
   const char *model = NULL, *prec = NULL;
-  shape big = {6, 512, 2, 5};
+  shape big = {6, 512, 2, 5, 0};
   int stream_level = 0;
   for (int i = 1; i + 1 < argc; i += 2) {
     if (!strcmp(argv[i], "--mutant")) {
@@ -320,7 +342,7 @@ int main(int argc, char **argv) {
   c.num_heads = 4;
   c.max_positions = 128;
   c.precision = pr;
-  shape small = {4, 64, 2, 5};
+  shape small = {4, 64, 2, 5, 0};
   run_result a, b;
   float *pa = NULL, *pb = NULL;
   if (train(ctx, &c, &small, 0, &pa, &a) || train(ctx, &c, &small, 1, &pb, &b)) return 1;
@@ -353,18 +375,23 @@ int main(int argc, char **argv) {
    * micro-batches (AdamW), 20 of two with recompute and Lion, and one
    * overflow: the device (or the fault hook) makes update 3's gradients
    * non-finite, which every level must skip alike. fp16 (turing_fp16)
-   * scales the loss. */
-  shape st = {2, 32, 2, 20};
+   * scales the loss. The Lion runs pack two proteins a row. */
+  shape st = {2, 32, 2, 20, 0};
   const double stol = pr == ESMT_PRECISION_FP32 ? 1e-4 : 5e-3;
   esmt_test_inject_nan_step = 3;
   esmt_test_inject_nan_count = 1;
   fails += levels_agree(ctx, chosen, &c, &st, 0, "adamw", stol, exact);
   esmt_test_inject_nan_step = 0;
   esmt_test_inject_nan_count = 0;
+  /* packed rows (two proteins a row) where the backend takes them */
+  const int packs = esmt_packing_supported(ctx->backend->ops) == ESMT_OK;
+  if (!packs) esmt_clear_error();
   esmt_model_config lion = c;
   lion.optimizer = ESMT_OPTIMIZER_LION;
-  fails += levels_agree(ctx, chosen, &lion, &st, 1, "lion", stol, exact);
-  shape one = {2, 32, 1, 6};
+  shape lst = st;
+  lst.packed = packs;
+  fails += levels_agree(ctx, chosen, &lion, &lst, 1, packs ? "lion-packed" : "lion", stol, exact);
+  shape one = {2, 32, 1, 6, 0};
   fails += levels_agree(ctx, chosen, &c, &one, 0, "adamw", stol, exact);
 
   /* 3. the measurement at a real shape */
