@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Built into every shipped backend: the libesmtrain version it was built
  * with, so that the core refuses a plugin of another installation
  * (ESMTB_LIBRARY_VERSION_SYMBOL in esmtrain/backend.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmtrain-example: shared declarations of the subcommands. */
 #ifndef ESMT_CLI_H
 #define ESMT_CLI_H

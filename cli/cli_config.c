@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The configuration flags every command that trains shares (--config,
  * --preset, --set, --print-config, --validate, --list-presets, --keys),
  * applied in command-line order, and `esmtrain-example config`, which

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A trained model for inference commands (embed, score): an esmtrain
  * checkpoint ("RUN_DIR", ".../latest", a checkpoint directory) or a
  * Hugging Face ESM-2 directory (config.json beside model.safetensors or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checked parsing of numeric command-line values (cli.h): atoi and atof
  * turn "4294967296" into 0, "12abc" into 12 and "1e-400" into 0 without a
  * word; these refuse them, naming the flag and the range. */

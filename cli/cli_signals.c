@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Signals and standard output of the CLI commands (cli.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Text from files printed safely (cli.h: cli_esc). */
 #include "cli.h"
 

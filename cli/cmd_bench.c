@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example bench`: training steps (forward, backward, AdamW) on
  * synthetic protein-like batches; tokens/s, step split, MFU against a GEMM
  * ceiling measured in the same run, and peak RSS. */

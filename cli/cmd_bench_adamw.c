@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example bench-adamw`: the AdamW update over a model's flat
  * buffers (the host optimizer the CPU backend and offloading use) against
  * the memory bandwidth a plain memcpy reaches in the same run. */

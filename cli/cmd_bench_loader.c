@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example bench-loader --data DIR`: how fast the loader alone
  * makes esm2_t6_8M-shaped batches (4 x 512 by default) on this thread,
  * and its resident memory. */

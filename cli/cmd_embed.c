@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example embed MODEL INPUT -o OUT`: embeddings of every
  * protein of a FASTA file or dataset, streamed in chunks (memory flat in
  * the input's size), committed after each chunk so that an interrupted

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example ingest IN... -o DIR`: FASTA(.gz) or CSV/TSV tables into token shards. */
 #include <stdio.h>
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example export CKPT -o DIR --format hf` and
  * `esmtrain-example import-hf HF_DIR -o RUN_DIR`. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example launch -n N COMMAND ...`: data parallel on one machine.
  * Starts N copies of this program running COMMAND with the rank variables
  * torchrun would set (RANK, WORLD_SIZE, LOCAL_RANK, LOCAL_WORLD_SIZE), a

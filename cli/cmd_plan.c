@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example plan`: what a training job needs in device memory,
  * per tensor class, and the policy and micro-batch that fit a budget. */
 #include <stdio.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example plot RUN... -o FILE.png|FILE.svg`: the curves of one
  * or more runs (loss, perplexity, learning rate, throughput, memory) from
  * their metrics.jsonl, drawn with cairo (plot_render.c) into a new file

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example probe`: what the registry found and what it chose. */
 #include "cli.h"
 

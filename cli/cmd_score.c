@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example score`: pseudo-log-likelihoods of proteins
  * (score_pll.c) and masked-marginal scores of variants (score_variants.c)
  * from an ESM-2 model, into a CSV file. This file: the command line, the

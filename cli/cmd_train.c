@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example train`: the main job. Trains an ESM-2 model on a
  * dataset from `ingest`, evaluating before and after against an amino-acid
  * frequency baseline, writing checkpoints and a log (the library writes

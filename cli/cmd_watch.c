@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example watch RUN`: a live view of a run, redrawn in place on a
  * terminal (watch_term.c), else one plain line per new record. It only
  * reads the run: RUN/metrics.jsonl as it grows (a resume replaces it),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example embed`: shared declarations of its parts.
  *   cmd_embed.c      arguments, the output directory, the main loop, progress
  *   embed_compute.c  a chunk of proteins -> length-sorted batches -> per-protein results

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A chunk of proteins through the model (embed.h): each protein becomes
  * one piece (it fits the window, or is truncated to it) or several
  * overlapping windows; the pieces are sorted by length and cut into

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What an embed output was computed from (embed.h), so that a resume
  * continues only the same work: the zlib crc32 of the model's weights as
  * loaded (a checkpoint trained further, another checkpoint or another

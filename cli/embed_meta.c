@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* embed.json (embed.h): the request that made an output directory, what
  * is committed so far, and whether it is complete. Written as a temporary
  * file, fsync'd and renamed, after the arrays it counts are committed: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The arrays of an embed output directory (embed.h): lengths.npy,
  * per_tok.offsets.npy, {mean,cls,per_tok}.layer<L>.npy and ids.txt, all
  * appended protein by protein in input order and committed together

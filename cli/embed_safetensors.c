@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* --format safetensors (embed.h): once every protein is committed, the
  * .npy arrays are copied into OUT/embeddings.safetensors (written as a
  * temporary file, fsync'd, then renamed); once embed.json says so, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmtrain-example: the command-line driver of libesmtrain. */
 #include "cli.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streaming .npy writer (npy_file.h). */
 #define _GNU_SOURCE
 #include "npy_file.h"

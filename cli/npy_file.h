@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NumPy .npy files written as a stream of rows: a fixed 128-byte header
  * (format 1.0) rewritten with the row count at each commit, so that a file
  * is a valid array of every committed row at all times and can be

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Output files created and re-opened safely (out_file.h). */
 #define _GNU_SOURCE
 #include "out_file.h"

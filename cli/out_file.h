@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Files a command creates in its output directory and re-opens later (a
  * resume), without ever writing into a file it did not create: created
  * with O_EXCL|O_NOFOLLOW, re-opened only without following a symbolic

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Where a command may write an output file (cli.h): never into what
  * esmtrain keeps (a run, a checkpoint, a dataset, an exported model) and
  * never onto the command's own inputs, symbolic links resolved. */

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The plot command (esmtrain-example plot): drawn with cairo when pkg-config
 # finds it (Debian: libcairo2-dev); without it, or with -DESMT_WITH_PLOT=OFF,
 # only cmd_plot.c is built and `plot` says that this build has no cairo.

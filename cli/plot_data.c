@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `plot`: metrics into panels and series (plot_data.h). */
 #include "plot_data.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `plot`: the runs' metrics turned into the panels and series of a figure
  * (smoothing, x in steps or tokens, thinning of long runs). */
 #ifndef ESMT_CLI_PLOT_DATA_H

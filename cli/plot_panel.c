@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `plot`: one panel - its axes (ticks, labels, grid lines, titles), its
  * series and its legend (plot_render.h). */
 #include <cairo.h>

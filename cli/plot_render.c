@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `plot`: the figure (surface, title, grid of panels) and the drawing
  * helpers the panels share (plot_render.h). */
 #include <cairo.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The drawing of `plot` with cairo: a figure of panels on a grid, each with
  * its axes, ticks, grid lines, legend and series. No cairo type shows here,
  * so that the data side (plot_data.c) needs none. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The mark of `plot`'s figures (plot_signature.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "plot_signature.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The mark every figure of `plot` carries, so that --force replaces an
  * earlier figure and never any other file: a PNG "Software" tEXt chunk
  * right after the header chunk, an SVG comment right after the XML

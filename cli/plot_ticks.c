@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Nice-number axes for `plot` (plot_ticks.h). */
 #include "plot_ticks.h"
 

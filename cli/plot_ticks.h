@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Axis ranges, tick positions and tick labels for `plot`: plain arithmetic,
  * no cairo, so that it can be checked on its own. */
 #ifndef ESMT_CLI_PLOT_TICKS_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Run directories of the CLI (cli.h): one writer at a time, held through a
  * lock file that dies with its process, and no new run written over an
  * existing one. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics.jsonl read back for plot and watch (run_metrics.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "run_metrics.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A run's metrics.jsonl read back (docs/formats.md "Metrics files") for
  * `plot` and `watch`: the train and eval records as arrays, loaded whole or
  * followed as the file grows. A value a line lacks (older files, the CPU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `score`: masked rows batched through esmt_model_infer (score_common.h):
  * one residue replaced by <mask>, the logits at that position turned into
  * log-probabilities (log_softmax in double over the whole vocabulary). */

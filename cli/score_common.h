@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `esmtrain-example score`: what its files (cmd_score.c, score_*.c) share.
  * Public API only (esmtrain/esmtrain.h). */
 #ifndef ESMT_CLI_SCORE_COMMON_H

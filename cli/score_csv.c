@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `score --variants`: splitting CSV lines and parsing mutations such as
  * "A123G:L45P" (score_common.h). */
 #include <ctype.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `score MODEL INPUT -o OUT.csv`: the pseudo-log-likelihood of each
  * protein, PLL = sum over residues i of log p(true token at i | the
  * protein with i masked), and its pseudo-perplexity exp(-PLL / n). The

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* `score MODEL WT.fasta --variants VARIANTS.csv -o OUT.csv`: masked
  * marginals (Meier et al. 2021; fair-esm examples/variant-prediction,
  * "masked-marginals"). Each distinct mutated position of a wild type is

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # The watch command's sources (added to esmtrain-example): the command and
 # its loops, the terminal, the screen's lines, sparklines and number formats.
 target_sources(esmtrain-example PRIVATE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Who writes a run, for `watch` (watch_screen.h): RUN/run.lock's record,
  * checked against the processes of this machine. */
 #define _DEFAULT_SOURCE

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The lines of `watch` (watch_screen.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "watch_screen.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What `watch` shows, as lines of text: built from a run's metrics, the
  * state of its writer and a sample of the GPUs, with no terminal involved
  * (cmd_watch.c draws them; tests can compare them). */

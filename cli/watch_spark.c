@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Sparklines, bars and number formats of `watch` (watch_spark.h). */
 #include "watch_spark.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Text pieces of `watch`: sparklines, progress bars and short number
  * formats, each written into a caller's buffer (returned). `utf8` picks
  * Unicode block characters, else plain ASCII. A value that is NAN prints

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The terminal of `watch` (watch_term.h): plain ANSI escapes, termios. */
 #define _POSIX_C_SOURCE 200809L
 #define _DEFAULT_SOURCE /* TIOCGWINSZ */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The terminal side of `watch`: raw key input, the alternate screen, drawing
  * in place, and waiting for a key, a signal or the next poll. Whatever
  * wt_enter changes, wt_leave restores; it also runs at exit. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The smallest training loop over the public API: context -> model ->
  * loader -> forward / backward / AdamW, printing the masked-LM loss.
  * Usage: minimal_train DATASET_DIR [STEPS]   (DATASET_DIR from

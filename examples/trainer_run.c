@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A training run through esmt_trainer over the public API: the trainer
  * adds evaluation, checkpoints and the run's metrics files to the loop of
  * minimal_train.c. With a run directory the library itself writes

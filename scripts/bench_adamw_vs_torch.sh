@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Host AdamW: esmtrain beside torch.optim.AdamW(foreach=True) over the same
 # parameter count and threads, plus the memcpy bandwidth measured in the
 # same run. Usage: bench_adamw_vs_torch.sh [THREADS]

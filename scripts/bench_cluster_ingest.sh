@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Ingest with and without a cluster file of N members (issue #21): time and
 # peak resident memory of each, and their ratio. The proteins are synthetic
 # (30-80 residues cut from a random pool), the clusters ~5 members each, with

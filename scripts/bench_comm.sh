@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The CPU data-parallel transports side by side in one run (issue #23):
 #  1. all-reduce of a 30 MB fp32 bucket over the TCP ring and over MPI,
 #     both started by mpirun (bench_comm; ESMTRAIN_COMM picks the transport);

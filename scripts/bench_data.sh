@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Data pipeline benchmarks (issue 4's bars), all in one run:
 #  - ingest of DB.fasta.gz against `zcat DB.fasta.gz > /dev/null` (best of 5 each)
 #  - the loader alone on esm2_t6_8M-shaped batches (4 x 512), one thread

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `esmtrain-example embed` beside transformers' EsmModel (fp32, eval,
 # no_grad) on the CPU: the same weights (an HF-initialised esm2_t6_8M, seed
 # 0), the same proteins (every 10th record of mmseqs2's DB.fasta.gz), the

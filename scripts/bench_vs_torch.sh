@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # esmtrain's CPU training step beside PyTorch's (fair-esm ESM2 +
 # torch.optim.AdamW) on the same shape and thread count, in one run, with
 # the ratio. Usage: bench_vs_torch.sh [MODEL] [BATCH] [SEQ] [THREADS] [STEPS]

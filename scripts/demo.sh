@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The main job on a fresh machine: install, build, ingest 20,000 real
 # UniProt proteins (Debian's mmseqs2-examples), train a small ESM-2 on the
 # CPU backend for a few minutes, evaluate before and after against an

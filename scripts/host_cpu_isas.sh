@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Prints the cpu.so kernel variants this machine can run, as a CMake list
 # for ESMT_CPU_ISAS ("generic;avx2", plus ";avx512" where the CPU has the
 # AVX-512 subsets the variant needs; cpu_isa.c makes the same choice at run

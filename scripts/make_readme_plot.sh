@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Regenerates docs/img/training-curves.png, the README's picture: the main
 # job of scripts/demo.sh (esm2_t6_8M trained on the CPU on the 20,000 UniProt
 # proteins of Debian's mmseqs2-examples, evaluated against the amino-acid

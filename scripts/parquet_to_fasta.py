@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Stream a Parquet table of proteins as FASTA on standard output, for ingest:
 
     python3 scripts/parquet_to_fasta.py x.parquet | esmtrain-example ingest - -o DIR

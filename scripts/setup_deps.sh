@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the Debian packages esmtrain builds and tests with. Idempotent:
 # runs apt-get only for what is missing. Needs root (or sudo).
 set -euo pipefail

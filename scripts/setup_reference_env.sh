@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install the PyTorch reference environment used by tests/reference/
 # (fixture generation and the PyTorch peer benchmark). Idempotent: does
 # nothing when everything is already there.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Install what is needed, build, and run every test: the normal build (with
 # the GPU backends when a CUDA toolkit is present; GPU tests skip without a
 # GPU) and then the whole suite again under AddressSanitizer + UBSan.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See cpu_dir_fixture.h. */
 #include "cpu_dir_fixture.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A cmocka group fixture shared by suites that write files through the
  * library: a context on the build's cpu backend and a fresh temporary
  * directory, removed afterwards. */

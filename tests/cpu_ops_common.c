@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See cpu_ops_common.h. */
 #include "test_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the cpu backend's op tests share (test_cpu_ops: fp32 and argument
  * errors; test_cpu_ops_half: F16/BF16 activations): the opened backend,
  * random data, float64 references of the ops and the gradient checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See fake_dp_backend.h. */
 #define _GNU_SOURCE
 #include "fake_dp_backend.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A test-only multi-device backend: the cpu backend's table as an ABI 1.3
  * ESMTB_CAP_MULTI_DEVICE backend whose memory is NOT host addressable (so
  * the core takes its device path), with comm_unique_id / comm_init /

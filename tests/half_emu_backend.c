@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See half_emu_backend.h. */
 #include "half_emu_backend.h"
 

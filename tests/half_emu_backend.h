@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A test-only backend for the core's half-precision paths: the cpu
  * backend's table with F16/BF16 caps added. Every ESM-2 op checks that
  * each pointer lies, aligned, inside the model buffer its role needs

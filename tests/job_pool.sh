@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Sourced by the test scripts that run independent single-threaded jobs
 # (tests/valgrind/run_valgrind.sh, tests/fuzz/run_fuzz.sh).
 # pool_run JOBS VERDICT_DIR FUNCTION ITEM...: runs `FUNCTION ITEM` for each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See mem_source.h. */
 #include "mem_source.h"
 

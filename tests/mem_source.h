@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A deterministic in-memory batch source for trainer tests: batch k is a
  * function of k alone (protein-like rows, ~15% masked), its cursor is the
  * batch number. */

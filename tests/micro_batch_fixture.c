@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See micro_batch_fixture.h. */
 #include "micro_batch_fixture.h"
 

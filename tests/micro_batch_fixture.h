@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Deterministic inputs for the update-level tests (test_offload,
  * test_recompute): right-padded micro-batches (micro-batch k of update u,
  * B rows of T, row lengths T - (row + u + k) % 5, some positions masked

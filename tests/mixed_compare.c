@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See mixed_compare.h. */
 #include "mixed_compare.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by test_mixed_fake (half ops emulated) and test_mixed_precision
  * (the cpu backend's own half ops): train the same tiny model in fp32 and
  * in half precision and compare. */

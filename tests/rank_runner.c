@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See rank_runner.h. */
 #define _GNU_SOURCE
 #include "test_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What the multi-process data-parallel tests (test_data_parallel,
  * test_dp_device, test_zero1) share: running each rank's spec in a fork()ed
  * process, and passing results back through small files (an error text,

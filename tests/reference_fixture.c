@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See reference_fixture.h. */
 #include "test_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The float64 PyTorch reference fixtures (tests/reference/make_fixtures.py):
  * loading one, putting its weights into a model, and comparing a model's
  * tensors with its reference tensors. Shared by test_model_reference (cpu)

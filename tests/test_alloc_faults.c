@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Allocation failure injection: the k-th malloc/calloc/realloc made by
  * libesmtrain fails, for every k over a whole cycle (context, ingest,
  * model, loader, trainer steps, checkpoint save and resume). Each run, in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public API contract: versions, status strings, errors, misuse. */
 #include "test_util.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoints: exact round trip, retention, resolution, and refusal of
  * truncated, corrupted, foreign, misshaped and non-finite files with the
  * previous checkpoint still loadable. */

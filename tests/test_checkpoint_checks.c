@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoint, resume and HF import verification (issue #16): safetensors
  * byte ranges, state.json's file table and step, checkpoints/latest, HF
  * config.json integers, and the resume settings comparison. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clusters (issue #21): ingest --clusters and the loader's cluster sampling.
  *
  * A protein is identified in every check by its residues (all sequences of

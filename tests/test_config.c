@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Configuration: defaults of every key, YAML (nesting, include/base,
  * errors with file:line[:column]), --set overrides, closest-key
  * suggestions, enum and bounds errors, byte sizes, presets (every file in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The library's configuration reader (config_read.h): a mistyped key or a
  * key read as the wrong type fails loudly, naming it and the closest real
  * key, instead of reading as 0; the first failure is the one reported. */

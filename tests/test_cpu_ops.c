@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every CPU op against a naive float64 reference (cpu_ops_common.c).
  *  - Forward outputs: normalised error ||op - ref|| / ||ref|| <= 1e-5.
  *  - Backward ops: the op's gradient against central differences of the

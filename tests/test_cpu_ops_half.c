@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cpu backend's ops with F16/BF16 activations (inputs exactly
  * representable) against the float64 references of cpu_ops_common.c:
  * 1e-2 (f16) / 2e-2 (bf16) where the output is half, 1e-5 where fp32.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Packed rows (ABI 1.3 esmtb_segments) on the CPU backend: the embedding
  * and attention ops on packed segments give exactly the bits of each
  * sequence run alone as a right-padded row (the right-padded ops are

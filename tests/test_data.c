@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Data pipeline: alphabet, FASTA edge cases, malformed inputs (each a
  * clear error, a non-zero status and no dataset left behind), the real
  * UniProt sample from Debian's mmseqs2-examples, and loader properties. */

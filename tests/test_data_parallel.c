@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Data parallelism on the CPU backend over the real TCP communicator, with
  * ranks as fork()ed processes on this machine (issue #9's CI proof):
  *  - N ranks x 1 micro-batch give the weights of one process accumulating

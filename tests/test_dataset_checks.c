@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Dataset verification (issue #16, data inputs): the manifest on its own,
  * every shard header against the format and its manifest entry (one
  * message per field, with both values), token ids checked in the crc32

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rank-layout detection (dist_env.c) from fake environments: torchrun,
  * Slurm (with host-list and tasks-per-node parsing), Open MPI, explicit
  * ESMTRAIN_* variables, and the messages for bad values. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The core's device path of data parallelism (dp_device.c) without a GPU:
  * fake_dp_backend is the cpu ops as an ABI 1.3 multi-device backend with
  * device (non host-addressable) memory whose all-reduce is a TCP

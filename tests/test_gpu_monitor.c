@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_gpu_sample_all and the trainer's NVML lookup by PCI bus id. NVML is
  * loaded once per process, so each ctest entry runs one situation, named by
  * ESMT_TEST_NVML:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HF import/export edge cases in C: exact round trip, config errors
  * naming the field, sharded checkpoints and a missing shard, unexpected
  * tensors, pickles refused, and an export that never clobbers a directory. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_model_infer on the cpu backend: its arena does not grow with depth
  * (two residual buffers and one layer's intermediates), its logits equal
  * esmt_model_forward's bit for bit, its representations agree with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Input verification (issue #16): an input that is not a regular file (a
  * FIFO with no writer, a directory, a character device) is refused at once
  * with a message naming what it is, never blocked on. The helpers that

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* I/O fault injection: write(2), pwrite(2) and fsync(2) made by libesmtrain
  * are wrapped (-Wl,--wrap) so that the k-th call fails with EIO or ENOSPC,
  * or writes only half of what it was asked (then, in one mode, the next

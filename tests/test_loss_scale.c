@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Dynamic loss scaling (issue #7 item 2, #10 item 7), on the CPU backend:
  * the policy itself (hysteresis, backoff, growth, floor), a scaled run
  * matching an unscaled one, Inf/NaN gradients injected through the test

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The core's half-precision paths without a half-capable backend: host
  * fp16/bf16 conversions, precision choice and refusal by caps/ABI, the
  * older esmt_model_config size, and - through half_emu_backend (the cpu ops

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Mixed-precision training on the cpu backend's own half-precision ops:
  * the same tiny model in bf16 (and fp16 where offered) against fp32 - the
  * loss within 2e-2 relative over a few AdamW steps, the gradients within

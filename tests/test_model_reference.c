@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU backend's ESM-2 against the float64 PyTorch reference fixtures
  * (tests/reference/make_fixtures.py): logits and loss, every parameter
  * gradient, and the weights after one AdamW step. Plus the no-selection

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optimizer offload (offload.{h,c}) on the cpu backend, which is both the
  * "device" and the host optimizer here: training with offload must give
  * bit-identical weights and moments to training without it (same kernels,

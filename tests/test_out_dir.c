@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Output directories through the public API (issue #16): ingest and export
  * into a directory the user made keep its inode and mode, on success and on
  * failure; a failure removes the parent directories it made and nothing

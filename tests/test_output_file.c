@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_output_file: a new file appears whole, an existing one is replaced
  * only when the caller accepts it, a symbolic link is never followed, and
  * an abort leaves nothing behind. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Packed rows end to end (issue #8 item 3):
  *  - model: a packed micro-batch gives the loss, logits and gradients of
  *    the same sequences right-padded one per row (which test_model_reference

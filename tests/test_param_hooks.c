@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The parameter memory's per-part hooks (memory/param_layer.h), which a
  * memory level that keeps weights or gradients off the device relies on:
  * weights_needed names each part's flat range before the ops that read it

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory planner: exact class sizes, agreement with the real activation
  * arena, policy choice and micro-batch search, and planned OOM. */
 #include "test_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Activation recompute on the cpu backend: training with it gives
  * bit-identical losses, gradients, weights and moments to training without
  * it (fp32, bf16, fp16), the arena shrinks by exactly L-1 layers' sets of

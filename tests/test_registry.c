@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backend registry: search order, ABI refusal, garbage files, forcing,
  * empty/missing directories, and the no-GPU choice. */
 #define _GNU_SOURCE

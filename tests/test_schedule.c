@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* LR schedules against their closed forms. */
 #define _DEFAULT_SOURCE
 #include "test_util.h"

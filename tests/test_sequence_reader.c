@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_sequence_reader: FASTA (plain and gzip) and an ingested dataset,
  * read one protein at a time as token ids; letters outside the alphabet
  * become <unk> and are counted; other characters are refused with the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stream layer (memory/stream.{h,c}) on the cpu backend, which is the
  * "device", the host and the host optimizer here: with each layer's
  * gradients sent down to the host as backward produces them, and with each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CSV and TSV tables as ingest inputs (issue #21, tables): RFC 4180
  * quoting (commas, doubled quotes and line breaks inside quoted fields),
  * CRLF line ends, gzip, columns by header name, "row<N>" ids, TSV without

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The TCP communicator with real processes: fork() W ranks on 127.0.0.1,
  * each reports through a pipe (a line of text) and its exit status; the
  * parent asserts. Covers the collectives for W = 1..4, determinism, a 16M

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TensorBoard event files (io/tfevents.c) and a run's metrics files
  * (train/metrics_sink.c): CRC-32C against its check value; every record
  * read back with its length and both masked CRCs checked and its Event

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Trainer: accumulation equivalence, exact resume (N == N/2 + resume +
  * N/2, bit for bit), loss going down, non-finite policies, stop requests,
  * evaluation metrics. Data comes from a deterministic in-memory source. */

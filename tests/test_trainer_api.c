@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Trainer API defects found by embedders (issue #17), each a test that
  * failed before the fix:
  *  - evaluation over "the whole source" with the defaults (a loader with

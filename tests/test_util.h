@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Helpers shared by the cmocka suites. */
 #ifndef ESMT_TEST_UTIL_H
 #define ESMT_TEST_UTIL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO-1 (dist.zero 1) on the CPU backend over the real TCP communicator,
  * ranks as fork()ed processes:
  *  - the shard split and the communicator's reduce-scatter / all-gather

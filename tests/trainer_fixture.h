@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The tiny model and cpu context the trainer tests share: a 2-thread cpu
  * context (cmocka group setup/teardown), a 2-layer d=32 model seeded 7,
  * and a host copy of its fp32 weights. */

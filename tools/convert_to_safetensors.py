@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Convert a pickle ESM-2 checkpoint into a directory esmtrain imports.
 
 esmtrain never unpickles in C. This tool (needs torch) reads either

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # CUDA compiler launcher of the real GPU build (backends/cuda_common): runs
 # the nvcc command it is given (which carries -Xptxas=-v) and keeps ptxas's
 # per-kernel resource report in DIR/<object name>.ptxas instead of the build

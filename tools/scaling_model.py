@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Data-parallel scaling model for esmtrain (issue #9, docs/scaling.md).
 
 Per update and GPU: compute T_c = k * P * tokens / (MFU * peak) with k = 6

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ampere_bf16.so: bf16 on sm_80+ with flash-style attention. The compute
  * ops are cuda_common's (cuda_fill_compute_ops, bf16/f16/f32); probe()
  * reports any op still missing. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* cpu.so: entry points, probe, device, memory and (synchronous) streams.
  * Kernels live in ops_*.c. */
 #define _GNU_SOURCE

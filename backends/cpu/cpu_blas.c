@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* OpenBLAS, loaded at run time. Debian's DYNAMIC_ARCH OpenBLAS picks its
  * kernels from the CPU model when it loads, and on CPUs it does not know
  * (common under virtualisation) it falls back to SSE3 "Prescott" kernels:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* fp32 <-> F16/BF16 for the ops (cpu_half.h): the per-ISA vector kernels,
  * and a portable scalar fp16 path for variants without F16C. */
 #include "cpu_half.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Half-precision activations (F16, BF16) on the CPU: every op does its
  * math in fp32, so half data is widened into per-thread fp32 scratch a row
  * (or block) at a time, the fp32 kernel runs on it, and half results are

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Run-time choice of the kernel variant (see isa_kernels.h). */
 #include <stdlib.h>
 #include <string.h>

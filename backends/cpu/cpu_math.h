@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Work splitting shared by the ops. (The vector math the kernels use is in
  * cpu_vec.h.) */
 #ifndef ESMTRAIN_CPU_MATH_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The CPU backend's device object and the op entry points, one file per op
  * family (ops_*.c). All math is fp32; F16/BF16 activations are widened to
  * fp32 and results rounded back (cpu_half.h). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Packed rows: checks and the token -> segment map (cpu_segs.h). */
 #include "cpu_segs.h"
 

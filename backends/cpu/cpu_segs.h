@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Packed rows (ABI 1.3, esmtb_segments): argument checks and the
  * token -> segment map shared by the embedding and attention ops. */
 #ifndef ESMTRAIN_CPU_SEGS_H

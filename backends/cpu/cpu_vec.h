@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Portable fp32 vectors (GCC vector extensions) for the per-ISA kernels:
  * the width follows the instruction set the file is compiled for (16
  * lanes with AVX-512, 8 with AVX2, 4 otherwise). Only for isa_*.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attention head kernels, compiled once per instruction set (see
  * isa_kernels.h). One call handles one (sequence, head): a right-padded
  * row b with L = seq_len[b] valid tokens, or one packed segment of L

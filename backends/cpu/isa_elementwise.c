@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Elementwise and row kernels, compiled once per instruction set (see
  * isa_kernels.h): plain loops for the vectoriser, and explicit vectors
  * (cpu_vec.h) where it would not do well alone. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Hot loops compiled once per instruction set: isa_*.c are built three
  * times (generic x86-64, AVX2+FMA, AVX-512) with CPU_ISA set to the
  * variant's name, each defining its tables with a suffixed name; cpu_isa()

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernel: AdamW over segments of the flat fp32 buffers. Memory bound
  * (28 bytes per parameter); one vectorised pass, threads split each
  * segment. This is also the host optimizer used under GPU offload. The

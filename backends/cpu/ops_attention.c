@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels: ESM-2 self-attention core, forward and backward. This file
  * checks arguments and spreads the (sequence, head) pairs over threads,
  * each with its own scratch; the head kernels are per instruction set

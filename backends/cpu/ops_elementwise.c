@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels: residual add, GELU backward, bias gradient, scale, sum of
  * squares and dtype conversion. Activations may be F32, F16 or BF16; scale
  * and sumsq work on fp32 buffers only. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels: token embedding with ESM-2 token dropout, and its backward.
  * E, out and dout are in the args' dtype (half rows go through fp32
  * scratch, cpu_half.h); row_scale and dE are fp32. With packed segments

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels: GEMM through OpenBLAS sgemm with bias and GELU epilogues.
  * F16/BF16 operands are widened into compact fp32 copies first (whole
  * matrices: simple, and the O(mnk) sgemm dwarfs the O(mk + kn + mn)

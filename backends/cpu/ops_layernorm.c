@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernels: LayerNorm forward and backward (fp32 math, biased
  * variance). x/out/dout/dx are in the args' dtype, half rows going through
  * per-thread fp32 scratch (cpu_half.h); w, b, mean, rstd, dw, db are fp32. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernel: Lion over segments of the flat fp32 buffers (backend.h,
  * esmtb_lion_args). Memory bound like AdamW but one moment: 16 bytes per
  * parameter read and written instead of 28. Threads split each segment;

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU kernel: fused softmax cross-entropy forward and dlogits. Logits and
  * dlogits are in the args' dtype (half rows through fp32 scratch,
  * cpu_half.h); the loss is summed in double and added to fp32 loss_sum. */

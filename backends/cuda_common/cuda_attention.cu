@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Flash-style multi-head self-attention core (forward and backward) for the
 // GPU backends; semantics are esmtb_attention_args' (include/esmtrain/backend.h).
 //

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Flash-style attention core for the GPU backends (cuda_attention.cu):
  * esmtb_attention_args semantics exactly as include/esmtrain/backend.h
  * states them. Shared by turing_fp16 and ampere_bf16. */

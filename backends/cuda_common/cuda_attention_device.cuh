@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Device-side building blocks of the flash-style attention
 // (cuda_attention.cu): parameters, the per-sequence view (right-padded rows
 // or packed segments), 16-bit dtype helpers, tensor-core fragments,

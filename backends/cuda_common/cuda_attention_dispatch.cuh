@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Host side of the 16-bit attention path: the launches of the tensor-core
 // kernels (cuda_attention_mma.cuh, cuda_attention_wgmma.cuh) by head dim,
 // architecture and backward flavour. Included by one translation unit per

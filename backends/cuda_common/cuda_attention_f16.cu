@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The f16 tensor-core attention kernels and their launches (one
 // translation unit per dtype: see cuda_attention_dispatch.cuh).
 #include <math.h>

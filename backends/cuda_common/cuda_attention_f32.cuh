@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // F32 attention kernels (no tensor cores): one thread per query row
 // (forward, dQ) or key row (dK/dV), 32-row smem tiles of the other operand.
 #ifndef ESMTRAIN_CUDA_ATTENTION_F32_CUH

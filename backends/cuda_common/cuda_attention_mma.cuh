@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Tensor-core (mma.sync, F16/BF16) attention kernels: forward, the
 // deterministic two-kernel backward (dK/dV, then dQ) and the optional
 // non-deterministic one (dK/dV with atomic dQ, then dQ's store). See the

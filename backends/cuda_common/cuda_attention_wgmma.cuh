@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Hopper (sm_90a) attention forward on warpgroup MMAs (wgmma): the
 // forward of cuda_attention_mma.cuh at head dims 64 and 128, with each
 // warpgroup (4 warps, 128 threads) owning 64 query rows and issuing

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Probe, score and ops-table assembly shared by every GPU backend. */
 #include <stdio.h>
 #include <string.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Deterministic column sums (bias gradient, LayerNorm dw/db): every
 // partial covers a fixed tile, and partials are added in a fixed order, so
 // the bits depend only on the inputs and shape, never on scheduling. No

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Code shared by the GPU backends (turing_fp16, ampere_bf16, nccl_dp):
  * device probing, memory, streams/events and the dtype-generic kernels.
  * Each backend links this once (static) and fills its ops table from it. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The device object of the CUDA backends (private to cuda_common). */
 #ifndef ESMTRAIN_CUDA_DEVICE_H
 #define ESMTRAIN_CUDA_DEVICE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Device discovery through the driver API and NVML, without contexts. */
 #include "cuda_driver.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The NVIDIA driver API and NVML, loaded at run time (dlopen) for the
  * probe: they list devices and their memory without creating a CUDA
  * context on any of them (the runtime's cudaSetDevice + cudaMemGetInfo

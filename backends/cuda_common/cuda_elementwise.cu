@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Dtype-generic kernels both GPU backends use: scale, sum of squares
 // (deterministic two-pass reduction), and dtype conversion; scale and
 // conversion with 16-byte accesses where aligned. sumsq stays scalar: its

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Token embedding with ESM-2 token dropout, and its backward.
 //   s_b = (1 - mask_ratio_train) / (1 - m_b / n_b)   (row_scale[b]; with
 //   packed rows b is a segment and row_scale has nseg entries)

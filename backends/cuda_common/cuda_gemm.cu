@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // gemm: cuBLASLt with fp32 accumulation (TF32 tensor cores for f32
 // inputs), the bias as a cuBLASLt epilogue, and exact-erf GELU as our own
 // vectorised kernel in one pass over the GEMM's output (cuBLASLt's GELU

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Device helpers shared by the compute-op files (cuda_gemm.cu, cuda_norm.cu,
 // ...): dtype load/store, dtype dispatch, exact-erf GELU, warp reductions,
 // stream-ordered scratch memory, and the op entry points cuda_ops.cu puts

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernel launch and dynamic shared memory, written as macros so that the
 // same kernel sources also compile as host code for the emulated build
 // (ESMT_CUDA_EMULATE, backends/cuda_emu), where <<<>>> does not exist and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Device lifecycle, memory (device and pinned host, with an optional
 // budget), async copies, streams and events over the CUDA runtime.
 #include <stdlib.h>

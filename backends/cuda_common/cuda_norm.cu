@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // LayerNorm forward/backward over rows of [N, d]: one warp per row, fp32
 // math, biased variance (two passes, no cancellation), mean/rstd saved;
 // 16-byte accesses when the width and pointers allow (ln_vec_ok).

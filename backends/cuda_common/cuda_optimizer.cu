@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The optimizer updates (AdamW, Lion) over all segments of the flat fp32
 // buffers, each in ONE launch: the host cuts every segment into fixed
 // chunks and uploads a table (segment offset, count, decay, first block);

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Elementwise activation ops: residual add and exact-erf GELU backward
 // (16-byte vectors with scalar head/tail), and the bias gradient (a deterministic column sum, cuda_colsum.cu).
 #include "cuda_kernels.cuh"

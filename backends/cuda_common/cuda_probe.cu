@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Errors and device discovery (through the driver API, cuda_driver.c; the
 // runtime is statically linked, so the backend loads without a driver and
 // reports "no driver" instead).

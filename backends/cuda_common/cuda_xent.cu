@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Fused softmax cross-entropy: one warp per row of [N, V] logits; per-row
 // losses go to scratch and one block adds them up in a fixed order (in
 // double), so loss_sum is bitwise reproducible. dlogits may alias logits.

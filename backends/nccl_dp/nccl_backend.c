@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nccl_dp.so: data parallel over GPUs and nodes, one process per GPU. Each
  * rank computes with cuda_common's kernels, as the single-GPU backends do
  * (bf16 on sm_80+, f16 otherwise), and sums gradients with NCCL

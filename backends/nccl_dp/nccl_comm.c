@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See nccl_comm.h.
  *
  * The communicator is non-blocking (ncclConfig_t.blocking = 0) so that no

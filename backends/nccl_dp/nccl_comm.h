@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nccl_dp's communicator ops (nccl_comm.c): ABI 1.2 comm_unique_id and
  * comm_init, allreduce, the ABI 1.3 reduce_scatter/allgather, and the stream/event waits and close() that watch
  * the communicator so that a dead peer ends in an error, not a hang. */

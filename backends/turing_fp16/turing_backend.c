@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* turing_fp16.so: fp16 tensor cores on sm_75+, with the optimizer offloaded
  * to the host when the planner says so. The compute ops are cuda_common's
  * (cuda_fill_compute_ops, f16/f32, attention included); probe() reports

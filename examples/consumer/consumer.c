@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The smallest program that uses an installed libesmtrain: create a
  * context, print the chosen backend and where it came from. The install
  * test builds it out of tree with pkg-config and with find_package. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * esmtrain backend plugin ABI.
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libesmtrain public API, part of esmtrain.h: typed configuration (YAML, presets, overrides, the schema).
  * Include <esmtrain/esmtrain.h>, which includes this file where it belongs. */
 #ifndef ESMTRAIN_CONFIG_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libesmtrain public API, part of esmtrain.h: protein data (alphabet, FASTA ingest, the MLM loader, the sequence reader).
  * Include <esmtrain/esmtrain.h>, which includes this file where it belongs. */
 #ifndef ESMTRAIN_DATA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /*
  * esmtrain: train ESM-2 protein language models from C.
  *

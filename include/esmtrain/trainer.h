@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libesmtrain public API, part of esmtrain.h: the trainer (batch sources,
  * options, the training loop, checkpoints, metrics, data parallelism).
  * Include <esmtrain/esmtrain.h>, which includes this file where it belongs. */

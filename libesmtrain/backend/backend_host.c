@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The services table the core hands to every backend it loads. */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Context lifecycle and tunables. */
 #include "context.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The context object: the registry, the chosen backend, threads and sinks. */
 #ifndef ESMTRAIN_CONTEXT_H
 #define ESMTRAIN_CONTEXT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See dtype.h. */
 #include "dtype.h"
 

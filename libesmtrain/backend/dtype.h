@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The backend ABI's element types on the host: their sizes and names, and
  * fp16/bf16 <-> fp32 conversions that round as the kernels do. */
 #ifndef ESMTRAIN_DTYPE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GEMM ceiling that MFU figures are quoted against, measured through
  * the backend's own gemm op in the same process as the benchmark. */
 #define _POSIX_C_SOURCE 200809L

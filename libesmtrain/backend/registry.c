@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backend discovery, ABI checks, probing and choice. See registry.h. */
 #define _GNU_SOURCE
 #include "registry.h"

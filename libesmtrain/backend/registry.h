@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Backend registry: finds backend shared objects, checks their ABI, probes
  * them for this machine and job, and chooses one. */
 #ifndef ESMTRAIN_REGISTRY_H

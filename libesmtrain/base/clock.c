@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Monotonic time for timings and progress. */
 #define _POSIX_C_SOURCE 200809L
 #include <time.h>

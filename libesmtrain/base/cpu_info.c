@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* CPU feature detection for `probe` output and run-time kernel dispatch.
  * Built without any -m flags: probing must not need the features probed. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Status strings and the per-thread last-error message. */
 #include "internal.h"
 

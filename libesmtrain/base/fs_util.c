@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See fs_util.h. */
 #define _XOPEN_SOURCE 700
 #include "fs_util.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Small file-system helpers for crash-safe writes: write everything or
  * fail, fsync files and directories, make directories, remove trees. */
 #ifndef ESMTRAIN_FS_UTIL_H

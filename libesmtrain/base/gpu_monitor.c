@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVML at run time (gpu_monitor.h). The few NVML types and calls used are
  * declared here from NVIDIA's documented C ABI (nvml.h is not needed to
  * build, and the core links no CUDA). */

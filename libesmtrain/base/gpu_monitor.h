@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* NVIDIA's management library (NVML) loaded at run time, for the live state
  * of GPUs: esmt_gpu_sample_all (public) and the trainer's per-step device
  * figures. The library is found as "libnvidia-ml.so.1" (the driver's), or

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host memory still available to this process; see host_memory.h. */
 #define _GNU_SOURCE
 #include "host_memory.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* How much host memory this process may still allocate: the smallest of
  * the kernel's MemAvailable, the address-space and data-segment limits
  * (ulimit -v / RLIMIT_DATA) less what is in use, and a cgroup v2 memory.max

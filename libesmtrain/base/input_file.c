@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Opening input files without blocking; see input_file.h. */
 #define _GNU_SOURCE
 #include "input_file.h"

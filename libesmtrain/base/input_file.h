@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Opening an input file without ever blocking on it. A FIFO, a character
  * device or a socket given where esmtrain expects a data file (a shard,
  * manifest.json, model.safetensors, state.json, config.json, a FASTA file)

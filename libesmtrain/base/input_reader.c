@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Bounded, interruptible line reading (input_reader.h; the policy is in
  * data.h, esmt_line_reader). */
 #define _GNU_SOURCE /* F_DUPFD_CLOEXEC */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one reading policy for text inputs (esmt_line_reader, data.h): what
  * may be opened, how much may be read, and when to stop. The public reader
  * opens a path; the library's own readers use these entry points too: a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Internal helpers shared by the core's translation units (never installed). */
 #ifndef ESMTRAIN_INTERNAL_H
 #define ESMTRAIN_INTERNAL_H

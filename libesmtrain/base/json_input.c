@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* JSON input files without blocking; see json_input.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "json_input.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading a JSON input file (state.json, config.json, an index) through
  * input_file.h: a FIFO, device or directory is refused at once instead of
  * blocking, and the file's size is bounded before it is parsed. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Logging: a process-wide sink and per-context sinks; nothing is printed
  * unless the application installs a callback. */
 #include "internal.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See out_dir.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "out_dir.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An output directory of new files (an ingested dataset, a Hugging Face
  * export) written without ever harming what the user already has:
  *  - a destination that does not exist is built as a sibling temporary

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* New output files published whole (esmtrain.h, "New output files"). */
 #define _GNU_SOURCE
 #include <errno.h>

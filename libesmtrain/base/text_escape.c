@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Control characters escaped for printing (esmt_escape_text, esmtrain.h). */
 #include "internal.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The configuration handle: every key of the schema held as validated,
  * canonical text; setters check values, typed getters parse them. */
 #define _POSIX_C_SOURCE 200809L

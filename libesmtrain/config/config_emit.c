@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The resolved configuration as YAML: every key, grouped by section, with
  * its value, its one-line doc, choices and default as a comment. The
  * output loads back (esmt_config_load_yaml) to the same values. */

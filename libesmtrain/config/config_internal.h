@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the configuration's translation units: config.c (the handle,
  * set/get), config_value.c (one value's parsing), config_validate.c,
  * config_emit.c (YAML out), config_yaml.c (YAML in), config_presets.c. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* From a configuration to the memory planner's request: the one place
  * that maps the config's model, batch, precision and offload keys onto
  * esmt_plan_request (see esmtrain.h), for the trainer and the CLI alike. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Named presets: NAME.yaml files found in a search path - the handle's own
  * directories (esmt_config_set_preset_path), $ESMTRAIN_CONFIG_PATH, the
  * installed ${datadir}/esmtrain/configs, then the source tree's
@@ -38,13 +39,16 @@ static int valid_name(const char *name) {
          !strchr(name, '/');
 }
 
-/* The first line of the file when it is a comment, "# " removed. */
+/* The first line of the file when it is a comment, "# " removed (a
+ * licence tag, "# SPDX-...", before it is passed over). */
 static void describe(const char *path, char *out, size_t cap) {
   out[0] = '\0';
   FILE *f = fopen(path, "r");
   if (!f) return;
   char line[512];
-  if (fgets(line, sizeof line, f) && line[0] == '#') {
+  int got = fgets(line, sizeof line, f) != NULL;
+  if (got && !strncmp(line, "# SPDX-", 7)) got = fgets(line, sizeof line, f) != NULL;
+  if (got && line[0] == '#') {
     const char *p = line + 1;
     while (*p == ' ') p++;
     snprintf(out, cap, "%s", p);

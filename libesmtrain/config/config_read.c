@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See config_read.h. */
 #include "config_read.h"
 

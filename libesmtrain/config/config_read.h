@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading configuration keys inside the library. The key names in the code
  * must exist in the schema with the type read: a typo or a type mismatch is
  * a bug in esmtrain, and it fails loudly (ESMT_ERR_INTERNAL naming the key

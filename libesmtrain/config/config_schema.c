@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Every configuration key, its type, default, bounds and meaning: the one
  * table that defaults, parsing, messages, --print-config and the key
  * introspection API all read. Bounds are inclusive; BIG means "no upper

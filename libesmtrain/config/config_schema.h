@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The one table of configuration keys (config_schema.c). */
 #ifndef ESMTRAIN_CONFIG_SCHEMA_H
 #define ESMTRAIN_CONFIG_SCHEMA_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Cross-field checks of a configuration: each key is already valid on its
  * own (types, bounds, choices); these are the combinations that cannot
  * train. Messages name the keys involved and their values. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One configuration value: parse text for a key's type, check its bounds
  * or choices, and produce the canonical text the handle stores (so that
  * printing and loading back gives the same values). */

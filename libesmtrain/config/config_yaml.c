@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* YAML configuration files through libyaml's event parser. Nested mappings
  * become dotted keys (optimizer: {lr: 4e-4} -> optimizer.lr); a top-level
  * `include:` or `base:` (a preset name, a path relative to the file, or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The fixed 33-token ESM-2 alphabet (docs/esm2.md). */
 #include <ctype.h>
 

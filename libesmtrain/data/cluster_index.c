@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* <split>.clusters written and read (cluster_index.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "cluster_index.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A split's cluster index, DIR/<split>.clusters (docs/formats.md): which
  * records of the split form each cluster, written by ingest --clusters and
  * read by the loader's cluster sampling. A 64-byte header, (clusters + 1)

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clusters during an ingest (cluster_ingest.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "cluster_ingest.h"

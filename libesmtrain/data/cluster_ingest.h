@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Clusters during an ingest (esmt_ingest_options.clusters): each kept
  * record is given its cluster (cluster_map.h; a record no line names is a
  * cluster of its own) and the hash its split is drawn from (the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The cluster file of an ingest (cluster_map.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "cluster_map.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A cluster file read at ingest: "representative TAB member" lines (MMseqs2
  * easy-cluster/createtsv, or UniRef50 -> UniRef90 ids), plain or gzip, as a
  * lookup from a member id to its cluster. Ids are kept as 64-bit hashes

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See dataset_manifest.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "dataset_manifest.h"

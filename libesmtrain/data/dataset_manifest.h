@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A dataset's manifest.json read and checked on its own (format, version,
  * dataset id, one well-formed entry per shard, no shard listed twice,
  * stats totals equal to the entries' sums). The shard files are checked

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See fasta_magic.h. */
 #include "fasta_magic.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Recognising, from its first bytes, an input that is compressed or
  * archived in a format ingest does not read (it reads plain text and
  * gzip), so that it is refused by name with the command that fixes it

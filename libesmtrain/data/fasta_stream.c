@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See fasta_stream.h. Text is validated here (binary junk, NUL bytes,
  * non-ASCII, data before the first header); residue policies are the
  * ingest's business. */

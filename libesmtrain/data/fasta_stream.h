@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streaming FASTA records from plain or gzip files (zlib's gzread reads
  * both, and concatenated gzip members), or from standard input ("-").
  * A path that is not a regular file (FIFO, device, directory) is refused

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Plain or gzip input from a file or standard input (gz_input.h). */
 #define _GNU_SOURCE /* F_DUPFD_CLOEXEC */
 #include "gz_input.h"

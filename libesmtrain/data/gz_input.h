@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* An input file, or standard input ("-"), opened for zlib's gzread, which
  * reads plain and gzip (concatenated members too) alike: what the FASTA and
  * table readers share. A path must be a regular file (esmt_open_input:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_ingest: FASTA(.gz) or standard input ("-") -> token shards +
  * manifest, both carrying a new random dataset id. Everything is written
  * into a temporary directory that is published only when complete

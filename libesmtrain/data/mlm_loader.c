@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The MLM batch loader over memory-mapped shards.
  *
  * Order: epoch e visits records through a keyed pseudo-random permutation

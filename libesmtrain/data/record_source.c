@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See record_source.h. */
 #include "record_source.h"
 

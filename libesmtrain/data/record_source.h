@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One input of esmt_ingest as a stream of records, whatever its format:
  * FASTA (fasta_stream.h) or a CSV/TSV table (table_stream.h), chosen by
  * esmt_ingest_options.input_format or, for ESMT_INPUT_AUTO, by the name

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_sequence_reader (esmtrain.h): proteins one at a time from a FASTA
  * file or from one split of an ingested dataset, as token ids, for
  * inference. FASTA records are tokenized here as ingest does with

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* On-disk token shards (docs/formats.md). A dataset directory holds
  *   manifest.json                 written last; lists every shard
  *   train-00000.shard, valid-00000.shard, ...

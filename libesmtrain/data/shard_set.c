@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See shard_set.h. Checks run once at open (dataset_manifest.c,
  * shard_verify.c): everything a corrupt, truncated, replaced or foreign
  * shard could break is refused before any batch is made. */

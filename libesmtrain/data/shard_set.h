@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A dataset directory opened for reading: manifest + memory-mapped
  * shards of one split, each verified (magic, version, sizes, crc32). */
 #ifndef ESMTRAIN_SHARD_SET_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See shard_verify.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "shard_verify.h"

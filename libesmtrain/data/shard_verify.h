@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checks of one shard file: its header on its own and against its
  * manifest entry (one message per field, naming both values), then one
  * read of the body that computes the crc32 and, in the same pass, checks

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See table_stream.h. The input is fed to the parser one line at a time
  * (a segment ends at a '\n' or at the end of the read buffer), so that
  * every message knows its line: the row's first line for row-level

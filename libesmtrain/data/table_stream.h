@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Streaming protein records from a table with a header row: CSV (RFC 4180,
  * parsed by libcsv: quoted fields may hold commas, quotes ("") and line
  * breaks) or TSV (one row per line, fields split at tabs, no quoting),

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See comm.h: every call's arguments are checked here, once for all
  * transports, then handed to the TCP ring or the plugin's table. A plugin's
  * failure text becomes this thread's last error. */

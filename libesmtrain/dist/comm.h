@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The host communicator of data-parallel training, whatever carries the
  * bytes: the TCP ring in the core (tcp_comm*.c) or MPI through a plugin
  * loaded at run time (comm_plugin.h, comm_mpi_loader.c), chosen by

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The communicator's dispatch record, shared by comm.c (argument checks,
  * dispatch) and comm_select.c (choosing and loading the transport). */
 #ifndef ESMTRAIN_COMM_INTERNAL_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The table a communication plugin hands the core: how the data-parallel
  * collectives reach a transport that libesmtrain does not link (MPI: the
  * plugin <libdir>/esmtrain/comm/mpi_comm.so links libmpi, the core only

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The summation order every communicator shares, so that the TCP ring and
  * the MPI plugin give the same bits. Header-only: the MPI plugin includes
  * it without linking the core.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Choosing the transport (esmt_comm_create_from_env) and loading the MPI
  * plugin (esmt_comm_create_mpi).
  *

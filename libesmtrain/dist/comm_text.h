@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The wording every communicator uses for its operations, so that the TCP
  * ring and the MPI plugin report alike. Header-only: the plugin includes it
  * without linking the core. An operation is named by `op` ("allreduce", or

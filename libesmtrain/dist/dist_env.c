@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See dist_env.h. Each launcher's variables are read as a group: the first
  * launcher whose rank variable is present wins, and errors name the exact
  * variable that was read. */

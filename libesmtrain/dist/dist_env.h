@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Rank layout of a data-parallel job, read from the launcher's environment
  * (explicit ESMTRAIN_*, torchrun, Slurm, Open MPI, an MPICH-style PMI
  * launcher, or a single process), and which communicator to use.

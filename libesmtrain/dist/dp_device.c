@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The device path of data parallelism: a MULTI_DEVICE backend with the ABI
  * 1.2 comm ops (nccl_dp) sums the gradients on the device.
  *

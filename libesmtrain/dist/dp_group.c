@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See dp_group.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "dp_group_internal.h"

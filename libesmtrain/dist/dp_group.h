@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Data parallelism in the core: the same rank, bucket and normalisation
  * logic whatever carries the bytes: the host TCP communicator for
  * host-memory backends (cpu), or the backend's own allreduce on device

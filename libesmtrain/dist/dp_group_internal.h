@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The data-parallel group's state, shared by dp_group.c (host path: a
  * worker thread sums host gradients over TCP) and dp_device.c (device
  * path: the backend's allreduce, NCCL for nccl_dp). */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO stage 1: see dp_group.h and docs/distributed.md "ZeRO-1". The host
  * path uses the TCP communicator's halves, the device path the backend's
  * ABI 1.3 reduce_scatter/allgather (dp_device.c).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Setup and teardown of the TCP communicator.
  *
  * Rendezvous: rank 0 listens on master_port; every other rank opens its own

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The TCP ring communicator: rendezvous through rank 0 (or a shared file),
  * a ring between the ranks for data, the rendezvous sockets kept as a
  * control channel, blocking collectives with timeouts and failure

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Collectives over the ring (see tcp_comm_internal.h). Each operation
  * starts by passing a 32-byte header (op, sequence number, size, root or
  * type) to the next rank, so ranks that disagree on what comes next fail

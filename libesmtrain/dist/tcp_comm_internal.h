@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by tcp_comm.c (rendezvous protocol), tcp_comm_net.c (sockets,
  * rendezvous file), tcp_comm_io.c (transfers, control channel, failures)
  * and tcp_comm_coll.c (collectives).

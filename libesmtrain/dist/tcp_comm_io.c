@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Transfers, the control channel and failure handling of the TCP
  * communicator (see tcp_comm_internal.h for the topology). All sockets are
  * non-blocking; every wait is a poll() with a deadline. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Socket and rendezvous-file helpers of the TCP communicator. */
 #define _POSIX_C_SOURCE 200809L
 #include "tcp_comm_internal.h"

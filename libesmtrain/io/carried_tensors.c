@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See carried_tensors.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "carried_tensors.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Tensors of a Hugging Face ESM-2 directory that esmtrain does not train,
  * carried byte for byte (name, dtype, shape, bytes) from import through
  * checkpoints, resumes and exports, so that an HF directory taken through

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoint directories: atomic save, verification on load, retention.
  * See checkpoint.h for the layout. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Checkpoints: a directory per save,
  *   <run>/checkpoints/step-00000100/{model.safetensors, optimizer.safetensors, state.json}
  * written under a temporary name, fsynced, renamed, the parent fsynced; then

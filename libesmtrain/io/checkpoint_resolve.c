@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_checkpoint_resolve: which checkpoint directory a spec names ("RUN",
  * "RUN/checkpoints", ".../latest" or a checkpoint directory). The pointer
  * file `latest` is read without blocking and checked: empty, garbage or a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* What a checkpoint's state.json must record before any file it names is
  * read: the format and version, a file table listing every file a
  * checkpoint has (each with its size and crc32, so none escapes the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Weights <-> one safetensors file under HF EsmForMaskedLM names. */
 #include <math.h>
 #include <stdio.h>

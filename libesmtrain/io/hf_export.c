@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_model_export_hf: a transformers-loadable EsmForMaskedLM directory. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

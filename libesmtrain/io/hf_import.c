@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_model_import_hf: a Hugging Face ESM-2 directory into a model. */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Reading a Hugging Face ESM-2 directory (hf_import.c). */
 #ifndef ESMTRAIN_HF_IMPORT_H
 #define ESMTRAIN_HF_IMPORT_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_model_save / esmt_model_load: a model on its own, for a training
  * loop of the caller's (esmt_model_optimizer_step): its weights, its
  * optimizer state and the step, as the same files a trainer checkpoint

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors reader (see safetensors.h). JSON through jansson. */
 #define _POSIX_C_SOURCE 200809L
 #include "safetensors.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors files: an 8-byte little-endian header length, a JSON header
  * {name: {dtype, shape, data_offsets}, "__metadata__": {str: str}}, then
  * the raw little-endian tensor bytes. Used for checkpoints, HF import and

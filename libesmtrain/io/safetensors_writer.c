@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* safetensors writer (see safetensors.h). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>

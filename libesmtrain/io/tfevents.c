@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TensorBoard event files (tfevents.h): Event messages packed by protobuf-c,
  * framed as TFRecords: uint64 length (little-endian), masked CRC-32C of
  * those 8 bytes, the data, masked CRC-32C of the data. */

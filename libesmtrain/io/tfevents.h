@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* TensorBoard event files: scalars and session starts as Event protobufs
  * (tensorboard_event.proto) in TFRecord framing, the format TensorBoard
  * and tf.summary read. One writer per file; every record is written with

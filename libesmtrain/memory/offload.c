@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optimizer offload: host buffers, the gradient copy schedule, the host
  * AdamW and the weight push. The schedule is described in offload.h. */
 #include "offload.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optimizer offload (issue #7), the parameter memory's offload layer
  * (param_layer.h: esmt_offload_layer, over the device layer): fp32 master
  * weights, the optimizer's moments and a

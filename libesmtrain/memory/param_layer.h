@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The operations of the parameter memory (param_memory.h) that depend on
  * where the buffers live, as a table with two implementations:
  * esmt_device_layer (param_memory.c) and esmt_offload_layer (offload.c, a

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The device layer of the parameter memory (param_layer.h): every buffer
  * in the backend's device memory, the kernels reading the master itself
  * (fp32) or its half copy. */

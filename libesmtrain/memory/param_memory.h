@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The model's parameter memory: where the fp32 master weights, the
  * gradients and the optimizer state live, the copy the kernels compute on,
  * and every transfer between them. The graph (model/), the optimizer, the

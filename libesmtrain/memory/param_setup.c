@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The parameter memory's setup: the layer the options ask for, its
  * buffers allocated, the gradients and moments zeroed. The device layer's
  * buffers are allocated here; the offload layer allocates its own. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ZeRO-1 in the parameter memory: moments for a shard of the flat buffer,
  * and the gradient sum of squares of a range (see dist/dp_zero.c). */
 #include <stdlib.h>

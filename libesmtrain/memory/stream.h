@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The stream layer of the parameter memory (param_layer.h:
  * esmt_stream_layer), over the offload layer's host side (offload.h):
  * master weights, moments, the fp32 gradients and the half staging image

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ESM-2 model object: config, flat parameter layout, device buffers
  * and the activation arena. The graph itself is in model_forward.c and
  * model_backward.c; nothing else in the core knows the architecture. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The activation arena: every tensor one micro-batch keeps for backward,
  * carved from one device allocation. The same carving, run without a base
  * pointer, gives the byte count the memory planner needs; and when the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Public model API: lifecycle, tensor access, forward/backward entry
  * points (host-side checks and transfers) and the gradient norm (the
  * optimizer step is in model_optimizer.c). */

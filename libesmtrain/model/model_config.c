@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* ESM-2 size presets and config validation. */
 #include "model.h"
 

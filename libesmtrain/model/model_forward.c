@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The ESM-2 forward pass, top to bottom, as backend op calls
  * (docs/esm2.md). Inputs are already on the device in
  * m->act (tokens, labels, seq_len). */

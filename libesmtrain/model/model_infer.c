@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_model_infer: representations and logits without gradient
  * bookkeeping (esmtrain.h). The arena is carved for inference (one layer's
  * intermediates, two residual buffers); the next training forward carves

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* HF-style initialisation: normal(0, 0.02) for every Linear weight and the
  * embedding, zero biases, LayerNorm weight 1 / bias 0, <pad> row zero.
  * Each tensor draws from its own stream keyed by (seed, tensor index), so

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The flat parameter layout and its HF-name table. Layer tensors are laid
  * out so that the q/k/v weights (and biases) are one contiguous [3d, d]
  * matrix; the names still address each of them separately. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The public optimizer step on a model: the optimizer module describes the
  * update (optim/optimizer.h), the parameter memory's layer runs it where
  * the buffers live (memory/param_layer.h). */

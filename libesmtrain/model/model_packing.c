@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Packed rows on the model side: host checks of a packed esmt_batch and
  * the device copy of its segments (esmt_packed in model.h), which
  * esmt_embed_args / esmt_attention_args hand to the backend (ABI 1.3). */

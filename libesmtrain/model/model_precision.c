@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Compute precision: choosing the dtype a backend computes in, and the
  * half-precision weight copy (the conversions are backend/dtype.c's). */
 #include <math.h>

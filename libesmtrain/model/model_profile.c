@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optional per-op timing ($ESMT_PROFILE=1): each op is synchronised and
  * timed; the totals are logged when the model is destroyed. Off by default
  * because the synchronisation costs overlap on asynchronous backends. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer module (see optimizer.h): its kinds, their state and
  * memory, and the description of one step: the per-tensor weight-decay
  * segments of the flat buffer (the part this rank holds under ZeRO-1) and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The optimizer module: everything that knows what an optimizer keeps and
  * does, so that adding one touches this module and the backends' kernels,
  * not the model, offload, ZeRO, checkpoints, planner and trainer.

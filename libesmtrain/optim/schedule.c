@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Learning-rate schedules (closed forms; see esmtrain.h). */
 #include <math.h>
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Memory planner: bytes per tensor class for a config and policy, and the
  * cheapest policy and largest micro-batch that fit a device budget. The
  * activation bytes come from the same carving code that lays out the real

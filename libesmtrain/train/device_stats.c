@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-step device figures (device_stats.h). */
 #include "device_stats.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The per-step device figures of esmt_train_metrics (device_*): memory from
  * the backend's mem_info, utilisation and temperature from NVML
  * (base/gpu_monitor.h) for the device of the backend's pci_bus_id. NVML is

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See loss_scaler.h. */
 #include "loss_scaler.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Dynamic loss scaling for fp16 training. The loss (and so every gradient)
  * is multiplied by `scale` before backward, so that small fp16 gradients do
  * not flush to zero; the optimizer divides it out again. A non-finite

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* metrics.jsonl and the TensorBoard event file of a run (metrics_sink.h). */
 #define _POSIX_C_SOURCE 200809L
 #include "metrics_sink.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A run's own metrics files: metrics.jsonl (one JSON object per logged
  * update and per evaluation) and a TensorBoard event file, both in the run
  * directory (docs/formats.md). The trainer writes them on data-parallel

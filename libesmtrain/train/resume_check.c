@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Comparing a resume's settings with the run's (see resume_check.h). */
 #define _XOPEN_SOURCE 700
 #include "resume_check.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Resuming a run with the settings it was trained with. A checkpoint
  * records the run's configuration (state.json trainer.config, the YAML of
  * esmt_config_to_yaml), its world size and its dataset's manifest.json

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Trainer: accumulate micro-batches into updates, log, evaluate, save, and
  * run until done or asked to stop. */
 #define _POSIX_C_SOURCE 200809L

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trainer object (trainer.c: steps and run loop; trainer_eval.c:
  * evaluation; trainer_state.c: checkpointed state). */
 #ifndef ESMTRAIN_TRAINER_H

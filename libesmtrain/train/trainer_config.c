@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* esmt_trainer_create_from_config: configuration keys -> model, loaders
  * and trainer (the one place that maps the schema onto objects). */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Evaluation: loss, perplexity and masked-token accuracy on the eval
  * source, beside an amino-acid frequency (unigram) model on the same
  * positions, so users see what the model learned beyond composition. */

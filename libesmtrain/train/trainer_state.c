@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The trainer's part of a checkpoint (state.json "trainer"): counters,
  * the data cursor, residue counts and the configuration text. Weights and
  * moments are in the safetensors files beside it. */

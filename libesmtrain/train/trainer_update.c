@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* See trainer_update.h. */
 #define _POSIX_C_SOURCE 200809L
 #include "trainer_update.h"

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One optimizer update from several micro-batches: the loss is normalised
  * by the selected-token count of the WHOLE update (not averaged per
  * micro-batch), non-finite losses/norms are caught before the weights are

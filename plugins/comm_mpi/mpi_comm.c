@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* One MPI communicator: create/destroy, the plugin table the core loads,
  * and failure handling - the abort channel, the dead state and its message,
  * mirroring the TCP communicator's (tcp_comm_io.c) wording:

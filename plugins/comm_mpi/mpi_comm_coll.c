@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The collectives, from MPI_Isend/MPI_Irecv on the data communicator, with
  * the TCP ring's sums bit for bit (comm_ring.h):
  *

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The MPI communicator plugin's shared state (see comm_plugin.h for the
  * contract it implements). Four files, one job each:
  *   mpi_comm_runtime.c  the process's MPI: start it, the thread level, the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The process's MPI, as opposed to one communicator: starting it with a
  * thread level the plugin can use, naming the library, and finalising it.
  *

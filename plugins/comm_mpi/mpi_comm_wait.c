@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Point-to-point requests and the one place the plugin waits for them.
  *
  * A wait polls (MPI_Testsome) rather than blocks, so that it can also test

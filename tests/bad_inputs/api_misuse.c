@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* API misuse cases for the bad-input corpus: `api_misuse NAME` makes one
  * wrong call sequence against the public API, prints "status N: message"
  * and exits with the status (0 if the library accepted it, which the

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The bad-input corpus: every line of cases.tsv is a command that must end
 # with the given exit status and print the given message fragment, and
 # must not crash (exit >= 128) or hang. Usage:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Attention kernel micro-benchmark for a backend: forward and backward
  * GFLOP/s at ESM-2 shapes, best of N runs (the model counts 4*B*H*T^2*hd
  * for forward and twice that for backward).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* All-reduce bandwidth of the host communicator (issue #23): a 30 MB fp32
  * bucket, as the CPU data-parallel path sends it, summed over every rank
  * N times. Started by any launcher; the transport is what training would

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Per-op speed of the cpu backend at esm2_t6_8M training shapes (B=4,
  * T=512, d=320, H=20, FFN 1280, V=33): best-of-N wall time, GFLOP/s from
  * the op's nominal flop count, and GB/s of compulsory traffic, next to an

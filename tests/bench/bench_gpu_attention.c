@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPU attention benchmark (cuda_attention.cu through ampere_bf16.so, bf16,
  * or turing_fp16.so, f16, below sm_80): TFLOP/s of forward, backward and
  * forward + backward, counting 4*B*H*T^2*hd flops forward and 2.5x that

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Kill anywhere, for embed: SIGKILL an embed at KILLS random moments (in a
 # chunk's computation, its commit, the record's rename, the safetensors
 # copy at the end); the same command run again must continue, and every

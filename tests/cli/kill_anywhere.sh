@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Kill anywhere: interrupt a training run at KILLS random moments
 # (checkpoint writes included), cycling through SIGKILL, SIGHUP, SIGPIPE
 # and SIGXFSZ. A caught signal must end the run like SIGTERM: a checkpoint

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # esmtrain-example plot on two tiny real runs: PNG size and content, SVG
 # well-formed, an existing file kept, errors and exit codes (python3 checks
 # the images). Exit 77, a skip, when the CLI was built without cairo.

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `esmtrain-example launch` on one machine (issue #9), CPU backend:
 #  - 2 ranks train; only rank 0 writes the log, metrics and checkpoints;
 #  - dist.zero 1 (ZeRO-1) writes the same checkpoint as dist.zero 0, and

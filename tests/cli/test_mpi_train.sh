@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Data parallel on the CPU backend under mpirun (issue #23): the MPI plugin
 # carries the collectives and training equals the TCP ring's bit for bit.
 #  - mpirun -np 2 and -np 3 (oversubscribed: shared memory) write the same

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `train --set data.pack=on` end to end on a tiny model (cpu backend):
 # packed training and evaluation run, the progress line and metrics.jsonl
 # report padding, a run resumed from a mid-run checkpoint ends bit-identical

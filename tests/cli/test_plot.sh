@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # esmtrain-example plot on real runs: two tiny trainings (a second with
 # another learning rate and seed), one plotted to PNG (its IHDR size, and
 # decoded with python3's zlib: not blank, several colours), both overlaid to

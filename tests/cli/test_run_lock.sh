@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # One writer per run directory (issue #16): two trainers started together
 # on one directory, in each round: exactly one runs, the other is refused
 # at once with exit status 1 and a message naming the holder's pid and

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The train command end to end on a tiny model: SIGTERM mid-run saves a
 # checkpoint and exits 143; --resume latest finishes the run; the final
 # weights equal those of an uninterrupted run bit for bit; a corrupted

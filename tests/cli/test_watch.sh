@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # `esmtrain-example watch` against a run being written, on a real
 # pseudo-terminal (tmux, 100x40): it waits for metrics.jsonl, follows the
 # steps (progress bar, loss, sparklines, "GPUs:"), goes on through a SIGTERM

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Tests of esmtrain-example watch: a live run under a pseudo-terminal (tmux),
 # --plain through a pipe, --once; the GPU table too where the CUDA emulator's
 # NVML is built. Skipped (77) without tmux.

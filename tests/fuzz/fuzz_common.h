@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Shared by the libFuzzer targets: hand fuzz bytes to code that opens
  * files, through an anonymous in-memory file (no disk traffic). */
 #ifndef ESMT_FUZZ_COMMON_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the YAML configuration loader. */
 #include <stdlib.h>
 

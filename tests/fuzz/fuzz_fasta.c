@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the FASTA(.gz) reader and the ingest tokenizer. Any input
  * must give records or a clean error, never a crash or a leak. */
 #include <stdlib.h>

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the Hugging Face config.json reader. The text goes to the
  * parser; a config it accepts with bounded sizes is also checked the way
  * model creation checks it (parameter count), and every 64th input goes

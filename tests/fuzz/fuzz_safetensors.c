@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: the safetensors reader (checkpoints, HF imports, fixtures). */
 #include <stdlib.h>
 

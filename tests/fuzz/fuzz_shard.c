@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* libFuzzer: a dataset whose one training shard is the input (corrupted
  * shards through the verifier and mmap), then a few batches. The manifest
  * is written for each input from the input's own header (version, dataset

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Build the libFuzzer targets with clang + ASan/UBSan and run each for
 # SECONDS (default 30), starting from the committed seeds. A crash, leak
 # or sanitizer report fails the run; the reproducer is left in

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The peer for tests/bench/bench_gpu_attention.c: PyTorch's
 torch.nn.functional.scaled_dot_product_attention on the same shapes, in bf16
 (f16 on a GPU without bf16), non-causal, no mask, layout (B, H, T, hd), timed

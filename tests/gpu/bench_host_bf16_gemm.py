@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Issue #18's question asked of the GPU machine's host CPU (this project's
 development host has no AVX512-BF16 or AMX): how fast do bf16 GEMMs run
 there against fp32, through PyTorch (oneDNN inside), at the shapes of

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # nccl_dp's world-size-1 overhead against the backend it wraps (issue #9:
 # "on a single H100, world size 1 runs through real NCCL calls with <= 3%
 # overhead against the inner backend"). Trains the same short run with

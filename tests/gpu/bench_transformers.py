@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The peer for the GPU benchmarks (issues #7 and #8): transformers'
 EsmForMaskedLM training steps on this GPU with torch.autocast (bf16 or fp16,
 with a GradScaler for fp16), AdamW, the fastest attention transformers

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The GPU kernels' resource budget, from ptxas's own report (issue #22).
 
 The real GPU build compiles backends/cuda_common with -Xptxas=-v through

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Loss curves of two runs (metrics.jsonl from `esmtrain-example train`)
 step by step: the reference (cpu backend, fp32) and a GPU backend in half
 precision on the same data, seed and schedule. Prints the largest relative

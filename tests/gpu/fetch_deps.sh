@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Run HERE (a machine with Debian's apt), before a device call: downloads
 # the .deb files the GPU machine lacks (it reaches no package registry)
 # into .gpu-deps/ at the repo root, which .git/info/exclude ignores and the

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The harness of test_gpu_ops (gpu_ops_harness.h). */
 #include "gpu_ops_harness.h"
 

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The harness of test_gpu_ops: the GPU backends under test and cpu.so,
  * host helpers (random inputs, fp16/bf16 rounding, relative error), device
  * helpers (allocate, copy in and out in a dtype) and the RESULT lines each

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPU optimizers (AdamW, Lion; cuda_common/cuda_optimizer.cu) against
  * cpu.so's: part of test_gpu_ops (gpu_ops_harness.h). */
 #include "gpu_ops_harness.h"

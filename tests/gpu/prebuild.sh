@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Run HERE, before a device call: builds the GPU backends and tests for the
 # device's architecture on this machine and stages what the device call
 # needs in .gpu-prebuilt/ (ignored by git), so the lent minutes go to tests

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # GPU verification and benchmarks. The device tool lends a machine for a
 # few minutes in all (15 today), so one call usually runs every phase in
 # order of importance under one time budget:

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* GPU attention (cuda_attention.cu through ampere_bf16.so on sm_80+, or
  * turing_fp16.so on sm_75) against cpu.so's fp32 attention.
  *

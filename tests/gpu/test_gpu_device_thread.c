@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A GPU backend driven from a thread that never called cudaSetDevice: the
  * device is opened with index 1 on the main thread, then a second thread
  * creates a stream, allocates, uploads, runs a GEMM (cuBLASLt) and an add

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* nccl_dp at world size 1 on a real GPU: the same short run with the
  * single-GPU backend (ampere_bf16, or turing_fp16 before sm_80) and with
  * nccl_dp forced into a one-rank data-parallel group (real ncclGetUniqueId,

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Optimizer offload and the streamed levels on a GPU backend (issues #7,
  * #36): what CI cannot check on a GPU, and checks under the emulator.
  *

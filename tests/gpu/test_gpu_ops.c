@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The GPU backends' compute ops (cuda_common) against the CPU backend.
  *
  * Each GPU backend (ampere_bf16, turing_fp16) and cpu.so are loaded through

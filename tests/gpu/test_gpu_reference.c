@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A full training step on a GPU backend against the float64 PyTorch
  * reference fixtures (issues #7 and #8, item 5), in every precision the
  * backend offers, and Inf/NaN injected into the gradients under dynamic

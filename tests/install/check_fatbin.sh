@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Every GPU backend must embed SASS for sm_75, 80, 86, 89, 90 and PTX for
 # compute_90 (for newer GPUs). Usage: check_fatbin.sh BACKEND_DIR
 set -euo pipefail

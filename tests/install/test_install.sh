@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Stage an install of the build tree, move it elsewhere (a relocated
 # prefix), then build an out-of-tree consumer with pkg-config and with
 # find_package(esmtrain), and run both: each must find the installed cpu

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Drives the real library for tests/interop/test_hf_roundtrip.py:
  *   interop_tool logits HF_DIR TOKENS.i32 B T OUT.f32
  *       import, forward, write logits [B*T*33] float32

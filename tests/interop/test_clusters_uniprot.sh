@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Issue #21 on real proteins: the 20,000 UniProt proteins of Debian's
 # mmseqs2-examples clustered by MMseqs2 (easy-cluster, 50% identity, 80%
 # coverage), ingested with the clusters, then test_clusters' checks on them:

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`esmtrain-example embed` against transformers' EsmModel in float64, on
 real UniProt proteins (mmseqs2's example DB.fasta.gz).
 

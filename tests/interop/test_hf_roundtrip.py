@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """esmtrain <-> transformers / fair-esm, through the real library.
 
 (a) a random transformers EsmForMaskedLM saved as safetensors is imported

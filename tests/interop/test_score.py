@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """`esmtrain-example score` against the same definitions in PyTorch float64.
 
 A random transformers EsmForMaskedLM (2 layers, hidden 64, rotary, token

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Tables as ingest inputs (issue #21) against the FASTA they came from: the
 # first 2,000 UniProt proteins of the README's main job (Debian's
 # mmseqs2-examples DB.fasta.gz) written by python3 as CSV (RFC 4180: quoted

@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """The run's TensorBoard event files, read by TensorBoard's own reader.
 
 (a) a tiny CLI run (8 updates, logged every update, evaluated every 3):

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The core's folders may include only the folders listed for them below
 # (libesmtrain/*/README.md says why; docs/architecture.md draws the graph).
 # An include across folders that is not listed fails with the file, the

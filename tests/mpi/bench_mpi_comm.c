@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Times the MPI plugin's allreduce_sum: a 30 MB f32 buffer, 20 times (after
  * 2 warm-up calls), and prints the algorithm bandwidth (bytes / time) and the
  * bus bandwidth (2 (W - 1) / W x that: what each rank's link carries in a

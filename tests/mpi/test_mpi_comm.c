@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* The MPI communicator plugin (plugins/comm_mpi) under mpirun: every rank
  * runs this cmocka suite against the plugin dlopen()ed from
  * $ESMT_MPI_COMM_PLUGIN - no esmtrain library is linked, only the plugin's

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test plugin: claims a future backend ABI major, so the core must refuse it. */
 #include "esmtrain/backend.h"
 

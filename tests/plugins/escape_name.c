@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test plugin: a name, description and probe reason holding terminal
  * escapes (ESC [31m: red; OSC 0: the window title). Whoever prints them
  * must escape them. Never available. */

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* A plugin that needs a shared library the loader cannot find (linked
  * against libesmt_missing_dep.so.1, built outside every search path), like
  * a GPU backend on a machine whose CUDA libraries are not on the loader

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Test plugin: right ABI major but an ops table shorter than ABI 1.0's. */
 #include "esmtrain/backend.h"
 

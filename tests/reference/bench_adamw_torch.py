@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """PyTorch peer for `esmtrain-example bench-adamw`: torch.optim.AdamW
 (foreach) over the same number of fp32 parameters and threads, timed the
 same way (best of N steps after one warm-up).

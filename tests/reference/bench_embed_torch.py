@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """PyTorch peer of `esmtrain-example embed`: transformers' EsmModel, fp32,
 eval, torch.no_grad, on the CPU, the mean over residues of the last layer
 (after the final LayerNorm), as fair-esm's extract.py --include mean does.

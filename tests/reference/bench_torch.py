@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """PyTorch peer benchmark: one ESM-2 MLM training step with fair-esm + AdamW.
 
     /usr/bin/python3 tests/reference/bench_torch.py --model esm2_t6_8M \

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Validate esmtrain float64 reference fixtures (numpy only, no torch).
 
     /usr/bin/python3 tests/reference/check_fixtures.py [FILE.safetensors ...]

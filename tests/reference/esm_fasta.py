@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """The ESM-2 alphabet, plain FASTA reading/writing and embed's window rule,
 shared by the Python reference tests and benchmarks (test_embed.py,
 bench_embed_torch.py)."""

@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Generate float64 ESM-2 reference fixtures for esmtrain's parity tests.
 
 For every config in CONFIGS this builds a small Hugging Face `EsmForMaskedLM`

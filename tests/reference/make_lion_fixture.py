@@ -1,4 +1,5 @@
 #!/usr/bin/python3
+# SPDX-License-Identifier: MIT
 """Generate the float64 Lion reference fixture: two MLM training steps of a
 Hugging Face EsmForMaskedLM in float64 with the Lion optimizer
 (lion_pytorch.Lion, its authors' PyTorch port), written to

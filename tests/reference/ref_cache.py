@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 """A content-keyed cache for what third-party code computes for the tests
 (float64 references from torch/transformers), so that the Release and the
 sanitizer runs of one CI compute each reference once. Never for the output

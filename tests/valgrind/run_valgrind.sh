@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The core suites under valgrind memcheck: any invalid access, use of
 # uninitialised memory or definite leak fails. Usage: run_valgrind.sh BUILD_DIR
 # Valgrind runs each program on one core, so the suites run ESMT_VALGRIND_JOBS

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Stand-ins for libcuda.so.1 and libnvidia-ml.so.1 (the driver API and NVML
 // calls of the probe, backends/cuda_common/cuda_driver.c), describing the
 // emulated GPUs from the same environment as the runtime (ESMT_EMU_*).

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host emulation of the cuBLASLt calls the esmtrain GPU backends make
  * (backends/cuda_common/cuda_gemm.cu), with the real library's enum values
  * and structure sizes. Implemented in src/emu_cublaslt.cpp through OpenBLAS.

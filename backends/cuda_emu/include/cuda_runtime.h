@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host emulation of the CUDA runtime API (ESMT_CUDA_EMULATE builds only):
  * exactly the types and calls the esmtrain GPU backends use, with the
  * values of the real toolkit's enums so that messages read the same.

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host emulation of CUDA's 16-bit float types: __half (IEEE binary16) and
  * __nv_bfloat16, stored as their bit patterns, converted to and from float
  * with round-to-nearest-even as the device's cvt.rn does. */

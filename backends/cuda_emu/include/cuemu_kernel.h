@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Kernel-side CUDA for the host emulation (C++ only, included by the
  * emulated cuda_runtime.h). Kernels are ordinary functions; every CUDA
  * thread of a block runs as a coroutine of the emulator's block scheduler

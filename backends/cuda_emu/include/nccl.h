@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 /* Host emulation of the NCCL calls the nccl_dp backend makes, with the real
  * library's enum values (NCCL 2.x); ranks are processes on one machine
  * meeting in POSIX shared memory. Implemented in src/emu_nccl.cpp. */

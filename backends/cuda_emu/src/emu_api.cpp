@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Devices, versions and function attributes of the emulated runtime, and
 // the statistics written at exit (ESMT_EMU_STATS=FILE).
 #include <cstdio>

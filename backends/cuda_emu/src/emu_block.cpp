@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Kernel execution: every CUDA thread of a block is a coroutine on its own
 // stack. The scheduler picks a warp at random (seeded) among those with
 // runnable threads and runs each of its threads to its next

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The checkers behind every load and store of kernel code. The kernel
 // sources are compiled with GCC's -fsanitize=thread, which calls
 // __tsan_readN / __tsan_writeN before each access; the emulator implements

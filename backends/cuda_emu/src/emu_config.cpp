@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The emulated machine (from the environment), the current device of each
 // host thread, last and sticky errors, error names and strings, and the
 // checkers' reports.

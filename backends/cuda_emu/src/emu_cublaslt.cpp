@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // cuBLASLt on the host: D = alpha op(A) op(B) + beta C (+ bias), column-major
 // as cuBLAS, computed by OpenBLAS's sgemm on float copies of the operands
 // (fp32 accumulation; f16/bf16 inputs are exact in float; CUBLAS_COMPUTE_32F_

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Services of the emulated CUDA runtime shared by its parts: the emulated
 // machine's configuration, device memory, stream operations and the
 // checkers' reports. The runtime (emu_*.cpp), the cuBLASLt stand-in

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Device memory: one reserved host range per emulated GPU (untouched pages
 // cost nothing), first-fit allocation with 256-byte alignment and a red
 // zone between allocations (an overrun lands outside every allocation and

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // NCCL across processes on one machine: the ranks of a communicator meet in
 // a POSIX shared-memory segment named by the unique id (unlinked as soon as
 // every rank has joined, so a crash leaves nothing in /dev/shm). Each rank

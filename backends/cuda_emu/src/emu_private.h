@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Internals of the emulated runtime shared between its own files (the
 // cuBLASLt and NCCL stand-ins use emu_internal.h only).
 #ifndef CUEMU_PRIVATE_H

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Streams as real asynchronous queues (one worker thread each, work in
 // order), events, cross-stream waits, host callbacks, copies and memsets,
 // and the vector clocks that the stream-order checker compares: every

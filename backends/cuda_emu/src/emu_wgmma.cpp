@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // Hopper's warpgroup MMA (PTX ISA 9.7.15, sm_90a) for the emulated kernels:
 // wgmma.mma_async.m64nNk16.f32.{f16,bf16} with A from registers or shared
 // memory and B from shared memory through 64-bit matrix descriptors,

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/checkpoints.tsv (#16 checkpoints, resume, HF import):
 # damaged copies of $W/run-ok and $W/hfexp, and hand-made safetensors
 # files. Sourced by run_cases.sh with $CLI and $W set.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/clusters.tsv (#21 clusters): cluster files broken in one
 # way each, a dataset ingested with clusters ($W/dcl) and copies of it with a
 # damaged or foreign train.clusters. Sourced by run_cases.sh with $CLI and $W

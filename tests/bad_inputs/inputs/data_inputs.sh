@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/data_inputs.tsv (#16, data inputs): FASTA inputs in
 # formats ingest does not read, and copies of the shared dataset $W/data
 # each broken in one way, under $W/dsi/. Sourced by run_cases.sh with $CLI

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/embed.tsv (#19 embed): a complete embed output and an
 # unfinished one (its record says not complete), from the tiny export
 # $W/hfexp. Sourced by run_cases.sh with $CLI and $W set.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/embed_resume.tsv (#35 embed): unfinished embed outputs
 # (their record says not complete) with a file planted or replaced, a
 # model trained further or re-exported, an input edited or re-ingested, a

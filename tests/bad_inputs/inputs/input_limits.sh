@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/input_limits.tsv (#35: every input bounded and
 # interruptible, text from files printed escaped): files over a limit, with
 # a NUL byte or with terminal escapes. FIFOs are made by the cases

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/plot_watch.tsv (#35 plot and watch): a finished run to
 # protect and to watch, metrics with extreme finite values, files of the
 # user's beside them, and run.lock records whose pid is damaged or names

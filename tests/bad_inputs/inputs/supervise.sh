@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/supervise.sh (#35 supervision, locks, cursors, threads):
 # copies of the tiny run $W/run-ok with a damaged data cursor, runs whose
 # checkpoints/ is a symbolic link, and run locks held with damaged records.

@@ -1,3 +1,4 @@
+# SPDX-License-Identifier: MIT
 # Inputs of cases/tables.tsv (#21 tables): CSV/TSV tables ingest must
 # refuse with the file and the line, under $W/tab/. Sourced by run_cases.sh
 # with $CLI and $W set.

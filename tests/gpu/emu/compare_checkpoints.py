@@ -1,4 +1,5 @@
 #!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
 """Two esmtrain checkpoints (model.safetensors, F32 tensors) tensor by
 tensor: prints the worst relative L2 difference and COMPARE_RESULT ok|FAIL
 against a tolerance (0 = bit-identical). Plain Python: no numpy needed.

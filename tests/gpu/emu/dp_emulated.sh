@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # nccl_dp end to end through `launch`, on two emulated GPUs (host CUDA
 # emulator, ESMT_EMU_DEVICES=2, one per rank by LOCAL_RANK), fp32 compute:
 #   - 2 ranks with nccl_dp end where 1 process on ampere_bf16 accumulating

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The checkers against mutated GPU code (host CUDA emulator): each mutant
 # deletes one synchronisation from the real sources at run time
 # (ESMT_EMU_DROP_BARRIER=file:line, ESMT_EMU_DROP_EVENT_WAIT=1, see

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The memory planner against real allocations (host CUDA emulator): one
 # update of esm2_t33_650M, micro-batch 6 x 512, fp16 on turing_fp16 (sm_75,
 # 8 GiB) with backend.device_memory_limit 8GiB, allocating every buffer for

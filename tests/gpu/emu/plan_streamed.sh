@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # Streaming from host memory bounds device memory (host CUDA emulator,
 # allocating for real but skipping the arithmetic: ESMT_EMU_NO_COMPUTE=1).
 # Models with esm2_t36_3B's layer shape (d 2560, 40 heads; fp16 on

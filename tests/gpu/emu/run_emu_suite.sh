@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The GPU backends under the host CUDA emulator, in one command: configure
 # and build build-emu (-DESMT_CUDA_EMULATE=ON: no GPU, no nvcc), then run
 # every test labelled gpu-emu (ctest -L gpu-emu) and end with one line

@@ -1,3 +1,4 @@
+/* SPDX-License-Identifier: MIT */
 // The emulated CUDA runtime on its own: kernels compute, and each checker
 // reports what it is for (a missing __syncthreads, shared and global
 // bounds, host memory in a kernel, stream order without an event, blocks

@@ -1,4 +1,5 @@
 #!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
 # The GPU backends end to end through the CLI, on the host CUDA emulator
 # (ESMT_CUDA_EMULATE build): a tiny ESM-2 trains for 24 updates
 #   - on ampere_bf16 (emulated sm_80) in bf16, against cpu.so in bf16;
