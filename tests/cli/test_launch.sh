@@ -75,8 +75,10 @@ cmp "$work/ref/checkpoints/step-00000040/optimizer.safetensors" \
 
 echo "== the launcher killed with SIGKILL: its ranks stop, save, and the run resumes exactly"
 # 1000 updates: ranks left running would go on for seconds more (about 10 ms
-# an update here), far past the limit below
-long=(--steps 1000 --save-every 5 --log-every 50)
+# an update here), far past the limit below. A constant learning rate, so
+# that the resume and the reference can stop soon after the kill and still
+# follow the killed run's schedule.
+long=(--steps 1000 --save-every 5 --log-every 50 --set schedule.kind=constant)
 "$cli" launch -n 2 train "${common[@]}" "${long[@]}" --out "$work/orphan" > "$work/orphan.log" 2>&1 &
 pid=$!
 for _ in $(seq 600); do [ -f "$work/orphan/checkpoints/latest" ] && break; sleep 0.05; done
@@ -105,13 +107,17 @@ echo "   stopped at $stopped"
 [ "$stopped" != step-00001000 ] || { echo "the run ended before the launcher was killed"; exit 1; }
 # the saved checkpoint loads and verifies (sizes and checksums)
 "$cli" export "$work/orphan/checkpoints/$stopped" -o "$work/orphan-export" > /dev/null
-"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --out "$work/orphan" --resume latest \
-  > "$work/orphan-resume.log" 2>&1 || { cat "$work/orphan-resume.log"; exit 1; }
-"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --out "$work/orphan-ref" > /dev/null 2>&1
+end=$((10#${stopped#step-} + 10)) # ten updates past the kill, resumed and uninterrupted
+"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --steps "$end" --out "$work/orphan" \
+  --resume latest > "$work/orphan-resume.log" 2>&1 || { cat "$work/orphan-resume.log"; exit 1; }
+"$cli" launch -n 2 train "${common[@]}" "${long[@]}" --steps "$end" --out "$work/orphan-ref" \
+  > /dev/null 2>&1
+last=$(printf 'step-%08d' "$end")
 for f in model optimizer; do
-  cmp "$work/orphan-ref/checkpoints/step-00001000/$f.safetensors" \
-      "$work/orphan/checkpoints/step-00001000/$f.safetensors"
+  cmp "$work/orphan-ref/checkpoints/$last/$f.safetensors" \
+      "$work/orphan/checkpoints/$last/$f.safetensors"
 done
+echo "   resumed to $last: model and optimizer identical to the uninterrupted run"
 
 echo "== rank 1 killed: rank 0 stops naming it, the launcher reports it"
 "$cli" launch -n 2 train "${common[@]}" --steps 100000 --save-every 5 --out "$work/kill" \
