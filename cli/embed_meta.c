@@ -58,14 +58,16 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
                      json_t *files, int complete, double seconds) {
   char hash[17];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)s->ids_hash);
+  /* the record holds its own reference to the files table (a new empty one without) */
+  json_t *table = files ? json_incref(files) : json_object();
   json_t *root = json_pack(
-      "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:O,s:s}", "format",
+      "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:o,s:s}", "format",
       EMBED_FORMAT, "version", EMBED_VERSION, "complete", complete, "request",
       request_json(o, mi), "committed", "proteins", (json_int_t)s->proteins, "per_tok_rows",
       (json_int_t)s->per_tok_rows, "ids_bytes", (json_int_t)s->ids_bytes, "ids_hash", hash,
       "stats", "residues", (json_int_t)s->residues, "truncated", (json_int_t)s->truncated,
       "windowed", (json_int_t)s->windowed, "unknown_residues", (json_int_t)s->unknown, "empty",
-      (json_int_t)s->empty, "seconds", seconds, "files", files ? files : json_object(), "note",
+      (json_int_t)s->empty, "seconds", seconds, "files", table, "note",
       "arrays: lengths [N] residues per protein; mean/cls.layer<L> [N, hidden]; "
       "per_tok.layer<L> [rows, hidden], protein k's rows per_tok.offsets[k]:[k+1] (cls/eos "
       "excluded); ids.txt one id per line; long proteins: 'truncate' keeps the first 'window' "
