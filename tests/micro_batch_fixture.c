@@ -54,6 +54,22 @@ static void capture(void *user, esmt_log_level level, const char *msg) {
   snprintf(g_log + n, sizeof g_log - n, "%s\n", msg);
 }
 
+void fixture_api_steps(esmt_model *m, const esmt_micro_batch *mb, int steps, double *norm) {
+  esmt_batch b = ESMT_BATCH_INIT;
+  b.batch = mb->B;
+  b.seq_len = mb->T;
+  b.tokens = mb->tokens;
+  b.labels = mb->labels;
+  for (int s = 1; s <= steps; s++) {
+    assert_int_equal(esmt_model_zero_grad(m), ESMT_OK);
+    if (esmt_model_forward(m, &b, NULL, NULL) || esmt_model_backward(m))
+      fail_msg("%s", esmt_last_error());
+    assert_int_equal(esmt_model_grad_norm(m, norm), ESMT_OK);
+    esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
+    assert_int_equal(esmt_model_optimizer_step(m, &ac, 1e-3, 1.0, s), ESMT_OK);
+  }
+}
+
 esmt_context *g_fixture_ctx;
 static const esmt_backend_entry *g_fixture_backend;
 

@@ -29,6 +29,11 @@ int fixture_group_teardown(void **state);
 void fill_micro_batch(esmt_micro_batch *mb, int B, int T, int u, int k, int32_t *tok,
                       int32_t *lab);
 
+/* `steps` steps through the public model API alone, on one micro-batch:
+ * zero_grad, forward, backward, the gradient norm (into *norm), an AdamW
+ * step at lr 1e-3; fails the test on any error. */
+void fixture_api_steps(esmt_model *m, const esmt_micro_batch *mb, int steps, double *norm);
+
 /* 40 protein-like records of 20..59 residues ingested into <dir>/data
  * (20% validation); returns that path (static storage). */
 const char *fixture_dataset(const char *dir);

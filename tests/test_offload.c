@@ -186,20 +186,7 @@ static void test_public_api_path(void **state) {
     esmt_model *m = ms[k];
     assert_int_equal(esmt_model_write_tensor(m, "esm.encoder.layer.1.LayerNorm.weight",
                                              ESMT_BUF_PARAMS, w, 32), ESMT_OK);
-    esmt_batch b = ESMT_BATCH_INIT;
-    b.batch = mb.B;
-    b.seq_len = mb.T;
-    b.tokens = tok;
-    b.labels = lab;
-    for (int s = 1; s <= 3; s++) {
-      assert_int_equal(esmt_model_zero_grad(m), ESMT_OK);
-      if (esmt_model_forward(m, &b, NULL, NULL) || esmt_model_backward(m))
-        fail_msg("%s", esmt_last_error());
-      assert_int_equal(esmt_model_grad_norm(m, &norms[k]), ESMT_OK);
-      esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
-      double ac_lr = 1e-3; /* the learning rate is the step's argument */
-      assert_int_equal(esmt_model_optimizer_step(m, &ac, ac_lr, 1.0, s), ESMT_OK);
-    }
+    fixture_api_steps(m, &mb, 3, &norms[k]);
   }
   assert_true(norms[0] == norms[1] && norms[0] > 0);
   assert_int_equal(off->mem.offload->buckets_streamed, 0); /* unarmed: one pull per step */

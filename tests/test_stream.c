@@ -244,19 +244,7 @@ static void test_public_api_path(void **state) {
   const char *qkv = "esm.encoder.layer.1.attention.self.query.weight";
   for (int k = 0; k < 2; k++) {
     esmt_model *m = ms[k];
-    esmt_batch b = ESMT_BATCH_INIT;
-    b.batch = B;
-    b.seq_len = T;
-    b.tokens = tok;
-    b.labels = lab;
-    for (int s = 1; s <= 3; s++) {
-      assert_int_equal(esmt_model_zero_grad(m), ESMT_OK);
-      if (esmt_model_forward(m, &b, NULL, NULL) || esmt_model_backward(m))
-        fail_msg("%s", esmt_last_error());
-      assert_int_equal(esmt_model_grad_norm(m, &norms[k]), ESMT_OK);
-      esmt_optimizer_config ac = ESMT_OPTIMIZER_CONFIG_INIT;
-      assert_int_equal(esmt_model_optimizer_step(m, &ac, 1e-3, 1.0, s), ESMT_OK);
-    }
+    fixture_api_steps(m, &mb, 3, &norms[k]);
     /* a layer's gradients and the embedding's (resident) by name */
     assert_int_equal(esmt_model_read_tensor(m, qkv, ESMT_BUF_GRADS, g[k], 32 * 32), ESMT_OK);
   }
