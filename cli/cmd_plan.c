@@ -22,13 +22,16 @@ static void usage(void) {
   printf("usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
-         "         [--runtime-overhead BYTES] [--link GB/s] [--set KEY=VALUE]...\n"
+         "         [--runtime-overhead BYTES] [--link GB/s] [--host-mem BYTES]\n"
+         "         [--set KEY=VALUE]...\n"
          "Prints the device memory a training job needs per tensor class, and the cheapest\n"
          "policy (none, recompute, optimizer offload, both; then gradients, then weights\n"
          "streamed from host memory, without and with recompute) and micro-batch (0 = largest)\n"
          "that fit --device-mem (e.g. 8GiB). With streaming it prints the bytes that cross the\n"
          "host link per micro-batch, and with --link (a measured host-to-device bandwidth in\n"
-         "GB/s) the time they take. --set takes any configuration key after the flags above\n"
+         "GB/s) the time they take. --host-mem (the host memory the job may use) refuses a\n"
+         "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
+         "key after the flags above\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
          "Exit status 0 when it fits, 3 when it does not.\n");
 }
@@ -54,6 +57,7 @@ int cmd_plan(int argc, char **argv) {
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
   int have_overhead = 0, rows = 0, n_sets = 0;
+  uint64_t host_mem = 0;
   double link_gbps = 0;
   const char *sets[32];
   for (int i = 0; i < argc; i += 2) { /* a flag and its value */
@@ -77,7 +81,10 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
-    if (!strcmp(a, "--set")) { /* a configuration key, applied after the flags */
+    if (!strcmp(a, "--host-mem")) {
+      known = 1;
+      ok = parse_bytes(v, &host_mem) && host_mem > 0;
+    } else if (!strcmp(a, "--set")) { /* a configuration key, applied after the flags */
       known = 1;
       if (n_sets < (int)(sizeof sets / sizeof sets[0])) sets[n_sets++] = v;
       else ok = 0;
@@ -131,6 +138,7 @@ int cmd_plan(int argc, char **argv) {
   if (st) { cli_error("plan", st); return 2; }
   if (rows == 0) r.micro_batch = 0; /* the largest that fits */
   if (have_overhead) r.runtime_overhead = overhead;
+  r.host_budget = host_mem;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }
@@ -147,9 +155,10 @@ int cmd_plan(int argc, char **argv) {
            cli_bytes(p.device[i], buf, 32));
   printf("  %-16s %12s  (%llu bytes)\n", "device total", cli_bytes(p.device_total, buf, 32),
          (unsigned long long)p.device_total);
+  char avail[32];
   printf("  %-16s %12s  (offload: fp32 master weights, moments, gradients; half: the weight "
-         "staging copy)\n", "host pinned",
-         cli_bytes(p.host_pinned, buf, 32));
+         "staging copy%s%s)\n", "host pinned", cli_bytes(p.host_pinned, buf, 32),
+         host_mem ? "; available " : "", host_mem ? cli_bytes(host_mem, avail, 32) : "");
   if (p.stream) {
     printf("  %-16s %12s  per micro-batch (%s)", "host link", cli_bytes(p.stream_bytes, buf, 32),
            p.stream == ESMT_STREAM_WEIGHTS ? "every layer's weights up twice, its gradients down"

@@ -80,6 +80,30 @@ static void test_streamed_levels_fit(void **state) {
   assert_non_null(strstr(p.advice, "streaming off"));
 }
 
+/* A host that cannot hold the offloaded state: 15B on 80 GiB needs 256 GiB
+ * of host memory; with 64 GiB nothing fits and the advice says why, with
+ * 300 GiB it fits as before. */
+static void test_host_budget(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t48_15B", 0, 512, ESMT_PRECISION_BF16, 80 * GIB);
+  r.stream = -1;
+  r.host_budget = 64 * GIB;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_OUT_OF_MEMORY);
+  assert_false(p.fits);
+  assert_true(p.host_pinned > r.host_budget);
+  assert_non_null(strstr(p.advice, "of host memory for the offloaded"));
+  assert_non_null(strstr(p.advice, "64.0 GiB is available"));
+  r.host_budget = 300 * GIB;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_true(p.fits && p.host_pinned <= r.host_budget);
+  /* a plan without offload needs no host memory: a tiny budget does not matter */
+  esmt_plan_request s = req_for("esm2_t6_8M", 4, 128, ESMT_PRECISION_FP32, 8 * GIB);
+  s.host_budget = 1;
+  assert_int_equal(esmt_plan_memory(&s, &p), ESMT_OK);
+  assert_false(p.offload_optimizer);
+}
+
 /* Streaming needs the optimizer on the host; an older caller's request
  * (struct_size before `stream`) plans without streaming, and an older
  * plan struct is filled up to its size only. */
@@ -324,6 +348,7 @@ int main(void) {
       cmocka_unit_test(test_lion_halves_the_moments),
       cmocka_unit_test(test_streamed_levels_fit),
       cmocka_unit_test(test_stream_request_rules),
+      cmocka_unit_test(test_host_budget),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

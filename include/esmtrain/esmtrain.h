@@ -661,6 +661,11 @@ typedef struct esmt_plan_request {
    * NONE needs offload_optimizer on (or auto). A caller whose struct ends
    * before it gets ESMT_STREAM_NONE. */
   int stream;
+  /* Appended (0.2, issue #36): host memory the offloaded state may take, in
+   * bytes (0: not limited). A policy whose host_pinned exceeds it does not
+   * fit. The trainer passes what the machine has available (MemAvailable,
+   * ulimit, cgroup); `plan --host-mem`. */
+  uint64_t host_budget;
 } esmt_plan_request;
 
 /* Memory levels beyond optimizer offload: the parameter memory keeps only
@@ -676,7 +681,7 @@ typedef enum esmt_stream_level {
 } esmt_stream_level;
 
 #define ESMT_PLAN_REQUEST_INIT \
-  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE }
+  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;

@@ -98,7 +98,8 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const uint64_t layers = c->layout.part_bounds[c->layout.n_parts - 1] - c->layout.part_bounds[1];
   p->stream_bytes = (pol.stream >= ESMT_STREAM_GRADIENTS ? layers * 4 : 0) +
                     (pol.stream >= ESMT_STREAM_WEIGHTS ? 2 * layers * es : 0);
-  p->fits = !r->device_budget || p->device_total <= r->device_budget;
+  p->fits = (!r->device_budget || p->device_total <= r->device_budget) &&
+            (!r->host_budget || p->host_pinned <= r->host_budget);
 }
 
 /* Largest micro-batch in [1, cap] that fits (0 if none); fills *p for it. */
@@ -199,12 +200,28 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     return ESMT_OK;
   }
   best.fits = 0;
-  snprintf(best.advice, sizeof best.advice,
-           "does not fit: the smallest plan (micro-batch %d x %d, offload %s, recompute %s, "
-           "streaming %s) needs %s but the budget is %s; allow offload, recompute and streaming "
-           "(auto), shorten seq_len, use a lower precision or a smaller model",
-           best.micro_batch, r->seq_len, best.offload_optimizer ? "on" : "off",
-           best.recompute ? "on" : "off", stream_name(best.stream), total, budget);
+  const int host_short = r->host_budget && best.host_pinned > r->host_budget &&
+                         (!r->device_budget || best.device_total <= r->device_budget);
+  if (host_short) { /* the device would hold it; the host cannot hold the offloaded state */
+    char host[32], host_avail[32];
+    snprintf(host, sizeof host, "%.1f GiB", (double)best.host_pinned / (1024.0 * MIB));
+    snprintf(host_avail, sizeof host_avail, "%.1f GiB", (double)r->host_budget / (1024.0 * MIB));
+    snprintf(best.advice, sizeof best.advice,
+             "does not fit: the smallest plan (micro-batch %d x %d, offload on, recompute %s, "
+             "streaming %s) fits the device in %s but needs %s of host memory for the "
+             "offloaded weights, gradients and optimizer state, and %s is available; use "
+             "optimizer.kind lion (one moment instead of two), a machine with more memory, or "
+             "a smaller model",
+             best.micro_batch, r->seq_len, best.recompute ? "on" : "off",
+             stream_name(best.stream), total, host, host_avail);
+  } else {
+    snprintf(best.advice, sizeof best.advice,
+             "does not fit: the smallest plan (micro-batch %d x %d, offload %s, recompute %s, "
+             "streaming %s) needs %s but the budget is %s; allow offload, recompute and "
+             "streaming (auto), shorten seq_len, use a lower precision or a smaller model",
+             best.micro_batch, r->seq_len, best.offload_optimizer ? "on" : "off",
+             best.recompute ? "on" : "off", stream_name(best.stream), total, budget);
+  }
   memcpy(plan, &best, size < sizeof best ? size : sizeof best);
   return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: %s", fn, plan->advice);
 }

@@ -5,6 +5,7 @@
 #include <string.h>
 
 #include "config_read.h"
+#include "host_memory.h"
 #include "dataset_manifest.h"
 #include "offload.h"
 #include "trainer.h"
@@ -78,17 +79,36 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   o->enabled = off == 1;
   o->recompute = rec == 1;
   o->streamed = stream > 0 ? stream : ESMT_STREAM_NONE;
-  if ((off >= 0 && rec >= 0 && stream >= 0) || !budget) return ESMT_OK; /* auto, no budget: off */
   /* the request `plan`, `config --validate` and `train --validate` make */
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
+  esmt_plan plan = ESMT_PLAN_INIT;
+  if ((off >= 0 && rec >= 0 && stream >= 0) || !budget) { /* auto, no budget: off */
+    if (!o->enabled) return ESMT_OK;
+    /* offload by name: its host buffers must fit the host, said before any is taken */
+    if ((st = esmt_config_plan_request(rd->cfg, ctx, &mc, &pr))) return st;
+    pr.offload_optimizer = 1;
+    pr.recompute = o->recompute;
+    pr.stream = o->streamed;
+    pr.device_budget = 0;
+    if ((st = esmt_plan_memory(&pr, &plan))) return st;
+    return esmt_host_memory_check(plan.host_pinned, "the offloaded weights, gradients and "
+                                  "optimizer state", "use optimizer.kind lion (one moment instead "
+                                  "of two), a smaller model, or offload.optimizer off");
+  }
   if ((st = esmt_config_plan_request(rd->cfg, ctx, &mc, &pr))) return st;
   pr.offload_optimizer = off;
   pr.recompute = rec;
   pr.stream = stream;
-  esmt_plan plan = ESMT_PLAN_INIT;
+  esmt_host_memory hm; /* a policy whose host buffers the machine cannot hold does not fit */
+  esmt_host_memory_probe(&hm);
+  pr.host_budget = hm.available == UINT64_MAX ? 0 : hm.available;
   st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
+  if (st && plan.offload_optimizer && pr.host_budget && plan.host_pinned > pr.host_budget)
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "memory policy auto for backend.device_memory_limit "
+                     "%.2f GiB: %s (limited by %s)", (double)budget / 1073741824.0, plan.advice,
+                     hm.limited_by);
   esmt_clear_error();
   /* Nothing fits: the smallest plan; if its allocation fails, that says what to change. */
   o->enabled = plan.offload_optimizer;
