@@ -120,8 +120,10 @@ static esmt_status settle(esmt_param_memory *p, int i) {
   if (s->g_fresh[k]) {
     memcpy(acc, src, (size_t)n * sizeof(float));
     s->g_fresh[k] = 0;
-  } else {
-    for (uint64_t j = 0; j < n; j++) acc[j] += src[j];
+  } else { /* the host optimizer's add: every host thread, vectorised, each sum one rounding */
+    const esmtb_add_args a = {sizeof a, ESMTB_F32, (size_t)n, acc, src, acc};
+    if ((st = bfail(p->offload->hops->add(p->offload->hdev, &a, NULL), "host gradient sum")))
+      return st;
   }
   s->parts_streamed_down++;
   return ESMT_OK;
@@ -426,6 +428,9 @@ esmt_status esmt_stream_setup(esmt_param_memory *p, const esmt_offload_options *
                      e->ops->name);
   esmt_status st = esmt_offload_setup_host(p, o); /* also checks streams and events */
   if (st) return st;
+  if (!p->offload->hops->add)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the cpu backend has no add op for the host's "
+                     "gradient sums", fn);
   esmt_stream *s = calloc(1, sizeof *s);
   if (!s) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   p->stream = s;

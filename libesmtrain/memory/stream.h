@@ -14,8 +14,9 @@
  * stream into a pinned bounce buffer, and the slot is free again once that
  * copy is done. Before the slot is reused (two parts later) or when the
  * gradients are read (norm, step, a copy), the host adds the bounce buffer
- * into the fp32 gradients (the first micro-batch of an update copies it, so
- * a one-micro-batch update equals the resident run bit for bit). The end
+ * into the fp32 gradients with the host optimizer's add (all host threads;
+ * the first micro-batch of an update copies it, so a one-micro-batch
+ * update equals the resident run bit for bit). The end
  * parts' gradients accumulate on the device and are pulled when read.
  *
  *   compute:  [bwd part k -> slot a] rec done[a] [bwd k-1 -> slot b] rec done[b] ...
