@@ -79,7 +79,7 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
                       json_t *files);
 /* The open arrays in a fixed order into out[3 * EMBED_MAX_LAYERS + 2]. */
 int embed_output_arrays(embed_output *w, cli_npy **out);
-/* {"name": "DEV:INO"} of the open files, for embed.json (new reference). */
+/* {"name": "DEV:INO:BIRTH"} of the open files, for embed.json (new reference). */
 json_t *embed_output_files(embed_output *w);
 /* A --format safetensors output recorded complete: remove the staging
  * .npy arrays a run stopped between that record and their removal left

@@ -72,7 +72,8 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
       "per_tok.layer<L> [rows, hidden], protein k's rows per_tok.offsets[k]:[k+1] (cls/eos "
       "excluded); ids.txt one id per line; long proteins: 'truncate' keeps the first 'window' "
       "residues, 'windows' averages overlapping windows of 'window' residues 'stride' apart; "
-      "files: the device and inode of each file embed created (a resume re-opens only those)");
+      "files: the device, inode and creation time of each file embed created (a resume "
+      "re-opens only those)");
   char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
   json_decref(root);
   char path[4096], tmp[4200];

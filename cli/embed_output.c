@@ -16,7 +16,7 @@
 
 #include "embed.h"
 
-/* The id ("DEV:INO") embed.json recorded for a file of OUT, or NULL. */
+/* The id ("DEV:INO:BIRTH", out_file.h) embed.json recorded for a file of OUT, or NULL. */
 static const char *recorded_id(json_t *files, const char *name) {
   return json_string_value(json_object_get(files, name));
 }

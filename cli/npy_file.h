@@ -20,7 +20,7 @@ typedef struct cli_npy {
   size_t esize;       /* bytes per element */
   int64_t cols;       /* 0: a 1-D array */
   uint64_t rows;      /* rows written (committed or not) */
-  char id[CLI_OUT_ID_CAP]; /* the file's "DEV:INO" (out_file.h), for the resume record */
+  char id[CLI_OUT_ID_CAP]; /* the file's "DEV:INO:BIRTH" (out_file.h), for the resume record */
 } cli_npy;
 
 /* Create `path` (must not exist), or, with `resume_rows` >= 0, re-open the

@@ -18,14 +18,26 @@ int cli_out_create(const char *cmd, const char *path) {
   return fd;
 }
 
-static void id_of(const struct stat *sb, char *out, size_t cap) {
-  snprintf(out, cap, "%llu:%llu", (unsigned long long)sb->st_dev, (unsigned long long)sb->st_ino);
+/* "DEV:INO:BIRTH" of a file: an inode number is reused as soon as a file is
+ * deleted, so a file put in place of the one this command created may get
+ * its number; its creation time (statx's btime, where the file system keeps
+ * one) tells them apart. "DEV:INO" where there is none. */
+static void id_of(int dirfd, const char *path, int flags, char *out, size_t cap) {
+  struct statx sx;
+  if (statx(dirfd, path, flags, STATX_INO | STATX_BTIME, &sx) != 0) {
+    if (cap) out[0] = '\0';
+    return;
+  }
+  const unsigned long long dev = ((unsigned long long)sx.stx_dev_major << 32) | sx.stx_dev_minor;
+  if (sx.stx_mask & STATX_BTIME)
+    snprintf(out, cap, "%llu:%llu:%lld.%09u", dev, (unsigned long long)sx.stx_ino,
+             (long long)sx.stx_btime.tv_sec, (unsigned)sx.stx_btime.tv_nsec);
+  else
+    snprintf(out, cap, "%llu:%llu", dev, (unsigned long long)sx.stx_ino);
 }
 
 void cli_out_id(int fd, char *out, size_t cap) {
-  struct stat sb;
-  if (fstat(fd, &sb) == 0) id_of(&sb, out, cap);
-  else if (cap) out[0] = '\0';
+  id_of(fd, "", AT_EMPTY_PATH, out, cap);
 }
 
 int cli_out_reopen(const char *cmd, const char *path, const char *recorded) {
@@ -45,7 +57,7 @@ int cli_out_reopen(const char *cmd, const char *path, const char *recorded) {
   else if (!S_ISREG(sb.st_mode)) why = "it is not a regular file";
   else if (sb.st_nlink != 1) why = "it has other hard links (another file shares its data)";
   else {
-    id_of(&sb, id, sizeof id);
+    cli_out_id(fd, id, sizeof id);
     if (!recorded || strcmp(id, recorded))
       why = "it is not the file this command created there (replaced, or the directory was "
             "copied)";
@@ -66,6 +78,6 @@ int cli_out_is_own(const char *path, const char *recorded) {
   struct stat sb;
   char id[CLI_OUT_ID_CAP];
   if (lstat(path, &sb) != 0 || !S_ISREG(sb.st_mode) || sb.st_nlink != 1) return 0;
-  id_of(&sb, id, sizeof id);
+  id_of(AT_FDCWD, path, AT_SYMLINK_NOFOLLOW, id, sizeof id);
   return !recorded || !strcmp(id, recorded);
 }
