@@ -1,20 +1,20 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# Run HERE, before a device call: builds the GPU backends and tests for the
-# device's architecture on this machine and stages what the device call
-# needs in .gpu-prebuilt/ (ignored by git), so the lent minutes go to tests
-# and benchmarks rather than to nvcc. Valid when this machine is x86-64 and
-# its nvcc has the device's CUDA major (run_all.sh prints both; a mismatch
-# shows as a loader error there, and run_all.sh then builds on the device).
+# Run on the build machine, before the GPU machine's run: builds the GPU
+# backends and tests for the GPU's architecture and stages what run_all.sh
+# needs in .gpu-prebuilt/ (ignored by git), so the GPU's time goes to tests
+# and benchmarks rather than to nvcc. Valid when the build machine is x86-64
+# and its nvcc has the GPU machine's CUDA major (run_all.sh prints both; a
+# mismatch shows as a loader error there, and run_all.sh then builds there).
 #
 #   bash tests/gpu/fetch_deps.sh
 #   bash tests/gpu/prebuild.sh [--arch 90a-real] [--alt SRC_TREE NAME]
-#   run(command="ESMT_GPU_BUDGET=560 bash tests/gpu/run_all.sh test bench big",
-#       carry=[".gpu-prebuilt"], timeout_s=600)
+#   # copy the checkout with .gpu-prebuilt/ to the GPU machine, then there:
+#   ESMT_GPU_BUDGET=560 bash tests/gpu/run_all.sh test bench big
 #
 # --alt stages a second tree's attention kernels (a branch's worktree,
 # already built in SRC_TREE/build-gpu) for run_all.sh's A/B attention bench.
-# The staged set is kept under the device tool's 64 MiB: the trimmed,
+# The staged set is kept under 64 MiB, small enough to copy: the trimmed,
 # stripped build, the run-time .debs only (no -dev packages: nothing is
 # compiled there) and DB.fasta.gz taken out of its package.
 set -euo pipefail

@@ -1,12 +1,10 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# GPU verification and benchmarks. The device tool lends a machine for a
-# few minutes in all (15 today), so one call usually runs every phase in
-# order of importance under one time budget:
-#   run(command="ESMT_GPU_BUDGET=580 ESMT_GPU_CPU_SUITE=0 bash tests/gpu/run_all.sh \
-#         test bench big offload curves",
-#       carry=[".gpu-prebuilt"], timeout_s=600)       (after tests/gpu/prebuild.sh)
-#   run(command="bash tests/gpu/run_all.sh test", carry=[".gpu-deps"])  (builds there)
+# GPU verification and benchmarks, every phase in order of importance under
+# one time budget, so that a short stay on a GPU machine runs what matters:
+#   ESMT_GPU_BUDGET=580 ESMT_GPU_CPU_SUITE=0 bash tests/gpu/run_all.sh \
+#     test bench big offload curves        (with .gpu-prebuilt/ from tests/gpu/prebuild.sh)
+#   bash tests/gpu/run_all.sh test         (with .gpu-deps/: builds on the GPU machine)
 # Phases, in order of importance: test (probe, NVML, the GPU suites, then
 # the CPU rest unless ESMT_GPU_CPU_SUITE=0), bench (attention TFLOP/s,
 # esmtrain vs transformers, 650M with the non-deterministic backward), attn
