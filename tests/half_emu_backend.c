@@ -11,6 +11,20 @@ static const esmtb_ops *g_cpu;
 static esmtb_ops g_ops;
 static const esmt_model *g_m;
 static half_emu_stats g_stats;
+static esmt_backend_entry g_installed;
+static const esmt_backend_entry *g_real_entry;
+
+void half_emu_install(esmt_context *ctx) {
+  g_real_entry = ctx->backend;
+  g_installed = *g_real_entry;
+  g_installed.ops = half_emu_ops(g_real_entry->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  ctx->backend = &g_installed;
+}
+
+void half_emu_uninstall(esmt_context *ctx) {
+  if (g_real_entry) ctx->backend = g_real_entry;
+  g_real_entry = NULL;
+}
 
 /* ---- allocation tracking ---------------------------------------------- */
 

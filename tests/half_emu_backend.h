@@ -32,6 +32,12 @@ const esmtb_ops *half_emu_ops(const esmtb_ops *cpu, uint32_t extra_caps, uint32_
  * (NULL: only check that pointers lie inside some allocation). */
 void half_emu_watch(const esmt_model *m);
 
+/* ctx's backend replaced by an entry with this table (the cpu backend's
+ * ops, F16 and BF16 caps, ABI minor 1) until half_emu_uninstall puts the
+ * real one back. One at a time. */
+void half_emu_install(esmt_context *ctx);
+void half_emu_uninstall(esmt_context *ctx);
+
 half_emu_stats *half_emu_get_stats(void);
 void half_emu_reset_stats(void);
 

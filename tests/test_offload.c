@@ -21,7 +21,6 @@
 #include "offload.h"
 #include "trainer.h"
 
-static esmt_backend_entry g_fake;
 
 /* The optimizer of the models the tests make (AdamW but in the Lion test). */
 static esmt_optimizer_kind g_kind = ESMT_OPTIMIZER_ADAMW;
@@ -307,10 +306,7 @@ static void test_nonfinite_seen_on_host(void **state) {
 /* ---- F16/BF16 offload on the emulated half backend ---------------------- */
 
 static void half_run(esmt_precision p) {
-  const esmt_backend_entry *real = g_fixture_ctx->backend;
-  g_fake = *real;
-  g_fake.ops = half_emu_ops(real->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
-  g_fixture_ctx->backend = &g_fake;
+  half_emu_install(g_fixture_ctx);
   half_emu_watch(NULL);
   half_emu_reset_stats();
   g_log[0] = '\0';
@@ -337,7 +333,7 @@ static void half_run(esmt_precision p) {
                             s->first_problem);
   esmt_model_destroy(plain);
   esmt_model_destroy(off);
-  g_fixture_ctx->backend = real;
+  half_emu_uninstall(g_fixture_ctx);
 }
 
 static void test_bf16_bit_identical(void **state) { (void)state; half_run(ESMT_PRECISION_BF16); }

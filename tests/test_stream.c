@@ -27,7 +27,6 @@
 
 enum { B = 3, T = 24, LAYERS = 3 };
 
-static esmt_backend_entry g_fake;
 static esmt_optimizer_kind g_kind = ESMT_OPTIMIZER_ADAMW;
 
 
@@ -171,10 +170,7 @@ static void test_lion_bit_identical(void **state) {
 /* F16/BF16 on the emulated half backend: the streamed slots hold the
  * staging image's half weights; the LayerNorm w/b stay on the device. */
 static void half_run(esmt_precision p) {
-  const esmt_backend_entry *real = g_fixture_ctx->backend;
-  g_fake = *real;
-  g_fake.ops = half_emu_ops(real->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
-  g_fixture_ctx->backend = &g_fake;
+  half_emu_install(g_fixture_ctx);
   half_emu_watch(NULL);
   esmt_model *ref = create(p, RESIDENT, 0);
   esmt_model *m = create(p, WEIGHTS, 0);
@@ -187,7 +183,7 @@ static void half_run(esmt_precision p) {
   expect_same_state(ref, m);
   esmt_model_destroy(ref);
   esmt_model_destroy(m);
-  g_fixture_ctx->backend = real;
+  half_emu_uninstall(g_fixture_ctx);
 }
 
 static void test_bf16_bit_identical(void **state) { (void)state; half_run(ESMT_PRECISION_BF16); }
