@@ -255,7 +255,9 @@ ESMT_HIDDEN esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *
                                                esmt_forward_result *r, const char *fn);
 
 /* A device allocation for the model, failing with its name, size and the
- * model's out-of-memory advice. */
+ * model's out-of-memory advice (esmt_model_device_oom: the parameter
+ * memory's device_oom callback, `model` the esmt_model). */
+ESMT_HIDDEN esmt_status esmt_model_device_oom(void *model, esmt_status st);
 ESMT_HIDDEN esmt_status esmt_model_dev_alloc(esmt_model *m, uint64_t bytes, void **out,
                                              const char *what);
 

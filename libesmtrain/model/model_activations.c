@@ -4,6 +4,7 @@
  * pointer, gives the byte count the memory planner needs; and when the
  * device has no room, esmt_oom_advice says what to change. */
 #include "model.h"
+#include "param_layer.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -167,12 +168,15 @@ esmt_status esmt_model_reserve_mode(esmt_model *m, int B, int T, int mode) {
  * change would give. */
 #define MIB(x) ((double)(x) / 1048576.0)
 
+esmt_status esmt_model_device_oom(void *model, esmt_status st) {
+  return esmt_oom_advice(model, st, 0, 0);
+}
+
 esmt_status esmt_model_dev_alloc(esmt_model *m, uint64_t bytes, void **out, const char *what) {
-  esmtb_status bs = m->ops->alloc(m->dev, ESMTB_MEM_DEVICE, bytes, out);
-  if (!bs) return ESMT_OK;
-  esmt_fail_prefix((esmt_status)bs, "esmt_model_create: %s (%.1f MiB): ", what,
-                   (double)bytes / 1048576.0);
-  return esmt_oom_advice(m, (esmt_status)bs, 0, 0);
+  /* the parameter memory's allocation and message, before that memory exists */
+  const esmt_param_env e = {.ops = m->ops, .dev = m->dev, .device_oom = esmt_model_device_oom,
+                            .owner = m};
+  return esmt_param_dev_alloc(&e, bytes, out, what);
 }
 
 esmt_status esmt_oom_advice(const esmt_model *m, esmt_status st, int B, int T) {

@@ -57,10 +57,6 @@ esmt_status esmt_model_set_inv_freq(esmt_model *m, const float *inv_freq) {
   return st;
 }
 
-static esmt_status model_oom_advice(void *owner, esmt_status st) {
-  return esmt_oom_advice(owner, st, 0, 0);
-}
-
 esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
                               esmt_model **out) {
   return esmt_model_create_with(ctx, cfg, seed, NULL, out);
@@ -125,7 +121,7 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     const esmt_param_env env = {ctx, m->ops, m->dev, m->stream, m->layout.total, m->dtype,
                                 m->esize, m->cfg.optimizer, m->scalar, m->layout.norm_offs,
                                 m->layout.n_norm, m->d, m->layout.part_bounds,
-                                m->layout.n_parts, model_oom_advice, m};
+                                m->layout.n_parts, esmt_model_device_oom, m};
     st = esmt_param_memory_setup(&m->mem, &env, offload);
   }
   if (!st && m->hd / 2 > ESMT_MAX_HALF_HEAD)
