@@ -53,24 +53,72 @@ static void usage(void) {
   printf("usage: esmtrain-example bench [--model NAME] [--batch B] [--seq T] [--steps N]\n"
          "                              [--warmup N] [--threads N] [--backend NAME]\n"
          "                              [--precision auto|fp32|fp16|bf16] [--recompute]\n"
-         "                              [--nondeterministic]\n"
+         "                              [--nondeterministic] [--offload]\n"
+         "                              [--stream gradients|weights] [--device-mem BYTES]\n"
          "Times training steps on synthetic protein-like batches (defaults: esm2_t6_8M,\n"
          "4 x 512, 5 steps after 1 warm-up, all cores) and prints tokens/s, the split of\n"
          "a step, the GEMM ceiling measured now, MFU against it, and peak RSS.\n"
          "--recompute keeps only each layer's input and re-runs the layer in backward\n"
          "(activation recompute: the memory of 3B at length 1024, at ~1/3 more compute).\n"
          "--nondeterministic lets the backend sum attention gradients with atomics\n"
-         "(backend.deterministic false; GPU backends; the last bits vary run to run).\n");
+         "(backend.deterministic false; GPU backends; the last bits vary run to run).\n"
+         "--offload keeps master weights and optimizer state in host memory; --stream\n"
+         "also streams each layer's gradients (and weights) over the host link as the\n"
+         "step runs (offload.stream); both print the link's measured bandwidth and the\n"
+         "bytes a step moves over it. --device-mem caps the backend's allocations.\n");
+}
+
+/* The memory policy's name, as ESMT_RESULT prints it. */
+static const char *memory_name(const esmt_memory_policy *mp) {
+  return mp->stream == ESMT_STREAM_WEIGHTS     ? "stream-weights"
+         : mp->stream == ESMT_STREAM_GRADIENTS ? "stream-gradients"
+         : mp->offload_optimizer               ? "offload"
+                                               : "resident";
+}
+
+/* Under offload: the host link measured now, and what a step moves over
+ * it by the plan (streamed layers per micro-batch; the update's gradients
+ * down and weights up): the time that takes at the measured speed, beside
+ * the step's. *h2d receives the measured bandwidth (0 when not measured). */
+static esmt_status report_link(esmt_context *ctx, const esmt_model_config *cfg,
+                               const esmt_memory_policy *mp, int B, int T, double step_s,
+                               double *h2d) {
+  *h2d = 0;
+  if (!mp->offload_optimizer) return ESMT_OK;
+  double d2h = 0;
+  esmt_status st = esmt_context_copy_bandwidth(ctx, 64ull << 20, 3, h2d, &d2h);
+  if (st) return st;
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  r.model = cfg;
+  r.micro_batch = B;
+  r.seq_len = T;
+  r.precision = cfg->precision;
+  r.offload_optimizer = 1;
+  r.recompute = mp->recompute;
+  r.stream = mp->stream;
+  esmt_plan p = ESMT_PLAN_INIT;
+  if ((st = esmt_plan_memory(&r, &p))) return st;
+  /* an update: each micro-batch's streamed bytes, then the fp32 gradients
+   * down and the compute weights up (the optimizer's host side) */
+  const double es = cfg->precision == ESMT_PRECISION_FP32 ? 4 : 2;
+  const double update_bytes = (double)p.stream_bytes + (double)p.parameters * (4 + es);
+  printf("host link %.2f GB/s up, %.2f GB/s down (64 MiB pinned copies) | %.0f MiB a step "
+         "over it: %.1f ms at the slower, beside a %.1f ms step\n", *h2d / 1e9, d2h / 1e9,
+         update_bytes / 1048576.0, update_bytes / (*h2d < d2h ? *h2d : d2h) * 1e3, step_s * 1e3);
+  return ESMT_OK;
 }
 
 int cmd_bench(int argc, char **argv) {
   const char *model = "esm2_t6_8M", *backend = NULL, *precision = "auto";
+  esmt_status st = ESMT_OK;
   int B = 4, T = 512, steps = 5, warmup = 1, threads = 0, recompute = 0, nondet = 0;
+  esmt_memory_policy mp = ESMT_MEMORY_POLICY_INIT;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) { usage(); return 0; }
     if (!strcmp(a, "--recompute")) { recompute = 1; continue; }
     if (!strcmp(a, "--nondeterministic")) { nondet = 1; continue; }
+    if (!strcmp(a, "--offload")) { mp.offload_optimizer = 1; continue; }
     if (!v) { fprintf(stderr, "bench: %s needs a value (try --help)\n", a); return 2; }
     if (!strcmp(a, "--model")) model = v;
     else if (!strcmp(a, "--backend")) backend = v;
@@ -82,6 +130,17 @@ int cmd_bench(int argc, char **argv) {
         : !strcmp(a, "--warmup") ? &warmup : &threads) = (int)x;
     }
     else if (!strcmp(a, "--precision")) precision = v;
+    else if (!strcmp(a, "--stream")) {
+      mp.stream = !strcmp(v, "gradients") ? ESMT_STREAM_GRADIENTS
+                : !strcmp(v, "weights")   ? ESMT_STREAM_WEIGHTS : ESMT_STREAM_NONE;
+      if (!mp.stream) {
+        fprintf(stderr, "bench: --stream '%s': expected gradients or weights\n", v);
+        return 2;
+      }
+      mp.offload_optimizer = 1; /* streaming sits on the optimizer's host side */
+    } else if (!strcmp(a, "--device-mem")) {
+      if ((st = esmt_parse_size(v, &mp.device_memory_limit))) { cli_error("bench", st); return 2; }
+    }
     else { fprintf(stderr, "bench: unknown argument '%s' (try --help)\n", a); return 2; }
     i++;
   }
@@ -90,7 +149,7 @@ int cmd_bench(int argc, char **argv) {
     return 2;
   }
   esmt_model_config cfg = ESMT_MODEL_CONFIG_INIT;
-  esmt_status st = esmt_model_config_preset(model, &cfg);
+  st = esmt_model_config_preset(model, &cfg);
   if (st) { cli_error("bench", st); return 2; }
   if (T > cfg.max_positions) cfg.max_positions = T;
   if (!strcmp(precision, "fp32")) cfg.precision = ESMT_PRECISION_FP32;
@@ -113,8 +172,8 @@ int cmd_bench(int argc, char **argv) {
    * shared machine one short measurement can read low, which would flatter
    * the MFU figure. */
   double ceiling = 0, ceiling_after = 0;
-  if ((st = esmt_model_create(ctx, &cfg, 1, &m))) goto fail;
-  if (recompute && (st = esmt_model_set_recompute(m, 1))) goto fail;
+  mp.recompute = recompute;
+  if ((st = esmt_model_create_with_memory(ctx, &cfg, 1, &mp, &m))) goto fail;
   if (nondet && (st = esmt_model_set_deterministic(m, 0))) goto fail;
   esmt_model_get_config(m, &cfg); /* the precision actually chosen */
   /* at the model's FFN-up GEMM, as the trainer measures it: a fixed 2048^3
@@ -133,6 +192,7 @@ int cmd_bench(int argc, char **argv) {
          cfg.num_layers, cfg.hidden_size, cfg.num_heads, B, T, esmt_context_backend_name(ctx),
          k_prec[cfg.precision & 3], recompute ? ", activation recompute" : "",
          nondet ? ", non-deterministic backward" : "");
+  if (mp.offload_optimizer) printf("  memory: %s\n", memory_name(&mp));
   for (int s = 0; s < warmup + steps; s++) {
     synth_batch(tok, lab, B, T, &seed);
     esmt_batch b = ESMT_BATCH_INIT;
@@ -167,9 +227,11 @@ int cmd_bench(int argc, char **argv) {
          tps, 1e3 * t_all / steps, 1e3 * t_fwd / steps, 1e3 * t_bwd / steps, 1e3 * t_opt / steps);
   printf("model %.1f GFLOP/s, GEMM ceiling %.1f GFLOP/s, MFU %.1f%% | peak RSS %.0f MiB\n",
          achieved, ceiling, 100.0 * achieved / ceiling, ru.ru_maxrss / 1024.0);
+  double link = 0;
+  if ((st = report_link(ctx, &cfg, &mp, B, T, t_all / steps, &link))) goto fail;
   printf("ESMT_RESULT model=%s batch=%d seq=%d threads=%d tokens_per_s=%.1f step_ms=%.2f "
-         "mfu=%.4f ceiling_gflops=%.1f\n", model, B, T, threads, tps, 1e3 * t_all / steps,
-         achieved / ceiling, ceiling);
+         "mfu=%.4f ceiling_gflops=%.1f memory=%s link_gbps=%.2f\n", model, B, T, threads, tps,
+         1e3 * t_all / steps, achieved / ceiling, ceiling, memory_name(&mp), link / 1e9);
   free(tok);
   free(lab);
   esmt_model_destroy(m);

@@ -10,6 +10,13 @@
 /* 1 when s is a valid size (see esmt_parse_size). */
 static int parse_bytes(const char *s, uint64_t *out) { return esmt_parse_size(s, out) == ESMT_OK; }
 
+/* "12.3 ms" below a second, "4.56 s" above. */
+static const char *seconds(double s, char buf[32]) {
+  if (s < 1) snprintf(buf, 32, "%.1f ms", s * 1e3);
+  else snprintf(buf, 32, "%.3g s", s);
+  return buf;
+}
+
 static int parse_policy(const char *s, int *out) {
   if (!strcmp(s, "auto")) *out = -1;
   else if (!strcmp(s, "on")) *out = 1;
@@ -22,14 +29,18 @@ static void usage(void) {
   printf("usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
-         "         [--runtime-overhead BYTES] [--link GB/s] [--host-mem BYTES]\n"
+         "         [--runtime-overhead BYTES] [--link GB/s] [--tflops T] [--host-bw GB/s]\n"
+         "         [--host-mem BYTES]\n"
          "         [--set KEY=VALUE]...\n"
          "Prints the device memory a training job needs per tensor class, and the cheapest\n"
          "policy (none, recompute, optimizer offload, both; then gradients, then weights\n"
          "streamed from host memory, without and with recompute) and micro-batch (0 = largest)\n"
          "that fit --device-mem (e.g. 8GiB). With streaming it prints the bytes that cross the\n"
-         "host link per micro-batch, and with --link (a measured host-to-device bandwidth in\n"
-         "GB/s) the time they take. --host-mem (the host memory the job may use) refuses a\n"
+         "host link per micro-batch. With --tflops (the device's measured GEMM rate) and\n"
+         "--link (its measured host link, GB/s; `bench --offload` prints both) it prints\n"
+         "the expected time of an update and what transfers add to it, and picks the\n"
+         "fastest policy and micro-batch that fit; --host-bw (host memory GB/s) adds the\n"
+         "host's gradient sums and optimizer pass. --host-mem (the host memory the job may use) refuses a\n"
          "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
          "key after the flags above\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
@@ -58,7 +69,7 @@ int cmd_plan(int argc, char **argv) {
   const char *model = "esm2_t6_8M";
   int have_overhead = 0, rows = 0, n_sets = 0;
   uint64_t host_mem = 0;
-  double link_gbps = 0;
+  double link_gbps = 0, tflops = 0, host_gbps = 0;
   const char *sets[32];
   for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -88,9 +99,11 @@ int cmd_plan(int argc, char **argv) {
       known = 1;
       if (n_sets < (int)(sizeof sets / sizeof sets[0])) sets[n_sets++] = v;
       else ok = 0;
-    } else if (!strcmp(a, "--link")) {
+    } else if (!strcmp(a, "--link") || !strcmp(a, "--tflops") || !strcmp(a, "--host-bw")) {
       known = 1;
-      ok = cli_double_arg("plan", a, v, 0.001, 10000, &link_gbps);
+      ok = cli_double_arg("plan", a, v, 0.001, 100000,
+                          !strcmp(a, "--link") ? &link_gbps : !strcmp(a, "--tflops") ? &tflops
+                                                                                   : &host_gbps);
       if (!ok) { esmt_config_destroy(cfg); return 2; }
     } else if (!strcmp(a, "--runtime-overhead")) {
       known = 1;
@@ -139,6 +152,9 @@ int cmd_plan(int argc, char **argv) {
   if (rows == 0) r.micro_batch = 0; /* the largest that fits */
   if (have_overhead) r.runtime_overhead = overhead;
   r.host_budget = host_mem;
+  r.device_flops = tflops * 1e12;
+  r.link_bandwidth = link_gbps * 1e9;
+  r.host_bandwidth = host_gbps * 1e9;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }
@@ -166,6 +182,14 @@ int cmd_plan(int argc, char **argv) {
     if (link_gbps > 0)
       printf(": %.1f ms at %.1f GB/s", (double)p.stream_bytes / (link_gbps * 1e9) * 1e3, link_gbps);
     printf("\n");
+  }
+  if (p.compute_seconds > 0) {
+    char tc[32], tl[32], te[32];
+    printf("  %-16s %12s  compute per update (%d micro-batch%s at %g TFLOP/s); host link busy "
+           "%s; added %s (%.1f%% overhead%s)\n", "expected", seconds(p.compute_seconds, tc),
+           p.micro_batches, p.micro_batches == 1 ? "" : "es", tflops, seconds(p.link_seconds, tl),
+           seconds(p.exposed_seconds, te), 100.0 * p.exposed_seconds / p.compute_seconds,
+           host_gbps > 0 ? "" : "; host passes not counted without --host-bw");
   }
   printf("%s: %s\n", p.fits ? "fits" : "DOES NOT FIT", p.advice);
   return p.fits ? 0 : 3;

@@ -336,6 +336,76 @@ static void test_lion_halves_the_moments(void **state) {
   esmt_config_destroy(c);
 }
 
+/* Timed plans: with measured rates the planner picks the fastest policy
+ * that fits, not the first. 15B in 24 GiB: the first to fit streams its
+ * weights at a few rows, too few for the compute to hide the link; with
+ * recompute many more rows fit and the transfers hide behind them. */
+static void test_timed_plan_prefers_hidden_transfers(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t48_15B", 0, 512, ESMT_PRECISION_BF16, 24 * GIB);
+  r.tokens_per_update = 1u << 21;
+  r.stream = -1;
+  esmt_plan first = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &first), ESMT_OK);
+  assert_int_equal(first.stream, ESMT_STREAM_WEIGHTS);
+  assert_int_equal(first.recompute, 0);
+  assert_true(first.compute_seconds == 0); /* untimed without rates */
+  r.device_flops = 60e12;
+  r.link_bandwidth = 12e9;
+  r.host_bandwidth = 20e9;
+  esmt_plan timed = ESMT_PLAN_INIT, forced = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &timed), ESMT_OK);
+  assert_int_equal(timed.stream, ESMT_STREAM_WEIGHTS);
+  assert_int_equal(timed.recompute, 1);
+  assert_true(timed.micro_batch > 4 * first.micro_batch);
+  assert_non_null(strstr(timed.advice, "the fastest of the policies that fit"));
+  r.recompute = 0; /* the first-fit policy, timed */
+  assert_int_equal(esmt_plan_memory(&r, &forced), ESMT_OK);
+  assert_int_equal(forced.micro_batch, first.micro_batch);
+  const double t_forced = (forced.compute_seconds + forced.exposed_seconds) /
+                          ((double)forced.micro_batches * forced.micro_batch);
+  const double t_timed = (timed.compute_seconds + timed.exposed_seconds) /
+                         ((double)timed.micro_batches * timed.micro_batch);
+  assert_true(t_timed < t_forced);
+  assert_true(forced.exposed_seconds > 0.1 * forced.compute_seconds);
+  assert_true(timed.exposed_seconds < 0.05 * timed.compute_seconds);
+  /* the update's micro-batches cover its tokens */
+  assert_true((uint64_t)timed.micro_batches * timed.micro_batch * 512 >= r.tokens_per_update);
+  assert_true((uint64_t)(timed.micro_batches - 1) * timed.micro_batch * 512 < r.tokens_per_update);
+}
+
+/* The time model's monotony: a faster link never adds time, a slower one
+ * exposes transfers; without offload the link is not needed; bad rates are
+ * refused. */
+static void test_timed_plan_rates(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t36_3B", 4, 512, ESMT_PRECISION_FP16, 0);
+  r.offload_optimizer = 1;
+  r.recompute = 1;
+  r.stream = ESMT_STREAM_WEIGHTS;
+  r.device_flops = 50e12;
+  double prev = -1;
+  for (double gbps = 1; gbps <= 64; gbps *= 4) {
+    r.link_bandwidth = gbps * 1e9;
+    esmt_plan p = ESMT_PLAN_INIT;
+    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    assert_true(p.compute_seconds > 0);
+    assert_true(p.link_seconds > 0);
+    if (prev >= 0) assert_true(p.exposed_seconds <= prev);
+    prev = p.exposed_seconds;
+  }
+  r.link_bandwidth = 0; /* offload without a link rate: untimed */
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_true(p.compute_seconds == 0);
+  r.offload_optimizer = 0; /* resident: the device rate times it alone */
+  r.stream = ESMT_STREAM_NONE;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  assert_true(p.compute_seconds > 0 && p.exposed_seconds == 0 && p.link_seconds == 0);
+  r.device_flops = -1;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_650m_on_8gb),
@@ -349,6 +419,8 @@ int main(void) {
       cmocka_unit_test(test_streamed_levels_fit),
       cmocka_unit_test(test_stream_request_rules),
       cmocka_unit_test(test_host_budget),
+      cmocka_unit_test(test_timed_plan_prefers_hidden_transfers),
+      cmocka_unit_test(test_timed_plan_rates),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

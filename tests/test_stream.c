@@ -228,10 +228,42 @@ static void test_nonfinite_skipped(void **state) {
 
 /* The public model API without the trainer: zero_grad, forward, backward,
  * the norm, the step; gradients read and written by name. */
+/* The streamed model through the public API alone: esmt_memory_policy. */
+static esmt_model *create_public(int stream) {
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.optimizer = g_kind;
+  c.num_layers = LAYERS;
+  c.hidden_size = 32;
+  c.num_heads = 4;
+  c.max_positions = 64;
+  c.precision = ESMT_PRECISION_FP32;
+  esmt_memory_policy mp = ESMT_MEMORY_POLICY_INIT;
+  mp.stream = stream;
+  esmt_model *m = NULL;
+  /* streaming needs the optimizer's host side */
+  assert_int_equal(esmt_model_create_with_memory(g_fixture_ctx, &c, 11, &mp, &m),
+                   ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "needs offload_optimizer"));
+  assert_null(m);
+  esmt_memory_policy old = mp;
+  old.struct_size = 8; /* older than any layout of it */
+  assert_int_equal(esmt_model_create_with_memory(g_fixture_ctx, &c, 11, &old, &m), ESMT_ERR_ABI);
+  mp.offload_optimizer = 1;
+  if (esmt_model_create_with_memory(g_fixture_ctx, &c, 11, &mp, &m) != ESMT_OK)
+    fail_msg("create: %s", esmt_last_error());
+  assert_true(m->mem.stream && m->mem.stream->level == stream);
+  return m;
+}
+
 static void test_public_api_path(void **state) {
   (void)state;
-  esmt_model *ms[2] = {create(ESMT_PRECISION_FP32, RESIDENT, 0),
-                       create(ESMT_PRECISION_FP32, WEIGHTS, 0)};
+  esmt_model *ms[2] = {create(ESMT_PRECISION_FP32, RESIDENT, 0), create_public(WEIGHTS)};
+  /* the host link's speed, as bench and plan --link read it */
+  double up = 0, down = 0;
+  assert_int_equal(esmt_context_copy_bandwidth(g_fixture_ctx, 1 << 20, 2, &up, &down), ESMT_OK);
+  assert_true(up > 0 && down > 0);
+  assert_int_equal(esmt_context_copy_bandwidth(g_fixture_ctx, 100, 2, &up, &down),
+                   ESMT_ERR_INVALID_ARGUMENT);
   int32_t tok[B * T], lab[B * T];
   esmt_micro_batch mb;
   fill_micro_batch(&mb, B, T, 1, 0, tok, lab);

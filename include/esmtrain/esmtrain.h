@@ -339,6 +339,15 @@ ESMT_API const char *esmt_context_backend_name(const esmt_context *ctx);
 ESMT_API esmt_status esmt_context_gemm_ceiling(esmt_context *ctx, int m, int n, int k,
                                                int repeats, double *gflops);
 
+/* Appended (0.2, issue #36): measure the host link of the chosen backend:
+ * copies of `bytes` between page-locked host memory and device memory,
+ * the best of `repeats` timed copies each way after one warm-up, in bytes
+ * per second (*h2d host to device, *d2h back). What the planner's
+ * expected streaming overhead (esmt_plan_request.link_bandwidth) is
+ * computed from; on cpu both are host memcpy speeds. */
+ESMT_API esmt_status esmt_context_copy_bandwidth(esmt_context *ctx, uint64_t bytes, int repeats,
+                                                 double *h2d, double *d2h);
+
 /* ------------------------------------------------------------------------ */
 /* Model: the ESM-2 masked-LM graph on the context's backend                 */
 /* ------------------------------------------------------------------------ */
@@ -666,6 +675,19 @@ typedef struct esmt_plan_request {
    * fit. The trainer passes what the machine has available (MemAvailable,
    * ulimit, cgroup); `plan --host-mem`. */
   uint64_t host_budget;
+  /* Appended (0.2, issue #36): measured rates that time the plan (0:
+   * unknown). With device_flops (the GEMM ceiling in FLOP/s, `bench`
+   * prints it) and, for offload, link_bandwidth (bytes/s of the slower
+   * direction, esmt_context_copy_bandwidth) the plan carries its expected
+   * time, and an automatic policy and micro-batch is the fastest that fits
+   * rather than the first: transfers cost only what the compute beside
+   * them does not hide. host_bandwidth (bytes/s of host memory) adds the
+   * host's gradient sums and optimizer pass; tokens_per_update (0: one
+   * micro-batch) the number of micro-batches an update takes. */
+  double device_flops;
+  double link_bandwidth;
+  double host_bandwidth;
+  uint64_t tokens_per_update;
 } esmt_plan_request;
 
 /* Memory levels beyond optimizer offload: the parameter memory keeps only
@@ -681,7 +703,8 @@ typedef enum esmt_stream_level {
 } esmt_stream_level;
 
 #define ESMT_PLAN_REQUEST_INIT \
-  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE, 0 }
+  { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE, \
+    0, 0, 0, 0, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;
@@ -698,18 +721,49 @@ typedef struct esmt_plan {
   int stream;                   /* the esmt_stream_level chosen */
   uint64_t stream_bytes;        /* bytes over the host link per micro-batch for it: weights up
                                  * for forward and backward, gradients down (0: none) */
+  /* Appended (0.2, issue #36): the expected time of an update when the
+   * request carried the rates (else 0): device compute (recompute
+   * included), the host link's busy time, and the seconds transfers and
+   * host passes add to the compute (exposed / compute is the overhead). */
+  int micro_batches;            /* per update (tokens_per_update) */
+  double compute_seconds;
+  double link_seconds;
+  double exposed_seconds;
 } esmt_plan;
 
-#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0 }
+#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0 }
 
 /* Plan device memory for training: the exact bytes per class for the
  * requested policy, or, for "auto" fields, the cheapest policy (none, then
  * recompute, then optimizer offload, then both; then gradients streamed,
  * without and with recompute; then weights streamed likewise) and
- * micro-batch that fit.
+ * micro-batch that fit; with the request's rates, the fastest of the
+ * policies from the first that fits on (each at its largest micro-batch,
+ * or the requested one), by expected time per token.
  * When nothing fits returns ESMT_ERR_OUT_OF_MEMORY with advice in the
  * message and in plan->advice (plan filled with the smallest attempt). */
 ESMT_API esmt_status esmt_plan_memory(const esmt_plan_request *request, esmt_plan *plan);
+
+/* Appended (0.2, issue #36): the memory policy a model of one's own is
+ * created with, as esmt_plan_memory chose it (its offload_optimizer,
+ * recompute and stream fields) or as the caller forces it. */
+typedef struct esmt_memory_policy {
+  uint32_t struct_size;
+  int offload_optimizer;        /* 1: master weights, moments and fp32 gradients in host memory */
+  int recompute;                /* 1: per-layer activation recomputation */
+  int stream;                   /* an esmt_stream_level; above NONE needs offload_optimizer */
+  uint64_t pinned_limit;        /* page-locked host bytes at most (0: no cap); the rest pageable */
+  uint64_t device_memory_limit; /* the backend's allocation budget; 0 = the context's */
+} esmt_memory_policy;
+
+#define ESMT_MEMORY_POLICY_INIT { sizeof(esmt_memory_policy), 0, 0, ESMT_STREAM_NONE, 0, 0 }
+
+/* esmt_model_create under a memory policy (NULL: the plain model). The
+ * model trains the same whatever the policy: a 1-micro-batch update is
+ * bit-identical, and its checkpoints are the same files. */
+ESMT_API esmt_status esmt_model_create_with_memory(esmt_context *ctx, const esmt_model_config *cfg,
+                                                   uint64_t seed, const esmt_memory_policy *policy,
+                                                   esmt_model **out);
 
 /* Name of a memory class ("activations"). */
 ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);

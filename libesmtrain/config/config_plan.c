@@ -57,6 +57,7 @@ esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context 
   pr.offload_optimizer = policy(c, "offload.optimizer");
   pr.recompute = policy(c, "offload.recompute");
   pr.stream = esmt_config_stream_level(esmt_cfg_string(c, "offload.stream"));
+  pr.tokens_per_update = (uint64_t)esmt_cfg_int(c, "train.tokens_per_update");
   if ((st = esmt_cfg_status(c, fn))) return st;
   const int asked = !strcmp(p, "fp32") ? ESMT_PRECISION_FP32 : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
                   : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;

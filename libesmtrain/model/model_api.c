@@ -62,6 +62,29 @@ esmt_status esmt_model_create(esmt_context *ctx, const esmt_model_config *cfg, u
   return esmt_model_create_with(ctx, cfg, seed, NULL, out);
 }
 
+esmt_status esmt_model_create_with_memory(esmt_context *ctx, const esmt_model_config *cfg,
+                                          uint64_t seed, const esmt_memory_policy *policy,
+                                          esmt_model **out) {
+  const char *fn = "esmt_model_create_with_memory";
+  if (!policy) return esmt_model_create_with(ctx, cfg, seed, NULL, out);
+  esmt_status st = esmt_check_struct(fn, "esmt_memory_policy", policy->struct_size,
+                                     sizeof(esmt_memory_policy));
+  if (st) return st;
+  if ((unsigned)policy->offload_optimizer > 1 || (unsigned)policy->recompute > 1 ||
+      policy->stream < ESMT_STREAM_NONE || policy->stream > ESMT_STREAM_WEIGHTS)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: offload_optimizer and recompute must be 0 or "
+                     "1, stream an esmt_stream_level", fn);
+  if (policy->stream && !policy->offload_optimizer)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: streaming from host memory needs "
+                     "offload_optimizer 1 (it streams the offloaded state)", fn);
+  const esmt_offload_options o = {.enabled = policy->offload_optimizer,
+                                  .pinned_limit = policy->pinned_limit,
+                                  .recompute = policy->recompute,
+                                  .device_memory_limit = policy->device_memory_limit,
+                                  .streamed = policy->stream};
+  return esmt_model_create_with(ctx, cfg, seed, &o, out);
+}
+
 esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *cfg, uint64_t seed,
                                    const esmt_offload_options *offload, esmt_model **out) {
   const char *fn = "esmt_model_create";

@@ -9,6 +9,7 @@
 
 #include "optimizer.h"
 #include "model.h"
+#include "plan_time.h"
 #include "stream.h"
 
 #define MIB (1024ull * 1024ull)
@@ -45,6 +46,7 @@ typedef struct plan_ctx {
   const esmt_plan_request *r;
   uint64_t P;
   esmt_layout layout;
+  esmt_plan_rates rates;
 } plan_ctx;
 
 /* One concrete policy. */
@@ -100,6 +102,21 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
                     (pol.stream >= ESMT_STREAM_WEIGHTS ? 2 * layers * es : 0);
   p->fits = (!r->device_budget || p->device_total <= r->device_budget) &&
             (!r->host_budget || p->host_pinned <= r->host_budget);
+  const esmt_plan_shape shp = {r->model, B, r->seq_len, (int)es, pol.offload, pol.recompute,
+                               pol.stream, P, c->layout.part_bounds[2] - c->layout.part_bounds[1]};
+  esmt_plan_time t;
+  esmt_plan_time_of(&shp, &c->rates, &t); /* zeros when the rates cannot time it */
+  p->micro_batches = t.micro_batches;
+  p->compute_seconds = t.compute;
+  p->link_seconds = t.link;
+  p->exposed_seconds = t.exposed;
+}
+
+/* Expected seconds per token of a timed plan; 0 when untimed. */
+static double per_token(const esmt_plan *p, int seq_len) {
+  const double tokens = (double)p->micro_batches * p->micro_batch * seq_len;
+  return p->compute_seconds > 0 && tokens > 0 ? (p->compute_seconds + p->exposed_seconds) / tokens
+                                              : 0;
 }
 
 /* Largest micro-batch in [1, cap] that fits (0 if none); fills *p for it. */
@@ -157,28 +174,43 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: streaming %s from host memory needs the "
                      "optimizer offloaded (offload_optimizer on or auto)", fn,
                      stream_name(req.stream));
-  plan_ctx c = {&req, 0, {0}};
+  if (!(req.device_flops >= 0) || !(req.link_bandwidth >= 0) || !(req.host_bandwidth >= 0))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: device_flops, link_bandwidth and "
+                     "host_bandwidth must be >= 0 (0: unknown)", fn);
+  plan_ctx c = {&req, 0, {0}, {req.device_flops, req.link_bandwidth, req.host_bandwidth,
+                               req.tokens_per_update}};
   esmt_model_config_param_count(&cfg, &c.P);
   if ((st = esmt_layout_build(&cfg, &c.layout))) return esmt_fail_prefix(st, "%s: ", fn);
 
   /* Policies from cheapest to dearest, restricted by what was forced. */
   static const policy order[] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0},
                                  {1, 0, 1}, {1, 1, 1}, {1, 0, 2}, {1, 1, 2}};
+  /* Without rates the first that fits wins; with them, later policies
+   * (more streamed, or recompute) that fit are timed against it and the
+   * fastest per token wins, an earlier one on a tie (within 0.5%). */
+  const int timed = req.device_flops > 0;
   esmt_plan best = ESMT_PLAN_INIT;
   int found = 0, have = 0; /* have: best holds an attempt (a forced policy may skip i == 0) */
-  for (size_t i = 0; i < sizeof order / sizeof order[0] && !found; i++) {
+  for (size_t i = 0; i < sizeof order / sizeof order[0] && (!found || timed); i++) {
     const policy pol = order[i];
     if ((r->offload_optimizer >= 0 && pol.offload != r->offload_optimizer) ||
         (r->recompute >= 0 && pol.recompute != r->recompute) ||
         (req.stream >= 0 && pol.stream != req.stream))
       continue;
     esmt_plan p = ESMT_PLAN_INIT;
+    int fits;
     if (r->micro_batch > 0) {
       account(&c, r->micro_batch, pol, &p);
-      found = p.fits;
+      fits = p.fits;
     } else {
-      found = largest_batch(&c, pol, MAX_AUTO_BATCH, &p) > 0;
+      fits = largest_batch(&c, pol, MAX_AUTO_BATCH, &p) > 0;
     }
+    if (found) { /* timed: a faster fitting plan replaces it */
+      const double a = per_token(&best, r->seq_len), b = per_token(&p, r->seq_len);
+      if (fits && a > 0 && b > 0 && b < a * 0.995) best = p;
+      continue;
+    }
+    found = fits;
     if (found || !have || p.device_total < best.device_total) best = p;
     have = 1;
   }
@@ -196,6 +228,14 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
              best.micro_batch, r->seq_len, total, r->device_budget ? budget : "an unlimited budget",
              best.offload_optimizer ? "on" : "off", best.recompute ? "on" : "off",
              stream_name(best.stream));
+    if (best.compute_seconds > 0) {
+      const size_t n = strlen(best.advice);
+      snprintf(best.advice + n, sizeof best.advice - n,
+               "; expected %.3g s of compute per update (%d micro-batches) and %.3g s more for "
+               "transfers and host passes (%.1f%%), the fastest of the policies that fit",
+               best.compute_seconds, best.micro_batches, best.exposed_seconds,
+               100.0 * best.exposed_seconds / best.compute_seconds);
+    }
     memcpy(plan, &best, size < sizeof best ? size : sizeof best);
     return ESMT_OK;
   }
