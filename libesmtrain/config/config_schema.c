@@ -83,6 +83,7 @@ const esmt_key_def esmt_config_keys[] = {
      "backward produces them; weights also come up as each layer runs; auto: if the planner "
      "needs it"},
     {"offload.pinned_memory_limit", Y, "0", NULL, 0, BIG, "cap on page-locked host memory; 0 = none"},
+    {"offload.host_memory_limit", Y, "0", NULL, 0, BIG, "host memory the offloaded state may take; 0 = what the machine has available (MemAvailable, ulimit, cgroup)"},
     {"loss_scale.enabled", E, "auto", "auto|on|off", 0, 0,
      "dynamic loss scaling; auto = on when the compute precision is fp16"},
     {"loss_scale.initial", D, "65536", NULL, 1, 1e30, "fp16 dynamic loss scale start"},

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* esmt_trainer_create_from_config: configuration keys -> model, loaders
  * and trainer (the one place that maps the schema onto objects). */
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -63,6 +64,8 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   memset(o, 0, sizeof *o);
   const uint64_t budget = esmt_cfg_bytes(rd, "backend.device_memory_limit");
   o->pinned_limit = esmt_cfg_bytes(rd, "offload.pinned_memory_limit");
+  /* the host's share: what the machine has, unless said (swap, a file-backed store) */
+  const uint64_t host_limit = esmt_cfg_bytes(rd, "offload.host_memory_limit");
   o->device_memory_limit = budget;
   int off = policy_of(rd, "offload.optimizer");
   const int rec = policy_of(rd, "offload.recompute");
@@ -92,6 +95,12 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
     pr.stream = o->streamed;
     pr.device_budget = 0;
     if ((st = esmt_plan_memory(&pr, &plan))) return st;
+    if (host_limit)
+      return plan.host_pinned <= host_limit ? ESMT_OK
+             : esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "the offloaded weights, gradients and optimizer "
+                         "state need %.1f GiB of host memory, above offload.host_memory_limit "
+                         "%.1f GiB", (double)plan.host_pinned / 1073741824.0,
+                         (double)host_limit / 1073741824.0);
     return esmt_host_memory_check(plan.host_pinned, "the offloaded weights, gradients and "
                                   "optimizer state", "use optimizer.kind lion (one moment instead "
                                   "of two), a smaller model, or offload.optimizer off");
@@ -103,6 +112,10 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   esmt_host_memory hm; /* a policy whose host buffers the machine cannot hold does not fit */
   esmt_host_memory_probe(&hm);
   pr.host_budget = hm.available == UINT64_MAX ? 0 : hm.available;
+  if (host_limit) {
+    pr.host_budget = host_limit;
+    snprintf(hm.limited_by, sizeof hm.limited_by, "offload.host_memory_limit");
+  }
   st = esmt_plan_memory(&pr, &plan);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) return st;
   if (st && plan.offload_optimizer && pr.host_budget && plan.host_pinned > pr.host_budget)
