@@ -27,9 +27,6 @@ ESMT_HIDDEN esmt_status esmt_config_set_at(esmt_config *c, const char *key, cons
 ESMT_HIDDEN esmt_status esmt_config_normalise(const esmt_key_def *k, const char *text,
                                               const char *where, char **out);
 
-/* "8GiB", "512MiB", "1.5G", "1000" -> bytes; 0 when not a size. */
-ESMT_HIDDEN int esmt_parse_bytes(const char *s, uint64_t *out);
-
 /* Path of preset `name` (NAME.yaml in the search path of c; c may be NULL). */
 ESMT_HIDDEN esmt_status esmt_config_find_preset(const esmt_config *c, const char *name,
                                                 char *path, size_t cap);
