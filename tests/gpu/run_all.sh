@@ -181,7 +181,7 @@ bench_attention() {
     grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
   fi
   step "attention peers: torch SDPA, FlashAttention-2 as published" 150 "${peer[@]}" \
-    tests/gpu/bench_attention_peer.py --quick --ours /tmp/esmt-attn-ours.txt
+    bench/gpu/bench_attention_peer.py --quick --ours /tmp/esmt-attn-ours.txt
   grep -E "^sdpa-|published|ATTN_RATIO" "$out/$phase.log" | tail -50 >> "$sum"
 }
 
@@ -208,7 +208,7 @@ phase_bench() {
     step "esmtrain bench $model bf16 8x512 (ampere_bf16)" 150 $E bench --model $model --batch 8 \
       --seq 512 --steps 10 --warmup 2 --backend ampere_bf16 --precision bf16
     grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-    step "transformers $model bf16 8x512 (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+    step "transformers $model bf16 8x512 (peer)" 240 "${peer[@]}" bench/gpu/bench_transformers.py \
       --model $model --batch 8 --seq 512 --dtype bf16 --steps 10
     grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
     ratio "$model bf16 8x512"
@@ -216,7 +216,7 @@ phase_bench() {
   step "esmtrain bench esm2_t33_650M fp16 6x512 (turing_fp16)" 150 $E bench \
     --model esm2_t33_650M --batch 6 --seq 512 --steps 10 --warmup 2 --backend turing_fp16 --precision fp16
   grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-  step "transformers esm2_t33_650M fp16 6x512 (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+  step "transformers esm2_t33_650M fp16 6x512 (peer)" 240 "${peer[@]}" bench/gpu/bench_transformers.py \
     --model esm2_t33_650M --batch 6 --seq 512 --dtype fp16 --steps 10
   grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   ratio "esm2_t33_650M fp16 6x512"
@@ -232,7 +232,7 @@ phase_big() {
       --data /tmp/esmt-db --out /tmp/run-650m --backend ampere_bf16 --set backend.precision=bf16 \
       --set data.max_len=1024 --set data.pack=on --steps 30 --eval-every 0 --log-every 5 --warmup 5
     grep -E "step (10|20|30)/" "$out/$phase.log" | tail -3 >> "$sum"
-    step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+    step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 "${peer[@]}" bench/gpu/bench_transformers.py \
       --model esm2_t33_650M --batch 8 --seq 1024 --dtype bf16 --steps 10 --fasta "$fasta"
     grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   fi
@@ -256,7 +256,7 @@ phase_offload() {
       --model esm2_t33_650M --batch 6 --seq 512 --micro $micro --updates 3
     grep -E "RESULT|SKIP" "$out/$phase.log" | tail -4 >> "$sum"
   done
-  [ -f tests/gpu/bench_nccl_overhead.sh ] && step "nccl_dp world 1 overhead" 240 bash tests/gpu/bench_nccl_overhead.sh \
+  [ -f bench/gpu/bench_nccl_overhead.sh ] && step "nccl_dp world 1 overhead" 240 bash bench/gpu/bench_nccl_overhead.sh \
     && grep -E "RATIO|tokens/s" "$out/$phase.log" | tail -4 >> "$sum"
 }
 
@@ -320,7 +320,7 @@ phase_profile() {
 phase_hostcpu() {
   # Issue #18: bf16 vs fp32 GEMMs on this machine's CPU (AVX512-BF16/AMX, which the
   # development host lacks), through PyTorch; and cpu.so's fp32/bf16 bench on 2 threads
-  step "host CPU: bf16 vs fp32 GEMMs (PyTorch)" 120 "${peer[@]}" tests/gpu/bench_host_bf16_gemm.py
+  step "host CPU: bf16 vs fp32 GEMMs (PyTorch)" 120 "${peer[@]}" bench/gpu/bench_host_bf16_gemm.py
   grep -E "HOST_" "$out/$phase.log" >> "$sum"
   for p in fp32 bf16; do
     step "cpu.so bench esm2_t6_8M 4x512 $p, 2 threads" 120 $E bench --model esm2_t6_8M \
