@@ -3,7 +3,7 @@
 #ifndef ESMTRAIN_INTERNAL_H
 #define ESMTRAIN_INTERNAL_H
 
-#include "esmtrain/esmtrain.h"
+#include "esmtrain/base.h"
 
 #include <stdarg.h>
 

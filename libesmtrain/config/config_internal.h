@@ -5,6 +5,7 @@
 #ifndef ESMTRAIN_CONFIG_INTERNAL_H
 #define ESMTRAIN_CONFIG_INTERNAL_H
 
+#include "esmtrain/esmtrain.h"
 #include "config_schema.h"
 
 struct esmt_config {

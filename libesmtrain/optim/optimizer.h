@@ -13,6 +13,7 @@
 #ifndef ESMTRAIN_OPTIMIZER_H
 #define ESMTRAIN_OPTIMIZER_H
 
+#include "esmtrain/esmtrain.h"
 #include "esmtrain/backend.h"
 #include "internal.h"
 

@@ -7,6 +7,7 @@
 #ifndef ESMTRAIN_DEVICE_STATS_H
 #define ESMTRAIN_DEVICE_STATS_H
 
+#include "esmtrain/esmtrain.h"
 #include "esmtrain/backend.h"
 #include "internal.h"
 
