@@ -20,6 +20,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esmtrain/esmtrain.h"
 #include "cluster_index.h"
 #include "cluster_map.h"
 #include "dataset_manifest.h"

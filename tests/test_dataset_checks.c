@@ -17,6 +17,7 @@
 #include <unistd.h>
 #include <zlib.h>
 
+#include "esmtrain/esmtrain.h"
 #include "dataset_manifest.h"
 #include "fasta_magic.h"
 #include "fasta_stream.h"

@@ -102,7 +102,7 @@ esmtb_status dispatch_hd(const attn_params &p, int backward, bool wgmma, cudaStr
 // sm_90a binary; later GPUs run the compute_90 PTX, which has no wgmma)
 // when ESMT_CUDA_ATTN_WGMMA=1. Opt-in until a GPU run has passed
 // test_gpu_attention with it (it is proven under the emulator only:
-// docs/attention-model.md 8c); then this becomes the default on 9.0.
+// docs/attention-model.md, section 10); then this becomes the default on 9.0.
 inline bool use_wgmma(int major, int minor) {
   const char *e = getenv("ESMT_CUDA_ATTN_WGMMA");
   return major == 9 && minor == 0 && e && e[0] == '1';

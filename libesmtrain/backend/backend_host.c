@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The services table the core hands to every backend it loads. */
+#include "esmtrain/backend.h"
 #include "internal.h"
+#include "registry.h"
 
 #include <stdio.h>
 

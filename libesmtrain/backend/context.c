@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Context lifecycle and tunables. */
+#include "esmtrain/backend.h"
 #include "context.h"
 
 #include "dist_env.h"

@@ -3,6 +3,7 @@
 #ifndef ESMTRAIN_CONTEXT_H
 #define ESMTRAIN_CONTEXT_H
 
+#include "esmtrain/esmtrain.h"
 #include "registry.h"
 
 struct esmt_context {

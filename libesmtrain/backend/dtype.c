@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* See dtype.h. */
+#include "esmtrain/backend.h"
 #include "dtype.h"
 
 #include <math.h>

@@ -4,6 +4,7 @@
 #ifndef ESMTRAIN_DTYPE_H
 #define ESMTRAIN_DTYPE_H
 
+#include "esmtrain/backend.h"
 #include "internal.h"
 
 ESMT_HIDDEN size_t esmt_dtype_size(esmtb_dtype t);

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "context.h"
 
 

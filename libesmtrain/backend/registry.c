@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Backend discovery, ABI checks, probing and choice. See registry.h. */
 #define _GNU_SOURCE
+#include "esmtrain/backend.h"
 #include "registry.h"
 
 #include <dirent.h>

@@ -4,6 +4,7 @@
 #ifndef ESMTRAIN_REGISTRY_H
 #define ESMTRAIN_REGISTRY_H
 
+#include "esmtrain/backend.h"
 #include "internal.h"
 
 typedef struct esmt_backend_entry {
@@ -40,6 +41,9 @@ ESMT_HIDDEN void esmt_registry_release(esmt_registry *r);
  * that links the static archive), or "" when unknown; plugins of this
  * installation are found below it (esmtrain/backends, esmtrain/comm). */
 ESMT_HIDDEN void esmt_library_dir(char *out, size_t cap);
+
+/* The host services table handed to backends (backend_host.c). */
+ESMT_HIDDEN const esmtb_host *esmt_backend_host(void);
 
 /* Size of esmtb_ops in ABI 1.0 (and 1.1): the least a backend table may
  * have. 1.2 appended comm_unique_id, comm_init and comm_release. */

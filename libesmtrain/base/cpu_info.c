@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* CPU feature detection for `probe` output and run-time kernel dispatch.
  * Built without any -m flags: probing must not need the features probed. */
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 #include <string.h>

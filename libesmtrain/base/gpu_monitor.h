@@ -7,6 +7,7 @@
 #ifndef ESMTRAIN_GPU_MONITOR_H
 #define ESMTRAIN_GPU_MONITOR_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 /* Sample the GPU whose PCI bus id is `bus_id` (as cudaDeviceGetPCIBusId

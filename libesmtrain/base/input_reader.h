@@ -7,6 +7,7 @@
 #ifndef ESMTRAIN_INPUT_READER_H
 #define ESMTRAIN_INPUT_READER_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 /* A source of bytes: *got bytes into buf (0 at the end) and ESMT_OK; an

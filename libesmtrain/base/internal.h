@@ -3,8 +3,7 @@
 #ifndef ESMTRAIN_INTERNAL_H
 #define ESMTRAIN_INTERNAL_H
 
-#include "esmtrain/esmtrain.h"
-#include "esmtrain/backend.h"
+#include "esmtrain/base.h"
 
 #include <stdarg.h>
 
@@ -39,9 +38,6 @@ typedef struct esmt_logger {
 } esmt_logger;
 ESMT_HIDDEN void esmt_logger_log(const esmt_logger *lg, esmt_log_level level,
                                  const char *fmt, ...) __attribute__((format(printf, 3, 4)));
-
-/* The host services table handed to backends. */
-ESMT_HIDDEN const esmtb_host *esmt_backend_host(void);
 
 /* Check an options struct's struct_size: at least `min_size` (the size of
  * the oldest version this library accepts). */

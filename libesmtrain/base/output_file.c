@@ -10,6 +10,7 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "esmtrain/esmtrain.h"
 #include "fs_util.h"
 #include "input_file.h"
 #include "internal.h"

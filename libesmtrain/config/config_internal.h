@@ -5,6 +5,7 @@
 #ifndef ESMTRAIN_CONFIG_INTERNAL_H
 #define ESMTRAIN_CONFIG_INTERNAL_H
 
+#include "esmtrain/esmtrain.h"
 #include "config_schema.h"
 
 struct esmt_config {
@@ -26,9 +27,6 @@ ESMT_HIDDEN esmt_status esmt_config_set_at(esmt_config *c, const char *key, cons
  * *out; errors name the key, the value and what is allowed. */
 ESMT_HIDDEN esmt_status esmt_config_normalise(const esmt_key_def *k, const char *text,
                                               const char *where, char **out);
-
-/* "8GiB", "512MiB", "1.5G", "1000" -> bytes; 0 when not a size. */
-ESMT_HIDDEN int esmt_parse_bytes(const char *s, uint64_t *out);
 
 /* Path of preset `name` (NAME.yaml in the search path of c; c may be NULL). */
 ESMT_HIDDEN esmt_status esmt_config_find_preset(const esmt_config *c, const char *name,

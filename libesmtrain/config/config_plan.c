@@ -5,6 +5,7 @@
 #include <stddef.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "context.h"
 #include "model.h"
 #include "config_read.h"

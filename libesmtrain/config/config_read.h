@@ -7,6 +7,7 @@
 #ifndef ESMTRAIN_CONFIG_READ_H
 #define ESMTRAIN_CONFIG_READ_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 typedef struct esmt_config_reader {

@@ -3,6 +3,7 @@
 #ifndef ESMTRAIN_CONFIG_SCHEMA_H
 #define ESMTRAIN_CONFIG_SCHEMA_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 /* The model sizes esmt_model_config_preset knows (model.preset's choices). */

@@ -2,6 +2,7 @@
 /* The fixed 33-token ESM-2 alphabet (docs/esm2.md). */
 #include <ctype.h>
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 static const char *const k_tokens[ESMT_VOCAB_SIZE] = {

@@ -10,6 +10,7 @@
 
 #include <jansson.h>
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 #include "shard_format.h"
 

@@ -35,6 +35,7 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "esmtrain/esmtrain.h"
 #include "cluster_index.h"
 #include "dataset_manifest.h"
 #include "shard_set.h"

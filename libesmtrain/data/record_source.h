@@ -7,6 +7,7 @@
 #ifndef ESMTRAIN_RECORD_SOURCE_H
 #define ESMTRAIN_RECORD_SOURCE_H
 
+#include "esmtrain/esmtrain.h"
 #include "fasta_stream.h"
 #include "internal.h"
 

@@ -9,6 +9,7 @@
 #include <string.h>
 #include <sys/stat.h>
 
+#include "esmtrain/esmtrain.h"
 #include "dataset_manifest.h"
 #include "fasta_stream.h"
 #include "shard_set.h"

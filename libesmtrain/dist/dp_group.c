@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* See dp_group.h. */
 #define _POSIX_C_SOURCE 200809L
+#include "esmtrain/backend.h"
 #include "dp_group_internal.h"
 
 #include <stdio.h>

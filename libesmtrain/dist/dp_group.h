@@ -20,6 +20,7 @@
 #ifndef ESMTRAIN_DP_GROUP_H
 #define ESMTRAIN_DP_GROUP_H
 
+#include "esmtrain/backend.h"
 #include "model.h"
 #include "comm.h"
 

@@ -7,6 +7,7 @@
 
 #include <pthread.h>
 
+#include "esmtrain/backend.h"
 #include "dp_group.h"
 
 struct esmt_dp {

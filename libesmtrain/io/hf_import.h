@@ -3,6 +3,7 @@
 #ifndef ESMTRAIN_HF_IMPORT_H
 #define ESMTRAIN_HF_IMPORT_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 /* config.json's text (len bytes; `path` names it in messages) to a model

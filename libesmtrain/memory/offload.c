@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Optimizer offload: host buffers, the gradient copy schedule, the host
  * AdamW and the weight push. The schedule is described in offload.h. */
+#include "esmtrain/backend.h"
 #include "offload.h"
 
 #include "dtype.h"

@@ -39,6 +39,8 @@
 #ifndef ESMTRAIN_OFFLOAD_H
 #define ESMTRAIN_OFFLOAD_H
 
+#include "esmtrain/esmtrain.h"
+#include "esmtrain/backend.h"
 #include "optimizer.h"
 #include "param_memory.h"
 

@@ -7,6 +7,7 @@
 #ifndef ESMTRAIN_PARAM_LAYER_H
 #define ESMTRAIN_PARAM_LAYER_H
 
+#include "esmtrain/esmtrain.h"
 #include "optimizer.h"
 #include "param_memory.h"
 

@@ -2,6 +2,7 @@
 /* The device layer of the parameter memory (param_layer.h): every buffer
  * in the backend's device memory, the kernels reading the master itself
  * (fp32) or its half copy. */
+#include "esmtrain/backend.h"
 #include "param_layer.h"
 
 #include <string.h>

@@ -2,6 +2,7 @@
 /* The parameter memory's setup: the layer the options ask for, its
  * buffers allocated, the gradients and moments zeroed. The device layer's
  * buffers are allocated here; the offload layer allocates its own. */
+#include "esmtrain/backend.h"
 #include "param_layer.h"
 
 #include <string.h>

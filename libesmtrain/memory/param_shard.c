@@ -3,6 +3,7 @@
  * and the gradient sum of squares of a range (see dist/dp_zero.c). */
 #include <stdlib.h>
 
+#include "esmtrain/backend.h"
 #include "param_layer.h"
 
 static esmtb_status alloc_zeroed(const esmt_param_env *e, uint64_t n, float **out) {

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The stream layer: the device side of streamed gradients and weights over
  * the offload layer's host side. The schedule is described in stream.h. */
+#include "esmtrain/backend.h"
 #include "stream.h"
 
 #include <stdlib.h>

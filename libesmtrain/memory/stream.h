@@ -39,6 +39,7 @@
 #ifndef ESMTRAIN_STREAM_H
 #define ESMTRAIN_STREAM_H
 
+#include "esmtrain/backend.h"
 #include "offload.h"
 
 typedef struct esmt_stream {

@@ -3,6 +3,7 @@
  * carved from one device allocation. The same carving, run without a base
  * pointer, gives the byte count the memory planner needs; and when the
  * device has no room, esmt_oom_advice says what to change. */
+#include "esmtrain/backend.h"
 #include "model.h"
 #include "param_layer.h"
 

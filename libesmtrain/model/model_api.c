@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "model.h"
 #include "offload.h"
 #include "optimizer.h"

@@ -2,6 +2,7 @@
 /* The ESM-2 backward pass, the forward in reverse. Gradients ADD into
  * m->mem.grads (so micro-batches accumulate); d_resid carries the gradient of
  * the residual stream from the head down to the embedding. */
+#include "esmtrain/backend.h"
 #include "model.h"
 #include "param_layer.h"
 

@@ -4,6 +4,7 @@
  * m->act (tokens, labels, seq_len). */
 #include <math.h>
 
+#include "esmtrain/backend.h"
 #include "model.h"
 #include "param_layer.h"
 

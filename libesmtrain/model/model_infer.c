@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "model.h"
 
 typedef struct infer_job {

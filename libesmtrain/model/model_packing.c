@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "model.h"
 
 esmt_status esmt_packing_supported(const esmtb_ops *ops) {

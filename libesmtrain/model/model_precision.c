@@ -5,6 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "model.h"
 #include "param_layer.h"
 

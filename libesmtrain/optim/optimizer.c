@@ -4,6 +4,7 @@
  * segments of the flat buffer (the part this rank holds under ZeRO-1) and
  * the hyper-parameters, which the parameter memory's layer hands to the
  * backend's op, or to the host optimizer under offload. */
+#include "esmtrain/backend.h"
 #include "optimizer.h"
 
 #include <math.h>

@@ -13,6 +13,8 @@
 #ifndef ESMTRAIN_OPTIMIZER_H
 #define ESMTRAIN_OPTIMIZER_H
 
+#include "esmtrain/esmtrain.h"
+#include "esmtrain/backend.h"
 #include "internal.h"
 
 /* Most state buffers any optimizer keeps (AdamW's two moments). */

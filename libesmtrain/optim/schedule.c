@@ -2,6 +2,7 @@
 /* Learning-rate schedules (closed forms; see esmtrain.h). */
 #include <math.h>
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 esmt_status esmt_schedule_lr(const esmt_schedule *s, int64_t step, double *lr) {

@@ -6,6 +6,7 @@
 #ifndef ESMTRAIN_PLAN_TIME_H
 #define ESMTRAIN_PLAN_TIME_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 typedef struct esmt_plan_rates {

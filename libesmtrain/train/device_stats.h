@@ -7,6 +7,8 @@
 #ifndef ESMTRAIN_DEVICE_STATS_H
 #define ESMTRAIN_DEVICE_STATS_H
 
+#include "esmtrain/esmtrain.h"
+#include "esmtrain/backend.h"
 #include "internal.h"
 
 typedef struct esmt_device_stats {

@@ -12,6 +12,7 @@
 #ifndef ESMTRAIN_LOSS_SCALER_H
 #define ESMTRAIN_LOSS_SCALER_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 typedef struct esmt_loss_scaler {

@@ -10,6 +10,7 @@
 #ifndef ESMTRAIN_METRICS_SINK_H
 #define ESMTRAIN_METRICS_SINK_H
 
+#include "esmtrain/esmtrain.h"
 #include "internal.h"
 
 typedef struct esmt_metrics_sink esmt_metrics_sink;

@@ -5,6 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "esmtrain/backend.h"
 #include "config_read.h"
 #include "host_memory.h"
 #include "dataset_manifest.h"

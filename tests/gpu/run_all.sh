@@ -1,10 +1,9 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
 # GPU verification and benchmarks, every phase in order of importance under
-# one time budget, so that a short stay on a GPU machine runs what matters:
-#   ESMT_GPU_BUDGET=580 ESMT_GPU_CPU_SUITE=0 bash tests/gpu/run_all.sh \
-#     test bench big offload curves        (with .gpu-prebuilt/ from tests/gpu/prebuild.sh)
-#   bash tests/gpu/run_all.sh test         (with .gpu-deps/: builds on the GPU machine)
+# one optional time budget:
+#   bash tests/gpu/run_all.sh test                       (builds build-gpu/ if needed)
+#   ESMT_GPU_BUDGET=600 bash tests/gpu/run_all.sh test bench big offload curves
 # Phases, in order of importance: test (probe, NVML, the GPU suites, then
 # the CPU rest unless ESMT_GPU_CPU_SUITE=0), bench (attention TFLOP/s,
 # esmtrain vs transformers, 650M with the non-deterministic backward), attn
@@ -14,18 +13,22 @@
 # (esm2_t36_3B fp16 in 8 GiB with weights streamed vs resident), curves
 # (200 updates of 8M per backend against the cpu's loss curve), profile (ncu
 # on the attention kernels), hostcpu (issue #18: the host CPU's bf16 GEMMs).
-# .gpu-deps (tests/gpu/fetch_deps.sh) holds the .debs to build there; a
-# build made here for the device's arch (tests/gpu/prebuild.sh: same nvcc
-# major, x86-64) travels as .gpu-prebuilt with the run-time .debs and saves
-# the build's device minutes. ESMT_GPU_BUDGET (seconds) clamps every step so the
-# whole call ends in time; a step with no time left is logged as skipped.
-# Writes $OUT/summary.txt, one <phase>.log each and results-ops.txt (the
-# tool returns at most 8 files). Copy the figures into docs/gpu-measurements.md.
+# A build made elsewhere for the card's arch (tests/gpu/prebuild.sh: same
+# nvcc major, x86-64) is used when .gpu-prebuilt/ is present; .gpu-deps/
+# (tests/gpu/fetch_deps.sh) holds the .debs for a machine without network.
+# ESMT_GPU_BUDGET (seconds) clamps every step so the whole run ends in time;
+# a step with no time left is logged as skipped.
+# Writes $ESMT_GPU_OUT (default gpu-out/ in the checkout): summary.txt, one
+# <phase>.log each and results-ops.txt. docs/gpu-measurements.md says how
+# the figures are recorded.
 set -uo pipefail
 cd "$(dirname "$0")/../.."
 phases=("${@:-test}")
-out=${OUT:-/tmp/esmt-gpu-out}
+out=${ESMT_GPU_OUT:-$PWD/gpu-out}
 mkdir -p "$out"
+# the runs' data and run directories: a fresh directory, removed at the end
+work=$(mktemp -d "${TMPDIR:-/tmp}/esmt-gpu-XXXXXX")
+trap 'rm -rf "$work"' EXIT
 budget=${ESMT_GPU_BUDGET:-0} # 0: no overall limit
 phase=setup
 sum=$out/summary.txt # every phase's headings, exits and figures
@@ -132,13 +135,13 @@ phase_test() {
   # beside nvidia-smi's own (the emulator only shows the plumbing)
   awk 'BEGIN { srand(7); for (r = 0; r < 400; r++) { printf(">p%d\n", r); n = 30 + int(rand() * 90);
     for (i = 0; i < n; i++) printf("%s", substr("ACDEFGHIKLMNPQRSTVWY", 1 + int(rand() * 20), 1));
-    printf("\n") } }' > /tmp/esmt-nvml.fa
-  rm -rf /tmp/esmt-nvml-data /tmp/esmt-nvml-run
-  $E ingest /tmp/esmt-nvml.fa -o /tmp/esmt-nvml-data --quiet >/dev/null
+    printf("\n") } }' > $work/esmt-nvml.fa
+  rm -rf $work/esmt-nvml-data $work/esmt-nvml-run
+  $E ingest $work/esmt-nvml.fa -o $work/esmt-nvml-data --quiet >/dev/null
   step "NVML: 20 updates on ampere_bf16, watch --once, nvidia-smi" 120 bash -c "$E train \
-      --data /tmp/esmt-nvml-data --layers 2 --width 64 --heads 4 --max-len 128 --steps 20 \
+      --data $work/esmt-nvml-data --layers 2 --width 64 --heads 4 --max-len 128 --steps 20 \
       --warmup 2 --eval-every 0 --log-every 5 --no-mfu --backend ampere_bf16 \
-      --out /tmp/esmt-nvml-run && $E watch /tmp/esmt-nvml-run --once && nvidia-smi \
+      --out $work/esmt-nvml-run && $E watch $work/esmt-nvml-run --once && nvidia-smi \
       --query-gpu=index,name,pci.bus_id,utilization.gpu,memory.used,memory.total,temperature.gpu,power.draw \
       --format=csv"
   grep -E "step 20/20|GPUs:|device util| C +[0-9]+ W|^[0-9]+, " "$out/$phase.log" | tail -10 >> "$sum"
@@ -167,7 +170,7 @@ phase_test() {
 # (fwd+bwd) to the best SDPA per shape
 bench_attention() {
   step "attention kernels" 120 ./build-gpu/bin/bench_gpu_attention
-  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | tee /tmp/esmt-attn-ours.txt >> "$sum"
+  grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 | tee $work/esmt-attn-ours.txt >> "$sum"
   # the same kernels with sm_90's opt-in wgmma forward instead of mma.sync
   step "attention kernels, ESMT_CUDA_ATTN_WGMMA=1" 120 env ESMT_CUDA_ATTN_WGMMA=1 \
     ./build-gpu/bin/bench_gpu_attention
@@ -181,7 +184,7 @@ bench_attention() {
     grep -iE "tflop|hd=|T=" "$out/$phase.log" | tail -30 >> "$sum"
   fi
   step "attention peers: torch SDPA, FlashAttention-2 as published" 150 "${peer[@]}" \
-    tests/gpu/bench_attention_peer.py --quick --ours /tmp/esmt-attn-ours.txt
+    bench/gpu/bench_attention_peer.py --quick --ours $work/esmt-attn-ours.txt
   grep -E "^sdpa-|published|ATTN_RATIO" "$out/$phase.log" | tail -50 >> "$sum"
 }
 
@@ -208,7 +211,7 @@ phase_bench() {
     step "esmtrain bench $model bf16 8x512 (ampere_bf16)" 150 $E bench --model $model --batch 8 \
       --seq 512 --steps 10 --warmup 2 --backend ampere_bf16 --precision bf16
     grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-    step "transformers $model bf16 8x512 (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+    step "transformers $model bf16 8x512 (peer)" 240 "${peer[@]}" bench/gpu/bench_transformers.py \
       --model $model --batch 8 --seq 512 --dtype bf16 --steps 10
     grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
     ratio "$model bf16 8x512"
@@ -216,7 +219,7 @@ phase_bench() {
   step "esmtrain bench esm2_t33_650M fp16 6x512 (turing_fp16)" 150 $E bench \
     --model esm2_t33_650M --batch 6 --seq 512 --steps 10 --warmup 2 --backend turing_fp16 --precision fp16
   grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
-  step "transformers esm2_t33_650M fp16 6x512 (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+  step "transformers esm2_t33_650M fp16 6x512 (peer)" 240 "${peer[@]}" bench/gpu/bench_transformers.py \
     --model esm2_t33_650M --batch 6 --seq 512 --dtype fp16 --steps 10
   grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   ratio "esm2_t33_650M fp16 6x512"
@@ -227,17 +230,17 @@ phase_big() {
   # Real proteins, max length 1024, real tokens counted (issue #8), then
   # the 8 GiB budget (issue #7) and 3B with recompute.
   if [ -n "$fasta" ]; then
-    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o /tmp/esmt-db --max-len 1022 --quiet
+    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o $work/esmt-db --max-len 1022 --quiet
     step "train 650M bf16 on DB.fasta.gz (ampere_bf16)" 300 $E train --preset esm2_t33_650M \
-      --data /tmp/esmt-db --out /tmp/run-650m --backend ampere_bf16 --set backend.precision=bf16 \
+      --data $work/esmt-db --out $work/run-650m --backend ampere_bf16 --set backend.precision=bf16 \
       --set data.max_len=1024 --set data.pack=on --steps 30 --eval-every 0 --log-every 5 --warmup 5
     grep -E "step (10|20|30)/" "$out/$phase.log" | tail -3 >> "$sum"
-    step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 "${peer[@]}" tests/gpu/bench_transformers.py \
+    step "transformers 650M bf16 on DB.fasta.gz (peer)" 240 "${peer[@]}" bench/gpu/bench_transformers.py \
       --model esm2_t33_650M --batch 8 --seq 1024 --dtype bf16 --steps 10 --fasta "$fasta"
     grep PEER_RESULT "$out/$phase.log" | tail -1 >> "$sum"
   fi
   step "650M fp16 6x512 in 8 GiB (turing_fp16, device_memory_limit)" 300 $E train \
-    --preset rtx2080super --data /tmp/esmt-db --out /tmp/run-8g --steps 3 --warmup 1 \
+    --preset rtx2080super --data $work/esmt-db --out $work/run-8g --steps 3 --warmup 1 \
     --eval-every 0 --log-every 1
   # (the preset's update is ESM-2's ~2M tokens: ~33 s each on an H100)
   grep -E "step [0-9]+/3 |memory|offload|GiB" "$out/$phase.log" | tail -6 >> "$sum"
@@ -256,7 +259,7 @@ phase_offload() {
       --model esm2_t33_650M --batch 6 --seq 512 --micro $micro --updates 3
     grep -E "RESULT|SKIP" "$out/$phase.log" | tail -4 >> "$sum"
   done
-  [ -f tests/gpu/bench_nccl_overhead.sh ] && step "nccl_dp world 1 overhead" 240 bash tests/gpu/bench_nccl_overhead.sh \
+  [ -f bench/gpu/bench_nccl_overhead.sh ] && step "nccl_dp world 1 overhead" 240 bash bench/gpu/bench_nccl_overhead.sh \
     && grep -E "RATIO|tokens/s" "$out/$phase.log" | tail -4 >> "$sum"
 }
 
@@ -277,20 +280,20 @@ phase_stream() {
 phase_curves() {
   # 200 updates of 8M on real proteins: each GPU backend's curve against the cpu's
   # (the dataset is phase big's; ingested here when that phase did not run)
-  if [ ! -d /tmp/esmt-db ] && [ -n "$fasta" ]; then
-    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o /tmp/esmt-db --max-len 1022 --quiet
+  if [ ! -d $work/esmt-db ] && [ -n "$fasta" ]; then
+    step "ingest DB.fasta.gz" 120 $E ingest "$fasta" -o $work/esmt-db --max-len 1022 --quiet
   fi
-  [ -d /tmp/esmt-db ] || log "curves: skipped, no dataset (DB.fasta.gz not found)"
-  if [ -d /tmp/esmt-db ]; then
-    curve=(--preset esm2_t6_8M --data /tmp/esmt-db --steps 200 --eval-every 0 --log-every 1
+  [ -d $work/esmt-db ] || log "curves: skipped, no dataset (DB.fasta.gz not found)"
+  if [ -d $work/esmt-db ]; then
+    curve=(--preset esm2_t6_8M --data $work/esmt-db --steps 200 --eval-every 0 --log-every 1
            --warmup 20 --set data.max_len=512 --set data.tokens_per_batch=8192 --no-mfu
            --set data.pack=off)  # auto packs on GPUs only: the same batches on every backend
-    step "curve: cpu fp32 (16 threads)" 300 $E train "${curve[@]}" --out /tmp/curve-cpu --backend cpu
+    step "curve: cpu fp32 (16 threads)" 300 $E train "${curve[@]}" --out $work/curve-cpu --backend cpu
     for b in ampere_bf16:bf16 turing_fp16:fp16; do
-      step "curve: ${b%%:*} ${b##*:}" 120 $E train "${curve[@]}" --out /tmp/curve-${b%%:*} \
+      step "curve: ${b%%:*} ${b##*:}" 120 $E train "${curve[@]}" --out $work/curve-${b%%:*} \
         --backend ${b%%:*} --set backend.precision=${b##*:}
-      python3 tests/gpu/compare_curves.py /tmp/curve-cpu/metrics.jsonl \
-        /tmp/curve-${b%%:*}/metrics.jsonl 0.03 | tee -a "$sum"
+      python3 tests/gpu/compare_curves.py $work/curve-cpu/metrics.jsonl \
+        $work/curve-${b%%:*}/metrics.jsonl 0.03 | tee -a "$sum"
     done
   fi
 }
@@ -320,7 +323,7 @@ phase_profile() {
 phase_hostcpu() {
   # Issue #18: bf16 vs fp32 GEMMs on this machine's CPU (AVX512-BF16/AMX, which the
   # development host lacks), through PyTorch; and cpu.so's fp32/bf16 bench on 2 threads
-  step "host CPU: bf16 vs fp32 GEMMs (PyTorch)" 120 "${peer[@]}" tests/gpu/bench_host_bf16_gemm.py
+  step "host CPU: bf16 vs fp32 GEMMs (PyTorch)" 120 "${peer[@]}" bench/gpu/bench_host_bf16_gemm.py
   grep -E "HOST_" "$out/$phase.log" >> "$sum"
   for p in fp32 bf16; do
     step "cpu.so bench esm2_t6_8M 4x512 $p, 2 threads" 120 $E bench --model esm2_t6_8M \

@@ -18,6 +18,7 @@ test -f "$stage/include/esmtrain/esmtrain.h"
 test -f "$stage/include/esmtrain/data.h"
 test -f "$stage/include/esmtrain/config.h"
 test -f "$stage/include/esmtrain/trainer.h"
+test -f "$stage/include/esmtrain/base.h"
 test -f "$stage/lib/esmtrain/backends/cpu.so" || test -f "$stage"/lib*/esmtrain/backends/cpu.so
 libdir=$(dirname "$(ls "$stage"/lib*/libesmtrain.so | head -1)")
 

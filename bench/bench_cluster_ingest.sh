@@ -35,3 +35,8 @@ echo "with clusters:    ${t1} s, peak RSS ${m1} MiB"
 grep "clusters:" "$work/clustered.log" | sed 's/^ */  /'
 awk -v a="$t0" -v b="$t1" -v m="$m1" 'BEGIN {
   printf("speed with clusters: %.2f of without (issue #21 asks >= 0.5); peak RSS %s MiB (asks < 300)\n", a / b, m) }'
+/usr/bin/python3 "$(dirname "$0")/record.py" cluster_ingest --config "$n synthetic proteins, clusters of ~5" \
+  --command "bash bench/bench_cluster_ingest.sh $cli $n" \
+  --figure "seconds=$t1:s" --figure "peak_rss=$m1:MiB" \
+  --peer "the same ingest without clusters" --peer-figure "seconds=$t0:s" --peer-figure "peak_rss=$m0:MiB" \
+  --ratio "seconds=$(awk -v a="$t0" -v b="$t1" 'BEGIN { print a / b }'):speed with clusters / without"

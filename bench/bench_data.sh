@@ -17,6 +17,10 @@ secs() { local t0 t1; t0=$(date +%s.%N); "$@" >/dev/null; t1=$(date +%s.%N); ech
 zc=$(for i in 1 2 3 4 5; do secs sh -c "zcat $db > /dev/null"; done | best)
 ing=$(for i in 1 2 3 4 5; do rm -rf "$work/db"; secs $cli ingest "$db" -o "$work/db" --quiet; done | best)
 mb=$(du -m "$db" | cut -f1)
+cmd="bash bench/bench_data.sh"
+/usr/bin/python3 bench/record.py ingest --config "DB.fasta.gz (mmseqs2-examples), best of 5" --command "$cmd" \
+  --figure "seconds=$ing:s" --peer "zcat DB.fasta.gz > /dev/null" --peer-figure "seconds=$zc:s" \
+  --ratio "seconds=$(awk -v z="$zc" -v i="$ing" 'BEGIN { print z / i }'):peer / esmtrain (share of decompression speed)"
 awk -v z="$zc" -v i="$ing" 'BEGIN { printf "ingest %.3f s vs zcat %.3f s: ingest runs at %.0f%% of decompression speed\n", i, z, 100 * z / i }'
 one=$($cli bench-loader --data "$work/db" | tee /dev/stderr | grep ESMT_LOADER_RESULT)
 for i in $(seq 10); do cat "$db"; done > "$work/db10.fasta.gz"
@@ -25,3 +29,6 @@ ten=$($cli bench-loader --data "$work/db10" | tee /dev/stderr | grep ESMT_LOADER
 field() { sed -n "s/.*$2=\([^ ]*\).*/\1/p" <<<"$1"; }
 echo "loader RSS: $(field "$one" rss_mib) MiB with $(field "$one" records) records, $(field "$ten" rss_mib) MiB with $(field "$ten" records) records" \
   "(ratio $(awk -v a="$(field "$one" rss_mib)" -v b="$(field "$ten" rss_mib)" 'BEGIN { printf "%.2f", b / a }') for 10x the data)"
+/usr/bin/python3 bench/record.py loader --config "esm2_t6_8M batches 4 x 512, one thread" --command "$cmd" \
+  --figure "batches_per_s=$(field "$one" batches_per_s):batches/s" \
+  --figure "rss_1x=$(field "$one" rss_mib):MiB" --figure "rss_10x=$(field "$ten" rss_mib):MiB"

@@ -19,7 +19,7 @@ n=${1:-2000} threads=${2:-2} bt=${3:-4096}
 bin=${ESMT_BIN:-build/bin/esmtrain-example}
 db=${ESMT_BENCH_DB:-/usr/share/doc/mmseqs2/example-data/DB.fasta.gz}
 long=${LONG_RESIDUES:-10000}
-py=/usr/bin/python3 ref=tests/reference/bench_embed_torch.py
+py=/usr/bin/python3 ref=bench/reference/bench_embed_torch.py
 if [ ! -x "$bin" ]; then
   bash scripts/setup_deps.sh
   cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
@@ -68,6 +68,13 @@ print(r["window"], r.get("stride") or r["window"] // 2)' "$work/out.$tag/embed.j
       printf "%-7s %5d %8d | %7.2f %8.0f %6.1f %7.0f | ", tag, p, r, p / e, r / e, e, er / 1024
       printf "%7.2f %8.0f %6.1f %7.0f %6.0f | %6.2fx %6.2fx",
              p / t, r / t, t, tr / 1024, tl, t / es, tw / e }')")
+  $py bench/record.py embed_cpu --config "esm2_t6_8M fp32 $tag: $prot proteins, $threads threads, $bt batch tokens" \
+    --command "bash bench/bench_embed_vs_torch.sh $n $threads $bt" \
+    --figure "proteins_per_s=$(awk -v p="$prot" -v e="$ewall" 'BEGIN { print p / e }'):proteins/s" \
+    --figure "peak_rss=$(awk -v x="$erss" 'BEGIN { print x / 1024 }'):MB" --peer "transformers EsmModel (fp32, eval, no_grad)" \
+    --peer-figure "proteins_per_s=$(awk -v p="$prot" -v t="$tsec" 'BEGIN { print p / t }'):proteins/s" \
+    --peer-figure "peak_rss=$(awk -v x="$trss" 'BEGIN { print x / 1024 }'):MB" \
+    --ratio "seconds=$(awk -v t="$tsec" -v e="$esec" -v w="$ewall" 'BEGIN { if (e <= 0) e = w; print t / e }'):peer timed part / esmtrain's own seconds"
 }
 
 # esmtrain's resident floor: the same model on one 10-residue protein

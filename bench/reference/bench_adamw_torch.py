@@ -4,7 +4,7 @@
 (foreach) over the same number of fp32 parameters and threads, timed the
 same way (best of N steps after one warm-up).
 
-Usage: /usr/bin/python3 tests/reference/bench_adamw_torch.py --params N --threads T
+Usage: /usr/bin/python3 bench/reference/bench_adamw_torch.py --params N --threads T
 """
 import argparse
 import os

@@ -49,3 +49,8 @@ cmp -s "$work/tcp/checkpoints/step-$(printf %08d "$steps")/model.safetensors" \
        "$work/mpi/checkpoints/step-$(printf %08d "$steps")/model.safetensors" \
   && same="the same weights, bit for bit" || same="DIFFERENT weights"
 echo "step time: TCP ring (launch -n 2) ${t} ms, MPI (mpirun -np 2) ${m} ms; MPI / TCP $(awk -v a="$m" -v b="$t" 'BEGIN { printf("%.2f", a / b) }'); $same"
+/usr/bin/python3 "$(dirname "$0")/record.py" host_comm --config "2 ranks: 30 MB all-reduce; esm2_t6_8M, $steps updates" \
+  --command "bash bench/bench_comm.sh $build $steps" \
+  --figure "allreduce_ms=$(ms "$work/bw-mpi"):ms" --figure "step_ms=$m:ms" \
+  --peer "the core's TCP ring" --peer-figure "allreduce_ms=$(ms "$work/bw-tcp"):ms" --peer-figure "step_ms=$t:ms" \
+  --ratio "step_ms=$(awk -v a="$m" -v b="$t" 'BEGIN { print a / b }'):MPI / TCP (below 1: MPI faster)"

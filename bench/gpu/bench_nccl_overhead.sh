@@ -54,6 +54,10 @@ for i in $(seq 1 "$REPEAT"); do
 done
 loss() { grep -o '"loss":[0-9.e+-]*' "$1" | tail -1 | cut -d: -f2; }
 echo "final loss: $REF $(loss "$work/ref1/metrics.jsonl"), nccl_dp $(loss "$work/dp1/metrics.jsonl")"
+/usr/bin/python3 "$(dirname "$0")/../record.py" nccl_dp_overhead --config "$MODEL, world 1, best of $REPEAT" \
+  --command "bash bench/gpu/bench_nccl_overhead.sh $cli" --figure "tokens_per_s=$dp_tps:tok/s" \
+  --peer "$REF alone" --peer-figure "tokens_per_s=$ref_tps:tok/s" \
+  --ratio "tokens_per_s=$(awk -v r="$ref_tps" -v d="$dp_tps" 'BEGIN { print r > 0 ? d / r : 0 }'):nccl_dp / $REF"
 awk -v r="$ref_tps" -v d="$dp_tps" -v m="$MODEL" -v ref="$REF" 'BEGIN {
   ratio = r > 0 ? d / r : 0
   printf("ESMT_RESULT nccl_overhead model=%s %s_tokens_per_s=%.1f nccl_dp_tokens_per_s=%.1f ratio=%.4f overhead=%.2f%%\n",

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
-"""The peer for tests/bench/bench_gpu_attention.c: PyTorch's
+"""The peer for bench/bench_gpu_attention.c: PyTorch's
 torch.nn.functional.scaled_dot_product_attention on the same shapes, in bf16
 (f16 on a GPU without bf16), non-causal, no mask, layout (B, H, T, hd), timed
 forward (with grad enabled, so the log-sum-exp is kept as in training),
@@ -22,13 +22,18 @@ Usage: bench_attention_peer.py [--quick] [--repeats N] [--ours LOG]
 --device cpu is a smoke mode (tiny shapes, fp32, wall-clock timing).
 Exit 77 with a SKIP: line without PyTorch or a CUDA device (unless --device cpu)."""
 import argparse
+import os
 import re
 import statistics
 import sys
 import time
 import warnings
 
-# Shapes of tests/bench/bench_gpu_attention.c (main(): "reference", then for
+# bench/record.py: one results line per figure
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from record import record  # noqa: E402
+
+# Shapes of bench/bench_gpu_attention.c (main(): "reference", then for
 # T in 512, 1024 with B = 16 at T = 512 and 8 at T = 1024 the ESM-2 shapes).
 # Keep in sync with that file. (label, B, T, H, hd)
 GPU_SHAPES = [("reference", 16, 512, 16, 64)]
@@ -298,6 +303,10 @@ def main(argv=None):
     measured = {}
     for shape in shapes:
         measured[shape[1:]] = (shape[0], run_shape(torch, timed, args, shape, dtype))
+    for (shape, (label, res)) in measured.items():
+        for be, tfs in (res or {}).items():
+            record("attention_peer", f"torch sdpa {be}, {label} {shape}, {where}",
+                   "python3 " + " ".join(sys.argv), {"fwd_bwd": (tfs, "TFLOP/s")})
     if args.ours:
         print_ratios(ours, measured)
     if not any(r for _, r in measured.values()):

@@ -37,6 +37,8 @@ import subprocess
 import sys
 import time
 
+# esm_fasta.py: the reference tools' FASTA and token helpers (tests/reference)
+sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "tests", "reference"))
 from esm_fasta import CLS, EOS, PAD, TOK, UNK, read_fasta, window_starts, write_fasta  # noqa: E402
 
 

@@ -12,8 +12,14 @@ Usage: bench_transformers.py --model esm2_t33_650M --batch 8 --seq 512
                              --dtype bf16 --steps 10 [--fasta DB.fasta.gz]"""
 import argparse
 import gzip
+import os
 import random
+import sys
 import time
+
+# bench/record.py: one results line per figure
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from record import record  # noqa: E402
 
 import torch
 from transformers import EsmConfig, EsmForMaskedLM
@@ -109,6 +115,10 @@ def main():
           f"step_ms={1e3 * secs / a.steps:.1f} loss={loss.item():.4f} "
           f"peak_mem_gib={torch.cuda.max_memory_allocated() / 2**30:.2f} "
           f"gpu={torch.cuda.get_device_name(0).replace(' ', '_')}")
+    record("gpu_peer_transformers_step", f"{a.model} {a.dtype} {a.batch}x{a.seq}, attn {attn}, "
+           f"{'fasta' if seqs else 'synthetic'} data", "python3 " + " ".join(sys.argv),
+           {"tokens_per_s": (tokens / secs, "tok/s"), "step_ms": (1e3 * secs / a.steps, "ms"),
+            "peak_mem": (torch.cuda.max_memory_allocated() / 2**30, "GiB")})
 
 
 if __name__ == "__main__":

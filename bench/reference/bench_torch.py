@@ -2,7 +2,7 @@
 # SPDX-License-Identifier: MIT
 """PyTorch peer benchmark: one ESM-2 MLM training step with fair-esm + AdamW.
 
-    /usr/bin/python3 tests/reference/bench_torch.py --model esm2_t6_8M \
+    /usr/bin/python3 bench/reference/bench_torch.py --model esm2_t6_8M \
         --threads 2 --batch 4 --seq 512 --steps 5
 
 fair-esm `ESM2` (alphabet ESM-1b, token dropout on), fp32, CPU, HF-style init

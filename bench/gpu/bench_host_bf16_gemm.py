@@ -9,9 +9,14 @@ esm2_t6_8M and esm2_t12_35M's FFN-up GEMM at 4 x 512 tokens, on 2 threads
 and the CPU flags that matter. A baseline for cpu.so's bf16 path, not a
 measurement of it."""
 import os
+import sys
 import time
 
 import torch
+
+# bench/record.py: one results line per figure
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+from record import record  # noqa: E402
 
 SHAPES = [("esm2_t6_8M ffn-up", 2048, 1280, 320), ("esm2_t12_35M ffn-up", 2048, 1920, 480),
           ("square", 2048, 2048, 2048)]
@@ -57,6 +62,10 @@ def main():
                 print(f"HOST_GEMM shape={m}x{n}x{k} ({name}) threads={threads} "
                       f"dtype={'bf16' if dtype == torch.bfloat16 else 'fp32'} "
                       f"gflops={g:.1f} ms={ms:.3f}")
+                record("host_gemm", f"{m}x{n}x{k} ({name}), "
+                       f"{'bf16' if dtype == torch.bfloat16 else 'fp32'}, {threads} threads",
+                       "python3 bench/gpu/bench_host_bf16_gemm.py",
+                       {"gflops": (g, "GFLOP/s"), "ms": (ms, "ms")})
 
 
 if __name__ == "__main__":

@@ -5,7 +5,7 @@
  * pick (ESMTRAIN_COMM=tcp|mpi to force one), so
  *   mpirun -np 2 -x ESMTRAIN_COMM=mpi bench_comm
  *   mpirun -np 2 -x ESMTRAIN_COMM=tcp -x ESMTRAIN_RENDEZVOUS_FILE=/tmp/r bench_comm
- * compare the two under the same launcher (scripts/bench_comm.sh does).
+ * compare the two under the same launcher (bench/bench_comm.sh does).
  * Rank 0 prints one line: the transport, the median time, algorithm
  * bandwidth (bytes / time) and bus bandwidth (2 (W-1)/W bytes / time, what
  * each rank's links carry in a ring or a reduce-scatter + all-gather). */
