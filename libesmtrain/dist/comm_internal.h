@@ -5,7 +5,7 @@
 #define ESMTRAIN_COMM_INTERNAL_H
 
 #include "comm.h"
-#include "comm_plugin.h"
+#include "esmtrain/comm_plugin.h"
 #include "tcp_comm.h"
 
 struct esmt_comm {

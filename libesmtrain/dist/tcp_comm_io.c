@@ -5,8 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "tcp_comm_internal.h"
 
-#include "comm_ring.h"
-#include "comm_text.h"
+#include "esmtrain/comm_ring.h"
+#include "esmtrain/comm_text.h"
 
 #include <arpa/inet.h>
 #include <errno.h>

@@ -17,7 +17,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_text.h"
+#include "esmtrain/comm_text.h"
 
 /* "allreduce #37 (step 12): " for the current operation. */
 static void op_prefix(const mpi_comm *c, char *buf, size_t cap) {

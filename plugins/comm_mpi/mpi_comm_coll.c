@@ -28,7 +28,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "comm_ring.h"
+#include "esmtrain/comm_ring.h"
 
 #define MC_MAGIC 0x45534d5431504d31ull /* "ESMT1PM1": header version 1 */
 #define BCAST_PIECE ((size_t)1 << 20)  /* the broadcast pipeline's grain */

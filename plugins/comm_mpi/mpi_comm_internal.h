@@ -25,7 +25,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
-#include "comm_plugin.h"
+#include "esmtrain/comm_plugin.h"
 
 #define MC_HIDDEN __attribute__((visibility("hidden")))
 

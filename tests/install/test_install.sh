@@ -66,6 +66,41 @@ cmake --build "$root/consumer-build" >/dev/null
 "$root/consumer-build/consumer" "$stage/"
 "$root/consumer-build/minimal_train" "$root/data" 3
 
+echo "== the MPI communicator plugin builds against the installed headers alone"
+test -f "$stage/include/esmtrain/comm_plugin.h"
+if command -v mpicc >/dev/null; then
+  # Only the prefix's include directory: none of the source tree's private headers.
+  mkdir -p "$root/mpi-plugin"
+  mpicc -std=c11 -Wall -Werror -fPIC -shared -fvisibility=hidden -I"$stage/include" \
+        "$src"/plugins/comm_mpi/*.c -o "$root/mpi-plugin/mpi_comm.so"
+  cat > "$root/mpi-plugin/table.c" <<'C'
+#include <dlfcn.h>
+#include <stdio.h>
+#include <string.h>
+#include <esmtrain/comm_plugin.h>
+/* The plugin loads and hands out a table of this ABI. */
+int main(int argc, char **argv) {
+  void *h = argc > 1 ? dlopen(argv[1], RTLD_NOW | RTLD_GLOBAL) : NULL;
+  if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
+  const esmt_comm_plugin *(*get)(void) =
+      (const esmt_comm_plugin *(*)(void))dlsym(h, ESMT_COMM_PLUGIN_SYMBOL);
+  const esmt_comm_plugin *p = get ? get() : NULL;
+  if (!p || p->abi_version != ESMT_COMM_PLUGIN_ABI || p->struct_size < sizeof *p ||
+      strcmp(p->name, "mpi") != 0) {
+    fprintf(stderr, "%s: no esmt_comm_plugin of ABI %d\n", argv[1], ESMT_COMM_PLUGIN_ABI);
+    return 1;
+  }
+  printf("%s: plugin '%s', ABI %u\n", argv[1], p->name, p->abi_version);
+  return 0;
+}
+C
+  cc -std=c11 -Wall -Werror -I"$stage/include" "$root/mpi-plugin/table.c" -ldl \
+     -o "$root/mpi-plugin/table"
+  "$root/mpi-plugin/table" "$root/mpi-plugin/mpi_comm.so"
+else
+  echo "skipped: no mpicc (the MPI plugin is not built here either)"
+fi
+
 # find_package(esmtrain VERSION) from a project of its own must fail
 refused() {
   mkdir -p "$stage/v$1" && cat > "$stage/v$1/CMakeLists.txt" <<CM

@@ -11,7 +11,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm_plugin.h"
+#include "esmtrain/comm_plugin.h"
 
 static double now_s(void) {
   struct timespec ts;

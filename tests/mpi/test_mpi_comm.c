@@ -24,8 +24,8 @@
 #include <string.h>
 #include <time.h>
 
-#include "comm_plugin.h"
-#include "comm_ring.h"
+#include "esmtrain/comm_plugin.h"
+#include "esmtrain/comm_ring.h"
 
 enum { F32 = 1, F64 = 2, I64 = 3 };
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The wording every communicator uses for its operations, so that the TCP
- * ring and the MPI plugin report alike. Header-only: the plugin includes it
- * without linking the core. An operation is named by `op` ("allreduce", or
+ * ring and every communication plugin report alike (esmtrain/comm_plugin.h).
+ * Header-only: a plugin includes it without linking the core. An operation is named by `op` ("allreduce", or
  * NULL before any), its sequence number `seq` (0 before the first) and the
  * training step it is tagged with (`step`, -1 for none). */
 #ifndef ESMTRAIN_COMM_TEXT_H

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The summation order every communicator shares, so that the TCP ring and
- * the MPI plugin give the same bits. Header-only: the MPI plugin includes
- * it without linking the core.
+ * every communication plugin give the same bits (esmtrain/comm_plugin.h).
+ * Header-only: a plugin includes it without linking the core.
  *
  * A buffer of `count` elements is cut into W blocks: block k is
  * [off[k], off[k+1]) with caller's offsets (ZeRO shards), or the balanced

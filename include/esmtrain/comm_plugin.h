@@ -1,18 +1,22 @@
 /* SPDX-License-Identifier: MIT */
-/* The table a communication plugin hands the core: how the data-parallel
- * collectives reach a transport that libesmtrain does not link (MPI: the
- * plugin <libdir>/esmtrain/comm/mpi_comm.so links libmpi, the core only
- * dlopen()s it). comm.c loads the plugin, checks the table and dispatches
- * the esmt_comm_* calls of comm.h to it; the argument checks are done
- * there, once for every transport, before a call reaches the table.
+/* esmtrain communication plugin ABI: the table a communication plugin
+ * hands the core, how the data-parallel collectives of the host reach a
+ * transport that libesmtrain does not link (MPI: the plugin
+ * <libdir>/esmtrain/comm/mpi_comm.so links libmpi, the core only dlopen()s
+ * it). The core loads the plugin, refuses a table whose abi_version differs
+ * from its own or whose struct_size is smaller than it needs (docs/ABI.md),
+ * and dispatches its collectives to it; the argument checks are done in the
+ * core, once for every transport, before a call reaches the table. A plugin
+ * needs only the installed headers: this one, esmtrain/comm_ring.h (the
+ * summation order) and esmtrain/comm_text.h (the wording of its errors).
  *
  * Contract, the same as the TCP communicator's (comm.h):
  *  - every rank calls the same collectives in the same order and sizes;
  *  - one thread at a time per communicator;
  *  - sums are bitwise the same on every rank and from run to run, and equal
- *    the TCP ring's: block j of a collective (its W blocks as comm.h's
- *    ring segmentation gives them, esmt_comm_ring_block) is summed in the
- *    rank order (j + shift) mod W, +1, ..., so ((x_a + x_b) + x_c) ...;
+ *    the TCP ring's: block j of a collective (its W blocks as
+ *    esmt_comm_block in comm_ring.h gives them) is summed in the rank
+ *    order (j + shift) mod W, +1, ..., so ((x_a + x_b) + x_c) ...;
  *  - no call waits longer than timeout_s without progress; a peer's abort
  *    (its reason) ends the current or next call with "rank K failed: ...";
  *  - after any failure the communicator is dead: later calls fail the same.
@@ -25,12 +29,16 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#ifdef __cplusplus
+extern "C" {
+#endif
+
 #define ESMT_COMM_PLUGIN_ABI 1
 /* extern "C" const esmt_comm_plugin *esmt_comm_plugin_get(void); */
 #define ESMT_COMM_PLUGIN_SYMBOL "esmt_comm_plugin_get"
 
-/* dtype values: ESMT_COMM_F32 = 1, ESMT_COMM_F64 = 2, ESMT_COMM_I64 = 3
- * (comm.h; an int here so the plugin needs no core header). */
+/* dtype values: 1 = f32, 2 = f64, 3 = i64 (the core's ESMT_COMM_F32,
+ * _F64, _I64). */
 
 typedef struct esmt_comm_plugin {
   uint32_t abi_version; /* ESMT_COMM_PLUGIN_ABI */
@@ -59,5 +67,9 @@ typedef struct esmt_comm_plugin {
   void (*describe_last)(const void *s, char *buf, size_t cap);
   const char *(*last_error)(const void *s);
 } esmt_comm_plugin;
+
+#ifdef __cplusplus
+}
+#endif
 
 #endif
