@@ -12,6 +12,7 @@
 #include <time.h>
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 static void set_error(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
 static void set_error(const char *fmt, ...) {
@@ -41,7 +42,9 @@ int main(int argc, char **argv) {
   void *h = dlopen(path, RTLD_NOW);
   if (!h) { fprintf(stderr, "%s\n", dlerror()); return 1; }
   esmtb_init_fn init = (esmtb_init_fn)(uintptr_t)dlsym(h, ESMTB_INIT_SYMBOL);
-  const esmtb_ops *ops = init(&host);
+  char why[256];
+  const esmtb_ops *ops = esmt_ops_from_init(init, &host, why, sizeof why);
+  if (!ops) { fprintf(stderr, "%s: %s\n", path, why); return 1; }
   esmtb_open_options oo = {sizeof oo, 0, threads, 0};
   esmtb_device *dev = NULL;
   if (ops->open(&oo, &dev)) return 1;

@@ -22,6 +22,7 @@
 #include <unistd.h>
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 #ifndef ESMT_BENCH_BACKEND_DIR
 #define ESMT_BENCH_BACKEND_DIR "."
@@ -291,7 +292,9 @@ int main(int argc, char **argv) {
     return 1;
   }
   esmtb_init_fn init = (esmtb_init_fn)(uintptr_t)dlsym(h, ESMTB_INIT_SYMBOL);
-  ops = init ? init(&host) : NULL;
+  char why[256];
+  ops = esmt_ops_from_init(init, &host, why, sizeof why);
+  if (!ops) fprintf(stderr, "%s: %s\n", path, why);
   esmtb_open_options oo = {sizeof oo, 0, threads, 0};
   if (!ops || ops->open(&oo, &dev)) return 1;
   const int B = 4, T = 512, d = 320, H = 20, F = 1280, V = 33;

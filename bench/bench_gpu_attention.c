@@ -24,6 +24,7 @@
 #include <time.h>
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 #ifndef ESMT_BENCH_BACKEND_DIR
 #define ESMT_BENCH_BACKEND_DIR "."
@@ -57,7 +58,10 @@ static const esmtb_ops *load(const char *dir, const char *name) {
     return NULL;
   }
   esmtb_init_fn init = (esmtb_init_fn)(uintptr_t)dlsym(h, ESMTB_INIT_SYMBOL);
-  return init ? init(&host) : NULL;
+  char why[256];
+  const esmtb_ops *ops = esmt_ops_from_init(init, &host, why, sizeof why);
+  if (!ops) fprintf(stderr, "%s: %s\n", path, why);
+  return ops;
 }
 
 static const esmtb_ops *ops;
@@ -171,7 +175,7 @@ static void bench(const char *label, esmtb_dtype dt, int B, int T, int H, int hd
   setenv("ESMT_CUDA_ATTN_CHECK", "0", 1);
   print_row(label, B, T, H, hd, fl, tf, tb, tfb);
   printf(" | checked %6.1f TF/s\n", 3.5 * fl / tfbc * 1e-12);
-  if (ops->abi_minor >= 6 && !g_nondet_only) { /* the non-deterministic backward, ABI 1.6 */
+  if (!g_nondet_only) { /* the non-deterministic backward */
     char nd[64];
     snprintf(nd, sizeof nd, "%s-nondet", label);
     a.nondeterministic = 1;

@@ -10,6 +10,7 @@
 #include <stdint.h>
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 /* A float64 reference loss L(x) = sum(r * f(x)). */
 typedef double (*ref_loss)(void *ctx, const double *x);

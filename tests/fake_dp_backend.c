@@ -2,6 +2,7 @@
 /* See fake_dp_backend.h. */
 #define _GNU_SOURCE
 #include "fake_dp_backend.h"
+#include "backend_tables.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -147,26 +148,26 @@ static void f_close(esmtb_device *d) {
 const esmtb_ops *fake_dp_ops(const esmtb_ops *cpu, const char *dir) {
   g_cpu = cpu;
   snprintf(g_dir, sizeof g_dir, "%s", dir);
-  memset(&g_ops, 0, sizeof g_ops);
-  memcpy(&g_ops, cpu, cpu->struct_size < sizeof g_ops ? cpu->struct_size : sizeof g_ops);
-  g_ops.abi_minor = 3;
-  g_ops.struct_size = sizeof g_ops;
-  g_ops.name = "fake_dp";
+  static test_backend_tables t;
+  test_tables_split(cpu, &t);
+  t.backend.name = "fake_dp";
   /* fp32 only: a device backend with half caps would make AUTO precision
    * pick bf16, and the comparison with the cpu TCP path is in fp32 */
-  g_ops.caps = (cpu->caps & ~(uint32_t)(ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F16 |
-                                        ESMTB_CAP_BF16)) |
-               ESMTB_CAP_MULTI_DEVICE;
-  g_ops.comm_unique_id = f_unique_id;
-  g_ops.comm_init = f_comm_init;
-  g_ops.comm_release = f_comm_release;
-  g_ops.allreduce = f_allreduce;
-  g_ops.reduce_scatter = f_reduce_scatter;
-  g_ops.allgather = f_allgather;
-  g_ops.event_record = f_event_record;
-  g_ops.stream_wait_event = f_stream_wait_event;
-  g_ops.close = f_close;
-  g_ops.stream_sync = f_stream_sync;
+  t.backend.caps = (cpu->caps & ~(uint32_t)(ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F16 |
+                                            ESMTB_CAP_BF16)) |
+                   ESMTB_CAP_MULTI_DEVICE;
+  t.has_comm = 1;
+  t.comm.comm_unique_id = f_unique_id;
+  t.comm.comm_init = f_comm_init;
+  t.comm.comm_release = f_comm_release;
+  t.comm.allreduce = f_allreduce;
+  t.comm.reduce_scatter = f_reduce_scatter;
+  t.comm.allgather = f_allgather;
+  t.device.event_record = f_event_record;
+  t.device.stream_wait_event = f_stream_wait_event;
+  t.device.close = f_close;
+  t.device.stream_sync = f_stream_sync;
+  test_tables_resolve(&t, &g_ops);
   g_n = 0;
   g_peer_checks = 0;
   g_peer_failed = NULL;

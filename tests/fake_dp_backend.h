@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* A test-only multi-device backend: the cpu backend's table as an ABI 1.3
+/* A test-only multi-device backend: the cpu backend's groups as an
  * ESMTB_CAP_MULTI_DEVICE backend whose memory is NOT host addressable (so
  * the core takes its device path), with comm_unique_id / comm_init /
- * comm_release / allreduce (and the ABI 1.3 reduce_scatter / allgather)
+ * comm_release / allreduce / reduce_scatter / allgather (its "comm" group)
  * implemented by a host TCP communicator of its own
  * (the "unique id" is a rendezvous file name, as NCCL's carries the root's
  * address). Every communicator, event and all-reduce call is logged so a
@@ -11,9 +11,10 @@
 #define FAKE_DP_BACKEND_H
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 enum { FAKE_ID = 1, FAKE_INIT, FAKE_RECORD, FAKE_WAIT, FAKE_ALLREDUCE, FAKE_ABORT /* release(abort) */,
-       FAKE_REDUCE_SCATTER, FAKE_ALLGATHER /* ABI 1.3 */ };
+       FAKE_REDUCE_SCATTER, FAKE_ALLGATHER };
 
 typedef struct fake_call {
   int kind;

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* See half_emu_backend.h. */
 #include "half_emu_backend.h"
+#include "backend_tables.h"
 
 #include <stdarg.h>
 #include <stdio.h>
@@ -17,7 +18,7 @@ static const esmt_backend_entry *g_real_entry;
 void half_emu_install(esmt_context *ctx) {
   g_real_entry = ctx->backend;
   g_installed = *g_real_entry;
-  g_installed.ops = half_emu_ops(g_real_entry->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  g_installed.ops = half_emu_ops(g_real_entry->ops, ESMTB_CAP_F16 | ESMTB_CAP_BF16);
   ctx->backend = &g_installed;
 }
 
@@ -399,28 +400,28 @@ static esmtb_status emu_convert(esmtb_device *d, const esmtb_convert_args *a, es
   return g_cpu->convert(d, a, s);
 }
 
-const esmtb_ops *half_emu_ops(const esmtb_ops *cpu, uint32_t extra_caps, uint32_t abi_minor) {
+const esmtb_ops *half_emu_ops(const esmtb_ops *cpu, uint32_t extra_caps) {
   g_cpu = cpu;
-  g_ops = *cpu;
-  g_ops.caps = cpu->caps | extra_caps;
-  g_ops.abi_minor = abi_minor;
-  g_ops.name = "half_emu";
-  g_ops.alloc = emu_alloc;
-  g_ops.free = emu_free;
-  g_ops.gemm = emu_gemm;
-  g_ops.embed_forward = emu_embed_fwd;
-  g_ops.embed_backward = emu_embed_bwd;
-  g_ops.layernorm_forward = emu_ln_fwd;
-  g_ops.layernorm_backward = emu_ln_bwd;
-  g_ops.add = emu_add;
-  g_ops.gelu_backward = emu_gelu_bwd;
-  g_ops.bias_grad = emu_bias_grad;
-  g_ops.attention_forward = emu_attn_fwd;
-  g_ops.attention_backward = emu_attn_bwd;
-  g_ops.xent = emu_xent;
-  g_ops.adamw = emu_adamw;
-  g_ops.convert = emu_convert;
-  return &g_ops;
+  static test_backend_tables t;
+  test_tables_split(cpu, &t);
+  t.backend.caps = cpu->caps | extra_caps;
+  t.backend.name = "half_emu";
+  t.device.alloc = emu_alloc;
+  t.device.free = emu_free;
+  t.compute.gemm = emu_gemm;
+  t.compute.embed_forward = emu_embed_fwd;
+  t.compute.embed_backward = emu_embed_bwd;
+  t.compute.layernorm_forward = emu_ln_fwd;
+  t.compute.layernorm_backward = emu_ln_bwd;
+  t.compute.add = emu_add;
+  t.compute.gelu_backward = emu_gelu_bwd;
+  t.compute.bias_grad = emu_bias_grad;
+  t.compute.attention_forward = emu_attn_fwd;
+  t.compute.attention_backward = emu_attn_bwd;
+  t.compute.xent = emu_xent;
+  t.compute.convert = emu_convert;
+  t.optimizer.adamw = emu_adamw;
+  return test_tables_resolve(&t, &g_ops);
 }
 
 void half_emu_watch(const esmt_model *m) { g_m = m; }

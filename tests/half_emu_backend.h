@@ -11,6 +11,7 @@
 #define HALF_EMU_BACKEND_H
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "model.h"
 
 typedef struct half_emu_stats {
@@ -24,16 +25,17 @@ typedef struct half_emu_stats {
   char first_problem[512];
 } half_emu_stats;
 
-/* The table: `cpu`'s ops wrapped, caps = cpu caps | `extra_caps`, the
- * given abi_minor. Static storage: one table per process. */
-const esmtb_ops *half_emu_ops(const esmtb_ops *cpu, uint32_t extra_caps, uint32_t abi_minor);
+/* The table: `cpu`'s ops wrapped, caps = cpu caps | `extra_caps`, handed
+ * to the core as ABI 2 groups (backend_tables.h). Static storage: one
+ * table per process. */
+const esmtb_ops *half_emu_ops(const esmtb_ops *cpu, uint32_t extra_caps);
 
 /* Check role-specific pointers against this model's buffers from now on
  * (NULL: only check that pointers lie inside some allocation). */
 void half_emu_watch(const esmt_model *m);
 
 /* ctx's backend replaced by an entry with this table (the cpu backend's
- * ops, F16 and BF16 caps, ABI minor 1) until half_emu_uninstall puts the
+ * ops, F16 and BF16 caps) until half_emu_uninstall puts the
  * real one back. One at a time. */
 void half_emu_install(esmt_context *ctx);
 void half_emu_uninstall(esmt_context *ctx);

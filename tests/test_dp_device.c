@@ -1,19 +1,19 @@
 /* SPDX-License-Identifier: MIT */
 /* The core's device path of data parallelism (dp_device.c) without a GPU:
- * fake_dp_backend is the cpu ops as an ABI 1.3 multi-device backend with
+ * fake_dp_backend is the cpu ops as a multi-device backend with
  * device (non host-addressable) memory whose all-reduce is a TCP
  * communicator of its own. With 2 fork()ed ranks:
  *  - the id/init/event/all-reduce calls come in the right order, on the
  *    right streams, in F32 buckets that cover the gradients top-down, at
  *    several points of backward (overlap);
  *  - the weights equal, bit for bit, those of the cpu backend's TCP path,
- *    also with ZeRO-1 through the ABI 1.3 reduce_scatter/allgather;
+ *    also with ZeRO-1 through the comm group's reduce_scatter/allgather;
  *  - a killed rank stops the other with an error naming it, and the
  *    device communicator is aborted;
  * and in one process: world size 1 forced by ESMTRAIN_FORCE_DP runs the
- * same calls and equals a run without data parallelism; a table older
- * than ABI 1.2 or without the comm ops is refused with a message, and so
- * is dist.zero 1 on a table without the ABI 1.3 reduce_scatter/allgather. */
+ * same calls and equals a run without data parallelism; a table without
+ * the comm ops is refused with a message, and so is dist.zero 1 on a table
+ * without reduce_scatter/allgather. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -195,7 +195,7 @@ static void test_device_path_matches_tcp(void **state) {
   printf("2 ranks: device path == TCP path, bit for bit\n");
 }
 
-/* ZeRO-1 through the backend's ABI 1.3 reduce_scatter/allgather: the
+/* ZeRO-1 through the backend's reduce_scatter/allgather: the
  * buckets are reduce-scattered on the comm stream, the weights all-gathered
  * once per update, each rank holds half the moments, and (2 ranks) the
  * weights equal the TCP path without ZeRO bit for bit. */
@@ -278,8 +278,8 @@ static void test_refuses_old_tables(void **state) {
   c.num_layers = 1; c.hidden_size = 16; c.num_heads = 2; c.max_positions = 32;
   for (int k = 0; k < 3; k++) {
     fake_dp_ops(real->ops, g_dir);
-    if (k == 0) ops->abi_minor = 1;       /* ABI 1.1: the fields may be garbage */
-    if (k == 1) ops->comm_init = NULL;    /* 1.2 without the ops */
+    if (k == 0) ops->comm_unique_id = NULL; /* a "comm" group without the id */
+    if (k == 1) ops->comm_init = NULL;      /* ... or without comm_init */
     if (k == 2) ops->struct_size = (uint32_t)offsetof(esmtb_ops, comm_unique_id);
     esmt_model *m = NULL;
     assert_int_equal(esmt_model_create(ctx, &c, 7, &m), ESMT_OK);
@@ -300,7 +300,7 @@ static void test_refuses_old_tables(void **state) {
   esmt_context_destroy(ctx);
 }
 
-/* dist.zero 1 on a device backend without the ABI 1.3 ops: refused. */
+/* dist.zero 1 on a device backend without the ZeRO-1 ops: refused. */
 static void test_zero1_needs_abi13(void **state) {
   (void)state;
   esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
@@ -312,7 +312,8 @@ static void test_zero1_needs_abi13(void **state) {
   const esmt_backend_entry *real = ctx->backend;
   esmt_backend_entry fake = *real;
   esmtb_ops *ops = (esmtb_ops *)fake_dp_ops(real->ops, g_dir);
-  ops->abi_minor = 2; /* a 1.2 table: the 1.3 fields are not read */
+  ops->reduce_scatter = NULL; /* a "comm" group without the ZeRO-1 ops */
+  ops->allgather = NULL;
   fake.ops = ops;
   ctx->backend = &fake;
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;

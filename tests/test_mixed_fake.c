@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* The core's half-precision paths without a half-capable backend: host
- * fp16/bf16 conversions, precision choice and refusal by caps/ABI, the
+ * fp16/bf16 conversions, precision choice and refusal by caps, the
  * older esmt_model_config size, and - through half_emu_backend (the cpu ops
  * with F16/BF16 emulated) - every op's pointers, sizes and dtypes, the
  * params_lowp refreshes, the planner's half numbers against the real
@@ -40,9 +40,9 @@ static int teardown(void **state) {
   return 0;
 }
 
-static void use_fake(uint32_t caps, uint32_t abi_minor) {
+static void use_fake(uint32_t caps) {
   g_fake = *g_real;
-  g_fake.ops = half_emu_ops(g_real->ops, caps, abi_minor);
+  g_fake.ops = half_emu_ops(g_real->ops, caps);
   g_ctx->backend = &g_fake;
 }
 static void use_real(void) { g_ctx->backend = g_real; }
@@ -129,8 +129,7 @@ static void expect_refusal(const esmtb_ops *o, int p, const char *fragment) {
 static void test_resolve_precision(void **state) {
   (void)state;
   esmtb_ops o = {0};
-  o.abi_major = 1;
-  o.abi_minor = 1;
+  o.abi_major = ESMTB_ABI_MAJOR;
   o.name = "stub";
   o.convert = stub_convert;
   esmtb_dtype t;
@@ -154,10 +153,6 @@ static void test_resolve_precision(void **state) {
   assert_int_equal(t, ESMTB_F32);
   assert_int_equal(esmt_resolve_precision(&o, ESMT_PRECISION_BF16, &t), ESMT_OK);
   assert_int_equal(t, ESMTB_BF16);
-  o.abi_minor = 0; /* no gemm c_f32 */
-  expect_refusal(&o, ESMT_PRECISION_FP16, "needs 1.1");
-  assert_int_equal(esmt_resolve_precision(&o, ESMT_PRECISION_FP32, &t), ESMT_OK);
-  o.abi_minor = 1;
   o.convert = NULL;
   expect_refusal(&o, ESMT_PRECISION_BF16, "no convert op");
   assert_int_equal(esmt_resolve_precision(&o, 7, &t), ESMT_ERR_CONFIG);
@@ -193,16 +188,6 @@ static void test_cpu_model_precision(void **state) {
   assert_int_equal(old.num_layers, 12);
   assert_int_equal(old.precision, ESMT_PRECISION_BF16);
   assert_int_equal(old.struct_size, offsetof(esmt_model_config, precision));
-}
-
-static void test_abi_10_refused(void **state) {
-  (void)state;
-  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16, 0);
-  esmt_model_config c = mixed_tiny_config(ESMT_PRECISION_FP16);
-  esmt_model *m = NULL;
-  assert_int_equal(esmt_model_create(g_ctx, &c, 1, &m), ESMT_ERR_UNSUPPORTED);
-  assert_non_null(strstr(esmt_last_error(), "half_emu implements plugin ABI 1.0"));
-  use_real();
 }
 
 /* ---- pointers, sizes, dtypes and the weight copy -------------------------- */
@@ -255,7 +240,7 @@ static void run_step(esmt_model *m, int Bn, int Tn) {
 }
 
 static void pointer_checks(esmt_precision p, esmtb_dtype want) {
-  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16);
   half_emu_watch(NULL);
   half_emu_reset_stats();
   esmt_model *m = create(p);
@@ -336,7 +321,7 @@ static void test_pointers_fp32(void **state) { (void)state; pointer_checks(ESMT_
 static void training_matches(esmt_precision p) {
   use_real();
   esmt_model *m32 = create(ESMT_PRECISION_FP32);
-  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16);
   esmt_model *mh = create(p);
   half_emu_watch(mh);
   half_emu_reset_stats();
@@ -389,7 +374,7 @@ static void config_run(const char *prec, esmtb_dtype want, int loss_scaling, int
                         "backend.deterministic", deterministic ? "true" : "false"};
   for (size_t i = 0; i < sizeof sets / sizeof sets[0]; i += 2)
     if (esmt_config_set(cfg, sets[i], sets[i + 1]) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16, 1);
+  use_fake(ESMTB_CAP_F16 | ESMTB_CAP_BF16);
   half_emu_watch(NULL);
   half_emu_reset_stats();
   esmt_trainer *t = NULL, *t2 = NULL;
@@ -451,7 +436,6 @@ int main(void) {
       cmocka_unit_test(test_host_conversions),
       cmocka_unit_test(test_resolve_precision),
       cmocka_unit_test(test_cpu_model_precision),
-      cmocka_unit_test(test_abi_10_refused),
       cmocka_unit_test(test_pointers_bf16),
       cmocka_unit_test(test_pointers_fp16),
       cmocka_unit_test(test_pointers_fp32),

@@ -550,7 +550,7 @@ static void test_config_pack(void **state) {
   dev.caps &= ~(uint32_t)ESMTB_CAP_HOST_ADDRESSABLE;
   ASSERT_OK(create_on(&dev, "auto", &packs));
   assert_int_equal(packs, 1);
-  /* without the cap (or with an older ABI): auto off, on is an error */
+  /* without the cap: auto off, on is an error */
   esmtb_ops old = dev;
   old.caps &= ~(uint32_t)ESMTB_CAP_VARLEN;
   ASSERT_OK(create_on(&old, "auto", &packs));
@@ -560,10 +560,6 @@ static void test_config_pack(void **state) {
   if (!strstr(msg, "data.pack") || !strstr(msg, "packed rows") || !strstr(msg, cpu->name))
     fail_msg("unclear message: %s", msg);
   print_message("data.pack on without the cap: %s\n", msg);
-  old = dev;
-  old.abi_minor = 2;
-  assert_int_equal(create_on(&old, "on", &packs), ESMT_ERR_UNSUPPORTED);
-  assert_non_null(strstr(esmt_last_error(), "ABI"));
   /* the key is an enum */
   esmt_config *c = NULL;
   ASSERT_OK(esmt_config_create(&c));

@@ -72,6 +72,7 @@ static void test_wrong_abi_refused(void **state) {
   stage_cpu(dir);
   stage_plugin(dir, "bad_abi.so");
   stage_plugin(dir, "small_table.so");
+  stage_plugin(dir, "abi1.so");
   esmt_context *ctx;
   assert_int_equal(create_with(dir, NULL, &ctx), ESMT_OK);
   esmt_backend_info info;
@@ -84,6 +85,11 @@ static void test_wrong_abi_refused(void **state) {
   assert_true(find_entry(ctx, "small_table.so", &info) >= 0);
   assert_false(info.loaded);
   assert_non_null(strstr(info.reason, "smaller"));
+  /* A plugin of ABI 1 is refused with both versions named. */
+  assert_true(find_entry(ctx, "abi1.so", &info) >= 0);
+  assert_false(info.loaded);
+  assert_non_null(strstr(info.reason, "ABI 1.6"));
+  assert_non_null(strstr(info.reason, "speaks 2.0"));
   /* Despite their score of 1000 the refused plugins never win. */
   assert_string_equal(esmt_context_backend_name(ctx), "cpu");
   esmt_context_destroy(ctx);

@@ -11,6 +11,9 @@
 
 #include "esmtrain/backend.h"
 
+/* The core's resolved table (libesmtrain/backend/ops_table.h). */
+typedef struct esmtb_ops esmtb_ops;
+
 /* $ESMT_TEST_BACKEND_DIR (set by ctest), or fails the test. */
 const char *test_backend_dir(void);
 

@@ -67,7 +67,7 @@ static esmt_model *make_model(esmt_context *ctx) {
   c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
   if (g_bf16) { /* a half-precision compute copy beside the fp32 master */
     g_emu = *ctx->backend;
-    g_emu.ops = half_emu_ops(ctx->backend->ops, ESMTB_CAP_BF16, ESMTB_ABI_MINOR);
+    g_emu.ops = half_emu_ops(ctx->backend->ops, ESMTB_CAP_BF16);
     ctx->backend = &g_emu;
     c.precision = ESMT_PRECISION_BF16;
   }

@@ -192,16 +192,9 @@ static esmtb_status cpu_event_sync(esmtb_device *dev, esmtb_event *e) {
   return 0;
 }
 
-static const esmtb_ops g_cpu_ops = {
-    .abi_major = ESMTB_ABI_MAJOR,
-    .abi_minor = ESMTB_ABI_MINOR,
-    .struct_size = sizeof(esmtb_ops),
-    /* F16/BF16: every op takes them (fp32 math, cpu_half.h) */
-    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32 | ESMTB_CAP_F16 | ESMTB_CAP_BF16 |
-            ESMTB_CAP_VARLEN, /* packed rows (ABI 1.3) */
-    .name = "cpu",
-    .description = "fp32 math on the host (f32/f16/bf16 activations): OpenBLAS GEMMs, OpenMP kernels",
-    .probe = cpu_probe,
+static const esmtb_device_ops g_cpu_device = {
+    .struct_size = sizeof(esmtb_device_ops),
+    .version = ESMTB_DEVICE_OPS_VERSION,
     .open = cpu_open,
     .close = cpu_close,
     .mem_info = cpu_mem_info,
@@ -217,6 +210,11 @@ static const esmtb_ops g_cpu_ops = {
     .event_record = cpu_event_record,
     .stream_wait_event = cpu_stream_wait_event,
     .event_sync = cpu_event_sync,
+};
+
+static const esmtb_compute_ops g_cpu_compute = {
+    .struct_size = sizeof(esmtb_compute_ops),
+    .version = ESMTB_COMPUTE_OPS_VERSION,
     .gemm = cpu_gemm,
     .embed_forward = cpu_embed_forward,
     .embed_backward = cpu_embed_backward,
@@ -228,17 +226,45 @@ static const esmtb_ops g_cpu_ops = {
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
     .xent = cpu_xent,
-    .adamw = cpu_adamw,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .convert = cpu_convert,
-    .allreduce = NULL,
-    .lion = cpu_lion, /* ABI 1.4 */
 };
 
-ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {
+static const esmtb_optimizer_ops g_cpu_optimizer = {
+    .struct_size = sizeof(esmtb_optimizer_ops),
+    .version = ESMTB_OPTIMIZER_OPS_VERSION,
+    .adamw = cpu_adamw,
+    .lion = cpu_lion,
+};
+
+/* No "comm" group: one device, no communicator. */
+static const void *cpu_group(const char *name, uint32_t version) {
+  if (!strcmp(name, ESMTB_GROUP_DEVICE) && version == ESMTB_DEVICE_OPS_VERSION)
+    return &g_cpu_device;
+  if (!strcmp(name, ESMTB_GROUP_COMPUTE) && version == ESMTB_COMPUTE_OPS_VERSION)
+    return &g_cpu_compute;
+  if (!strcmp(name, ESMTB_GROUP_OPTIMIZER) && version == ESMTB_OPTIMIZER_OPS_VERSION)
+    return &g_cpu_optimizer;
+  return NULL;
+}
+
+static const esmtb_backend g_cpu_backend = {
+    .abi_major = ESMTB_ABI_MAJOR,
+    .abi_minor = ESMTB_ABI_MINOR,
+    .struct_size = sizeof(esmtb_backend),
+    /* F16/BF16: every op takes them (fp32 math, cpu_half.h) */
+    .caps = ESMTB_CAP_HOST_ADDRESSABLE | ESMTB_CAP_F32 | ESMTB_CAP_F16 | ESMTB_CAP_BF16 |
+            ESMTB_CAP_VARLEN,
+    .name = "cpu",
+    .description = "fp32 math on the host (f32/f16/bf16 activations): OpenBLAS GEMMs, OpenMP kernels",
+    .probe = cpu_probe,
+    .group = cpu_group,
+};
+
+ESMTB_EXPORT const esmtb_backend *esmt_backend_init(const esmtb_host *host) {
   cpu_host = host;
-  return &g_cpu_ops;
+  return &g_cpu_backend;
 }
 
 /* Always runnable, and the lowest priority: any usable GPU wins. */

@@ -359,7 +359,7 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
   return rc ? rc : rc2;
 }
 
-extern "C" void cuda_fill_attention_ops(esmtb_ops *ops) {
+extern "C" void cuda_fill_attention_ops(esmtb_compute_ops *ops) {
   ops->attention_forward = cuda_attention_forward;
   ops->attention_backward = cuda_attention_backward;
 }

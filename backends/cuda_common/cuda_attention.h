@@ -20,7 +20,7 @@ CUDA_HIDDEN esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_a
 CUDA_HIDDEN esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                                  esmtb_stream *s);
 /* ops->attention_forward / attention_backward. */
-CUDA_HIDDEN void cuda_fill_attention_ops(esmtb_ops *ops);
+CUDA_HIDDEN void cuda_fill_attention_ops(esmtb_compute_ops *ops);
 
 #ifdef __cplusplus
 }

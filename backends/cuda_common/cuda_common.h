@@ -27,19 +27,30 @@ CUDA_HIDDEN esmtb_status cuda_fail(esmtb_status status, const char *fmt, ...)
 CUDA_HIDDEN int cuda_probe_devices(esmtb_probe *out, int min_major, int min_minor,
                                    const char *what);
 
-/* Fill the device-management and shared-kernel entries of `ops` (memory,
- * streams, events, scale, sumsq, convert). */
-CUDA_HIDDEN void cuda_fill_common_ops(esmtb_ops *ops);
+/* A GPU backend's ABI 2 tables (static storage in cuda_backend.c); the
+ * optional groups are handed out only when has_* is set. */
+typedef struct cuda_tables {
+  esmtb_backend backend;
+  esmtb_device_ops device;
+  esmtb_compute_ops compute;
+  esmtb_optimizer_ops optimizer;
+  esmtb_comm_ops comm;
+  int has_comm;
+} cuda_tables;
+
+/* Fill the device group and the shared kernels of the compute group
+ * (scale, sumsq, convert). */
+CUDA_HIDDEN void cuda_fill_common_ops(cuda_tables *t);
 
 /* Fill the ESM-2 compute ops shared by the single-GPU backends: gemm
  * (cuBLASLt), embed, layernorm, add, gelu_backward, bias_grad, xent and
- * adamw, for f32/f16/bf16 activations. Attention and allreduce are not
+ * the optimizer group (adamw, lion), for f32/f16/bf16 activations. Attention and allreduce are not
  * among them. */
-CUDA_HIDDEN void cuda_fill_compute_ops(esmtb_ops *ops);
+CUDA_HIDDEN void cuda_fill_compute_ops(cuda_tables *t);
 
-/* 1 when every op the ESM-2 training step needs is set in `ops`; else 0
+/* 1 when every op the ESM-2 training step needs is set in `t`; else 0
  * and the first missing op's name in *missing. */
-CUDA_HIDDEN int cuda_ops_complete(const esmtb_ops *ops, const char **missing);
+CUDA_HIDDEN int cuda_ops_complete(const cuda_tables *t, const char **missing);
 
 /* What distinguishes one GPU backend from another; everything else about
  * probing, scoring and the ops table is shared (cuda_backend.c). */
@@ -53,12 +64,13 @@ typedef struct cuda_backend_desc {
    * usable; > 0. */
   int (*score)(const esmtb_probe *probe, const esmtb_job *job);
   /* Set the backend's own op entries (kernels); may leave some NULL. */
-  void (*fill_ops)(esmtb_ops *ops);
+  void (*fill_ops)(cuda_tables *t);
 } cuda_backend_desc;
 
-/* esmt_backend_init body: builds the table once from `desc`. */
-CUDA_HIDDEN const esmtb_ops *cuda_backend_init(const cuda_backend_desc *desc,
-                                               const esmtb_host *host);
+/* esmt_backend_init body: builds the tables once from `desc`; the caller
+ * sets the returned backend's probe. */
+CUDA_HIDDEN esmtb_backend *cuda_backend_init(const cuda_backend_desc *desc,
+                                             const esmtb_host *host);
 /* probe(): devices, availability and the reason when unavailable. */
 CUDA_HIDDEN esmtb_status cuda_backend_probe(const cuda_backend_desc *desc, const esmtb_job *job,
                                             esmtb_probe *out);

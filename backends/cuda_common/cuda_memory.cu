@@ -188,44 +188,47 @@ esmtb_status cuda_scale(esmtb_device *, const esmtb_scale_args *, esmtb_stream *
 esmtb_status cuda_sumsq(esmtb_device *, const esmtb_sumsq_args *, esmtb_stream *);
 esmtb_status cuda_convert(esmtb_device *, const esmtb_convert_args *, esmtb_stream *);
 
-void cuda_fill_common_ops(esmtb_ops *ops) {
-  ops->open = c_open;
-  ops->close = c_close;
-  ops->mem_info = c_mem_info;
-  ops->pci_bus_id = c_pci_bus_id; /* ABI 1.5 */
-  ops->alloc = c_alloc;
-  ops->free = c_free;
-  ops->memset_async = c_memset;
-  ops->copy_async = c_copy;
-  ops->stream_create = c_stream_create;
-  ops->stream_destroy = c_stream_destroy;
-  ops->stream_sync = c_stream_sync;
-  ops->event_create = c_event_create;
-  ops->event_destroy = c_event_destroy;
-  ops->event_record = c_event_record;
-  ops->stream_wait_event = c_stream_wait_event;
-  ops->event_sync = c_event_sync;
-  ops->scale = cuda_scale;
-  ops->sumsq = cuda_sumsq;
-  ops->convert = cuda_convert;
+void cuda_fill_common_ops(cuda_tables *t) {
+  esmtb_device_ops *d = &t->device;
+  d->open = c_open;
+  d->close = c_close;
+  d->mem_info = c_mem_info;
+  d->pci_bus_id = c_pci_bus_id;
+  d->alloc = c_alloc;
+  d->free = c_free;
+  d->memset_async = c_memset;
+  d->copy_async = c_copy;
+  d->stream_create = c_stream_create;
+  d->stream_destroy = c_stream_destroy;
+  d->stream_sync = c_stream_sync;
+  d->event_create = c_event_create;
+  d->event_destroy = c_event_destroy;
+  d->event_record = c_event_record;
+  d->stream_wait_event = c_stream_wait_event;
+  d->event_sync = c_event_sync;
+  t->compute.scale = cuda_scale;
+  t->compute.sumsq = cuda_sumsq;
+  t->compute.convert = cuda_convert;
 }
 
-void cuda_fill_compute_ops(esmtb_ops *ops) {
-  ops->gemm = cuda_gemm;
-  ops->embed_forward = cuda_embed_forward;
-  ops->embed_backward = cuda_embed_backward;
-  ops->layernorm_forward = cuda_layernorm_forward;
-  ops->layernorm_backward = cuda_layernorm_backward;
-  ops->add = cuda_add;
-  ops->gelu_backward = cuda_gelu_backward;
-  ops->bias_grad = cuda_bias_grad;
-  ops->xent = cuda_xent;
-  ops->adamw = cuda_adamw;
-  ops->lion = cuda_lion;
-  cuda_fill_attention_ops(ops);
+void cuda_fill_compute_ops(cuda_tables *t) {
+  esmtb_compute_ops *c = &t->compute;
+  c->gemm = cuda_gemm;
+  c->embed_forward = cuda_embed_forward;
+  c->embed_backward = cuda_embed_backward;
+  c->layernorm_forward = cuda_layernorm_forward;
+  c->layernorm_backward = cuda_layernorm_backward;
+  c->add = cuda_add;
+  c->gelu_backward = cuda_gelu_backward;
+  c->bias_grad = cuda_bias_grad;
+  c->xent = cuda_xent;
+  t->optimizer.adamw = cuda_adamw;
+  t->optimizer.lion = cuda_lion;
+  cuda_fill_attention_ops(c);
 }
 
-int cuda_ops_complete(const esmtb_ops *ops, const char **missing) {
+int cuda_ops_complete(const cuda_tables *t, const char **missing) {
+  const esmtb_compute_ops *ops = &t->compute;
   struct { const void *fn; const char *name; } need[] = {
       {(const void *)ops->gemm, "gemm"},
       {(const void *)ops->embed_forward, "embed_forward"},
@@ -238,7 +241,7 @@ int cuda_ops_complete(const esmtb_ops *ops, const char **missing) {
       {(const void *)ops->attention_forward, "attention_forward"},
       {(const void *)ops->attention_backward, "attention_backward"},
       {(const void *)ops->xent, "xent"},
-      {(const void *)ops->adamw, "adamw"},
+      {(const void *)t->optimizer.adamw, "adamw"},
   };
   for (size_t i = 0; i < sizeof need / sizeof need[0]; i++)
     if (!need[i].fn) {

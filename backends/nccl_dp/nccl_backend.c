@@ -3,7 +3,7 @@
  * rank computes with cuda_common's kernels, as the single-GPU backends do
  * (bf16 on sm_80+, f16 otherwise), and sums gradients with NCCL
  * (nccl_comm.c). The core bootstraps the communicator over its TCP
- * communicator through the ABI 1.2 comm ops. */
+ * communicator through its "comm" group. */
 #include <cuda_runtime.h>
 #include <nccl.h>
 #include <stdio.h>
@@ -19,9 +19,9 @@ static int nccl_score(const esmtb_probe *p, const esmtb_job *job) {
   return p->device_count >= 2 ? ESMTB_SCORE_NCCL_DP_MULTI_GPU : ESMTB_SCORE_NCCL_DP_ONE_GPU;
 }
 
-static void fill_ops(esmtb_ops *ops) {
-  cuda_fill_compute_ops(ops);
-  nccl_fill_comm_ops(ops);
+static void fill_ops(cuda_tables *t) {
+  cuda_fill_compute_ops(t);
+  nccl_fill_comm_ops(t);
 }
 
 static cuda_backend_desc g_desc = {
@@ -62,15 +62,15 @@ static esmtb_status nccl_probe(const esmtb_job *job, esmtb_probe *out) {
   return st;
 }
 
-ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {
+ESMTB_EXPORT const esmtb_backend *esmt_backend_init(const esmtb_host *host) {
   static int caps_known;
   if (!caps_known) {
     g_desc.caps = gpu_caps();
     caps_known = 1;
   }
-  esmtb_ops *ops = (esmtb_ops *)cuda_backend_init(&g_desc, host);
-  ops->probe = nccl_probe;
-  return ops;
+  esmtb_backend *b = cuda_backend_init(&g_desc, host);
+  b->probe = nccl_probe;
+  return b;
 }
 
 ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job) {

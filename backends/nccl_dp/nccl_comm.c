@@ -366,17 +366,19 @@ static void n_close(esmtb_device *dev) {
   base_close(dev);
 }
 
-void nccl_fill_comm_ops(esmtb_ops *ops) {
-  base_close = ops->close;
-  base_stream_sync = ops->stream_sync;
-  base_event_sync = ops->event_sync;
-  ops->close = n_close;
-  ops->stream_sync = n_stream_sync;
-  ops->event_sync = n_event_sync;
-  ops->allreduce = n_allreduce;
-  ops->reduce_scatter = n_reduce_scatter;
-  ops->allgather = n_allgather;
-  ops->comm_unique_id = n_unique_id;
-  ops->comm_init = n_comm_init;
-  ops->comm_release = n_comm_release;
+void nccl_fill_comm_ops(cuda_tables *t) {
+  esmtb_device_ops *d = &t->device;
+  base_close = d->close;
+  base_stream_sync = d->stream_sync;
+  base_event_sync = d->event_sync;
+  d->close = n_close;
+  d->stream_sync = n_stream_sync;
+  d->event_sync = n_event_sync;
+  t->has_comm = 1;
+  t->comm.allreduce = n_allreduce;
+  t->comm.reduce_scatter = n_reduce_scatter;
+  t->comm.allgather = n_allgather;
+  t->comm.comm_unique_id = n_unique_id;
+  t->comm.comm_init = n_comm_init;
+  t->comm.comm_release = n_comm_release;
 }

@@ -28,10 +28,10 @@ static esmtb_status turing_probe(const esmtb_job *job, esmtb_probe *out) {
   return cuda_backend_probe(&k_desc, job, out);
 }
 
-ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {
-  esmtb_ops *ops = (esmtb_ops *)cuda_backend_init(&k_desc, host);
-  ops->probe = turing_probe;
-  return ops;
+ESMTB_EXPORT const esmtb_backend *esmt_backend_init(const esmtb_host *host) {
+  esmtb_backend *b = cuda_backend_init(&k_desc, host);
+  b->probe = turing_probe;
+  return b;
 }
 
 ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job) {

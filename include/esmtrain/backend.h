@@ -4,11 +4,13 @@
  *
  * A backend is a shared object exporting two C symbols:
  *
- *   const esmtb_ops *esmt_backend_init(const esmtb_host *host);
+ *   const esmtb_backend *esmt_backend_init(const esmtb_host *host);
  *   int              esmt_backend_score(const esmtb_job *job);
  *
- * `esmt_backend_init` returns a static, versioned table of function
- * pointers (or NULL, having called host->set_error). `esmt_backend_score`
+ * `esmt_backend_init` returns a static, versioned description of the
+ * backend (or NULL, having called host->set_error) whose `group` call hands
+ * out its ops grouped by concern: device & memory & streams, compute,
+ * optimizers, communication. `esmt_backend_score`
  * says how well the backend suits this machine and job: 0 = cannot run
  * here, higher = better; the registry picks the highest. Neither may abort
  * or exit; a GPU backend on a machine without a driver returns score 0 and
@@ -16,7 +18,7 @@
  *
  * Memory model. A backend hands out opaque "device pointers" (void *). The
  * core does byte arithmetic on them (base + offset) but never dereferences
- * them unless ops->caps has ESMTB_CAP_HOST_ADDRESSABLE. Ordering is by
+ * them unless the backend's caps have ESMTB_CAP_HOST_ADDRESSABLE. Ordering is by
  * streams: every op takes an esmtb_stream; ops on one stream run in order;
  * events order work across streams. A NULL stream is the device's default
  * stream.
@@ -29,11 +31,12 @@
  * gradients stay fp32.
  *
  * ABI policy (docs/ABI.md): a minor version may only append fields to the
- * END of esmtb_ops and of args structs (each args struct carries
- * struct_size) and add new optional ops (NULL = not implemented). Anything
- * else - reordering, removing, changing a signature or meaning - is a major
- * version. The core refuses a table whose abi_major differs from its own or
- * whose struct_size is smaller than the minimum it needs.
+ * END of esmtb_backend, of a group and of args structs (each carries
+ * struct_size), add new optional ops (NULL = not implemented) and add new
+ * groups. Anything else - reordering, removing, changing a signature or
+ * meaning - is a new group version or a major version. The core refuses a
+ * backend whose abi_major differs from its own, or whose esmtb_backend or
+ * required groups are smaller than the minimum it needs.
  */
 #ifndef ESMTRAIN_BACKEND_H
 #define ESMTRAIN_BACKEND_H
@@ -45,8 +48,8 @@
 extern "C" {
 #endif
 
-#define ESMTB_ABI_MAJOR 1
-#define ESMTB_ABI_MINOR 6
+#define ESMTB_ABI_MAJOR 2
+#define ESMTB_ABI_MINOR 0
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -448,26 +451,41 @@ typedef struct esmtb_comm_init_args {
 #define ESMTB_COMM_ID_MAX 1024 /* the largest unique id the core carries */
 
 /* ------------------------------------------------------------------------ */
-/* The ops table                                                            */
+/* The backend and its groups of ops                                        */
 /* ------------------------------------------------------------------------ */
 
-typedef struct esmtb_ops {
-  uint32_t abi_major;        /* ESMTB_ABI_MAJOR the backend was built with */
-  uint32_t abi_minor;
-  uint32_t struct_size;      /* sizeof(esmtb_ops) the backend was built with */
-  uint32_t caps;             /* esmtb_caps */
-  const char *name;          /* "cpu", "turing_fp16", ... */
-  const char *description;
+/* ABI 2 groups the ops by concern. Each group is a table of its own that
+ * starts with {struct_size, version}: a group grows by appending fields
+ * (the core reads a field only when struct_size covers it), and `version`
+ * changes only when a group's existing fields change. The backend hands a
+ * group out through esmtb_backend.group(name, version): NULL means "not
+ * provided" (an optional group, or a version it does not speak), which the
+ * core treats as every op of that group being NULL. */
+#define ESMTB_GROUP_DEVICE "device"       /* required: esmtb_device_ops */
+#define ESMTB_GROUP_COMPUTE "compute"     /* required: esmtb_compute_ops */
+#define ESMTB_GROUP_OPTIMIZER "optimizer" /* optional: esmtb_optimizer_ops */
+#define ESMTB_GROUP_COMM "comm"           /* optional: esmtb_comm_ops */
 
-  /* Availability, devices and score for this machine and job. */
-  esmtb_status (*probe)(const esmtb_job *job, esmtb_probe *out);
+#define ESMTB_DEVICE_OPS_VERSION 1
+#define ESMTB_COMPUTE_OPS_VERSION 1
+#define ESMTB_OPTIMIZER_OPS_VERSION 1
+#define ESMTB_COMM_OPS_VERSION 1
 
-  /* Device lifecycle. */
+/* Devices, memory, streams and events. */
+typedef struct esmtb_device_ops {
+  uint32_t struct_size;      /* sizeof(esmtb_device_ops) the backend was built with */
+  uint32_t version;          /* ESMTB_DEVICE_OPS_VERSION */
+
   esmtb_status (*open)(const esmtb_open_options *opts, esmtb_device **out);
   void (*close)(esmtb_device *dev);
   esmtb_status (*mem_info)(esmtb_device *dev, uint64_t *free_bytes, uint64_t *total_bytes);
+  /* Optional (NULL): the device's PCI bus id ("0000:3B:00.0",
+   * NUL-terminated in `cap` bytes), by which the core finds it in NVML for
+   * the per-step device utilisation (CUDA ordinals and NVML indices differ
+   * under CUDA_VISIBLE_DEVICES). Without it the core logs the memory
+   * figures of mem_info alone. */
+  esmtb_status (*pci_bus_id)(esmtb_device *dev, char *buf, size_t cap);
 
-  /* Memory. */
   esmtb_status (*alloc)(esmtb_device *dev, esmtb_mem_kind kind, size_t bytes, void **out);
   void (*free)(esmtb_device *dev, esmtb_mem_kind kind, void *ptr);
   esmtb_status (*memset_async)(esmtb_device *dev, void *dst, int value, size_t bytes,
@@ -480,7 +498,6 @@ typedef struct esmtb_ops {
   esmtb_status (*copy_async)(esmtb_device *dev, void *dst, const void *src, size_t bytes,
                              esmtb_copy_kind kind, esmtb_stream *s);
 
-  /* Ordering. */
   esmtb_status (*stream_create)(esmtb_device *dev, esmtb_stream **out);
   void (*stream_destroy)(esmtb_device *dev, esmtb_stream *s);
   esmtb_status (*stream_sync)(esmtb_device *dev, esmtb_stream *s);
@@ -489,8 +506,13 @@ typedef struct esmtb_ops {
   esmtb_status (*event_record)(esmtb_device *dev, esmtb_event *e, esmtb_stream *s);
   esmtb_status (*stream_wait_event)(esmtb_device *dev, esmtb_stream *s, esmtb_event *e);
   esmtb_status (*event_sync)(esmtb_device *dev, esmtb_event *e);
+} esmtb_device_ops;
 
-  /* ESM-2 ops (NULL = not implemented by this backend). */
+/* The ESM-2 ops (each NULL = not implemented by this backend). */
+typedef struct esmtb_compute_ops {
+  uint32_t struct_size;
+  uint32_t version;          /* ESMTB_COMPUTE_OPS_VERSION */
+
   esmtb_status (*gemm)(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s);
   esmtb_status (*embed_forward)(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s);
   esmtb_status (*embed_backward)(esmtb_device *dev, const esmtb_embed_args *a, esmtb_stream *s);
@@ -507,17 +529,31 @@ typedef struct esmtb_ops {
   esmtb_status (*attention_backward)(esmtb_device *dev, const esmtb_attention_args *a,
                                      esmtb_stream *s);
   esmtb_status (*xent)(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s);
-  esmtb_status (*adamw)(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
   esmtb_status (*sumsq)(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s);
   esmtb_status (*scale)(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
   esmtb_status (*convert)(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s);
-  esmtb_status (*allreduce)(esmtb_device *dev, const esmtb_allreduce_args *a, esmtb_stream *s);
+} esmtb_compute_ops;
 
-  /* ABI 1.2 (optional; read only when abi_minor >= 2 and struct_size covers
-   * them). A MULTI_DEVICE backend that has both gets its communicator from
-   * the core: rank 0 calls comm_unique_id, every rank then comm_init on its
-   * opened device before the first allreduce. comm_release (or close())
-   * ends it. */
+/* Parameter updates. Without adamw the core refuses optimizer.kind adamw
+ * on this backend, without lion optimizer.kind lion, naming it. */
+typedef struct esmtb_optimizer_ops {
+  uint32_t struct_size;
+  uint32_t version;          /* ESMTB_OPTIMIZER_OPS_VERSION */
+
+  esmtb_status (*adamw)(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
+  esmtb_status (*lion)(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);
+} esmtb_optimizer_ops;
+
+/* Communication between the devices of several ranks; only
+ * ESMTB_CAP_MULTI_DEVICE backends. A backend that has comm_unique_id and
+ * comm_init gets its communicator from the core: rank 0 calls
+ * comm_unique_id, every rank then comm_init on its opened device before the
+ * first allreduce. comm_release (or close()) ends it. */
+typedef struct esmtb_comm_ops {
+  uint32_t struct_size;
+  uint32_t version;          /* ESMTB_COMM_OPS_VERSION */
+
+  esmtb_status (*allreduce)(esmtb_device *dev, const esmtb_allreduce_args *a, esmtb_stream *s);
   esmtb_status (*comm_unique_id)(esmtb_device *dev, void *buf, size_t cap, size_t *len);
   esmtb_status (*comm_init)(esmtb_device *dev, const esmtb_comm_init_args *a);
   /* Release the device's communicator before close(): abort = 0 once its
@@ -528,26 +564,30 @@ typedef struct esmtb_ops {
    * Optional; without it the core passes no peer_failed (close() alone
    * ends the communicator). */
   void (*comm_release)(esmtb_device *dev, int abort);
-
-  /* ABI 1.3 (optional; read only when abi_minor >= 3 and struct_size covers
-   * them): ZeRO-1 on the device (esmtb_shard_args). Without them the core
-   * refuses dist.zero 1 on this backend's device path. */
+  /* ZeRO-1 on the device (esmtb_shard_args). Optional: without them the
+   * core refuses dist.zero 1 on this backend's device path. */
   esmtb_status (*reduce_scatter)(esmtb_device *dev, const esmtb_shard_args *a, esmtb_stream *s);
   esmtb_status (*allgather)(esmtb_device *dev, const esmtb_shard_args *a, esmtb_stream *s);
+} esmtb_comm_ops;
 
-  /* ABI 1.4 (optional; read only when abi_minor >= 4 and struct_size covers
-   * it): the Lion update (esmtb_lion_args). Without it the core refuses
-   * optimizer.kind lion on this backend, naming it. */
-  esmtb_status (*lion)(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);
+/* What esmt_backend_init returns: who the backend is, and where its
+ * groups are. */
+typedef struct esmtb_backend {
+  uint32_t abi_major;        /* ESMTB_ABI_MAJOR the backend was built with */
+  uint32_t abi_minor;
+  uint32_t struct_size;      /* sizeof(esmtb_backend) the backend was built with */
+  uint32_t caps;             /* esmtb_caps */
+  const char *name;          /* "cpu", "turing_fp16", ... */
+  const char *description;
 
-  /* ABI 1.5 (optional; read only when abi_minor >= 5 and struct_size covers
-   * it): the device's PCI bus id ("0000:3B:00.0", NUL-terminated in `cap`
-   * bytes), by which the core finds it in NVML for the per-step device
-   * utilisation (CUDA ordinals and NVML indices differ under
-   * CUDA_VISIBLE_DEVICES). Without it the core logs the memory figures of
-   * mem_info alone. */
-  esmtb_status (*pci_bus_id)(esmtb_device *dev, char *buf, size_t cap);
-} esmtb_ops;
+  /* Availability, devices and score for this machine and job. */
+  esmtb_status (*probe)(const esmtb_job *job, esmtb_probe *out);
+
+  /* The group called `name` (ESMTB_GROUP_*) in layout `version`, or NULL
+   * when this backend does not provide it. The core asks once per group,
+   * at load time; the table must stay valid while the plugin is loaded. */
+  const void *(*group)(const char *name, uint32_t version);
+} esmtb_backend;
 
 /* Entry symbols a backend exports (names are the ABI). */
 #define ESMTB_INIT_SYMBOL "esmt_backend_init"
@@ -559,11 +599,11 @@ typedef struct esmtb_ops {
  * installation. A plugin without it is not checked. */
 #define ESMTB_LIBRARY_VERSION_SYMBOL "esmt_backend_library_version"
 
-typedef const esmtb_ops *(*esmtb_init_fn)(const esmtb_host *host);
+typedef const esmtb_backend *(*esmtb_init_fn)(const esmtb_host *host);
 typedef int (*esmtb_score_fn)(const esmtb_job *job);
 
 /* What a backend defines (declared here so its definitions are checked). */
-ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host);
+ESMTB_EXPORT const esmtb_backend *esmt_backend_init(const esmtb_host *host);
 ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job);
 
 #ifdef __cplusplus

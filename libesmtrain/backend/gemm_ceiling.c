@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "context.h"
 
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* Backend discovery, ABI checks, probing and choice. See registry.h. */
 #define _GNU_SOURCE
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "registry.h"
 
 #include <dirent.h>
@@ -119,32 +119,22 @@ static esmt_status load_one(esmt_registry *r, const char *path, const esmtb_job 
     return ESMT_OK;
   }
   esmt_clear_error();
-  const esmtb_ops *ops = init(esmt_backend_host());
-  if (!ops) {
+  const esmtb_backend *b = init(esmt_backend_host());
+  if (!b) {
     snprintf(e->reason, sizeof e->reason, "initialisation failed: %s",
              esmt_last_error()[0] ? esmt_last_error() : "no reason given");
     esmt_logger_log(lg, ESMT_LOG_WARN, "backend %s skipped: %s", path, e->reason);
     dlclose(h);
     return ESMT_OK;
   }
-  if (ops->abi_major != ESMTB_ABI_MAJOR) {
-    snprintf(e->reason, sizeof e->reason,
-             "refused: built for backend ABI %u.%u, this library speaks %d.%d (major differs)",
-             ops->abi_major, ops->abi_minor, ESMTB_ABI_MAJOR, ESMTB_ABI_MINOR);
-    esmt_logger_log(lg, ESMT_LOG_WARN, "backend %s %s", path, e->reason);
+  esmtb_ops *ops = malloc(sizeof *ops);
+  if (!ops) {
     dlclose(h);
-    return ESMT_OK;
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "backend %s: out of memory", path);
   }
-  if (ops->struct_size < ESMTB_OPS_MIN_SIZE) {
-    snprintf(e->reason, sizeof e->reason,
-             "refused: ops table is %u bytes, smaller than the %zu of ABI %d.0",
-             ops->struct_size, (size_t)ESMTB_OPS_MIN_SIZE, ESMTB_ABI_MAJOR);
+  if (esmt_ops_resolve(b, ops, e->reason, sizeof e->reason) != ESMT_OK) {
     esmt_logger_log(lg, ESMT_LOG_WARN, "backend %s %s", path, e->reason);
-    dlclose(h);
-    return ESMT_OK;
-  }
-  if (!ops->name || !ops->probe) {
-    snprintf(e->reason, sizeof e->reason, "refused: ops table lacks a name or probe");
+    free(ops);
     dlclose(h);
     return ESMT_OK;
   }
@@ -155,11 +145,12 @@ static esmt_status load_one(esmt_registry *r, const char *path, const esmtb_job 
     copy_str(e->name, sizeof e->name, ops->name);
     esmt_logger_log(lg, ESMT_LOG_WARN, "backend '%s': using %s; %s is shadowed (the same name, "
                     "later in the search path) and not used", ops->name, first->path, path);
+    free(ops);
     dlclose(h);
     return ESMT_OK;
   }
   e->handle = h;
-  e->ops = ops;
+  e->ops = e->resolved = ops;
   e->loaded = 1;
   copy_str(e->name, sizeof e->name, ops->name);
   copy_str(e->description, sizeof e->description, ops->description);
@@ -349,8 +340,10 @@ esmt_status esmt_registry_choose(esmt_registry *r, const char *forced) {
 
 void esmt_registry_release(esmt_registry *r) {
   if (!r) return;
-  for (int i = 0; i < r->count; i++)
+  for (int i = 0; i < r->count; i++) {
     if (r->entries[i].handle) dlclose(r->entries[i].handle);
+    free(r->entries[i].resolved);
+  }
   free(r->entries);
   memset(r, 0, sizeof *r);
   r->chosen = -1;

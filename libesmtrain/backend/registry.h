@@ -6,6 +6,7 @@
 
 #include "esmtrain/backend.h"
 #include "internal.h"
+#include "ops_table.h"
 
 typedef struct esmt_backend_entry {
   char path[512];
@@ -17,6 +18,7 @@ typedef struct esmt_backend_entry {
   int loaded;
   int score;
   esmtb_probe probe;
+  esmtb_ops *resolved;       /* what `ops` points to when loaded from a plugin: freed here */
 } esmt_backend_entry;
 
 typedef struct esmt_registry {
@@ -45,34 +47,28 @@ ESMT_HIDDEN void esmt_library_dir(char *out, size_t cap);
 /* The host services table handed to backends (backend_host.c). */
 ESMT_HIDDEN const esmtb_host *esmt_backend_host(void);
 
-/* Size of esmtb_ops in ABI 1.0 (and 1.1): the least a backend table may
- * have. 1.2 appended comm_unique_id, comm_init and comm_release. */
-#define ESMTB_OPS_MIN_SIZE offsetof(esmtb_ops, comm_unique_id)
-
-/* 1 when `ops` has the ABI 1.2 communicator ops (table new and long enough,
- * both set): the core may then call them. */
+/* 1 when `ops` has `field` (set, and inside a table a test may shorten). */
 #define ESMTB_OPS_HAS(ops, field)                                                 \
   ((ops)->struct_size >= offsetof(esmtb_ops, field) + sizeof((ops)->field) &&     \
    (ops)->field != NULL)
+
+/* The communicator ops: a MULTI_DEVICE backend the core gives a communicator. */
 static inline int esmt_ops_has_comm(const esmtb_ops *ops) {
-  return ops->abi_minor >= 2 && (ops->caps & ESMTB_CAP_MULTI_DEVICE) &&
-         ESMTB_OPS_HAS(ops, comm_unique_id) && ESMTB_OPS_HAS(ops, comm_init) && ops->allreduce;
+  return (ops->caps & ESMTB_CAP_MULTI_DEVICE) && ESMTB_OPS_HAS(ops, comm_unique_id) &&
+         ESMTB_OPS_HAS(ops, comm_init) && ops->allreduce;
 }
 
-/* ABI 1.3 reduce_scatter + allgather: ZeRO-1 on the device path. */
+/* reduce_scatter + allgather: ZeRO-1 on the device path. */
 static inline int esmt_ops_has_shard_comm(const esmtb_ops *ops) {
-  return ops->abi_minor >= 3 && ESMTB_OPS_HAS(ops, reduce_scatter) &&
-         ESMTB_OPS_HAS(ops, allgather);
+  return ESMTB_OPS_HAS(ops, reduce_scatter) && ESMTB_OPS_HAS(ops, allgather);
 }
 
-/* ABI 1.4 lion: optimizer.kind lion. */
-static inline int esmt_ops_has_lion(const esmtb_ops *ops) {
-  return ops->abi_minor >= 4 && ESMTB_OPS_HAS(ops, lion);
-}
+/* lion: optimizer.kind lion. */
+static inline int esmt_ops_has_lion(const esmtb_ops *ops) { return ESMTB_OPS_HAS(ops, lion); }
 
-/* ABI 1.5 pci_bus_id: the device in NVML. */
+/* pci_bus_id: the device in NVML. */
 static inline int esmt_ops_has_pci_bus_id(const esmtb_ops *ops) {
-  return ops->abi_minor >= 5 && ESMTB_OPS_HAS(ops, pci_bus_id);
+  return ESMTB_OPS_HAS(ops, pci_bus_id);
 }
 
 #endif

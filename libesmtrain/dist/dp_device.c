@@ -22,7 +22,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "dp_group_internal.h"
 #include "registry.h"
 

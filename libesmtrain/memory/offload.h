@@ -40,7 +40,7 @@
 #define ESMTRAIN_OFFLOAD_H
 
 #include "esmtrain/esmtrain.h"
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "optimizer.h"
 #include "param_memory.h"
 

@@ -20,7 +20,7 @@
 #ifndef ESMTRAIN_PARAM_MEMORY_H
 #define ESMTRAIN_PARAM_MEMORY_H
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "context.h"
 
 struct esmt_offload;

@@ -7,7 +7,7 @@
 
 #include <stddef.h>
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "context.h"
 #include "dtype.h"
 #include "param_memory.h"

@@ -5,15 +5,13 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "model.h"
 
 esmt_status esmt_packing_supported(const esmtb_ops *ops) {
-  if (ops->abi_minor >= 3 && (ops->caps & ESMTB_CAP_VARLEN)) return ESMT_OK;
+  if (ops->caps & ESMTB_CAP_VARLEN) return ESMT_OK;
   return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s does not support packed rows (needs "
-                   "ESMTB_CAP_VARLEN, plugin ABI >= 1.3; it has ABI 1.%u%s)", ops->name,
-                   (unsigned)ops->abi_minor,
-                   ops->caps & ESMTB_CAP_VARLEN ? "" : " without the cap");
+                   "ESMTB_CAP_VARLEN, which it does not have)", ops->name);
 }
 
 /* Room on the device for n segments (start, len and scale arrays). */

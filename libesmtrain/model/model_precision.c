@@ -5,7 +5,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "model.h"
 #include "param_layer.h"
 
@@ -41,13 +41,6 @@ esmt_status esmt_resolve_precision(const esmtb_ops *ops, int precision, esmtb_dt
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s cannot compute in %s (caps: %s)",
                      ops->name, esmt_dtype_name(t), *list ? list : "none");
   }
-  /* Weight gradients of half activations accumulate into the fp32
-   * gradient buffer through gemm c_f32; a 1.0 table would ignore the
-   * field and write half values there. */
-  if (ops->abi_minor < 1)
-    return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s implements plugin ABI %u.%u; %s training "
-                     "needs 1.1 (gemm c_f32 for fp32 weight gradients)", ops->name,
-                     (unsigned)ops->abi_major, (unsigned)ops->abi_minor, esmt_dtype_name(t));
   if (!ops->convert)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s has no convert op, which %s training "
                      "needs for its weight copy", ops->name, esmt_dtype_name(t));

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Per-step device figures (device_stats.h). */
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "device_stats.h"
 
 #include <stdio.h>

@@ -8,7 +8,7 @@
 #define ESMTRAIN_DEVICE_STATS_H
 
 #include "esmtrain/esmtrain.h"
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "internal.h"
 
 typedef struct esmt_device_stats {

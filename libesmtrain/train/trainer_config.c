@@ -5,7 +5,7 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include "esmtrain/backend.h"
+#include "ops_table.h"
 #include "config_read.h"
 #include "host_memory.h"
 #include "dataset_manifest.h"
@@ -151,7 +151,7 @@ static esmt_status pack_policy(esmt_context *ctx, esmt_config_reader *rd, int *p
     *pack = 1;
     return ESMT_OK;
   }
-  *pack = ops->abi_minor >= 3 && (ops->caps & ESMTB_CAP_VARLEN) &&
+  *pack = (ops->caps & ESMTB_CAP_VARLEN) &&
           !(ops->caps & ESMTB_CAP_HOST_ADDRESSABLE);
   return ESMT_OK;
 }

@@ -12,6 +12,8 @@
 #include <stdint.h>
 #include <stdio.h>
 
+#include "ops_table.h"
+
 typedef struct gpu {
   const char *name;
   const esmtb_ops *ops;

@@ -97,9 +97,9 @@ void test_lion(void **state) {
     a.params = cp; a.grads = gr; a.m = cm;
     a.lr = 3e-4f; a.beta1 = 0.9f; a.beta2 = 0.99f; a.grad_scale = 0.5f;
     cpu_ok(cpu->lion(cdev, &a, NULL), "lion");
-    if (g->ops->abi_minor < 4 || !g->ops->lion) {
-      printf("RESULT %-12s has no lion op (ABI %u.%u) FAIL\n", g->name,
-             (unsigned)g->ops->abi_major, (unsigned)g->ops->abi_minor);
+    if (!g->ops->lion) {
+      printf("RESULT %-12s has no lion op (no \"optimizer\" group or a NULL lion) FAIL\n",
+             g->name);
       g_failed++;
       free(p); free(gr); free(m); free(cp); free(cm);
       continue;

@@ -30,6 +30,7 @@
 #include <string.h>
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 static char g_err[1024];
 static void host_set_error(const char *fmt, ...) {
@@ -81,7 +82,10 @@ static const esmtb_ops *load_backend(const char *dir, const char *name) {
     return NULL;
   }
   esmtb_init_fn init = (esmtb_init_fn)(uintptr_t)dlsym(h, ESMTB_INIT_SYMBOL);
-  return init ? init(&g_host) : NULL;
+  char why[256];
+  const esmtb_ops *ops = esmt_ops_from_init(init, &g_host, why, sizeof why);
+  if (!ops) fprintf(stderr, "%s: %s\n", path, why);
+  return ops;
 }
 
 /* ---- dtype rounding on the host ---- */

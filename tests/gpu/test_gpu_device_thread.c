@@ -17,6 +17,7 @@
 #include <string.h>
 
 #include "esmtrain/backend.h"
+#include "ops_table.h"
 
 static char g_err[512];
 static void host_set_error(const char *fmt, ...) {
@@ -103,7 +104,8 @@ int main(void) {
   snprintf(path, sizeof path, "%s/ampere_bf16.so", dir);
   void *h = dlopen(path, RTLD_NOW | RTLD_LOCAL);
   esmtb_init_fn init = h ? (esmtb_init_fn)(uintptr_t)dlsym(h, ESMTB_INIT_SYMBOL) : NULL;
-  ops = init ? init(&g_host) : NULL;
+  char why[256];
+  ops = esmt_ops_from_init(init, &g_host, why, sizeof why);
   if (!ops) {
     printf("SKIP: cannot load %s\n", path);
     return 77;

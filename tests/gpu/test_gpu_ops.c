@@ -747,7 +747,7 @@ static void test_errors(void **state) {
     expect_fail(g, o->adamw(g->dev, &aw, g->st), "step", "adamw step=0");
     aw.step = 1; aw.params_lowp = buf; aw.lowp_dtype = ESMTB_I32;
     expect_fail(g, o->adamw(g->dev, &aw, g->st), "lowp_dtype 3", "adamw lowp int32");
-    if (o->abi_minor >= 4 && o->lion) {
+    if (o->lion) {
       esmtb_lion_args al = {0};
       al.struct_size = sizeof al; al.n_segments = 1; al.segments = &seg;
       al.params = buf; al.grads = buf; al.m = NULL;

@@ -3,10 +3,21 @@
  * escapes (ESC [31m: red; OSC 0: the window title). Whoever prints them
  * must escape them. Never available. */
 #include <stdio.h>
+#include <string.h>
 
 #include "esmtrain/backend.h"
 
-static esmtb_ops g_ops;
+static esmtb_backend g_backend;
+/* Empty groups: the registry lists it; it is never opened. */
+static const esmtb_device_ops g_device = {sizeof g_device, ESMTB_DEVICE_OPS_VERSION};
+static const esmtb_compute_ops g_compute = {sizeof g_compute, ESMTB_COMPUTE_OPS_VERSION};
+
+static const void *group(const char *name, uint32_t version) {
+  if (!strcmp(name, ESMTB_GROUP_DEVICE) && version == ESMTB_DEVICE_OPS_VERSION) return &g_device;
+  if (!strcmp(name, ESMTB_GROUP_COMPUTE) && version == ESMTB_COMPUTE_OPS_VERSION)
+    return &g_compute;
+  return NULL;
+}
 
 static esmtb_status probe(const esmtb_job *job, esmtb_probe *out) {
   (void)job;
@@ -16,15 +27,16 @@ static esmtb_status probe(const esmtb_job *job, esmtb_probe *out) {
   return ESMTB_OK;
 }
 
-ESMTB_EXPORT const esmtb_ops *esmt_backend_init(const esmtb_host *host) {
+ESMTB_EXPORT const esmtb_backend *esmt_backend_init(const esmtb_host *host) {
   (void)host;
-  g_ops.abi_major = ESMTB_ABI_MAJOR;
-  g_ops.abi_minor = ESMTB_ABI_MINOR;
-  g_ops.struct_size = sizeof g_ops;
-  g_ops.name = "esc\x1b[31mred";
-  g_ops.description = "\x1b]0;renamed window\x07" "a test backend";
-  g_ops.probe = probe;
-  return &g_ops;
+  g_backend.abi_major = ESMTB_ABI_MAJOR;
+  g_backend.abi_minor = ESMTB_ABI_MINOR;
+  g_backend.struct_size = sizeof g_backend;
+  g_backend.name = "esc\x1b[31mred";
+  g_backend.description = "\x1b]0;renamed window\x07" "a test backend";
+  g_backend.probe = probe;
+  g_backend.group = group;
+  return &g_backend;
 }
 
 ESMTB_EXPORT int esmt_backend_score(const esmtb_job *job) {
