@@ -114,7 +114,7 @@ typedef enum esmtb_caps {
   ESMTB_CAP_F32 = 1u << 1,
   ESMTB_CAP_F16 = 1u << 2,
   ESMTB_CAP_BF16 = 1u << 3,
-  ESMTB_CAP_MULTI_DEVICE = 1u << 4,     /* implements allreduce (and, ABI 1.2, comm_*) */
+  ESMTB_CAP_MULTI_DEVICE = 1u << 4,     /* has the "comm" group (allreduce, comm_*) */
   ESMTB_CAP_VARLEN = 1u << 5            /* ABI 1.3: embed and attention take packed segments */
 } esmtb_caps;
 
