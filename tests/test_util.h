@@ -20,8 +20,9 @@ const char *test_backend_dir(void);
 /* $ESMT_TEST_SRC_DIR: the source tree root. */
 const char *test_src_dir(void);
 
-/* dlopen <backend dir>/<name>.so and return its ops table (host services
- * print errors to stderr). Fails the test when it cannot. */
+/* dlopen <backend dir>/<name>.so and return its groups resolved as the
+ * core resolves them (backend_loader.c; host services print errors to
+ * stderr). Fails the test when it cannot. */
 const esmtb_ops *test_load_backend(const char *name);
 
 /* The last message a backend loaded by test_load_backend reported. */
