@@ -187,23 +187,25 @@ int embed_output_write(embed_output *w, const embed_chunk *c, embed_stats *s) {
     if (cli_npy_append(&w->lengths, "embed", &len, 1)) return -1;
     for (int j = 0; j < o->nl; j++) {
       if ((o->include & EMBED_MEAN) &&
-          cli_npy_append(&w->mean[j], "embed", p->mean + (size_t)j * d, 1))
+          cli_npy_append(&w->mean[j], "embed", p->e.mean + (size_t)j * d, 1))
         return -1;
-      if ((o->include & EMBED_CLS) && cli_npy_append(&w->cls[j], "embed", p->cls + (size_t)j * d, 1))
+      if ((o->include & EMBED_CLS) &&
+          cli_npy_append(&w->cls[j], "embed", p->e.cls + (size_t)j * d, 1))
         return -1;
       if ((o->include & EMBED_PER_TOK) &&
-          cli_npy_append(&w->tok[j], "embed", p->tok + (size_t)j * p->kept * d, (uint64_t)p->kept))
+          cli_npy_append(&w->tok[j], "embed", p->e.per_token + (size_t)j * p->e.kept * d,
+                         (uint64_t)p->e.kept))
         return -1;
     }
     if (o->include & EMBED_PER_TOK) {
-      const int64_t end = (int64_t)(s->per_tok_rows + (uint64_t)p->kept);
+      const int64_t end = (int64_t)(s->per_tok_rows + (uint64_t)p->e.kept);
       if (cli_npy_append(&w->offsets, "embed", &end, 1)) return -1;
     }
     s->proteins++;
     s->residues += (uint64_t)len;
-    s->per_tok_rows += (uint64_t)p->kept;
-    s->truncated += p->kept < len;
-    s->windowed += p->pieces > 1;
+    s->per_tok_rows += (uint64_t)p->e.kept;
+    s->truncated += p->e.kept < len;
+    s->windowed += p->e.pieces > 1;
     s->empty += len == 0;
     s->ids_bytes += strlen(p->id) + 1;
     s->ids_hash = embed_id_hash(s->ids_hash, p->id);
