@@ -1,0 +1,19 @@
+#!/usr/bin/env bash
+# SPDX-License-Identifier: MIT
+# The installed examples/embed.c built against a moved prefix with
+# pkg-config and run on a model: tokenize, embed (one protein longer than
+# the window, so windowed), a pseudo-log-likelihood.
+# Usage: check_embed_example.sh PREFIX LIBDIR MODEL_DIR
+set -euo pipefail
+stage=$1 libdir=$2 model=$3
+echo "== the embedder's starting point, examples/embed.c (infer.h)"
+# shellcheck disable=SC2046
+cc -std=c11 -Wall -Werror "$stage/share/doc/esmtrain/examples/embed.c" \
+   $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs esmtrain) -lm \
+   -Wl,-rpath,"$libdir" -o "$stage/embed-pc"
+out=$("$stage/embed-pc" "$model")
+echo "$out"
+grep -Eq '^protein 2: [0-9]+ residues, [2-9][0-9]* windows, \|mean\| = [0-9.]+$' <<<"$out" ||
+  { echo "embed: the protein longer than the window was not windowed" >&2; exit 1; }
+grep -q '^protein 0: pseudo-log-likelihood -[0-9.]*$' <<<"$out" ||
+  { echo "embed: no pseudo-log-likelihood" >&2; exit 1; }
