@@ -21,13 +21,12 @@ static const char *recorded_id(json_t *files, const char *name) {
   return json_string_value(json_object_get(files, name));
 }
 
-static int open_array(cli_npy *f, const embed_options *o, const char *name, const char *descr,
-                      int64_t cols, int64_t resume_rows, json_t *files) {
+static int open_array(cli_npy *f, const embed_options *o, const char *name,
+                      esmt_npy_dtype dtype, int64_t cols, int64_t resume_rows, json_t *files) {
   char path[4096], file[128];
   snprintf(path, sizeof path, "%s/%s.npy", o->out, name);
   snprintf(file, sizeof file, "%s.npy", name);
-  return cli_npy_open(f, "embed", path, descr, descr[2] == '8' ? 8 : 4, cols, resume_rows,
-                      recorded_id(files, file));
+  return cli_npy_open(f, "embed", path, dtype, cols, resume_rows, recorded_id(files, file));
 }
 
 void embed_output_init(embed_output *w, const embed_options *o, int d) {
@@ -43,8 +42,8 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
                       json_t *files) {
   embed_output_init(w, o, d);
   const int64_t n = r ? (int64_t)r->proteins : -1, rows = r ? (int64_t)r->per_tok_rows : -1;
-  if (open_array(&w->lengths, o, "lengths", "<i8", 0, n, files)) return -1;
-  if ((o->include & EMBED_PER_TOK) && open_array(&w->offsets, o, "per_tok.offsets", "<i8", 0,
+  if (open_array(&w->lengths, o, "lengths", ESMT_NPY_I64, 0, n, files)) return -1;
+  if ((o->include & EMBED_PER_TOK) && open_array(&w->offsets, o, "per_tok.offsets", ESMT_NPY_I64, 0,
                                                  r ? n + 1 : -1, files))
     return -1;
   if ((o->include & EMBED_PER_TOK) && !r) {
@@ -55,15 +54,15 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
     char name[64];
     if (o->include & EMBED_MEAN) {
       snprintf(name, sizeof name, "mean.layer%d", o->layers[j]);
-      if (open_array(&w->mean[j], o, name, "<f4", d, n, files)) return -1;
+      if (open_array(&w->mean[j], o, name, ESMT_NPY_F32, d, n, files)) return -1;
     }
     if (o->include & EMBED_CLS) {
       snprintf(name, sizeof name, "cls.layer%d", o->layers[j]);
-      if (open_array(&w->cls[j], o, name, "<f4", d, n, files)) return -1;
+      if (open_array(&w->cls[j], o, name, ESMT_NPY_F32, d, n, files)) return -1;
     }
     if (o->include & EMBED_PER_TOK) {
       snprintf(name, sizeof name, "per_tok.layer%d", o->layers[j]);
-      if (open_array(&w->tok[j], o, name, "<f4", d, rows, files)) return -1;
+      if (open_array(&w->tok[j], o, name, ESMT_NPY_F32, d, rows, files)) return -1;
     }
   }
   char path[4096];

@@ -11,8 +11,10 @@
 #include "esmtrain/esmtrain.h"
 #include "test_util.h"
 
+#include <fcntl.h>
 #include <math.h>
 #include <stdio.h>
+#include <unistd.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -310,12 +312,71 @@ static void test_cli_equal(void **state) {
   test_rmtree(dir);
 }
 
+static void read_file(const char *path, char *buf, size_t cap, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  *len = fread(buf, 1, cap, f);
+  fclose(f);
+}
+
+/* Rows streamed into .npy, a resume cut back to the commit, then the
+ * arrays copied into one safetensors file that must be new. */
+static void test_npy_safetensors(void **state) {
+  (void)state;
+  const char *dir = test_mkdtemp();
+  char path[1024], st_path[1024], buf[4096];
+  snprintf(path, sizeof path, "%s/mean.npy", dir);
+  int fd = open(path, O_RDWR | O_CREAT | O_EXCL, 0644);
+  assert_true(fd >= 0);
+  esmt_npy_stream *s = NULL;
+  assert_int_equal(esmt_npy_stream_start(fd, path, ESMT_NPY_F32, 2, -1, &s), ESMT_OK);
+  const float rows[6] = {1, 2, 3, 4, 5, 6};
+  assert_int_equal(esmt_npy_stream_append(s, rows, 2), ESMT_OK);
+  assert_int_equal(esmt_npy_stream_commit(s), ESMT_OK);
+  assert_int_equal(esmt_npy_stream_append(s, rows + 4, 1), ESMT_OK); /* never committed */
+  esmt_npy_stream_end(s);
+  /* a resume of more rows than the file holds is refused */
+  assert_int_equal(esmt_npy_stream_start(fd, path, ESMT_NPY_F32, 2, 4, &s), ESMT_ERR_FORMAT);
+  assert_non_null(strstr(esmt_last_error(), "fewer than"));
+  assert_int_equal(esmt_npy_stream_start(fd, path, ESMT_NPY_F32, 2, 2, &s), ESMT_OK);
+  assert_int_equal(esmt_npy_stream_cut(s), ESMT_OK);
+  size_t len = 0;
+  read_file(path, buf, sizeof buf, &len);
+  assert_int_equal(len, ESMT_NPY_HEADER_BYTES + 4 * sizeof(float));
+  assert_memory_equal(buf, "\x93NUMPY\x01\x00", 8);
+  assert_non_null(strstr(buf + 10, "'descr': '<f4', 'fortran_order': False, 'shape': (2, 2), }"));
+  assert_memory_equal(buf + ESMT_NPY_HEADER_BYTES, rows, 4 * sizeof(float));
+
+  snprintf(st_path, sizeof st_path, "%s/e.safetensors", dir);
+  const char *names[1] = {"mean"};
+  const char *meta[2] = {"ids", "ids.txt"};
+  assert_int_equal(esmt_npy_streams_to_safetensors(st_path, &s, names, 1, meta, 1), ESMT_OK);
+  read_file(st_path, buf, sizeof buf - 1, &len);
+  buf[len] = 0;
+  const char want[] = "{\"__metadata__\":{\"ids\":\"ids.txt\"},\"mean\":{\"dtype\":\"F32\","
+                      "\"shape\":[2,2],\"data_offsets\":[0,16]}}";
+  assert_memory_equal(buf + 8, want, sizeof want - 1);
+  uint64_t hl = 0;
+  memcpy(&hl, buf, 8);
+  assert_int_equal(hl % 8, 0);
+  assert_int_equal(len, 8 + hl + 16);
+  assert_memory_equal(buf + 8 + hl, rows, 16);
+  /* the output must be new: an existing file is never truncated */
+  assert_int_equal(esmt_npy_streams_to_safetensors(st_path, &s, names, 1, meta, 1), ESMT_ERR_IO);
+  assert_non_null(strstr(esmt_last_error(), "cannot create"));
+  read_file(st_path, buf, sizeof buf, &len);
+  assert_int_equal(len, 8 + hl + 16);
+  esmt_npy_stream_end(s);
+  close(fd);
+  test_rmtree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_tokenize),       cmocka_unit_test(test_batch_builder),
       cmocka_unit_test(test_embed_truncate), cmocka_unit_test(test_embed_windows),
       cmocka_unit_test(test_pll),            cmocka_unit_test(test_variants),
-      cmocka_unit_test(test_cli_equal),
+      cmocka_unit_test(test_cli_equal),      cmocka_unit_test(test_npy_safetensors),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -192,4 +192,51 @@ ESMT_API esmt_status esmt_score_variants(esmt_model *model, int num_proteins,
                                          uint64_t batch_tokens, esmt_progress_fn progress,
                                          void *progress_user, double *scores);
 
+/* ------------------------------------------------------------------------ */
+/* Embedding files: .npy streams and one safetensors file                    */
+/* ------------------------------------------------------------------------ */
+
+/* A NumPy .npy array (format 1.0, little-endian) written as a stream of
+ * rows: a fixed header of ESMT_NPY_HEADER_BYTES rewritten with the row
+ * count at each commit, so that the file is a valid array of every
+ * committed row at all times and can be cut back to them (resume). The
+ * caller opens the descriptor read-write (how a file is created or
+ * re-opened without harming another is its policy) and closes it after
+ * esmt_npy_stream_end; `path` only names the file in messages. */
+#define ESMT_NPY_HEADER_BYTES 128
+
+typedef enum esmt_npy_dtype {
+  ESMT_NPY_F32 = 0, /* "<f4" */
+  ESMT_NPY_I64 = 1  /* "<i8" */
+} esmt_npy_dtype;
+
+typedef struct esmt_npy_stream esmt_npy_stream;
+
+/* cols 0: a 1-D array. resume_rows < 0: a new file, its header (0 rows)
+ * written; >= 0: a file this stream wrote before, which must hold that
+ * many committed rows (nothing is changed until esmt_npy_stream_cut). */
+ESMT_API esmt_status esmt_npy_stream_start(int fd, const char *path, esmt_npy_dtype dtype,
+                                           int64_t cols, int64_t resume_rows,
+                                           esmt_npy_stream **out);
+/* A resumed file cut back to its committed rows, positioned after them. */
+ESMT_API esmt_status esmt_npy_stream_cut(esmt_npy_stream *stream);
+/* Append rows (rows * max(cols, 1) elements). */
+ESMT_API esmt_status esmt_npy_stream_append(esmt_npy_stream *stream, const void *data,
+                                            uint64_t rows);
+/* The header with the current row count, then fsync. */
+ESMT_API esmt_status esmt_npy_stream_commit(esmt_npy_stream *stream);
+ESMT_API uint64_t esmt_npy_stream_rows(const esmt_npy_stream *stream);
+/* Free the stream (the descriptor stays the caller's). NULL accepted. */
+ESMT_API void esmt_npy_stream_end(esmt_npy_stream *stream);
+
+/* The committed rows of `count` streams, in order, into one safetensors
+ * file at `path`, created new (O_EXCL, a symbolic link not followed),
+ * fsync'd; tensor i is named names[i] with the stream's dtype and shape.
+ * meta: meta_count key/value pairs (meta[2k], meta[2k + 1]) for the
+ * header's "__metadata__". On failure `path` is removed. */
+ESMT_API esmt_status esmt_npy_streams_to_safetensors(const char *path,
+                                                     esmt_npy_stream *const *streams,
+                                                     const char *const *names, int count,
+                                                     const char *const *meta, int meta_count);
+
 #endif /* ESMTRAIN_INFER_H */
