@@ -1,8 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* libesmtrain public API, part of esmtrain.h: inference from protein
  * strings (tokens, batches, embeddings with the long-protein rule, masked
- * scoring).
- * Include <esmtrain/esmtrain.h>, which includes this file where it belongs. */
+ * scoring, embedding files).
+ * Include <esmtrain/esmtrain.h>, which includes this file where it belongs.
+ * Threads: a builder, scorer or stream is used by one thread at a time;
+ * the calls that take a model run inference on it (esmt_model_infer's
+ * rule applies). */
 #ifndef ESMTRAIN_INFER_H
 #define ESMTRAIN_INFER_H
 
