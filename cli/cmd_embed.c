@@ -218,6 +218,52 @@ static int read_chunk(const embed_options *o, esmt_sequence_reader *r, embed_chu
   return 0;
 }
 
+void embed_chunk_clear(embed_chunk *c) {
+  for (int i = 0; i < c->n; i++) {
+    free(c->p[i].id);
+    free(c->p[i].tokens);
+    esmt_embedding_release(&c->p[i].e, 1);
+  }
+  c->n = 0;
+  c->residues = 0;
+}
+
+/* Between batches: a stop signal cancels (the chunk is redone on resume). */
+static int stop_on_signal(void *user, const esmt_progress *p) {
+  (void)user;
+  (void)p;
+  return cli_signal_caught();
+}
+
+int embed_compute(const embed_options *o, esmt_model *m, embed_chunk *c) {
+  const int32_t **res = malloc((size_t)c->n * sizeof *res);
+  int64_t *len = malloc((size_t)c->n * sizeof *len);
+  esmt_embedding *e = malloc((size_t)c->n * sizeof *e);
+  if (!res || !len || !e) {
+    free(res), free(len), free(e);
+    return fprintf(stderr, "esmtrain-example: embed: out of memory\n"), -1;
+  }
+  for (int i = 0; i < c->n; i++) {
+    res[i] = c->p[i].tokens;
+    len[i] = c->p[i].length;
+    e[i] = (esmt_embedding)ESMT_EMBEDDING_INIT;
+  }
+  esmt_embed_request q = ESMT_EMBED_REQUEST_INIT;
+  q.num_layers = o->nl;
+  q.layers = o->layers;
+  q.per_token = (o->include & EMBED_PER_TOK) != 0;
+  q.long_policy = o->long_policy == EMBED_WINDOWS ? ESMT_LONG_WINDOWS : ESMT_LONG_TRUNCATE;
+  q.stride = o->stride;
+  q.batch_tokens = o->batch_tokens;
+  q.progress = stop_on_signal;
+  esmt_status st = esmt_embed(m, &q, c->n, res, len, e);
+  for (int i = 0; !st && i < c->n; i++) c->p[i].e = e[i];
+  free(res), free(len), free(e);
+  if (st == ESMT_ERR_CANCELLED && cli_signal_caught()) return 1;
+  if (st) cli_error("embed", st);
+  return st ? -1 : 0;
+}
+
 /* Skip the committed proteins of a resumed run, checking their ids. */
 static int skip_committed(const embed_options *o, esmt_sequence_reader *r, const embed_stats *s) {
   esmt_sequence q = ESMT_SEQUENCE_INIT;
@@ -255,7 +301,6 @@ static int open_output(embed_output *w, const embed_options *o, const embed_mode
 
 static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embed_stats *s,
                esmt_sequence_reader *r, int mode, json_t *recorded) {
-  const int d = mi->hidden;
   embed_output w;
   embed_chunk c = {0};
   int rc = 0, eof = 0;
@@ -273,7 +318,7 @@ static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embe
   uint64_t committed = s->proteins;
   while (!eof && !rc) {
     if ((rc = read_chunk(o, r, &c, s, &eof) ? 1 : 0)) break;
-    if (c.n && (rc = embed_compute(o, m, d, &c))) break;
+    if (c.n && (rc = embed_compute(o, m, &c))) break;
     if (embed_output_write(&w, &c, s) || embed_output_commit(&w) ||
         embed_meta_write(o, mi, s, files, 0, esmt_clock_seconds() - t0))
       rc = -1;

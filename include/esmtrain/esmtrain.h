@@ -753,6 +753,10 @@ ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t ste
 /* Configuration: typed settings under dotted keys, from YAML and overrides. */
 #include "config.h"
 
+/* Inference from protein strings: tokens, batches, embeddings of proteins
+ * of any length, pseudo-log-likelihood and variant scores. */
+#include "infer.h"
+
 #ifdef __cplusplus
 }
 #endif

@@ -196,4 +196,53 @@ ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
  * reduce-scattered (ZeRO-1) over TCP ring" ("" alone). */
 ESMT_API int esmt_trainer_data_parallel(const esmt_trainer *trainer, char *buf, size_t cap);
 
+/* ------------------------------------------------------------------------ */
+/* A run's metrics read back (metrics.jsonl, docs/formats.md)               */
+/* ------------------------------------------------------------------------ */
+
+/* Lines the trainer wrote: "train" (every log step) and "eval". A value a
+ * line lacks (an older file, the CPU backend's device fields, a null
+ * loss) is NAN. */
+typedef struct esmt_metrics_train {
+  int64_t step;
+  double loss, lr, grad_norm, tokens, tokens_per_s, mfu, step_ms, elapsed_s, eta_s, padding,
+      loss_scale, overflows, skipped, rss_mib;
+  double max_steps;                                         /* 0: until the data ends */
+  double device_util, device_mem_mib, device_mem_total_mib; /* GPU backends */
+} esmt_metrics_train;
+
+typedef struct esmt_metrics_eval {
+  int64_t step;
+  double loss, perplexity, accuracy, unigram_perplexity;
+  double tokens; /* tokens trained on at that step (from the train lines), else NAN */
+} esmt_metrics_eval;
+
+/* The records read so far, as arrays (valid until the next poll/close). */
+typedef struct esmt_metrics_view {
+  uint32_t struct_size;
+  const esmt_metrics_train *train;
+  size_t n_train;
+  const esmt_metrics_eval *eval;
+  size_t n_eval;
+  size_t bad_lines; /* complete lines that were not a train or eval record */
+} esmt_metrics_view;
+
+#define ESMT_METRICS_VIEW_INIT { sizeof(esmt_metrics_view), NULL, 0, NULL, 0, 0 }
+
+/* A metrics.jsonl followed as it grows (the reader holds no descriptor
+ * between polls). */
+typedef struct esmt_metrics_reader esmt_metrics_reader;
+
+ESMT_API esmt_status esmt_metrics_reader_open(const char *path, esmt_metrics_reader **out);
+ESMT_API void esmt_metrics_reader_close(esmt_metrics_reader *reader);
+/* Read the complete lines appended since the last poll. A missing file
+ * is no error (nothing read, *added 0) unless `must_exist`. A file
+ * replaced (a resume rewrites it) or cut shorter is read again from its
+ * start and *reset set to 1 (the records before are dropped). added and
+ * reset may be NULL. */
+ESMT_API esmt_status esmt_metrics_reader_poll(esmt_metrics_reader *reader, int must_exist,
+                                              size_t *added, int *reset);
+ESMT_API esmt_status esmt_metrics_reader_view(const esmt_metrics_reader *reader,
+                                              esmt_metrics_view *view);
+
 #endif /* ESMTRAIN_API_TRAINER_H */

@@ -54,6 +54,8 @@ ev=$(ls "$root/api-run"/events.out.tfevents.*.esmtrain)
 [ -s "$ev" ] || { echo "trainer_run wrote no TensorBoard event file" >&2; exit 1; }
 echo "metrics.jsonl: $(wc -l < "$root/api-run/metrics.jsonl") lines; $(basename "$ev"): $(stat -c %s "$ev") bytes"
 
+bash "$src/tests/install/check_embed_example.sh" "$stage" "$libdir" "$root/api-run"
+
 echo "== docs and the consumer example are installed"
 test -f "$stage/share/doc/esmtrain/formats.md"
 test -f "$stage/share/doc/esmtrain/examples/consumer/consumer.c"
