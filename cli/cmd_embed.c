@@ -365,12 +365,12 @@ int cmd_embed(int argc, char **argv) {
   int rc = parse(argc, argv, &o, &layers);
   if (rc) return rc == 1 ? 0 : rc;
   char what[4200];
-  if (cli_path_inside(o.out, o.model) || (strcmp(o.input, "-") && cli_path_inside(o.out, o.input))) {
+  if (esmt_path_inside(o.out, o.model) || (strcmp(o.input, "-") && esmt_path_inside(o.out, o.input))) {
     fprintf(stderr, "esmtrain-example: embed: -o %s is inside the model or the input: nothing "
             "was changed; choose an output directory outside them\n", o.out);
     return 1;
   }
-  if (cli_path_in_data(o.out, what, sizeof what)) {
+  if (esmt_path_in_data(o.out, what, sizeof what)) {
     fprintf(stderr, "esmtrain-example: embed: -o %s is inside %s, which esmtrain reads: "
             "nothing was changed; choose an output directory outside it\n", o.out, what);
     return 1;
@@ -397,7 +397,8 @@ int cmd_embed(int argc, char **argv) {
    * proportionally more for larger models) */
   o.chunk_residues = o.batch_tokens * 8 > 131072 ? o.batch_tokens * 8 : 131072;
   embed_stats s;
-  int mode = EMBED_NEW, lock = -1;
+  int mode = EMBED_NEW;
+  esmt_run_lock *lock = NULL;
   json_t *recorded = NULL;
   esmt_sequence_reader *r = NULL;
   if (!rc) rc = resolve_layers(&o, layers, mc.num_layers);
@@ -406,7 +407,7 @@ int cmd_embed(int argc, char **argv) {
   if (st) rc = (cli_error("embed: input", st), 1);
   if (!rc && embed_input_checksum(o.input, o.input_content, sizeof o.input_content)) rc = 1;
   if (!rc && embed_meta_check(&o, &mi, &s, 0, NULL) < 0) rc = 1;
-  if (!rc && (lock = cli_run_lock(o.out, "embed")) < 0) rc = 1;
+  if (!rc && !(lock = cli_run_lock(o.out, "embed"))) rc = 1;
   /* checked again under the lock: another process may have written meanwhile */
   if (!rc && (mode = embed_meta_check(&o, &mi, &s, 1, &recorded)) < 0) rc = 1;
   if (!rc) {
@@ -415,7 +416,7 @@ int cmd_embed(int argc, char **argv) {
   }
   json_decref(recorded);
   esmt_sequence_reader_close(r);
-  cli_run_unlock(lock);
+  esmt_run_lock_release(lock);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
   return rc;
