@@ -16,6 +16,29 @@
  *    much of the struct an older caller knows about;
  *  - the library never prints, exits or aborts on its own: it reports through
  *    return codes and the log/progress callbacks.
+ *
+ * Threads: a rule per handle (tests/test_threads.c proves each under
+ * ThreadSanitizer):
+ *  - esmt_context: shared. Any number of threads may create models,
+ *    loaders and trainers on one context and call its queries at once;
+ *    esmt_context_set_option and esmt_context_destroy need every other
+ *    call on it (and on what was made from it) to have ended.
+ *  - esmt_model: one call at a time. The calls that use its buffers
+ *    (forward, backward, infer, zero_grad, grad_norm, optimizer_step,
+ *    read_tensor, write_tensor, and a trainer's step and evaluate on it)
+ *    check this: a call from a second thread while one runs returns
+ *    ESMT_ERR_STATE naming the call in progress and its thread, and does
+ *    nothing. Give each thread its own model (on one shared context) to
+ *    run in parallel.
+ *  - esmt_trainer: one thread at a time (its model's check above refuses
+ *    a second one), except esmt_trainer_request_stop: any thread, or a
+ *    signal handler.
+ *  - esmt_loader, esmt_sequence_reader, esmt_line_reader, esmt_config:
+ *    one thread at a time, not checked; separate handles over the same
+ *    files are independent and may run on separate threads at once.
+ *  - esmt_last_error() is per thread; log and progress callbacks are called
+ *    on the thread that made the call (they must be thread-safe when the
+ *    program calls from several threads).
  */
 #ifndef ESMTRAIN_ESMTRAIN_H
 #define ESMTRAIN_ESMTRAIN_H

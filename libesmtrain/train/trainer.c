@@ -318,8 +318,10 @@ static double micro_batch_flops(const esmt_model_config *cfg, const esmt_micro_b
  * decided collectively (every rank sees the same sums). */
 esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
   esmt_status st = t ? esmt_trainer_claim_run(t, "esmt_trainer_step") : ESMT_OK;
+  if (!st && t) st = esmt_model_enter(t->m, "esmt_trainer_step"); /* one thread at a time */
   if (st) return st;
   st = step_impl(t, out);
+  if (t) esmt_model_leave(t->m);
   if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC &&
       st != ESMT_ERR_CANCELLED)
     esmt_dp_abort(t->dp, esmt_last_error());
