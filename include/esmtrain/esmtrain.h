@@ -92,7 +92,7 @@ typedef struct esmt_gpu_sample {
   double power_w;
 } esmt_gpu_sample;
 
-#define ESMT_GPU_SAMPLE_INIT { .struct_size = sizeof(esmt_gpu_sample) }
+#define ESMT_GPU_SAMPLE_INIT ESMT_SIZED_INIT_(esmt_gpu_sample)
 
 /* Sample up to `capacity` GPUs into out[] (each element's struct_size set by
  * the caller, all alike); *count gets the number of GPUs NVML sees (also
@@ -149,8 +149,9 @@ typedef struct esmt_context_options {
   uint32_t struct_size;
   /* Colon-separated directories to load backends from. When set, ONLY these
    * are searched; otherwise $ESMTRAIN_BACKEND_PATH, and when that is unset
-   * too, the esmtrain/backends directory next to the loaded libesmtrain.so,
-   * then the configured ${libdir}/esmtrain/backends. The current directory
+   * too, the esmtrain-MAJOR.MINOR/backends directory next to the loaded
+   * libesmtrain.so (esmtrain/backends in a build tree), then the configured
+   * ${libdir}/esmtrain-MAJOR.MINOR/backends. The current directory
    * never is. A backend whose name an earlier directory already provided is
    * listed as shadowed and not used (a warning names both files). */
   const char *backend_path;
@@ -214,7 +215,7 @@ typedef struct esmt_device_info {
   uint64_t free_bytes;
 } esmt_device_info;
 
-#define ESMT_DEVICE_INFO_INIT { .struct_size = sizeof(esmt_device_info) }
+#define ESMT_DEVICE_INFO_INIT ESMT_SIZED_INIT_(esmt_device_info)
 
 #define ESMT_MAX_DEVICES 16
 
@@ -234,7 +235,7 @@ typedef struct esmt_backend_info {
   char note[256];             /* what the probe says of itself (kernels, threads) */
 } esmt_backend_info;
 
-#define ESMT_BACKEND_INFO_INIT { .struct_size = sizeof(esmt_backend_info) }
+#define ESMT_BACKEND_INFO_INIT ESMT_SIZED_INIT_(esmt_backend_info)
 
 /* Number of backend files the context examined (loaded or not). */
 ESMT_API esmt_status esmt_context_backend_count(const esmt_context *ctx, int *count);
@@ -374,7 +375,7 @@ typedef struct esmt_tensor_info {
   uint64_t offset;          /* element offset in the flat fp32 buffers */
 } esmt_tensor_info;
 
-#define ESMT_TENSOR_INFO_INIT { .struct_size = sizeof(esmt_tensor_info) }
+#define ESMT_TENSOR_INFO_INIT ESMT_SIZED_INIT_(esmt_tensor_info)
 
 /* Number of named tensors (HF names; lm_head.decoder.weight is the tied
  * embedding and is not listed separately). */

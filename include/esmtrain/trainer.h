@@ -36,7 +36,7 @@ typedef struct esmt_batch_source {
   esmt_status (*epoch)(void *user, uint64_t *epoch);
 } esmt_batch_source;
 
-#define ESMT_BATCH_SOURCE_INIT { .struct_size = sizeof(esmt_batch_source) }
+#define ESMT_BATCH_SOURCE_INIT ESMT_SIZED_INIT_(esmt_batch_source)
 
 typedef struct esmt_train_metrics {
   uint32_t struct_size;
@@ -64,9 +64,17 @@ typedef struct esmt_train_metrics {
   double device_util_percent, device_temperature_c;
 } esmt_train_metrics;
 
+#ifdef __cplusplus /* see ESMT_SIZED_INIT_ */
+#define ESMT_TRAIN_METRICS_INIT                                                          \
+  ([] { esmt_train_metrics esmt_v_ = ESMT_SIZED_INIT_(esmt_train_metrics);              \
+        esmt_v_.device_memory_used_mib = esmt_v_.device_memory_total_mib = -1;            \
+        esmt_v_.device_util_percent = esmt_v_.device_temperature_c = -1;                  \
+        return esmt_v_; }())
+#else
 #define ESMT_TRAIN_METRICS_INIT                                                          \
   { .struct_size = sizeof(esmt_train_metrics), .device_memory_used_mib = -1,            \
     .device_memory_total_mib = -1, .device_util_percent = -1, .device_temperature_c = -1 }
+#endif
 
 typedef struct esmt_eval_metrics {
   uint32_t struct_size;
@@ -78,7 +86,7 @@ typedef struct esmt_eval_metrics {
   uint64_t selected;
 } esmt_eval_metrics;
 
-#define ESMT_EVAL_METRICS_INIT { .struct_size = sizeof(esmt_eval_metrics) }
+#define ESMT_EVAL_METRICS_INIT ESMT_SIZED_INIT_(esmt_eval_metrics)
 
 /* Called after each logged update (eval == NULL) and each evaluation. */
 typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The table a communication plugin hands the core: how the data-parallel
  * collectives reach a transport that libesmtrain does not link (MPI: the
- * plugin <libdir>/esmtrain/comm/mpi_comm.so links libmpi, the core only
+ * plugin <libdir>/esmtrain-MAJOR.MINOR/comm/mpi_comm.so links libmpi, the core only
  * dlopen()s it). comm.c loads the plugin, checks the table and dispatches
  * the esmt_comm_* calls of comm.h to it; the argument checks are done
  * there, once for every transport, before a call reaches the table.
