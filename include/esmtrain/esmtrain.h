@@ -33,9 +33,12 @@
  *  - esmt_trainer: one thread at a time (its model's check above refuses
  *    a second one), except esmt_trainer_request_stop: any thread, or a
  *    signal handler.
- *  - esmt_loader, esmt_sequence_reader, esmt_line_reader, esmt_config:
- *    one thread at a time, not checked; separate handles over the same
- *    files are independent and may run on separate threads at once.
+ *  - esmt_loader, esmt_sequence_reader, esmt_line_reader, esmt_config,
+ *    and the handles of infer.h and the metrics reader (batch builders,
+ *    scorers, npy streams, esmt_metrics_reader): one thread at a time, not
+ *    checked; separate handles over the same files are independent and may
+ *    run on separate threads at once. Calls that run a model (esmt_embed,
+ *    the scorers) are under the model's check above.
  *  - esmt_last_error() is per thread; log and progress callbacks are called
  *    on the thread that made the call (they must be thread-safe when the
  *    program calls from several threads).
