@@ -47,7 +47,8 @@ echo "== the thread rules under ThreadSanitizer (ctest -L threads)"
 # of build on 2 busy cores, 1 s of tests)
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
       -DESMT_SANITIZE=thread -DESMT_ENABLE_CUDA=OFF -DESMT_CPU_ISAS=generic >/dev/null
-cmake --build build-tsan -j"$jobs" --target test_threads test_run_dir esmt_backend_cpu esmtrain-example
+cmake --build build-tsan -j"$jobs" --target test_threads test_run_dir test_host_sums esmt_backend_cpu \
+  esmtrain-example
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ESMT_TEST_THREADS=1 \
    ctest --output-on-failure -L threads)
 took "ThreadSanitizer build and thread tests"
