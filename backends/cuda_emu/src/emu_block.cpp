@@ -558,11 +558,7 @@ void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, cons
   // A kernel runs on the current device: a stream of another device is an
   // invalid handle there (what a backend that forgot cudaSetDevice hits
   // when the core drives it from a second thread).
-  const int sdev = stream_device(stream);
-  if (sdev >= 0 && stream && sdev != current_device()) {
-    report(current_device(), "api",
-           "kernel %s launched on a stream of device %d while the thread's current device is %d "
-           "(cudaSetDevice missing)", name, sdev, current_device());
+  if (!stream_on_current_device(stream, name)) {
     destroy(closure);
     record_error(cudaErrorInvalidResourceHandle);
     return;

@@ -200,6 +200,15 @@ int stream_device(cudaStream_t stream) {
   return s ? s->device : -1;
 }
 
+bool stream_on_current_device(cudaStream_t stream, const char *what) {
+  const int sdev = stream_device(stream), cur = current_device();
+  if (!stream || sdev < 0 || sdev == cur) return true;
+  report(cur, "api",
+         "%s on a stream of device %d while the thread's current device is %d (cudaSetDevice "
+         "missing)", what, sdev, cur);
+  return false;
+}
+
 void device_sync(int dev) {
   std::unique_lock<std::mutex> lk(g_mu);
   sync_device_locked(lk, dev);
@@ -272,6 +281,7 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kin
                         bool sync, const char *api) {
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return record_error(cudaErrorInvalidValue);
+  if (!stream_on_current_device(h, api)) return record_error(cudaErrorInvalidResourceHandle);
   const ptr_class cd = classify(dst), cs = classify(src);
   const bool ddev = cd == P_DEVICE, sdev = cs == P_DEVICE;
   bool ok = true;
@@ -308,6 +318,7 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kin
 
 cudaError_t memset_impl(void *dst, int value, size_t n, cudaStream_t h, bool sync, const char *api) {
   if (n == 0) return cudaSuccess;
+  if (!stream_on_current_device(h, api)) return record_error(cudaErrorInvalidResourceHandle);
   if (classify(dst) != P_DEVICE) {
     report(current_device(), "api", "%s(%p, %zu bytes): not device memory", api, dst, n);
     return record_error(cudaErrorInvalidValue);

@@ -125,6 +125,23 @@ static int case_dropped_barrier(void) {
   ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, 1000, 0);
   return cudaDeviceSynchronize();
 }
+// Copies and memsets on a stream of device 1 while device 0 is current:
+// the cudaSetDevice missing when the stream was made.
+static int stream_device_case(int memset_too) {
+  setenv("ESMT_EMU_DEVICES", "2", 1);
+  cudaStream_t s;
+  float *d, h[16] = {0};
+  cudaSetDevice(1);
+  cudaStreamCreate(&s);
+  cudaMalloc((void **)&d, 64);
+  cudaError_t e = memset_too ? cudaMemsetAsync(d, 0, 64, s) : cudaSuccess;
+  cudaSetDevice(memset_too ? 1 : 0);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(h, d, 64, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  return (int)e;
+}
+static int case_copy_same_device(void) { return stream_device_case(1); }
+static int case_copy_other_device(void) { return stream_device_case(0); }
 static int case_smem_bounds(void) {
   float *d;
   cudaMalloc((void **)&d, 4096);
@@ -613,6 +630,9 @@ static const tcase k_cases[] = {
     {"race (missing __syncthreads)", case_race, false, "cuda-emu: race: kernel block_sum"},
     {"race (barrier dropped by ESMT_EMU_DROP_BARRIER)", case_dropped_barrier, false,
      "cuda-emu: race: kernel block_sum"},
+    {"copy on a stream of the current device", case_copy_same_device, true, ""},
+    {"copy on a stream of another device", case_copy_other_device, false,
+     "cudaMemcpyAsync on a stream of device 1 while the thread's current device is 0"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
