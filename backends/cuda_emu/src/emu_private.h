@@ -91,6 +91,10 @@ void set_max_dynamic_smem(const void *fn, int bytes);
 void kernel_counts(uint64_t *kernels, uint64_t *blocks);
 int block_threads();     // threads of the running block
 void yield_warpgroup();  // wait at a warpgroup collective (all 128 threads)
+// Warp collectives warp `warp` of the running block has completed: two
+// accesses of its lanes with the same generation are not ordered (the
+// intra-warp race check).
+uint32_t warp_generation(int warp);
 
 // emu_wgmma.cpp
 void wgmma_block_begins(int nthreads);

@@ -38,6 +38,25 @@ __global__ void warp_sum(const float *x, float *out) {
   if ((threadIdx.x & 31) == 0) out[threadIdx.x / 32] = v;
 }
 
+// Warp collectives with a mask: `mask` for the reduction; lanes at or past
+// `live` exit first; with `split`, the upper half of the warp waits at
+// __syncwarp while the lower half shuffles. out[1 + warp] gets a ballot of
+// the odd lanes.
+__global__ void warp_masked(const float *x, float *out, unsigned mask, int live, int split) {
+  if ((int)(threadIdx.x & 31) >= live) return;
+  float v = x[threadIdx.x];
+  if (split && (threadIdx.x & 31) >= 16) {
+    __syncwarp();
+  } else {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o);
+  }
+  const unsigned odd = __ballot_sync(mask, threadIdx.x & 1);
+  if ((threadIdx.x & 31) == 0) {
+    out[0] = v;
+    out[1] = (float)(odd == 0xaaaaaaaau);
+  }
+}
+
 __global__ void dyn_copy(const float *x, float *y, int n, int extra) {
   ESMT_DYNAMIC_SMEM(smem);
   float *s = reinterpret_cast<float *>(smem);
@@ -124,6 +143,25 @@ static int case_dropped_barrier(void) {
   cudaMemset(d, 0, 4096);
   ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, 1000, 0);
   return cudaDeviceSynchronize();
+}
+static int warp_masked_case(unsigned mask, int live, int split) {
+  float h[32], r[2] = {0, 0}, *d, *o;
+  for (int i = 0; i < 32; i++) h[i] = (float)i;
+  cudaMalloc((void **)&d, 128);
+  cudaMalloc((void **)&o, 8);
+  cudaMemcpy(d, h, 128, cudaMemcpyHostToDevice);
+  ESMT_LAUNCH(1, 32, 0, 0, warp_masked)(d, o, mask, live, split);
+  cudaError_t e = cudaMemcpy(r, o, 8, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  return r[0] == 496.0f && r[1] == 1.0f ? 0 : fail("warp_masked: wrong sum or ballot");
+}
+static int case_warp_full_mask(void) { return warp_masked_case(0xffffffffu, 32, 0); }
+static int case_warp_half_mask(void) { return warp_masked_case(0x0000ffffu, 32, 0); }
+static int case_warp_mask_exited(void) { return warp_masked_case(0xffffffffu, 16, 0); }
+static int case_warp_split(void) { return warp_masked_case(0xffffffffu, 32, 1); }
+static int case_warp_mask_mutated(void) {
+  setenv("ESMT_EMU_SHFL_MASK", "0x0000ffff", 1);
+  return warp_masked_case(0xffffffffu, 32, 0);
 }
 // Copies and memsets on a stream of device 1 while device 0 is current:
 // the cudaSetDevice missing when the stream was made.
@@ -630,6 +668,14 @@ static const tcase k_cases[] = {
     {"race (missing __syncthreads)", case_race, false, "cuda-emu: race: kernel block_sum"},
     {"race (barrier dropped by ESMT_EMU_DROP_BARRIER)", case_dropped_barrier, false,
      "cuda-emu: race: kernel block_sum"},
+    {"warp collectives with the full mask", case_warp_full_mask, true, ""},
+    {"shuffle mask missing half the warp", case_warp_half_mask, false,
+     "with mask 0x0000ffff, which does not name lane 16"},
+    {"shuffle mask naming exited lanes", case_warp_mask_exited, false, "which has exited"},
+    {"lanes at different warp collectives", case_warp_split, false,
+     "which waits at __syncwarp with mask 0xffffffff"},
+    {"shuffle mask narrowed by ESMT_EMU_SHFL_MASK", case_warp_mask_mutated, false,
+     "cuda-emu: warp-sync: kernel warp_masked"},
     {"copy on a stream of the current device", case_copy_same_device, true, ""},
     {"copy on a stream of another device", case_copy_other_device, false,
      "cudaMemcpyAsync on a stream of device 1 while the thread's current device is 0"},
