@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "emu_private.h"
 
@@ -49,6 +50,12 @@ struct smem_shadow {
   int16_t gtid;
   uint32_t gtick;
   uint8_t wgmask;
+  // initcheck: the block (g_block_gen) that last wrote the byte; a read in
+  // any other block reads what no thread of this block wrote. `seen`: kernel
+  // code has touched this static byte (it is a `__shared__` variable and is
+  // poisoned at each block start).
+  bool seen;
+  uint32_t init;
 };
 // Per 16 bytes of dynamic shared memory (wgmma reads whole aligned 16-byte
 // chunks): the latest wgmma.mma_async of each warpgroup that read them
@@ -74,6 +81,10 @@ struct dev_shadow {
 constexpr size_t kGrain = 2;
 uint32_t g_epoch = 1;
 uint32_t g_block_gen = 1;
+// Offsets in the TLS block of the `__shared__` bytes kernel code has
+// touched: poisoned (0xff, a NaN) at each block start, as dynamic shared
+// memory is, so that a value left by the previous block is never read back.
+std::vector<uint32_t> g_static_touched;
 smem_shadow *g_dyn_shadow, *g_static_shadow;
 char *g_static_lo, *g_static_hi;
 dev_shadow *g_dev_shadow[16];
@@ -179,7 +190,28 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
   bool reported = false;
   for (size_t i = 0; i < n; i++) {
     smem_shadow *e = &base[off + i];
+    if (!dynamic && !e->seen) {  // first touch ever: poisoned before this access
+      e->seen = true;
+      g_static_touched.push_back((uint32_t)(off + i));
+      if (!write) *const_cast<char *>(p + i) = (char)0xff;
+    }
+    if (!write && e->init != g_block_gen && e->pend != g_block_gen && !reported) {
+      reported = true;
+      if (++g_launch.initchecks <= 3) {
+        char me[128], where[160];
+        cur_thread_desc(me, sizeof me);
+        smem_where(p + i, dynamic, where, sizeof where);
+        report(g_launch.dev, "initcheck",
+               "kernel %s: %s reads a shared-memory byte that no thread of its block has written "
+               "(%s, a read of %zu bytes; uninitialised shared memory holds 0xff here, garbage "
+               "on a GPU)", g_launch.name, me, where, n);
+      } else if (g_launch.initchecks == 4) {
+        report(g_launch.dev, "initcheck", "(more uninitialised reads in kernel %s)",
+               g_launch.name);
+      }
+    }
     if (write) {
+      e->init = g_block_gen;
       if (e->wgmask && dynamic) {
         uint32_t seq = 0;
         const int g = wg_conflict(e, off + i, tid, &seq);
@@ -277,6 +309,9 @@ void check_init_segments() {
 
 void smem_new_epoch() { g_epoch++; }
 void smem_new_block() {
+  if (g_static_lo)
+    for (uint32_t off : g_static_touched)
+      if (g_static_lo + off < g_static_hi) g_static_lo[off] = (char)0xff;
   g_block_gen++;
   g_epoch++;
   g_block_clock = ++g_proxy_clock;  // writes of earlier blocks count as fenced

@@ -69,6 +69,7 @@ struct launch_info {
   int dev;
   int aborted;           // cudaError_t that stops the grid, 0 while running
   uint32_t reports;      // findings in this launch (printing is capped)
+  uint32_t initchecks;   // uninitialised shared-memory reads in this launch (capped too)
 };
 extern launch_info g_launch;
 extern ethread *g_cur;

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -54,6 +55,20 @@ __global__ void warp_masked(const float *x, float *out, unsigned mask, int live,
   if ((threadIdx.x & 31) == 0) {
     out[0] = v;
     out[1] = (float)(odd == 0xaaaaaaaau);
+  }
+}
+
+// A static __shared__ array that the first `writers` threads fill (all 32
+// in block 0 when `block0_full`), summed by thread 0.
+__global__ void static_partial(float *out, int writers, int block0_full) {
+  __shared__ float acc[32];
+  if ((int)threadIdx.x < (block0_full && blockIdx.x == 0 ? 32 : writers))
+    acc[threadIdx.x] = 1.0f + (float)blockIdx.x;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (int i = 0; i < 32; i++) s += acc[i];
+    out[blockIdx.x] = s;
   }
 }
 
@@ -180,6 +195,24 @@ static int stream_device_case(int memset_too) {
 }
 static int case_copy_same_device(void) { return stream_device_case(1); }
 static int case_copy_other_device(void) { return stream_device_case(0); }
+static int static_partial_case(int writers, int block0_full) {
+  float r[2] = {0, 0}, *o;
+  cudaMalloc((void **)&o, 8);
+  ESMT_LAUNCH(2, 32, 0, 0, static_partial)(o, writers, block0_full);
+  cudaError_t e = cudaMemcpy(r, o, 8, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  if (block0_full) {  // block 1 reads 16 bytes block 0 left behind: poisoned, NaN
+    if (!std::isnan(r[1])) return fail("static __shared__ kept the previous block's values");
+    return r[0] == 32.0f ? 0 : fail("static_partial: block 0's sum");
+  }
+  return r[0] == 32.0f && r[1] == 64.0f ? 0 : fail("static_partial: wrong sums");
+}
+static int case_static_smem_ok(void) { return static_partial_case(32, 0); }
+static int case_static_smem_uninit(void) { return static_partial_case(16, 0); }
+static int case_static_smem_poisoned(void) {
+  setenv("ESMT_EMU_STRICT", "0", 1);  // the values, past the report
+  return static_partial_case(16, 1);
+}
 static int case_smem_bounds(void) {
   float *d;
   cudaMalloc((void **)&d, 4096);
@@ -679,6 +712,11 @@ static const tcase k_cases[] = {
     {"copy on a stream of the current device", case_copy_same_device, true, ""},
     {"copy on a stream of another device", case_copy_other_device, false,
      "cudaMemcpyAsync on a stream of device 1 while the thread's current device is 0"},
+    {"static __shared__ written before it is read", case_static_smem_ok, true, ""},
+    {"static __shared__ read where no thread wrote", case_static_smem_uninit, false,
+     "cuda-emu: initcheck: kernel static_partial"},
+    {"static __shared__ poisoned at each block start", case_static_smem_poisoned, true,
+     "of block (1,0,0) reads a shared-memory byte that no thread of its block has written"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
