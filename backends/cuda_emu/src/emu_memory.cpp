@@ -329,8 +329,8 @@ cudaError_t cudaFree(void *ptr) {
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   if (!ptr) return record_error(cudaErrorInvalidValue);
   *ptr = nullptr;
-  void *p = nullptr;
-  if (posix_memalign(&p, 4096, size ? size : 1)) return record_error(cudaErrorMemoryAllocation);
+  void *p = pinned_map(size ? size : 1);
+  if (!p) return record_error(cudaErrorMemoryAllocation);
   std::lock_guard<std::mutex> g(g_mu);
   add_region((char *)p, size, MEM_PINNED, -1);
   g_pinned_bytes += size;
@@ -356,7 +356,7 @@ cudaError_t cudaFreeHost(void *ptr) {
   g_pinned_bytes -= it->second.size;
   g_regions.erase(it);
   g_version++;
-  free(ptr);
+  pinned_unmap(ptr);
   return cudaSuccess;
 }
 

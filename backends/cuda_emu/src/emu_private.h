@@ -30,6 +30,18 @@ void memory_stats_json(FILE *f);
 char *device_arena(int dev, size_t *span);
 bool find_region_below(const void *p, region *out);  // the nearest allocation below p  // NULL before the first allocation
 
+// emu_pinned.cpp: pinned host memory, mapped twice (the user's pages and
+// an alias the stream workers copy through), and the guards that keep the
+// host off bytes a pending cudaMemcpyAsync writes (PROT_NONE) or has yet
+// to read (read-only) until the host has seen the copy complete.
+void *pinned_map(size_t size);
+void pinned_unmap(void *p);
+void *pinned_alias(const void *p);  // p itself when not pinned
+void pinned_guard(const void *p, size_t n, bool host_may_read, int device, int slot,
+                  uint32_t clock, const char *api);
+void pinned_host_saw(const uint32_t *host_vc);  // after the host clock advanced
+void pinned_worker_starts();                    // a stream worker thread
+
 // emu_stream.cpp
 void device_sync(int dev);       // every stream of dev, host clock joined
 const char *op_name(uint32_t op_id);  // recent operations, for reports

@@ -213,6 +213,42 @@ static int case_static_smem_poisoned(void) {
   setenv("ESMT_EMU_STRICT", "0", 1);  // the values, past the report
   return static_partial_case(16, 1);
 }
+// Host reads of a pinned buffer that a copy from the device fills: after
+// the stream's synchronisation (mode 0), before it (1), of the other half
+// of the page, which no copy writes (2), and a host write to a pinned
+// source before the copy to the device read it (3).
+static int pinned_case(int mode) {
+  const int n = 512;
+  float *d, *h, src[n];
+  for (int i = 0; i < n; i++) src[i] = (float)i;
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMalloc((void **)&d, n * 4);
+  cudaMallocHost((void **)&h, 2 * n * 4);  // one page: two halves of n floats
+  cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice);
+  h[n + 7] = 7.0f;
+  float got = 0.0f;
+  if (mode == 3) {
+    cudaMemcpyAsync(d, h + n, n * 4, cudaMemcpyHostToDevice, s);
+    h[n + 7] = 8.0f;  // the copy may not have read it yet
+  } else {
+    cudaMemcpyAsync(h, d, n * 4, cudaMemcpyDeviceToHost, s);
+    if (mode == 0) cudaStreamSynchronize(s);
+    got = mode == 2 ? h[n + 7] : h[5];
+  }
+  cudaError_t e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) return (int)e;
+  if (mode == 3) return 0;
+  return got == (mode == 2 ? 7.0f : 5.0f) ? 0 : fail("pinned: wrong value read");
+}
+static int case_pinned_synced(void) { return pinned_case(0); }
+static int case_pinned_read_early(void) { return pinned_case(1); }
+static int case_pinned_other_half(void) { return pinned_case(2); }
+static int case_pinned_source_written(void) { return pinned_case(3); }
+static int case_pinned_sync_dropped(void) {
+  setenv("ESMT_EMU_DROP_HOST_SYNC", "1", 1);
+  return pinned_case(0);
+}
 static int case_smem_bounds(void) {
   float *d;
   cudaMalloc((void **)&d, 4096);
@@ -717,6 +753,14 @@ static const tcase k_cases[] = {
      "cuda-emu: initcheck: kernel static_partial"},
     {"static __shared__ poisoned at each block start", case_static_smem_poisoned, true,
      "of block (1,0,0) reads a shared-memory byte that no thread of its block has written"},
+    {"pinned buffer read after the stream's synchronisation", case_pinned_synced, true, ""},
+    {"pinned buffer read while a copy into it is pending", case_pinned_read_early, false,
+     "cuda-emu: host-sync: host code at"},
+    {"pinned bytes no pending copy touches, on the same page", case_pinned_other_half, true, ""},
+    {"pinned source written before the copy read it", case_pinned_source_written, false,
+     "has not read it yet"},
+    {"pinned buffer read after a sync dropped by ESMT_EMU_DROP_HOST_SYNC",
+     case_pinned_sync_dropped, false, "cuda-emu: host-sync: host code at"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
