@@ -182,6 +182,18 @@ void yield(int state) {
   cuemu_switch(&t->sp, g_sched_sp);
 }
 
+// ESMT_EMU_INTERLEAVE=1: lanes of a warp interleave at shared-memory
+// accesses (a seeded coin at each), starting from a random lane, instead of
+// each running to its next synchronisation point in lane order, so that
+// intra-warp hazards change results as well as being reported.
+bool interleaving() {
+  static const bool on = [] {
+    const char *e = getenv("ESMT_EMU_INTERLEAVE");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 void resume(ethread *t) {
   g_cur = t;
   g_k.thread_idx = t->idx;
@@ -252,7 +264,10 @@ bool run_block(dim3 block) {
         }
     if (!ready.empty()) {
       const int w = ready[g_rng() % ready.size()];
-      for (int l = 0; l < 32 && w * 32 + l < n; l++) {
+      const int first = interleaving() ? (int)(g_rng() % 32) : 0;
+      for (int k = 0; k < 32; k++) {
+        const int l = (first + k) % 32;
+        if (w * 32 + l >= n) continue;
         ethread *t = &g_threads[w * 32 + l];
         if (t->state != T_READY) continue;
         resume(t);
@@ -364,6 +379,10 @@ cudaError_t run_grid(const op_ctx &c, dim3 grid, dim3 block, size_t smem, const 
 }  // namespace
 
 int cur_tid() { return g_cur ? g_cur->tid : -1; }
+
+void interleave_point() {
+  if (interleaving() && g_cur && (g_rng() & 1)) yield(T_READY);
+}
 bool cur_checking() { return g_cur && g_cur->checking; }
 
 void cur_thread_desc(char *buf, size_t n) {

@@ -56,6 +56,10 @@ struct smem_shadow {
   // poisoned at each block start).
   bool seen;
   uint32_t init;
+  // Intra-warp order: the writer's and the last reader's warp generation
+  // (warp collectives completed) at their access. Lanes of one warp are
+  // ordered only by a __syncwarp or another warp collective in between.
+  uint32_t wwgen, rwgen;
 };
 // Per 16 bytes of dynamic shared memory (wgmma reads whole aligned 16-byte
 // chunks): the latest wgmma.mma_async of each warpgroup that read them
@@ -244,20 +248,35 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
       e->rmask = 0;
     }
     int other = -1;
+    bool intra = false;
     const char *what = nullptr;
+    const uint32_t wgen = warp_generation(w);
     if (e->wtid >= 0 && (e->wtid >> 5) != w) {
       other = e->wtid;
       what = write ? "writes a byte that %s wrote" : "reads a byte that %s wrote";
     } else if (write && (e->rmask & ~(1u << w))) {
       other = e->rtid;
       what = "writes a byte that %s read";
+    } else if (e->wtid >= 0 && e->wtid != tid && e->wwgen == wgen) {  // a lane of this warp
+      other = e->wtid;
+      intra = true;
+      what = write ? "writes a byte that %s of its own warp wrote, with no __syncwarp or other "
+                     "warp collective in between (intra-warp)"
+                   : "reads a byte that %s of its own warp wrote, with no __syncwarp or other "
+                     "warp collective in between (intra-warp)";
+    } else if (write && (e->rmask & (1u << w)) && e->rtid >= 0 && e->rtid != tid &&
+               (e->rtid >> 5) == w && e->rwgen == wgen) {
+      other = e->rtid;
+      intra = true;
+      what = "writes a byte that %s of its own warp read, with no __syncwarp or other warp "
+             "collective in between (intra-warp)";
     }
     if (what && !reported) {
       reported = true;
       if (note_finding()) {
         char me[128], them[64], where[160], verb[128];
         cur_thread_desc(me, sizeof me);
-        if ((other >> 5) != w) {
+        if ((other >> 5) != w || intra) {
           thread_desc_of(other, them, sizeof them);
         } else {  // the last reader is of this warp: name another that read
           const uint32_t others = e->rmask & ~(1u << w);
@@ -265,18 +284,20 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
         }
         smem_where(p + i, dynamic, where, sizeof where);
         snprintf(verb, sizeof verb, what, them);
-        report(g_launch.dev, "race",
-               "kernel %s: %s %s, with no __syncthreads in between (%s, %s access of %zu bytes)",
-               g_launch.name, me, verb, where, write ? "a write" : "a read", n);
+        report(g_launch.dev, "race", "kernel %s: %s %s%s (%s, %s access of %zu bytes)",
+               g_launch.name, me, verb, intra ? "" : ", with no __syncthreads in between", where,
+               write ? "a write" : "a read", n);
       } else {
         report(g_launch.dev, "race", "(more races in kernel %s)", g_launch.name);
       }
     }
     if (write) {
       e->wtid = (int16_t)tid;
+      e->wwgen = wgen;
     } else {
       e->rmask |= 1u << w;
       e->rtid = (int16_t)tid;
+      e->rwgen = wgen;
     }
   }
 }
@@ -571,11 +592,13 @@ void kernel_access(const void *addr, size_t n, bool write, bool atomic) {
                g_launch.smem);
       illegal(p, n, write, why);
     }
+    interleave_point();
     if (g_dyn_shadow) smem_check(g_dyn_shadow, off, p, n, write, true);
     return;
   }
   if (p >= (const char *)&g_k && p < (const char *)(&g_k + 1)) return;  // threadIdx & co
   if (p >= g_static_lo && p < g_static_hi) {
+    interleave_point();
     if (g_static_shadow) smem_check(g_static_shadow, (size_t)(p - g_static_lo), p, n, write, false);
     return;
   }

@@ -108,6 +108,9 @@ void yield_warpgroup();  // wait at a warpgroup collective (all 128 threads)
 // accesses of its lanes with the same generation are not ordered (the
 // intra-warp race check).
 uint32_t warp_generation(int warp);
+// Under ESMT_EMU_INTERLEAVE=1, maybe let another lane run first (the
+// running thread is about to access shared memory).
+void interleave_point();
 
 // emu_wgmma.cpp
 void wgmma_block_begins(int nthreads);

@@ -72,6 +72,15 @@ __global__ void static_partial(float *out, int writers, int block0_full) {
   }
 }
 
+// Lanes exchange through shared memory: each writes its slot and reads its
+// neighbour's, with or without a __syncwarp between.
+__global__ void lane_swap(float *out, int with_syncwarp) {
+  __shared__ float s[32];
+  s[threadIdx.x] = (float)threadIdx.x;
+  if (with_syncwarp) __syncwarp();
+  out[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+
 __global__ void dyn_copy(const float *x, float *y, int n, int extra) {
   ESMT_DYNAMIC_SMEM(smem);
   float *s = reinterpret_cast<float *>(smem);
@@ -248,6 +257,23 @@ static int case_pinned_source_written(void) { return pinned_case(3); }
 static int case_pinned_sync_dropped(void) {
   setenv("ESMT_EMU_DROP_HOST_SYNC", "1", 1);
   return pinned_case(0);
+}
+static int lane_swap_case(int with_syncwarp, const char *interleave) {
+  if (interleave) setenv("ESMT_EMU_INTERLEAVE", interleave, 1);
+  float r[32], *o;
+  cudaMalloc((void **)&o, sizeof r);
+  ESMT_LAUNCH(1, 32, 0, 0, lane_swap)(o, with_syncwarp);
+  cudaError_t e = cudaMemcpy(r, o, sizeof r, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  for (int i = 0; i < 32; i++)
+    if (r[i] != (float)(i ^ 1)) return fail("lane_swap: a lane read its neighbour's stale slot");
+  return 0;
+}
+static int case_lane_swap_synced(void) { return lane_swap_case(1, "1"); }
+static int case_lane_swap_race(void) { return lane_swap_case(0, nullptr); }
+static int case_lane_swap_interleaved(void) {
+  setenv("ESMT_EMU_STRICT", "0", 1);  // the values, past the report
+  return lane_swap_case(0, "1");
 }
 static int case_smem_bounds(void) {
   float *d;
@@ -761,6 +787,12 @@ static const tcase k_cases[] = {
      "has not read it yet"},
     {"pinned buffer read after a sync dropped by ESMT_EMU_DROP_HOST_SYNC",
      case_pinned_sync_dropped, false, "cuda-emu: host-sync: host code at"},
+    {"lanes exchange through shared memory after __syncwarp (interleaved)", case_lane_swap_synced,
+     true, ""},
+    {"lanes exchange through shared memory without __syncwarp", case_lane_swap_race, false,
+     "of its own warp wrote, with no __syncwarp"},
+    {"... and with lanes interleaved the values go wrong", case_lane_swap_interleaved, false,
+     "lane_swap: a lane read its neighbour's stale slot"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
