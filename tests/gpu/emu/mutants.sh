@@ -18,7 +18,12 @@
 # the gradients). The stream layer's two (memory/stream.c, switched off by
 # test_gpu_offload --mutant): the compute stream's wait for a layer's
 # weight upload, and the host's wait for a gradient slot's copy before the
-# slot is zeroed for the next layer. Usage: mutants.sh BUILD_DIR
+# slot is zeroed for the next layer. The checkers added since: every
+# warp shuffle's mask narrowed to half the warp (ESMT_EMU_SHFL_MASK,
+# reported by the warp-collective mask check), and the host's stream and
+# event synchronisations removed (ESMT_EMU_DROP_HOST_SYNC=1: the host reads
+# pinned gradient buffers that copies are still writing, reported by the
+# pinned-page guard). Usage: mutants.sh BUILD_DIR
 set -uo pipefail
 build=$1
 src=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -119,6 +124,13 @@ mutant "wgmma forward: loop-top barrier removed (line $wg_top), bf16 hd 64, sm_9
 mutant "wgmma forward: fence.proxy.async removed (ESMT_EMU_DROP_PROXY_FENCE=1), f16 hd 64, sm_90" \
   "fence.proxy.async" "ESMT_EMU_SM=90" "ESMT_CUDA_ATTN_WGMMA=1" "ESMT_EMU_DROP_PROXY_FENCE=1" -- \
   "$build/bin/test_gpu_attention" --only "f16:64"
+# A warp reduction's mask 0xffffffff written 0x0000ffff (the attention
+# kernels' row max and sum are warp shuffles).
+mutant "every __shfl_*_sync mask narrowed to 0x0000ffff (ESMT_EMU_SHFL_MASK), f16 hd 64" \
+  "cuda-emu: warp-sync: kernel attn_" "ESMT_EMU_SHFL_MASK=0x0000ffff" -- \
+  "$build/bin/test_gpu_attention" --only "f16:64"
+mutant "offload: the host's waits for its copies removed (ESMT_EMU_DROP_HOST_SYNC=1)" \
+  "cuda-emu: host-sync: host code at" "ESMT_EMU_DROP_HOST_SYNC=1" -- "$build/bin/test_gpu_offload"
 mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
 mutant "stream: the wait for a layer's weight upload removed" "cuda-emu: stream-order" \
