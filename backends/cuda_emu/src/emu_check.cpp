@@ -56,10 +56,12 @@ struct smem_shadow {
   // poisoned at each block start).
   bool seen;
   uint32_t init;
-  // Intra-warp order: the writer's and the last reader's warp generation
-  // (warp collectives completed) at their access. Lanes of one warp are
-  // ordered only by a __syncwarp or another warp collective in between.
-  uint32_t wwgen, rwgen;
+  // Intra-warp order: the writer's warp generation (warp collectives
+  // completed) at its write, and the lanes of warp rlwarp that read the
+  // byte in its generation rlgen. Lanes of one warp are ordered only by a
+  // __syncwarp or another warp collective in between.
+  uint32_t wwgen, rlgen, rlanes;
+  int16_t rlwarp;
 };
 // Per 16 bytes of dynamic shared memory (wgmma reads whole aligned 16-byte
 // chunks): the latest wgmma.mma_async of each warpgroup that read them
@@ -246,6 +248,7 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
       e->epoch = g_epoch;
       e->wtid = -1;
       e->rmask = 0;
+      e->rlanes = 0;
     }
     int other = -1;
     bool intra = false;
@@ -264,9 +267,9 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
                      "warp collective in between (intra-warp)"
                    : "reads a byte that %s of its own warp wrote, with no __syncwarp or other "
                      "warp collective in between (intra-warp)";
-    } else if (write && (e->rmask & (1u << w)) && e->rtid >= 0 && e->rtid != tid &&
-               (e->rtid >> 5) == w && e->rwgen == wgen) {
-      other = e->rtid;
+    } else if (write && (e->rmask & (1u << w)) && e->rlwarp == w && e->rlgen == wgen &&
+               (e->rlanes & ~(1u << (tid & 31)))) {
+      other = w * 32 + __builtin_ctz(e->rlanes & ~(1u << (tid & 31)));
       intra = true;
       what = "writes a byte that %s of its own warp read, with no __syncwarp or other warp "
              "collective in between (intra-warp)";
@@ -274,7 +277,7 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
     if (what && !reported) {
       reported = true;
       if (note_finding()) {
-        char me[128], them[64], where[160], verb[128];
+        char me[128], them[64], where[160], verb[256];
         cur_thread_desc(me, sizeof me);
         if ((other >> 5) != w || intra) {
           thread_desc_of(other, them, sizeof them);
@@ -297,7 +300,12 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
     } else {
       e->rmask |= 1u << w;
       e->rtid = (int16_t)tid;
-      e->rwgen = wgen;
+      if (e->rlwarp != w || e->rlgen != wgen) {
+        e->rlwarp = (int16_t)w;
+        e->rlgen = wgen;
+        e->rlanes = 0;
+      }
+      e->rlanes |= 1u << (tid & 31);
     }
   }
 }

@@ -81,6 +81,21 @@ __global__ void lane_swap(float *out, int with_syncwarp) {
   out[threadIdx.x] = s[threadIdx.x ^ 1];
 }
 
+// A warp-synchronous reduction tail (32 threads, 64 ones): correct with a
+// __syncwarp after each step, a race without (lane 16 updates s[16] after
+// lane 0 read it, and after reading it itself).
+__global__ void warp_tail(float *out, int synced) {
+  __shared__ float s[64];
+  s[threadIdx.x] = 1.0f;
+  s[threadIdx.x + 32] = 1.0f;
+  __syncwarp();
+  for (int o = 32; o > 0; o >>= 1) {
+    if ((int)threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
+    if (synced) __syncwarp();
+  }
+  if (threadIdx.x == 0) out[0] = s[0];
+}
+
 __global__ void dyn_copy(const float *x, float *y, int n, int extra) {
   ESMT_DYNAMIC_SMEM(smem);
   float *s = reinterpret_cast<float *>(smem);
@@ -275,6 +290,16 @@ static int case_lane_swap_interleaved(void) {
   setenv("ESMT_EMU_STRICT", "0", 1);  // the values, past the report
   return lane_swap_case(0, "1");
 }
+static int warp_tail_case(int synced) {
+  float r = 0, *o;
+  cudaMalloc((void **)&o, 4);
+  ESMT_LAUNCH(1, 32, 0, 0, warp_tail)(o, synced);
+  cudaError_t e = cudaMemcpy(&r, o, 4, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  return r == 64.0f ? 0 : fail("warp_tail: wrong sum");
+}
+static int case_warp_tail_synced(void) { return warp_tail_case(1); }
+static int case_warp_tail_race(void) { return warp_tail_case(0); }
 static int case_smem_bounds(void) {
   float *d;
   cudaMalloc((void **)&d, 4096);
@@ -793,6 +818,9 @@ static const tcase k_cases[] = {
      "of its own warp wrote, with no __syncwarp"},
     {"... and with lanes interleaved the values go wrong", case_lane_swap_interleaved, false,
      "lane_swap: a lane read its neighbour's stale slot"},
+    {"warp-synchronous reduction with __syncwarp", case_warp_tail_synced, true, ""},
+    {"warp-synchronous reduction without __syncwarp", case_warp_tail_race, false,
+     "writes a byte that thread (0,0,0) [warp 0] of its own warp read"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},
