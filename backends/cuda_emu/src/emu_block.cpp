@@ -210,6 +210,19 @@ const char *const kWarpOpNames[] = {"__syncwarp", "__shfl_xor_sync", "__shfl_syn
 // collective with the same mask. One finding per warp.
 void check_warp_collective(int w) {
   const int w0 = w * 32;
+  // Fast path: every waiting lane at one collective with one mask, which
+  // names exactly the waiting lanes.
+  unsigned waiting = 0;
+  int first = -1;
+  bool same = true;
+  for (int l = 0; l < 32 && w0 + l < g_nthreads; l++) {
+    if (g_threads[w0 + l].state != T_WARP) continue;
+    waiting |= 1u << l;
+    if (first < 0) first = l;
+    same = same && g_warp_op[w0 + l].kind == g_warp_op[w0 + first].kind &&
+           g_warp_op[w0 + l].mask == g_warp_op[w0 + first].mask;
+  }
+  if (first < 0 || (same && g_warp_op[w0 + first].mask == waiting)) return;
   char problem[200] = "";
   int who = -1;
   for (int l = 0; l < 32 && w0 + l < g_nthreads && !*problem; l++) {

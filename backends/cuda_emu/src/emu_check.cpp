@@ -193,6 +193,7 @@ void report_wg_conflict(int g, uint32_t seq, const char *p, bool dynamic, const 
 
 void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool write, bool dynamic) {
   const int tid = cur_tid(), w = tid >> 5;
+  const uint32_t wgen = warp_generation(w);
   bool reported = false;
   for (size_t i = 0; i < n; i++) {
     smem_shadow *e = &base[off + i];
@@ -253,7 +254,6 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
     int other = -1;
     bool intra = false;
     const char *what = nullptr;
-    const uint32_t wgen = warp_generation(w);
     if (e->wtid >= 0 && (e->wtid >> 5) != w) {
       other = e->wtid;
       what = write ? "writes a byte that %s wrote" : "reads a byte that %s wrote";
