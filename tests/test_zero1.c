@@ -20,7 +20,9 @@
  *    micro-batches within the data-parallel bound, and 3 ranks equal
  *    ZeRO-0 within it; the bytes each collective moved per update equal
  *    esmt_zero_comm_volume's; checkpoints of stages 0, 1 and 2 are the
- *    same files, and resume crosses stages bit for bit. */
+ *    same files, and resume crosses stages bit for bit;
+ *  - the planner's per-rank moments and gradients equal what the ranks
+ *    allocated. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -653,6 +655,51 @@ static void test_zero2_checkpoint_files(void **state) {
   }
 }
 
+/* The planner's per-rank figures are what the ranks allocated. */
+static void test_zero2_plan_matches_ranks(void **state) {
+  (void)state;
+  g_per_update = 1;
+  for (int world = 2; world <= 3; world++) {
+    size_t n;
+    free(train(world, 2, 0, &n, "p"));
+    esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+    mc.num_layers = 2; mc.hidden_size = 32; mc.num_heads = 2; mc.max_positions = 64;
+    esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+    r.model = &mc;
+    r.micro_batch = 2;
+    r.seq_len = MEM_T;
+    r.world_size = world;
+    r.zero = 2;
+    esmt_plan p = ESMT_PLAN_INIT;
+    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    assert_int_equal(p.parameters, n);
+    uint64_t most = 0; /* the largest shard's moments: the rank the plan is for */
+    for (int rk = 0; rk < world; rk++) {
+      char path[600];
+      snprintf(path, sizeof path, "%s/p-info%d-z2-r%d", g_dir, world, rk);
+      unsigned long long lo, hi, total;
+      FILE *f = fopen(path, "r");
+      assert_non_null(f);
+      assert_int_equal(fscanf(f, "%llu %llu %llu", &lo, &hi, &total), 3);
+      fclose(f);
+      if (8 * (hi - lo) > most) most = 8 * (hi - lo);
+    }
+    printf("plan --world %d --zero 2: moments %llu bytes per rank (ranks hold at most %llu), "
+           "gradients %llu (whole: %zu), ring traffic %llu bytes per update per rank\n", world,
+           (unsigned long long)p.device[ESMT_MEM_MOMENTS], (unsigned long long)most,
+           (unsigned long long)p.device[ESMT_MEM_GRADIENTS], 4 * n,
+           (unsigned long long)p.comm_bytes);
+    assert_int_equal(p.device[ESMT_MEM_MOMENTS], most);
+    assert_int_equal(p.device[ESMT_MEM_GRADIENTS], 4 * n);
+    esmt_zero_volume v;
+    esmt_zero_comm_volume(2, n, world, 1, &v);
+    assert_int_equal(p.comm_bytes, v.sent_per_rank);
+    r.zero = 0; /* one process's moments whole */
+    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    assert_int_equal(p.device[ESMT_MEM_MOMENTS], 8 * n);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
@@ -679,6 +726,7 @@ int main(void) {
       cmocka_unit_test(test_zero2_one_micro_batch),
       cmocka_unit_test(test_zero2_accumulation),
       cmocka_unit_test(test_zero2_checkpoint_files),
+      cmocka_unit_test(test_zero2_plan_matches_ranks),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
