@@ -606,6 +606,16 @@ typedef struct esmt_plan_request {
   double link_bandwidth;
   double host_bandwidth;
   uint64_t tokens_per_update;
+  /* Appended (0.2, issue #38): the data-parallel ranks (0 or 1: one
+   * process) and the ZeRO stage (dist.zero: 0, 1 or 2) they run; the plan
+   * is one rank's. Stages 1 and 2 hold the optimizer state of the rank's
+   * shard only (the largest: ceil(P / 64 / world) units of 64); the fp32
+   * gradient buffer stays whole under both (backward's working buffer),
+   * and the weights stay whole; offload_optimizer auto stays off (the
+   * ranks refuse the two together). A caller whose struct ends before
+   * them plans one process. */
+  int world_size;
+  int zero;
 } esmt_plan_request;
 
 /* Memory levels beyond optimizer offload: the parameter memory keeps only
@@ -622,7 +632,7 @@ typedef enum esmt_stream_level {
 
 #define ESMT_PLAN_REQUEST_INIT \
   { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE, \
-    0, 0, 0, 0, 0 }
+    0, 0, 0, 0, 0, 1, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;
@@ -647,9 +657,14 @@ typedef struct esmt_plan {
   double compute_seconds;
   double link_seconds;
   double exposed_seconds;
+  /* Appended (0.2, issue #38): with world_size > 1, the gradient and
+   * weight bytes one rank sends per update on a ring at the request's ZeRO
+   * stage (the update's micro_batches shared by the ranks when timed,
+   * else one per rank). */
+  uint64_t comm_bytes;
 } esmt_plan;
 
-#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0 }
+#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Plan device memory for training: the exact bytes per class for the
  * requested policy, or, for "auto" fields, the cheapest policy (none, then

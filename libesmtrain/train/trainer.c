@@ -181,8 +181,11 @@ int esmt_trainer_data_parallel(const esmt_trainer *t, char *buf, size_t cap) {
   if (!dp) return world;
   char how[640];
   esmt_comm_describe(esmt_dp_comm(dp), how, sizeof how);
+  const int zero = esmt_dp_zero(dp);
+  char zero_text[64];
+  snprintf(zero_text, sizeof zero_text, "reduce-scattered (ZeRO-%d)", zero);
   snprintf(buf, cap, "%d rank%s, gradients %s %s%s", world, world == 1 ? "" : "s",
-           esmt_dp_zero(dp) ? "reduce-scattered (ZeRO-1)" : "summed",
+           zero ? zero_text : "summed",
            esmt_dp_on_device(dp) ? "on the device by " : "over ",
            esmt_dp_on_device(dp) ? t->m->ops->name : how);
   return world;
