@@ -80,36 +80,14 @@ int cli_stdout_finish(int rc);
 
 /* ---- Run directories (run_dir.c) ---- */
 
-/* Whether `cmd` (train, import-hf) may write a run into run_dir: not a
- * dataset, a checkpoint or a run's checkpoints/ directory, and holding no
- * checkpoints unless it continues them (resume is "latest" or a checkpoint
- * inside run_dir). Returns 0, or 1 after printing (unless quiet) why not
- * and what to do instead. */
+/* Whether `cmd` may write a run into run_dir (esmt_run_dir_check): 0, or
+ * 1 after printing (unless quiet) why not and what to do instead. */
 int cli_run_check(const char *run_dir, const char *cmd, const char *resume, int quiet);
 
-/* Create run_dir and hold an exclusive lock on run_dir/run.lock (it dies
- * with the process) recording this process's pid, host, start time and
- * command. Returns the lock's descriptor, or -1 after printing why (held
- * by another process: its record). */
-int cli_run_lock(const char *run_dir, const char *cmd);
-void cli_run_unlock(int fd);
-
-/* The pid of a run.lock record's "pid N" line into *pid: 1, or 0 when the
- * record has no such line, or -1 when N is not a process id (digits only,
- * 1..INT_MAX, the range of pid_t: "4294967297" is refused, never taken
- * for 1). */
-int cli_lock_record_pid(const char *record, long *pid);
-
-/* 1 when `inner` is `outer` or inside it (symbolic links resolved; paths
- * need not exist yet). */
-int cli_path_inside(const char *inner, const char *outer);
-
-/* 1 when `path`, symbolic links resolved (it need not exist yet), is or
- * lies inside what esmtrain keeps: a dataset, a checkpoint, a run (or its
- * checkpoints directory), an exported model or a model directory; *what
- * gets "DIR (a dataset)" and the like. For the outputs of commands that
- * must never write into what esmtrain reads (cli_output_path_check). */
-int cli_path_in_data(const char *path, char *what, size_t cap);
+/* run_dir/run.lock held for this process (esmt_run_lock_take), or NULL
+ * after printing why not (held by another process: its record). Released
+ * with esmt_run_lock_release. */
+esmt_run_lock *cli_run_lock(const char *run_dir, const char *cmd);
 
 /* ---- Output files (out_path.c) ---- */
 

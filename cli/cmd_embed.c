@@ -218,6 +218,52 @@ static int read_chunk(const embed_options *o, esmt_sequence_reader *r, embed_chu
   return 0;
 }
 
+void embed_chunk_clear(embed_chunk *c) {
+  for (int i = 0; i < c->n; i++) {
+    free(c->p[i].id);
+    free(c->p[i].tokens);
+    esmt_embedding_release(&c->p[i].e, 1);
+  }
+  c->n = 0;
+  c->residues = 0;
+}
+
+/* Between batches: a stop signal cancels (the chunk is redone on resume). */
+static int stop_on_signal(void *user, const esmt_progress *p) {
+  (void)user;
+  (void)p;
+  return cli_signal_caught();
+}
+
+int embed_compute(const embed_options *o, esmt_model *m, embed_chunk *c) {
+  const int32_t **res = malloc((size_t)c->n * sizeof *res);
+  int64_t *len = malloc((size_t)c->n * sizeof *len);
+  esmt_embedding *e = malloc((size_t)c->n * sizeof *e);
+  if (!res || !len || !e) {
+    free(res), free(len), free(e);
+    return fprintf(stderr, "esmtrain-example: embed: out of memory\n"), -1;
+  }
+  for (int i = 0; i < c->n; i++) {
+    res[i] = c->p[i].tokens;
+    len[i] = c->p[i].length;
+    e[i] = (esmt_embedding)ESMT_EMBEDDING_INIT;
+  }
+  esmt_embed_request q = ESMT_EMBED_REQUEST_INIT;
+  q.num_layers = o->nl;
+  q.layers = o->layers;
+  q.per_token = (o->include & EMBED_PER_TOK) != 0;
+  q.long_policy = o->long_policy == EMBED_WINDOWS ? ESMT_LONG_WINDOWS : ESMT_LONG_TRUNCATE;
+  q.stride = o->stride;
+  q.batch_tokens = o->batch_tokens;
+  q.progress = stop_on_signal;
+  esmt_status st = esmt_embed(m, &q, c->n, res, len, e);
+  for (int i = 0; !st && i < c->n; i++) c->p[i].e = e[i];
+  free(res), free(len), free(e);
+  if (st == ESMT_ERR_CANCELLED && cli_signal_caught()) return 1;
+  if (st) cli_error("embed", st);
+  return st ? -1 : 0;
+}
+
 /* Skip the committed proteins of a resumed run, checking their ids. */
 static int skip_committed(const embed_options *o, esmt_sequence_reader *r, const embed_stats *s) {
   esmt_sequence q = ESMT_SEQUENCE_INIT;
@@ -255,7 +301,6 @@ static int open_output(embed_output *w, const embed_options *o, const embed_mode
 
 static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embed_stats *s,
                esmt_sequence_reader *r, int mode, json_t *recorded) {
-  const int d = mi->hidden;
   embed_output w;
   embed_chunk c = {0};
   int rc = 0, eof = 0;
@@ -273,7 +318,7 @@ static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embe
   uint64_t committed = s->proteins;
   while (!eof && !rc) {
     if ((rc = read_chunk(o, r, &c, s, &eof) ? 1 : 0)) break;
-    if (c.n && (rc = embed_compute(o, m, d, &c))) break;
+    if (c.n && (rc = embed_compute(o, m, &c))) break;
     if (embed_output_write(&w, &c, s) || embed_output_commit(&w) ||
         embed_meta_write(o, mi, s, files, 0, esmt_clock_seconds() - t0))
       rc = -1;
@@ -320,12 +365,12 @@ int cmd_embed(int argc, char **argv) {
   int rc = parse(argc, argv, &o, &layers);
   if (rc) return rc == 1 ? 0 : rc;
   char what[4200];
-  if (cli_path_inside(o.out, o.model) || (strcmp(o.input, "-") && cli_path_inside(o.out, o.input))) {
+  if (esmt_path_inside(o.out, o.model) || (strcmp(o.input, "-") && esmt_path_inside(o.out, o.input))) {
     fprintf(stderr, "esmtrain-example: embed: -o %s is inside the model or the input: nothing "
             "was changed; choose an output directory outside them\n", o.out);
     return 1;
   }
-  if (cli_path_in_data(o.out, what, sizeof what)) {
+  if (esmt_path_in_data(o.out, what, sizeof what)) {
     fprintf(stderr, "esmtrain-example: embed: -o %s is inside %s, which esmtrain reads: "
             "nothing was changed; choose an output directory outside it\n", o.out, what);
     return 1;
@@ -352,7 +397,8 @@ int cmd_embed(int argc, char **argv) {
    * proportionally more for larger models) */
   o.chunk_residues = o.batch_tokens * 8 > 131072 ? o.batch_tokens * 8 : 131072;
   embed_stats s;
-  int mode = EMBED_NEW, lock = -1;
+  int mode = EMBED_NEW;
+  esmt_run_lock *lock = NULL;
   json_t *recorded = NULL;
   esmt_sequence_reader *r = NULL;
   if (!rc) rc = resolve_layers(&o, layers, mc.num_layers);
@@ -361,7 +407,7 @@ int cmd_embed(int argc, char **argv) {
   if (st) rc = (cli_error("embed: input", st), 1);
   if (!rc && embed_input_checksum(o.input, o.input_content, sizeof o.input_content)) rc = 1;
   if (!rc && embed_meta_check(&o, &mi, &s, 0, NULL) < 0) rc = 1;
-  if (!rc && (lock = cli_run_lock(o.out, "embed")) < 0) rc = 1;
+  if (!rc && !(lock = cli_run_lock(o.out, "embed"))) rc = 1;
   /* checked again under the lock: another process may have written meanwhile */
   if (!rc && (mode = embed_meta_check(&o, &mi, &s, 1, &recorded)) < 0) rc = 1;
   if (!rc) {
@@ -370,7 +416,7 @@ int cmd_embed(int argc, char **argv) {
   }
   json_decref(recorded);
   esmt_sequence_reader_close(r);
-  cli_run_unlock(lock);
+  esmt_run_lock_release(lock);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
   return rc;

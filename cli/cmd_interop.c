@@ -62,10 +62,10 @@ int cmd_export(int argc, char **argv) {
     export_usage(stderr);
     return 2;
   }
-  if (cli_path_inside(out, ckpt) || cli_path_inside(ckpt, out)) {
+  if (esmt_path_inside(out, ckpt) || esmt_path_inside(ckpt, out)) {
     fprintf(stderr, "esmtrain-example: export: -o %s %s the source %s: writing the export there "
             "could destroy the run. Nothing was changed: choose an output directory outside it\n",
-            out, cli_path_inside(ckpt, out) ? "is or contains" : "is inside", ckpt);
+            out, esmt_path_inside(ckpt, out) ? "is or contains" : "is inside", ckpt);
     return 1;
   }
   esmt_context *ctx = make_ctx();
@@ -93,10 +93,10 @@ int cmd_import_hf(int argc, char **argv) {
     import_usage(stderr);
     return 2;
   }
-  if (cli_path_inside(out, in) || cli_path_inside(in, out)) {
+  if (esmt_path_inside(out, in) || esmt_path_inside(in, out)) {
     fprintf(stderr, "esmtrain-example: import-hf: -o %s %s the input %s: the run would be "
             "written into the Hugging Face directory. Nothing was changed: choose an output "
-            "directory outside it\n", out, cli_path_inside(in, out) ? "is or contains" : "is inside",
+            "directory outside it\n", out, esmt_path_inside(in, out) ? "is or contains" : "is inside",
             in);
     return 1;
   }
@@ -110,16 +110,9 @@ int cmd_import_hf(int argc, char **argv) {
   to.run_dir = out;
   esmt_batch_source none = {sizeof none, NULL, no_batches, NULL, NULL, NULL, NULL};
   char saved[4096] = "";
-  int lock_fd = -1;
-  /* read the input first: a bad one leaves no run directory behind */
+  /* read the input first: a bad one leaves no run directory behind; the
+   * trainer takes the run (its checks again, under run.lock) to save */
   esmt_status st = esmt_model_import_hf(ctx, in, &m);
-  if (!st && ((lock_fd = cli_run_lock(out, "import-hf")) < 0 ||
-              cli_run_check(out, "import-hf", NULL, 0))) {
-    esmt_model_destroy(m);
-    esmt_context_destroy(ctx);
-    cli_run_unlock(lock_fd);
-    return 1;
-  }
   if (!st) st = esmt_trainer_create(m, &to, &none, &t);
   if (!st) st = esmt_trainer_save(t, saved, sizeof saved);
   if (st) cli_error("import-hf", st);
@@ -127,7 +120,6 @@ int cmd_import_hf(int argc, char **argv) {
   esmt_trainer_destroy(t);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
-  cli_run_unlock(lock_fd);
   return deferred_status("import-hf", st ? 1 : 0,
                          st ? "no checkpoint was written" : "the checkpoint is complete");
 }

@@ -25,12 +25,32 @@ static int parse_policy(const char *s, int *out) {
   return 1;
 }
 
+/* Per rank at every ZeRO stage, with the policy and micro-batch of `chosen`. */
+static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
+  char a[32], b[32], c[32];
+  printf("  per rank of %d   %12s %12s %12s  %s\n", r->world_size, "moments", "device total",
+         "sent/update", "(dist.zero)");
+  for (int z = 0; z <= 2; z++) {
+    esmt_plan_request q = *r;
+    q.zero = z;
+    q.micro_batch = chosen->micro_batch;
+    q.offload_optimizer = z ? 0 : chosen->offload_optimizer;
+    q.recompute = chosen->recompute;
+    q.stream = z ? 0 : chosen->stream;
+    esmt_plan p = ESMT_PLAN_INIT;
+    if (esmt_plan_memory(&q, &p) && !p.device_total) continue; /* an invalid stage here */
+    printf("  %-16s %12s %12s %12s  %s\n", z == 0 ? "ZeRO-0" : z == 1 ? "ZeRO-1" : "ZeRO-2",
+           cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
+           cli_bytes(p.comm_bytes, c, 32), p.fits ? "fits" : "does not fit");
+  }
+}
+
 static void usage(void) {
   printf("usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
          "         [--runtime-overhead BYTES] [--link GB/s] [--tflops T] [--host-bw GB/s]\n"
-         "         [--host-mem BYTES]\n"
+         "         [--host-mem BYTES] [--world N] [--zero 0|1|2]\n"
          "         [--set KEY=VALUE]...\n"
          "Prints the device memory a training job needs per tensor class, and the cheapest\n"
          "policy (none, recompute, optimizer offload, both; then gradients, then weights\n"
@@ -43,6 +63,8 @@ static void usage(void) {
          "host's gradient sums and optimizer pass. --host-mem (the host memory the job may use) refuses a\n"
          "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
          "key after the flags above\n"
+         "--world N plans one of N data-parallel ranks at ZeRO stage --zero (dist.zero) and\n"
+         "prints the bytes per rank of every stage and what each sends per update.\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
          "Exit status 0 when it fits, 3 when it does not.\n");
 }
@@ -56,6 +78,7 @@ static const struct { const char *flag, *key; } k_flags[] = {
     {"--micro-batch", "data.micro_batch"}, {"--precision", "backend.precision"},
     {"--device-mem", "backend.device_memory_limit"}, {"--offload", "offload.optimizer"},
     {"--recompute", "offload.recompute"},  {"--stream", "offload.stream"},
+    {"--zero", "dist.zero"},
 };
 
 int cmd_plan(int argc, char **argv) {
@@ -67,7 +90,7 @@ int cmd_plan(int argc, char **argv) {
   /* plan's own defaults: rows of 512 tokens, the largest micro-batch that fits */
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
-  int have_overhead = 0, rows = 0, n_sets = 0;
+  int have_overhead = 0, rows = 0, n_sets = 0, world = 1;
   uint64_t host_mem = 0;
   double link_gbps = 0, tflops = 0, host_gbps = 0;
   const char *sets[32];
@@ -92,7 +115,13 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
-    if (!strcmp(a, "--host-mem")) {
+    if (!strcmp(a, "--world")) {
+      known = 1;
+      long long x = 0;
+      ok = cli_int_arg("plan", a, v, 1, 65536, &x);
+      if (!ok) { esmt_config_destroy(cfg); return 2; }
+      world = (int)x;
+    } else if (!strcmp(a, "--host-mem")) {
       known = 1;
       ok = parse_bytes(v, &host_mem) && host_mem > 0;
     } else if (!strcmp(a, "--set")) { /* a configuration key, applied after the flags */
@@ -155,6 +184,7 @@ int cmd_plan(int argc, char **argv) {
   r.device_flops = tflops * 1e12;
   r.link_bandwidth = link_gbps * 1e9;
   r.host_bandwidth = host_gbps * 1e9;
+  r.world_size = world;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }
@@ -191,6 +221,7 @@ int cmd_plan(int argc, char **argv) {
            seconds(p.exposed_seconds, te), 100.0 * p.exposed_seconds / p.compute_seconds,
            host_gbps > 0 ? "" : "; host passes not counted without --host-bw");
   }
+  if (world > 1) print_stages(&r, &p);
   printf("%s: %s\n", p.fits ? "fits" : "DOES NOT FIT", p.advice);
   return p.fits ? 0 : 3;
 }

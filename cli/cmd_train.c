@@ -5,6 +5,7 @@
  * metrics.jsonl and the TensorBoard event files into the run directory). */
 #define _POSIX_C_SOURCE 200809L
 #include <errno.h>
+#include <fcntl.h>
 #include <math.h>
 #include <signal.h>
 #include <stdarg.h>
@@ -25,6 +26,10 @@ typedef struct run_io {
   int tty;
   int64_t max_steps;
   int quiet;         /* a data-parallel rank other than 0: errors only */
+  /* lines for the log said before it opens (the run is taken, after a
+   * resume and its warnings): written into it first */
+  char early[8192];
+  size_t early_len;
 } run_io;
 
 /* Data parallel under a launcher: this process's rank and the ranks on
@@ -82,6 +87,21 @@ static void stamp(char *buf, size_t cap) {
 }
 
 /* A line to stdout (unless the progress bar owns the terminal) and the log. */
+/* RUN/train.log for appending; *created is 1 when this call made it. A
+ * symbolic link there is not followed. NULL (no log) when it cannot open. */
+static FILE *open_log(const char *path, int *created) {
+  int fd = open(path, O_WRONLY | O_APPEND | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644);
+  *created = fd >= 0;
+  if (fd < 0 && errno == EEXIST) fd = open(path, O_WRONLY | O_APPEND | O_NOFOLLOW | O_CLOEXEC);
+  if (fd < 0) {
+    fprintf(stderr, "[warn] train: cannot open %s: %s (no log file)\n", path, strerror(errno));
+    return NULL;
+  }
+  FILE *f = fdopen(fd, "a");
+  if (!f) close(fd);
+  return f;
+}
+
 static void say(run_io *io, int to_stdout, const char *fmt, ...) __attribute__((format(printf, 3, 4)));
 static void say(run_io *io, int to_stdout, const char *fmt, ...) {
   char msg[1024], ts[32];
@@ -91,6 +111,9 @@ static void say(run_io *io, int to_stdout, const char *fmt, ...) {
   va_end(ap);
   stamp(ts, sizeof ts);
   if (io->log) { fprintf(io->log, "%s %s\n", ts, msg); fflush(io->log); }
+  else if (io->early_len < sizeof io->early)
+    io->early_len += (size_t)snprintf(io->early + io->early_len, sizeof io->early - io->early_len,
+                                      "%s %s\n", ts, msg);
   if (!to_stdout || io->quiet) return;
   if (io->tty) printf("\r\033[K%s\n", msg);
   else printf("%s %s\n", ts, msg);
@@ -123,7 +146,7 @@ static void describe_sampling(const char *data, const char *want, char *out, siz
 static void log_to_run(void *user, esmt_log_level level, const char *message) {
   run_io *io = user;
   cli_log_stderr(NULL, level, message);
-  if (level >= ESMT_LOG_WARN && io->log) say(io, 0, "[warn] %s", message);
+  if (level >= ESMT_LOG_WARN) say(io, 0, "[warn] %s", message); /* kept until the log opens */
 }
 
 static double rss_mib(void) {
@@ -329,23 +352,17 @@ int cmd_train(int argc, char **argv) {
   co.log_level = ESMT_LOG_WARN;
   esmt_context *ctx = NULL;
   esmt_trainer *tr = NULL;
-  run_io io = {NULL, isatty(STDOUT_FILENO), steps, rank > 0};
+  run_io io = {NULL, isatty(STDOUT_FILENO), steps, rank > 0, "", 0};
   co.log = log_to_run;
   co.log_user = &io;
-  int rc = 1, lock_fd = -1;
-  /* rank 0 writes the run: it alone holds the lock (checked before and
-   * after taking it: a run may have appeared meanwhile); the other ranks
-   * refuse what it refuses, at once and without repeating its message */
+  int rc = 1, log_created = 0;
+  int64_t start_step = 0;
+  char log_path[4096];
+  /* refused before any data is read; the trainer checks again when it
+   * takes the run (rank 0 holds run.lock); the other ranks refuse what it
+   * refuses, at once and without repeating its message */
   if (!fast_dev && cli_run_check(out, "train", resume, rank > 0)) goto done;
-  if (!fast_dev && rank == 0 &&
-      ((lock_fd = cli_run_lock(out, "train")) < 0 || cli_run_check(out, "train", resume, 0)))
-    goto done;
   if ((st = esmt_context_create(&co, &ctx))) goto fail;
-  char path[4096];
-  if (!fast_dev && rank == 0) { /* one log per run (the library writes the metrics files) */
-    snprintf(path, sizeof path, "%s/train.log", out);
-    io.log = fopen(path, "a");
-  }
   esmt_trainer_options base = ESMT_TRAINER_OPTIONS_INIT;
   /* measured by the trainer after the first update, at the run's precision and GEMM shape */
   base.gemm_ceiling_gflops = measure_ceiling ? ESMT_GEMM_CEILING_AUTO : 0;
@@ -373,6 +390,16 @@ int cmd_train(int argc, char **argv) {
   } else if (init_from && (st = esmt_trainer_init_from(tr, init_from))) {
     goto fail;
   }
+  if (!fast_dev && rank == 0) { /* the run is this process's now: one log per run */
+    if ((st = esmt_trainer_take_run(tr))) goto fail;
+    snprintf(log_path, sizeof log_path, "%s/train.log", out);
+    io.log = open_log(log_path, &log_created);
+    if (io.log && io.early_len) {
+      fwrite(io.early, 1, strlen(io.early), io.log);
+      fflush(io.log);
+    }
+  }
+  start_step = esmt_trainer_step_count(tr);
   uint64_t params = 0;
   int recompute = 0;
   esmt_model_param_count(model, &params);
@@ -428,11 +455,14 @@ fail:
   cli_error("train", st);
   if (io.log) say(&io, 0, "error: %s", esmt_last_error());
 done:
+  if (io.log) fclose(io.log);
+  /* a run that failed before its first step leaves nothing behind: the log
+   * made here goes, and the trainer removes the run directory it made */
+  if (log_created && rc != 0 && (!tr || esmt_trainer_step_count(tr) == start_step))
+    unlink(log_path);
   esmt_trainer_destroy(tr);
   esmt_context_destroy(ctx);
   cli_config_free(&cc);
   free(yaml);
-  if (io.log) fclose(io.log);
-  cli_run_unlock(lock_fd);
   return rc;
 }

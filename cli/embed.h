@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `esmtrain-example embed`: shared declarations of its parts.
  *   cmd_embed.c      arguments, the output directory, the main loop, progress
- *   embed_compute.c  a chunk of proteins -> length-sorted batches -> per-protein results
+ *   (esmt_embed, infer.h: a chunk of proteins -> per-protein results, windows)
  *   embed_output.c   the arrays (npy_file.h), ids.txt, commits, resume
  *   embed_safetensors.c  --format safetensors at the end
  *   embed_meta.c     embed.json: what was asked, what is committed
@@ -31,16 +31,12 @@ typedef struct embed_options {
   char input_content[64];           /* embed_input_checksum */
 } embed_options;
 
-/* One protein of a chunk and, once computed, its results. */
+/* One protein of a chunk and, once computed, its results (esmt_embed). */
 typedef struct embed_protein {
   char *id;
   int32_t *tokens;      /* residues */
   int64_t length;       /* residues */
-  int64_t kept;         /* residues with a representation (length, or the window when truncated) */
-  int pieces, pieces_done;
-  float *mean, *cls;    /* [nl * d] */
-  float *tok;           /* [nl * kept * d] when per_tok is asked for, else NULL */
-  double *acc;          /* windows: [nl * kept * d] sums, then divided into tok */
+  esmt_embedding e;     /* kept, pieces, mean, cls, per_token */
 } embed_protein;
 
 typedef struct embed_chunk {
@@ -54,10 +50,12 @@ typedef struct embed_stats {
   uint64_t ids_bytes, ids_hash;
 } embed_stats;
 
-/* embed_compute.c: representations of every protein of the chunk. */
-int embed_compute(const embed_options *o, esmt_model *m, int d, embed_chunk *c);
+/* cmd_embed.c: representations of every protein of the chunk (esmt_embed).
+ * 0, 1 when a stop signal ended it, or -1 after printing why. */
+int embed_compute(const embed_options *o, esmt_model *m, embed_chunk *c);
 void embed_chunk_clear(embed_chunk *c);
-/* FNV-1a of the ids in order, continued from h (resume checks the input). */
+/* embed_identity.c: FNV-1a of the ids in order, continued from h (resume
+ * checks the input). */
 uint64_t embed_id_hash(uint64_t h, const char *id);
 
 /* embed_output.c */

@@ -86,3 +86,9 @@ int embed_input_checksum(const char *input, char *out, size_t cap) {
   snprintf(out, cap, "crc32:%08lx/%llu", (unsigned long)crc, (unsigned long long)bytes);
   return 0;
 }
+
+uint64_t embed_id_hash(uint64_t h, const char *id) {
+  if (!h) h = 1469598103934665603ull;
+  for (const char *p = id; *p; p++) h = (h ^ (unsigned char)*p) * 1099511628211ull;
+  return (h ^ '\n') * 1099511628211ull;
+}

@@ -21,13 +21,12 @@ static const char *recorded_id(json_t *files, const char *name) {
   return json_string_value(json_object_get(files, name));
 }
 
-static int open_array(cli_npy *f, const embed_options *o, const char *name, const char *descr,
-                      int64_t cols, int64_t resume_rows, json_t *files) {
+static int open_array(cli_npy *f, const embed_options *o, const char *name,
+                      esmt_npy_dtype dtype, int64_t cols, int64_t resume_rows, json_t *files) {
   char path[4096], file[128];
   snprintf(path, sizeof path, "%s/%s.npy", o->out, name);
   snprintf(file, sizeof file, "%s.npy", name);
-  return cli_npy_open(f, "embed", path, descr, descr[2] == '8' ? 8 : 4, cols, resume_rows,
-                      recorded_id(files, file));
+  return cli_npy_open(f, "embed", path, dtype, cols, resume_rows, recorded_id(files, file));
 }
 
 void embed_output_init(embed_output *w, const embed_options *o, int d) {
@@ -43,8 +42,8 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
                       json_t *files) {
   embed_output_init(w, o, d);
   const int64_t n = r ? (int64_t)r->proteins : -1, rows = r ? (int64_t)r->per_tok_rows : -1;
-  if (open_array(&w->lengths, o, "lengths", "<i8", 0, n, files)) return -1;
-  if ((o->include & EMBED_PER_TOK) && open_array(&w->offsets, o, "per_tok.offsets", "<i8", 0,
+  if (open_array(&w->lengths, o, "lengths", ESMT_NPY_I64, 0, n, files)) return -1;
+  if ((o->include & EMBED_PER_TOK) && open_array(&w->offsets, o, "per_tok.offsets", ESMT_NPY_I64, 0,
                                                  r ? n + 1 : -1, files))
     return -1;
   if ((o->include & EMBED_PER_TOK) && !r) {
@@ -55,15 +54,15 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
     char name[64];
     if (o->include & EMBED_MEAN) {
       snprintf(name, sizeof name, "mean.layer%d", o->layers[j]);
-      if (open_array(&w->mean[j], o, name, "<f4", d, n, files)) return -1;
+      if (open_array(&w->mean[j], o, name, ESMT_NPY_F32, d, n, files)) return -1;
     }
     if (o->include & EMBED_CLS) {
       snprintf(name, sizeof name, "cls.layer%d", o->layers[j]);
-      if (open_array(&w->cls[j], o, name, "<f4", d, n, files)) return -1;
+      if (open_array(&w->cls[j], o, name, ESMT_NPY_F32, d, n, files)) return -1;
     }
     if (o->include & EMBED_PER_TOK) {
       snprintf(name, sizeof name, "per_tok.layer%d", o->layers[j]);
-      if (open_array(&w->tok[j], o, name, "<f4", d, rows, files)) return -1;
+      if (open_array(&w->tok[j], o, name, ESMT_NPY_F32, d, rows, files)) return -1;
     }
   }
   char path[4096];
@@ -187,23 +186,25 @@ int embed_output_write(embed_output *w, const embed_chunk *c, embed_stats *s) {
     if (cli_npy_append(&w->lengths, "embed", &len, 1)) return -1;
     for (int j = 0; j < o->nl; j++) {
       if ((o->include & EMBED_MEAN) &&
-          cli_npy_append(&w->mean[j], "embed", p->mean + (size_t)j * d, 1))
+          cli_npy_append(&w->mean[j], "embed", p->e.mean + (size_t)j * d, 1))
         return -1;
-      if ((o->include & EMBED_CLS) && cli_npy_append(&w->cls[j], "embed", p->cls + (size_t)j * d, 1))
+      if ((o->include & EMBED_CLS) &&
+          cli_npy_append(&w->cls[j], "embed", p->e.cls + (size_t)j * d, 1))
         return -1;
       if ((o->include & EMBED_PER_TOK) &&
-          cli_npy_append(&w->tok[j], "embed", p->tok + (size_t)j * p->kept * d, (uint64_t)p->kept))
+          cli_npy_append(&w->tok[j], "embed", p->e.per_token + (size_t)j * p->e.kept * d,
+                         (uint64_t)p->e.kept))
         return -1;
     }
     if (o->include & EMBED_PER_TOK) {
-      const int64_t end = (int64_t)(s->per_tok_rows + (uint64_t)p->kept);
+      const int64_t end = (int64_t)(s->per_tok_rows + (uint64_t)p->e.kept);
       if (cli_npy_append(&w->offsets, "embed", &end, 1)) return -1;
     }
     s->proteins++;
     s->residues += (uint64_t)len;
-    s->per_tok_rows += (uint64_t)p->kept;
-    s->truncated += p->kept < len;
-    s->windowed += p->pieces > 1;
+    s->per_tok_rows += (uint64_t)p->e.kept;
+    s->truncated += p->e.kept < len;
+    s->windowed += p->e.pieces > 1;
     s->empty += len == 0;
     s->ids_bytes += strlen(p->id) + 1;
     s->ids_hash = embed_id_hash(s->ids_hash, p->id);

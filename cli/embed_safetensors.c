@@ -1,15 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* --format safetensors (embed.h): once every protein is committed, the
- * .npy arrays are copied into OUT/embeddings.safetensors (written as a
- * temporary file, fsync'd, then renamed); once embed.json says so, the
- * .npy files, which this command created, are removed. A header key "__metadata__" points at
+ * .npy arrays are copied into OUT/embeddings.safetensors by the library
+ * (esmt_npy_streams_to_safetensors: a new temporary file, fsync'd, then
+ * renamed here); once embed.json says so, the .npy files, which this
+ * command created, are removed. The header's "__metadata__" points at
  * ids.txt for the protein ids, which safetensors cannot hold as a tensor. */
 #define _GNU_SOURCE
 #include <errno.h>
-#include <fcntl.h>
-#include <inttypes.h>
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -22,51 +20,6 @@ static void tensor_name(const cli_npy *f, char *name, size_t cap) {
   snprintf(name, cap, "%s", base ? base + 1 : f->path);
   char *dot = strrchr(name, '.');
   if (dot) *dot = 0;
-}
-
-static char *header_json(cli_npy **a, int n, size_t *len) {
-  size_t cap = 256 + (size_t)n * 256;
-  char *h = malloc(cap);
-  if (!h) return NULL;
-  size_t at = (size_t)snprintf(h, cap, "{\"__metadata__\":{\"format\":\"esmtrain-embeddings\","
-                               "\"ids\":\"ids.txt\"}");
-  uint64_t off = 0;
-  for (int i = 0; i < n; i++) {
-    char name[256];
-    tensor_name(a[i], name, sizeof name);
-    const uint64_t bytes = a[i]->rows * cli_npy_row_bytes(a[i]);
-    char shape[64];
-    if (a[i]->cols > 0) snprintf(shape, sizeof shape, "%" PRIu64 ",%" PRId64, a[i]->rows, a[i]->cols);
-    else snprintf(shape, sizeof shape, "%" PRIu64, a[i]->rows);
-    at += (size_t)snprintf(h + at, cap - at, ",\"%s\":{\"dtype\":\"%s\",\"shape\":[%s],"
-                           "\"data_offsets\":[%" PRIu64 ",%" PRIu64 "]}", name,
-                           a[i]->esize == 8 ? "I64" : "F32", shape, off, off + bytes);
-    off += bytes;
-  }
-  at += (size_t)snprintf(h + at, cap - at, "}");
-  while (at % 8) h[at++] = ' '; /* the data starts 8-aligned */
-  *len = at;
-  return h;
-}
-
-static int copy_body(int to, cli_npy *f, char *buf, size_t cap) {
-  uint64_t left = f->rows * cli_npy_row_bytes(f);
-  off_t at = CLI_NPY_HEADER;
-  while (left) {
-    const size_t want = left < cap ? (size_t)left : cap;
-    ssize_t r = pread(f->fd, buf, want, at);
-    if (r < 0 && errno == EINTR) continue;
-    if (r <= 0) return -1;
-    for (ssize_t done = 0; done < r;) {
-      ssize_t k = write(to, buf + done, (size_t)(r - done));
-      if (k < 0 && errno == EINTR) continue;
-      if (k <= 0) return -1;
-      done += k;
-    }
-    at += r;
-    left -= (uint64_t)r;
-  }
-  return 0;
 }
 
 int embed_output_finish(embed_output *w, const embed_stats *s) {
@@ -87,22 +40,25 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
             "command again\n", path, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
     return -1;
   }
-  size_t hl = 0;
-  char *h = header_json(a, n, &hl);
-  char *buf = malloc(1 << 20);
-  int fd = h && buf ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
-  const uint64_t hl64 = hl;
-  int rc = fd < 0 || write(fd, &hl64, 8) != 8 || write(fd, h, hl) != (ssize_t)hl;
-  for (int i = 0; i < n && !rc; i++) rc = copy_body(fd, a[i], buf, 1 << 20);
-  if (!rc) rc = fsync(fd) != 0 || rename(tmp, path) != 0;
-  const int err = errno;
-  if (fd >= 0) close(fd);
-  free(h);
-  free(buf);
-  if (rc) {
-    if (fd >= 0) unlink(tmp);
+  esmt_npy_stream *streams[3 * EMBED_MAX_LAYERS + 2];
+  char names[3 * EMBED_MAX_LAYERS + 2][256];
+  const char *name_of[3 * EMBED_MAX_LAYERS + 2];
+  for (int i = 0; i < n; i++) {
+    streams[i] = a[i]->s;
+    tensor_name(a[i], names[i], sizeof names[i]);
+    name_of[i] = names[i];
+  }
+  static const char *const meta[] = {"format", "esmtrain-embeddings", "ids", "ids.txt"};
+  esmt_status st = esmt_npy_streams_to_safetensors(tmp, streams, name_of, n, meta, 2);
+  if (!st && rename(tmp, path) != 0) {
     fprintf(stderr, "esmtrain-example: embed: cannot write %s: %s (the .npy arrays are "
-            "complete and kept)\n", path, strerror(err));
+            "complete and kept)\n", path, strerror(errno));
+    unlink(tmp);
+    return -1;
+  }
+  if (st) {
+    fprintf(stderr, "esmtrain-example: embed: cannot write %s: %s (the .npy arrays are "
+            "complete and kept)\n", path, esmt_last_error());
     return -1;
   }
   return 0;

@@ -23,15 +23,15 @@ static int same_file(const char *out, const char *input) {
 int cli_output_path_check(const char *cmd, const char *out, const char *const *inputs,
                           int n_inputs) {
   for (int i = 0; i < n_inputs; i++) {
-    const int same = same_file(out, inputs[i]) || cli_path_inside(inputs[i], out);
-    if (!same && !cli_path_inside(out, inputs[i])) continue;
+    const int same = same_file(out, inputs[i]) || esmt_path_inside(inputs[i], out);
+    if (!same && !esmt_path_inside(out, inputs[i])) continue;
     fprintf(stderr, "esmtrain-example: %s: %s is %s%s, an input of this command, which is "
             "never written over: choose another output\n", cmd, out, same ? "" : "inside ",
             inputs[i]);
     return 1;
   }
   char what[PATH_MAX + 64];
-  if (!cli_path_in_data(out, what, sizeof what)) return 0;
+  if (!esmt_path_in_data(out, what, sizeof what)) return 0;
   fprintf(stderr, "esmtrain-example: %s: %s would be written inside %s, whose files esmtrain "
           "keeps as they are: choose an output outside it\n", cmd, out, what);
   return 1;

@@ -1,91 +1,46 @@
 /* SPDX-License-Identifier: MIT */
 /* `score MODEL INPUT -o OUT.csv`: the pseudo-log-likelihood of each
- * protein, PLL = sum over residues i of log p(true token at i | the
- * protein with i masked), and its pseudo-perplexity exp(-PLL / n). The
- * masked copies of consecutive proteins share batches; a protein's line is
- * written when its last copy is scored, so lines come in input order and
- * memory holds only the proteins of the batch being filled. */
+ * protein (esmt_pll_scorer) and its pseudo-perplexity exp(-PLL / n), a
+ * line per protein in input order. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <limits.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/stat.h>
 
 #include "score_common.h"
 
-typedef struct pll_protein {
-  char *id;
-  int32_t *tok;
-  int n, done;        /* residues; masked copies scored so far (in order) */
-  double pll;
-} pll_protein;
-
+/* The ids of the proteins queued and not yet written, in input order. */
 typedef struct pll_state {
   FILE *f;
-  pll_protein *open;  /* proteins with copies queued or unscored, input order */
-  int n_open, cap_open;
-  uint64_t first_tag; /* tag (count of non-empty proteins before it) of open[0] */
+  char **ids;
+  size_t first, n, cap;  /* ids[first..n) are open */
   uint64_t written;
 } pll_state;
 
-/* One masked copy of protein `tag` scored: copies come back in the order
- * they were queued, so this one masks residue p->done. */
-static int on_row(void *user, uint64_t tag, const double *logp) {
+static int on_protein(void *user, uint64_t index, int length, double pll) {
   pll_state *s = user;
-  pll_protein *p = &s->open[tag - s->first_tag];
-  p->pll += logp[p->tok[p->done]];
-  if (++p->done < p->n) return 0;
-  score_csv_field(s->f, p->id);
-  fprintf(s->f, ",%d," SCORE_NUM "," SCORE_NUM "\n", p->n, p->pll, exp(-p->pll / p->n));
+  (void)index; /* proteins finish in input order: it is ids[first] */
+  score_csv_field(s->f, s->ids[s->first]);
+  fprintf(s->f, ",%d," SCORE_NUM "," SCORE_NUM "\n", length, pll, exp(-pll / length));
+  free(s->ids[s->first++]);
   s->written++;
   return 0;
 }
 
-/* Forget the finished proteins at the front (all of them finish in order). */
-static void compact(pll_state *s) {
-  int k = 0;
-  while (k < s->n_open && s->open[k].done == s->open[k].n) {
-    free(s->open[k].id);
-    free(s->open[k].tok);
-    k++;
+static int keep_id(pll_state *s, const char *id) {
+  if (s->first == s->n) s->first = s->n = 0;
+  if (s->n == s->cap) {
+    const size_t cap = s->cap ? 2 * s->cap : 16;
+    char **ids = realloc(s->ids, cap * sizeof *ids);
+    if (!ids) return 1;
+    s->ids = ids;
+    s->cap = cap;
   }
-  if (!k) return;
-  memmove(s->open, s->open + k, (size_t)(s->n_open - k) * sizeof *s->open);
-  s->n_open -= k;
-  s->first_tag += (uint64_t)k;
-}
-
-static void free_open(pll_state *s) {
-  for (int k = 0; k < s->n_open; k++) {
-    free(s->open[k].id);
-    free(s->open[k].tok);
-  }
-  free(s->open);
-}
-
-/* A copy of the reader's sequence (valid only until its next call). */
-static int keep(pll_state *s, const esmt_sequence *q) {
-  if (s->n_open == s->cap_open) {
-    const int cap = s->cap_open ? 2 * s->cap_open : 16;
-    pll_protein *o = realloc(s->open, (size_t)cap * sizeof *o);
-    if (!o) return 1;
-    s->open = o;
-    s->cap_open = cap;
-  }
-  pll_protein *p = &s->open[s->n_open];
-  memset(p, 0, sizeof *p);
-  p->n = (int)q->length;
-  p->tok = malloc((size_t)q->length * sizeof *p->tok);
-  p->id = malloc(strlen(q->id) + 1);
-  if (!p->tok || !p->id) {
-    free(p->tok);
-    free(p->id);
-    return 1;
-  }
-  memcpy(p->tok, q->tokens, (size_t)q->length * sizeof *p->tok);
-  strcpy(p->id, q->id);
-  s->n_open++;
+  if (!(s->ids[s->n] = strdup(id))) return 1;
+  s->n++;
   return 0;
 }
 
@@ -123,13 +78,17 @@ static double done_fraction(const esmt_sequence_reader *in, uint64_t residues,
 int score_pll_run(const score_args *a, esmt_sequence_reader *in, esmt_model *model,
                   score_out *out) {
   pll_state s = {.f = score_out_file(out)};
-  score_batcher *sb = score_batcher_create(model, (uint64_t)a->batch_tokens, on_row, &s);
-  if (!sb) return 1;
+  esmt_pll_scorer *sb = NULL;
+  esmt_status st0 = esmt_pll_scorer_create(model, (uint64_t)a->batch_tokens, on_protein, &s, &sb);
+  if (st0) {
+    cli_error("score", st0);
+    return 1;
+  }
   fprintf(s.f, "id,length,pll,pppl\n");
   score_progress prog;
   score_progress_init(&prog, a->quiet);
   const uint64_t residues = a->quiet ? 0 : count_residues(a);
-  uint64_t empty = 0, unknown = 0, tags = 0;
+  uint64_t empty = 0, unknown = 0;
   int rc = 0;
   for (;;) {
     esmt_sequence q = ESMT_SEQUENCE_INIT;
@@ -155,22 +114,28 @@ int score_pll_run(const score_args *a, esmt_sequence_reader *in, esmt_model *mod
       break;
     }
     unknown += q.unknown;
-    if (keep(&s, &q)) {
+    if (keep_id(&s, q.id)) {
       fprintf(stderr, SCORE_PREFIX "out of memory for record '%s' (%llu residues)\n", q.id,
               (unsigned long long)q.length);
       rc = 1;
       break;
     }
-    const pll_protein *p = &s.open[s.n_open - 1];
-    for (int r = 0; r < p->n && !rc && !cli_signal_caught(); r++)
-      rc = score_batcher_add(sb, p->tok, p->n, r, tags);
-    tags++;
-    if (rc || cli_signal_caught()) break;
-    compact(&s);
-    score_progress_tick(&prog, s.written, score_batcher_rows_done(sb), done_fraction(in, residues, score_batcher_rows_done(sb)), 0);
+    if ((st = esmt_pll_scorer_add(sb, q.tokens, (int)q.length))) {
+      cli_error("score", st);
+      rc = 1;
+      break;
+    }
+    if (cli_signal_caught()) break;
+    const uint64_t rows = esmt_pll_scorer_rows_done(sb);
+    score_progress_tick(&prog, s.written, rows, done_fraction(in, residues, rows), 0);
   }
-  if (!rc && !cli_signal_caught()) rc = score_batcher_flush(sb);
-  score_progress_tick(&prog, s.written, score_batcher_rows_done(sb), done_fraction(in, residues, score_batcher_rows_done(sb)), 1);
+  esmt_status st = ESMT_OK;
+  if (!rc && !cli_signal_caught() && (st = esmt_pll_scorer_finish(sb))) {
+    cli_error("score", st);
+    rc = 1;
+  }
+  const uint64_t rows = esmt_pll_scorer_rows_done(sb);
+  score_progress_tick(&prog, s.written, rows, done_fraction(in, residues, rows), 1);
   score_progress_end(&prog);
   if (!rc && cli_signal_caught()) rc = 128 + cli_signal_caught();
   if (!rc) {
@@ -181,10 +146,11 @@ int score_pll_run(const score_args *a, esmt_sequence_reader *in, esmt_model *mod
       fprintf(stderr, SCORE_PREFIX "note: %llu residue%s outside the alphabet scored as "
               "<unk>\n", (unsigned long long)unknown, unknown == 1 ? "" : "s");
     printf("score: %llu proteins, %llu masked positions in %.1f s\n",
-           (unsigned long long)s.written, (unsigned long long)score_batcher_rows_done(sb),
+           (unsigned long long)s.written, (unsigned long long)rows,
            esmt_clock_seconds() - prog.start);
   }
-  score_batcher_destroy(sb);
-  free_open(&s);
+  esmt_pll_scorer_destroy(sb);
+  for (size_t k = s.first; k < s.n; k++) free(s.ids[k]);
+  free(s.ids);
   return rc;
 }

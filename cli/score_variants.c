@@ -1,10 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* `score MODEL WT.fasta --variants VARIANTS.csv -o OUT.csv`: masked
- * marginals (Meier et al. 2021; fair-esm examples/variant-prediction,
- * "masked-marginals"). Each distinct mutated position of a wild type is
- * masked once; a variant scores the sum over its mutations of
- * log p(mutant) - log p(wild type) there. The CSV is checked whole before
- * the model is loaded. */
+ * marginals (esmt_score_variants) of the variants the CSV names, a line
+ * each. The CSV is checked whole before the model is loaded. */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -15,9 +12,7 @@
 #define MAX_REPORTED 20
 
 typedef struct wt_rec { char *id; int32_t *tok; int n; } wt_rec;
-typedef struct variant { char *id, *mutation; size_t first; int count; } variant;
-typedef struct mut { int prot, r, wt, mt; size_t slot; } mut;
-typedef struct slot { int prot, r; } slot;
+typedef struct variant { char *id, *mutation; size_t first; int count, prot; } variant;
 
 struct score_variants {
   wt_rec *wt;
@@ -25,12 +20,8 @@ struct score_variants {
   int *by_id;                /* wt indices sorted by id */
   variant *v;
   size_t n_v, cap_v;
-  mut *m;
+  esmt_mutation *m;          /* every variant's, residues 0-based */
   size_t n_m, cap_m;
-  slot *s;                   /* distinct (protein, residue), sorted */
-  size_t n_s;
-  double *logp;              /* [n_s x 33] */
-  uint64_t prots_done;
   int errors;
   const char *csv;
 };
@@ -122,25 +113,25 @@ static int add_variant(score_variants *v, const score_args *a, long line, char *
   if (p < 0) { err(v, line, "id '%s' %s of %s", cli_esc(id), what, a->input); return 0; }
   int cap = 1;
   for (const char *c = text; *c; c++) cap += *c == ':';
-  score_mutation *ms = malloc((size_t)cap * sizeof *ms);
+  esmt_mutation *ms = malloc((size_t)cap * sizeof *ms);
   if (!ms) return 1;
-  char why[256];
-  const int k = score_parse_mutations(text, ms, cap, why, sizeof why);
+  int k = 0;
+  const int bad_text = esmt_mutations_parse(text, ms, cap, &k) != ESMT_OK;
   const wt_rec *w = &v->wt[p];
-  int bad = k < 0;
-  if (bad) err(v, line, "mutation '%s': %s", cli_esc(text), cli_esc(why));
+  int bad = bad_text;
+  if (bad) err(v, line, "mutation '%s': %s", cli_esc(text), cli_esc(esmt_last_error()));
   for (int j = 0; !bad && j < k; j++) {
-    const long long r = ms[j].pos - a->offset;
+    const long long r = ms[j].residue - a->offset;
     char detail[256];
     if (r < 0 || r >= w->n) {
       snprintf(detail, sizeof detail, "position %lld is outside '%s' (%d residue%s: positions "
-               "%lld..%lld with --offset %lld)", ms[j].pos, id, w->n, w->n == 1 ? "" : "s",
-               a->offset,
-               a->offset + w->n - 1, a->offset);
+               "%lld..%lld with --offset %lld)", (long long)ms[j].residue, id, w->n,
+               w->n == 1 ? "" : "s", a->offset, a->offset + w->n - 1, a->offset);
       bad = 1;
     } else if (w->tok[r] != ms[j].wt) {
       snprintf(detail, sizeof detail, "the wild type '%s' has %s at position %lld, not %s "
-               "(with --offset %lld)", id, esmt_token_string(w->tok[r]), ms[j].pos,
+               "(with --offset %lld)", id, esmt_token_string(w->tok[r]),
+               (long long)ms[j].residue,
                esmt_token_string(ms[j].wt), a->offset);
       bad = 1;
     }
@@ -158,18 +149,21 @@ static int add_variant(score_variants *v, const score_args *a, long line, char *
   }
   if (v->n_m + (size_t)k > v->cap_m) {
     v->cap_m = 2 * (v->n_m + (size_t)k) + 256;
-    mut *nm = realloc(v->m, v->cap_m * sizeof *nm);
+    esmt_mutation *nm = realloc(v->m, v->cap_m * sizeof *nm);
     if (!nm) { free(ms); return 1; }
     v->m = nm;
   }
   variant *var = &v->v[v->n_v];
   var->first = v->n_m;
   var->count = k;
+  var->prot = p;
   var->id = dup(id);
   var->mutation = dup(text);
   v->n_v++;
-  for (int j = 0; j < k; j++)
-    v->m[v->n_m++] = (mut){p, (int)(ms[j].pos - a->offset), ms[j].wt, ms[j].mt, 0};
+  for (int j = 0; j < k; j++) {
+    ms[j].residue -= a->offset;
+    v->m[v->n_m++] = ms[j];
+  }
   free(ms);
   return !var->id || !var->mutation;
 }
@@ -260,27 +254,6 @@ static int read_csv(score_variants *v, const score_args *a) {
   return rc || v->errors;
 }
 
-static int slot_cmp(const void *x, const void *y) {
-  const slot *a = x, *b = y;
-  return a->prot != b->prot ? (a->prot > b->prot) - (a->prot < b->prot) : (a->r > b->r) - (a->r < b->r);
-}
-
-/* The distinct masked positions, and each mutation's. */
-static int make_slots(score_variants *v) {
-  if (!(v->s = malloc(v->n_m * sizeof *v->s))) return 1;
-  for (size_t i = 0; i < v->n_m; i++) v->s[i] = (slot){v->m[i].prot, v->m[i].r};
-  qsort(v->s, v->n_m, sizeof *v->s, slot_cmp);
-  size_t n = 0;
-  for (size_t i = 0; i < v->n_m; i++)
-    if (!n || slot_cmp(&v->s[n - 1], &v->s[i])) v->s[n++] = v->s[i];
-  v->n_s = n;
-  for (size_t i = 0; i < v->n_m; i++) {
-    const slot key = {v->m[i].prot, v->m[i].r};
-    v->m[i].slot = (size_t)((const slot *)bsearch(&key, v->s, n, sizeof key, slot_cmp) - v->s);
-  }
-  return !(v->logp = malloc(n * ESMT_VOCAB_SIZE * sizeof *v->logp));
-}
-
 score_variants *score_variants_load(const score_args *a) {
   score_variants *v = calloc(1, sizeof *v);
   if (!v) return NULL;
@@ -294,11 +267,6 @@ score_variants *score_variants_load(const score_args *a) {
     score_variants_free(v);
     return NULL;
   }
-  if (make_slots(v)) {
-    fprintf(stderr, SCORE_PREFIX "out of memory for %zu mutations\n", v->n_m);
-    score_variants_free(v);
-    return NULL;
-  }
   return v;
 }
 
@@ -306,52 +274,64 @@ void score_variants_free(score_variants *v) {
   if (!v) return;
   for (int i = 0; i < v->n_wt; i++) { free(v->wt[i].id); free(v->wt[i].tok); }
   for (size_t i = 0; i < v->n_v; i++) { free(v->v[i].id); free(v->v[i].mutation); }
-  free(v->wt); free(v->by_id); free(v->v); free(v->m); free(v->s); free(v->logp);
+  free(v->wt); free(v->by_id); free(v->v); free(v->m);
   free(v);
 }
 
-static int on_row(void *user, uint64_t tag, const double *logp) {
-  score_variants *v = user;
-  memcpy(v->logp + tag * ESMT_VOCAB_SIZE, logp, ESMT_VOCAB_SIZE * sizeof *logp);
-  if (tag + 1 == v->n_s || v->s[tag + 1].prot != v->s[tag].prot) v->prots_done++;
-  return 0;
+typedef struct run_progress {
+  score_progress prog;
+  uint64_t items, positions; /* proteins and masked positions done */
+  int stopped;
+} run_progress;
+
+/* Progress to stderr; a stop signal cancels. */
+static int on_progress(void *user, const esmt_progress *p) {
+  run_progress *rp = user;
+  rp->items = p->items;
+  rp->positions = p->done;
+  score_progress_tick(&rp->prog, p->items, p->done,
+                      p->total ? (double)p->done / (double)p->total : 1.0, p->done == p->total);
+  return rp->stopped = cli_signal_caught() != 0;
 }
 
 int score_variants_run(score_variants *v, const score_args *a, esmt_model *model,
                        score_out *out) {
-  score_batcher *sb = score_batcher_create(model, (uint64_t)a->batch_tokens, on_row, v);
-  if (!sb) return 1;
-  score_progress prog;
-  score_progress_init(&prog, a->quiet);
-  int rc = 0;
-  for (size_t i = 0; i < v->n_s && !rc && !cli_signal_caught(); i++) {
-    const wt_rec *w = &v->wt[v->s[i].prot];
-    rc = score_batcher_add(sb, w->tok, w->n, v->s[i].r, i);
-    score_progress_tick(&prog, v->prots_done, score_batcher_rows_done(sb),
-                        (double)score_batcher_rows_done(sb) / (double)v->n_s, 0);
+  const int32_t **res = malloc(((size_t)v->n_wt + 1) * sizeof *res);
+  int *len = malloc(((size_t)v->n_wt + 1) * sizeof *len);
+  esmt_variant *vs = malloc((v->n_v + 1) * sizeof *vs);
+  double *scores = malloc((v->n_v + 1) * sizeof *scores);
+  if (!res || !len || !vs || !scores) {
+    free(res), free(len), free(vs), free(scores);
+    fprintf(stderr, SCORE_PREFIX "out of memory for %zu variants\n", v->n_v);
+    return 1;
   }
-  if (!rc && !cli_signal_caught()) rc = score_batcher_flush(sb);
-  score_progress_tick(&prog, v->prots_done, score_batcher_rows_done(sb), 1.0, 1);
-  score_progress_end(&prog);
-  if (!rc && cli_signal_caught()) rc = 128 + cli_signal_caught();
+  for (int i = 0; i < v->n_wt; i++) {
+    res[i] = v->wt[i].tok;
+    len[i] = v->wt[i].n;
+  }
+  for (size_t i = 0; i < v->n_v; i++)
+    vs[i] = (esmt_variant){v->v[i].prot, v->v[i].count, v->m + v->v[i].first};
+  run_progress rp = {0};
+  score_progress_init(&rp.prog, a->quiet);
+  esmt_status st = esmt_score_variants(model, v->n_wt, res, len, vs, v->n_v,
+                                       (uint64_t)a->batch_tokens, on_progress, &rp, scores);
+  score_progress_end(&rp.prog);
+  int rc = 0;
+  if (st == ESMT_ERR_CANCELLED && rp.stopped) rc = 128 + cli_signal_caught();
+  else if (st) cli_error("score", st), rc = 1;
   if (!rc) {
     FILE *f = score_out_file(out);
     fprintf(f, "id,mutation,score\n");
     for (size_t i = 0; i < v->n_v; i++) {
-      double score = 0;
-      for (int j = 0; j < v->v[i].count; j++) {
-        const mut *m = &v->m[v->v[i].first + (size_t)j];
-        const double *lp = v->logp + m->slot * ESMT_VOCAB_SIZE;
-        score += lp[m->mt] - lp[m->wt];
-      }
       score_csv_field(f, v->v[i].id);
       fputc(',', f);
       score_csv_field(f, v->v[i].mutation);
-      fprintf(f, "," SCORE_NUM "\n", score);
+      fprintf(f, "," SCORE_NUM "\n", scores[i]);
     }
-    printf("score: %zu variants of %llu proteins, %zu masked positions in %.1f s\n", v->n_v,
-           (unsigned long long)v->prots_done, v->n_s, esmt_clock_seconds() - prog.start);
+    printf("score: %zu variants of %llu proteins, %llu masked positions in %.1f s\n", v->n_v,
+           (unsigned long long)rp.items, (unsigned long long)rp.positions,
+           esmt_clock_seconds() - rp.prog.start);
   }
-  score_batcher_destroy(sb);
+  free(res), free(len), free(vs), free(scores);
   return rc;
 }

@@ -17,12 +17,12 @@
 #include "cli.h"
 #include "watch_screen.h"
 
-/* The pid of a record's "pid N" line `line` (cli_lock_record_pid: a whole
+/* The pid of a record's "pid N" line `line` (esmt_run_lock_record_pid: a whole
  * decimal number a pid_t can hold, so never truncated to another process,
  * 4294967297 to init), else 0 with the reason in `damaged`. */
 static long parse_pid(const char *line, char *damaged, size_t cap) {
   long pid = 0;
-  if (cli_lock_record_pid(line, &pid) > 0) return pid;
+  if (esmt_run_lock_record_pid(line, &pid) > 0) return pid;
   const char *text = line + 4;
   char shown[32];
   size_t k = 0;

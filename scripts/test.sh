@@ -2,7 +2,8 @@
 # SPDX-License-Identifier: MIT
 # Install what is needed, build, and run every test: the normal build (with
 # the GPU backends when a CUDA toolkit is present; GPU tests skip without a
-# GPU) and then the whole suite again under AddressSanitizer + UBSan.
+# GPU), the whole suite again under AddressSanitizer + UBSan, and the
+# thread suites under ThreadSanitizer.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 # Each phase's wall time, so that the log shows where CI's time goes.
@@ -39,6 +40,18 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 (cd build-asan && ctest --output-on-failure -j"$jobs")
 took "sanitizer tests"
+
+echo "== the thread rules under ThreadSanitizer (ctest -L threads)"
+# only what those suites need: the library, cpu.so with its generic kernels,
+# the CLI (a run.lock holder) and the two suites (measured: about 3 minutes
+# of build on 2 busy cores, 1 s of tests)
+cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
+      -DESMT_SANITIZE=thread -DESMT_ENABLE_CUDA=OFF -DESMT_CPU_ISAS=generic >/dev/null
+cmake --build build-tsan -j"$jobs" --target test_threads test_run_dir test_host_sums esmt_backend_cpu \
+  esmtrain-example
+(cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ESMT_TEST_THREADS=1 \
+   ctest --output-on-failure -L threads)
+took "ThreadSanitizer build and thread tests"
 
 echo "== core suites under valgrind memcheck"
 bash tests/valgrind/run_valgrind.sh "$PWD/build"

@@ -1,7 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* A cmocka group fixture shared by suites that write files through the
- * library: a context on the build's cpu backend and a fresh temporary
- * directory, removed afterwards. */
+ * library: a context on the build's cpu backend (ESMT_TEST_THREADS, when
+ * set, its thread count) and a fresh temporary directory, removed
+ * afterwards. */
 #ifndef ESMT_CPU_DIR_FIXTURE_H
 #define ESMT_CPU_DIR_FIXTURE_H
 

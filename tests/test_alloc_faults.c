@@ -68,6 +68,8 @@ static esmt_status cycle(void) {
       st = esmt_config_set(cfg, sets[i], sets[i + 1]);
     if (!st) st = esmt_trainer_create_from_config(ctx, cfg, NULL, &t);
     if (!st) st = esmt_trainer_run(t);
+    esmt_trainer_destroy(t); /* it holds the run until then: one writer per run */
+    t = NULL;
     if (!st) st = esmt_trainer_create_from_config(ctx, cfg, NULL, &t2);
     if (!st) st = esmt_trainer_resume(t2, run);
   }

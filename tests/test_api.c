@@ -1,5 +1,6 @@
 /* SPDX-License-Identifier: MIT */
 /* Public API contract: versions, status strings, errors, misuse. */
+#define _DEFAULT_SOURCE
 #include "test_util.h"
 
 #include <stdio.h>
@@ -20,6 +21,39 @@ static void test_version(void **state) {
   char expect[32];
   snprintf(expect, sizeof expect, "%d.%d.%d", ma, mi, pa);
   assert_string_equal(esmt_version_string(), expect);
+  /* the SONAME rule (issue #37): before 1.0 only the same 0.x minor */
+  assert_true(ESMT_VERSION_COMPATIBLE(ma, mi));
+  assert_false(ESMT_VERSION_COMPATIBLE(ESMT_VERSION_MAJOR, ESMT_VERSION_MINOR + 1));
+  assert_false(ESMT_VERSION_COMPATIBLE(ESMT_VERSION_MAJOR + 1, ESMT_VERSION_MINOR));
+  if (ESMT_VERSION_MAJOR == 0)
+    assert_false(ESMT_VERSION_COMPATIBLE(0, ESMT_VERSION_MINOR - 1));
+}
+
+/* Context creation leaves the host's environment as it was: the cpu
+ * backend sets OPENBLAS_CORETYPE only while OpenBLAS loads (issue #37). */
+extern char **environ;
+static char *environment_text(void) {
+  size_t n = 1;
+  for (char **e = environ; *e; e++) n += strlen(*e) + 1;
+  char *s = calloc(1, n);
+  for (char **e = environ; *e; e++) strcat(strcat(s, *e), "\n");
+  return s;
+}
+
+static void test_environment_unchanged(void **state) {
+  (void)state;
+  if (getenv("OPENBLAS_CORETYPE")) unsetenv("OPENBLAS_CORETYPE"); /* the case that set it */
+  char *before = environment_text();
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  esmt_context *ctx = NULL;
+  assert_int_equal(esmt_context_create(&o, &ctx), ESMT_OK);
+  char *after = environment_text();
+  assert_string_equal(before, after);
+  esmt_context_destroy(ctx);
+  free(before);
+  free(after);
 }
 
 static void test_status_strings(void **state) {
@@ -166,6 +200,7 @@ static void test_cpu_info(void **state) {
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_version),
+      cmocka_unit_test(test_environment_unchanged),
       cmocka_unit_test(test_status_strings),
       cmocka_unit_test(test_last_error_never_null),
       cmocka_unit_test(test_null_arguments),

@@ -199,21 +199,21 @@ static void test_device_path_matches_tcp(void **state) {
  * buckets are reduce-scattered on the comm stream, the weights all-gathered
  * once per update, each rank holds half the moments, and (2 ranks) the
  * weights equal the TCP path without ZeRO bit for bit. */
-static void test_device_zero1(void **state) {
-  (void)state;
+static void device_zero(int zero) {
   char wt[2][512], wf[2][512], rep[2][512], text[1024];
   path(wt[0], "ztcp0"); path(wt[1], "ztcp1");
   path(wf[0], "zfake0"); path(wf[1], "zfake1");
   path(rep[0], "zrep0"); path(rep[1], "zrep1");
   run_spec tcp[2] = {{0, 2, MODE_TCP, 0, wt[0], NULL, 0}, {1, 2, MODE_TCP, 0, wt[1], NULL, 0}};
-  run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0], 1}, {1, 2, MODE_FAKE, 0, wf[1], rep[1], 1}};
+  run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0], zero},
+                     {1, 2, MODE_FAKE, 0, wf[1], rep[1], zero}};
   int st[2];
   run_ranks(tcp, 2, st);
   assert_int_equal(st[0] | st[1], 0);
   run_ranks(dev, 2, st);
   for (int r = 0; r < 2; r++) {
     read_text(rep[r], text, sizeof text);
-    printf("rank %d (device path, ZeRO-1): %s\n", r, text);
+    printf("rank %d (device path, ZeRO-%d): %s\n", r, zero, text);
     assert_int_equal(st[r], 0);
     assert_int_equal(strncmp(text, "ok groups=", 10), 0);
     assert_true(atoi(text + 10) > 1); /* still overlapped with backward */
@@ -224,7 +224,18 @@ static void test_device_zero1(void **state) {
   }
   assert_same_weights(wt[0], wf[0]);
   assert_same_weights(wf[0], wf[1]);
-  printf("2 ranks: device path with ZeRO-1 == TCP path without, bit for bit\n");
+  printf("2 ranks: device path with ZeRO-%d == TCP path without, bit for bit\n", zero);
+}
+
+static void test_device_zero1(void **state) {
+  (void)state;
+  device_zero(1);
+}
+
+/* ZeRO-2 with one micro-batch per rank: the same calls as ZeRO-1. */
+static void test_device_zero2(void **state) {
+  (void)state;
+  device_zero(2);
 }
 
 static void test_forced_world_one(void **state) {
@@ -355,6 +366,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_device_path_matches_tcp),
       cmocka_unit_test(test_device_zero1),
+      cmocka_unit_test(test_device_zero2),
       cmocka_unit_test(test_forced_world_one),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_refuses_old_tables),

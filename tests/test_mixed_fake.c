@@ -393,6 +393,10 @@ static void config_run(const char *prec, esmtb_dtype want, int loss_scaling, int
   assert_true(want == ESMTB_F32 ? half_emu_get_stats()->half_ops == 0
                                 : half_emu_get_stats()->half_ops > 100);
   half_emu_watch(NULL);
+  /* t holds its run (one writer per run): the resumed copy writes its own */
+  char run2[600];
+  snprintf(run2, sizeof run2, "%s2", run);
+  assert_int_equal(esmt_config_set(cfg, "train.out_dir", run2), ESMT_OK);
   if (esmt_trainer_create_from_config(g_ctx, cfg, NULL, &t2) != ESMT_OK)
     fail_msg("%s", esmt_last_error());
   snprintf(ck, sizeof ck, "%s/checkpoints/step-00000003", run);

@@ -392,10 +392,11 @@ static void test_config_policy(void **state) {
   (void)state;
   const char *dir = test_mkdtemp();
   const char *data = fixture_dataset(dir);
-  char run_on[600], run_off[600], run_x[600], ck[700];
+  char run_on[600], run_off[600], run_x[600], run_y[600], ck[700];
   snprintf(run_on, sizeof run_on, "%s/on", dir);
   snprintf(run_off, sizeof run_off, "%s/off", dir);
   snprintf(run_x, sizeof run_x, "%s/x", dir);
+  snprintf(run_y, sizeof run_y, "%s/y", dir); /* one writer per run: each resume its own */
   const uint64_t plain = plan_total(0), offl = plan_total(1);
   assert_true(offl < plain);
   struct { const char *mode; uint64_t budget; int want; const char *rec; int want_rec; } cases[] = {
@@ -432,7 +433,7 @@ static void test_config_policy(void **state) {
   if (esmt_trainer_run(ton) != ESMT_OK || esmt_trainer_run(toff) != ESMT_OK)
     fail_msg("run: %s", esmt_last_error());
   expect_same_state(ton->m, toff->m);
-  esmt_config *ca = config_for(data, run_x, "off", 0), *cb = config_for(data, run_x, "on", 0);
+  esmt_config *ca = config_for(data, run_x, "off", 0), *cb = config_for(data, run_y, "on", 0);
   esmt_trainer *ta = trainer_for(ca), *tb = trainer_for(cb);
   snprintf(ck, sizeof ck, "%s/checkpoints/step-00000004", run_on);
   if (esmt_trainer_resume(ta, ck) != ESMT_OK) fail_msg("resume: %s", esmt_last_error());

@@ -298,6 +298,9 @@ static void test_trainer_budget(void **state) {
   for (size_t i = 0; i < sizeof cases / sizeof cases[0]; i++) {
     g_log[0] = '\0';
     esmt_config *cfg = config_for(data, cases[i].off, cases[i].rec, cases[i].budget, cases[i].rows);
+    char run[600]; /* a new run each: a run directory is never trained over */
+    snprintf(run, sizeof run, "%s-run-%zu", data, i);
+    assert_int_equal(esmt_config_set(cfg, "train.out_dir", run), ESMT_OK);
     esmt_trainer *t = NULL;
     esmt_status st = esmt_trainer_create_from_config(g_ctx, cfg, NULL, &t);
     if (!cases[i].ok) {

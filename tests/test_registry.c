@@ -96,6 +96,41 @@ static void test_wrong_abi_refused(void **state) {
   test_rmtree(dir);
 }
 
+/* 1 when /proc/self/maps maps a file whose path contains `text`. */
+static int mapped(const char *text) {
+  FILE *f = fopen("/proc/self/maps", "r");
+  assert_non_null(f);
+  char line[4096];
+  int found = 0;
+  while (!found && fgets(line, sizeof line, f)) found = strstr(line, text) != NULL;
+  fclose(f);
+  return found;
+}
+
+/* A forced backend (the API or ESMTRAIN_BACKEND) loads its plugin alone:
+ * the others and the libraries they need (cuBLASLt, NCCL) are never mapped
+ * (issue #37). A plugin loaded once stays mapped (RTLD_NODELETE), so each
+ * case uses its own copy. */
+static void test_forced_maps_only_its_plugin(void **state) {
+  (void)state;
+  for (int how = 0; how < 3; how++) { /* the API, ESMTRAIN_BACKEND, not forced */
+    const char *dir = test_mkdtemp();
+    stage_cpu(dir);
+    char from[1024], other[1024];
+    snprintf(from, sizeof from, "%s/bad_abi.so", ESMT_TEST_PLUGIN_DIR);
+    snprintf(other, sizeof other, "%s/other_backend.so", dir);
+    copy_file(from, other);
+    if (how == 1) setenv("ESMTRAIN_BACKEND", "cpu", 1);
+    esmt_context *ctx;
+    assert_int_equal(create_with(dir, how == 0 ? "cpu" : NULL, &ctx), ESMT_OK);
+    unsetenv("ESMTRAIN_BACKEND");
+    assert_string_equal(esmt_context_backend_name(ctx), "cpu");
+    assert_int_equal(mapped(other), how == 2);
+    esmt_context_destroy(ctx);
+    test_rmtree(dir);
+  }
+}
+
 static void test_garbage_file_skipped(void **state) {
   (void)state;
   const char *dir = test_mkdtemp();
@@ -352,6 +387,7 @@ int main(void) {
       cmocka_unit_test(test_shadowed_backend_listed),
       cmocka_unit_test(test_other_installation_refused),
       cmocka_unit_test(test_garbage_file_skipped),
+      cmocka_unit_test(test_forced_maps_only_its_plugin),
       cmocka_unit_test(test_missing_dependency_named),
       cmocka_unit_test(test_only_garbage_is_error),
       cmocka_unit_test(test_empty_and_missing_dirs),

@@ -1,6 +1,6 @@
 /* SPDX-License-Identifier: MIT */
-/* ZeRO-1 (dist.zero 1) on the CPU backend over the real TCP communicator,
- * ranks as fork()ed processes:
+/* ZeRO-1 and ZeRO-2 (dist.zero 1, 2) on the CPU backend over the real TCP
+ * communicator, ranks as fork()ed processes:
  *  - the shard split and the communicator's reduce-scatter / all-gather
  *    halves over uneven shards (one of them empty);
  *  - 2 ranks with ZeRO-1 end bit-identical to 2 ranks without it (a sum
@@ -13,7 +13,16 @@
  *  - checkpoints: ZeRO-1 4 + resume 2 == 6 bit for bit, and checkpoints
  *    cross between dist.zero 0 and 1 both ways;
  *  - a killed rank makes the other stop with an error naming it;
- *  - ZeRO-1 with optimizer offload is refused with a message. */
+ *  - ZeRO-1 with optimizer offload is refused with a message;
+ *  - ZeRO-2 (every micro-batch reduce-scattered, the shard accumulated):
+ *    with one micro-batch per rank bit-identical to ZeRO-1 (2 and 3 ranks);
+ *    with two, 2 ranks equal one process accumulating the same four
+ *    micro-batches within the data-parallel bound, and 3 ranks equal
+ *    ZeRO-0 within it; the bytes each collective moved per update equal
+ *    esmt_zero_comm_volume's; checkpoints of stages 0, 1 and 2 are the
+ *    same files, and resume crosses stages bit for bit;
+ *  - the planner's per-rank moments and gradients equal what the ranks
+ *    allocated. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -42,12 +51,16 @@ static double g_clip; /* train.grad_clip of the runs */
 static int g_bf16;    /* 1: bf16 compute on half_emu_backend (the cpu ops, bf16 emulated) */
 static esmt_backend_entry g_emu;
 
-static char g_zero_line[512]; /* this process's "ZeRO-1: rank ..." log line */
+static char g_zero_line[512]; /* this process's "ZeRO-N: rank ..." log line */
+static int g_per_update = 1;  /* micro-batches per rank per update */
+/* N ranks sum N micro-batches' gradients in another order than one process
+ * accumulating them (test_data_parallel's bound) */
+#define ACCUMULATION_MAX_ABS_DIFF 1e-6
 
 static void on_log(void *user, esmt_log_level level, const char *message) {
   (void)user;
   (void)level;
-  if (strncmp(message, "ZeRO-1: rank", 12) == 0)
+  if (strncmp(message, "ZeRO-", 5) == 0 && strstr(message, ": rank "))
     snprintf(g_zero_line, sizeof g_zero_line, "%s", message);
 }
 
@@ -87,6 +100,14 @@ typedef struct run_spec {
   const char *weights_out, *error_out, *info_out;
 } run_spec;
 
+/* A batch has 40..48 real tokens (rows of 24, two per batch): this global
+ * budget takes exactly k micro-batches per rank when k * world <= 5, and
+ * for 3 ranks x 2 (any three batches < 145 <= any six). */
+static uint64_t budget_of(int world, int k) {
+  if (k <= 1 && world > 1) return 0;
+  return world * k <= 5 ? (uint64_t)(48 * (world * k - 1) + 1) : (uint64_t)(48 * world + 1);
+}
+
 
 static esmt_status run(const run_spec *s) {
   esmt_context *ctx = make_ctx();
@@ -110,6 +131,7 @@ static esmt_status run(const run_spec *s) {
   o.save_every = s->save_every;
   o.keep_last = 0;
   o.grad_clip = g_clip;
+  o.tokens_per_update = budget_of(s->world, g_per_update);
   if (s->scaling) {
     o_ls.enabled = 1;
     o_ls.initial = 1024;
@@ -117,7 +139,7 @@ static esmt_status run(const run_spec *s) {
   }
   esmt_trainer *t = NULL;
   esmt_status st = esmt_trainer_create(m, &o, &src, &t);
-  if (!st) {
+  if (!st && s->world > 1) { /* one process: no group */
     char rdv[512];
     snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
     esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
@@ -147,6 +169,14 @@ static esmt_status run(const run_spec *s) {
     char line_out[600];
     snprintf(line_out, sizeof line_out, "%s.log", s->info_out);
     write_text(line_out, g_zero_line);
+    esmt_zero_volume v; /* the bytes each collective moved, per update */
+    esmt_dp_volume(t->dp, &v);
+    char vol[256];
+    snprintf(vol, sizeof vol, "%llu %llu %llu %llu %lld", (unsigned long long)v.allreduced,
+             (unsigned long long)v.reduce_scattered, (unsigned long long)v.allgathered,
+             (unsigned long long)v.sent_per_rank, (long long)esmt_trainer_step_count(t));
+    snprintf(line_out, sizeof line_out, "%s.vol", s->info_out);
+    write_text(line_out, vol);
   }
   if (!st && s->weights_out) write_weights(m, s->weights_out);
   esmt_trainer_destroy(t);
@@ -423,6 +453,8 @@ static void test_resume(void **state) {
   resume_case(1, 1, x, n);
   resume_case(0, 1, x, n);
   resume_case(1, 0, x, n);
+  resume_case(2, 0, x, n); /* ZeRO-2 (one micro-batch per rank: ZeRO-1's bits) */
+  resume_case(1, 2, x, n);
   /* a ZeRO-1 checkpoint holds the whole moments: the same file layout */
   esmt_context *ctx = make_ctx();
   esmt_model *m = make_model(ctx);
@@ -492,6 +524,182 @@ static void test_offload_refused(void **state) {
   esmt_context_destroy(ctx);
 }
 
+/* Rank 0's bytes per collective over `steps` updates (run's .vol file)
+ * against esmt_zero_comm_volume's per-update figures. */
+static void check_volume(const char *tag, int world, int zero, int k, size_t n) {
+  char path[600];
+  snprintf(path, sizeof path, "%s/%s-info%d-z%d-r0.vol", g_dir, tag, world, zero);
+  unsigned long long ar, rs, ag, sent;
+  long long steps;
+  FILE *f = fopen(path, "r");
+  assert_non_null(f);
+  assert_int_equal(fscanf(f, "%llu %llu %llu %llu %lld", &ar, &rs, &ag, &sent, &steps), 5);
+  fclose(f);
+  esmt_zero_volume want;
+  esmt_zero_comm_volume(zero, n, world, k, &want);
+  printf("  ZeRO-%d, %d ranks x %d micro-batches, P = %zu: per update all-reduced %llu, "
+         "reduce-scattered %llu, all-gathered %llu bytes; sent per rank %llu "
+         "(formula %llu)\n", zero, world, k, n, ar / (unsigned long long)steps,
+         rs / (unsigned long long)steps, ag / (unsigned long long)steps,
+         sent / (unsigned long long)steps, (unsigned long long)want.sent_per_rank);
+  assert_int_equal(steps, STEPS);
+  assert_int_equal(ar, want.allreduced * STEPS);
+  assert_int_equal(rs, want.reduce_scattered * STEPS);
+  assert_int_equal(ag, want.allgathered * STEPS);
+}
+
+static double max_abs_diff(const float *a, const float *b, size_t n) {
+  double m = 0;
+  for (size_t i = 0; i < n; i++) {
+    const double d = fabs((double)a[i] - b[i]);
+    m = d > m ? d : m;
+  }
+  return m;
+}
+
+/* One micro-batch per rank: ZeRO-2 reduces once per update, as ZeRO-1,
+ * in the same order: the same bits, 2 and 3 ranks. */
+static void test_zero2_one_micro_batch(void **state) {
+  (void)state;
+  for (int world = 2; world <= 3; world++) {
+    size_t n1, n2;
+    float *z1 = train(world, 1, 0, &n1, "f"), *z2 = train(world, 2, 0, &n2, "f");
+    assert_int_equal(n1, n2);
+    assert_memory_equal(z1, z2, n1 * sizeof *z1);
+    printf("%d ranks x 1 micro-batch, %d updates: dist.zero 2 == dist.zero 1 bit for bit\n",
+           world, STEPS);
+    check_volume("f", world, 2, 1, n2);
+    free(z1);
+    free(z2);
+  }
+}
+
+/* Two micro-batches per rank: ZeRO-2 reduce-scatters each and keeps only
+ * the shard's sums between them. 2 ranks against one process accumulating
+ * the same four micro-batches, 3 ranks against ZeRO-0 (six micro-batches
+ * do not fit one process's token budget exactly: budget_of). */
+static void test_zero2_accumulation(void **state) {
+  (void)state;
+  size_t n, n0, n1, n2;
+  g_per_update = 4;
+  float *one = train(1, 0, 0, &n, "g");
+  g_per_update = 2;
+  float *z0 = train(2, 0, 0, &n0, "g"), *z1 = train(2, 1, 0, &n1, "g"),
+        *z2 = train(2, 2, 0, &n2, "g");
+  assert_int_equal(n, n2);
+  const double d_one = max_abs_diff(z2, one, n), d_z1 = max_abs_diff(z2, z1, n);
+  printf("2 ranks x 2 micro-batches, %d updates: dist.zero 2 vs one process x 4: max abs diff "
+         "%.3g (rel %.3g); vs dist.zero 1: %.3g (0 would mean the same order)\n", STEPS, d_one,
+         rel_diff(z2, one, n), d_z1);
+  assert_true(d_one < ACCUMULATION_MAX_ABS_DIFF);
+  assert_true(max_abs_diff(z0, one, n) < ACCUMULATION_MAX_ABS_DIFF);
+  assert_true(d_z1 < ACCUMULATION_MAX_ABS_DIFF);
+  assert_true(max_abs_diff(z2, z0, n) > 0); /* it trained and the micro-batches were reduced apart */
+  check_volume("g", 2, 0, 2, n0);
+  check_volume("g", 2, 1, 2, n1);
+  check_volume("g", 2, 2, 2, n2);
+  free(z0);
+  free(z1);
+  free(z2);
+  z0 = train(3, 0, 0, &n0, "h");
+  z2 = train(3, 2, 0, &n2, "h");
+  const double d3 = max_abs_diff(z2, z0, n);
+  printf("3 ranks x 2 micro-batches: dist.zero 2 vs 0: max abs diff %.3g (rel %.3g); vs one "
+         "process x 4 (other batches): %.3g\n", d3, rel_diff(z2, z0, n), max_abs_diff(z2, one, n));
+  assert_true(d3 < ACCUMULATION_MAX_ABS_DIFF);
+  assert_true(d3 > 0);
+  check_volume("h", 3, 2, 2, n2);
+  g_per_update = 1;
+  free(z0);
+  free(z2);
+  free(one);
+}
+
+/* The checkpoint's files are the same bytes whatever the stage (one
+ * micro-batch per rank, where the stages train the same bits). */
+static void test_zero2_checkpoint_files(void **state) {
+  (void)state;
+  g_per_update = 1;
+  char dirs[3][512], ck[3][1024];
+  for (int z = 0; z <= 2; z++) {
+    snprintf(dirs[z], sizeof dirs[z], "%s/ck-z%d", g_dir, z);
+    run_spec s[2] = {{0, 2, z, 4, dirs[z], 4, 0, 0, 0, NULL, NULL, NULL},
+                     {1, 2, z, 4, dirs[z], 4, 0, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[z], ck[z], sizeof ck[z]), ESMT_OK);
+  }
+  static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
+  for (size_t i = 0; i < 2; i++) {
+    size_t len[3];
+    char *bytes[3];
+    for (int z = 0; z <= 2; z++) {
+      char path[1200];
+      snprintf(path, sizeof path, "%s/%s", ck[z], files[i]);
+      FILE *f = fopen(path, "rb");
+      assert_non_null(f);
+      fseek(f, 0, SEEK_END);
+      len[z] = (size_t)ftell(f);
+      fseek(f, 0, SEEK_SET);
+      bytes[z] = malloc(len[z]);
+      assert_int_equal(fread(bytes[z], 1, len[z], f), len[z]);
+      fclose(f);
+    }
+    for (int z = 1; z <= 2; z++) {
+      assert_int_equal(len[z], len[0]);
+      assert_memory_equal(bytes[z], bytes[0], len[0]);
+    }
+    printf("checkpoint %s: the same %zu bytes with dist.zero 0, 1 and 2\n", files[i], len[0]);
+    for (int z = 0; z <= 2; z++) free(bytes[z]);
+  }
+}
+
+/* The planner's per-rank figures are what the ranks allocated. */
+static void test_zero2_plan_matches_ranks(void **state) {
+  (void)state;
+  g_per_update = 1;
+  for (int world = 2; world <= 3; world++) {
+    size_t n;
+    free(train(world, 2, 0, &n, "p"));
+    esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+    mc.num_layers = 2; mc.hidden_size = 32; mc.num_heads = 2; mc.max_positions = 64;
+    esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+    r.model = &mc;
+    r.micro_batch = 2;
+    r.seq_len = MEM_T;
+    r.world_size = world;
+    r.zero = 2;
+    esmt_plan p = ESMT_PLAN_INIT;
+    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    assert_int_equal(p.parameters, n);
+    uint64_t most = 0; /* the largest shard's moments: the rank the plan is for */
+    for (int rk = 0; rk < world; rk++) {
+      char path[600];
+      snprintf(path, sizeof path, "%s/p-info%d-z2-r%d", g_dir, world, rk);
+      unsigned long long lo, hi, total;
+      FILE *f = fopen(path, "r");
+      assert_non_null(f);
+      assert_int_equal(fscanf(f, "%llu %llu %llu", &lo, &hi, &total), 3);
+      fclose(f);
+      if (8 * (hi - lo) > most) most = 8 * (hi - lo);
+    }
+    printf("plan --world %d --zero 2: moments %llu bytes per rank (ranks hold at most %llu), "
+           "gradients %llu (whole: %zu), ring traffic %llu bytes per update per rank\n", world,
+           (unsigned long long)p.device[ESMT_MEM_MOMENTS], (unsigned long long)most,
+           (unsigned long long)p.device[ESMT_MEM_GRADIENTS], 4 * n,
+           (unsigned long long)p.comm_bytes);
+    assert_int_equal(p.device[ESMT_MEM_MOMENTS], most);
+    assert_int_equal(p.device[ESMT_MEM_GRADIENTS], 4 * n);
+    esmt_zero_volume v;
+    esmt_zero_comm_volume(2, n, world, 1, &v);
+    assert_int_equal(p.comm_bytes, v.sent_per_rank);
+    r.zero = 0; /* one process's moments whole */
+    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    assert_int_equal(p.device[ESMT_MEM_MOMENTS], 8 * n);
+  }
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
@@ -515,6 +723,10 @@ int main(void) {
       cmocka_unit_test(test_resume),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_offload_refused),
+      cmocka_unit_test(test_zero2_one_micro_batch),
+      cmocka_unit_test(test_zero2_accumulation),
+      cmocka_unit_test(test_zero2_checkpoint_files),
+      cmocka_unit_test(test_zero2_plan_matches_ranks),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

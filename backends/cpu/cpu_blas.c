@@ -4,7 +4,11 @@
  * (common under virtualisation) it falls back to SSE3 "Prescott" kernels:
  * measured here, 40-60 GFLOP/s instead of ~300. So before loading it we
  * name the right kernel family from CPUID features, unless the user
- * already set OPENBLAS_CORETYPE. */
+ * already set OPENBLAS_CORETYPE. OpenBLAS reads that variable only while
+ * it loads and has no call to set it, so it is set for that one dlopen and
+ * removed right after: the host's environment is as it was once the
+ * backend has loaded (once per process; a host thread reading the
+ * environment during those microseconds could see it). */
 #define _GNU_SOURCE
 #include <dlfcn.h>
 #include <stdio.h>
@@ -98,13 +102,14 @@ esmtb_status cpu_blas_load(void) {
   if (cpu_sgemm) return 0;
   esmtb_status room = check_room_for_openblas();
   if (room) return room;
-  const char *user = getenv("OPENBLAS_CORETYPE");
   const char *core = core_for_this_cpu();
-  if (!(user && *user) && core) setenv("OPENBLAS_CORETYPE", core, 0);
+  const int set_here = core && !getenv("OPENBLAS_CORETYPE") &&
+                       setenv("OPENBLAS_CORETYPE", core, 0) == 0;
   /* Prefer the OpenMP build: it shares our OpenMP thread pool, where the
    * pthread build's own pool would contend with it for the same cores. */
   void *h = dlopen(ESMT_OPENBLAS_OPENMP, RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
   if (!h) h = dlopen("libopenblas.so.0", RTLD_NOW | RTLD_LOCAL | RTLD_NODELETE);
+  if (set_here) unsetenv("OPENBLAS_CORETYPE"); /* read while loading; the host's again */
   if (!h) return cpu_fail(ESMTB_ERR_BACKEND, "cpu backend: cannot load OpenBLAS (libopenblas.so.0): %s", dlerror());
   cpu_sgemm = (cpu_sgemm_fn)(uintptr_t)dlsym(h, "cblas_sgemm");
   p_set_threads = (void (*)(int))(uintptr_t)dlsym(h, "openblas_set_num_threads");

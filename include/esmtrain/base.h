@@ -22,16 +22,37 @@ extern "C" {
 #  define ESMT_API
 #endif
 
+/* The *_INIT value of a struct whose fields are all zero but struct_size:
+ * a designated initializer in C; in C++, which has them only from C++20,
+ * a value-initialized copy (valid C++11 and later, -pedantic included). */
+#ifdef __cplusplus
+#  define ESMT_SIZED_INIT_(T) ([] { T esmt_v_{}; esmt_v_.struct_size = sizeof(T); return esmt_v_; }())
+#else
+#  define ESMT_SIZED_INIT_(T) { .struct_size = sizeof(T) }
+#endif
+
 /* ------------------------------------------------------------------------ */
 /* Version                                                                   */
 /* ------------------------------------------------------------------------ */
 
-/* The ABI major is the SOVERSION of libesmtrain.so. */
+/* The SONAME of libesmtrain.so carries the ABI: libesmtrain.so.0.MINOR
+ * before 1.0 (each 0.x minor may break the API), libesmtrain.so.MAJOR from
+ * 1.0 (docs/ABI.md). */
 #define ESMT_VERSION_MAJOR 0
 #define ESMT_VERSION_MINOR 2
 #define ESMT_VERSION_PATCH 0
 #define ESMT_VERSION_NUMBER \
   (ESMT_VERSION_MAJOR * 10000 + ESMT_VERSION_MINOR * 100 + ESMT_VERSION_PATCH)
+
+/* 1 when a library of version major.minor (esmt_version) serves a program
+ * built against this header, by the SONAME rule: before 1.0 the same 0.x
+ * minor only (0.3 may have removed or changed what 0.2 had); from 1.0 the
+ * same major and a minor at least this header's (a minor only adds).
+ *   int maj, min; esmt_version(&maj, &min, NULL);
+ *   if (!ESMT_VERSION_COMPATIBLE(maj, min)) ...refuse to run... */
+#define ESMT_VERSION_COMPATIBLE(major, minor)                                  \
+  ((major) == ESMT_VERSION_MAJOR &&                                            \
+   (ESMT_VERSION_MAJOR == 0 ? (minor) == ESMT_VERSION_MINOR : (minor) >= ESMT_VERSION_MINOR))
 
 /* Version of the library actually loaded at run time (which may differ from
  * the header the caller was compiled against). Any pointer may be NULL.
@@ -116,7 +137,7 @@ typedef struct esmt_progress {
   uint64_t items;       /* secondary count (e.g. sequences during ingest), or 0 */
 } esmt_progress;
 
-#define ESMT_PROGRESS_INIT { .struct_size = sizeof(esmt_progress) }
+#define ESMT_PROGRESS_INIT ESMT_SIZED_INIT_(esmt_progress)
 
 /* Return non-zero to cancel: the operation stops at the next safe point and
  * returns ESMT_ERR_CANCELLED, leaving existing files intact. */

@@ -2,13 +2,14 @@
 /* esmtrain communication plugin ABI: the table a communication plugin
  * hands the core, how the data-parallel collectives of the host reach a
  * transport that libesmtrain does not link (MPI: the plugin
- * <libdir>/esmtrain/comm/mpi_comm.so links libmpi, the core only dlopen()s
- * it). The core loads the plugin, refuses a table whose abi_version differs
- * from its own or whose struct_size is smaller than it needs (docs/ABI.md),
- * and dispatches its collectives to it; the argument checks are done in the
- * core, once for every transport, before a call reaches the table. A plugin
- * needs only the installed headers: this one, esmtrain/comm_ring.h (the
- * summation order) and esmtrain/comm_text.h (the wording of its errors).
+ * <libdir>/esmtrain-MAJOR.MINOR/comm/mpi_comm.so links libmpi, the core
+ * only dlopen()s it). The core loads the plugin, refuses a table whose
+ * abi_version differs from its own or whose struct_size is smaller than it
+ * needs (docs/ABI.md), and dispatches its collectives to it; the argument
+ * checks are done in the core, once for every transport, before a call
+ * reaches the table. A plugin needs only the installed headers: this one,
+ * esmtrain/comm_ring.h (the summation order) and esmtrain/comm_text.h (the
+ * wording of its errors).
  *
  * Contract, the same as the TCP communicator's (comm.h):
  *  - every rank calls the same collectives in the same order and sizes;

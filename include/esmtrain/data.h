@@ -36,7 +36,7 @@ typedef struct esmt_sequence {
   uint64_t unknown;         /* residues read as <unk> */
 } esmt_sequence;
 
-#define ESMT_SEQUENCE_INIT { .struct_size = sizeof(esmt_sequence) }
+#define ESMT_SEQUENCE_INIT ESMT_SIZED_INIT_(esmt_sequence)
 
 /* `split` ("train" or "valid") is for a dataset directory and ignored for
  * FASTA; NULL means "train". */
@@ -77,7 +77,7 @@ typedef struct esmt_line_reader_options {
   void *user;
 } esmt_line_reader_options;
 
-#define ESMT_LINE_READER_OPTIONS_INIT { .struct_size = sizeof(esmt_line_reader_options) }
+#define ESMT_LINE_READER_OPTIONS_INIT ESMT_SIZED_INIT_(esmt_line_reader_options)
 
 ESMT_API esmt_status esmt_line_reader_open(const char *path, const esmt_line_reader_options *opts,
                                            esmt_line_reader **out);
@@ -181,7 +181,7 @@ typedef struct esmt_ingest_stats {
                                  * it stays in the first) */
 } esmt_ingest_stats;
 
-#define ESMT_INGEST_STATS_INIT { .struct_size = sizeof(esmt_ingest_stats) }
+#define ESMT_INGEST_STATS_INIT ESMT_SIZED_INIT_(esmt_ingest_stats)
 
 /* Stream FASTA inputs into memory-mappable token shards plus a manifest
  * written last: an interrupted or failed ingest leaves nothing the loader
@@ -235,7 +235,7 @@ typedef struct esmt_loader_stats {
   double padding_fraction;    /* 1 - real / padded */
 } esmt_loader_stats;
 
-#define ESMT_LOADER_STATS_INIT { .struct_size = sizeof(esmt_loader_stats) }
+#define ESMT_LOADER_STATS_INIT ESMT_SIZED_INIT_(esmt_loader_stats)
 
 ESMT_API esmt_status esmt_loader_create(const esmt_loader_options *opts, esmt_loader **out);
 ESMT_API void esmt_loader_destroy(esmt_loader *loader);

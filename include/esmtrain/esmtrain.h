@@ -16,6 +16,32 @@
  *    much of the struct an older caller knows about;
  *  - the library never prints, exits or aborts on its own: it reports through
  *    return codes and the log/progress callbacks.
+ *
+ * Threads: a rule per handle (tests/test_threads.c proves each under
+ * ThreadSanitizer):
+ *  - esmt_context: shared. Any number of threads may create models,
+ *    loaders and trainers on one context and call its queries at once;
+ *    esmt_context_set_option and esmt_context_destroy need every other
+ *    call on it (and on what was made from it) to have ended.
+ *  - esmt_model: one call at a time. The calls that use its buffers
+ *    (forward, backward, infer, zero_grad, grad_norm, optimizer_step,
+ *    read_tensor, write_tensor, and a trainer's step and evaluate on it)
+ *    check this: a call from a second thread while one runs returns
+ *    ESMT_ERR_STATE naming the call in progress and its thread, and does
+ *    nothing. Give each thread its own model (on one shared context) to
+ *    run in parallel.
+ *  - esmt_trainer: one thread at a time (its model's check above refuses
+ *    a second one), except esmt_trainer_request_stop: any thread, or a
+ *    signal handler.
+ *  - esmt_loader, esmt_sequence_reader, esmt_line_reader, esmt_config,
+ *    and the handles of infer.h and the metrics reader (batch builders,
+ *    scorers, npy streams, esmt_metrics_reader): one thread at a time, not
+ *    checked; separate handles over the same files are independent and may
+ *    run on separate threads at once. Calls that run a model (esmt_embed,
+ *    the scorers) are under the model's check above.
+ *  - esmt_last_error() is per thread; log and progress callbacks are called
+ *    on the thread that made the call (they must be thread-safe when the
+ *    program calls from several threads).
  */
 #ifndef ESMTRAIN_ESMTRAIN_H
 #define ESMTRAIN_ESMTRAIN_H
@@ -69,7 +95,7 @@ typedef struct esmt_gpu_sample {
   double power_w;
 } esmt_gpu_sample;
 
-#define ESMT_GPU_SAMPLE_INIT { .struct_size = sizeof(esmt_gpu_sample) }
+#define ESMT_GPU_SAMPLE_INIT ESMT_SIZED_INIT_(esmt_gpu_sample)
 
 /* Sample up to `capacity` GPUs into out[] (each element's struct_size set by
  * the caller, all alike); *count gets the number of GPUs NVML sees (also
@@ -126,8 +152,9 @@ typedef struct esmt_context_options {
   uint32_t struct_size;
   /* Colon-separated directories to load backends from. When set, ONLY these
    * are searched; otherwise $ESMTRAIN_BACKEND_PATH, and when that is unset
-   * too, the esmtrain/backends directory next to the loaded libesmtrain.so,
-   * then the configured ${libdir}/esmtrain/backends. The current directory
+   * too, the esmtrain-MAJOR.MINOR/backends directory next to the loaded
+   * libesmtrain.so (esmtrain/backends in a build tree), then the configured
+   * ${libdir}/esmtrain-MAJOR.MINOR/backends. The current directory
    * never is. A backend whose name an earlier directory already provided is
    * listed as shadowed and not used (a warning names both files). */
   const char *backend_path;
@@ -191,7 +218,7 @@ typedef struct esmt_device_info {
   uint64_t free_bytes;
 } esmt_device_info;
 
-#define ESMT_DEVICE_INFO_INIT { .struct_size = sizeof(esmt_device_info) }
+#define ESMT_DEVICE_INFO_INIT ESMT_SIZED_INIT_(esmt_device_info)
 
 #define ESMT_MAX_DEVICES 16
 
@@ -211,7 +238,7 @@ typedef struct esmt_backend_info {
   char note[256];             /* what the probe says of itself (kernels, threads) */
 } esmt_backend_info;
 
-#define ESMT_BACKEND_INFO_INIT { .struct_size = sizeof(esmt_backend_info) }
+#define ESMT_BACKEND_INFO_INIT ESMT_SIZED_INIT_(esmt_backend_info)
 
 /* Number of backend files the context examined (loaded or not). */
 ESMT_API esmt_status esmt_context_backend_count(const esmt_context *ctx, int *count);
@@ -351,7 +378,7 @@ typedef struct esmt_tensor_info {
   uint64_t offset;          /* element offset in the flat fp32 buffers */
 } esmt_tensor_info;
 
-#define ESMT_TENSOR_INFO_INIT { .struct_size = sizeof(esmt_tensor_info) }
+#define ESMT_TENSOR_INFO_INIT ESMT_SIZED_INIT_(esmt_tensor_info)
 
 /* Number of named tensors (HF names; lm_head.decoder.weight is the tied
  * embedding and is not listed separately). */
@@ -579,6 +606,16 @@ typedef struct esmt_plan_request {
   double link_bandwidth;
   double host_bandwidth;
   uint64_t tokens_per_update;
+  /* Appended (0.2, issue #38): the data-parallel ranks (0 or 1: one
+   * process) and the ZeRO stage (dist.zero: 0, 1 or 2) they run; the plan
+   * is one rank's. Stages 1 and 2 hold the optimizer state of the rank's
+   * shard only (the largest: ceil(P / 64 / world) units of 64); the fp32
+   * gradient buffer stays whole under both (backward's working buffer),
+   * and the weights stay whole; offload_optimizer auto stays off (the
+   * ranks refuse the two together). A caller whose struct ends before
+   * them plans one process. */
+  int world_size;
+  int zero;
 } esmt_plan_request;
 
 /* Memory levels beyond optimizer offload: the parameter memory keeps only
@@ -595,7 +632,7 @@ typedef enum esmt_stream_level {
 
 #define ESMT_PLAN_REQUEST_INIT \
   { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE, \
-    0, 0, 0, 0, 0 }
+    0, 0, 0, 0, 0, 1, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;
@@ -620,9 +657,14 @@ typedef struct esmt_plan {
   double compute_seconds;
   double link_seconds;
   double exposed_seconds;
+  /* Appended (0.2, issue #38): with world_size > 1, the gradient and
+   * weight bytes one rank sends per update on a ring at the request's ZeRO
+   * stage (the update's micro_batches shared by the ranks when timed,
+   * else one per rank). */
+  uint64_t comm_bytes;
 } esmt_plan;
 
-#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0 }
+#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Plan device memory for training: the exact bytes per class for the
  * requested policy, or, for "auto" fields, the cheapest policy (none, then
@@ -752,6 +794,10 @@ ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t ste
 
 /* Configuration: typed settings under dotted keys, from YAML and overrides. */
 #include "config.h"
+
+/* Inference from protein strings: tokens, batches, embeddings of proteins
+ * of any length, pseudo-log-likelihood and variant scores. */
+#include "infer.h"
 
 #ifdef __cplusplus
 }

@@ -36,7 +36,7 @@ typedef struct esmt_batch_source {
   esmt_status (*epoch)(void *user, uint64_t *epoch);
 } esmt_batch_source;
 
-#define ESMT_BATCH_SOURCE_INIT { .struct_size = sizeof(esmt_batch_source) }
+#define ESMT_BATCH_SOURCE_INIT ESMT_SIZED_INIT_(esmt_batch_source)
 
 typedef struct esmt_train_metrics {
   uint32_t struct_size;
@@ -64,9 +64,17 @@ typedef struct esmt_train_metrics {
   double device_util_percent, device_temperature_c;
 } esmt_train_metrics;
 
+#ifdef __cplusplus /* see ESMT_SIZED_INIT_ */
+#define ESMT_TRAIN_METRICS_INIT                                                          \
+  ([] { esmt_train_metrics esmt_v_ = ESMT_SIZED_INIT_(esmt_train_metrics);              \
+        esmt_v_.device_memory_used_mib = esmt_v_.device_memory_total_mib = -1;            \
+        esmt_v_.device_util_percent = esmt_v_.device_temperature_c = -1;                  \
+        return esmt_v_; }())
+#else
 #define ESMT_TRAIN_METRICS_INIT                                                          \
   { .struct_size = sizeof(esmt_train_metrics), .device_memory_used_mib = -1,            \
     .device_memory_total_mib = -1, .device_util_percent = -1, .device_temperature_c = -1 }
+#endif
 
 typedef struct esmt_eval_metrics {
   uint32_t struct_size;
@@ -78,7 +86,7 @@ typedef struct esmt_eval_metrics {
   uint64_t selected;
 } esmt_eval_metrics;
 
-#define ESMT_EVAL_METRICS_INIT { .struct_size = sizeof(esmt_eval_metrics) }
+#define ESMT_EVAL_METRICS_INIT ESMT_SIZED_INIT_(esmt_eval_metrics)
 
 /* Called after each logged update (eval == NULL) and each evaluation. */
 typedef void (*esmt_metrics_fn)(void *user, const esmt_train_metrics *train,
@@ -124,7 +132,8 @@ typedef struct esmt_trainer_options {
   int log_every;              /* metrics callback every N updates (0 = never) */
   int eval_every;             /* evaluate every N updates (0 = never) */
   int eval_batches;           /* batches per evaluation (0 = the whole source) */
-  int save_every;             /* checkpoint every N updates (0 = only at the end) */
+  int save_every;             /* checkpoint every N updates (0 = none periodic: at the end,
+                               * and at each evaluation that improves the best loss) */
   int keep_last;              /* checkpoints kept (0 = all); the best is always kept */
   double max_time_s;          /* stop (and save) after this long; 0 = no limit */
   /* For MFU in the metrics; 0 = not reported. ESMT_GEMM_CEILING_AUTO:
@@ -148,9 +157,62 @@ typedef struct esmt_trainer_options {
   { sizeof(esmt_trainer_options), NULL, 0, 0, NULL, NULL,                             \
     0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
 
+/* Run directories. A run directory holds checkpoints/ (`latest` and
+ * step-NNNNNNNN directories), the metrics files and run.lock. Two rules
+ * keep a run whole, for the trainer and for every program alike:
+ *  - a run is never written over: a directory that already holds
+ *    checkpoints is continued only from one of its own checkpoints; a
+ *    path through a file, a dataset, a checkpoint, a run's checkpoints/
+ *    and a checkpoints/ that is a symbolic link are refused whatever the
+ *    resume;
+ *  - one process writes a run: it holds run.lock (an flock(2) that dies
+ *    with its process, so a lock file left by an ended process is simply
+ *    taken again); a refused writer is told the holder's pid, host, start
+ *    time and command. */
+
+/* ESMT_OK when a run may be written into run_dir: a new run (resume NULL)
+ * or continuing `resume` ("latest" for run_dir's own, or a checkpoint
+ * path); else ESMT_ERR_STATE saying what run_dir is and what to do.
+ * Reads only: nothing is created. */
+ESMT_API esmt_status esmt_run_dir_check(const char *run_dir, const char *resume);
+
+typedef struct esmt_run_lock esmt_run_lock;
+
+/* Take DIR/run.lock (DIR is created when missing) and record this process
+ * in it; ESMT_ERR_STATE naming the holder when another process has it. */
+ESMT_API esmt_status esmt_run_lock_take(const char *dir, esmt_run_lock **out);
+
+/* Release the lock. A directory the lock created that holds nothing else
+ * goes with it (a failed program leaves no empty run behind). NULL is a
+ * no-op. */
+ESMT_API void esmt_run_lock_release(esmt_run_lock *lock);
+
+/* The pid of a run.lock record's "pid N" line: 1 with *pid set, 0 when
+ * the record has none, -1 when it is not a process id. */
+ESMT_API int esmt_run_lock_record_pid(const char *record, long *pid);
+
+/* 1 when `inner` is or lies inside `outer`, symbolic links resolved (paths
+ * that do not exist yet compared as written); 0 otherwise. */
+ESMT_API int esmt_path_inside(const char *inner, const char *outer);
+
+/* 1 when `path` is or lies inside what esmtrain keeps (a dataset, a
+ * checkpoint, a run or its checkpoints/, an exported or Hugging Face model
+ * directory): no output may be written there; `what` (may be NULL)
+ * receives "DIR (a run)". */
+ESMT_API int esmt_path_in_data(const char *path, char *what, size_t cap);
+
 typedef struct esmt_trainer esmt_trainer;
 
-/* A trainer drives `model` (which must outlive it) from `train` batches. */
+/* A trainer drives `model` (which must outlive it) from `train` batches.
+ * With a run_dir the trainer keeps the run directory's rules above: it
+ * refuses at once a run_dir that no run may use; into a run_dir that
+ * already holds a run it may only esmt_trainer_resume one of that run's
+ * checkpoints (any step, save or run before that is refused with
+ * ESMT_ERR_STATE and nothing on disk is touched); it takes run.lock (on
+ * data-parallel rank 0) at esmt_trainer_resume, esmt_trainer_take_run or
+ * its first step or save, whichever comes first, and releases it on
+ * destroy. A run directory it created and wrote nothing into is removed
+ * on destroy. */
 ESMT_API esmt_status esmt_trainer_create(esmt_model *model, const esmt_trainer_options *opts,
                                          const esmt_batch_source *train, esmt_trainer **out);
 ESMT_API void esmt_trainer_destroy(esmt_trainer *trainer);
@@ -187,6 +249,11 @@ ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *chec
  * loads a Hugging Face ESM-2 directory instead. */
 ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
 
+/* Take the run directory now (the checks above and run.lock) rather than
+ * at the first step: a program learns at once that it may write the run.
+ * ESMT_OK without a run_dir. */
+ESMT_API esmt_status esmt_trainer_take_run(esmt_trainer *trainer);
+
 /* Updates done so far. */
 ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
 
@@ -195,5 +262,54 @@ ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
  * gradients summed over MPI (Open MPI v4.1.4)" or "4 ranks, gradients
  * reduce-scattered (ZeRO-1) over TCP ring" ("" alone). */
 ESMT_API int esmt_trainer_data_parallel(const esmt_trainer *trainer, char *buf, size_t cap);
+
+/* ------------------------------------------------------------------------ */
+/* A run's metrics read back (metrics.jsonl, docs/formats.md)               */
+/* ------------------------------------------------------------------------ */
+
+/* Lines the trainer wrote: "train" (every log step) and "eval". A value a
+ * line lacks (an older file, the CPU backend's device fields, a null
+ * loss) is NAN. */
+typedef struct esmt_metrics_train {
+  int64_t step;
+  double loss, lr, grad_norm, tokens, tokens_per_s, mfu, step_ms, elapsed_s, eta_s, padding,
+      loss_scale, overflows, skipped, rss_mib;
+  double max_steps;                                         /* 0: until the data ends */
+  double device_util, device_mem_mib, device_mem_total_mib; /* GPU backends */
+} esmt_metrics_train;
+
+typedef struct esmt_metrics_eval {
+  int64_t step;
+  double loss, perplexity, accuracy, unigram_perplexity;
+  double tokens; /* tokens trained on at that step (from the train lines), else NAN */
+} esmt_metrics_eval;
+
+/* The records read so far, as arrays (valid until the next poll/close). */
+typedef struct esmt_metrics_view {
+  uint32_t struct_size;
+  const esmt_metrics_train *train;
+  size_t n_train;
+  const esmt_metrics_eval *eval;
+  size_t n_eval;
+  size_t bad_lines; /* complete lines that were not a train or eval record */
+} esmt_metrics_view;
+
+#define ESMT_METRICS_VIEW_INIT { sizeof(esmt_metrics_view), NULL, 0, NULL, 0, 0 }
+
+/* A metrics.jsonl followed as it grows (the reader holds no descriptor
+ * between polls). */
+typedef struct esmt_metrics_reader esmt_metrics_reader;
+
+ESMT_API esmt_status esmt_metrics_reader_open(const char *path, esmt_metrics_reader **out);
+ESMT_API void esmt_metrics_reader_close(esmt_metrics_reader *reader);
+/* Read the complete lines appended since the last poll. A missing file
+ * is no error (nothing read, *added 0) unless `must_exist`. A file
+ * replaced (a resume rewrites it) or cut shorter is read again from its
+ * start and *reset set to 1 (the records before are dropped). added and
+ * reset may be NULL. */
+ESMT_API esmt_status esmt_metrics_reader_poll(esmt_metrics_reader *reader, int must_exist,
+                                              size_t *added, int *reset);
+ESMT_API esmt_status esmt_metrics_reader_view(const esmt_metrics_reader *reader,
+                                              esmt_metrics_view *view);
 
 #endif /* ESMTRAIN_API_TRAINER_H */

@@ -53,7 +53,10 @@ esmt_status esmt_context_create(const esmt_context_options *user_opts, esmt_cont
   ctx->progress_user = opts.progress_user;
 
   esmtb_job job = {sizeof job, opts.job_param_count, opts.job_seq_len, opts.job_micro_batch};
-  esmt_status st = esmt_registry_load(&ctx->registry, opts.backend_path, &job, &ctx->logger);
+  /* a forced backend (the API, else ESMTRAIN_BACKEND) loads its plugin
+   * alone: the others' libraries (cuBLASLt, NCCL) are never mapped */
+  const char *forced = opts.backend && *opts.backend ? opts.backend : getenv("ESMTRAIN_BACKEND");
+  esmt_status st = esmt_registry_load(&ctx->registry, opts.backend_path, forced, &job, &ctx->logger);
   if (st == ESMT_OK) st = esmt_registry_choose(&ctx->registry, opts.backend);
   if (st) {
     esmt_fail_prefix(st, "esmt_context_create: ");

@@ -180,8 +180,12 @@ static int scan_dir(esmt_registry *r, const char *dir, const esmtb_job *job,
   char **names = NULL;
   int n = 0, cap = 0;
   struct dirent *de;
+  const size_t only = strlen(r->only);
   while ((de = readdir(d)) != NULL) {
     if (!has_so_suffix(de->d_name)) continue;
+    /* a forced backend: its plugin alone (NAME.so), no other one mapped */
+    if (only && (strncmp(de->d_name, r->only, only) != 0 || strcmp(de->d_name + only, ".so") != 0))
+      continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 8;
       char **nn = realloc(names, (size_t)cap * sizeof *nn);
@@ -239,18 +243,53 @@ void esmt_library_dir(char *out, size_t cap) {
   }
 }
 
-/* <dir of libesmtrain.so>/esmtrain/backends, or "" when unknown. */
-static void next_to_library(char *out, size_t cap) {
+void esmt_plugin_dir(const char *kind, char *out, size_t cap) {
   char dir[PATH_MAX];
   esmt_library_dir(dir, sizeof dir);
-  if (dir[0]) snprintf(out, cap, "%s/esmtrain/backends", dir);
-  else out[0] = '\0';
+  out[0] = '\0';
+  if (!dir[0]) return;
+  struct stat sb;
+  snprintf(out, cap, "%s/" ESMT_PLUGIN_DIR_NAME "/%s", dir, kind);
+  if (stat(out, &sb) == 0 && S_ISDIR(sb.st_mode)) return;
+  snprintf(out, cap, "%s/esmtrain/%s", dir, kind); /* a build tree */
 }
 
-esmt_status esmt_registry_load(esmt_registry *r, const char *path, const esmtb_job *job,
-                               const esmt_logger *lg) {
+static void next_to_library(char *out, size_t cap) { esmt_plugin_dir("backends", out, cap); }
+
+static esmt_status scan_all(esmt_registry *r, const char *path, const esmtb_job *job,
+                            const esmt_logger *lg, const char **source_out);
+
+esmt_status esmt_registry_load(esmt_registry *r, const char *path, const char *only,
+                               const esmtb_job *job, const esmt_logger *lg) {
   memset(r, 0, sizeof *r);
   r->chosen = -1;
+  if (only && strlen(only) < sizeof r->only) copy_str(r->only, sizeof r->only, only);
+  const char *source = "the API";
+  esmt_status st = scan_all(r, path, job, lg, &source);
+  if (!st && r->only[0] && r->count == 0) {
+    /* no plugin file carries that name: look at all (the choice then says
+     * which backends there are) */
+    r->only[0] = '\0';
+    r->searched[0] = '\0';
+    st = scan_all(r, path, job, lg, &source);
+  }
+  if (st) return st;
+  int loaded = 0;
+  for (int i = 0; i < r->count; i++) loaded += r->entries[i].loaded;
+  if (!loaded) {
+    char msg[1536];
+    size_t len = (size_t)snprintf(msg, sizeof msg, "no esmtrain backend could be loaded from %s: %s",
+                                  source, r->searched[0] ? r->searched : "(empty path)");
+    for (int i = 0; i < r->count && len < sizeof msg; i++)
+      len += (size_t)snprintf(msg + len, sizeof msg - len, "; %s: %s", r->entries[i].path,
+                              r->entries[i].reason);
+    return esmt_fail(ESMT_ERR_NO_BACKEND, "%s", msg);
+  }
+  return ESMT_OK;
+}
+
+static esmt_status scan_all(esmt_registry *r, const char *path, const esmtb_job *job,
+                            const esmt_logger *lg, const char **source_out) {
   const char *source = "the API";
   if (!path || !*path) {
     path = getenv("ESMTRAIN_BACKEND_PATH");
@@ -273,19 +312,8 @@ esmt_status esmt_registry_load(esmt_registry *r, const char *path, const esmtb_j
                realpath(installed, real_inst) && strcmp(real_here, real_inst) == 0;
     if (st == ESMT_OK && installed[0] && !same) st = scan_list(r, installed, job, lg);
   }
-  if (st) return st;
-  int loaded = 0;
-  for (int i = 0; i < r->count; i++) loaded += r->entries[i].loaded;
-  if (!loaded) {
-    char msg[1536];
-    size_t len = (size_t)snprintf(msg, sizeof msg, "no esmtrain backend could be loaded from %s: %s",
-                                  source, r->searched[0] ? r->searched : "(empty path)");
-    for (int i = 0; i < r->count && len < sizeof msg; i++)
-      len += (size_t)snprintf(msg + len, sizeof msg - len, "; %s: %s", r->entries[i].path,
-                              r->entries[i].reason);
-    return esmt_fail(ESMT_ERR_NO_BACKEND, "%s", msg);
-  }
-  return ESMT_OK;
+  *source_out = source;
+  return st;
 }
 
 static void list_backends(const esmt_registry *r, char *out, size_t cap) {

@@ -26,12 +26,15 @@ typedef struct esmt_registry {
   int count, cap;
   int chosen;                /* index into entries, -1 when none */
   char searched[1024];       /* the directories searched, for messages */
+  char only[64];             /* load only NAME.so ("": every plugin) */
 } esmt_registry;
 
 /* Search `path` (colon-separated) if non-NULL, else $ESMTRAIN_BACKEND_PATH,
- * else the installed and next-to-library dirs; load and probe everything.
- * Fails only when nothing loadable was found in any searched directory. */
-ESMT_HIDDEN esmt_status esmt_registry_load(esmt_registry *r, const char *path,
+ * else the installed and next-to-library dirs; load and probe everything,
+ * or, when `only` names a backend, only its plugin ONLY.so (all of them
+ * when no file has that name). Fails only when nothing loadable was found
+ * in any searched directory. */
+ESMT_HIDDEN esmt_status esmt_registry_load(esmt_registry *r, const char *path, const char *only,
                                            const esmtb_job *job, const esmt_logger *lg);
 
 /* Choose `forced` (NULL: $ESMTRAIN_BACKEND, else the highest score). */
@@ -46,6 +49,16 @@ ESMT_HIDDEN void esmt_library_dir(char *out, size_t cap);
 
 /* The host services table handed to backends (backend_host.c). */
 ESMT_HIDDEN const esmtb_host *esmt_backend_host(void);
+
+/* The plugins of `kind` ("backends", "comm") of the loaded library: its
+ * version's <libdir>/esmtrain-MAJOR.MINOR/KIND, where two installed
+ * versions keep theirs apart, else <libdir>/esmtrain/KIND (a build tree);
+ * "" when the library's place is unknown. */
+#define ESMT_PLUGIN_DIR_NAME_STR2(x) #x
+#define ESMT_PLUGIN_DIR_NAME_STR(x) ESMT_PLUGIN_DIR_NAME_STR2(x)
+#define ESMT_PLUGIN_DIR_NAME                                                  \
+  "esmtrain-" ESMT_PLUGIN_DIR_NAME_STR(ESMT_VERSION_MAJOR) "." ESMT_PLUGIN_DIR_NAME_STR(ESMT_VERSION_MINOR)
+ESMT_HIDDEN void esmt_plugin_dir(const char *kind, char *out, size_t cap);
 
 /* 1 when `ops` has `field` (set, and inside a table a test may shorten). */
 #define ESMTB_OPS_HAS(ops, field)                                                 \

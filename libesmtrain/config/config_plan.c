@@ -77,6 +77,7 @@ esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context 
 
   pr.device_budget = budget;
   if ((st = esmt_optimizer_from_name(opt_kind, &mc.optimizer))) return st;
+  pr.zero = (int)zero; /* the world size is the launcher's: the caller sets it */
   if (zero > 0 && pr.offload_optimizer < 0)
     pr.offload_optimizer = 0; /* ZeRO-1 shards the optimizer state instead (dp_zero.c) */
   if ((zero > 0 || pr.offload_optimizer == 0) && pr.stream < 0)

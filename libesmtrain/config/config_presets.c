@@ -1,9 +1,13 @@
 /* SPDX-License-Identifier: MIT */
 /* Named presets: NAME.yaml files found in a search path - the handle's own
- * directories (esmt_config_set_preset_path), $ESMTRAIN_CONFIG_PATH, the
- * installed ${datadir}/esmtrain/configs, then the source tree's
- * configs (so a build tree works uninstalled). Earlier directories
- * shadow later ones. */
+ * directories (esmt_config_set_preset_path), $ESMTRAIN_CONFIG_PATH, then
+ * the presets of the library that is running, found from its own place
+ * as its backends are: ${datadir}/esmtrain/configs of its prefix
+ * (LIBDIR/ESMT_CONFIG_DIR_FROM_LIBDIR), and LIBDIR/esmtrain/configs, where
+ * a build tree keeps them. No configure-time or source path is compiled
+ * in: a moved installation finds its own presets, and nothing planted at
+ * a path of the machine that built it is read. Earlier directories shadow
+ * later ones. */
 #define _POSIX_C_SOURCE 200809L
 #include <dirent.h>
 #include <stdio.h>
@@ -13,11 +17,10 @@
 
 #include "config_internal.h"
 
-#ifndef ESMT_INSTALL_CONFIG_DIR
-#define ESMT_INSTALL_CONFIG_DIR ""
-#endif
-#ifndef ESMT_SOURCE_CONFIG_DIR
-#define ESMT_SOURCE_CONFIG_DIR ""
+#include "registry.h"
+
+#ifndef ESMT_CONFIG_DIR_FROM_LIBDIR
+#define ESMT_CONFIG_DIR_FROM_LIBDIR "../share/esmtrain/configs"
 #endif
 
 typedef struct preset_list {
@@ -29,8 +32,13 @@ typedef struct preset_list {
 static void search_path(const esmt_config *c, char *out, size_t cap) {
   const char *own = c && c->preset_path ? c->preset_path : "";
   const char *env = getenv("ESMTRAIN_CONFIG_PATH");
-  snprintf(out, cap, "%s:%s:%s:%s", own, env ? env : "", ESMT_INSTALL_CONFIG_DIR,
-           ESMT_SOURCE_CONFIG_DIR);
+  char lib[4096];
+  esmt_library_dir(lib, sizeof lib);
+  if (lib[0])
+    snprintf(out, cap, "%s:%s:%s/%s:%s/esmtrain/configs", own, env ? env : "", lib,
+             ESMT_CONFIG_DIR_FROM_LIBDIR, lib);
+  else
+    snprintf(out, cap, "%s:%s", own, env ? env : "");
 }
 
 static int valid_name(const char *name) {

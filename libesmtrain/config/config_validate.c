@@ -102,7 +102,7 @@ static esmt_status check_hardware(esmt_config_reader *c) {
 }
 
 /* Streaming from host memory sits on the optimizer's host side, and does
- * not combine with ZeRO-1 yet (each rank would stream its own copy). */
+ * not combine with ZeRO yet (each rank would stream its own copy). */
 static esmt_status check_memory_levels(esmt_config_reader *c) {
   const char *stream = esmt_cfg_string(c, "offload.stream");
   const char *opt = esmt_cfg_string(c, "offload.optimizer");
@@ -113,9 +113,9 @@ static esmt_status check_memory_levels(esmt_config_reader *c) {
     return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s needs the optimizer on the host: set "
                      "offload.optimizer on (or auto), or offload.stream off", stream);
   if (zero)
-    return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s does not combine with dist.zero 1 "
-                     "(ZeRO-1 shards the optimizer state on the device): set one of them off",
-                     stream);
+    return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s does not combine with dist.zero %lld "
+                     "(ZeRO shards the optimizer state on the device): set one of them off",
+                     stream, zero);
   return ESMT_OK;
 }
 

@@ -29,4 +29,10 @@ ESMT_HIDDEN uint64_t esmt_fasta_offset(const esmt_fasta *f);
 /* 1 when reading standard input. */
 ESMT_HIDDEN int esmt_fasta_is_stream(const esmt_fasta *f);
 
+/* alphabet.c: letters into residue ids, the reader's policy (esmt_tokenize):
+ * other letters and '*' become <unk> (added to *unknown). Returns the index
+ * of the first character that is no letter, or len when all were. */
+ESMT_HIDDEN size_t esmt_tokenize_letters(const char *text, size_t len, int32_t *ids,
+                                         uint64_t *unknown);
+
 #endif

@@ -682,14 +682,18 @@ esmt_status esmt_loader_reset(esmt_loader *L) {
 
 esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
   ESMT_CHECK_ARG(L && buf, "esmt_loader_save_cursor", "loader and buf must not be NULL");
-  uint64_t epoch = L->epoch, window = L->window;
-  int batch = L->batch;
+  uint64_t epoch, window;
+  int batch;
   if (L->pf && L->pf->started) { /* what the caller has taken, not what is prepared */
     pthread_mutex_lock(&L->pf->mu);
     epoch = L->pf->epoch;
     window = L->pf->window;
     batch = L->pf->batch;
     pthread_mutex_unlock(&L->pf->mu);
+  } else { /* (while it runs, the prefetch thread writes L's own position) */
+    epoch = L->epoch;
+    window = L->window;
+    batch = L->batch;
   }
   /* "pack" only when packing: unpacked cursors keep their old text */
   int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,"
@@ -788,11 +792,12 @@ esmt_status esmt_loader_stats_get(const esmt_loader *L, esmt_loader_stats *s) {
                                      sizeof *s);
   if (st) return st;
   *s = L->stats;
-  s->epoch = L->epoch;
   if (L->pf && L->pf->started) { /* the caller's epoch; L->epoch is the prefetch thread's */
     pthread_mutex_lock(&L->pf->mu);
     s->epoch = L->pf->epoch;
     pthread_mutex_unlock(&L->pf->mu);
+  } else {
+    s->epoch = L->epoch;
   }
   s->padding_fraction = s->padded_tokens ? 1.0 - (double)s->real_tokens / (double)s->padded_tokens : 0;
   return ESMT_OK;

@@ -76,20 +76,11 @@ static esmt_status next_fasta(esmt_sequence_reader *r, esmt_sequence *seq, int *
   esmt_status st = grow(r, rec.len + 1);
   if (st) return st;
   uint64_t unknown = 0;
-  for (size_t i = 0; i < rec.len; i++) {
-    const int c = (unsigned char)rec.seq[i];
-    int id = esmt_token_id(c);
-    if (id < 0) {
-      const int letter = (c >= 'A' && c <= 'Z') || (c >= 'a' && c <= 'z') || c == '*';
-      if (!letter)
-        return esmt_fail(ESMT_ERR_FORMAT, "%s: record '%s' (line %llu): character '%c' is not "
-                         "an amino-acid letter", r->path, rec.id,
-                         (unsigned long long)rec.header_line, c);
-      id = ESMT_TOKEN_UNK;
-      unknown++;
-    }
-    r->tok[i] = id;
-  }
+  const size_t bad = esmt_tokenize_letters(rec.seq, rec.len, r->tok, &unknown);
+  if (bad < rec.len)
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: record '%s' (line %llu): character '%c' is not "
+                     "an amino-acid letter", r->path, rec.id,
+                     (unsigned long long)rec.header_line, rec.seq[bad]);
   seq->id = rec.id;
   seq->tokens = r->tok;
   seq->length = rec.len;

@@ -3,8 +3,9 @@
  * plugin (esmt_comm_create_mpi).
  *
  * The plugin is found at $ESMTRAIN_COMM_PLUGIN, else next to the loaded
- * library (<libdir>/esmtrain/comm/mpi_comm.so), else in the installed
- * <libdir>/esmtrain/comm. It is loaded once per process with RTLD_GLOBAL
+ * library (<libdir>/esmtrain-MAJOR.MINOR/comm/mpi_comm.so, or a build
+ * tree's <libdir>/esmtrain/comm), else in the installed
+ * <libdir>/esmtrain-MAJOR.MINOR/comm. It is loaded once per process with RTLD_GLOBAL
  * (Open MPI's own components, which it dlopen()s, resolve libmpi's symbols
  * globally) and never unloaded: MPI libraries register handlers at exit
  * and cannot be started again after MPI_Finalize anyway. */
@@ -43,9 +44,9 @@ static int find_plugin(const char *explicit_path, char *out, size_t cap, char *w
     return access(out, F_OK) == 0;
   }
   char dir[PATH_MAX];
-  esmt_library_dir(dir, sizeof dir);
+  esmt_plugin_dir("comm", dir, sizeof dir);
   char here[PATH_MAX + 32], inst[PATH_MAX];
-  if (dir[0]) snprintf(here, sizeof here, "%s/esmtrain/comm/" PLUGIN_FILE, dir);
+  if (dir[0]) snprintf(here, sizeof here, "%s/" PLUGIN_FILE, dir);
   snprintf(inst, sizeof inst, "%s/" PLUGIN_FILE, ESMT_INSTALL_COMM_DIR);
   const char *cands[2] = {dir[0] ? here : NULL, inst};
   size_t n = 0;

@@ -149,7 +149,7 @@ static void on_ready(void *user, uint64_t from) {
       bs = m->ops->allreduce(m->dev, &a, dp->comm_stream);
     }
     if (!bs) {
-      dp->bytes += (hi - lo) * sizeof(float);
+      esmt_dp_count_bucket(dp, (hi - lo) * sizeof(float));
       dp->done++;
     }
   }

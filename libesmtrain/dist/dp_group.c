@@ -103,6 +103,12 @@ void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s) {
   *busy_s = dp ? dp->busy_s : 0;
 }
 
+void esmt_dp_volume(const esmt_dp *dp, esmt_zero_volume *v) {
+  *v = dp ? dp->vol : (esmt_zero_volume){0};
+  const uint64_t W = (uint64_t)esmt_dp_world(dp);
+  v->sent_per_rank = (2 * v->allreduced + v->reduce_scattered + v->allgathered) / W * (W - 1);
+}
+
 static esmt_status need_host_grads(const esmt_model *m) {
   if (m->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE) return ESMT_OK;
   if (m->ops->caps & ESMTB_CAP_MULTI_DEVICE)
@@ -203,7 +209,7 @@ static void *worker_main(void *arg) {
       dp->error = st;
       snprintf(dp->error_text, sizeof dp->error_text, "%s", esmt_last_error());
     } else {
-      dp->bytes += (hi - lo) * sizeof(float);
+      esmt_dp_count_bucket(dp, (hi - lo) * sizeof(float));
       dp->done++;
     }
     pthread_cond_broadcast(&dp->cv);

@@ -14,15 +14,16 @@
  * the LM head, after each layer from the top) and a worker thread
  * all-reduces every complete bucket at once. After the sum every rank
  * holds identical gradients, so the norm, clipping, skip decisions and
- * AdamW agree bit for bit without further traffic. With ZeRO-1 the
- * buckets are reduce-scattered instead and each rank updates its shard
- * (dp_zero.c, below). */
+ * AdamW agree bit for bit without further traffic. With ZeRO (stage 1 or
+ * 2) the buckets are reduce-scattered instead and each rank updates its
+ * shard; stage 2 reduces every micro-batch's backward (dp_zero.c, below). */
 #ifndef ESMTRAIN_DP_GROUP_H
 #define ESMTRAIN_DP_GROUP_H
 
 #include "esmtrain/backend.h"
 #include "model.h"
 #include "comm.h"
+#include "param_shard.h"
 
 typedef struct esmt_dp esmt_dp;
 
@@ -86,20 +87,32 @@ ESMT_HIDDEN void esmt_dp_abort(esmt_dp *dp, const char *reason);
  * device path: the wait for the all-reduces after backward), for metrics. */
 ESMT_HIDDEN void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_s);
 
-/* ZeRO-1 (dp_zero.c): optimizer state sharded over the ranks. */
-#define ESMT_ZERO_ALIGN 64 /* elements (256 bytes) per unit of a shard */
-/* Split `total` elements into `world` shards: off[0..world], off[0] = 0,
- * off[world] = total, whole ESMT_ZERO_ALIGN units, as even as they allow. */
-ESMT_HIDDEN void esmt_zero_split(uint64_t total, int world, uint64_t *off);
-/* Ask for ZeRO-1 (before esmt_dp_zero_start). */
-ESMT_HIDDEN void esmt_dp_set_zero(esmt_dp *dp, int on);
+/* ZeRO (dp_zero.c): stage 1 shards the optimizer state over the ranks;
+ * stage 2 also keeps only the shard's gradients between micro-batches
+ * (each backward is reduce-scattered, the rest cleared). The stage-1 notes
+ * below hold for both. */
+#define ESMT_ZERO_MAX_LEVEL 2 /* stage 3 (sharded compute weights) is not built */
+/* The split itself: esmt_zero_split (memory/param_shard.h). */
+/* Ask for ZeRO stage `level` (0..ESMT_ZERO_MAX_LEVEL; before esmt_dp_zero_start). */
+ESMT_HIDDEN void esmt_dp_set_zero(esmt_dp *dp, int level);
 /* After esmt_dp_check_start: shard the model's moments (the current
  * values of the shard are kept) and log the bytes per rank. Refuses
  * optimizer offload and the device path with a message. No-op unless
  * asked for. */
 ESMT_HIDDEN esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m);
-/* 1 when ZeRO-1 is running (started). */
+/* The ZeRO stage running (started): 0, 1 or 2. */
 ESMT_HIDDEN int esmt_dp_zero(const esmt_dp *dp);
+/* 1 when every micro-batch's backward is reduced (ZeRO-2): arm and finish
+ * around each one, then esmt_dp_zero_keep_shard before the next. */
+ESMT_HIDDEN int esmt_dp_zero_each_backward(const esmt_dp *dp);
+/* ZeRO-2, after a micro-batch's gradients were reduce-scattered: clear the
+ * other shards' partial sums so that the next backward accumulates onto
+ * this shard's running sum only. No-op below stage 2. */
+ESMT_HIDDEN esmt_status esmt_dp_zero_keep_shard(esmt_dp *dp, esmt_model *m);
+/* The traffic a stage implies: esmt_zero_comm_volume (memory/param_shard.h). */
+/* What this group moved so far, in the same terms (parameter traffic
+ * only; the few bytes of counts and norms are not counted). */
+ESMT_HIDDEN void esmt_dp_volume(const esmt_dp *dp, esmt_zero_volume *v);
 /* This rank's shard [lo, hi); the whole [0, total) without ZeRO-1. */
 ESMT_HIDDEN void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi);
 /* The global gradient norm: shard sums of squares summed over the ranks

@@ -34,6 +34,7 @@ struct esmt_dp {
   /* stats */
   uint64_t bytes;
   double busy_s;
+  esmt_zero_volume vol;      /* per collective, for esmt_dp_volume */
   /* device path, set up by esmt_dp_device_setup */
   int on_device;
   esmt_model *m;             /* the model whose device holds the communicator */
@@ -48,6 +49,14 @@ static inline void esmt_dp_bucket_range(const esmt_dp *dp, uint64_t k, uint64_t 
                                         uint64_t *hi) {
   *hi = dp->total - k * dp->bucket_elems;
   *lo = *hi > dp->bucket_elems ? *hi - dp->bucket_elems : 0;
+}
+
+/* A gradient bucket of `bytes` was reduced (all-reduced, or
+ * reduce-scattered under ZeRO). */
+static inline void esmt_dp_count_bucket(esmt_dp *dp, uint64_t bytes) {
+  dp->bytes += bytes;
+  if (dp->zero && dp->shard_off) dp->vol.reduce_scattered += bytes;
+  else dp->vol.allreduced += bytes;
 }
 
 /* dp_device.c */

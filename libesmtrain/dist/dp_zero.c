@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* ZeRO stage 1: see dp_group.h and docs/distributed.md "ZeRO-1". The host
- * path uses the TCP communicator's halves, the device path the backend's
- * ABI 1.3 reduce_scatter/allgather (dp_device.c).
+/* ZeRO stages 1 and 2: see dp_group.h and docs/distributed.md "ZeRO". The
+ * host path uses the TCP communicator's halves, the device path the
+ * backend's ABI 1.3 reduce_scatter/allgather (dp_device.c).
  *
  * The flat buffer is cut into `world` contiguous shards of whole
  * ESMT_ZERO_ALIGN-element units, as even as the units allow (the first
@@ -11,7 +11,15 @@
  * the summed gradients of its shard only (the rest of its gradient buffer
  * is partial sums). The norm is the square root of the sum over ranks of
  * the shard sums of squares, AdamW updates the shard with the rank's own
- * moments, and the updated weights are all-gathered. */
+ * moments, and the updated weights are all-gathered.
+ *
+ * Stage 1 reduces once per update, after the micro-batches accumulated
+ * into the whole gradient buffer. Stage 2 reduces every micro-batch's
+ * backward and then clears the other shards' partial sums, so that the
+ * next backward adds onto the shard's running sum only: between backward
+ * passes no rank holds gradients outside its shard, which is what lets a
+ * per-layer gradient slot replace the whole buffer (not done yet: the
+ * kernels still accumulate into a whole fp32 buffer during backward). */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -22,21 +30,20 @@
 #include "param_layer.h"
 #include "registry.h"
 
-void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
-  const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
-  const uint64_t base = units / (uint64_t)world, rem = units % (uint64_t)world;
-  for (int r = 0; r <= world; r++) {
-    uint64_t u = (uint64_t)r * base + ((uint64_t)r < rem ? (uint64_t)r : rem);
-    uint64_t o = u * ESMT_ZERO_ALIGN;
-    off[r] = o < total ? o : total;
-  }
+void esmt_dp_set_zero(esmt_dp *dp, int level) {
+  if (dp) dp->zero = level < 0 ? 0 : level > ESMT_ZERO_MAX_LEVEL ? ESMT_ZERO_MAX_LEVEL : level;
 }
 
-void esmt_dp_set_zero(esmt_dp *dp, int on) {
-  if (dp) dp->zero = on != 0;
-}
+int esmt_dp_zero(const esmt_dp *dp) { return dp && dp->shard_off ? dp->zero : 0; }
 
-int esmt_dp_zero(const esmt_dp *dp) { return dp && dp->zero && dp->shard_off; }
+int esmt_dp_zero_each_backward(const esmt_dp *dp) { return esmt_dp_zero(dp) >= 2; }
+
+esmt_status esmt_dp_zero_keep_shard(esmt_dp *dp, esmt_model *m) {
+  if (esmt_dp_zero(dp) < 2) return ESMT_OK;
+  uint64_t lo, hi;
+  esmt_dp_shard(dp, m->layout.total, &lo, &hi);
+  return esmt_param_grads_keep_range(&m->mem, lo, hi);
+}
 
 void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi) {
   if (!esmt_dp_zero(dp)) {
@@ -52,14 +59,15 @@ void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi
 static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
   if (m->mem.offload)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "dist.zero 1 does not combine with offload.optimizer (the offloaded "
+                     "dist.zero %d does not combine with offload.optimizer (the offloaded "
                      "optimizer keeps the whole fp32 master and moments in host memory): turn "
-                     "one of them off");
+                     "one of them off", dp->zero);
   if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "dist.zero 1: backend %s (ABI %u.%u) sums gradients on the device but lacks "
-                     "the ABI 1.3 reduce_scatter/allgather ops ZeRO-1 needs: set dist.zero 0",
-                     m->ops->name, (unsigned)m->ops->abi_major, (unsigned)m->ops->abi_minor);
+                     "dist.zero %d: backend %s (ABI %u.%u) sums gradients on the device but "
+                     "lacks the ABI 1.3 reduce_scatter/allgather ops ZeRO needs: set dist.zero 0",
+                     dp->zero, m->ops->name, (unsigned)m->ops->abi_major,
+                     (unsigned)m->ops->abi_minor);
   return ESMT_OK;
 }
 
@@ -88,22 +96,26 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   char own[1024] = "";
   if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
   esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
+  const int level = dp->zero;
   if (st || cs || failed) dp->zero = 0; /* the group is unusable: set_dp fails */
-  if (st) return esmt_fail(st, "ZeRO-1: %s", own);
-  if (cs) return esmt_fail_prefix(cs, "ZeRO-1: ");
+  if (st) return esmt_fail(st, "ZeRO-%d: %s", level, own);
+  if (cs) return esmt_fail_prefix(cs, "ZeRO-%d: ", level);
   if (failed)
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ZeRO-1: sharding the optimizer state failed on "
-                     "%llu other rank(s)", (unsigned long long)failed);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ZeRO-%d: sharding the optimizer state failed on "
+                     "%llu other rank(s)", level, (unsigned long long)failed);
   const double mib = 1.0 / (1 << 20);
   const uint64_t full = 2 * m->layout.total * sizeof(float), mine = 2 * (hi - lo) * sizeof(float);
   esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
-                  "ZeRO-1: rank %d owns parameters [%llu, %llu) (%llu of %llu); AdamW moments "
-                  "%llu bytes (%.2f MiB) on this rank instead of %llu (%.2f MiB); fp32 weights "
-                  "and gradients stay whole",
-                  r, (unsigned long long)lo, (unsigned long long)hi,
+                  "ZeRO-%d: rank %d owns parameters [%llu, %llu) (%llu of %llu); AdamW moments "
+                  "%llu bytes (%.2f MiB) on this rank instead of %llu (%.2f MiB); %s",
+                  level, r, (unsigned long long)lo, (unsigned long long)hi,
                   (unsigned long long)(hi - lo), (unsigned long long)m->layout.total,
                   (unsigned long long)mine, (double)mine * mib, (unsigned long long)full,
-                  (double)full * mib);
+                  (double)full * mib,
+                  level >= 2 ? "gradients reduce-scattered every micro-batch and accumulated for "
+                               "this shard only (the whole fp32 buffer is backward's working "
+                               "buffer); fp32 weights stay whole"
+                             : "fp32 weights and gradients stay whole");
   return ESMT_OK;
 }
 
@@ -127,7 +139,8 @@ esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
       ? esmt_dp_device_allgather(dp, m, m->mem.master, total)
       : esmt_comm_allgather_shards(dp->comm, m->mem.master, (size_t)total, dp->shard_off,
                                    sizeof(float));
-  if (st) return esmt_fail_prefix(st, "ZeRO-1: all-gather of the updated weights: ");
+  if (st) return esmt_fail_prefix(st, "ZeRO-%d: all-gather of the updated weights: ", dp->zero);
+  dp->vol.allgathered += total * sizeof(float);
   /* AdamW refreshed the compute copy of this shard; the rest follows */
   if (!st && lo) st = esmt_model_sync_lowp(m, 0, lo);
   if (!st && hi < total) st = esmt_model_sync_lowp(m, hi, total - hi);
@@ -145,13 +158,13 @@ esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_
   char own[1024] = "";
   if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
   esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
-  if (st) return esmt_fail(st, "ZeRO-1: reading the moments: %s", own);
-  if (cs) return esmt_fail_prefix(cs, "ZeRO-1: ");
+  if (st) return esmt_fail(st, "ZeRO: reading the moments: %s", own);
+  if (cs) return esmt_fail_prefix(cs, "ZeRO: ");
   if (failed)
-    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO-1: %llu other rank(s) could not read their moments",
+    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their moments",
                      (unsigned long long)failed);
   st = esmt_comm_allgather_shards(dp->comm, host_m, (size_t)total, dp->shard_off, sizeof(float));
   if (!st && host_v) st = esmt_comm_allgather_shards(dp->comm, host_v, (size_t)total, dp->shard_off,
                                            sizeof(float));
-  return st ? esmt_fail_prefix(st, "ZeRO-1: gathering the moments: ") : ESMT_OK;
+  return st ? esmt_fail_prefix(st, "ZeRO: gathering the moments: ") : ESMT_OK;
 }

@@ -66,6 +66,11 @@ typedef struct esmt_st_writer esmt_st_writer;
 ESMT_HIDDEN esmt_status esmt_st_writer_begin(const char *path, const esmt_st_entry *entries,
                                              int count, const esmt_st_meta *meta, int meta_count,
                                              esmt_st_writer **out);
+/* The same for a file that must not exist (O_EXCL; a symbolic link there is
+ * not followed): nothing of another is ever truncated. */
+ESMT_HIDDEN esmt_status esmt_st_writer_begin_new(const char *path, const esmt_st_entry *entries,
+                                                 int count, const esmt_st_meta *meta,
+                                                 int meta_count, esmt_st_writer **out);
 ESMT_HIDDEN esmt_status esmt_st_writer_append(esmt_st_writer *w, const void *data, uint64_t bytes);
 /* Completes the file (error if fewer bytes were appended than declared);
  * *crc (may be NULL) receives the zlib crc32 of the whole file. */

@@ -26,8 +26,9 @@ struct esmt_st_writer {
   uLong crc;
 };
 
-esmt_status esmt_st_writer_begin(const char *path, const esmt_st_entry *e, int count,
-                                 const esmt_st_meta *meta, int meta_count, esmt_st_writer **out) {
+static esmt_status begin(const char *path, const esmt_st_entry *e, int count,
+                         const esmt_st_meta *meta, int meta_count, int flags,
+                         esmt_st_writer **out) {
   *out = NULL;
   json_t *root = json_object();
   if (!root) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
@@ -67,7 +68,7 @@ esmt_status esmt_st_writer_begin(const char *path, const esmt_st_entry *e, int c
     for (int i = 0; i < 8; i++) buf[i] = (char)((uint64_t)padded >> (8 * i));
     memcpy(buf + 8, hdr, hlen);
     memset(buf + 8 + hlen, ' ', padded - hlen);
-    w->fd = open(path, O_WRONLY | O_CREAT | O_TRUNC | O_CLOEXEC, 0644);
+    w->fd = open(path, O_WRONLY | O_CREAT | O_CLOEXEC | flags, 0644);
     if (w->fd < 0) st = esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", path, strerror(errno));
     else st = esmt_write_all(w->fd, buf, 8 + padded, path);
     w->crc = crc32(crc32(0L, Z_NULL, 0), (const Bytef *)buf, (uInt)(8 + padded));
@@ -86,6 +87,17 @@ esmt_status esmt_st_writer_begin(const char *path, const esmt_st_entry *e, int c
   w->expected = off;
   *out = w;
   return ESMT_OK;
+}
+
+esmt_status esmt_st_writer_begin(const char *path, const esmt_st_entry *e, int count,
+                                 const esmt_st_meta *meta, int meta_count, esmt_st_writer **out) {
+  return begin(path, e, count, meta, meta_count, O_TRUNC, out);
+}
+
+esmt_status esmt_st_writer_begin_new(const char *path, const esmt_st_entry *e, int count,
+                                     const esmt_st_meta *meta, int meta_count,
+                                     esmt_st_writer **out) {
+  return begin(path, e, count, meta, meta_count, O_EXCL | O_NOFOLLOW, out);
 }
 
 esmt_status esmt_st_writer_append(esmt_st_writer *w, const void *data, uint64_t bytes) {

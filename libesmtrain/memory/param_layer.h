@@ -76,5 +76,10 @@ ESMT_HIDDEN esmt_status esmt_param_shard_optimizer(esmt_param_memory *p, uint64_
 /* Sum of squares of the gradients [lo, hi) (fp32 sum, as sumsq computes). */
 ESMT_HIDDEN esmt_status esmt_param_grad_sumsq_range(esmt_param_memory *p, uint64_t lo,
                                                     uint64_t hi, float *sum);
+/* ZeRO-2: zero the gradients outside [lo, hi) (partial sums of other
+ * shards after a reduce-scatter), keeping the shard's accumulated sums;
+ * queued on the compute stream. Not with offload. */
+ESMT_HIDDEN esmt_status esmt_param_grads_keep_range(esmt_param_memory *p, uint64_t lo,
+                                                    uint64_t hi);
 
 #endif

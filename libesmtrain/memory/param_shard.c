@@ -1,10 +1,42 @@
 /* SPDX-License-Identifier: MIT */
-/* ZeRO-1 in the parameter memory: moments for a shard of the flat buffer,
- * and the gradient sum of squares of a range (see dist/dp_zero.c). */
+/* ZeRO in the parameter memory: moments for a shard of the flat buffer,
+ * the gradient sum of squares of a range, and (ZeRO-2) the gradients
+ * outside a shard cleared between micro-batches (see dist/dp_zero.c). */
 #include <stdlib.h>
 
 #include "esmtrain/backend.h"
 #include "param_layer.h"
+#include "param_shard.h"
+
+void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
+  const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
+  const uint64_t base = units / (uint64_t)world, rem = units % (uint64_t)world;
+  for (int r = 0; r <= world; r++) {
+    uint64_t u = (uint64_t)r * base + ((uint64_t)r < rem ? (uint64_t)r : rem);
+    uint64_t o = u * ESMT_ZERO_ALIGN;
+    off[r] = o < total ? o : total;
+  }
+}
+
+uint64_t esmt_zero_shard_max(uint64_t total, int world) {
+  if (world <= 1) return total;
+  const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
+  const uint64_t first = (units + (uint64_t)world - 1) / (uint64_t)world * ESMT_ZERO_ALIGN;
+  return first < total ? first : total;
+}
+
+void esmt_zero_comm_volume(int level, uint64_t params, int world, int micro_batches,
+                           esmt_zero_volume *v) {
+  const uint64_t grads = params * sizeof(float);
+  const uint64_t k = micro_batches > 0 ? (uint64_t)micro_batches : 1;
+  v->allreduced = level == 0 ? grads : 0;
+  v->reduce_scattered = level == 0 ? 0 : level == 1 ? grads : k * grads;
+  v->allgathered = level == 0 ? 0 : grads;
+  /* on the ring each half sends (W-1)/W of its buffer; an all-reduce is both */
+  const uint64_t W = world > 0 ? (uint64_t)world : 1;
+  v->sent_per_rank =
+      (2 * v->allreduced + v->reduce_scattered + v->allgathered) / W * (W - 1);
+}
 
 static esmtb_status alloc_zeroed(const esmt_param_env *e, uint64_t n, float **out) {
   const uint64_t bytes = (n ? n : 1) * sizeof(float);
@@ -58,4 +90,18 @@ esmt_status esmt_param_grad_sumsq_range(esmt_param_memory *p, uint64_t lo, uint6
   if (!bs) bs = e->ops->copy_async(e->dev, sum, e->scratch, sizeof *sum, ESMTB_COPY_D2H, e->stream);
   if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
   return bs ? esmt_fail_prefix((esmt_status)bs, "gradient norm: ") : ESMT_OK;
+}
+
+esmt_status esmt_param_grads_keep_range(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
+  const esmt_param_env *e = &p->env;
+  if (lo > hi || hi > e->total)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "clearing gradients outside [%llu, %llu) of %llu",
+                     (unsigned long long)lo, (unsigned long long)hi,
+                     (unsigned long long)e->total);
+  p->layer->grads_changed(p);
+  esmtb_status bs = ESMTB_OK;
+  if (lo) bs = e->ops->memset_async(e->dev, p->grads, 0, lo * sizeof(float), e->stream);
+  if (!bs && hi < e->total)
+    bs = e->ops->memset_async(e->dev, p->grads + hi, 0, (e->total - hi) * sizeof(float), e->stream);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "clearing the other shards' gradients: ") : ESMT_OK;
 }

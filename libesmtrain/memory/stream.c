@@ -103,40 +103,12 @@ static esmt_status wait_on(esmt_param_memory *p, esmtb_stream *s, esmtb_event *e
 
 /* ---- gradients ---- */
 
-/* The host adds (or, for the part's first contribution since zero_grads,
- * copies) slot i's bounce buffer into the fp32 gradients, once its copy is
- * done. */
-static esmt_status settle(esmt_param_memory *p, int i) {
-  esmt_stream *s = p->stream;
-  if (!s->g_queued[i]) return ESMT_OK;
-  esmt_status st = esmt_test_stream_drop_grad_wait
-                       ? ESMT_OK
-                       : bfail(p->env.ops->event_sync(p->env.dev, s->g_copied[i]), "gradient copy");
-  if (st) return st;
-  s->g_queued[i] = 0;
-  const int k = s->g_part[i];
-  float *acc = p->grads + part_lo(&p->env, k);
-  const float *src = s->g_bounce[i];
-  const uint64_t n = part_n(&p->env, k);
-  if (s->g_fresh[k]) {
-    memcpy(acc, src, (size_t)n * sizeof(float));
-    s->g_fresh[k] = 0;
-  } else { /* the host optimizer's add: every host thread, vectorised, each sum one rounding */
-    const esmtb_add_args a = {sizeof a, ESMTB_F32, (size_t)n, acc, src, acc};
-    if ((st = bfail(p->offload->hops->add(p->offload->hdev, &a, NULL), "host gradient sum")))
-      return st;
-  }
-  s->parts_streamed_down++;
-  return ESMT_OK;
-}
-
 /* The host gradients whole: every queued part added, the end parts pulled
  * from the device, parts with nothing since zero_grads zeroed. */
 static esmt_status pull(esmt_param_memory *p) {
   const esmt_param_env *e = &p->env;
   esmt_stream *s = p->stream;
-  esmt_status st = ESMT_OK;
-  for (int i = 0; i < 2 && !st; i++) st = settle(p, i);
+  esmt_status st = esmt_host_sums_wait(&s->sums, -1);
   if (st || s->host_ends_valid) return st;
   esmtb_status bs = e->ops->copy_async(e->dev, p->grads, s->g_ends, s->first_n * sizeof(float),
                                        ESMTB_COPY_D2H, e->stream);
@@ -170,15 +142,21 @@ static esmt_status st_grads_ready(esmt_param_memory *p, uint64_t from) {
   esmt_status st = ESMT_OK;
   if (!is_end(e, kf)) { /* its slot goes down to the host while backward goes on */
     const int i = s->g_cur;
-    st = record(p, s->g_done[i], e->stream);
+    st = esmt_host_sums_wait(&s->sums, i); /* the bounce buffer's last sum is done */
+    if (!st) st = record(p, s->g_done[i], e->stream);
     if (!st) st = wait_on(p, p->offload->copy, s->g_done[i]);
     if (!st)
       st = bfail(e->ops->copy_async(e->dev, s->g_bounce[i], s->g_slot[i],
                                     part_n(e, kf) * sizeof(float), ESMTB_COPY_D2H,
                                     p->offload->copy), "gradient copy");
     if (!st) st = record(p, s->g_copied[i], p->offload->copy);
+    const esmt_host_sum_job job = {s->g_copied[i], s->g_bounce[i], p->grads + part_lo(e, kf),
+                                   part_n(e, kf), s->g_fresh[kf]};
+    if (!st) st = esmt_host_sums_push(&s->sums, i, &job);
     if (st) return st;
-    s->g_queued[i] = 1;
+    s->g_copying[i] = 1;
+    s->g_fresh[kf] = 0;
+    s->parts_streamed_down++;
   }
   s->g_final_from = from;
   const int kn = kf - 1; /* the part backward produces next */
@@ -188,7 +166,11 @@ static esmt_status st_grads_ready(esmt_param_memory *p, uint64_t from) {
     return ESMT_OK;
   }
   const int i = s->g_cur >= 0 ? 1 - s->g_cur : 0;
-  if ((st = settle(p, i))) return st; /* its previous part is on the host now */
+  /* the slot's previous part has left it before backward writes it again */
+  if (s->g_copying[i] && !esmt_test_stream_drop_grad_wait &&
+      (st = wait_on(p, e->stream, s->g_copied[i])))
+    return st;
+  s->g_copying[i] = 0;
   st = bfail(e->ops->memset_async(e->dev, s->g_slot[i], 0, part_n(e, kn) * sizeof(float),
                                   e->stream), "zeroing a gradient slot");
   if (st) return st;
@@ -201,12 +183,9 @@ static esmt_status st_grads_ready(esmt_param_memory *p, uint64_t from) {
 static esmt_status st_zero_grads(esmt_param_memory *p) {
   const esmt_param_env *e = &p->env;
   esmt_stream *s = p->stream;
-  for (int i = 0; i < 2; i++) /* a copy in flight lands before the buffer is forgotten */
-    if (s->g_queued[i]) {
-      esmt_status st = bfail(e->ops->event_sync(e->dev, s->g_copied[i]), "gradient copy");
-      if (st) return st;
-      s->g_queued[i] = 0;
-    }
+  /* copies in flight land and their sums end before the sums are forgotten */
+  esmt_status st = esmt_host_sums_wait(&s->sums, -1);
+  if (st) return st;
   memset(s->g_fresh, 1, (size_t)e->n_parts);
   st_grads_changed(p);
   return bfail(e->ops->memset_async(e->dev, s->g_ends, 0, (s->first_n + s->last_n) * sizeof(float),
@@ -219,7 +198,7 @@ static void st_cancel(esmt_param_memory *p) {
   /* a failed backward: its gradients are lost anyway; let the copies land */
   esmt_stream *s = p->stream;
   p->env.ops->stream_sync(p->env.dev, p->offload->copy);
-  s->g_queued[0] = s->g_queued[1] = 0;
+  if (esmt_host_sums_wait(&s->sums, -1)) esmt_clear_error();
   st_grads_changed(p);
 }
 
@@ -386,6 +365,7 @@ static esmt_status st_copy(esmt_param_memory *p, void *host, void *buf, uint64_t
 static void st_release(esmt_param_memory *p) {
   const esmt_param_env *e = &p->env;
   esmt_stream *s = p->stream;
+  if (s) esmt_host_sums_stop(&s->sums); /* before the events and buffers it uses go */
   if (s && e->dev) {
     if (p->offload && p->offload->copy) e->ops->stream_sync(e->dev, p->offload->copy);
     esmtb_event *ev[] = {s->w_loaded[0], s->w_loaded[1], s->w_free[0], s->w_free[1],
@@ -463,6 +443,7 @@ esmt_status esmt_stream_setup(esmt_param_memory *p, const esmt_offload_options *
   }
   if (!st) st = bfail(e->ops->memset_async(e->dev, s->g_ends, 0, ends * sizeof(float), e->stream),
                       "zeroing the gradients");
+  if (!st) st = esmt_host_sums_start(&s->sums, e->ops, e->dev, p->offload->hops, p->offload->hdev);
   /* The weights: resident (offload's device side), or the end parts, two
    * slots and, in half, the LayerNorm w/b. */
   if (!st && s->level < ESMT_STREAM_WEIGHTS) {

@@ -12,16 +12,19 @@
  * gradients into a zeroed slot; when the part is final (grads_ready) an
  * event on the compute stream orders a D2H copy of the slot on the copy
  * stream into a pinned bounce buffer, and the slot is free again once that
- * copy is done. Before the slot is reused (two parts later) or when the
- * gradients are read (norm, step, a copy), the host adds the bounce buffer
- * into the fp32 gradients with the host optimizer's add (all host threads;
- * the first micro-batch of an update copies it, so a one-micro-batch
- * update equals the resident run bit for bit). The end
- * parts' gradients accumulate on the device and are pulled when read.
+ * copy is done: the compute stream waits for copied[a] before it zeroes
+ * the slot for a later part (two parts later). A worker thread (host_sums.h)
+ * waits for each copy and adds the bounce buffer into the fp32 gradients
+ * with the host optimizer's add (all host threads; the first micro-batch
+ * of an update copies it, so a one-micro-batch update equals the resident
+ * run bit for bit), while the issuing thread goes on queueing backward; it
+ * waits only to refill a bounce buffer whose sum is not done, and for all
+ * sums when the gradients are read (norm, step, a copy). The end parts'
+ * gradients accumulate on the device and are pulled when read.
  *
- *   compute:  [bwd part k -> slot a] rec done[a] [bwd k-1 -> slot b] rec done[b] ...
+ *   compute:  [bwd part k -> slot a] rec done[a] wait copied[b]; [bwd k-1 -> slot b] ...
  *   copy:            wait done[a]; D2H a->bounce[a]; rec copied[a]      wait done[b] ...
- *   host:     before slot a is zeroed for part k-2: sync copied[a], acc += bounce[a]
+ *   worker:                       sync copied[a]; acc += bounce[a]   sync copied[b] ...
  *
  * Weights (ESMT_STREAM_WEIGHTS). weights_needed(part) makes the compute
  * stream wait for that part's H2D copy into a slot (issued on the copy
@@ -40,6 +43,7 @@
 #define ESMTRAIN_STREAM_H
 
 #include "esmtrain/backend.h"
+#include "host_sums.h"
 #include "offload.h"
 
 typedef struct esmt_stream {
@@ -64,13 +68,15 @@ typedef struct esmt_stream {
   float *g_slot[2];
   float *g_bounce[2];
   int g_part[2];             /* the part whose gradients the slot holds, -1: none */
-  int g_queued[2];           /* its copy to the bounce buffer is queued, not yet added */
+  int g_copying[2];          /* a copy out of the slot was issued (copied[] recorded) */
   esmtb_event *g_done[2];    /* on the compute stream: the part's backward is done */
   esmtb_event *g_copied[2];  /* on the copy stream: the slot is in the bounce buffer */
   int g_cur;                 /* the slot backward writes, -1: none */
   uint64_t g_final_from;     /* grads_ready's last `from` in this backward */
   unsigned char *g_fresh;    /* per part: the host gradients are zero (copy, not add) */
   int host_ends_valid;       /* the host end parts equal g_ends */
+
+  esmt_host_sums sums;       /* the host's adds, on their own thread */
 
   /* Statistics. */
   uint64_t uploads, prefetch_hits, parts_streamed_down;

@@ -5,6 +5,8 @@
 #ifndef ESMTRAIN_MODEL_H
 #define ESMTRAIN_MODEL_H
 
+#include <stdatomic.h>
+
 #include <stddef.h>
 
 #include "ops_table.h"
@@ -186,7 +188,18 @@ struct esmt_model {
     void *user;
     int async;
   } grads_hook;
+  /* One call at a time (model_guard.c): the thread in a call (0: none),
+   * the call's name, and how deep that thread has entered. */
+  _Atomic long guard_thread;
+  const char *_Atomic guard_call;
+  int guard_depth;
 };
+/* Enter a call that uses the model's buffers (model_guard.c): ESMT_OK, or
+ * ESMT_ERR_STATE naming the call another thread has in progress. Every
+ * ESMT_OK is paired with esmt_model_leave. */
+ESMT_HIDDEN esmt_status esmt_model_enter(esmt_model *m, const char *fn);
+ESMT_HIDDEN void esmt_model_leave(esmt_model *m);
+
 
 /* A weight at element offset `off` as the compute ops read it (the half
  * copy, or the fp32 weights in fp32), wherever the parameter memory keeps

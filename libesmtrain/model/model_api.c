@@ -295,14 +295,34 @@ esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t byte
   return m->mem.layer->copy(&m->mem, host, buf, bytes, to_master); /* wherever buf lives */
 }
 
-esmt_status esmt_model_read_tensor(esmt_model *m, const char *name, esmt_buffer which, float *dst,
+static esmt_status read_tensor_unguarded(esmt_model *m, const char *name, esmt_buffer which, float *dst,
                                    uint64_t count) {
   return tensor_copy(m, name, which, dst, count, 0, "esmt_model_read_tensor");
 }
 
-esmt_status esmt_model_write_tensor(esmt_model *m, const char *name, esmt_buffer which,
+esmt_status esmt_model_read_tensor(esmt_model *model, const char *name, esmt_buffer which, float *dst,
+                                   uint64_t count) {
+  if (!model) return read_tensor_unguarded(model, name, which, dst, count); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_read_tensor");
+  if (st) return st;
+  st = read_tensor_unguarded(model, name, which, dst, count);
+  esmt_model_leave(model);
+  return st;
+}
+
+static esmt_status write_tensor_unguarded(esmt_model *m, const char *name, esmt_buffer which,
                                     const float *src, uint64_t count) {
   return tensor_copy(m, name, which, (void *)src, count, 1, "esmt_model_write_tensor");
+}
+
+esmt_status esmt_model_write_tensor(esmt_model *model, const char *name, esmt_buffer which,
+                                    const float *src, uint64_t count) {
+  if (!model) return write_tensor_unguarded(model, name, which, src, count); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_write_tensor");
+  if (st) return st;
+  st = write_tensor_unguarded(model, name, which, src, count);
+  esmt_model_leave(model);
+  return st;
 }
 
 /* Check a batch on the host: ids, right padding, labels; fill seq_len. */
@@ -370,7 +390,7 @@ esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
   return upload(m, m->act.seq_len, m->host_seq_len, (uint64_t)m->B * sizeof(int32_t));
 }
 
-esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_result *result,
+static esmt_status forward_unguarded(esmt_model *m, const esmt_batch *b, esmt_forward_result *result,
                                float *logits) {
   const char *fn = "esmt_model_forward";
   ESMT_CHECK_ARG(m && b, fn, "model and batch must not be NULL");
@@ -441,7 +461,17 @@ esmt_status esmt_model_forward(esmt_model *m, const esmt_batch *b, esmt_forward_
   return ESMT_OK;
 }
 
-esmt_status esmt_model_backward(esmt_model *m) {
+esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch, esmt_forward_result *result,
+                               float *logits) {
+  if (!model) return forward_unguarded(model, batch, result, logits); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_forward");
+  if (st) return st;
+  st = forward_unguarded(model, batch, result, logits);
+  esmt_model_leave(model);
+  return st;
+}
+
+static esmt_status backward_unguarded(esmt_model *m) {
   const char *fn = "esmt_model_backward";
   ESMT_CHECK_ARG(m, fn, "model is NULL");
   if (!m->have_forward)
@@ -454,10 +484,28 @@ esmt_status esmt_model_backward(esmt_model *m) {
   return ESMT_OK;
 }
 
-esmt_status esmt_model_zero_grad(esmt_model *m) {
+esmt_status esmt_model_backward(esmt_model *model) {
+  if (!model) return backward_unguarded(model); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_backward");
+  if (st) return st;
+  st = backward_unguarded(model);
+  esmt_model_leave(model);
+  return st;
+}
+
+static esmt_status zero_grad_unguarded(esmt_model *m) {
   ESMT_CHECK_ARG(m, "esmt_model_zero_grad", "model is NULL");
   esmt_status st = m->mem.layer->zero_grads(&m->mem);
   return st ? esmt_fail_prefix(st, "esmt_model_zero_grad: ") : ESMT_OK;
+}
+
+esmt_status esmt_model_zero_grad(esmt_model *model) {
+  if (!model) return zero_grad_unguarded(model); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_zero_grad");
+  if (st) return st;
+  st = zero_grad_unguarded(model);
+  esmt_model_leave(model);
+  return st;
 }
 
 esmt_status esmt_model_set_recompute(esmt_model *m, int enabled) {
@@ -492,7 +540,7 @@ esmt_status esmt_model_get_deterministic(const esmt_model *m, int *deterministic
   return ESMT_OK;
 }
 
-esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
+static esmt_status grad_norm_unguarded(esmt_model *m, double *norm) {
   const char *fn = "esmt_model_grad_norm";
   ESMT_CHECK_ARG(m && norm, fn, "model and norm must not be NULL");
   float sum = 0.0f;
@@ -500,4 +548,13 @@ esmt_status esmt_model_grad_norm(esmt_model *m, double *norm) {
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
   *norm = sqrt((double)sum);
   return ESMT_OK;
+}
+
+esmt_status esmt_model_grad_norm(esmt_model *model, double *norm) {
+  if (!model) return grad_norm_unguarded(model, norm); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_grad_norm");
+  if (st) return st;
+  st = grad_norm_unguarded(model, norm);
+  esmt_model_leave(model);
+  return st;
 }

@@ -112,7 +112,7 @@ static esmt_status layer_set(const esmt_model *m, const esmt_infer_request *r, i
   return ESMT_OK;
 }
 
-esmt_status esmt_model_infer(esmt_model *m, const esmt_batch *b, const esmt_infer_request *r) {
+static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esmt_infer_request *r) {
   const char *fn = "esmt_model_infer";
   ESMT_CHECK_ARG(m && b && r, fn, "model, batch and request must not be NULL");
   /* a caller from before num_layers: its struct ends at logits */
@@ -157,4 +157,13 @@ esmt_status esmt_model_infer(esmt_model *m, const esmt_batch *b, const esmt_infe
         memset(rr.logits + ((uint64_t)i * m->T + t) * m->V, 0, (size_t)m->V * sizeof(float));
   }
   return ESMT_OK;
+}
+
+esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch, const esmt_infer_request *request) {
+  if (!model) return infer_unguarded(model, batch, request); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_infer");
+  if (st) return st;
+  st = infer_unguarded(model, batch, request);
+  esmt_model_leave(model);
+  return st;
 }

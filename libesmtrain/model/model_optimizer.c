@@ -6,7 +6,7 @@
 #include "optimizer.h"
 #include "param_layer.h"
 
-esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config *cfg, double lr,
+static esmt_status optimizer_step_unguarded(esmt_model *m, const esmt_optimizer_config *cfg, double lr,
                                       double grad_scale, int64_t step) {
   const char *fn = "esmt_model_optimizer_step";
   ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
@@ -24,4 +24,14 @@ esmt_status esmt_model_optimizer_step(esmt_model *m, const esmt_optimizer_config
   esmt_optim_step_free(&s);
   m->have_forward = 0; /* the weights changed */
   return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
+}
+
+esmt_status esmt_model_optimizer_step(esmt_model *model, const esmt_optimizer_config *cfg, double lr,
+                                      double grad_scale, int64_t step) {
+  if (!model) return optimizer_step_unguarded(model, cfg, lr, grad_scale, step); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_optimizer_step");
+  if (st) return st;
+  st = optimizer_step_unguarded(model, cfg, lr, grad_scale, step);
+  esmt_model_leave(model);
+  return st;
 }

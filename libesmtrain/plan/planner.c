@@ -9,6 +9,7 @@
 
 #include "optimizer.h"
 #include "model.h"
+#include "param_shard.h"
 #include "plan_time.h"
 #include "stream.h"
 
@@ -74,7 +75,10 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   p->device[ESMT_MEM_COMPUTE_WEIGHTS] = !pol.offload ? (es == 4 ? 0 : P * es)
                                       : streamed_w   ? sb.device_weights - norms : P * es;
   p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : P * 4;
-  p->device[ESMT_MEM_MOMENTS] = pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, P);
+  /* ZeRO-1/2: the rank's shard of the moments (dp_zero.c; the largest) */
+  const uint64_t held = r->zero > 0 ? esmt_zero_shard_max(P, r->world_size) : P;
+  p->device[ESMT_MEM_MOMENTS] =
+      pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, held);
   /* The fp32 gradients stay on the device (micro-batches accumulate into
    * them; under offload the last backward streams them to the host bucket
    * by bucket), unless they stream: the embedding's and head's, and two
@@ -107,6 +111,10 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   esmt_plan_time t;
   esmt_plan_time_of(&shp, &c->rates, &t); /* zeros when the rates cannot time it */
   p->micro_batches = t.micro_batches;
+  esmt_zero_volume v;
+  const int W = r->world_size > 1 ? r->world_size : 1; /* the update's micro-batches, shared */
+  esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W, &v);
+  p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
   p->compute_seconds = t.compute;
   p->link_seconds = t.link;
   p->exposed_seconds = t.exposed;
@@ -174,6 +182,11 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: streaming %s from host memory needs the "
                      "optimizer offloaded (offload_optimizer on or auto)", fn,
                      stream_name(req.stream));
+  if (req.world_size < 1) req.world_size = 1;
+  if (req.zero < 0 || req.zero > 2)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1 or 2", fn, req.zero);
+  /* the ranks refuse ZeRO with offload (dp_zero.c): auto keeps it off */
+  if (req.zero > 0 && req.offload_optimizer < 0) req.offload_optimizer = 0;
   if (!(req.device_flops >= 0) || !(req.link_bandwidth >= 0) || !(req.host_bandwidth >= 0))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: device_flops, link_bandwidth and "
                      "host_bandwidth must be >= 0 (0: unknown)", fn);
@@ -193,7 +206,7 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   int found = 0, have = 0; /* have: best holds an attempt (a forced policy may skip i == 0) */
   for (size_t i = 0; i < sizeof order / sizeof order[0] && (!found || timed); i++) {
     const policy pol = order[i];
-    if ((r->offload_optimizer >= 0 && pol.offload != r->offload_optimizer) ||
+    if ((req.offload_optimizer >= 0 && pol.offload != req.offload_optimizer) ||
         (r->recompute >= 0 && pol.recompute != r->recompute) ||
         (req.stream >= 0 && pol.stream != req.stream))
       continue;
@@ -235,6 +248,12 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
                "transfers and host passes (%.1f%%), the fastest of the policies that fit",
                best.compute_seconds, best.micro_batches, best.exposed_seconds,
                100.0 * best.exposed_seconds / best.compute_seconds);
+    }
+    if (req.world_size > 1 || req.zero) {
+      const size_t n = strlen(best.advice);
+      snprintf(best.advice + n, sizeof best.advice - n, "; per rank of %d, ZeRO-%d%s",
+               req.world_size, req.zero,
+               req.zero ? " (the optimizer state of this rank's shard)" : "");
     }
     memcpy(plan, &best, size < sizeof best ? size : sizeof best);
     return ESMT_OK;

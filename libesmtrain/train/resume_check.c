@@ -39,7 +39,9 @@ static const struct { const char *key, *note; } k_allowed[] = {
     {"dist.bucket_size", "how gradients are grouped for the all-reduce"},
     {"dist.comm", "TCP and MPI sum in the same order: the same bits"},
     {"dist.force", "a one-rank group computes what one process does"},
-    {"dist.zero", "ZeRO-1 shards the same moments (docs/distributed.md)"},
+    {"dist.zero", "every level saves the same whole moments (docs/distributed.md); ZeRO-2 sums "
+                  "several micro-batches per update in another order: close to, not bit for "
+                  "bit, the continuation the run would have had"},
     {"offload.optimizer", "where the optimizer state lives"},
     {"offload.recompute", "recomputation gives the same activations"},
     {"offload.pinned_memory_limit", "a memory budget"},

@@ -129,6 +129,10 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
     esmt_trainer_destroy(t);
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   }
+  if ((st = esmt_trainer_inspect_run(t, fn))) {
+    esmt_trainer_destroy(t);
+    return st;
+  }
   *out = t;
   return ESMT_OK;
 }
@@ -152,6 +156,7 @@ void esmt_trainer_destroy(esmt_trainer *t) {
   free(t->mbs);
   free(t->mb_alloc);
   free(t->eval_logits);
+  esmt_run_lock_release(t->run_lock); /* after the metrics files closed */
   free(t->run_dir);
   free(t->config_text);
   free(t->resume_changes);
@@ -176,8 +181,11 @@ int esmt_trainer_data_parallel(const esmt_trainer *t, char *buf, size_t cap) {
   if (!dp) return world;
   char how[640];
   esmt_comm_describe(esmt_dp_comm(dp), how, sizeof how);
+  const int zero = esmt_dp_zero(dp);
+  char zero_text[64];
+  snprintf(zero_text, sizeof zero_text, "reduce-scattered (ZeRO-%d)", zero);
   snprintf(buf, cap, "%d rank%s, gradients %s %s%s", world, world == 1 ? "" : "s",
-           esmt_dp_zero(dp) ? "reduce-scattered (ZeRO-1)" : "summed",
+           zero ? zero_text : "summed",
            esmt_dp_on_device(dp) ? "on the device by " : "over ",
            esmt_dp_on_device(dp) ? t->m->ops->name : how);
   return world;
@@ -312,7 +320,11 @@ static double micro_batch_flops(const esmt_model_config *cfg, const esmt_micro_b
  * instead of waiting for it. Data exhaustion and numeric stops are
  * decided collectively (every rank sees the same sums). */
 esmt_status esmt_trainer_step(esmt_trainer *t, esmt_train_metrics *out) {
-  esmt_status st = step_impl(t, out);
+  esmt_status st = t ? esmt_trainer_claim_run(t, "esmt_trainer_step") : ESMT_OK;
+  if (!st && t) st = esmt_model_enter(t->m, "esmt_trainer_step"); /* one thread at a time */
+  if (st) return st;
+  st = step_impl(t, out);
+  if (t) esmt_model_leave(t->m);
   if (st && t && t->dp && st != ESMT_ERR_STATE && st != ESMT_ERR_NUMERIC &&
       st != ESMT_ERR_CANCELLED)
     esmt_dp_abort(t->dp, esmt_last_error());
@@ -492,6 +504,8 @@ esmt_status esmt_trainer_save(esmt_trainer *t, char *path, size_t cap) {
 static esmt_status save_all(esmt_trainer *t, char *path, size_t cap) {
   const char *fn = "esmt_trainer_save";
   if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
+  esmt_status claimed = esmt_trainer_claim_run(t, fn);
+  if (claimed) return claimed;
   if (!t->dp) return save_here(t, path, cap, NULL, NULL);
   float *hm = NULL, *hv = NULL;
   esmt_status st = gather_moments(t, &hm, &hv);
@@ -548,9 +562,11 @@ static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const flo
 
 static esmt_status load_checkpoint(esmt_trainer *t, const char *spec, int full, const char *fn) {
   ESMT_CHECK_ARG(t && spec, fn, "trainer and checkpoint must not be NULL");
+  /* a resume takes the run first: its checkpoints are read under run.lock */
+  esmt_status st = full ? esmt_trainer_resume_run(t, spec, fn) : ESMT_OK;
+  if (st) return st;
   char dir[4096];
-  esmt_status st = esmt_checkpoint_resolve(spec, dir, sizeof dir);
-  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  if ((st = esmt_checkpoint_resolve(spec, dir, sizeof dir))) return esmt_fail_prefix(st, "%s: ", fn);
   if (full && (st = esmt_trainer_resume_check(t, dir))) return esmt_fail_prefix(st, "%s: ", fn);
   char *json = NULL;
   st = esmt_checkpoint_load(t->m, dir, full, full ? &json : NULL);
@@ -612,7 +628,11 @@ static esmt_status save_once(esmt_trainer *t, char *dir, size_t cap) {
 void esmt_trainer_write_metrics(esmt_trainer *t, const esmt_train_metrics *tm,
                                 const esmt_eval_metrics *em) {
   if (!t->run_dir || t->o.metrics_files_off || esmt_dp_rank(t->dp) != 0) return;
-  esmt_status st = ESMT_OK;
+  esmt_status st = esmt_trainer_claim_run(t, "metrics files");
+  if (st) { /* e.g. an evaluation by a trainer into another run: it writes nothing there */
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "%s", esmt_last_error());
+    return;
+  }
   if (!t->sink_opened) { /* once: a failure to open is not retried every step */
     t->sink_opened = 1;
     st = esmt_metrics_sink_open(t->run_dir, t->sink_start_step, &t->sink);
@@ -661,8 +681,10 @@ static esmt_status run_impl(esmt_trainer *t);
 
 esmt_status esmt_trainer_run(esmt_trainer *t) {
   ESMT_CHECK_ARG(t, "esmt_trainer_run", "trainer is NULL");
+  esmt_status st = esmt_trainer_claim_run(t, "esmt_trainer_run");
+  if (st) return st;
   t->in_run = 1;
-  esmt_status st = run_impl(t);
+  st = run_impl(t);
   t->in_run = 0;
   t->run_deadline = 0;
   if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed by the run it stopped */

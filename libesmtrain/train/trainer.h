@@ -50,11 +50,27 @@ struct esmt_trainer {
                                      * one): the files keep what lies before it */
   esmt_device_stats devstats;       /* the device_* figures of the metrics */
 
+  /* the run directory (trainer_run_dir.c) */
+  int run_exists;                   /* it held a run at create: only resuming it may write */
+  char run_what[4352];              /* ... what it held, for the refusal */
+  int run_resumed;                  /* resumed from a checkpoint of the run itself */
+  int run_taken;                    /* checked and locked (rank 0) for writing */
+  esmt_run_lock *run_lock;          /* run.lock, held until destroy */
+
   /* owned when built by esmt_trainer_create_from_config */
   esmt_model *owned_model;
   esmt_loader *owned_train, *owned_valid;
   struct esmt_overfit_source *overfit;
 };
+
+/* The run directory's rules (trainer_run_dir.c): inspect at create
+ * (refusing what no run may use); claim before the first write (refusing
+ * an existing run not resumed, taking run.lock on rank 0); resume_run when
+ * esmt_trainer_resume continues the checkpoint `spec` names (before reading it). */
+ESMT_HIDDEN esmt_status esmt_trainer_inspect_run(esmt_trainer *t, const char *fn);
+ESMT_HIDDEN esmt_status esmt_trainer_claim_run(esmt_trainer *t, const char *fn);
+ESMT_HIDDEN esmt_status esmt_trainer_resume_run(esmt_trainer *t, const char *spec,
+                                                const char *fn);
 
 /* Run data parallel over `dp` (the trainer takes ownership; NULL: alone).
  * Checks the ranks agree on the weights first. */

@@ -73,9 +73,10 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   int stream = esmt_config_stream_level(esmt_cfg_string(rd, "offload.stream"));
   esmt_status st = esmt_cfg_status(rd, "memory policy");
   if (st) return st;
-  if (zero && off < 0) { /* the two do not combine (dp_zero.c); ZeRO-1 was asked for by name */
+  if (zero && off < 0) { /* the two do not combine (dp_zero.c); ZeRO was asked for by name */
     esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
-                    "offload.optimizer auto: off (dist.zero 1 shards the optimizer state instead)");
+                    "offload.optimizer auto: off (dist.zero %d shards the optimizer state "
+                    "instead)", zero);
     off = 0;
   }
   if (stream > 0 && off < 0) off = 1; /* streaming sits on the optimizer's host side */
@@ -220,7 +221,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   esmt_trainer *t = NULL;
   esmt_dp *dp = NULL; /* data parallel when a launcher set ranks */
   if ((st = esmt_dp_create_from_env(bucket, force_dp, comm, &dp))) return esmt_fail_prefix(st, "%s: ", fn);
-  const int zero = dp && esmt_cfg_int(rd, "dist.zero") != 0; /* alone: nothing to shard */
+  const int zero = dp ? (int)esmt_cfg_int(rd, "dist.zero") : 0; /* alone: nothing to shard */
   esmt_dp_set_zero(dp, zero);
   esmt_offload_options oo;
   int pack = 0, sampling = 0;

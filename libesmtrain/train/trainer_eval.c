@@ -175,7 +175,10 @@ esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out
 }
 
 esmt_status esmt_trainer_evaluate(esmt_trainer *t, esmt_eval_metrics *out) {
-  esmt_status st = esmt_trainer_evaluate_in_run(t, out);
+  esmt_status st = t ? esmt_model_enter(t->m, "esmt_trainer_evaluate") : ESMT_OK;
+  if (st) return st;
+  st = esmt_trainer_evaluate_in_run(t, out);
+  if (t) esmt_model_leave(t->m);
   if (st == ESMT_ERR_CANCELLED) t->stop_requested = 0; /* consumed */
   if (!st) esmt_trainer_write_metrics(t, NULL, out); /* e.g. before training: step 0 */
   return st;

@@ -68,22 +68,26 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     double t0 = esmt_now_s();
     if ((st = esmt_model_forward(m, &b, &fr, NULL))) return st;
     double t1 = esmt_now_s();
-    /* the last backward of the update overlaps the gradient all-reduce */
-    if (i == n - 1 && (st = esmt_dp_grads_arm(p->dp, m))) return st;
+    /* the last backward of the update overlaps the gradient all-reduce
+     * (under ZeRO-2 every backward overlaps its reduce-scatter) */
+    const int last = i == n - 1, reduce = last || esmt_dp_zero_each_backward(p->dp);
+    if (reduce && (st = esmt_dp_grads_arm(p->dp, m))) return st;
     /* ... and, with optimizer offload, the gradient copy to the host (not
      * with data parallelism: the all-reduce must finish first, and the
      * host then pulls the reduced gradients in one copy) */
     const esmt_param_layer *pl = m->mem.layer;
-    if (i == n - 1 && !p->dp && (st = pl->arm(&m->mem))) return st;
+    if (last && !p->dp && (st = pl->arm(&m->mem))) return st;
     st = esmt_model_backward(m);
-    if (i == n - 1) {
+    if (reduce) {
       if (st) {
         esmt_dp_grads_cancel(p->dp, m);
-        pl->cancel(&m->mem);
+        if (last) pl->cancel(&m->mem);
       } else {
         st = esmt_dp_grads_finish(p->dp, m);
-        if (!st) st = pl->finish(&m->mem);
-        else pl->cancel(&m->mem);
+        if (last && !st) st = pl->finish(&m->mem);
+        else if (last) pl->cancel(&m->mem);
+        /* ZeRO-2: the next backward adds onto this shard's sums only */
+        if (!last && !st) st = esmt_dp_zero_keep_shard(p->dp, m);
       }
     }
     if (st) return st;
@@ -101,7 +105,7 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     m->mem.layer->grads_changed(&m->mem); /* the offload's host copy must see it too */
   }
   double t2 = esmt_now_s();
-  /* ZeRO-1: each rank holds final gradients for its shard only; the norm
+  /* ZeRO: each rank holds final gradients for its shard only; the norm
    * (and with it every skip and overflow decision) is global */
   st = esmt_dp_zero(p->dp) ? esmt_dp_zero_grad_norm(p->dp, m, &r->grad_norm)
                            : esmt_model_grad_norm(m, &r->grad_norm);

@@ -18,11 +18,12 @@
  *                                    update), with recompute, and the host
  *                                    link's H2D/D2H bandwidth measured on
  *                                    pinned memory
- *   test_gpu_offload --mutant weights|gradients
+ *   test_gpu_offload --mutant weights|gradients|host-sums
  *                                    the same with one of the stream layer's
  *                                    waits dropped (tests/gpu/emu/mutants.sh:
- *                                    the emulator's stream-order checker must
- *                                    report it)
+ *                                    the emulator's checkers must report it;
+ *                                    host-sums: the host's sum reads a bounce
+ *                                    buffer before its copy lands)
  *   test_gpu_offload --model esm2_t33_650M --batch 6 --seq 512 [--micro 2]
  *                    [--updates 5] [--precision fp16|bf16]
  *                                    adds the measurement: tokens/s with and
@@ -44,6 +45,7 @@
 #include <time.h>
 
 #include "context.h"
+#include "host_sums.h"
 #include "stream.h"
 #include "trainer_update.h"
 
@@ -285,7 +287,8 @@ int main(int argc, char **argv) {
     if (!strcmp(argv[i], "--mutant")) {
       if (!strcmp(argv[i + 1], "weights")) esmt_test_stream_drop_weight_wait = 1;
       else if (!strcmp(argv[i + 1], "gradients")) esmt_test_stream_drop_grad_wait = 1;
-      else { fprintf(stderr, "--mutant weights|gradients\n"); return 2; }
+      else if (!strcmp(argv[i + 1], "host-sums")) esmt_test_host_sums_drop_copy_wait = 1;
+      else { fprintf(stderr, "--mutant weights|gradients|host-sums\n"); return 2; }
     } else if (!strcmp(argv[i], "--stream")) {
       stream_level = !strcmp(argv[i + 1], "weights") ? ESMT_STREAM_WEIGHTS
                    : !strcmp(argv[i + 1], "gradients") ? ESMT_STREAM_GRADIENTS : -1;

@@ -19,7 +19,8 @@ test -f "$stage/include/esmtrain/data.h"
 test -f "$stage/include/esmtrain/config.h"
 test -f "$stage/include/esmtrain/trainer.h"
 test -f "$stage/include/esmtrain/base.h"
-test -f "$stage/lib/esmtrain/backends/cpu.so" || test -f "$stage"/lib*/esmtrain/backends/cpu.so
+# plugins in a directory of their version: two versions in one prefix coexist
+test -f "$stage/lib/esmtrain-0.2/backends/cpu.so" || test -f "$stage"/lib*/esmtrain-0.2/backends/cpu.so
 libdir=$(dirname "$(ls "$stage"/lib*/libesmtrain.so | head -1)")
 
 echo "== pkg-config consumer"
@@ -53,6 +54,8 @@ cc -std=c11 -Wall -Werror "$stage/share/doc/esmtrain/examples/trainer_run.c" $fl
 ev=$(ls "$root/api-run"/events.out.tfevents.*.esmtrain)
 [ -s "$ev" ] || { echo "trainer_run wrote no TensorBoard event file" >&2; exit 1; }
 echo "metrics.jsonl: $(wc -l < "$root/api-run/metrics.jsonl") lines; $(basename "$ev"): $(stat -c %s "$ev") bytes"
+
+bash "$src/tests/install/check_embed_example.sh" "$stage" "$libdir" "$root/api-run"
 
 echo "== docs and the consumer example are installed"
 test -f "$stage/share/doc/esmtrain/formats.md"
@@ -117,4 +120,31 @@ refused 0.1
 ls "$stage"/lib*/libesmtrain.so.0.2 >/dev/null || { echo "no libesmtrain.so.0.2 (SOVERSION 0.MINOR)" >&2; exit 1; }
 echo "== asking for major 99 must fail"
 refused 99
+echo "== the installed tree stands on its own (#37)"
+# nothing of the source or build tree is compiled into the library: a
+# preset planted at the source path of the machine that built it is never
+# read, and a moved prefix finds its own presets
+lib=$(ls "$libdir"/libesmtrain.so.* | head -1)
+for tree in "$src" "$build"; do
+  if grep -aqF "$(realpath "$tree")/" "$lib"; then
+    echo "$lib holds a path of $tree" >&2; exit 1
+  fi
+done
+env -u ESMTRAIN_CONFIG_PATH "$stage/bin/esmtrain-example" config --preset cpu > "$root/cpu.yaml"
+grep -q "backend" "$root/cpu.yaml" || { echo "config --preset cpu printed no configuration" >&2; exit 1; }
+mkdir -p "$root/own-presets" && printf 'backend:\n  threads: 3\n' > "$root/own-presets/mine.yaml"
+ESMTRAIN_CONFIG_PATH="$root/own-presets" "$stage/bin/esmtrain-example" config --preset mine \
+  > "$root/mine.yaml"
+grep -q "threads: 3" "$root/mine.yaml" || { echo "ESMTRAIN_CONFIG_PATH did not add a preset" >&2; exit 1; }
+test -f "$stage/share/doc/esmtrain/README.md"
+test -f "$stage/share/doc/esmtrain/LICENSE"
+test -x "$stage/bin/esmtrain-convert-to-safetensors"
+# a forced cpu backend maps no other plugin, no CUDA library, and leaves
+# the environment as it was (OPENBLAS_CORETYPE)
+cc -std=c11 -Wall -Werror "$src/tests/install/forced_cpu.c" $flags -Wl,-rpath,"$libdir" \
+   -o "$stage/forced-cpu"
+"$stage/forced-cpu"
+"$stage/forced-cpu" env
+# every public header and every *_INIT macro as C++17 -pedantic and C11
+bash "$src/tests/install/check_cxx_headers.sh" "$stage/include" "$root/headers"
 echo "install consumer test passed"

@@ -66,8 +66,12 @@ struct kernel_state {
 extern kernel_state g_k CUEMU_HIDDEN;
 
 CUEMU_HIDDEN void syncthreads(const char *file, int line);
-CUEMU_HIDDEN void syncwarp();
-CUEMU_HIDDEN uint64_t shfl(uint64_t v, int src_lane_or_mask, int width, int mode);
+/* Warp collectives with their member mask: every lane the mask names must
+ * be live and execute the same collective with the same mask, and no lane
+ * outside it may (a "warp-sync" finding, compute-sanitizer's synccheck). */
+CUEMU_HIDDEN void syncwarp(unsigned mask = 0xffffffffu);
+CUEMU_HIDDEN uint64_t shfl(uint64_t v, int src_lane_or_mask, int width, int mode, unsigned mask);
+CUEMU_HIDDEN unsigned ballot(unsigned mask, int pred);
 CUEMU_HIDDEN unsigned char *dynamic_smem();
 [[noreturn]] CUEMU_HIDDEN void trap(const char *why);
 /* mma.sync.m16n8k16.row.col (f32 accumulate) and ldmatrix.x2.trans, per
@@ -187,33 +191,31 @@ struct launch_cfg {
 /* The call site travels with the barrier so that a mutation test can drop
  * one (ESMT_EMU_DROP_BARRIER=file:line). */
 #define __syncthreads() ::cuemu::syncthreads(__FILE__, __LINE__)
-static inline void __syncwarp(unsigned mask = 0xffffffffu) { (void)mask; ::cuemu::syncwarp(); }
+static inline void __syncwarp(unsigned mask = 0xffffffffu) { ::cuemu::syncwarp(mask); }
+static inline unsigned __ballot_sync(unsigned mask, int pred) { return ::cuemu::ballot(mask, pred); }
 [[noreturn]] static inline void __trap() { ::cuemu::trap("__trap()"); }
 
 template <typename T>
-static inline T cuemu_shfl_t(T v, int lane, int width, int mode) {
+static inline T cuemu_shfl_t(unsigned mask, T v, int lane, int width, int mode) {
   static_assert(sizeof(T) <= 8, "shuffle of a type wider than 8 bytes");
   uint64_t u = 0;
   memcpy(&u, &v, sizeof v);
-  u = ::cuemu::shfl(u, lane, width, mode);
+  u = ::cuemu::shfl(u, lane, width, mode, mask);
   T r;
   memcpy(&r, &u, sizeof r);
   return r;
 }
 template <typename T>
 static inline T __shfl_xor_sync(unsigned mask, T v, int lane_mask, int width = 32) {
-  (void)mask;
-  return cuemu_shfl_t(v, lane_mask, width, 0);
+  return cuemu_shfl_t(mask, v, lane_mask, width, 0);
 }
 template <typename T>
 static inline T __shfl_sync(unsigned mask, T v, int src, int width = 32) {
-  (void)mask;
-  return cuemu_shfl_t(v, src, width, 1);
+  return cuemu_shfl_t(mask, v, src, width, 1);
 }
 template <typename T>
 static inline T __shfl_down_sync(unsigned mask, T v, unsigned delta, int width = 32) {
-  (void)mask;
-  return cuemu_shfl_t(v, (int)delta, width, 2);
+  return cuemu_shfl_t(mask, v, (int)delta, width, 2);
 }
 template <typename T> static inline T __ldg(const T *p) { return *p; }
 static inline float atomicAdd(float *p, float v) { return ::cuemu::atomic_add_f32(p, v); }

@@ -52,6 +52,16 @@ int g_nthreads;
 thread_body g_body;
 void *g_closure;
 uint64_t g_xch[kMaxThreads];                         // shuffle exchange
+// The warp collective each thread waits at, and the mask it gave: checked
+// against the other lanes' once the warp has arrived (synccheck).
+struct warp_op {
+  int kind;
+  unsigned mask;
+};
+warp_op g_warp_op[kMaxThreads];
+// Per warp: completed warp collectives in this block (the race checker's
+// intra-warp interval; a __syncthreads also ends one).
+uint32_t g_warp_gen[kMaxThreads / 32];
 // mma.sync operands of each warp, decoded: A[row][k] and B transposed,
 // Bt[col][k] (rows of k contiguous for the dot products).
 float g_mma_a[kMaxThreads / 32][16][16], g_mma_bt[kMaxThreads / 32][8][16];
@@ -172,10 +182,77 @@ void yield(int state) {
   cuemu_switch(&t->sp, g_sched_sp);
 }
 
+// ESMT_EMU_INTERLEAVE=1: lanes of a warp interleave at shared-memory
+// accesses (a seeded coin at each), starting from a random lane, instead of
+// each running to its next synchronisation point in lane order, so that
+// intra-warp hazards change results as well as being reported.
+bool interleaving() {
+  static const bool on = [] {
+    const char *e = getenv("ESMT_EMU_INTERLEAVE");
+    return e && e[0] == '1';
+  }();
+  return on;
+}
+
 void resume(ethread *t) {
   g_cur = t;
   g_k.thread_idx = t->idx;
   cuemu_switch(&g_sched_sp, t->sp);
+}
+
+const char *const kWarpOpNames[] = {"__syncwarp", "__shfl_xor_sync", "__shfl_sync",
+                                    "__shfl_down_sync", "__ballot_sync", "mma.sync",
+                                    "ldmatrix.x2.trans", "ldmatrix.x4"};
+
+// Warp w has arrived at a collective (every live lane waits at one): what
+// compute-sanitizer's synccheck checks. Each waiting lane must be in its
+// own mask, and every lane its mask names must be live and wait at the same
+// collective with the same mask. One finding per warp.
+void check_warp_collective(int w) {
+  const int w0 = w * 32;
+  // Fast path: every waiting lane at one collective with one mask, which
+  // names exactly the waiting lanes.
+  unsigned waiting = 0;
+  int first = -1;
+  bool same = true;
+  for (int l = 0; l < 32 && w0 + l < g_nthreads; l++) {
+    if (g_threads[w0 + l].state != T_WARP) continue;
+    waiting |= 1u << l;
+    if (first < 0) first = l;
+    same = same && g_warp_op[w0 + l].kind == g_warp_op[w0 + first].kind &&
+           g_warp_op[w0 + l].mask == g_warp_op[w0 + first].mask;
+  }
+  if (first < 0 || (same && g_warp_op[w0 + first].mask == waiting)) return;
+  char problem[200] = "";
+  int who = -1;
+  for (int l = 0; l < 32 && w0 + l < g_nthreads && !*problem; l++) {
+    if (g_threads[w0 + l].state != T_WARP) continue;
+    const warp_op op = g_warp_op[w0 + l];
+    who = l;
+    if (!(op.mask >> l & 1u)) {
+      snprintf(problem, sizeof problem, "%s with mask 0x%08x, which does not name lane %d",
+               kWarpOpNames[op.kind], op.mask, l);
+      break;
+    }
+    for (int j = 0; j < 32 && !*problem; j++) {
+      if (!(op.mask >> j & 1u)) continue;
+      const int t = w0 + j;
+      if (t >= g_nthreads || g_threads[t].state == T_DONE)
+        snprintf(problem, sizeof problem, "%s with mask 0x%08x, which names lane %d, %s",
+                 kWarpOpNames[op.kind], op.mask, j,
+                 t >= g_nthreads ? "past the block's last thread" : "which has exited");
+      else if (g_warp_op[t].kind != op.kind || g_warp_op[t].mask != op.mask)
+        snprintf(problem, sizeof problem,
+                 "%s with mask 0x%08x, which names lane %d, which waits at %s with mask 0x%08x",
+                 kWarpOpNames[op.kind], op.mask, j, kWarpOpNames[g_warp_op[t].kind],
+                 g_warp_op[t].mask);
+    }
+  }
+  if (!*problem || g_launch.reports++ >= 3) return;
+  const ethread *t = &g_threads[w0 + who];
+  report(g_launch.dev, "warp-sync", "kernel %s: thread (%u,%u,%u) [lane %d of warp %d] of block "
+         "(%u,%u,%u) executes %s", g_launch.name, t->idx.x, t->idx.y, t->idx.z, who, w,
+         g_launch.bx, g_launch.by, g_launch.bz, problem);
 }
 
 // Run one block to completion; false when it was aborted.
@@ -186,6 +263,7 @@ bool run_block(dim3 block) {
     g_threads[i].idx = dim3(i % block.x, (i / block.x) % block.y, i / (block.x * block.y));
   }
   if (g_dsmem && g_launch.smem) memset(g_dsmem, 0xff, g_launch.smem);  // uninitialised: NaN
+  memset(g_warp_gen, 0, sizeof g_warp_gen);
   smem_new_block();
   wgmma_block_begins(n);
   std::vector<int> ready;
@@ -199,7 +277,10 @@ bool run_block(dim3 block) {
         }
     if (!ready.empty()) {
       const int w = ready[g_rng() % ready.size()];
-      for (int l = 0; l < 32 && w * 32 + l < n; l++) {
+      const int first = interleaving() ? (int)(g_rng() % 32) : 0;
+      for (int k = 0; k < 32; k++) {
+        const int l = (first + k) % 32;
+        if (w * 32 + l >= n) continue;
         ethread *t = &g_threads[w * 32 + l];
         if (t->state != T_READY) continue;
         resume(t);
@@ -217,6 +298,8 @@ bool run_block(dim3 block) {
         at += s == T_WARP;
       }
       if (live && at == live) {
+        check_warp_collective(w);
+        g_warp_gen[w]++;
         for (int l = 0; l < 32 && w * 32 + l < n; l++)
           if (g_threads[w * 32 + l].state == T_WARP) g_threads[w * 32 + l].state = T_READY;
         progress = true;
@@ -309,6 +392,10 @@ cudaError_t run_grid(const op_ctx &c, dim3 grid, dim3 block, size_t smem, const 
 }  // namespace
 
 int cur_tid() { return g_cur ? g_cur->tid : -1; }
+
+void interleave_point() {
+  if (interleaving() && g_cur && (g_rng() & 1)) yield(T_READY);
+}
 bool cur_checking() { return g_cur && g_cur->checking; }
 
 void cur_thread_desc(char *buf, size_t n) {
@@ -362,18 +449,42 @@ bool barrier_dropped(const char *file, int line) {
   }
   return false;
 }
+
+enum warp_op_kind { W_SYNCWARP, W_SHFL_XOR, W_SHFL_IDX, W_SHFL_DOWN, W_BALLOT, W_MMA, W_LDSM2,
+                    W_LDSM4 };
+// Mutation switch: ESMT_EMU_SHFL_MASK=0xHEX replaces the mask of every
+// __shfl_*_sync, as if each call site had been written with it
+// (tests/gpu/emu/mutants.sh).
+static unsigned shfl_mask(unsigned mask) {
+  static const long forced = [] {
+    const char *e = getenv("ESMT_EMU_SHFL_MASK");
+    return e && *e ? (long)strtoul(e, nullptr, 0) : -1L;
+  }();
+  return forced >= 0 ? (unsigned)forced : mask;
+}
+
+// Arrive at warp collective `kind` with `mask` (the .aligned PTX
+// collectives, mma.sync and ldmatrix, name the whole warp); the scheduler
+// checks the warp once every live lane has arrived (check_warp_collective).
+void warp_collective(int kind, unsigned mask) {
+  g_warp_op[g_cur->tid] = warp_op{kind, mask};
+  yield(T_WARP);
+}
+
 }  // namespace
 
 void syncthreads(const char *file, int line) {
   if (barrier_dropped(file, line)) return;
   yield(T_BAR);
 }
-void syncwarp() { yield(T_WARP); }
+void syncwarp(unsigned mask) { warp_collective(W_SYNCWARP, mask); }
 void yield_warpgroup() { yield(T_WG); }
 int block_threads() { return g_nthreads; }
+uint32_t warp_generation(int warp) { return g_warp_gen[warp]; }
 
-uint64_t shfl(uint64_t v, int arg, int width, int mode) {
+uint64_t shfl(uint64_t v, int arg, int width, int mode, unsigned mask) {
   const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31;
+  mask = shfl_mask(mask);
   if (width <= 0 || width > 32 || (width & (width - 1))) width = 32;
   const int seg = lane & ~(width - 1);
   int src = lane;
@@ -383,10 +494,21 @@ uint64_t shfl(uint64_t v, int arg, int width, int mode) {
     default: src = (lane & (width - 1)) + arg < width ? lane + arg : lane; break;  // down
   }
   g_xch[tid] = v;
-  yield(T_WARP);
+  warp_collective(W_SHFL_XOR + mode, mask);
   uint64_t r = v;
   if (src >= 0 && src < 32 && w0 + src < g_nthreads && g_threads[w0 + src].state != T_DONE)
     r = g_xch[w0 + src];
+  yield(T_WARP);
+  return r;
+}
+
+unsigned ballot(unsigned mask, int pred) {
+  const int tid = g_cur->tid, w0 = tid & ~31;
+  g_xch[tid] = pred != 0;
+  warp_collective(W_BALLOT, mask);
+  unsigned r = 0;
+  for (int j = 0; j < 32 && w0 + j < g_nthreads; j++)
+    if ((mask >> j & 1u) && g_threads[w0 + j].state != T_DONE && g_xch[w0 + j]) r |= 1u << j;
   yield(T_WARP);
   return r;
 }
@@ -428,7 +550,7 @@ void mma16816(float c[4], const uint32_t a[4], const uint32_t b[2], int bf) {
     for (int h = 0; h < 2; h++) A[g + 8 * (r & 1)][2 * t + 8 * (r >> 1) + h] = half_of(a[r], h, bf);
   for (int r = 0; r < 2; r++)
     for (int h = 0; h < 2; h++) Bt[g][2 * t + 8 * r + h] = half_of(b[r], h, bf);
-  yield(T_WARP);
+  warp_collective(W_MMA, 0xffffffffu);
   for (int e = 0; e < 4; e++) {
     const float *ar = A[g + 8 * (e >> 1)], *bc = Bt[2 * t + (e & 1)];
     float acc = c[e];
@@ -445,7 +567,7 @@ void ldsm_x2_trans(uint32_t b[2], const void *p) {
   const int tid = g_cur->tid, w0 = tid & ~31, lane = tid & 31, g = lane >> 2, t = lane & 3;
   if (lane < 16) kernel_access(p, 16, false);  // the rows this thread supplies
   g_pbuf[tid] = p;
-  yield(T_WARP);
+  warp_collective(W_LDSM2, 0xffffffffu);
   for (int m = 0; m < 2; m++) {
     const uint16_t *r0 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t];
     const uint16_t *r1 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t + 1];
@@ -517,7 +639,7 @@ void ldsm_x4(uint32_t r[4], const void *p, int trans) {
   }
   kernel_access(p, 16, false);
   g_pbuf[tid] = p;
-  yield(T_WARP);
+  warp_collective(W_LDSM4, 0xffffffffu);
   for (int m = 0; m < 4; m++) {
     if (trans) {
       const uint16_t *r0 = (const uint16_t *)g_pbuf[w0 + m * 8 + 2 * t];
@@ -558,11 +680,7 @@ void launch_kernel(dim3 grid, dim3 block, size_t smem, cudaStream_t stream, cons
   // A kernel runs on the current device: a stream of another device is an
   // invalid handle there (what a backend that forgot cudaSetDevice hits
   // when the core drives it from a second thread).
-  const int sdev = stream_device(stream);
-  if (sdev >= 0 && stream && sdev != current_device()) {
-    report(current_device(), "api",
-           "kernel %s launched on a stream of device %d while the thread's current device is %d "
-           "(cudaSetDevice missing)", name, sdev, current_device());
+  if (!stream_on_current_device(stream, name)) {
     destroy(closure);
     record_error(cudaErrorInvalidResourceHandle);
     return;

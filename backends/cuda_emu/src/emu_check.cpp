@@ -24,6 +24,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <mutex>
+#include <vector>
 
 #include "emu_private.h"
 
@@ -49,6 +50,18 @@ struct smem_shadow {
   int16_t gtid;
   uint32_t gtick;
   uint8_t wgmask;
+  // initcheck: the block (g_block_gen) that last wrote the byte; a read in
+  // any other block reads what no thread of this block wrote. `seen`: kernel
+  // code has touched this static byte (it is a `__shared__` variable and is
+  // poisoned at each block start).
+  bool seen;
+  uint32_t init;
+  // Intra-warp order: the writer's warp generation (warp collectives
+  // completed) at its write, and the lanes of warp rlwarp that read the
+  // byte in its generation rlgen. Lanes of one warp are ordered only by a
+  // __syncwarp or another warp collective in between.
+  uint32_t wwgen, rlgen, rlanes;
+  int16_t rlwarp;
 };
 // Per 16 bytes of dynamic shared memory (wgmma reads whole aligned 16-byte
 // chunks): the latest wgmma.mma_async of each warpgroup that read them
@@ -74,6 +87,10 @@ struct dev_shadow {
 constexpr size_t kGrain = 2;
 uint32_t g_epoch = 1;
 uint32_t g_block_gen = 1;
+// Offsets in the TLS block of the `__shared__` bytes kernel code has
+// touched: poisoned (0xff, a NaN) at each block start, as dynamic shared
+// memory is, so that a value left by the previous block is never read back.
+std::vector<uint32_t> g_static_touched;
 smem_shadow *g_dyn_shadow, *g_static_shadow;
 char *g_static_lo, *g_static_hi;
 dev_shadow *g_dev_shadow[16];
@@ -176,10 +193,32 @@ void report_wg_conflict(int g, uint32_t seq, const char *p, bool dynamic, const 
 
 void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool write, bool dynamic) {
   const int tid = cur_tid(), w = tid >> 5;
+  const uint32_t wgen = warp_generation(w);
   bool reported = false;
   for (size_t i = 0; i < n; i++) {
     smem_shadow *e = &base[off + i];
+    if (!dynamic && !e->seen) {  // first touch ever: poisoned before this access
+      e->seen = true;
+      g_static_touched.push_back((uint32_t)(off + i));
+      if (!write) *const_cast<char *>(p + i) = (char)0xff;
+    }
+    if (!write && e->init != g_block_gen && e->pend != g_block_gen && !reported) {
+      reported = true;
+      if (++g_launch.initchecks <= 3) {
+        char me[128], where[160];
+        cur_thread_desc(me, sizeof me);
+        smem_where(p + i, dynamic, where, sizeof where);
+        report(g_launch.dev, "initcheck",
+               "kernel %s: %s reads a shared-memory byte that no thread of its block has written "
+               "(%s, a read of %zu bytes; uninitialised shared memory holds 0xff here, garbage "
+               "on a GPU)", g_launch.name, me, where, n);
+      } else if (g_launch.initchecks == 4) {
+        report(g_launch.dev, "initcheck", "(more uninitialised reads in kernel %s)",
+               g_launch.name);
+      }
+    }
     if (write) {
+      e->init = g_block_gen;
       if (e->wgmask && dynamic) {
         uint32_t seq = 0;
         const int g = wg_conflict(e, off + i, tid, &seq);
@@ -210,8 +249,10 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
       e->epoch = g_epoch;
       e->wtid = -1;
       e->rmask = 0;
+      e->rlanes = 0;
     }
     int other = -1;
+    bool intra = false;
     const char *what = nullptr;
     if (e->wtid >= 0 && (e->wtid >> 5) != w) {
       other = e->wtid;
@@ -219,13 +260,26 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
     } else if (write && (e->rmask & ~(1u << w))) {
       other = e->rtid;
       what = "writes a byte that %s read";
+    } else if (e->wtid >= 0 && e->wtid != tid && e->wwgen == wgen) {  // a lane of this warp
+      other = e->wtid;
+      intra = true;
+      what = write ? "writes a byte that %s of its own warp wrote, with no __syncwarp or other "
+                     "warp collective in between (intra-warp)"
+                   : "reads a byte that %s of its own warp wrote, with no __syncwarp or other "
+                     "warp collective in between (intra-warp)";
+    } else if (write && (e->rmask & (1u << w)) && e->rlwarp == w && e->rlgen == wgen &&
+               (e->rlanes & ~(1u << (tid & 31)))) {
+      other = w * 32 + __builtin_ctz(e->rlanes & ~(1u << (tid & 31)));
+      intra = true;
+      what = "writes a byte that %s of its own warp read, with no __syncwarp or other warp "
+             "collective in between (intra-warp)";
     }
     if (what && !reported) {
       reported = true;
       if (note_finding()) {
-        char me[128], them[64], where[160], verb[128];
+        char me[128], them[64], where[160], verb[256];
         cur_thread_desc(me, sizeof me);
-        if ((other >> 5) != w) {
+        if ((other >> 5) != w || intra) {
           thread_desc_of(other, them, sizeof them);
         } else {  // the last reader is of this warp: name another that read
           const uint32_t others = e->rmask & ~(1u << w);
@@ -233,18 +287,25 @@ void smem_check(smem_shadow *base, size_t off, const char *p, size_t n, bool wri
         }
         smem_where(p + i, dynamic, where, sizeof where);
         snprintf(verb, sizeof verb, what, them);
-        report(g_launch.dev, "race",
-               "kernel %s: %s %s, with no __syncthreads in between (%s, %s access of %zu bytes)",
-               g_launch.name, me, verb, where, write ? "a write" : "a read", n);
+        report(g_launch.dev, "race", "kernel %s: %s %s%s (%s, %s access of %zu bytes)",
+               g_launch.name, me, verb, intra ? "" : ", with no __syncthreads in between", where,
+               write ? "a write" : "a read", n);
       } else {
         report(g_launch.dev, "race", "(more races in kernel %s)", g_launch.name);
       }
     }
     if (write) {
       e->wtid = (int16_t)tid;
+      e->wwgen = wgen;
     } else {
       e->rmask |= 1u << w;
       e->rtid = (int16_t)tid;
+      if (e->rlwarp != w || e->rlgen != wgen) {
+        e->rlwarp = (int16_t)w;
+        e->rlgen = wgen;
+        e->rlanes = 0;
+      }
+      e->rlanes |= 1u << (tid & 31);
     }
   }
 }
@@ -277,6 +338,9 @@ void check_init_segments() {
 
 void smem_new_epoch() { g_epoch++; }
 void smem_new_block() {
+  if (g_static_lo)
+    for (uint32_t off : g_static_touched)
+      if (g_static_lo + off < g_static_hi) g_static_lo[off] = (char)0xff;
   g_block_gen++;
   g_epoch++;
   g_block_clock = ++g_proxy_clock;  // writes of earlier blocks count as fenced
@@ -536,11 +600,13 @@ void kernel_access(const void *addr, size_t n, bool write, bool atomic) {
                g_launch.smem);
       illegal(p, n, write, why);
     }
+    interleave_point();
     if (g_dyn_shadow) smem_check(g_dyn_shadow, off, p, n, write, true);
     return;
   }
   if (p >= (const char *)&g_k && p < (const char *)(&g_k + 1)) return;  // threadIdx & co
   if (p >= g_static_lo && p < g_static_hi) {
+    interleave_point();
     if (g_static_shadow) smem_check(g_static_shadow, (size_t)(p - g_static_lo), p, n, write, false);
     return;
   }

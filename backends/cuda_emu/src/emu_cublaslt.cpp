@@ -385,6 +385,9 @@ cublasStatus_t cublasLtMatmul(cublasLtHandle_t h, cublasLtMatmulDesc_t desc, con
       !B || !D)
     return CUBLAS_STATUS_INVALID_VALUE;
   if (!algo || algo->data[0] != kAlgoMagic) return CUBLAS_STATUS_INVALID_VALUE;
+  // The GEMM runs on the stream's device: one of another device than the
+  // current one is the missing cudaSetDevice a kernel launch reports too.
+  if (!stream_on_current_device(stream, "cublasLtMatmul")) return CUBLAS_STATUS_EXECUTION_FAILED;
   const cuemu_lt_desc d = *desc;
   const cuemu_lt_layout a = *la, b = *lb, c = *lc, dl = *ldl;
   problem p;

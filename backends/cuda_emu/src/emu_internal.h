@@ -93,6 +93,10 @@ cudaError_t enqueue(cudaStream_t stream, const char *what, std::function<cudaErr
 bool access(op_ctx &c, const void *p, size_t bytes, bool write);
 // The device of a stream handle (NULL: the current device); -1 if invalid.
 int stream_device(cudaStream_t stream);
+// False, with an "api" report naming `what`, when stream belongs to another
+// device than the calling thread's current one (cudaSetDevice missing):
+// kernel launches, copies, memsets and cuBLASLt calls all check it.
+bool stream_on_current_device(cudaStream_t stream, const char *what);
 
 }  // namespace cuemu
 

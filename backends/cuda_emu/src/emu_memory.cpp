@@ -329,39 +329,11 @@ cudaError_t cudaFree(void *ptr) {
   return record_error(sticky(r.device));
 }
 
-// Pinned host memory backed by an unlinked sparse file in
-// $ESMT_EMU_HOST_BACKING (a directory) rather than anonymous memory: the
-// kernel can write its pages back under memory pressure, so a memory-plan
-// test can hold more host state than the machine has RAM (esm2_t36_3B's
-// 48 GiB on a 24 GiB host). nullptr when unset or the file cannot be made.
-static std::set<uintptr_t> &g_file_backed = *new std::set<uintptr_t>;
-
-static void *file_backed_alloc(size_t size) {
-  const char *dir = getenv("ESMT_EMU_HOST_BACKING");
-  if (!dir || !*dir) return nullptr;
-  std::string path = std::string(dir) + "/esmt-emu-pinned-XXXXXX";
-  std::vector<char> name(path.begin(), path.end());
-  name.push_back('\0');
-  const int fd = mkstemp(name.data());
-  if (fd < 0) return nullptr;
-  unlink(name.data());
-  void *p = ftruncate(fd, (off_t)size) == 0
-                ? mmap(nullptr, size, PROT_READ | PROT_WRITE, MAP_SHARED, fd, 0)
-                : MAP_FAILED;
-  close(fd);
-  return p == MAP_FAILED ? nullptr : p;
-}
-
 cudaError_t cudaHostAlloc(void **ptr, size_t size, unsigned int flags) {
   if (!ptr) return record_error(cudaErrorInvalidValue);
   *ptr = nullptr;
-  void *p = file_backed_alloc(size ? size : 1);
-  if (p) {
-    std::lock_guard<std::mutex> g(g_mu);
-    g_file_backed.insert((uintptr_t)p);
-  } else if (posix_memalign(&p, 4096, size ? size : 1)) {
-    return record_error(cudaErrorMemoryAllocation);
-  }
+  void *p = pinned_map(size ? size : 1);
+  if (!p) return record_error(cudaErrorMemoryAllocation);
   std::lock_guard<std::mutex> g(g_mu);
   add_region((char *)p, size, MEM_PINNED, -1);
   g_pinned_bytes += size;
@@ -385,11 +357,9 @@ cudaError_t cudaFreeHost(void *ptr) {
   std::lock_guard<std::mutex> g(g_mu);
   auto it = g_regions.find((uintptr_t)ptr);
   g_pinned_bytes -= it->second.size;
-  const size_t size = it->second.size;
   g_regions.erase(it);
   g_version++;
-  if (g_file_backed.erase((uintptr_t)ptr)) munmap(ptr, size ? size : 1);
-  else free(ptr);
+  pinned_unmap(ptr);
   return cudaSuccess;
 }
 

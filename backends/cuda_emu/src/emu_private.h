@@ -30,6 +30,18 @@ void memory_stats_json(FILE *f);
 char *device_arena(int dev, size_t *span);
 bool find_region_below(const void *p, region *out);  // the nearest allocation below p  // NULL before the first allocation
 
+// emu_pinned.cpp: pinned host memory, mapped twice (the user's pages and
+// an alias the stream workers copy through), and the guards that keep the
+// host off bytes a pending cudaMemcpyAsync writes (PROT_NONE) or has yet
+// to read (read-only) until the host has seen the copy complete.
+void *pinned_map(size_t size);
+void pinned_unmap(void *p);
+void *pinned_alias(const void *p);  // p itself when not pinned
+void pinned_guard(const void *p, size_t n, bool host_may_read, int device, int slot,
+                  uint32_t clock, const char *api);
+void pinned_host_saw(const uint32_t *host_vc);  // after the host clock advanced
+void pinned_worker_starts();                    // a stream worker thread
+
 // emu_stream.cpp
 void device_sync(int dev);       // every stream of dev, host clock joined
 const char *op_name(uint32_t op_id);  // recent operations, for reports
@@ -69,6 +81,7 @@ struct launch_info {
   int dev;
   int aborted;           // cudaError_t that stops the grid, 0 while running
   uint32_t reports;      // findings in this launch (printing is capped)
+  uint32_t initchecks;   // uninitialised shared-memory reads in this launch (capped too)
 };
 extern launch_info g_launch;
 extern ethread *g_cur;
@@ -91,6 +104,13 @@ void set_max_dynamic_smem(const void *fn, int bytes);
 void kernel_counts(uint64_t *kernels, uint64_t *blocks);
 int block_threads();     // threads of the running block
 void yield_warpgroup();  // wait at a warpgroup collective (all 128 threads)
+// Warp collectives warp `warp` of the running block has completed: two
+// accesses of its lanes with the same generation are not ordered (the
+// intra-warp race check).
+uint32_t warp_generation(int warp);
+// Under ESMT_EMU_INTERLEAVE=1, maybe let another lane run first (the
+// running thread is about to access shared memory).
+void interleave_point();
 
 // emu_wgmma.cpp
 void wgmma_block_begins(int nthreads);

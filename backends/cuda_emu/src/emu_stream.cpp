@@ -78,6 +78,7 @@ void join(uint32_t *into, const uint32_t *from) {
 }
 
 void worker(stream_obj *s) {
+  pinned_worker_starts();
   std::unique_lock<std::mutex> lk(g_mu);
   for (;;) {
     g_cv.wait(lk, [&] { return s->stop || !s->q.empty(); });
@@ -170,6 +171,7 @@ uint64_t enqueue_locked(stream_obj *s, const char *what, std::function<cudaError
 void host_wait(std::unique_lock<std::mutex> &lk, stream_obj *s, uint64_t seq, const uint32_t *vc) {
   g_cv.wait(lk, [&] { return s->done_seq >= seq; });
   join(g_host_vc, vc);
+  pinned_host_saw(g_host_vc);
 }
 
 void sync_device_locked(std::unique_lock<std::mutex> &lk, int dev) {
@@ -182,6 +184,7 @@ void sync_device_locked(std::unique_lock<std::mutex> &lk, int dev) {
     }
   for (auto &t : targets) g_cv.wait(lk, [&] { return t.first->done_seq >= t.second; });
   join(g_host_vc, vc);
+  pinned_host_saw(g_host_vc);
 }
 }  // namespace
 
@@ -198,6 +201,15 @@ int stream_device(cudaStream_t stream) {
   std::lock_guard<std::mutex> g(g_mu);
   stream_obj *s = resolve_locked(stream);
   return s ? s->device : -1;
+}
+
+bool stream_on_current_device(cudaStream_t stream, const char *what) {
+  const int sdev = stream_device(stream), cur = current_device();
+  if (!stream || sdev < 0 || sdev == cur) return true;
+  report(cur, "api",
+         "%s on a stream of device %d while the thread's current device is %d (cudaSetDevice "
+         "missing)", what, sdev, cur);
+  return false;
 }
 
 void device_sync(int dev) {
@@ -249,15 +261,26 @@ const char *kind_name(cudaMemcpyKind k) {
   }
 }
 
+// Pinned host bytes an asynchronous copy writes (or reads, host_may_read):
+// guarded against the host until it has seen the copy complete.
+struct host_span {
+  const void *p;
+  size_t n;
+  bool host_may_read;
+};
+
 // Enqueue a copy or memset; with `wait` the host waits for it (and has seen
-// it complete).
+// it complete), else `guards` are set on the pinned bytes it touches.
 cudaError_t submit(cudaStream_t h, const char *api, std::function<cudaError_t(op_ctx &)> fn,
-                   bool wait) {
+                   bool wait, std::vector<host_span> guards = {}) {
   std::unique_lock<std::mutex> lk(g_mu);
   stream_obj *s = resolve_locked(h);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
   if (sticky(s->device)) return record_error(sticky(s->device));
   const uint64_t seq = enqueue_locked(s, api, std::move(fn));
+  if (!wait && compute_enabled())
+    for (const host_span &g : guards)
+      pinned_guard(g.p, g.n, g.host_may_read, s->device, s->slot, s->vc[s->slot], api);
   if (wait) {
     uint32_t vc[kMaxSlots];
     memcpy(vc, s->vc, sizeof vc);
@@ -272,6 +295,7 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kin
                         bool sync, const char *api) {
   if (n == 0) return cudaSuccess;
   if (!dst || !src) return record_error(cudaErrorInvalidValue);
+  if (!stream_on_current_device(h, api)) return record_error(cudaErrorInvalidResourceHandle);
   const ptr_class cd = classify(dst), cs = classify(src);
   const bool ddev = cd == P_DEVICE, sdev = cs == P_DEVICE;
   bool ok = true;
@@ -300,14 +324,21 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kin
   auto fn = [=](op_ctx &c) -> cudaError_t {
     if (sdev && !access(c, src, n, false)) return cudaErrorIllegalAddress;
     if (ddev && !access(c, dst, n, true)) return cudaErrorIllegalAddress;
-    if (compute_enabled()) memcpy(dst, staged ? staged->data() : src, n);
+    // Pinned memory through its alias: the host's pages may be guarded.
+    if (compute_enabled())
+      memcpy(cd == P_PINNED ? pinned_alias(dst) : dst,
+             staged ? staged->data() : cs == P_PINNED ? pinned_alias(src) : src, n);
     return cudaSuccess;
   };
-  return submit(h, api, fn, wait);
+  std::vector<host_span> guards;
+  if (cd == P_PINNED) guards.push_back(host_span{dst, n, false});
+  if (cs == P_PINNED) guards.push_back(host_span{src, n, true});
+  return submit(h, api, fn, wait, guards);
 }
 
 cudaError_t memset_impl(void *dst, int value, size_t n, cudaStream_t h, bool sync, const char *api) {
   if (n == 0) return cudaSuccess;
+  if (!stream_on_current_device(h, api)) return record_error(cudaErrorInvalidResourceHandle);
   if (classify(dst) != P_DEVICE) {
     report(current_device(), "api", "%s(%p, %zu bytes): not device memory", api, dst, n);
     return record_error(cudaErrorInvalidValue);
@@ -367,10 +398,18 @@ cudaError_t cudaStreamDestroy(cudaStream_t h) {
   return cudaSuccess;
 }
 
+// Mutation testing: ESMT_EMU_DROP_HOST_SYNC=1 makes cudaStreamSynchronize
+// and cudaEventSynchronize return at once, as if each were deleted.
+static bool host_sync_dropped() {
+  static const bool drop = getenv("ESMT_EMU_DROP_HOST_SYNC") && atoi(getenv("ESMT_EMU_DROP_HOST_SYNC"));
+  return drop;
+}
+
 cudaError_t cudaStreamSynchronize(cudaStream_t h) {
   std::unique_lock<std::mutex> lk(g_mu);
   stream_obj *s = resolve_locked(h);
   if (!s) return record_error(cudaErrorInvalidResourceHandle);
+  if (host_sync_dropped()) return record_error(sticky(s->device));
   uint32_t vc[kMaxSlots];
   memcpy(vc, s->vc, sizeof vc);
   host_wait(lk, s, s->enq_seq, vc);
@@ -387,6 +426,7 @@ cudaError_t cudaStreamQuery(cudaStream_t h) {
   if (sticky(s->device)) return record_error(sticky(s->device));
   if (s->done_seq < s->enq_seq) return cudaErrorNotReady;
   join(g_host_vc, s->vc);
+  pinned_host_saw(g_host_vc);
   return cudaSuccess;
 }
 
@@ -464,7 +504,7 @@ cudaError_t cudaEventSynchronize(cudaEvent_t h) {
   std::unique_lock<std::mutex> lk(g_mu);
   event_obj *e = event_of(h);
   if (!e) return record_error(cudaErrorInvalidResourceHandle);
-  if (!e->recorded) return cudaSuccess;
+  if (!e->recorded || host_sync_dropped()) return cudaSuccess;
   host_wait(lk, e->s, e->seq, e->vc);
   const int d = e->s->device;
   lk.unlock();
@@ -480,6 +520,7 @@ cudaError_t cudaEventQuery(cudaEvent_t h) {
   if (sticky(e->s->device)) return record_error(sticky(e->s->device));
   if (e->s->done_seq < e->seq) return cudaErrorNotReady;
   join(g_host_vc, e->vc);
+  pinned_host_saw(g_host_vc);
   return cudaSuccess;
 }
 

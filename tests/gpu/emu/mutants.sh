@@ -18,7 +18,20 @@
 # the gradients). The stream layer's two (memory/stream.c, switched off by
 # test_gpu_offload --mutant): the compute stream's wait for a layer's
 # weight upload, and the host's wait for a gradient slot's copy before the
-# slot is zeroed for the next layer. Usage: mutants.sh BUILD_DIR
+# slot is zeroed for the next layer. The checkers added since: every
+# warp shuffle's mask narrowed to half the warp (ESMT_EMU_SHFL_MASK,
+# reported by the warp-collective mask check), and the host's stream and
+# event synchronisations removed (ESMT_EMU_DROP_HOST_SYNC=1: the host reads
+# pinned gradient buffers that copies are still writing, reported by the
+# pinned-page guard). And four mutations of the sources themselves, each
+# built from a mutated copy of backends/cuda_common (source_mutant.sh: one
+# translation unit recompiled, ampere_bf16 relinked, a few seconds): the
+# cross-entropy sum's static __shared__ slots written only by threads with
+# rows (initcheck), its reduction tail run warp-synchronously without
+# barriers (the intra-warp race check), and two numeric ones that only a
+# comparison against cpu.so sees (gpu_matches_cpu.sh, ~45 s each): AdamW's
+# second moment with (1 - b1) for (1 - b2), and GELU's 1/sqrt(2) 14% too
+# large. Usage: mutants.sh BUILD_DIR
 set -uo pipefail
 build=$1
 src=$(cd "$(dirname "$0")/../../.." && pwd)
@@ -119,12 +132,60 @@ mutant "wgmma forward: loop-top barrier removed (line $wg_top), bf16 hd 64, sm_9
 mutant "wgmma forward: fence.proxy.async removed (ESMT_EMU_DROP_PROXY_FENCE=1), f16 hd 64, sm_90" \
   "fence.proxy.async" "ESMT_EMU_SM=90" "ESMT_CUDA_ATTN_WGMMA=1" "ESMT_EMU_DROP_PROXY_FENCE=1" -- \
   "$build/bin/test_gpu_attention" --only "f16:64"
+# A warp reduction's mask 0xffffffff written 0x0000ffff (the attention
+# kernels' row max and sum are warp shuffles).
+mutant "every __shfl_*_sync mask narrowed to 0x0000ffff (ESMT_EMU_SHFL_MASK), f16 hd 64" \
+  "cuda-emu: warp-sync: kernel attn_" "ESMT_EMU_SHFL_MASK=0x0000ffff" -- \
+  "$build/bin/test_gpu_attention" --only "f16:64"
+mutant "offload: the host's waits for its copies removed (ESMT_EMU_DROP_HOST_SYNC=1)" \
+  "cuda-emu: host-sync: host code at" "ESMT_EMU_DROP_HOST_SYNC=1" -- "$build/bin/test_gpu_offload"
 mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" \
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
 mutant "stream: the wait for a layer's weight upload removed" "cuda-emu: stream-order" \
   -- "$build/bin/test_gpu_offload" --mutant weights
+# Without the host's wait, the host also reads the slot's pinned copy
+# before it has landed: the pinned-page guard may report that first.
 mutant "stream: a gradient slot reused before its copy to the host finished" \
-  "cuda-emu: stream-order" -- "$build/bin/test_gpu_offload" --mutant gradients
+  "cuda-emu: \(stream-order\|host-sync\)" -- "$build/bin/test_gpu_offload" --mutant gradients
+
+# Source mutants: NAME EXPECTED FILE SED TU -- COMMAND... (COMMAND finds the
+# mutated backends through ESMT_TEST_BACKEND_DIR / ESMTRAIN_BACKEND_PATH).
+muts=$(mktemp -d /tmp/esmt-emu-mutants-XXXXXX)
+trap 'rm -rf "$muts"' EXIT
+src_mutant() {
+  local name=$1 want=$2 file=$3 expr=$4 tu=$5 dir
+  shift 6
+  dir=$muts/$(echo "$name" | tr -c 'a-zA-Z0-9\n' '_' | cut -c1-40)
+  if ! bash "$src/tests/gpu/emu/source_mutant.sh" "$build" "$dir" "$file" "$expr" "$tu" \
+       ampere_bf16 >"$dir.log" 2>&1; then
+    echo "FAIL: $name: the mutant did not build"; tail -5 "$dir.log"; fail=$((fail + 1)); return
+  fi
+  mutant "$name" "$want" "ESMT_TEST_BACKEND_DIR=$dir/backends" \
+    "ESMTRAIN_BACKEND_PATH=$dir/backends" -- "$@"
+}
+cli=$build/bin/esmtrain-example
+awk 'BEGIN { srand(3); aa = "ACDEFGHIKLMNPQRSTVWY";
+  for (r = 0; r < 40; r++) { printf(">p%d\n", r); n = 20 + int(rand() * 40);
+    for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' \
+  > "$muts/prot.fa"
+"$cli" ingest "$muts/prot.fa" -o "$muts/data" --valid-fraction 0.1 --quiet >/dev/null
+step1=("$cli" train --data "$muts/data" --layers 1 --width 32 --heads 2 --max-len 64
+       --batch-tokens 512 --warmup 0 --steps 1 --eval-every 0 --keep 0 --no-mfu --threads 1
+       --set backend.name=ampere_bf16 --out "$muts/run")
+xent='/void xent_sum/,/^}/'
+src_mutant "xent_sum: static __shared__ written only by threads with rows" \
+  "cuda-emu: initcheck: kernel xent_sum" cuda_xent.cu \
+  "${xent}s/  sh\[threadIdx.x\] = acc;/  if (acc != 0.0) sh[threadIdx.x] = acc;/" cuda_xent.cu -- \
+  "${step1[@]}"
+src_mutant "xent_sum: the last 6 barriers of the reduction dropped (warp-synchronous)" \
+  "of its own warp read, with no __syncwarp" cuda_xent.cu \
+  "${xent}s/    __syncthreads();/    if (s > 32) __syncthreads();/" cuda_xent.cu -- "${step1[@]}"
+src_mutant "AdamW: (1 - b2) written (1 - b1) in the second moment" "COMPARE_RESULT.*FAIL" \
+  cuda_optimizer.cu 's/const float vi = b2 \* v\[j\] + (1.0f - b2)/const float vi = b2 * v[j] + (1.0f - b1)/' \
+  cuda_optimizer.cu -- bash "$src/tests/gpu/emu/gpu_matches_cpu.sh" "$cli" ampere_bf16
+src_mutant "GELU: 1/sqrt(2) 14% too large (the GEMM epilogue's gelu_erf)" "COMPARE_RESULT.*FAIL" \
+  cuda_kernels.cuh '/float gelu_erf(float x)/,/^}/s/erff(x \* 0.70710678118654752f)/erff(x * 0.80610173f)/' \
+  cuda_gemm.cu -- bash "$src/tests/gpu/emu/gpu_matches_cpu.sh" "$cli" ampere_bf16
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]

@@ -10,6 +10,7 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
+#include <cmath>
 #include <cstdio>
 #include <cstdlib>
 #include <cstring>
@@ -36,6 +37,63 @@ __global__ void warp_sum(const float *x, float *out) {
   float v = x[threadIdx.x];
   for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(0xffffffffu, v, o);
   if ((threadIdx.x & 31) == 0) out[threadIdx.x / 32] = v;
+}
+
+// Warp collectives with a mask: `mask` for the reduction; lanes at or past
+// `live` exit first; with `split`, the upper half of the warp waits at
+// __syncwarp while the lower half shuffles. out[1 + warp] gets a ballot of
+// the odd lanes.
+__global__ void warp_masked(const float *x, float *out, unsigned mask, int live, int split) {
+  if ((int)(threadIdx.x & 31) >= live) return;
+  float v = x[threadIdx.x];
+  if (split && (threadIdx.x & 31) >= 16) {
+    __syncwarp();
+  } else {
+    for (int o = 16; o > 0; o >>= 1) v += __shfl_xor_sync(mask, v, o);
+  }
+  const unsigned odd = __ballot_sync(mask, threadIdx.x & 1);
+  if ((threadIdx.x & 31) == 0) {
+    out[0] = v;
+    out[1] = (float)(odd == 0xaaaaaaaau);
+  }
+}
+
+// A static __shared__ array that the first `writers` threads fill (all 32
+// in block 0 when `block0_full`), summed by thread 0.
+__global__ void static_partial(float *out, int writers, int block0_full) {
+  __shared__ float acc[32];
+  if ((int)threadIdx.x < (block0_full && blockIdx.x == 0 ? 32 : writers))
+    acc[threadIdx.x] = 1.0f + (float)blockIdx.x;
+  __syncthreads();
+  if (threadIdx.x == 0) {
+    float s = 0;
+    for (int i = 0; i < 32; i++) s += acc[i];
+    out[blockIdx.x] = s;
+  }
+}
+
+// Lanes exchange through shared memory: each writes its slot and reads its
+// neighbour's, with or without a __syncwarp between.
+__global__ void lane_swap(float *out, int with_syncwarp) {
+  __shared__ float s[32];
+  s[threadIdx.x] = (float)threadIdx.x;
+  if (with_syncwarp) __syncwarp();
+  out[threadIdx.x] = s[threadIdx.x ^ 1];
+}
+
+// A warp-synchronous reduction tail (32 threads, 64 ones): correct with a
+// __syncwarp after each step, a race without (lane 16 updates s[16] after
+// lane 0 read it, and after reading it itself).
+__global__ void warp_tail(float *out, int synced) {
+  __shared__ float s[64];
+  s[threadIdx.x] = 1.0f;
+  s[threadIdx.x + 32] = 1.0f;
+  __syncwarp();
+  for (int o = 32; o > 0; o >>= 1) {
+    if ((int)threadIdx.x < o) s[threadIdx.x] += s[threadIdx.x + o];
+    if (synced) __syncwarp();
+  }
+  if (threadIdx.x == 0) out[0] = s[0];
 }
 
 __global__ void dyn_copy(const float *x, float *y, int n, int extra) {
@@ -125,6 +183,123 @@ static int case_dropped_barrier(void) {
   ESMT_LAUNCH(1, 256, 0, 0, block_sum)(d, o, 1000, 0);
   return cudaDeviceSynchronize();
 }
+static int warp_masked_case(unsigned mask, int live, int split) {
+  float h[32], r[2] = {0, 0}, *d, *o;
+  for (int i = 0; i < 32; i++) h[i] = (float)i;
+  cudaMalloc((void **)&d, 128);
+  cudaMalloc((void **)&o, 8);
+  cudaMemcpy(d, h, 128, cudaMemcpyHostToDevice);
+  ESMT_LAUNCH(1, 32, 0, 0, warp_masked)(d, o, mask, live, split);
+  cudaError_t e = cudaMemcpy(r, o, 8, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  return r[0] == 496.0f && r[1] == 1.0f ? 0 : fail("warp_masked: wrong sum or ballot");
+}
+static int case_warp_full_mask(void) { return warp_masked_case(0xffffffffu, 32, 0); }
+static int case_warp_half_mask(void) { return warp_masked_case(0x0000ffffu, 32, 0); }
+static int case_warp_mask_exited(void) { return warp_masked_case(0xffffffffu, 16, 0); }
+static int case_warp_split(void) { return warp_masked_case(0xffffffffu, 32, 1); }
+static int case_warp_mask_mutated(void) {
+  setenv("ESMT_EMU_SHFL_MASK", "0x0000ffff", 1);
+  return warp_masked_case(0xffffffffu, 32, 0);
+}
+// Copies and memsets on a stream of device 1 while device 0 is current:
+// the cudaSetDevice missing when the stream was made.
+static int stream_device_case(int memset_too) {
+  setenv("ESMT_EMU_DEVICES", "2", 1);
+  cudaStream_t s;
+  float *d, h[16] = {0};
+  cudaSetDevice(1);
+  cudaStreamCreate(&s);
+  cudaMalloc((void **)&d, 64);
+  cudaError_t e = memset_too ? cudaMemsetAsync(d, 0, 64, s) : cudaSuccess;
+  cudaSetDevice(memset_too ? 1 : 0);
+  if (e == cudaSuccess) e = cudaMemcpyAsync(h, d, 64, cudaMemcpyDeviceToHost, s);
+  if (e == cudaSuccess) e = cudaStreamSynchronize(s);
+  return (int)e;
+}
+static int case_copy_same_device(void) { return stream_device_case(1); }
+static int case_copy_other_device(void) { return stream_device_case(0); }
+static int static_partial_case(int writers, int block0_full) {
+  float r[2] = {0, 0}, *o;
+  cudaMalloc((void **)&o, 8);
+  ESMT_LAUNCH(2, 32, 0, 0, static_partial)(o, writers, block0_full);
+  cudaError_t e = cudaMemcpy(r, o, 8, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  if (block0_full) {  // block 1 reads 16 bytes block 0 left behind: poisoned, NaN
+    if (!std::isnan(r[1])) return fail("static __shared__ kept the previous block's values");
+    return r[0] == 32.0f ? 0 : fail("static_partial: block 0's sum");
+  }
+  return r[0] == 32.0f && r[1] == 64.0f ? 0 : fail("static_partial: wrong sums");
+}
+static int case_static_smem_ok(void) { return static_partial_case(32, 0); }
+static int case_static_smem_uninit(void) { return static_partial_case(16, 0); }
+static int case_static_smem_poisoned(void) {
+  setenv("ESMT_EMU_STRICT", "0", 1);  // the values, past the report
+  return static_partial_case(16, 1);
+}
+// Host reads of a pinned buffer that a copy from the device fills: after
+// the stream's synchronisation (mode 0), before it (1), of the other half
+// of the page, which no copy writes (2), and a host write to a pinned
+// source before the copy to the device read it (3).
+static int pinned_case(int mode) {
+  const int n = 512;
+  float *d, *h, src[n];
+  for (int i = 0; i < n; i++) src[i] = (float)i;
+  cudaStream_t s;
+  cudaStreamCreateWithFlags(&s, cudaStreamNonBlocking);
+  cudaMalloc((void **)&d, n * 4);
+  cudaMallocHost((void **)&h, 2 * n * 4);  // one page: two halves of n floats
+  cudaMemcpy(d, src, n * 4, cudaMemcpyHostToDevice);
+  h[n + 7] = 7.0f;
+  float got = 0.0f;
+  if (mode == 3) {
+    cudaMemcpyAsync(d, h + n, n * 4, cudaMemcpyHostToDevice, s);
+    h[n + 7] = 8.0f;  // the copy may not have read it yet
+  } else {
+    cudaMemcpyAsync(h, d, n * 4, cudaMemcpyDeviceToHost, s);
+    if (mode == 0) cudaStreamSynchronize(s);
+    got = mode == 2 ? h[n + 7] : h[5];
+  }
+  cudaError_t e = cudaStreamSynchronize(s);
+  if (e != cudaSuccess) return (int)e;
+  if (mode == 3) return 0;
+  return got == (mode == 2 ? 7.0f : 5.0f) ? 0 : fail("pinned: wrong value read");
+}
+static int case_pinned_synced(void) { return pinned_case(0); }
+static int case_pinned_read_early(void) { return pinned_case(1); }
+static int case_pinned_other_half(void) { return pinned_case(2); }
+static int case_pinned_source_written(void) { return pinned_case(3); }
+static int case_pinned_sync_dropped(void) {
+  setenv("ESMT_EMU_DROP_HOST_SYNC", "1", 1);
+  return pinned_case(0);
+}
+static int lane_swap_case(int with_syncwarp, const char *interleave) {
+  if (interleave) setenv("ESMT_EMU_INTERLEAVE", interleave, 1);
+  float r[32], *o;
+  cudaMalloc((void **)&o, sizeof r);
+  ESMT_LAUNCH(1, 32, 0, 0, lane_swap)(o, with_syncwarp);
+  cudaError_t e = cudaMemcpy(r, o, sizeof r, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  for (int i = 0; i < 32; i++)
+    if (r[i] != (float)(i ^ 1)) return fail("lane_swap: a lane read its neighbour's stale slot");
+  return 0;
+}
+static int case_lane_swap_synced(void) { return lane_swap_case(1, "1"); }
+static int case_lane_swap_race(void) { return lane_swap_case(0, nullptr); }
+static int case_lane_swap_interleaved(void) {
+  setenv("ESMT_EMU_STRICT", "0", 1);  // the values, past the report
+  return lane_swap_case(0, "1");
+}
+static int warp_tail_case(int synced) {
+  float r = 0, *o;
+  cudaMalloc((void **)&o, 4);
+  ESMT_LAUNCH(1, 32, 0, 0, warp_tail)(o, synced);
+  cudaError_t e = cudaMemcpy(&r, o, 4, cudaMemcpyDeviceToHost);
+  if (e != cudaSuccess) return (int)e;
+  return r == 64.0f ? 0 : fail("warp_tail: wrong sum");
+}
+static int case_warp_tail_synced(void) { return warp_tail_case(1); }
+static int case_warp_tail_race(void) { return warp_tail_case(0); }
 static int case_smem_bounds(void) {
   float *d;
   cudaMalloc((void **)&d, 4096);
@@ -613,6 +788,39 @@ static const tcase k_cases[] = {
     {"race (missing __syncthreads)", case_race, false, "cuda-emu: race: kernel block_sum"},
     {"race (barrier dropped by ESMT_EMU_DROP_BARRIER)", case_dropped_barrier, false,
      "cuda-emu: race: kernel block_sum"},
+    {"warp collectives with the full mask", case_warp_full_mask, true, ""},
+    {"shuffle mask missing half the warp", case_warp_half_mask, false,
+     "with mask 0x0000ffff, which does not name lane 16"},
+    {"shuffle mask naming exited lanes", case_warp_mask_exited, false, "which has exited"},
+    {"lanes at different warp collectives", case_warp_split, false,
+     "which waits at __syncwarp with mask 0xffffffff"},
+    {"shuffle mask narrowed by ESMT_EMU_SHFL_MASK", case_warp_mask_mutated, false,
+     "cuda-emu: warp-sync: kernel warp_masked"},
+    {"copy on a stream of the current device", case_copy_same_device, true, ""},
+    {"copy on a stream of another device", case_copy_other_device, false,
+     "cudaMemcpyAsync on a stream of device 1 while the thread's current device is 0"},
+    {"static __shared__ written before it is read", case_static_smem_ok, true, ""},
+    {"static __shared__ read where no thread wrote", case_static_smem_uninit, false,
+     "cuda-emu: initcheck: kernel static_partial"},
+    {"static __shared__ poisoned at each block start", case_static_smem_poisoned, true,
+     "of block (1,0,0) reads a shared-memory byte that no thread of its block has written"},
+    {"pinned buffer read after the stream's synchronisation", case_pinned_synced, true, ""},
+    {"pinned buffer read while a copy into it is pending", case_pinned_read_early, false,
+     "cuda-emu: host-sync: host code at"},
+    {"pinned bytes no pending copy touches, on the same page", case_pinned_other_half, true, ""},
+    {"pinned source written before the copy read it", case_pinned_source_written, false,
+     "has not read it yet"},
+    {"pinned buffer read after a sync dropped by ESMT_EMU_DROP_HOST_SYNC",
+     case_pinned_sync_dropped, false, "cuda-emu: host-sync: host code at"},
+    {"lanes exchange through shared memory after __syncwarp (interleaved)", case_lane_swap_synced,
+     true, ""},
+    {"lanes exchange through shared memory without __syncwarp", case_lane_swap_race, false,
+     "of its own warp wrote, with no __syncwarp"},
+    {"... and with lanes interleaved the values go wrong", case_lane_swap_interleaved, false,
+     "lane_swap: a lane read its neighbour's stale slot"},
+    {"warp-synchronous reduction with __syncwarp", case_warp_tail_synced, true, ""},
+    {"warp-synchronous reduction without __syncwarp", case_warp_tail_race, false,
+     "writes a byte that thread (0,0,0) [warp 0] of its own warp read"},
     {"dynamic shared memory bounds", case_smem_bounds, false, "is past the launch's 1024 bytes"},
     {"global bounds", case_global_bounds, false, "bytes past the end of the 4000-byte allocation"},
     {"host pointer in a kernel", case_host_pointer, false, "host memory"},

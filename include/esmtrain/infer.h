@@ -1,0 +1,245 @@
+/* SPDX-License-Identifier: MIT */
+/* libesmtrain public API, part of esmtrain.h: inference from protein
+ * strings (tokens, batches, embeddings with the long-protein rule, masked
+ * scoring, embedding files).
+ * Include <esmtrain/esmtrain.h>, which includes this file where it belongs.
+ * Threads: a builder, scorer or stream is used by one thread at a time;
+ * the calls that take a model run inference on it (esmt_model_infer's
+ * rule applies). */
+#ifndef ESMTRAIN_INFER_H
+#define ESMTRAIN_INFER_H
+
+#ifndef ESMTRAIN_ESMTRAIN_H
+#error "include <esmtrain/esmtrain.h>, not this file"
+#endif
+
+/* ------------------------------------------------------------------------ */
+/* Tokens and batches                                                        */
+/* ------------------------------------------------------------------------ */
+
+/* A protein string (len bytes; no <cls>/<eos>) into residue token ids with
+ * the policy of the FASTA reader (esmt_sequence_reader): letters of the
+ * alphabet (either case, gaps '-' and '.') become their ids, any other
+ * letter and '*' become <unk> (counted in *unknown, which may be NULL);
+ * any other character is ESMT_ERR_INVALID_ARGUMENT naming it and its
+ * 1-based position. ids holds cap entries (cap >= len). */
+ESMT_API esmt_status esmt_tokenize(const char *text, size_t len, int32_t *ids, size_t cap,
+                                   uint64_t *unknown);
+
+/* How a batch builder lays out its proteins. */
+typedef enum esmt_row_layout {
+  ESMT_ROWS_PADDED = 0, /* one protein per row, right-padded to the longest */
+  ESMT_ROWS_PACKED = 1  /* proteins one after the other in rows of row_len positions
+                         * (esmt_batch.num_segments; a backend with ESMTB_CAP_VARLEN) */
+} esmt_row_layout;
+
+/* Proteins (residue ids) into an esmt_batch as the model expects each:
+ * <cls> residues <eos>, the rest of a row <pad>. */
+typedef struct esmt_batch_builder esmt_batch_builder;
+
+/* row_len: the most positions of a row (the model's max_positions). */
+ESMT_API esmt_status esmt_batch_builder_create(esmt_row_layout layout, int row_len,
+                                               esmt_batch_builder **out);
+ESMT_API void esmt_batch_builder_destroy(esmt_batch_builder *builder);
+/* Append a protein of n residues. A protein of more than row_len - 2
+ * residues is ESMT_ERR_INVALID_ARGUMENT (esmt_embed truncates or windows). */
+ESMT_API esmt_status esmt_batch_builder_add(esmt_batch_builder *builder, const int32_t *residues,
+                                            int n);
+/* The batch of every protein added since the last reset; its arrays stay
+ * valid until the next add, reset or destroy. Row order = protein order. */
+ESMT_API esmt_status esmt_batch_builder_get(esmt_batch_builder *builder, esmt_batch *batch);
+ESMT_API void esmt_batch_builder_reset(esmt_batch_builder *builder);
+
+/* ------------------------------------------------------------------------ */
+/* Embeddings: proteins of any length                                        */
+/* ------------------------------------------------------------------------ */
+
+/* Proteins longer than the model's window W = max_positions - 2 residues. */
+typedef enum esmt_long_policy {
+  /* The first W residues, as fair-esm's extract.py (--truncation_seq_length). */
+  ESMT_LONG_TRUNCATE = 0,
+  /* Windows of W residues starting at 0, S, 2S, ... and a last one ending at
+   * the protein's end; a residue's representation is the average over the
+   * windows that hold it, the cls the average of the windows' cls. */
+  ESMT_LONG_WINDOWS = 1
+} esmt_long_policy;
+
+typedef struct esmt_embed_request {
+  uint32_t struct_size;
+  int num_layers;            /* representations wanted: 0 = the last layer alone */
+  const int *layers;         /* [num_layers] as esmt_infer_request.layers (-1 = L) */
+  int per_token;             /* also per-residue representations */
+  esmt_long_policy long_policy;
+  int stride;                /* windows: residues between window starts; 0 = W / 2 */
+  int64_t batch_tokens;      /* positions of a batch at most (one row always fits) */
+  /* Called after each batch (stage "embed", unit "windows": pieces done of
+   * the total); non-zero cancels with ESMT_ERR_CANCELLED. May be NULL. */
+  esmt_progress_fn progress;
+  void *progress_user;
+} esmt_embed_request;
+
+#define ESMT_EMBED_REQUEST_INIT \
+  { sizeof(esmt_embed_request), 0, NULL, 0, ESMT_LONG_TRUNCATE, 0, 16384, NULL, NULL }
+
+/* One protein's results (arrays malloc'd by esmt_embed, freed by
+ * esmt_embedding_release). Blocks follow the request's layers. */
+typedef struct esmt_embedding {
+  uint32_t struct_size;
+  int64_t length;            /* residues given */
+  int64_t kept;              /* residues with a representation: length, or W when truncated */
+  int pieces;                /* rows it took: 1, or its windows */
+  float *mean;               /* [layers, hidden]: mean over the kept residues */
+  float *cls;                /* [layers, hidden] */
+  float *per_token;          /* [layers, kept, hidden] with per_token, else NULL */
+} esmt_embedding;
+
+#define ESMT_EMBEDDING_INIT { sizeof(esmt_embedding), 0, 0, 0, NULL, NULL, NULL }
+
+/* Representations of `count` proteins (residue ids, no cls/eos; an empty
+ * protein has a cls and a zero mean). Pieces (whole proteins, truncated
+ * ones or windows) are sorted by length, longest first, and cut into
+ * right-padded batches of at most batch_tokens positions, so that padding
+ * stays small; the results do not depend on that order. out[i] must be
+ * initialised (struct_size); on failure nothing stays allocated. */
+ESMT_API esmt_status esmt_embed(esmt_model *model, const esmt_embed_request *request, int count,
+                                const int32_t *const *residues, const int64_t *lengths,
+                                esmt_embedding *out);
+ESMT_API void esmt_embedding_release(esmt_embedding *embeddings, int count);
+
+/* ------------------------------------------------------------------------ */
+/* Masked scoring: pseudo-log-likelihood and masked marginals                */
+/* ------------------------------------------------------------------------ */
+
+/* A masked row is a protein with one residue replaced by <mask>, as
+ * <cls> residues <eos>. A protein longer than W = max_positions - 2
+ * residues is cut to the window of W residues that gives the masked
+ * residue the most context: it starts at clamp(r - W/2, 0, n - W) (r the
+ * 0-based masked residue). Rows are right-padded into batches of B rows x
+ * T positions with B*T <= batch_tokens (one row always fits). */
+
+/* Receives log_softmax (double, all 33 tokens) of the logits at the masked
+ * position of the row added with `tag`, in the order rows were added.
+ * Non-zero stops the scorer with ESMT_ERR_CANCELLED. */
+typedef int (*esmt_masked_row_fn)(void *user, uint64_t tag, const double *logp);
+
+typedef struct esmt_masked_scorer esmt_masked_scorer;
+
+/* The model needs the ESM-2 vocabulary and rows of 3 or more positions. */
+ESMT_API esmt_status esmt_masked_scorer_create(esmt_model *model, uint64_t batch_tokens,
+                                               esmt_masked_row_fn fn, void *user,
+                                               esmt_masked_scorer **out);
+ESMT_API void esmt_masked_scorer_destroy(esmt_masked_scorer *scorer);
+/* Queue the row masking residue r (0-based) of residues[0..n); the array
+ * must stay valid until the next flush. Runs the queued batch first when
+ * the row does not fit in it. */
+ESMT_API esmt_status esmt_masked_scorer_add(esmt_masked_scorer *scorer, const int32_t *residues,
+                                            int n, int r, uint64_t tag);
+/* Run what is queued. */
+ESMT_API esmt_status esmt_masked_scorer_flush(esmt_masked_scorer *scorer);
+/* Rows scored so far; W (the most residues of a row). */
+ESMT_API uint64_t esmt_masked_scorer_rows_done(const esmt_masked_scorer *scorer);
+ESMT_API int esmt_masked_scorer_window(const esmt_masked_scorer *scorer);
+
+/* Pseudo-log-likelihood, PLL = sum over residues i of log p(residue i |
+ * the protein with i masked), for a stream of proteins whose masked rows
+ * share batches. Receives each protein's result, in the order added. */
+typedef int (*esmt_pll_fn)(void *user, uint64_t index, int length, double pll);
+
+typedef struct esmt_pll_scorer esmt_pll_scorer;
+
+ESMT_API esmt_status esmt_pll_scorer_create(esmt_model *model, uint64_t batch_tokens,
+                                            esmt_pll_fn fn, void *user, esmt_pll_scorer **out);
+ESMT_API void esmt_pll_scorer_destroy(esmt_pll_scorer *scorer);
+/* Queue protein number `index` (0, 1, ... in order; the residues are
+ * copied; n >= 1). fn is called for it once its last row is scored. */
+ESMT_API esmt_status esmt_pll_scorer_add(esmt_pll_scorer *scorer, const int32_t *residues, int n);
+/* Score what is queued (every protein added gets its fn call). */
+ESMT_API esmt_status esmt_pll_scorer_finish(esmt_pll_scorer *scorer);
+ESMT_API uint64_t esmt_pll_scorer_rows_done(const esmt_pll_scorer *scorer);
+
+/* One protein's PLL in one call (its own batches). */
+ESMT_API esmt_status esmt_score_pll(esmt_model *model, const int32_t *residues, int n,
+                                    uint64_t batch_tokens, double *pll);
+
+/* A substitution: the 0-based residue, the wild-type and mutant token ids. */
+typedef struct esmt_mutation {
+  int64_t residue;
+  int wt, mt;
+} esmt_mutation;
+
+/* Parse "A123G" or "A123G:L45P" (letters of the alphabet; the position as
+ * written, 1-based or as the caller's numbering) into at most cap
+ * mutations, residue = the written position. *count gets how many;
+ * ESMT_ERR_INVALID_ARGUMENT says why a text is not one. */
+ESMT_API esmt_status esmt_mutations_parse(const char *text, esmt_mutation *out, int cap,
+                                          int *count);
+
+/* A variant: substitutions of one protein (an index into the proteins
+ * passed with it). */
+typedef struct esmt_variant {
+  int protein;
+  int count;
+  const esmt_mutation *mutations; /* residue 0-based; wt must be the protein's residue */
+} esmt_variant;
+
+/* Masked marginals (Meier et al. 2021; fair-esm's "masked-marginals"):
+ * the score of a variant is the sum over its mutations of log p(mt) -
+ * log p(wt) at the mutated residue, masked in the wild type. Each distinct
+ * (protein, residue) is masked once however many variants name it; the
+ * rows of every protein share batches. progress (may be NULL; stage
+ * "score", unit "positions", items: proteins done) is called after each
+ * row is queued and at the end; non-zero cancels. scores[num_variants]. */
+ESMT_API esmt_status esmt_score_variants(esmt_model *model, int num_proteins,
+                                         const int32_t *const *residues, const int *lengths,
+                                         const esmt_variant *variants, size_t num_variants,
+                                         uint64_t batch_tokens, esmt_progress_fn progress,
+                                         void *progress_user, double *scores);
+
+/* ------------------------------------------------------------------------ */
+/* Embedding files: .npy streams and one safetensors file                    */
+/* ------------------------------------------------------------------------ */
+
+/* A NumPy .npy array (format 1.0, little-endian) written as a stream of
+ * rows: a fixed header of ESMT_NPY_HEADER_BYTES rewritten with the row
+ * count at each commit, so that the file is a valid array of every
+ * committed row at all times and can be cut back to them (resume). The
+ * caller opens the descriptor read-write (how a file is created or
+ * re-opened without harming another is its policy) and closes it after
+ * esmt_npy_stream_end; `path` only names the file in messages. */
+#define ESMT_NPY_HEADER_BYTES 128
+
+typedef enum esmt_npy_dtype {
+  ESMT_NPY_F32 = 0, /* "<f4" */
+  ESMT_NPY_I64 = 1  /* "<i8" */
+} esmt_npy_dtype;
+
+typedef struct esmt_npy_stream esmt_npy_stream;
+
+/* cols 0: a 1-D array. resume_rows < 0: a new file, its header (0 rows)
+ * written; >= 0: a file this stream wrote before, which must hold that
+ * many committed rows (nothing is changed until esmt_npy_stream_cut). */
+ESMT_API esmt_status esmt_npy_stream_start(int fd, const char *path, esmt_npy_dtype dtype,
+                                           int64_t cols, int64_t resume_rows,
+                                           esmt_npy_stream **out);
+/* A resumed file cut back to its committed rows, positioned after them. */
+ESMT_API esmt_status esmt_npy_stream_cut(esmt_npy_stream *stream);
+/* Append rows (rows * max(cols, 1) elements). */
+ESMT_API esmt_status esmt_npy_stream_append(esmt_npy_stream *stream, const void *data,
+                                            uint64_t rows);
+/* The header with the current row count, then fsync. */
+ESMT_API esmt_status esmt_npy_stream_commit(esmt_npy_stream *stream);
+ESMT_API uint64_t esmt_npy_stream_rows(const esmt_npy_stream *stream);
+/* Free the stream (the descriptor stays the caller's). NULL accepted. */
+ESMT_API void esmt_npy_stream_end(esmt_npy_stream *stream);
+
+/* The committed rows of `count` streams, in order, into one safetensors
+ * file at `path`, created new (O_EXCL, a symbolic link not followed),
+ * fsync'd; tensor i is named names[i] with the stream's dtype and shape.
+ * meta: meta_count key/value pairs (meta[2k], meta[2k + 1]) for the
+ * header's "__metadata__". On failure `path` is removed. */
+ESMT_API esmt_status esmt_npy_streams_to_safetensors(const char *path,
+                                                     esmt_npy_stream *const *streams,
+                                                     const char *const *names, int count,
+                                                     const char *const *meta, int meta_count);
+
+#endif /* ESMTRAIN_INFER_H */
