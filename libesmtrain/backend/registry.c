@@ -183,8 +183,10 @@ static int scan_dir(esmt_registry *r, const char *dir, const esmtb_job *job,
   const size_t only = strlen(r->only);
   while ((de = readdir(d)) != NULL) {
     if (!has_so_suffix(de->d_name)) continue;
-    /* a forced backend: its plugin alone (NAME.so), no other one mapped */
-    if (only && (strncmp(de->d_name, r->only, only) != 0 || strcmp(de->d_name + only, ".so") != 0))
+    /* a forced backend: its plugin (NAME.so) and cpu.so, the host side of
+     * optimizer offload and streaming (it maps no GPU library); no other */
+    if (only && (strncmp(de->d_name, r->only, only) != 0 || strcmp(de->d_name + only, ".so") != 0) &&
+        strcmp(de->d_name, "cpu.so") != 0)
       continue;
     if (n == cap) {
       cap = cap ? cap * 2 : 8;

@@ -143,10 +143,14 @@ mutant "offload: the copy stream's event wait removed" "cuda-emu: stream-order" 
   "ESMT_EMU_DROP_EVENT_WAIT=1" -- "$build/bin/test_gpu_offload"
 mutant "stream: the wait for a layer's weight upload removed" "cuda-emu: stream-order" \
   -- "$build/bin/test_gpu_offload" --mutant weights
-# Without the host's wait, the host also reads the slot's pinned copy
-# before it has landed: the pinned-page guard may report that first.
+# The compute stream's wait for a slot's copy to the host, before backward
+# writes the slot again (a device-side event wait).
 mutant "stream: a gradient slot reused before its copy to the host finished" \
-  "cuda-emu: \(stream-order\|host-sync\)" -- "$build/bin/test_gpu_offload" --mutant gradients
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_offload" --mutant gradients
+# The host-sums worker's wait for a copy before it adds the bounce buffer
+# (memory/host_sums.c): the pinned-page guard reports the early read.
+mutant "stream: the host sums a bounce buffer before its copy landed" \
+  "cuda-emu: host-sync: host code at" -- "$build/bin/test_gpu_offload" --mutant host-sums
 
 # Source mutants: NAME EXPECTED FILE SED TU -- COMMAND... (COMMAND finds the
 # mutated backends through ESMT_TEST_BACKEND_DIR / ESMTRAIN_BACKEND_PATH).
