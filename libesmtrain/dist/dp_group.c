@@ -113,8 +113,8 @@ static esmt_status need_host_grads(const esmt_model *m) {
   if (m->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE) return ESMT_OK;
   if (m->ops->caps & ESMTB_CAP_MULTI_DEVICE)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "data parallel: backend %s (ABI %u.%u) lacks the ABI 1.2 communicator ops "
-                     "(comm_unique_id, comm_init) the core needs to sum device gradients",
+                     "data parallel: backend %s (ABI %u.%u) lacks the \"comm\" group's "
+                     "communicator ops (comm_unique_id, comm_init) the core needs to sum device gradients",
                      m->ops->name, (unsigned)m->ops->abi_major, (unsigned)m->ops->abi_minor);
   return esmt_fail(ESMT_ERR_UNSUPPORTED,
                    "data parallel over TCP needs host-addressable gradients; backend %s has "

@@ -65,7 +65,7 @@ static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
   if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d: backend %s (ABI %u.%u) sums gradients on the device but "
-                     "lacks the ABI 1.3 reduce_scatter/allgather ops ZeRO needs: set dist.zero 0",
+                     "lacks the \"comm\" group's reduce_scatter/allgather ZeRO needs: set dist.zero 0",
                      dp->zero, m->ops->name, (unsigned)m->ops->abi_major,
                      (unsigned)m->ops->abi_minor);
   return ESMT_OK;

@@ -106,8 +106,8 @@ esmt_status esmt_offload_setup_host(esmt_param_memory *p, const esmt_offload_opt
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the cpu backend lacks adamw, sumsq or convert", fn);
   if (e->optimizer == ESMT_OPTIMIZER_LION && !esmt_ops_has_lion(o->hops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the cpu backend (ABI %u.%u) has no Lion op "
-                     "(ABI 1.4): use optimizer.kind adamw", fn, (unsigned)o->hops->abi_major,
-                     (unsigned)o->hops->abi_minor);
+                     "(the \"optimizer\" group's lion): use optimizer.kind adamw", fn,
+                     (unsigned)o->hops->abi_major, (unsigned)o->hops->abi_minor);
   if (!e->ops->stream_create || !e->ops->event_create || !e->ops->event_record ||
       !e->ops->stream_wait_event)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s has no streams/events", fn, e->ops->name);

@@ -95,8 +95,8 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
     al->lowp_dtype = e->dtype;
     if (!al->n_segments) return ESMT_OK;
     if (!esmt_ops_has_lion(e->ops))
-      return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s (ABI %u.%u) has no Lion op (ABI 1.4): "
-                       "use optimizer.kind adamw", e->ops->name, (unsigned)e->ops->abi_major,
+      return esmt_fail(ESMT_ERR_UNSUPPORTED, "backend %s (ABI %u.%u) has no Lion op (the "
+                       "\"optimizer\" group's lion): use optimizer.kind adamw", e->ops->name, (unsigned)e->ops->abi_major,
                        (unsigned)e->ops->abi_minor);
     bs = e->ops->lion(e->dev, al, e->stream);
   } else {
