@@ -190,6 +190,12 @@ src_mutant "AdamW: (1 - b2) written (1 - b1) in the second moment" "COMPARE_RESU
 src_mutant "GELU: 1/sqrt(2) 14% too large (the GEMM epilogue's gelu_erf)" "COMPARE_RESULT.*FAIL" \
   cuda_kernels.cuh '/float gelu_erf(float x)/,/^}/s/erff(x \* 0.70710678118654752f)/erff(x * 0.80610173f)/' \
   cuda_gemm.cu -- bash "$src/tests/gpu/emu/gpu_matches_cpu.sh" "$cli" ampere_bf16
+# A fragment-layout error: the forward's output rows of the accumulator's
+# second half (PTX: rows g and g + 8 of the m16n8 C fragment) written 4
+# rows off. Only numbers can show it; test_gpu_attention's show it widely.
+src_mutant "attention forward: the C fragment's second rows at g + 4, not g + 8" \
+  "FAIL\|cuda-emu: race" cuda_attention_mma.cuh 's/  const int r1 = r0 + 8;/  const int r1 = r0 + 4;/' \
+  cuda_attention_f16.cu -- "$build/bin/test_gpu_attention" --only "f16:64"
 
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
