@@ -34,7 +34,8 @@ static esmt_optimizer_kind g_kind = ESMT_OPTIMIZER_ADAMW;
  * gradients streamed, weights and gradients streamed. */
 enum { RESIDENT = -1, OFFLOAD = 0, GRADS = ESMT_STREAM_GRADIENTS, WEIGHTS = ESMT_STREAM_WEIGHTS };
 
-static esmt_model *create(esmt_precision p, int level, int recompute) {
+/* The tiny model every case trains. */
+static esmt_model_config tiny_config(esmt_precision p) {
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
   c.optimizer = g_kind;
   c.num_layers = LAYERS;
@@ -42,6 +43,11 @@ static esmt_model *create(esmt_precision p, int level, int recompute) {
   c.num_heads = 4;
   c.max_positions = 64;
   c.precision = p;
+  return c;
+}
+
+static esmt_model *create(esmt_precision p, int level, int recompute) {
+  const esmt_model_config c = tiny_config(p);
   esmt_offload_options o = {.enabled = level >= 0, .recompute = recompute,
                             .streamed = level > 0 ? level : ESMT_STREAM_NONE};
   esmt_model *m = NULL;
@@ -230,13 +236,7 @@ static void test_nonfinite_skipped(void **state) {
  * the norm, the step; gradients read and written by name. */
 /* The streamed model through the public API alone: esmt_memory_policy. */
 static esmt_model *create_public(int stream) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.optimizer = g_kind;
-  c.num_layers = LAYERS;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.max_positions = 64;
-  c.precision = ESMT_PRECISION_FP32;
+  const esmt_model_config c = tiny_config(ESMT_PRECISION_FP32);
   esmt_memory_policy mp = ESMT_MEMORY_POLICY_INIT;
   mp.stream = stream;
   esmt_model *m = NULL;
