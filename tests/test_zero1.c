@@ -202,6 +202,7 @@ static void path_of(char *buf, size_t cap, const char *what, int a, int b) {
  * for bit; returns rank 0's weights (malloc'ed). */
 static float *train(int world, int zero, int scaling, size_t *n, const char *tag) {
   run_spec specs[3];
+  memset(specs, 0, sizeof specs); /* GCC under ASan cannot see every rank filled */
   char w[3][512], info[3][512];
   for (int r = 0; r < world; r++) {
     snprintf(w[r], sizeof w[r], "%s/%s-w%d-z%d-r%d", g_dir, tag, world, zero, r);
