@@ -4,23 +4,10 @@
 #define _GNU_SOURCE
 #include "cpu_ops.h"
 
-#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
-
-const esmtb_host *cpu_host;
-
-esmtb_status cpu_fail(esmtb_status status, const char *fmt, ...) {
-  char msg[512];
-  va_list ap;
-  va_start(ap, fmt);
-  vsnprintf(msg, sizeof msg, fmt, ap);
-  va_end(ap);
-  if (cpu_host && cpu_host->set_error) cpu_host->set_error("%s", msg);
-  return status;
-}
 
 static uint64_t meminfo_kb(const char *key) {
   FILE *f = fopen("/proc/meminfo", "r");
