@@ -275,3 +275,13 @@ esmt_status esmt_config_load_yaml(esmt_config *c, const char *path) {
   free(saved);
   return st;
 }
+
+/* A named preset is a YAML file found on the preset search path
+ * (config_presets.c). */
+esmt_status esmt_config_apply_preset(esmt_config *c, const char *name) {
+  ESMT_CHECK_ARG(c && name, "esmt_config_apply_preset", "config and name must not be NULL");
+  char path[4096];
+  esmt_status st = esmt_config_find_preset(c, name, path, sizeof path);
+  if (st) return st;
+  return esmt_config_load_yaml(c, path);
+}
