@@ -291,10 +291,6 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
   return ESMT_OK;
 }
 
-esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_master) {
-  return m->mem.layer->copy(&m->mem, host, buf, bytes, to_master); /* wherever buf lives */
-}
-
 static esmt_status read_tensor_unguarded(esmt_model *m, const char *name, esmt_buffer which, float *dst,
                                    uint64_t count) {
   return tensor_copy(m, name, which, dst, count, 0, "esmt_model_read_tensor");

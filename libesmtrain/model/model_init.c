@@ -2,12 +2,19 @@
 /* HF-style initialisation: normal(0, 0.02) for every Linear weight and the
  * embedding, zero biases, LayerNorm weight 1 / bias 0, <pad> row zero.
  * Each tensor draws from its own stream keyed by (seed, tensor index), so
- * a tensor's values do not depend on the others' sizes. */
+ * a tensor's values do not depend on the others' sizes. The copy into the
+ * master weights, wherever the parameter memory keeps them, is here too:
+ * setting a tensor (model_api.c) and initialising one are the two users. */
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "model.h"
+#include "param_layer.h"
+
+esmt_status esmt_master_copy(esmt_model *m, void *host, void *buf, uint64_t bytes, int to_master) {
+  return m->mem.layer->copy(&m->mem, host, buf, bytes, to_master); /* wherever buf lives */
+}
 
 static uint64_t splitmix64(uint64_t *state) {
   uint64_t z = (*state += 0x9E3779B97F4A7C15ull);
