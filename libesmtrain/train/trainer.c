@@ -625,25 +625,6 @@ static esmt_status save_once(esmt_trainer *t, char *dir, size_t cap) {
   return esmt_trainer_save(t, dir, cap);
 }
 
-void esmt_trainer_write_metrics(esmt_trainer *t, const esmt_train_metrics *tm,
-                                const esmt_eval_metrics *em) {
-  if (!t->run_dir || t->o.metrics_files_off || esmt_dp_rank(t->dp) != 0) return;
-  esmt_status st = esmt_trainer_claim_run(t, "metrics files");
-  if (st) { /* e.g. an evaluation by a trainer into another run: it writes nothing there */
-    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "%s", esmt_last_error());
-    return;
-  }
-  if (!t->sink_opened) { /* once: a failure to open is not retried every step */
-    t->sink_opened = 1;
-    st = esmt_metrics_sink_open(t->run_dir, t->sink_start_step, &t->sink);
-  }
-  if (!st && tm) st = esmt_metrics_sink_train(t->sink, tm, t->o.max_steps);
-  if (!st && em) st = esmt_metrics_sink_eval(t->sink, em);
-  /* each file fails once and is then off: training goes on */
-  if (st) esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_WARN, "metrics files: %s (training "
-                          "goes on)", esmt_last_error());
-}
-
 /* Evaluate, report, and keep the best checkpoint. */
 static esmt_status eval_and_report(esmt_trainer *t) {
   esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
