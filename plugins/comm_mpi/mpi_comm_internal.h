@@ -1,10 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* The MPI communicator plugin's shared state (see comm_plugin.h for the
- * contract it implements). Four files, one job each:
+ * contract it implements). Five files, one job each:
  *   mpi_comm_runtime.c  the process's MPI: start it, the thread level, the
  *                       library's name, and finalising it at exit;
- *   mpi_comm.c          a communicator: create/destroy, the plugin table,
- *                       failures (the abort channel, the dead state, errors);
+ *   mpi_comm.c          a communicator: create/destroy, the plugin table;
+ *   mpi_comm_abort.c    failures: the abort channel, the dead state, its
+ *                       message, releasing what is outstanding;
  *   mpi_comm_wait.c     posting point-to-point requests, waiting on them
  *                       (abort notices, timeouts), steps of a pipeline;
  *   mpi_comm_coll.c     the collectives, in comm_ring.h's summation order.
@@ -109,7 +110,7 @@ MC_HIDDEN const char *mc_describe(void);
 MC_HIDDEN double mc_now(void);
 MC_HIDDEN void mc_nap(long ns);
 
-/* ---- mpi_comm.c: failures ---- */
+/* ---- mpi_comm_abort.c: failures ---- */
 /* Mark the communicator dead. origin == own rank: reason is this rank's
  * failure; else "rank <origin> failed: <reason>"; prefixed with the current
  * operation. forward: send reason to every peer's abort receive. Releases
@@ -120,6 +121,9 @@ MC_HIDDEN int mc_kill_mpi(mpi_comm *c, const char *what, int code);
 /* Test the abort receive without blocking: 1 when the communicator is now
  * dead (a peer's abort, or the test failed). */
 MC_HIDDEN int mc_poll_abort(mpi_comm *c);
+/* After a failure: cancel the receives, give the requests a moment to
+ * finish, abandon the rest (c->leaked). */
+MC_HIDDEN void mc_release(mpi_comm *c);
 
 /* ---- mpi_comm_wait.c: requests ---- */
 MC_HIDDEN void mc_batch_reset(mc_batch *b);
@@ -131,9 +135,6 @@ typedef int (*mc_done_fn)(mpi_comm *c, const mc_batch *b, int i, void *ctx);
 /* Waits until every request of b completed; fails (dead communicator) on a
  * peer's abort, an MPI error, or timeout_s without any completion. */
 MC_HIDDEN int mc_wait(mpi_comm *c, mc_batch *b, mc_done_fn done, void *ctx);
-/* After a failure: cancel the receives, give the requests a moment to
- * finish, abandon the rest (c->leaked). */
-MC_HIDDEN void mc_release(mpi_comm *c);
 /* A pipeline of nsteps steps, depth (1 or 2) of them posted at once: post
  * step s into a batch, wait for it, finish it (may be NULL), post s+depth. */
 typedef int (*mc_step_fn)(mpi_comm *c, mc_batch *b, size_t s, void *ctx);

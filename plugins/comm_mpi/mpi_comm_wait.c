@@ -114,43 +114,6 @@ int mc_wait(mpi_comm *c, mc_batch *b, mc_done_fn done, void *ctx) {
   return MC_OK;
 }
 
-void mc_release(mpi_comm *c) {
-  int any = 0;
-  for (int k = 0; k < 2; k++)
-    for (int i = 0; i < c->batch[k].n; i++) {
-      mc_batch *b = &c->batch[k];
-      if (b->req[i] == MPI_REQUEST_NULL) continue;
-      any = 1;
-      /* Receives can be cancelled; sends finish on their own once eager, or
-       * never if the peer stopped receiving. */
-      if (b->is_recv[i]) MPI_Cancel(&b->req[i]);
-    }
-  double deadline = mc_now() + 1.0;
-  while (any) {
-    int pending = 0;
-    for (int k = 0; k < 2; k++)
-      for (int i = 0; i < c->batch[k].n; i++) {
-        MPI_Request *r = &c->batch[k].req[i];
-        int flag = 0;
-        if (*r != MPI_REQUEST_NULL) MPI_Test(r, &flag, MPI_STATUS_IGNORE);
-        pending += *r != MPI_REQUEST_NULL;
-      }
-    if (!pending || mc_now() > deadline) break;
-    mc_nap(50000);
-  }
-  /* What is still open is abandoned: MPI may finish it later, into memory
-   * that destroy therefore keeps (c->leaked). */
-  for (int k = 0; k < 2; k++) {
-    for (int i = 0; i < c->batch[k].n; i++)
-      if (c->batch[k].req[i] != MPI_REQUEST_NULL) {
-        MPI_Request_free(&c->batch[k].req[i]);
-        c->leaked = 1;
-      }
-    c->batch[k].n = 0;
-  }
-  if (c->leaked) mc_runtime_note_hazard(c->timeout_s);
-}
-
 int mc_run_steps(mpi_comm *c, size_t nsteps, int depth, mc_step_fn post, mc_step_fn finish,
                  void *ctx) {
   int st = MC_OK;
