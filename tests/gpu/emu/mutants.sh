@@ -29,7 +29,7 @@
 # cross-entropy sum's static __shared__ slots written only by threads with
 # rows (initcheck), its reduction tail run warp-synchronously without
 # barriers (the intra-warp race check), and two numeric ones that only a
-# comparison against cpu.so sees (gpu_matches_cpu.sh, ~45 s each): AdamW's
+# comparison against cpu.so sees (gpu_matches_cpu.sh, ~20 s each): AdamW's
 # second moment with (1 - b1) for (1 - b2), and GELU's 1/sqrt(2) 14% too
 # large. Usage: mutants.sh BUILD_DIR
 set -uo pipefail
