@@ -63,11 +63,11 @@ mutant() {  # NAME EXPECTED_REPORT ENV... -- COMMAND...
   local envs=()
   while [ "$1" != "--" ]; do envs+=("$1"); shift; done
   shift
-  local log
+  local log t0=$SECONDS
   log=$(env "${envs[@]}" timeout 900 "$@" 2>&1)
   local rc=$?
   if [ "$rc" -ne 0 ] && grep -q "$want" <<<"$log"; then
-    echo "ok: $name: reported ($(grep -m1 "$want" <<<"$log" | cut -c1-160))"
+    echo "ok: $name ($((SECONDS - t0)) s): reported ($(grep -m1 "$want" <<<"$log" | cut -c1-160))"
     pass=$((pass + 1))
   else
     echo "FAIL: $name: exit $rc, expected a report matching '$want'"
