@@ -30,7 +30,8 @@ void test_tables_split(const esmtb_ops *f, test_backend_tables *t) {
                                  f->alloc, f->free, f->memset_async, f->copy_async,
                                  f->stream_create, f->stream_destroy, f->stream_sync,
                                  f->event_create, f->event_destroy, f->event_record,
-                                 f->stream_wait_event, f->event_sync};
+                                 f->stream_wait_event, f->event_sync,
+                                 f->timing_event_create, f->event_elapsed};
   t->compute = (esmtb_compute_ops){sizeof t->compute, ESMTB_COMPUTE_OPS_VERSION,
                                    f->gemm, f->embed_forward, f->embed_backward,
                                    f->layernorm_forward, f->layernorm_backward, f->add,

@@ -5,6 +5,7 @@
  * refused with a reason that names them. */
 #include "test_util.h"
 
+#include <stdio.h>
 #include <string.h>
 
 #include "ops_table.h"
@@ -127,11 +128,42 @@ static void test_other_major_refused(void **state) {
   esmtb_backend b = make_backend();
   b.abi_major = 1;
   b.abi_minor = 6;
-  expect_refused(&b, "built for backend ABI 1.6, this library speaks 2.0");
+  char want[96];
+  snprintf(want, sizeof want, "built for backend ABI 1.6, this library speaks %d.%d",
+           ESMTB_ABI_MAJOR, ESMTB_ABI_MINOR);
+  expect_refused(&b, want);
   assert_string_equal(g_asked, ""); /* nothing else of it was read */
   b = make_backend();
   b.struct_size = (uint32_t)offsetof(esmtb_backend, group);
   expect_refused(&b, "smaller than");
+}
+
+static esmtb_status op_timing_event(esmtb_device *d, esmtb_event **e) {
+  (void)d; (void)e;
+  return 0;
+}
+static esmtb_status op_elapsed(esmtb_device *d, esmtb_event *a, esmtb_event *b, double *t) {
+  (void)d; (void)a; (void)b; (void)t;
+  return 0;
+}
+
+/* The timing events appended to the device group in 2.1 are taken when the
+ * group's struct_size covers them, and left NULL for a 2.0-sized group
+ * whatever lies past its end. */
+static void test_appended_device_ops(void **state) {
+  (void)state;
+  esmtb_backend b = make_backend();
+  g_device.timing_event_create = op_timing_event;
+  g_device.event_elapsed = op_elapsed;
+  esmtb_ops ops;
+  char why[256] = "";
+  assert_int_equal(esmt_ops_resolve(&b, &ops, why, sizeof why), ESMT_OK);
+  assert_ptr_equal(ops.timing_event_create, op_timing_event);
+  assert_ptr_equal(ops.event_elapsed, op_elapsed);
+  g_device.struct_size = (uint32_t)(offsetof(esmtb_device_ops, event_sync) + sizeof(void *));
+  assert_int_equal(esmt_ops_resolve(&b, &ops, why, sizeof why), ESMT_OK);
+  assert_null(ops.timing_event_create);
+  assert_null(ops.event_elapsed);
 }
 
 int main(void) {
@@ -140,6 +172,7 @@ int main(void) {
       cmocka_unit_test(test_optional_groups_absent),
       cmocka_unit_test(test_required_groups),
       cmocka_unit_test(test_other_major_refused),
+      cmocka_unit_test(test_appended_device_ops),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -7,6 +7,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 
 static uint64_t meminfo_kb(const char *key) {
@@ -148,7 +149,9 @@ static esmtb_status cpu_copy(esmtb_device *dev, void *dst, const void *src, size
 /* Work runs synchronously on the calling thread, so streams and events are
  * tokens that only need distinct addresses. */
 struct esmtb_stream { int unused; };
-struct esmtb_event { int unused; };
+/* The stream is synchronous: an event completes when it is recorded, and
+ * a timing event keeps the host clock of that moment. */
+struct esmtb_event { double recorded_s; };
 
 static esmtb_status cpu_stream_create(esmtb_device *dev, esmtb_stream **out) {
   (void)dev;
@@ -167,7 +170,16 @@ static esmtb_status cpu_event_create(esmtb_device *dev, esmtb_event **out) {
 }
 static void cpu_event_destroy(esmtb_device *dev, esmtb_event *e) { (void)dev; free(e); }
 static esmtb_status cpu_event_record(esmtb_device *dev, esmtb_event *e, esmtb_stream *s) {
-  (void)dev; (void)e; (void)s;
+  (void)dev; (void)s;
+  struct timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  e->recorded_s = (double)ts.tv_sec + 1e-9 * (double)ts.tv_nsec;
+  return 0;
+}
+static esmtb_status cpu_event_elapsed(esmtb_device *dev, esmtb_event *a, esmtb_event *b,
+                                      double *seconds) {
+  (void)dev;
+  *seconds = b->recorded_s - a->recorded_s;
   return 0;
 }
 static esmtb_status cpu_stream_wait_event(esmtb_device *dev, esmtb_stream *s, esmtb_event *e) {
@@ -197,6 +209,8 @@ static const esmtb_device_ops g_cpu_device = {
     .event_record = cpu_event_record,
     .stream_wait_event = cpu_stream_wait_event,
     .event_sync = cpu_event_sync,
+    .timing_event_create = cpu_event_create,
+    .event_elapsed = cpu_event_elapsed,
 };
 
 static const esmtb_compute_ops g_cpu_compute = {

@@ -166,6 +166,22 @@ static esmtb_status c_event_create(esmtb_device *dev, esmtb_event **out) {
   *out = st ? NULL : (esmtb_event *)e;
   return st;
 }
+static esmtb_status c_timing_event_create(esmtb_device *dev, esmtb_event **out) {
+  cuda_use_device(dev);
+  cudaEvent_t e;
+  esmtb_status st = cuda_check(cudaEventCreateWithFlags(&e, cudaEventDefault), "timing_event_create");
+  *out = st ? NULL : (esmtb_event *)e;
+  return st;
+}
+static esmtb_status c_event_elapsed(esmtb_device *dev, esmtb_event *a, esmtb_event *b,
+                                    double *seconds) {
+  cuda_use_device(dev);
+  float ms = 0;
+  esmtb_status st = cuda_check(cudaEventElapsedTime(&ms, (cudaEvent_t)a, (cudaEvent_t)b),
+                               "event_elapsed");
+  *seconds = st ? 0.0 : 1e-3 * (double)ms;
+  return st;
+}
 static void c_event_destroy(esmtb_device *dev, esmtb_event *e) {
   cuda_use_device(dev);
   if (e) cudaEventDestroy((cudaEvent_t)e);
@@ -206,6 +222,8 @@ void cuda_fill_common_ops(cuda_tables *t) {
   d->event_record = c_event_record;
   d->stream_wait_event = c_stream_wait_event;
   d->event_sync = c_event_sync;
+  d->timing_event_create = c_timing_event_create;
+  d->event_elapsed = c_event_elapsed;
   t->compute.scale = cuda_scale;
   t->compute.sumsq = cuda_sumsq;
   t->compute.convert = cuda_convert;

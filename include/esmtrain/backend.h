@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 2
-#define ESMTB_ABI_MINOR 0
+#define ESMTB_ABI_MINOR 1
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -506,6 +506,16 @@ typedef struct esmtb_device_ops {
   esmtb_status (*event_record)(esmtb_device *dev, esmtb_event *e, esmtb_stream *s);
   esmtb_status (*stream_wait_event)(esmtb_device *dev, esmtb_stream *s, esmtb_event *e);
   esmtb_status (*event_sync)(esmtb_device *dev, esmtb_event *e);
+
+  /* Appended in 2.1, optional (NULL: the backend cannot time its work):
+   * an event whose elapsed time can be read (event_create's events may
+   * skip timing, which costs a GPU a little on every record), and the
+   * device time between two such events once both have completed (after
+   * event_sync of the later one), in seconds. The core uses them only for
+   * the per-op timeline of ESMT_PROFILE=events. */
+  esmtb_status (*timing_event_create)(esmtb_device *dev, esmtb_event **out);
+  esmtb_status (*event_elapsed)(esmtb_device *dev, esmtb_event *start, esmtb_event *end,
+                                double *seconds);
 } esmtb_device_ops;
 
 /* The ESM-2 ops (each NULL = not implemented by this backend). */

@@ -15,6 +15,10 @@
 #define OPTIMIZER_MIN_SIZE (offsetof(esmtb_optimizer_ops, lion) + sizeof(void *))
 #define COMM_MIN_SIZE (offsetof(esmtb_comm_ops, allgather) + sizeof(void *))
 
+/* Whether group table g (whose struct_size is what the plugin was built
+ * with) covers a field appended after 2.0. */
+#define GROUP_HAS(g, type, field) ((g)->struct_size >= offsetof(type, field) + sizeof(void *))
+
 /* The group `name`, or NULL when the backend lacks it or hands out a
  * table that is not that group's `version` or is too short (refused with
  * a reason in `why` when `required`). */
@@ -88,6 +92,10 @@ esmt_status esmt_ops_resolve(const esmtb_backend *b, esmtb_ops *out, char *why, 
   out->event_record = dev->event_record;
   out->stream_wait_event = dev->stream_wait_event;
   out->event_sync = dev->event_sync;
+  if (GROUP_HAS(dev, esmtb_device_ops, event_elapsed)) {
+    out->timing_event_create = dev->timing_event_create;
+    out->event_elapsed = dev->event_elapsed;
+  }
 
   out->gemm = cmp->gemm;
   out->embed_forward = cmp->embed_forward;

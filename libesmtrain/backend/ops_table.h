@@ -42,6 +42,9 @@ typedef struct esmtb_ops {
   esmtb_status (*event_record)(esmtb_device *dev, esmtb_event *e, esmtb_stream *s);
   esmtb_status (*stream_wait_event)(esmtb_device *dev, esmtb_stream *s, esmtb_event *e);
   esmtb_status (*event_sync)(esmtb_device *dev, esmtb_event *e);
+  esmtb_status (*timing_event_create)(esmtb_device *dev, esmtb_event **out); /* 2.1, or NULL */
+  esmtb_status (*event_elapsed)(esmtb_device *dev, esmtb_event *start, esmtb_event *end,
+                                double *seconds);                           /* 2.1, or NULL */
 
   /* The "compute" group, and adamw of the "optimizer" group. */
   esmtb_status (*gemm)(esmtb_device *dev, const esmtb_gemm_args *a, esmtb_stream *s);

@@ -95,14 +95,35 @@ ESMT_HIDDEN uint64_t esmt_activation_bytes(const esmt_model_config *cfg, int B, 
 
 #define ESMT_MAX_HALF_HEAD 512
 
-/* Per-op wall time when $ESMT_PROFILE is set (logged at model destroy). */
-#define ESMT_PROFILE_SLOTS 24
+/* Per-op time by role ("forward: FFN up / gemm") when $ESMT_PROFILE is
+ * set, logged at model destroy (model_profile.c): ESMT_PROFILE=1 times
+ * each op synchronised on the host; ESMT_PROFILE=events brackets each op
+ * with the backend's timing events and reads them back every
+ * ESMT_PROFILE_PENDING ops, so the work stays asynchronous and the time
+ * between ops (launches, host work, other streams) is measured too. */
+#define ESMT_PROFILE_SLOTS 64
+#define ESMT_PROFILE_KEY 56
+#define ESMT_PROFILE_PENDING 512
+enum { ESMT_PROFILE_OFF, ESMT_PROFILE_SYNC, ESMT_PROFILE_EVENTS };
 typedef struct esmt_op_profile {
-  int enabled;
-  const char *name[ESMT_PROFILE_SLOTS];
+  int mode;                          /* ESMT_PROFILE_* */
+  int n;                             /* keys in use */
+  char key[ESMT_PROFILE_SLOTS][ESMT_PROFILE_KEY];
   double seconds[ESMT_PROFILE_SLOTS];
+  double flops[ESMT_PROFILE_SLOTS];  /* gemm and attention only */
   uint64_t calls[ESMT_PROFILE_SLOTS];
+  /* ESMT_PROFILE_EVENTS: ops recorded but not read back yet */
+  esmtb_event *ev[2 * ESMT_PROFILE_PENDING]; /* start, end of each pending op */
+  int pending;
+  int pend_key[ESMT_PROFILE_PENDING];
+  double pend_flops[ESMT_PROFILE_PENDING];
+  double between_s;                  /* device idle between consecutive ops */
+  double span_s;                     /* first start to last end, summed over read-backs */
+  uint64_t untimed;                  /* ops whose events could not be read */
 } esmt_op_profile;
+/* Test hook (tests/gpu/emu/mutants.sh): read the events back without
+ * waiting for them. */
+ESMT_HIDDEN extern int esmt_test_profile_drop_sync;
 
 /* Packed rows of the current micro-batch (esmt_batch.num_segments > 0,
  * model_packing.c): device copies of the segment arrays and the
@@ -322,8 +343,13 @@ ESMT_HIDDEN void esmt_model_drop_carried(esmt_model *m);
 /* HF-style seeded initialisation of the parameter buffer. */
 ESMT_HIDDEN esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed);
 
+/* Profiling (model_profile.c): set the mode from $ESMT_PROFILE at create;
+ * begin/end bracket one op (args: the op's args struct, for its FLOPs);
+ * report logs the table and frees the events at destroy. */
+ESMT_HIDDEN void esmt_profile_init(esmt_model *m);
 ESMT_HIDDEN double esmt_profile_begin(esmt_model *m);
-ESMT_HIDDEN void esmt_profile_end(esmt_model *m, const char *op, double t0);
+ESMT_HIDDEN void esmt_profile_end(esmt_model *m, const char *where, const char *op,
+                                  const void *args, double t0);
 ESMT_HIDDEN void esmt_profile_report(esmt_model *m);
 
 /* Call a backend op and turn a failure into "<where>: <op>: <message>". */
@@ -335,7 +361,7 @@ ESMT_HIDDEN void esmt_profile_report(esmt_model *m);
     double op_t0_ = esmt_profile_begin(m);                                          \
     esmtb_status op_st_ = (m)->ops->op((m)->dev, &(args), (m)->stream);             \
     if (op_st_) return esmt_fail_prefix((esmt_status)op_st_, "%s: %s: ", where, #op);\
-    esmt_profile_end(m, #op, op_t0_);                                               \
+    esmt_profile_end(m, where, #op, &(args), op_t0_);                               \
   } while (0)
 
 #endif

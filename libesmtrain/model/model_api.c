@@ -123,8 +123,7 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   m->hd = m->d / m->H;
   m->F = m->cfg.ffn_size;
   m->V = cfg->vocab_size;
-  const char *prof = getenv("ESMT_PROFILE");
-  m->profile.enabled = prof && *prof && strcmp(prof, "0") != 0;
+  esmt_profile_init(m);
 
   /* Memory policy: recompute and the device budget (the options' limit
    * overrides the context's). */

@@ -20,7 +20,9 @@ static esmt_status optimizer_step_unguarded(esmt_model *m, const esmt_optimizer_
                      "optimizer); a %s step would misread it", fn,
                      esmt_optimizer_name(m->cfg.optimizer), esmt_optimizer_name(cfg->kind));
   }
+  const double t0 = esmt_profile_begin(m);
   st = m->mem.layer->step(&m->mem, &s);
+  if (!st) esmt_profile_end(m, "update", "optimizer step", NULL, t0);
   esmt_optim_step_free(&s);
   m->have_forward = 0; /* the weights changed */
   return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;

@@ -152,6 +152,12 @@ mutant "stream: a gradient slot reused before its copy to the host finished" \
 mutant "stream: the host sums a bounce buffer before its copy landed" \
   "cuda-emu: host-sync: host code at" -- "$build/bin/test_gpu_offload" --mutant host-sums
 
+# The per-op profile's wait for its events before it reads their times
+# (model/model_profile.c): intervals still running are counted as untimed,
+# which the test refuses.
+mutant "profile: events read back before they completed" "untimed" \
+  "ESMT_TEST_PROFILE_BACKEND=ampere_bf16" -- "$build/bin/test_profile" --mutant sync
+
 # Source mutants: NAME EXPECTED FILE SED TU -- COMMAND... (COMMAND finds the
 # mutated backends through ESMT_TEST_BACKEND_DIR / ESMTRAIN_BACKEND_PATH).
 muts=$(mktemp -d /tmp/esmt-emu-mutants-XXXXXX)
