@@ -144,7 +144,7 @@ void esmt_profile_report(esmt_model *m) {
     const int i = order[r];
     char rate[32] = "";
     if (p->flops[i] > 0 && p->seconds[i] > 0)
-      snprintf(rate, sizeof rate, " %8.2f TFLOP/s", p->flops[i] / p->seconds[i] * 1e-12);
+      snprintf(rate, sizeof rate, " %9.4g TFLOP/s", p->flops[i] / p->seconds[i] * 1e-12);
     esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO, "profile (%s): %-44s %10.3f ms %5.1f%% "
                     "%7llu calls%s", how, p->key[i], 1e3 * p->seconds[i],
                     total > 0 ? 100.0 * p->seconds[i] / total : 0.0,

@@ -7,7 +7,9 @@
 # Phases, in order of importance: test (probe, NVML, the GPU suites, then
 # the CPU rest unless ESMT_GPU_CPU_SUITE=0), bench (attention TFLOP/s,
 # esmtrain vs transformers, 650M with the non-deterministic backward), attn
-# (the attention part of bench alone, 650M det/nondet at 512 and 1024), big
+# (the attention part of bench alone, 650M det/nondet at 512 and 1024), breakdown
+# (issue #43: a 650M bf16 update's time per op and role, ESMT_PROFILE=events, at 8x512
+# and 8x1024, against each item's roofline: breakdown.md), big
 # (650M on real proteins, the 8 GiB budget,
 # 3B), offload (optimizer offload on/off, nccl_dp world-1 overhead), stream
 # (esm2_t36_3B fp16 in 8 GiB with weights streamed vs resident), curves
@@ -226,6 +228,26 @@ phase_bench() {
   bench_nondet 8 512
 }
 
+phase_breakdown() {
+  # Issue #43: where a 650M bf16 update's time goes, per op and role on the device
+  # (ESMT_PROFILE=events: timing events, no synchronisation) with the time between ops,
+  # against each FLOP-counted item's time at the card's dense bf16 peak
+  # (ESMT_GPU_PEAK_TFLOPS, default 989: H100/H200 SXM). One table per shape in breakdown.md.
+  local peak=${ESMT_GPU_PEAK_TFLOPS:-989}
+  for T in 512 1024; do
+    local from
+    from=$(wc -l < "$out/$phase.log" 2>/dev/null || echo 0)
+    step "breakdown: esm2_t33_650M bf16 8x$T, ESMT_PROFILE=events" 150 env ESMT_PROFILE=events \
+      $E bench --model esm2_t33_650M --batch 8 --seq $T --steps 6 --warmup 2 \
+      --backend ampere_bf16 --precision bf16
+    grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+    tail -n +"$((from + 1))" "$out/$phase.log" > "$work/breakdown-$T.log" # this run's lines
+    { echo "### esm2_t33_650M bf16 8 x $T ($(git rev-parse --short HEAD 2>/dev/null))"
+      python3 bench/step_breakdown.py --peak-tflops "$peak" "$work/breakdown-$T.log"; echo; } |
+      tee -a "$out/breakdown.md" >> "$sum"
+  done
+}
+
 phase_big() {
   # Real proteins, max length 1024, real tokens counted (issue #8), then
   # the 8 GiB budget (issue #7) and 3B with recompute.
@@ -334,8 +356,8 @@ phase_hostcpu() {
 
 for phase in "${phases[@]}"; do
   case $phase in
-  test | bench | attn | big | offload | stream | curves | profile | hostcpu) ;;
-  *) echo "usage: run_all.sh [test] [bench] [attn] [big] [offload] [stream] [curves] [profile] [hostcpu]"; exit 2 ;;
+  test | bench | attn | breakdown | big | offload | stream | curves | profile | hostcpu) ;;
+  *) echo "usage: run_all.sh [test] [bench] [attn] [breakdown] [big] [offload] [stream] [curves] [profile] [hostcpu]"; exit 2 ;;
   esac
   log "phase $phase"
   "phase_$phase"
