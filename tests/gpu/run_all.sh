@@ -14,7 +14,7 @@
 # 3B), offload (optimizer offload on/off, nccl_dp world-1 overhead), stream
 # (esm2_t36_3B fp16 in 8 GiB with weights streamed vs resident), curves
 # (200 updates of 8M per backend against the cpu's loss curve), profile (ncu
-# on the attention kernels), hostcpu (issue #18: the host CPU's bf16 GEMMs).
+# on the attention kernels), hostcpu (issue #18: the host CPU's bf16 GEMMs; cpu.so from 2 to 16 threads).
 # A build made elsewhere for the card's arch (tests/gpu/prebuild.sh: same
 # nvcc major, x86-64) is used when .gpu-prebuilt/ is present; .gpu-deps/
 # (tests/gpu/fetch_deps.sh) holds the .debs for a machine without network.
@@ -351,6 +351,17 @@ phase_hostcpu() {
     step "cpu.so bench esm2_t6_8M 4x512 $p, 2 threads" 120 $E bench --model esm2_t6_8M \
       --batch 4 --seq 512 --steps 3 --warmup 1 --backend cpu --precision $p --threads 2
     grep ESMT_RESULT "$out/$phase.log" | tail -1 >> "$sum"
+  done
+  # Issue #43 item 4: cpu.so's scaling from 2 to 16 threads (fp32), as tokens/s against 2
+  local base=
+  for n in 2 4 8 16; do
+    step "cpu.so bench esm2_t6_8M 4x512 fp32, $n threads" 120 $E bench --model esm2_t6_8M \
+      --batch 4 --seq 512 --steps 3 --warmup 1 --backend cpu --precision fp32 --threads $n
+    local tps
+    tps=$(grep ESMT_RESULT "$out/$phase.log" | tail -1 | sed -n 's/.*tokens_per_s=\([0-9.]*\).*/\1/p')
+    [ -n "$tps" ] || continue
+    [ -n "$base" ] || base=$tps
+    awk -v n="$n" -v t="$tps" -v b="$base" 'BEGIN { printf("   SCALING cpu.so %2d threads: %.0f tokens/s, %.2fx of 2 threads\n", n, t, t / b) }' | tee -a "$sum"
   done
 }
 
