@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "run_metrics.h"
+#include "common/run_metrics.h"
 #include "watch_screen.h"
 #include "watch_term.h"
 
