@@ -240,7 +240,8 @@ static int parse(int argc, char **argv, score_args *a) {
     } else if (cli_flag_value("--offset", argc, argv, &i, &v)) {
       if (!cli_int_arg(cmd, "--offset", v, -1000000000LL, 1000000000LL, &a->offset)) return 2;
     } else if (argv[i][0] == '-' && strcmp(argv[i], "-")) {
-      fprintf(stderr, "%s: unknown argument '%s' (try --help)\n", cmd, argv[i]);
+      fprintf(stderr, "%s: unknown argument '%s'%s (try --help)\n", cmd, argv[i],
+              cli_option_hint(argv[i], usage));
       return 2;
     } else if (!a->model) a->model = argv[i];
     else if (!a->input) a->input = argv[i];
