@@ -48,6 +48,11 @@ int cli_double_arg(const char *cmd, const char *flag, const char *text, double m
  * so that one printf may take up to 4 of them. */
 const char *cli_esc(const char *text);
 
+/* After "unknown option 'ARG'": "; did you mean '--near'?" when the
+ * command's help (printed by `usage`) names an option near ARG (its
+ * "=VALUE" aside), else "". Static storage (cli_suggest.c). */
+const char *cli_option_hint(const char *arg, void (*usage)(FILE *f));
+
 /* Format a byte count as "7.5 GiB". */
 const char *cli_bytes(uint64_t bytes, char *buf, int cap);
 
@@ -74,8 +79,10 @@ int cli_signals_deferred(void);
 /* "SIGHUP (the terminal or session closed)" and the like. */
 const char *cli_signal_name(int sig);
 
-/* Flush standard output at the end of a command: a failed write (EPIPE,
- * EFBIG) is reported and turns a status of 0 into 1. */
+/* Flush standard output at the end of a command: a failed write (EFBIG,
+ * ENOSPC) is reported and turns a status of 0 into 1; a reader that went
+ * away (EPIPE, `| head`) ends the process quietly by SIGPIPE, as coreutils
+ * do. */
 int cli_stdout_finish(int rc);
 
 /* ---- Run directories (run_dir.c) ---- */

@@ -71,7 +71,11 @@ int main(int argc, char **argv) {
   for (size_t i = 0; i < N_COMMANDS; i++)
     if (strcmp(argv[1], k_commands[i].name) == 0)
       return cli_stdout_finish(k_commands[i].fn(argc - 2, argv + 2));
-  fprintf(stderr, "esmtrain-example: unknown command '%s'\n\n", argv[1]);
+  const char *names[N_COMMANDS];
+  for (size_t i = 0; i < N_COMMANDS; i++) names[i] = k_commands[i].name;
+  const char *near = esmt_suggest(argv[1], names, (int)N_COMMANDS);
+  fprintf(stderr, "esmtrain-example: unknown command '%s'%s%s%s\n\n", argv[1],
+          near ? "; did you mean '" : "", near ? near : "", near ? "'?" : "");
   usage(stderr);
   return 2;
 }

@@ -109,6 +109,12 @@ ESMT_API void esmt_clear_error(void);
  * returns `out`; NULL text is "(null)". */
 ESMT_API char *esmt_escape_text(const char *text, char *out, size_t cap);
 
+/* The name of names[0..n) closest to `word` by edit distance (the one the
+ * library's "did you mean" messages name), when it is near enough to be a
+ * likely typo: 1 edit for a word of up to 3 characters, 2 up to 6, a
+ * third of its length for longer ones. NULL when none is. */
+ESMT_API const char *esmt_suggest(const char *word, const char *const *names, int n);
+
 /* ------------------------------------------------------------------------ */
 /* Logging and progress                                                      */
 /* ------------------------------------------------------------------------ */

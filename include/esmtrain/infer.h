@@ -242,4 +242,45 @@ ESMT_API esmt_status esmt_npy_streams_to_safetensors(const char *path,
                                                      const char *const *names, int count,
                                                      const char *const *meta, int meta_count);
 
+/* ------------------------------------------------------------------------ */
+/* Tables of one's own columns (variants, labels)                           */
+/* ------------------------------------------------------------------------ */
+
+/* A CSV (RFC 4180: quoted fields may hold commas, doubled quotes and line
+ * breaks) or TSV (a row a line, fields split at tabs) table with a header
+ * row, plain or gzip, or standard input ("-"), read row by row with every
+ * column kept: the reader ingest uses for tables of proteins. Refused,
+ * naming the file and the line: a row whose field count differs from the
+ * header's, malformed or unterminated quoting, a NUL byte, a field longer
+ * than 16 MiB. A UTF-8 byte order mark and blank lines are skipped. */
+typedef struct esmt_table_reader esmt_table_reader;
+
+typedef enum esmt_table_format {
+  ESMT_TABLE_BY_NAME = 0,  /* TSV when the name ends in .tsv or .tab (.gz after), else CSV */
+  ESMT_TABLE_READ_CSV = 1,
+  ESMT_TABLE_READ_TSV = 2
+} esmt_table_format;
+
+ESMT_API esmt_status esmt_table_reader_open(const char *path, esmt_table_format format,
+                                            esmt_table_reader **out);
+/* The next data row: *fields[*count] (count: the header's columns; valid
+ * until the next call), *got 0 at the end of the table. */
+ESMT_API esmt_status esmt_table_reader_next(esmt_table_reader *reader,
+                                            const char *const **fields, int *count, int *got);
+/* progress (NULL: none) is called after each read of the input (stage
+ * "read", unit "bytes", items: rows so far); non-zero cancels the read
+ * with ESMT_ERR_CANCELLED. */
+ESMT_API void esmt_table_reader_set_progress(esmt_table_reader *reader,
+                                             esmt_progress_fn progress, void *progress_user);
+/* The header's names (valid until close) once the first row was asked for;
+ * returns how many (0 before). */
+ESMT_API int esmt_table_reader_columns(const esmt_table_reader *reader,
+                                       const char *const **names);
+/* The header's column `name`: an exact match, else the only one equal
+ * ignoring case; -1 none, -2 named twice. */
+ESMT_API int esmt_table_reader_column(const esmt_table_reader *reader, const char *name);
+/* The line where the last row returned starts (1-based). */
+ESMT_API uint64_t esmt_table_reader_line(const esmt_table_reader *reader);
+ESMT_API void esmt_table_reader_close(esmt_table_reader *reader);
+
 #endif /* ESMTRAIN_INFER_H */

@@ -110,3 +110,10 @@ const char *esmt_closest(const char *word, const char *const *names, int n) {
   }
   return best;
 }
+
+const char *esmt_suggest(const char *word, const char *const *names, int n) {
+  if (!word || !names || n <= 0) return NULL;
+  const char *best = esmt_closest(word, names, n);
+  const size_t len = strlen(word), limit = len <= 3 ? 1 : len <= 6 ? 2 : len / 3;
+  return best && lev(word, best) <= limit ? best : NULL;
+}

@@ -72,6 +72,15 @@ struct esmt_table {
   char row_id[32];           /* "row<N>" */
   int ready;                 /* a data row is complete */
   int failed;                /* the message is set */
+  esmt_status status;        /* its status */
+  /* every field of each row kept (esmt_table_open_rows) */
+  int all_fields;
+  sbuf *row;                 /* row[k]: field k of the row being read */
+  const char **row_ptrs;     /* row[k].p, for the caller */
+  int row_cap;
+  esmt_progress_fn progress; /* asked after each read; non-zero cancels */
+  void *progress_user;
+  double t0;
 };
 
 static int sbuf_put(sbuf *b, const char *s, size_t n) {
@@ -100,6 +109,7 @@ static void fail(esmt_table *t, esmt_status st, const char *fmt, ...) {
   va_end(ap);
   esmt_fail(st, "%s: %s", t->path, msg);
   t->failed = 1;
+  t->status = st;
 }
 
 static void oom(esmt_table *t) {
@@ -196,8 +206,23 @@ static void on_field(esmt_table *t, const char *s, size_t n) {
     t->names[t->ncols++] = name;
     return;
   }
+  if (t->all_fields) {
+    if (k < t->ncols) {
+      t->row[k].len = 0;
+      if (!sbuf_put(&t->row[k], s, n)) oom(t);
+    }
+    return;
+  }
   if (k == t->seq_col) set_seq(t, s, n);
   if (k == t->id_col && !t->failed) set_id(t, s, n);
+}
+
+/* all_fields: one buffer per column, made when the header is complete. */
+static void make_row(esmt_table *t) {
+  t->row = calloc((size_t)t->ncols + 1, sizeof *t->row);
+  t->row_ptrs = calloc((size_t)t->ncols + 1, sizeof *t->row_ptrs);
+  if (!t->row || !t->row_ptrs) oom(t);
+  t->row_cap = t->row ? t->ncols : 0;
 }
 
 /* The column named `want`: an exact match, else the only one equal
@@ -251,6 +276,10 @@ static void on_row_end(esmt_table *t) {
   if (!t->header_done) {
     t->header_done = 1;
     t->header_line = t->row_line;
+    if (t->all_fields) {
+      make_row(t);
+      return;
+    }
     t->seq_col = resolve_column(t, t->seq_name, "sequence", "--seq-column", 1);
     if (!t->failed)
       t->id_col = resolve_column(t, t->id_name, "id", "--id-column", t->id_given);
@@ -281,7 +310,7 @@ static int csv_is_space(unsigned char c) { return c == ' ' || c == '\t' || c == 
 static int csv_is_term(unsigned char c) { return c == '\n'; }
 
 static int tsv_wanted(const esmt_table *t) {
-  return !t->header_done || t->field == t->seq_col || t->field == t->id_col;
+  return t->all_fields || !t->header_done || t->field == t->seq_col || t->field == t->id_col;
 }
 
 static void tsv_end_field(esmt_table *t, int last) {
@@ -394,6 +423,7 @@ int esmt_table_next(esmt_table *t, esmt_fasta_record *rec) {
   if (t->failed) return -1;
   t->ready = 0;
   t->seq.len = t->id.len = 0;
+  for (int k = 0; k < t->row_cap; k++) t->row[k].len = 0;
   if (t->seq.p) t->seq.p[0] = '\0';
   for (;;) {
     if (t->pos == t->len) {
@@ -406,6 +436,14 @@ int esmt_table_next(esmt_table *t, esmt_fasta_record *rec) {
         if (t->failed) return -1;
         if (t->ready) { emit(t, rec); return 1; }
         return 0;
+      }
+      if (t->progress) {
+        esmt_progress pr = {sizeof pr, "read", esmt_table_offset(t), 0, "bytes",
+                            esmt_now_s() - t->t0, t->rows};
+        if (t->progress(t->progress_user, &pr)) {
+          fail(t, ESMT_ERR_CANCELLED, "line %llu: reading cancelled", (unsigned long long)t->line);
+          return -1;
+        }
       }
       if (t->pos == t->len) continue; /* only a byte order mark */
     }
@@ -480,6 +518,9 @@ void esmt_table_close(esmt_table *t) {
   if (t->csv_ready) csv_free(&t->csv);
   for (int i = 0; i < t->ncols; i++) free(t->names[i]);
   free(t->names);
+  for (int k = 0; k < t->row_cap; k++) free(t->row[k].p);
+  free(t->row);
+  free(t->row_ptrs);
   free(t->seq.p);
   free(t->id.p);
   free(t->cur.p);
@@ -492,3 +533,40 @@ void esmt_table_close(esmt_table *t) {
 uint64_t esmt_table_offset(const esmt_table *t) { return esmt_gz_input_offset(t->gz, t->stream); }
 
 int esmt_table_is_stream(const esmt_table *t) { return t->stream; }
+
+esmt_status esmt_table_open_rows(const char *path, esmt_table_kind kind, esmt_table **out) {
+  esmt_status st = esmt_table_open(path, kind, NULL, NULL, out);
+  if (!st) (*out)->all_fields = 1;
+  return st;
+}
+
+int esmt_table_next_row(esmt_table *t, const char *const **fields, int *count, uint64_t *line) {
+  esmt_fasta_record rec;
+  int r = esmt_table_next(t, &rec);
+  if (r != 1) return r;
+  for (int k = 0; k < t->ncols; k++) t->row_ptrs[k] = t->row[k].p ? t->row[k].p : "";
+  *fields = t->row_ptrs;
+  *count = t->ncols;
+  if (line) *line = rec.header_line;
+  return 1;
+}
+
+void esmt_table_set_progress(esmt_table *t, esmt_progress_fn fn, void *user) {
+  t->progress = fn;
+  t->progress_user = user;
+  t->t0 = esmt_now_s();
+}
+
+esmt_status esmt_table_status(const esmt_table *t) {
+  return t->failed ? (t->status ? t->status : ESMT_ERR_FORMAT) : ESMT_OK;
+}
+
+int esmt_table_columns(const esmt_table *t, const char *const **names) {
+  *names = (const char *const *)t->names;
+  return t->header_done ? t->ncols : 0;
+}
+
+int esmt_table_column(const esmt_table *t, const char *name) {
+  int first = 0, other = 0;
+  return find_column(t, name, &first, &other);
+}

@@ -37,6 +37,25 @@ ESMT_HIDDEN void esmt_table_close(esmt_table *t);
 /* Next record (valid until the next call); 1 = got one, 0 = end of the
  * table, negative = error (message set). */
 ESMT_HIDDEN int esmt_table_next(esmt_table *t, esmt_fasta_record *rec);
+/* Every field of each row (no sequence or id column chosen, no character
+ * checks: the caller's columns are its own), read with esmt_table_next_row. */
+ESMT_HIDDEN esmt_status esmt_table_open_rows(const char *path, esmt_table_kind kind,
+                                             esmt_table **out);
+/* The next data row of a table opened with esmt_table_open_rows: its
+ * fields (count: the header's columns; valid until the next call) and the
+ * line where it starts. 1, 0 at the end, negative on an error. */
+ESMT_HIDDEN int esmt_table_next_row(esmt_table *t, const char *const **fields, int *count,
+                                    uint64_t *line);
+/* fn (NULL: none) is called after each read of the input (stage "read",
+ * unit "bytes", items: rows); non-zero cancels with ESMT_ERR_CANCELLED. */
+ESMT_HIDDEN void esmt_table_set_progress(esmt_table *t, esmt_progress_fn fn, void *user);
+/* After a negative return: the status of the message set (ESMT_OK before). */
+ESMT_HIDDEN esmt_status esmt_table_status(const esmt_table *t);
+/* The header's names once the first row was asked for (0 before). */
+ESMT_HIDDEN int esmt_table_columns(const esmt_table *t, const char *const **names);
+/* The column `name`: an exact match, else the only one equal ignoring case;
+ * -1 none, -2 named twice. */
+ESMT_HIDDEN int esmt_table_column(const esmt_table *t, const char *name);
 /* As esmt_fasta_offset / esmt_fasta_is_stream. */
 ESMT_HIDDEN uint64_t esmt_table_offset(const esmt_table *t);
 ESMT_HIDDEN int esmt_table_is_stream(const esmt_table *t);

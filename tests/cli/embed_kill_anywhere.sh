@@ -30,7 +30,7 @@ awk 'BEGIN { srand(7); aa = "ACDEFGHIKLMNPQRSTVWY";
     for (i = 0; i < n; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' > "$work/p.fa"
 formats=(npy safetensors)
 args() { # args FORMAT OUT
-  echo "$work/model" "$work/p.fa" -o "$2" --format "$1" --include mean,cls,per_tok --layers 0,-1 \
+  echo "$work/model" "$work/p.fa" -o "$2" --format "$1" --include mean,cls,per_tok --repr-layers 0,-1 \
     --threads 1 --quiet
 }
 # the uninterrupted outputs, and how long one takes
@@ -104,7 +104,7 @@ while [ "$killed" -lt "$kills" ] && [ "$tries" -lt $((3 * kills)) ]; do
     rc=0
     # shellcheck disable=SC2046
     "$cli" embed $(args "$fmt" "$out") >"$work/last.log" 2>&1 || rc=$?
-    [ "$rc" -eq 1 ] && grep -q "complete already" "$work/last.log" ||
+    [ "$rc" -eq 0 ] && grep -q "complete already" "$work/last.log" ||
       { echo "a re-run of finished $out:"; cat "$work/last.log"; exit 1; }
     same "$fmt" "$out"
     finished=$((finished + 1))

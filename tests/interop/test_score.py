@@ -206,6 +206,48 @@ def variant_checks(model, work, hf, fasta, proteins):
             check(False, "(c) %s %s: score %s vs %.9g" % (pid, mut, r["score"], ref))
     check(worst["score"] <= TOL, "(c) %d variant scores: worst relative error %.2e" %
           (len(rows), worst["score"]))
+    check(list(rows[0].keys()) == ["note", "mutation", "id", "dms", "score"] and
+          all(r["note"] == "row %d, quoted" % k and r["dms"] == "0.%d" % k
+              for k, r in enumerate(rows)),
+          "(c) the table's columns and values kept, score appended: %s" % list(rows[0].keys()))
+    column_option_checks(work, hf, fasta, proteins, rows)
+
+
+def same_scores(got, want):
+    return len(got) == len(want) and all(
+        rel_err(float(g["score"]), float(w)) <= TOL for g, w in zip(got, want))
+
+
+def column_option_checks(work, hf, fasta, proteins, rows):
+    # --seq-col/--mutation-col over a TSV: the same scores as the CSV's
+    tsv = os.path.join(work, "variants.tsv")
+    with open(tsv, "w") as f:
+        f.write("wt_name\tmutant_text\n")
+        f.writelines("%s\t%s\n" % v for v in VARIANTS)
+    out = os.path.join(work, "var-cols.csv")
+    rc, so, se = run([hf, fasta, "--variants", tsv, "--seq-col", "wt_name", "--mutation-col",
+                      "mutant_text", "-o", out, "--quiet"])
+    got = read_csv(out) if rc == 0 else []
+    check(rc == 0 and same_scores(got, [r["score"] for r in rows]) and
+          list(got[0].keys()) == ["wt_name", "mutant_text", "score"],
+          "(c) --seq-col/--mutation-col over a TSV score as the CSV (rc %d %s)" %
+          (rc, se.strip()[-200:]))
+    # fair-esm's layout: one wild type, a 'mutant' column and no id column
+    one = os.path.join(work, "p7.fa")
+    with open(one, "w") as f:
+        f.write(">p7\n%s\n" % dict(proteins)["p7"])
+    fe = os.path.join(work, "fair.csv")
+    p7 = [m for pid, m in VARIANTS if pid == "p7"]
+    with open(fe, "w") as f:
+        f.write("mutant\n" + "".join(m + "\n" for m in p7))
+    out = os.path.join(work, "var-fair.csv")
+    rc, so, se = run([hf, one, "--variants", fe, "-o", out, "--quiet"])
+    got = read_csv(out) if rc == 0 else []
+    want = [r["score"] for r in rows if r["id"] == "p7"]
+    check(rc == 0 and same_scores(got, want) and
+          list(got[0].keys()) == ["mutant", "score"],
+          "(c) one wild type and a 'mutant' column (fair-esm's layout) (rc %d %s)" %
+          (rc, se.strip()[-200:]))
 
 
 def error_checks(work, hf, fasta, proteins):
@@ -227,6 +269,8 @@ def error_checks(work, hf, fasta, proteins):
         ("id,mutation\np4,K2R:K2A\n", "line 2"),              # same position twice
         ("id,mut\np4,K2R\n", "mutation"),                     # missing column
         ("id,mutation\np4\n", "line 2"),                      # short line
+        ("id,mutation,score\np4,K2R,1\n", "column 'score'"),   # the output's column
+        ("wt,mutation\np4,K2R\n", "'id'"),                     # several wild types, no id
     ]
     for k, (text, want) in enumerate(cases):
         vcsv = os.path.join(work, "bad%d.csv" % k)

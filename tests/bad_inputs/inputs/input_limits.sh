@@ -6,7 +6,7 @@
 L="$W/il"
 mkdir -p "$L"
 printf 'id,mutation\na,M1A\0zz\n' > "$L/nul.csv"
-{ printf 'id,mutation\na,'; head -c $((5 << 20)) /dev/zero | tr '\0' 'M'; printf '\n'; } > "$L/long.csv"
+{ printf 'id,mutation\na,'; head -c $((17 << 20)) /dev/zero | tr '\0' 'M'; printf '\n'; } > "$L/long.csv"
 printf 'id,mutation\n\033[31mred,M1A\n' > "$L/esc.csv"
 printf 'r0\tr0\nr0\tr1\0x\n' > "$L/nul.tsv"
 { printf 'r0\tr0\nr0\t'; head -c $((70 << 10)) /dev/zero | tr '\0' 'r'; printf '\n'; } > "$L/long.tsv"

@@ -196,10 +196,10 @@ static const char *dflt(const char *key) {
   return "?";
 }
 
-static void usage(void) {
-  printf("usage: esmtrain-example train --data DIR [options]\n");
-  cli_config_usage(stdout);
-  printf(
+static void usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example train --data DIR [options]\n");
+  cli_config_usage(f);
+  fprintf(f, 
       "  (the flags below are shorthands for keys and apply in that same order)\n"
       "  --no-mfu              skip measuring the GEMM ceiling (no MFU in the log)\n"
       "  --data DIR            dataset from `esmtrain-example ingest`\n"
@@ -266,7 +266,7 @@ static int parse_args(int argc, char **argv, cli_config *cc, const char **resume
   const size_t nflags = sizeof k_flags / sizeof k_flags[0];
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = NULL;
-    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(); return 0; }
+    if (!strcmp(a, "--help") || !strcmp(a, "-h")) { usage(stdout); return 0; }
     if (!strcmp(a, "--no-mfu")) { *measure_ceiling = 0; continue; }
     const int r = cli_config_arg(cc, "train", argc, argv, &i);
     if (r < 0) return 2;
@@ -278,7 +278,8 @@ static int parse_args(int argc, char **argv, cli_config *cc, const char **resume
     else
       for (k = 0; k < nflags && !cli_flag_value(k_flags[k].flag, argc, argv, &i, &v); k++) {}
     if (!own && k == nflags) {
-      fprintf(stderr, "esmtrain-example: train: unknown option '%s' (try --help)\n", a);
+      fprintf(stderr, "esmtrain-example: train: unknown option '%s'%s (try --help)\n", a,
+              cli_option_hint(a, usage));
       return 2;
     }
     if (!v) {

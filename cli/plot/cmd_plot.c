@@ -103,7 +103,8 @@ static int parse(int argc, char **argv, plot_args *a) {
     if (!strcmp(arg, "--log-y")) a->log_y = 1;
     else if (!strcmp(arg, "--force")) a->force = 1;
     else if (arg[0] == '-' && arg[1]) {
-      fprintf(stderr, PLOT_PREFIX "unknown option '%s' (try --help)\n", arg);
+      fprintf(stderr, PLOT_PREFIX "unknown option '%s'%s (try --help)\n", arg,
+              cli_option_hint(arg, usage));
       return 2;
     } else if (a->n_runs < PLOT_MAX_RUNS) a->runs[a->n_runs++] = arg;
     else {

@@ -261,11 +261,21 @@ int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_s
     const int left = fmt_was && !strcmp(fmt_was, "safetensors")
                          ? embed_output_remove_staging_left(o, json_object_get(root, "files"))
                          : 0;
-    fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins): %s; "
-            "choose a new output directory to embed again\n", o->out,
-            (unsigned long long)s->proteins,
-            left ? "only the staging .npy arrays an interrupted run left were removed"
-                 : "nothing was changed");
+    const char *what = left ? "only the staging .npy arrays an interrupted run left were removed"
+                            : "nothing was changed";
+    json_t *was = json_object_get(root, "request");
+    if (json_equal(was, req)) { /* the same embed again: done, as make would say */
+      fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins) for the "
+              "same request, model and input: %s\n", o->out, (unsigned long long)s->proteins,
+              what);
+      rc = EMBED_COMPLETE;
+    } else {
+      fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins) for "
+              "another request: %s. What differs:\n", o->out, (unsigned long long)s->proteins,
+              what);
+      differs(was, req);
+      fprintf(stderr, "Choose a new output directory to embed again\n");
+    }
   } else if (s->proteins == 0) {
     /* an attempt that committed nothing (it failed on its input, or was
      * stopped at once): its files hold nothing, any request starts anew */
@@ -290,7 +300,7 @@ int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_s
               "choose a new output directory\n");
     }
   }
-  if (rc > 0 && files) *files = json_incref(json_object_get(root, "files"));
+  if ((rc == EMBED_RESUME || rc == EMBED_RESTART) && files) *files = json_incref(json_object_get(root, "files"));
   json_decref(req);
   json_decref(root);
   return rc;

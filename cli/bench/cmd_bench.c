@@ -49,8 +49,8 @@ static void synth_batch(int32_t *tok, int32_t *lab, int B, int T, uint64_t *s) {
     }
 }
 
-static void usage(void) {
-  printf("usage: esmtrain-example bench [--model NAME] [--batch B] [--seq T] [--steps N]\n"
+static void usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example bench [--model NAME] [--batch B] [--seq T] [--steps N]\n"
          "                              [--warmup N] [--threads N] [--backend NAME]\n"
          "                              [--precision auto|fp32|fp16|bf16] [--recompute]\n"
          "                              [--nondeterministic] [--offload]\n"
@@ -115,7 +115,7 @@ int cmd_bench(int argc, char **argv) {
   esmt_memory_policy mp = ESMT_MEMORY_POLICY_INIT;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) { usage(); return 0; }
+    if (!strcmp(a, "--help")) { usage(stdout); return 0; }
     if (!strcmp(a, "--recompute")) { recompute = 1; continue; }
     if (!strcmp(a, "--nondeterministic")) { nondet = 1; continue; }
     if (!strcmp(a, "--offload")) { mp.offload_optimizer = 1; continue; }
@@ -141,7 +141,10 @@ int cmd_bench(int argc, char **argv) {
     } else if (!strcmp(a, "--device-mem")) {
       if ((st = esmt_parse_size(v, &mp.device_memory_limit))) { cli_error("bench", st); return 2; }
     }
-    else { fprintf(stderr, "bench: unknown argument '%s' (try --help)\n", a); return 2; }
+    else {
+      fprintf(stderr, "bench: unknown argument '%s'%s (try --help)\n", a, cli_option_hint(a, usage));
+      return 2;
+    }
     i++;
   }
   if (B < 1 || T < 3 || steps < 1 || warmup < 0 || threads < 0) {

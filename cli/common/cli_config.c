@@ -178,7 +178,8 @@ int cmd_config(int argc, char **argv) {
     int r = cli_config_arg(&cc, cmd, argc, argv, &i);
     if (r < 0) rc = 2;
     else if (r == 0) {
-      fprintf(stderr, "esmtrain-example: config: unknown option '%s' (try --help)\n", argv[i]);
+      fprintf(stderr, "esmtrain-example: config: unknown option '%s'%s (try --help)\n", argv[i],
+              cli_option_hint(argv[i], usage));
       rc = 2;
     }
   }

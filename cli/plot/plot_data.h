@@ -5,7 +5,7 @@
 #define ESMT_CLI_PLOT_DATA_H
 
 #include "plot_render.h"
-#include "run_metrics.h"
+#include "common/run_metrics.h"
 
 typedef struct plot_run {
   char name[64];     /* legend text */

@@ -1,7 +1,10 @@
 /* SPDX-License-Identifier: MIT */
 /* `score MODEL WT.fasta --variants VARIANTS.csv -o OUT.csv`: masked
- * marginals (esmt_score_variants) of the variants the CSV names, a line
- * each. The CSV is checked whole before the model is loaded. */
+ * marginals (esmt_score_variants) of the variants the table names, read
+ * with esmt_table_reader (CSV or TSV). The output is the user's table,
+ * every column kept, with a score column appended. The table is checked
+ * whole before the model is loaded. */
+#define _GNU_SOURCE /* asprintf */
 #include <errno.h>
 #include <stdarg.h>
 #include <stdlib.h>
@@ -10,9 +13,12 @@
 #include "score_common.h"
 
 #define MAX_REPORTED 20
+/* the variants are held whole (checked before the model is loaded) */
+#define MAX_TABLE_BYTES (1 << 30)
 
 typedef struct wt_rec { char *id; int32_t *tok; int n; } wt_rec;
-typedef struct variant { char *id, *mutation; size_t first; int count, prot; } variant;
+/* row: the user's fields as CSV text, written back before the score */
+typedef struct variant { char *row; size_t first; int count, prot; } variant;
 
 struct score_variants {
   wt_rec *wt;
@@ -24,6 +30,7 @@ struct score_variants {
   size_t n_m, cap_m;
   int errors;
   const char *csv;
+  char *header;              /* the user's header as CSV text */
 };
 
 static char *dup(const char *s) {
@@ -104,10 +111,11 @@ static int find_wt(const score_variants *v, const char *id) {
 /* One data line: check it and append the variant. Returns 1 only when out
  * of memory (problems with the line are counted in v->errors). */
 static int add_variant(score_variants *v, const score_args *a, long line, char *id,
-                       char *text) {
-  id = trim_blanks(id); /* quoted blanks too: no id or mutation holds any */
+                       char *text, char *row) {
+  /* quoted blanks too: no id or mutation holds any */
+  id = id ? trim_blanks(id) : v->wt[0].id; /* no id column: the one wild type */
   text = trim_blanks(text);
-  const int p = id[0] ? find_wt(v, id) : -1;
+  const int p = !id[0] ? -1 : v->n_wt == 1 && id == v->wt[0].id ? 0 : find_wt(v, id);
   if (!id[0]) { err(v, line, "the id is empty"); return 0; }
   const char *what = p == -1 ? "is not a record" : "names several records";
   if (p < 0) { err(v, line, "id '%s' %s of %s", cli_esc(id), what, a->input); return 0; }
@@ -157,101 +165,133 @@ static int add_variant(score_variants *v, const score_args *a, long line, char *
   var->first = v->n_m;
   var->count = k;
   var->prot = p;
-  var->id = dup(id);
-  var->mutation = dup(text);
+  var->row = row;
   v->n_v++;
   for (int j = 0; j < k; j++) {
     ms[j].residue -= a->offset;
     v->m[v->n_m++] = ms[j];
   }
   free(ms);
-  return !var->id || !var->mutation;
+  return 0;
 }
 
-/* The header's column `name`: its index, or -1 after reporting. */
-static int column(score_variants *v, char **f, int n, const char *name) {
-  int at = -1;
-  for (int i = 0; i < n; i++)
-    if (!strcmp(f[i], name)) {
-      if (at >= 0) { err(v, 1, "the header names column '%s' twice", name); return -1; }
-      at = i;
-    }
-  if (at < 0)
-    err(v, 1, "the header has no column '%s' (it needs 'id' and 'mutation', names exact and "
-        "lowercase; %d column%s read)", name, n, n == 1 ? "" : "s");
+/* The header's column `name`: its index, -1 when absent (reported when
+ * `required`), -2 after reporting it named twice. */
+static int column(score_variants *v, const esmt_table_reader *t, const char *name,
+                  const char *option, int required) {
+  const int at = esmt_table_reader_column(t, name);
+  if (at == -2) err(v, 1, "the header names column '%s' twice", name);
+  if (at == -1 && required) {
+    const char *const *names = NULL;
+    const int n = esmt_table_reader_columns(t, &names);
+    const char *near = esmt_suggest(name, names, n);
+    err(v, 1, "the header has no column '%s'%s%s%s (%s NAME chooses another; %d column%s "
+        "read)", name, near ? "; did you mean '" : "", near ? cli_esc(near) : "", near ? "'?" : "",
+        option, n, n == 1 ? "" : "s");
+  }
   return at;
 }
 
-/* Between reads of the CSV: a stop signal ends the load. */
+/* fields[0..n) as one CSV text (quoted where needed), or NULL. */
+static char *csv_text(const char *const *fields, int n) {
+  char *text = NULL;
+  size_t len = 0;
+  FILE *f = open_memstream(&text, &len);
+  if (!f) return NULL;
+  for (int i = 0; i < n; i++) {
+    if (i) fputc(',', f);
+    score_csv_field(f, fields[i]);
+  }
+  if (fclose(f)) {
+    free(text);
+    return NULL;
+  }
+  return text;
+}
+
+/* Between reads of the table: a stop signal ends the load. */
 static int stop_on_signal(void *user, const esmt_progress *p) {
   (void)user;
   (void)p;
   return cli_signal_caught();
 }
 
+/* The mutation column: --mutation-col, else fair-esm's 'mutant', else
+ * 'mutation'. The wild type's: --seq-col, else 'id', which a WT.fasta of
+ * one record may go without (every row is then a variant of it). */
+static int resolve_columns(score_variants *v, const score_args *a, const esmt_table_reader *t,
+                           int *c_id, int *c_mut) {
+  if (a->mutation_col) {
+    *c_mut = column(v, t, a->mutation_col, "--mutation-col", 1);
+  } else if ((*c_mut = column(v, t, "mutant", "--mutation-col", 0)) == -1) {
+    *c_mut = column(v, t, "mutation", "--mutation-col", 0);
+    if (*c_mut == -1)
+      err(v, 1, "the header has no column 'mutant' or 'mutation' (--mutation-col NAME names "
+          "the column of the mutations)");
+  }
+  const int one_wt = v->n_wt == 1 && !a->seq_col;
+  *c_id = column(v, t, a->seq_col ? a->seq_col : "id", "--seq-col", !one_wt);
+  if (*c_id == -1 && !one_wt)
+    fprintf(stderr, SCORE_PREFIX "each row names its wild type, a record of %s (which holds %d "
+            "records), in that column\n", cli_esc(a->input), v->n_wt);
+  const char *const *names = NULL;
+  const int n = esmt_table_reader_columns(t, &names);
+  const char *score_col = "score";
+  if (esmt_table_reader_column(t, score_col) >= 0)
+    err(v, 1, "the table already has a column '%s', which the output appends (rename it)",
+        score_col);
+  if (*c_mut < 0 || *c_id == -2 || (*c_id == -1 && !one_wt) || v->errors) return 1;
+  char *text = csv_text(names, n);
+  if (!text || asprintf(&v->header, "%s,%s", text, score_col) < 0) v->header = NULL;
+  free(text);
+  return v->header ? 0 : -1;
+}
+
 static int read_csv(score_variants *v, const score_args *a) {
-  esmt_line_reader_options ro = ESMT_LINE_READER_OPTIONS_INIT;
-  ro.what = "variants CSV";
-  ro.allow_stdin = 1; /* --variants - */
-  ro.progress = stop_on_signal;
-  esmt_line_reader *lr = NULL;
-  esmt_status st = esmt_line_reader_open(a->variants, &ro, &lr);
+  esmt_table_reader *t = NULL;
+  esmt_status st = esmt_table_reader_open(a->variants, ESMT_TABLE_BY_NAME, &t);
   if (st) {
     cli_error("score: --variants", st);
     return 1;
   }
-  char *line = NULL, **fields = NULL;
-  size_t lcap = 0;
-  int fcap = 0, c_id = -1, c_mut = -1, rc = 0;
-  long no = 0;
-  for (int got = 1; !rc;) {
-    const char *raw;
-    size_t len;
-    if ((st = esmt_line_reader_next(lr, &raw, &len, &got)) || !got) break;
-    no = (long)esmt_line_reader_line_number(lr);
-    if (len + 1 > lcap) { /* a copy: the fields are split in place */
-      char *l = realloc(line, len + 1);
-      if (!l) { rc = 1; break; }
-      line = l;
-      lcap = len + 1;
+  esmt_table_reader_set_progress(t, stop_on_signal, NULL);
+  int c_id = -1, c_mut = -1, rc = 0, rows = 0, header = 0;
+  size_t kept = 0;
+  for (;;) {
+    const char *const *fields = NULL;
+    int n = 0, got = 0;
+    if ((st = esmt_table_reader_next(t, &fields, &n, &got))) break;
+    if (!header) {
+      header = 1;
+      if ((rc = resolve_columns(v, a, t, &c_id, &c_mut))) break;
     }
-    memcpy(line, raw, len + 1);
-    while (len > 0 && line[len - 1] == '\r') line[--len] = 0;
-    char *text = line;
-    if (no == 1 && !strncmp(text, "\xEF\xBB\xBF", 3)) text += 3; /* a UTF-8 byte order mark */
-    if (no > 1 && text[strspn(text, " \t")] == 0) continue;      /* blank lines */
-    const int n = score_csv_split(text, &fields, &fcap);
-    if (n < 0) {
-      err(v, no, "a quote is not closed, or text follows a closing quote");
-      if (no == 1) break;
-      continue;
+    if (!got) break;
+    rows++;
+    const long no = (long)esmt_table_reader_line(t);
+    /* copies: the fields are trimmed in place */
+    char *row = csv_text(fields, n), *id = c_id >= 0 ? dup(fields[c_id]) : NULL,
+         *text = dup(fields[c_mut]);
+    const size_t before = v->n_v;
+    if (!row || (c_id >= 0 && !id) || !text || add_variant(v, a, no, id, text, row)) rc = -1;
+    if (v->n_v == before) free(row); /* else the variant holds it */
+    else if ((kept += strlen(row)) > MAX_TABLE_BYTES) {
+      err(v, no, "the table holds more than %d MiB of variants (score it in parts)",
+          MAX_TABLE_BYTES >> 20);
+      rc = 1;
     }
-    if (no == 1) {
-      c_id = column(v, fields, n, "id");
-      c_mut = column(v, fields, n, "mutation");
-      if (c_id < 0 || c_mut < 0) break;
-      continue;
-    }
-    if (n <= c_id || n <= c_mut) {
-      err(v, no, "%d field%s: the line ends before its '%s' column", n, n == 1 ? "" : "s",
-          n <= c_id ? "id" : "mutation");
-      continue;
-    }
-    rc = add_variant(v, a, no, fields[c_id], fields[c_mut]);
+    free(id);
+    free(text);
+    if (rc) break;
   }
-  esmt_line_reader_close(lr);
-  free(line);
-  free(fields);
+  esmt_table_reader_close(t);
   if (st == ESMT_ERR_CANCELLED) return 1; /* the caller names the signal */
   if (st) {
     cli_error("score: --variants", st);
     return 1;
   }
-  if (!rc && no == 0) err(v, 1, "the file is empty (it needs a header with 'id' and "
-                          "'mutation')");
-  else if (!rc && !v->errors && v->n_v == 0) err(v, no, "no variants after the header");
-  if (rc) fprintf(stderr, SCORE_PREFIX "out of memory reading %s\n", cli_esc(a->variants));
-  return rc || v->errors;
+  if (rc < 0) fprintf(stderr, SCORE_PREFIX "out of memory reading %s\n", cli_esc(a->variants));
+  else if (!rc && !v->errors && rows == 0) err(v, 1, "no variants after the header");
+  return rc != 0 || v->errors;
 }
 
 score_variants *score_variants_load(const score_args *a) {
@@ -273,7 +313,8 @@ score_variants *score_variants_load(const score_args *a) {
 void score_variants_free(score_variants *v) {
   if (!v) return;
   for (int i = 0; i < v->n_wt; i++) { free(v->wt[i].id); free(v->wt[i].tok); }
-  for (size_t i = 0; i < v->n_v; i++) { free(v->v[i].id); free(v->v[i].mutation); }
+  for (size_t i = 0; i < v->n_v; i++) free(v->v[i].row);
+  free(v->header);
   free(v->wt); free(v->by_id); free(v->v); free(v->m);
   free(v);
 }
@@ -321,13 +362,8 @@ int score_variants_run(score_variants *v, const score_args *a, esmt_model *model
   else if (st) cli_error("score", st), rc = 1;
   if (!rc) {
     FILE *f = score_out_file(out);
-    fprintf(f, "id,mutation,score\n");
-    for (size_t i = 0; i < v->n_v; i++) {
-      score_csv_field(f, v->v[i].id);
-      fputc(',', f);
-      score_csv_field(f, v->v[i].mutation);
-      fprintf(f, "," SCORE_NUM "\n", scores[i]);
-    }
+    fprintf(f, "%s\n", v->header);
+    for (size_t i = 0; i < v->n_v; i++) fprintf(f, "%s," SCORE_NUM "\n", v->v[i].row, scores[i]);
     printf("score: %zu variants of %llu proteins, %llu masked positions in %.1f s\n", v->n_v,
            (unsigned long long)rp.items, (unsigned long long)rp.positions,
            esmt_clock_seconds() - rp.prog.start);

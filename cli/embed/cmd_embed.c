@@ -22,8 +22,9 @@ static void usage(FILE *f) {
       "       per line, input order), lengths.npy [N], mean.layer<L>.npy and cls.layer<L>.npy\n"
       "       [N, hidden], per_tok.layer<L>.npy [rows, hidden] with per_tok.offsets.npy [N+1]\n"
       "       (protein k: rows offsets[k]..offsets[k+1], cls/eos excluded)\n"
-      "  --layers L1,L2,..    representations (fair-esm repr_layers): 0 embedding, l block l,\n"
-      "                       -1 or L the last block after the final LayerNorm (default -1)\n"
+      "  --repr-layers L1,L2,.. representations (fair-esm repr_layers): 0 embedding, l block\n"
+      "                       l, -1 or L the last block after the final LayerNorm (default\n"
+      "                       -1); --layers, its former name, still works with a warning\n"
       "  --include K1,K2,..   mean, per_tok, cls (bos is cls) (default mean)\n"
       "  --format npy|safetensors  safetensors: OUT/embeddings.safetensors at the end\n"
       "  --long truncate|windows   proteins over the window (max_positions - 2 residues):\n"
@@ -70,7 +71,13 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
     const char *val = NULL;
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) return usage(stdout), 1;
     if (!strcmp(argv[i], "-o") && i + 1 < argc) o->out = argv[++i];
-    else if (flag("--layers", argc, argv, &i, &val, &bad)) *layers = val;
+    else if (flag("--repr-layers", argc, argv, &i, &val, &bad)) *layers = val;
+    else if (flag("--layers", argc, argv, &i, &val, &bad)) {
+      /* the former name, which `train --layers` (the depth) made ambiguous */
+      fprintf(stderr, "esmtrain-example: embed: warning: --layers is deprecated, use "
+              "--repr-layers (in train, --layers is the model's depth)\n");
+      *layers = val;
+    }
     else if (flag("--include", argc, argv, &i, &val, &bad)) include = val;
     else if (flag("--format", argc, argv, &i, &val, &bad)) fmt = val;
     else if (flag("--long", argc, argv, &i, &val, &bad)) lng = val;
@@ -87,8 +94,8 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
       o->threads = (int)v;
     } else if (!strcmp(argv[i], "--quiet")) o->quiet = 1;
     else if (argv[i][0] == '-' && strcmp(argv[i], "-")) {
-      fprintf(stderr, "esmtrain-example: embed: unknown or incomplete option '%s' (try --help)\n",
-              argv[i]);
+      fprintf(stderr, "esmtrain-example: embed: unknown or incomplete option '%s'%s (try --help)\n",
+              argv[i], cli_option_hint(argv[i], usage));
       return 2;
     } else if (!o->model) o->model = argv[i];
     else if (!o->input) o->input = argv[i];
@@ -136,16 +143,16 @@ static int resolve_layers(embed_options *o, const char *text, int L) {
   const int n = parse_list(text, items, EMBED_MAX_LAYERS + 1);
   long long v;
   if (n <= 0 || n > EMBED_MAX_LAYERS) {
-    fprintf(stderr, "esmtrain-example: embed: --layers '%s': a comma-separated list of layers in "
+    fprintf(stderr, "esmtrain-example: embed: --repr-layers '%s': a comma-separated list of layers in "
             "-1..%d\n", text, L);
     return 2;
   }
   for (int k = 0; k < n; k++) {
-    if (!cli_int_arg("embed", "--layers", items[k], -1, L, &v)) return 2;
+    if (!cli_int_arg("embed", "--repr-layers", items[k], -1, L, &v)) return 2;
     o->layers[k] = v < 0 ? L : (int)v;
     for (int j = 0; j < k; j++)
       if (o->layers[j] == o->layers[k]) {
-        fprintf(stderr, "esmtrain-example: embed: --layers '%s' names layer %d twice\n", text,
+        fprintf(stderr, "esmtrain-example: embed: --repr-layers '%s' names layer %d twice\n", text,
                 o->layers[k]);
         return 2;
       }
@@ -406,11 +413,14 @@ int cmd_embed(int argc, char **argv) {
   esmt_status st = rc ? ESMT_OK : esmt_sequence_reader_open(o.input, o.split, &r);
   if (st) rc = (cli_error("embed: input", st), 1);
   if (!rc && embed_input_checksum(o.input, o.input_content, sizeof o.input_content)) rc = 1;
-  if (!rc && embed_meta_check(&o, &mi, &s, 0, NULL) < 0) rc = 1;
-  if (!rc && !(lock = cli_run_lock(o.out, "embed"))) rc = 1;
+  int done = 0; /* an identical finished embed: nothing to do, status 0 */
+  if (!rc && (mode = embed_meta_check(&o, &mi, &s, 0, NULL)) < 0) rc = 1;
+  done = !rc && mode == EMBED_COMPLETE;
+  if (!rc && !done && !(lock = cli_run_lock(o.out, "embed"))) rc = 1;
   /* checked again under the lock: another process may have written meanwhile */
-  if (!rc && (mode = embed_meta_check(&o, &mi, &s, 1, &recorded)) < 0) rc = 1;
-  if (!rc) {
+  if (!rc && !done && (mode = embed_meta_check(&o, &mi, &s, 1, &recorded)) < 0) rc = 1;
+  done = done || (!rc && mode == EMBED_COMPLETE);
+  if (!rc && !done) {
     cli_signals_catch(NULL);
     rc = run(&o, m, &mi, &s, r, mode, recorded);
   }

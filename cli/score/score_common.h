@@ -38,17 +38,9 @@ void score_progress_tick(score_progress *p, uint64_t proteins, uint64_t position
                          double fraction, int force);
 void score_progress_end(score_progress *p);
 
-/* ---- Reading VARIANTS.csv (score_csv.c; mutations: esmt_mutations_parse) ---- */
-
-/* Split one CSV line (its line break already removed, a trailing \r too)
- * into fields, in place: quotes removed ("a,b"; "" inside is "), blanks
- * around unquoted fields trimmed. *fields grows as needed (*cap entries).
- * Returns the number of fields, or -1 when a quote is not closed (fields
- * spanning lines are not supported). */
-int score_csv_split(char *line, char ***fields, int *cap);
-
 typedef struct score_args {
   const char *model, *input, *out, *variants, *backend, *split;
+  const char *mutation_col, *seq_col; /* NULL: the defaults (score_variants.c) */
   long long batch_tokens, threads, offset;
   int quiet;
 } score_args;

@@ -45,8 +45,8 @@ static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
   }
 }
 
-static void usage(void) {
-  printf("usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
+static void usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example plan [--model NAME] [--micro-batch B] [--seq T]\n"
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
          "         [--runtime-overhead BYTES] [--link GB/s] [--tflops T] [--host-bw GB/s]\n"
@@ -96,7 +96,7 @@ int cmd_plan(int argc, char **argv) {
   const char *sets[32];
   for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) { usage(); esmt_config_destroy(cfg); return 0; }
+    if (!strcmp(a, "--help")) { usage(stdout); esmt_config_destroy(cfg); return 0; }
     if (!v) { fprintf(stderr, "plan: %s needs a value (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
     int ok = 1, known = 0;
     if (!strcmp(a, "--micro-batch") || !strcmp(a, "--seq")) {
@@ -150,7 +150,11 @@ int cmd_plan(int argc, char **argv) {
           return 2;
         }
       }
-    if (ok && !known) { fprintf(stderr, "plan: unknown argument '%s' (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
+    if (ok && !known) {
+      fprintf(stderr, "plan: unknown argument '%s'%s (try --help)\n", a, cli_option_hint(a, usage));
+      esmt_config_destroy(cfg);
+      return 2;
+    }
     if (!ok) { fprintf(stderr, "plan: bad value '%s' for %s\n", v, a); esmt_config_destroy(cfg); return 2; }
   }
   for (int i = 0; i < n_sets; i++) {

@@ -106,11 +106,13 @@ typedef struct embed_model_info {
 /* `files` (may be NULL: none yet) from embed_output_files. */
 int embed_meta_write(const embed_options *o, const embed_model_info *mi, const embed_stats *s,
                      json_t *files, int complete, double seconds);
-enum { EMBED_NEW = 0, EMBED_RESUME = 1, EMBED_RESTART = 2 };
+enum { EMBED_NEW = 0, EMBED_RESUME = 1, EMBED_RESTART = 2, EMBED_COMPLETE = 3 };
 /* EMBED_NEW: OUT is new or empty; EMBED_RESUME: an unfinished embed of
  * the same request, model and input (*s gets its committed counts);
  * EMBED_RESTART: an unfinished embed that committed nothing (any request
- * may start anew there once embed_output_clear removed its files); *files
+ * may start anew there once embed_output_clear removed its files);
+ * EMBED_COMPLETE: a finished embed of the same request (said; nothing to
+ * do); *files
  * (may be NULL) gets the record's files (a new reference, or NULL); `say`
  * announces a resume. -1 after printing why OUT cannot be used. */
 int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_stats *s,

@@ -18,7 +18,7 @@
 #include <unistd.h>
 
 #include "cli.h"
-#include "run_metrics.h"
+#include "common/run_metrics.h"
 #include "watch_screen.h"
 #include "watch_term.h"
 
@@ -74,7 +74,7 @@ static int parse_args(int argc, char **argv, watch_opts *o) {
     } else if (!strcmp(a, "--exit-when-done")) {
       o->exit_when_done = 1;
     } else if (a[0] == '-' && a[1]) {
-      fprintf(stderr, "%s: unknown option '%s'\n", CMD, a);
+      fprintf(stderr, "%s: unknown option '%s'%s (try --help)\n", CMD, a, cli_option_hint(a, usage));
       return 2;
     } else if (o->run) {
       fprintf(stderr, "%s: one run directory only ('%s' and '%s')\n", CMD, o->run, a);

@@ -68,7 +68,8 @@ int cmd_launch(int argc, char **argv) {
       first = i + 1;
       break;
     } else if (argv[i][0] == '-') {
-      fprintf(stderr, "esmtrain-example: launch: unknown option '%s' (try --help)\n", argv[i]);
+      fprintf(stderr, "esmtrain-example: launch: unknown option '%s'%s (try --help)\n", argv[i],
+              cli_option_hint(argv[i], usage));
       return 2;
     } else {
       first = i;

@@ -92,11 +92,17 @@ int cli_stdout_finish(int rc) {
   errno = 0;
   if (fflush(stdout) == 0 && !ferror(stdout)) return rc;
   int err = stdout_errno(errno);
+  if (err == EPIPE) {
+    /* the reader went away (`| head`): end as coreutils do, quietly, by
+     * the SIGPIPE that was ignored for the writes (status 141 in a shell) */
+    fflush(stderr);
+    signal(SIGPIPE, SIG_DFL);
+    raise(SIGPIPE);
+    return rc ? rc : 128 + SIGPIPE;
+  }
   if (rc == 0)
-    fprintf(stderr, "esmtrain-example: cannot write to standard output: %s%s\n",
+    fprintf(stderr, "esmtrain-example: cannot write to standard output: %s\n",
             err ? strerror(err) : "a write failed (the output is closed, the disk full, or a "
-            "file size limit reached)",
-            err == EPIPE ? " (it was closed early, e.g. by `| head`); the output is incomplete"
-                         : "");
+            "file size limit reached)");
   return rc ? rc : 1;
 }

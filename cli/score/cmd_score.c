@@ -29,13 +29,16 @@ static void usage(FILE *f) {
     "OUT.csv: id,length,pll,pppl, one line per protein in input order. Empty records are\n"
     "skipped with a warning (no line); letters outside the alphabet are scored as <unk>.\n"
     "\n"
-    "Masked marginals (second form; Meier et al. 2021). VARIANTS.csv has a header line with\n"
-    "columns 'id' (a record of WT.fasta) and 'mutation' (other columns are ignored): A123G\n"
-    "is wild-type letter, position, mutant letter; several join with ':' (A123G:L45P).\n"
+    "Masked marginals (second form; Meier et al. 2021). VARIANTS.csv (or .tsv; RFC 4180\n"
+    "quoting) has a header row; its mutation column (--mutation-col, default 'mutant',\n"
+    "else 'mutation') holds A123G: wild-type letter, position, mutant letter; several join\n"
+    "with ':' (A123G:L45P). Each row's wild type is the record of WT.fasta its --seq-col\n"
+    "column names (default 'id'; a WT.fasta of one record needs no such column).\n"
     "Each mutated position i is masked in the wild type once, and\n"
     "  score = sum over the mutations of log p(mutant at i) - log p(wild type at i)\n"
-    "OUT.csv: id,mutation,score in the order of VARIANTS.csv. The CSV is checked whole\n"
-    "before the model is loaded; every problem is reported with its line.\n"
+    "OUT.csv: the table's rows in order, every column kept, with a 'score' column\n"
+    "appended. The table is checked whole before the model is loaded; every problem is\n"
+    "reported with its line.\n"
     "\n"
     "Long proteins: a row holds at most W = max_positions - 2 residues (1022 for ESM-2).\n"
     "A longer protein is scored position by position in the window of W residues with the\n"
@@ -47,7 +50,9 @@ static void usage(FILE *f) {
     "                      OUT.csv.tmp.PID and renamed when complete; removed on failure\n"
     "  --variants FILE     masked-marginal mode (above); `-` reads standard input. A\n"
     "                      regular file or a pipe on standard input (no FIFO or device),\n"
-    "                      at most 1 GiB and 4 MiB a line\n"
+    "                      plain or gzip, at most 16 MiB a field\n"
+    "  --mutation-col NAME the column of the mutations (default mutant, else mutation)\n"
+    "  --seq-col NAME      the column naming each row's wild type in WT.fasta (default id)\n"
     "  --offset K          the number of the first residue in mutations (default 1)\n"
     "  --batch-tokens N    rows x longest row of one model call (default 16384; at\n"
     "                      least one row per call)\n"
@@ -219,6 +224,8 @@ static int parse(int argc, char **argv, score_args *a) {
              cli_flag_value("--output", argc, argv, &i, &v)) { if (!(a->out = v)) goto missing; }
     else if (cli_flag_value("--variants", argc, argv, &i, &v)) { if (!(a->variants = v)) goto missing; }
     else if (cli_flag_value("--backend", argc, argv, &i, &v)) { if (!(a->backend = v)) goto missing; }
+    else if (cli_flag_value("--mutation-col", argc, argv, &i, &v)) { if (!(a->mutation_col = v)) goto missing; }
+    else if (cli_flag_value("--seq-col", argc, argv, &i, &v)) { if (!(a->seq_col = v)) goto missing; }
     else if (cli_flag_value("--split", argc, argv, &i, &v)) {
       if (!(a->split = v)) goto missing;
       if (strcmp(v, "train") && strcmp(v, "valid")) {
@@ -233,7 +240,8 @@ static int parse(int argc, char **argv, score_args *a) {
     } else if (cli_flag_value("--offset", argc, argv, &i, &v)) {
       if (!cli_int_arg(cmd, "--offset", v, -1000000000LL, 1000000000LL, &a->offset)) return 2;
     } else if (argv[i][0] == '-' && strcmp(argv[i], "-")) {
-      fprintf(stderr, "%s: unknown argument '%s' (try --help)\n", cmd, argv[i]);
+      fprintf(stderr, "%s: unknown argument '%s'%s (try --help)\n", cmd, argv[i],
+              cli_option_hint(argv[i], usage));
       return 2;
     } else if (!a->model) a->model = argv[i];
     else if (!a->input) a->input = argv[i];

@@ -8,12 +8,12 @@ if(ESMT_WITH_PLOT)
   # fontconfig (under cairo's text): only to release its caches at the end
   pkg_check_modules(FONTCONFIG QUIET IMPORTED_TARGET fontconfig)
 endif()
-target_sources(esmtrain-example PRIVATE ${CMAKE_CURRENT_SOURCE_DIR}/cmd_plot.c)
+target_sources(esmtrain-example PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_plot.c)
 if(ESMT_WITH_PLOT AND CAIRO_FOUND)
   target_sources(esmtrain-example PRIVATE
-                 ${CMAKE_CURRENT_SOURCE_DIR}/plot_data.c ${CMAKE_CURRENT_SOURCE_DIR}/plot_panel.c
-                 ${CMAKE_CURRENT_SOURCE_DIR}/plot_render.c ${CMAKE_CURRENT_SOURCE_DIR}/plot_ticks.c
-                 ${CMAKE_CURRENT_SOURCE_DIR}/plot_signature.c)
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_data.c ${CMAKE_CURRENT_LIST_DIR}/plot_panel.c
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_render.c ${CMAKE_CURRENT_LIST_DIR}/plot_ticks.c
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_signature.c)
   target_link_libraries(esmtrain-example PRIVATE PkgConfig::CAIRO)
   target_compile_definitions(esmtrain-example PRIVATE ESMT_HAVE_CAIRO=1)
   if(FONTCONFIG_FOUND)

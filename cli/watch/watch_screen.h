@@ -8,7 +8,7 @@
 #include <stddef.h>
 
 #include "esmtrain/esmtrain.h"
-#include "run_metrics.h"
+#include "common/run_metrics.h"
 
 #define WATCH_MAX_GPUS 16
 #define WATCH_MAX_LINES (24 + WATCH_MAX_GPUS)

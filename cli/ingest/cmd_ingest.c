@@ -27,8 +27,8 @@ static int progress_bar(void *user, const esmt_progress *p) {
   return 0;
 }
 
-static void usage(void) {
-  printf("usage: esmtrain-example ingest IN.fasta[.gz]|IN.csv[.gz]|IN.tsv[.gz]|-... -o DIR\n"
+static void usage(FILE *f) {
+  fprintf(f, "usage: esmtrain-example ingest IN.fasta[.gz]|IN.csv[.gz]|IN.tsv[.gz]|-... -o DIR\n"
          "          [--valid-fraction F] [--unknown unk|skip|fail] [--gaps keep|drop|fail]\n"
          "          [--max-len N] [--format auto|fasta|csv|tsv] [--seq-column NAME]\n"
          "          [--id-column NAME] [--quiet]\n"
@@ -76,7 +76,7 @@ int cmd_ingest(int argc, char **argv) {
   if (!inputs) return 1;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
-    if (!strcmp(a, "--help")) { usage(); free(inputs); return 0; }
+    if (!strcmp(a, "--help")) { usage(stdout); free(inputs); return 0; }
     if (!strcmp(a, "--quiet")) { quiet = 1; continue; }
     if (a[0] != '-' || !strcmp(a, "-")) { inputs[n++] = a; continue; }
     if (!v) { fprintf(stderr, "ingest: %s needs a value\n", a); free(inputs); return 2; }
@@ -125,7 +125,7 @@ int cmd_ingest(int argc, char **argv) {
       if ((k = pick(a, v, gap_names)) < 0) bad = 1;
       else o.gaps = (esmt_gap_policy)k;
     } else {
-      fprintf(stderr, "ingest: unknown argument '%s' (try --help)\n", a);
+      fprintf(stderr, "ingest: unknown argument '%s'%s (try --help)\n", a, cli_option_hint(a, usage));
       bad = 1;
     }
     if (bad) { free(inputs); return 2; }

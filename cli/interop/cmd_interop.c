@@ -56,7 +56,11 @@ int cmd_export(int argc, char **argv) {
     else if (!strcmp(argv[i], "--format") && i + 1 < argc) format = argv[++i];
     else if (!strcmp(argv[i], "--overwrite")) overwrite = 1;
     else if (argv[i][0] != '-') ckpt = argv[i];
-    else { fprintf(stderr, "export: unknown argument '%s' (try --help)\n", argv[i]); return 2; }
+    else {
+      fprintf(stderr, "export: unknown argument '%s'%s (try --help)\n", argv[i],
+              cli_option_hint(argv[i], export_usage));
+      return 2;
+    }
   }
   if (!ckpt || !out || strcmp(format, "hf") != 0) {
     export_usage(stderr);
@@ -87,7 +91,11 @@ int cmd_import_hf(int argc, char **argv) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { import_usage(stdout); return 0; }
     if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
     else if (argv[i][0] != '-') in = argv[i];
-    else { fprintf(stderr, "import-hf: unknown argument '%s' (try --help)\n", argv[i]); return 2; }
+    else {
+      fprintf(stderr, "import-hf: unknown argument '%s'%s (try --help)\n", argv[i],
+              cli_option_hint(argv[i], import_usage));
+      return 2;
+    }
   }
   if (!in || !out) {
     import_usage(stderr);
