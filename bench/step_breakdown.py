@@ -17,7 +17,7 @@ and the ratio of the two.
 
 Usage: step_breakdown.py [--peak-tflops X] [LOG]
 Prints the table, the check that ops + between ops equals the span they
-cover (within 1%; exits 1 otherwise), and the per-step device time beside
+cover (within 1%; exits 1 otherwise), and the per-step time on the device beside
 bench's step time (bench's excludes the warm-up, the profile does not).
 """
 import argparse
@@ -103,7 +103,7 @@ def main():
           (ops, between, span, 100 * gap, "ok" if gap <= 0.01 else "FAIL"))
     ok &= gap <= 0.01
     if res:
-        print("INFO device time per step %.3f ms (warm-up included); bench's step %.3f ms" %
+        print("INFO time on the device per step %.3f ms (warm-up included); bench's step %.3f ms" %
               (total / steps, float(res.group(1))))
     return 0 if ok else 1
 

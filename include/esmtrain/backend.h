@@ -510,7 +510,7 @@ typedef struct esmtb_device_ops {
   /* Appended in 2.1, optional (NULL: the backend cannot time its work):
    * an event whose elapsed time can be read (event_create's events may
    * skip timing, which costs a GPU a little on every record), and the
-   * device time between two such events once both have completed (after
+   * time on the device between two such events once both have completed (after
    * event_sync of the later one), in seconds. The core uses them only for
    * the per-op timeline of ESMT_PROFILE=events. */
   esmtb_status (*timing_event_create)(esmtb_device *dev, esmtb_event **out);

@@ -6,7 +6,7 @@
  *   ESMT_PROFILE=events  each op is bracketed by the backend's timing
  *                        events on the compute stream and nothing waits
  *                        until ESMT_PROFILE_PENDING ops are pending (or the
- *                        model is destroyed): the ops' device time, and
+ *                        model is destroyed): the ops' time on the device, and
  *                        the device's idle time between consecutive ops
  *                        (kernel launches, host work, waits for other
  *                        streams, work outside the model's ops such as the
