@@ -11,7 +11,8 @@ endif()
 target_sources(esmtrain-example PRIVATE ${CMAKE_CURRENT_LIST_DIR}/cmd_plot.c)
 if(ESMT_WITH_PLOT AND CAIRO_FOUND)
   target_sources(esmtrain-example PRIVATE
-                 ${CMAKE_CURRENT_LIST_DIR}/plot_data.c ${CMAKE_CURRENT_LIST_DIR}/plot_panel.c
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_data.c ${CMAKE_CURRENT_LIST_DIR}/plot_draw.c
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_panel.c
                  ${CMAKE_CURRENT_LIST_DIR}/plot_render.c ${CMAKE_CURRENT_LIST_DIR}/plot_ticks.c
                  ${CMAKE_CURRENT_LIST_DIR}/plot_signature.c)
   target_link_libraries(esmtrain-example PRIVATE PkgConfig::CAIRO)

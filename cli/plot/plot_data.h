@@ -4,7 +4,7 @@
 #ifndef ESMT_CLI_PLOT_DATA_H
 #define ESMT_CLI_PLOT_DATA_H
 
-#include "plot_render.h"
+#include "plot_figure.h"
 #include "common/run_metrics.h"
 
 typedef struct plot_run {

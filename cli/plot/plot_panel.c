@@ -1,11 +1,11 @@
 /* SPDX-License-Identifier: MIT */
 /* `plot`: one panel - its axes (ticks, labels, grid lines, titles), its
- * series and its legend (plot_render.h). */
+ * series and its legend (plot_panel.h). */
 #include <cairo.h>
 #include <math.h>
 #include <stdio.h>
 
-#include "plot_render.h"
+#include "plot_panel.h"
 #include "plot_ticks.h"
 
 /* The plot area of a panel, in device units (y grows downwards). */

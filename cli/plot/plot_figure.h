@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* The drawing of `plot` with cairo: a figure of panels on a grid, each with
- * its axes, ticks, grid lines, legend and series. No cairo type shows here,
- * so that the data side (plot_data.c) needs none. */
-#ifndef ESMT_CLI_PLOT_RENDER_H
-#define ESMT_CLI_PLOT_RENDER_H
+/* What `plot` draws: a figure of panels on a grid, each with its series and
+ * legend, and plot_render() that draws it with cairo (plot_render.c). No
+ * cairo type shows here, so that the data side (plot_data.c) needs none. */
+#ifndef ESMT_CLI_PLOT_FIGURE_H
+#define ESMT_CLI_PLOT_FIGURE_H
 
 #include <stddef.h>
 #include <stdio.h>
@@ -73,24 +73,5 @@ typedef struct plot_figure {
 int plot_render(const plot_figure *fig, plot_signer *out, char *err, size_t cap);
 
 /* ---- inside the renderer (plot_render.c, plot_panel.c) ---- */
-#ifdef CAIRO_H
-typedef struct plot_ctx {
-  cairo_t *cr;
-  double s;          /* scale: 1 at 1600x1000 */
-  double font;       /* the body font size */
-  double x_lo, x_hi; /* the data's x range, shared by all panels */
-  int x_how;         /* PLOT_AXIS_* of the x axis */
-  const char *xlabel;
-} plot_ctx;
-
-void plot_set_style(const plot_ctx *c, int color, int style);
-/* Text with its anchor: ax, ay in 0..1 of its width and height (0.5: centred). */
-void plot_text(cairo_t *cr, double x, double y, const char *s, double ax, double ay);
-double plot_text_width(cairo_t *cr, const char *s);
-void plot_draw_panel(const plot_ctx *c, const plot_panel *p, double x, double y, double w,
-                     double h);
-void plot_draw_keys(const plot_ctx *c, const plot_key *k, int n, double x, double y, int boxed);
-void plot_keys_size(const plot_ctx *c, const plot_key *k, int n, double *w, double *h);
-#endif
 
 #endif
