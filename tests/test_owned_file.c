@@ -5,6 +5,7 @@
  * link; an existing name is never created over. */
 #define _GNU_SOURCE
 #include "test_util.h"
+#include "cpu_dir_fixture.h"
 
 #include <stdio.h>
 #include <string.h>
@@ -13,18 +14,10 @@
 
 #include "esmtrain/esmtrain.h"
 
-static const char *in_tmp(const char *name) {
-  static char buf[4][600];
-  static int k;
-  k = (k + 1) % 4;
-  snprintf(buf[k], sizeof buf[k], "%s/%s", test_tmpdir, name);
-  return buf[k];
-}
-
 static void test_create_reopen_refuse(void **state) {
   (void)state;
   char a[600];
-  snprintf(a, sizeof a, "%s", in_tmp("a.npy"));
+  snprintf(a, sizeof a, "%s", path_in("a.npy"));
   int fd = -1, fd2 = -1;
   assert_int_equal(esmt_owned_file_create(a, &fd), ESMT_OK);
   char id[ESMT_OWNED_FILE_ID_CAP];
@@ -40,13 +33,13 @@ static void test_create_reopen_refuse(void **state) {
   assert_true(esmt_owned_file_is_own(a, id));
   close(fd);
   /* a hard link to it: not the program's alone */
-  assert_int_equal(link(a, in_tmp("b.npy")), 0);
+  assert_int_equal(link(a, path_in("b.npy")), 0);
   assert_int_equal(esmt_owned_file_reopen(a, id, &fd), ESMT_ERR_STATE);
   assert_non_null(strstr(esmt_last_error(), "other hard links"));
   assert_false(esmt_owned_file_is_own(a, id));
-  assert_int_equal(unlink(in_tmp("b.npy")), 0);
+  assert_int_equal(unlink(path_in("b.npy")), 0);
   /* another file in its place: refused, and left as it is */
-  assert_int_equal(rename(a, in_tmp("old.npy")), 0);
+  assert_int_equal(rename(a, path_in("old.npy")), 0);
   FILE *f = fopen(a, "w");
   assert_non_null(f);
   fputs("the user's", f);
@@ -59,7 +52,7 @@ static void test_create_reopen_refuse(void **state) {
   assert_int_equal(sb.st_size, 10);
   /* a symbolic link to its own file: not followed */
   assert_int_equal(unlink(a), 0);
-  assert_int_equal(symlink(in_tmp("old.npy"), a), 0);
+  assert_int_equal(symlink(path_in("old.npy"), a), 0);
   assert_int_equal(esmt_owned_file_reopen(a, id, &fd), ESMT_ERR_STATE);
   assert_non_null(strstr(esmt_last_error(), "symbolic link"));
   assert_false(esmt_owned_file_is_own(a, NULL));
@@ -67,5 +60,5 @@ static void test_create_reopen_refuse(void **state) {
 
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_create_reopen_refuse)};
-  return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
+  return cmocka_run_group_tests(tests, cpu_dir_setup, cpu_dir_teardown);
 }
