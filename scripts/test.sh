@@ -41,7 +41,7 @@ export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 (cd build-asan && ctest --output-on-failure -j"$jobs")
 took "sanitizer tests"
 echo "== the embedder suite against the installed ASan build"
-bash tests/embedder/run_embedder_suite.sh . build-asan address
+bash tests/embedder/run_embedder_suite.sh . build-asan address,undefined
 took "embedder suite under AddressSanitizer"
 
 echo "== the thread rules under ThreadSanitizer (ctest -L threads)"
