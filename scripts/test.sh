@@ -40,18 +40,27 @@ export UBSAN_OPTIONS=print_stacktrace=1:halt_on_error=1
 export LSAN_OPTIONS=suppressions=$PWD/tests/lsan.supp
 (cd build-asan && ctest --output-on-failure -j"$jobs")
 took "sanitizer tests"
+echo "== the embedder suite against the installed ASan build"
+bash tests/embedder/run_embedder_suite.sh . build-asan address,undefined
+took "embedder suite under AddressSanitizer"
 
 echo "== the thread rules under ThreadSanitizer (ctest -L threads)"
 # only what those suites need: the library, cpu.so with its generic kernels,
-# the CLI (a run.lock holder) and the two suites (measured: about 3 minutes
-# of build on 2 busy cores, 1 s of tests)
+# the CLI (a run.lock holder), the two suites, and what an install holds for
+# the embedder suite (measured: about 3 minutes of build on 2 busy cores, 1 s
+# of tests)
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
       -DESMT_SANITIZE=thread -DESMT_ENABLE_CUDA=OFF -DESMT_CPU_ISAS=generic >/dev/null
-cmake --build build-tsan -j"$jobs" --target test_threads test_run_dir test_host_sums esmt_backend_cpu \
-  esmtrain-example
+tsan_targets=(test_threads test_run_dir test_host_sums esmt_backend_cpu esmtrain-example)
+# the MPI plugin is installed (and so built) where MPI was found
+cmake --build build-tsan --target help | grep -q esmt_comm_mpi && tsan_targets+=(esmt_comm_mpi)
+cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ESMT_TEST_THREADS=1 \
    ctest --output-on-failure -L threads)
 took "ThreadSanitizer build and thread tests"
+echo "== the embedder suite against the installed ThreadSanitizer build"
+bash tests/embedder/run_embedder_suite.sh . build-tsan thread
+took "embedder suite under ThreadSanitizer"
 
 echo "== core suites under valgrind memcheck"
 bash tests/valgrind/run_valgrind.sh "$PWD/build"

@@ -65,13 +65,13 @@ typedef struct embed_output {
   cli_npy lengths, offsets, mean[EMBED_MAX_LAYERS], cls[EMBED_MAX_LAYERS],
       tok[EMBED_MAX_LAYERS];
   int ids_fd;
-  char ids_id[CLI_OUT_ID_CAP];
+  char ids_id[ESMT_OWNED_FILE_ID_CAP];
 } embed_output;
 
 /* No file open (embed_output_close does nothing). */
 void embed_output_init(embed_output *w, const embed_options *o, int d);
 /* Create the files, or with `resume` re-open those embed.json's `files`
- * names (out_file.h: never through a link, only the recorded files) and
+ * names (esmt_owned_file_reopen: never through a link, only the recorded files) and
  * cut them back to the committed counts. */
 int embed_output_open(embed_output *w, const embed_options *o, int d, const embed_stats *resume,
                       json_t *files);

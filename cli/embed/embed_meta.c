@@ -81,7 +81,7 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   /* a temporary an interrupted run left is embed's own: a regular file
    * with one link; anything else there is refused by O_EXCL|O_NOFOLLOW */
-  if (cli_out_is_own(tmp, NULL)) unlink(tmp);
+  if (esmt_owned_file_is_own(tmp, NULL)) unlink(tmp);
   int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
   const size_t n = text ? strlen(text) : 0;
   int bad = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 ||
@@ -113,7 +113,7 @@ static int entries(const char *dir) {
   snprintf(tmp, sizeof tmp, "%s/embed.json.tmp", dir);
   for (struct dirent *e; (e = readdir(d));)
     n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "run.lock") &&
-         !(!strcmp(e->d_name, "embed.json.tmp") && cli_out_is_own(tmp, NULL));
+         !(!strcmp(e->d_name, "embed.json.tmp") && esmt_owned_file_is_own(tmp, NULL));
   closedir(d);
   return n;
 }
@@ -230,7 +230,7 @@ int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_s
   }
   char tmp[4200];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  if (lstat(tmp, &sb) == 0 && !cli_out_is_own(tmp, NULL)) {
+  if (lstat(tmp, &sb) == 0 && !esmt_owned_file_is_own(tmp, NULL)) {
     fprintf(stderr, "esmtrain-example: embed: %s is not a temporary record embed wrote (%s): "
             "nothing was changed; move it away or choose a new output directory\n", tmp,
             S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file of one link");

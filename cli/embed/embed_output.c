@@ -16,7 +16,7 @@
 
 #include "embed.h"
 
-/* The id ("DEV:INO:BIRTH", out_file.h) embed.json recorded for a file of OUT, or NULL. */
+/* The id (esmt_owned_file_id) embed.json recorded for a file of OUT, or NULL. */
 static const char *recorded_id(json_t *files, const char *name) {
   return json_string_value(json_object_get(files, name));
 }
@@ -67,10 +67,9 @@ int embed_output_open(embed_output *w, const embed_options *o, int d, const embe
   }
   char path[4096];
   snprintf(path, sizeof path, "%s/ids.txt", o->out);
-  w->ids_fd = r ? cli_out_reopen("embed", path, recorded_id(files, "ids.txt"))
-              : cli_out_create("embed", path);
+  w->ids_fd = cli_owned_open("embed", path, r != 0, r ? recorded_id(files, "ids.txt") : NULL);
   if (w->ids_fd < 0) return -1;
-  cli_out_id(w->ids_fd, w->ids_id, sizeof w->ids_id);
+  esmt_owned_file_id(w->ids_fd, w->ids_id, sizeof w->ids_id);
   if (r) { /* every file is embed's: only now cut them back to the commit */
     cli_npy *all[3 * EMBED_MAX_LAYERS + 2];
     const int na = embed_output_arrays(w, all);
@@ -146,7 +145,7 @@ int embed_output_clear(const embed_options *o, json_t *files, int check_only) {
      * is a file an attempt killed before its first record created */
     const char *id = recorded_id(files, name);
     if (!id && !embed_temporary_name(name) && json_object_size(files)) id = "";
-    const int own = embed_file_name(name) && cli_out_is_own(path, id);
+    const int own = embed_file_name(name) && esmt_owned_file_is_own(path, id);
     if (!own) {
       fprintf(stderr, "esmtrain-example: embed: %s holds %s, which embed did not create (or "
               "not as it is now): nothing was changed; move it away or choose a new output "
@@ -249,7 +248,7 @@ int embed_output_remove_staging_left(const embed_options *o, json_t *files) {
     char path[4400];
     snprintf(path, sizeof path, "%s/%s", o->out, name);
     if (strcmp(name, "ids.txt") && embed_file_name(name) &&
-        cli_out_is_own(path, json_string_value(id)) && unlink(path) == 0)
+        esmt_owned_file_is_own(path, json_string_value(id)) && unlink(path) == 0)
       n++;
   }
   return n;

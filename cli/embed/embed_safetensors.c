@@ -32,9 +32,9 @@ int embed_output_finish(embed_output *w, const embed_stats *s) {
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
   /* a copy an interrupted run of this command left is a regular file with
    * one link; a symbolic link or anything else there is refused below */
-  if (cli_out_is_own(tmp, NULL)) unlink(tmp);
+  if (esmt_owned_file_is_own(tmp, NULL)) unlink(tmp);
   struct stat sb;
-  if (lstat(path, &sb) == 0 && !cli_out_is_own(path, NULL)) {
+  if (lstat(path, &sb) == 0 && !esmt_owned_file_is_own(path, NULL)) {
     fprintf(stderr, "esmtrain-example: embed: %s is %s that embed did not write: nothing was "
             "changed (the .npy arrays are complete and kept); move it away and run the same "
             "command again\n", path, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");

@@ -1,6 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* embed's .npy files (npy_file.h): out_file.h opens them, the library's
- * esmt_npy_stream writes them; its message printed as the command's. */
+/* embed's .npy files (npy_file.h): the library's esmt_owned_file_* opens
+ * them, its esmt_npy_stream writes them; its message printed as the
+ * command's. */
 #include "npy_file.h"
 
 #include <stdio.h>
@@ -13,13 +14,20 @@ static int said(const char *cmd, esmt_status st) {
   return -1;
 }
 
+int cli_owned_open(const char *cmd, const char *path, int resume, const char *recorded) {
+  int fd = -1;
+  if (said(cmd, resume ? esmt_owned_file_reopen(path, recorded, &fd)
+                       : esmt_owned_file_create(path, &fd)))
+    return -1;
+  return fd;
+}
+
 int cli_npy_open(cli_npy *f, const char *cmd, const char *path, esmt_npy_dtype dtype,
                  int64_t cols, int64_t resume_rows, const char *recorded) {
   memset(f, 0, sizeof *f);
   snprintf(f->path, sizeof f->path, "%s", path);
-  f->fd = resume_rows >= 0 ? cli_out_reopen(cmd, path, recorded) : cli_out_create(cmd, path);
-  if (f->fd < 0) return -1;
-  cli_out_id(f->fd, f->id, sizeof f->id);
+  if ((f->fd = cli_owned_open(cmd, path, resume_rows >= 0, recorded)) < 0) return -1;
+  esmt_owned_file_id(f->fd, f->id, sizeof f->id);
   return said(cmd, esmt_npy_stream_start(f->fd, path, dtype, cols, resume_rows, &f->s));
 }
 

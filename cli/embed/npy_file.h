@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
-/* embed's .npy files: created or re-opened under the output-file rules
- * (out_file.h), their rows written by the library (esmt_npy_stream,
- * infer.h). */
+/* embed's .npy files: created or re-opened under the library's rules for
+ * a program's own files (esmt_owned_file_*), their rows written by the
+ * library (esmt_npy_stream, infer.h). */
 #ifndef ESMT_CLI_NPY_FILE_H
 #define ESMT_CLI_NPY_FILE_H
 
@@ -10,17 +10,20 @@
 
 #include <esmtrain/esmtrain.h>
 
-#include "out_file.h"
+/* A file of OUT created (resume 0) or re-opened as the one `recorded`
+ * names (esmt_owned_file_*): its descriptor, or -1 after printing
+ * "esmtrain-example: CMD: PATH: why". */
+int cli_owned_open(const char *cmd, const char *path, int resume, const char *recorded);
 
 typedef struct cli_npy {
   int fd;
   char path[4096];
   esmt_npy_stream *s;
-  char id[CLI_OUT_ID_CAP]; /* the file's "DEV:INO:BIRTH" (out_file.h), for the resume record */
+  char id[ESMT_OWNED_FILE_ID_CAP]; /* esmt_owned_file_id, for the resume record */
 } cli_npy;
 
 /* Create `path` (must not exist), or, with `resume_rows` >= 0, re-open the
- * file this writer created (`recorded`: its id, out_file.h), which must
+ * file this writer created (`recorded`: its id, esmt_owned_file_id), which must
  * hold that many rows, without changing it yet (cli_npy_cut). Returns 0,
  * or -1 after printing "esmtrain-example: CMD: PATH: why". */
 int cli_npy_open(cli_npy *f, const char *cmd, const char *path, esmt_npy_dtype dtype,

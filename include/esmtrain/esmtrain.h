@@ -142,6 +142,28 @@ ESMT_API esmt_status esmt_output_file_commit(esmt_output_file *f);
 /* Remove the temporary and free f (NULL is fine). */
 ESMT_API void esmt_output_file_abort(esmt_output_file *f);
 
+/* Files a program creates in its output directory and re-opens later (a
+ * resume), without ever writing into a file it did not create: created
+ * with O_EXCL | O_NOFOLLOW, re-opened only without following a symbolic
+ * link, only as a regular file with a single link, and only while it is
+ * the file recorded at its creation: "DEV:INO:BIRTH" (statx's creation
+ * time tells apart a file that took a deleted one's inode number;
+ * "DEV:INO" where the file system keeps none). */
+#define ESMT_OWNED_FILE_ID_CAP 80
+
+/* Create `path` read-write; it must not exist (a link there is not
+ * followed). ESMT_ERR_IO naming path and why. */
+ESMT_API esmt_status esmt_owned_file_create(const char *path, int *fd);
+/* Re-open `path` read-write: a regular file of one link, not reached
+ * through a symbolic link, whose id is `recorded`. ESMT_ERR_STATE naming
+ * why it is not the program's file (nothing is changed). */
+ESMT_API esmt_status esmt_owned_file_reopen(const char *path, const char *recorded, int *fd);
+/* The id of an open file into out[cap] ("" when statx fails). */
+ESMT_API void esmt_owned_file_id(int fd, char *out, size_t cap);
+/* 1 when `path` (not followed) is a regular file of one link whose id is
+ * `recorded` (NULL: any): a leftover of the program's that it may remove. */
+ESMT_API int esmt_owned_file_is_own(const char *path, const char *recorded);
+
 /* ------------------------------------------------------------------------ */
 /* Context: backend registry, threads, callbacks                             */
 /* ------------------------------------------------------------------------ */

@@ -4,12 +4,13 @@
 # pkg-config and run on a model: tokenize, embed (one protein longer than
 # the window, so windowed), a pseudo-log-likelihood equal to the installed
 # CLI's `score` of the same protein.
-# Usage: check_embed_example.sh PREFIX LIBDIR MODEL_DIR
+# Usage: check_embed_example.sh PREFIX LIBDIR MODEL_DIR   ($CFLAGS, such as a
+# sanitizer's, are added to the compile line)
 set -euo pipefail
 stage=$1 libdir=$2 model=$3
 echo "== the embedder's starting point, examples/embed.c (infer.h)"
-# shellcheck disable=SC2046
-cc -std=c11 -Wall -Werror "$stage/share/doc/esmtrain/examples/embed.c" \
+# shellcheck disable=SC2046,SC2086
+cc -std=c11 -Wall -Werror ${CFLAGS:-} "$stage/share/doc/esmtrain/examples/embed.c" \
    $(PKG_CONFIG_PATH="$libdir/pkgconfig" pkg-config --cflags --libs esmtrain) -lm \
    -Wl,-rpath,"$libdir" -o "$stage/embed-pc"
 out=$("$stage/embed-pc" "$model")

@@ -10,10 +10,8 @@ stage=$(mktemp -d /tmp/esmt-install-XXXXXX)
 root=$stage
 trap 'rm -rf "$root"' EXIT
 
-cmake --install "$build" --prefix "$stage/configured" >/dev/null
 # Nothing may depend on the prefix given at install time.
-mv "$stage/configured" "$stage/moved"
-stage=$stage/moved
+stage=$(bash "$src/tests/install/stage_prefix.sh" "$build" "$stage")
 test -f "$stage/include/esmtrain/esmtrain.h"
 test -f "$stage/include/esmtrain/data.h"
 test -f "$stage/include/esmtrain/config.h"
