@@ -314,6 +314,26 @@ typedef enum esmt_optimizer_kind {
   ESMT_OPTIMIZER_LION = 1
 } esmt_optimizer_kind;
 
+/* A task head on the encoder's last representation (after the final
+ * LayerNorm), as transformers' EsmForSequenceClassification (the pooled
+ * row -> classifier.dense -> tanh -> classifier.out_proj) and
+ * EsmForTokenClassification (classifier per residue). */
+typedef enum esmt_head_kind {
+  ESMT_HEAD_NONE = 0,          /* the masked-LM head and loss (pre-training) */
+  ESMT_HEAD_SEQ_CLASS = 1,     /* one class of num_labels per sequence, cross-entropy */
+  ESMT_HEAD_MULTILABEL = 2,    /* num_labels independent 0/1 labels, BCE with logits */
+  ESMT_HEAD_REGRESSION = 3,    /* num_labels real targets per sequence, mean squared error */
+  ESMT_HEAD_RESIDUE_CLASS = 4  /* one class per residue, cross-entropy over labelled ones */
+} esmt_head_kind;
+
+/* What a sequence head reads: the <cls> position (transformers') or the
+ * mean over the residues (not <cls>, <eos> or padding). */
+typedef enum esmt_pooling { ESMT_POOL_CLS = 0, ESMT_POOL_MEAN = 1 } esmt_pooling;
+
+/* esmt_model_config.frozen_layers: the whole encoder (embedding, layers,
+ * final LayerNorm) frozen; only the task head trains. */
+enum { ESMT_FREEZE_ENCODER = -1 };
+
 typedef struct esmt_model_config {
   uint32_t struct_size;
   int num_layers;           /* L */
@@ -332,11 +352,24 @@ typedef struct esmt_model_config {
    * allocated with the model); a caller whose struct_size ends before it
    * gets ADAMW. esmt_model_optimizer_step refuses another kind. */
   esmt_optimizer_kind optimizer;
+  /* Appended (fine-tuning, docs/finetune.md): the task head on the encoder
+   * in place of the masked-LM loss (ESMT_HEAD_NONE: pre-training), its
+   * output count (classes, labels or regression targets) and the sequence
+   * heads' pooling. A caller whose struct_size ends before them gets the
+   * masked-LM model. */
+  esmt_head_kind head;
+  int num_labels;
+  esmt_pooling pooling;
+  /* Appended: what does not train. 0 everything; N > 0 the embedding and
+   * the first N layers; ESMT_FREEZE_ENCODER the whole encoder (the head
+   * only). Frozen weights get no update, no gradient and no optimizer
+   * moments; with a task head the masked-LM head is frozen too. */
+  int frozen_layers;
 } esmt_model_config;
 
 #define ESMT_MODEL_CONFIG_INIT \
   { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO, \
-    ESMT_OPTIMIZER_ADAMW }
+    ESMT_OPTIMIZER_ADAMW, ESMT_HEAD_NONE, 0, ESMT_POOL_CLS, 0 }
 
 /* Fill *cfg with a named ESM-2 size: esm2_t6_8M, esm2_t12_35M, esm2_t30_150M,
  * esm2_t33_650M, esm2_t36_3B, esm2_t48_15B. cfg->struct_size must be set.
@@ -427,9 +460,19 @@ typedef struct esmt_batch {
   int num_segments;
   const int32_t *seg_start;  /* [num_segments] */
   const int32_t *seg_len;    /* [num_segments], >= 1 */
+  /* Appended (a sequence head, esmt_model_config.head): the targets of the
+   * B rows, [B] class indices (ESMT_HEAD_SEQ_CLASS; ESMT_LABEL_IGNORE: the
+   * row is not scored) or [B, num_labels] 0/1 labels (MULTILABEL) or
+   * values (REGRESSION). A residue head reads `labels` (class per
+   * position). Right-padded rows only. */
+  const float *targets;
+  /* Appended: SEQ_CLASS's class weights [num_labels] (NULL: all 1): the
+   * loss is sum_b w[y_b] nll_b / sum_b w[y_b], as torch's
+   * CrossEntropyLoss(weight=w). */
+  const float *class_weights;
 } esmt_batch;
 
-#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0, 0, NULL, NULL }
+#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0, 0, NULL, NULL, NULL, NULL }
 
 typedef struct esmt_forward_result {
   uint32_t struct_size;
@@ -443,7 +486,10 @@ typedef struct esmt_forward_result {
 
 /* Forward pass: loss over the labelled positions; logits [B*T*V] copied out
  * as fp32 (widened from the compute precision) when `logits` is non-NULL
- * (pad positions are 0). Keeps the activations for esmt_model_backward. */
+ * (pad positions are 0). Keeps the activations for esmt_model_backward.
+ * With a task head the loss is the head's and `logits` receives its
+ * outputs: [B, num_labels] for a sequence head, [B, T, num_labels] for a
+ * residue head (pad positions 0). */
 ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
                                         esmt_forward_result *result, float *logits);
 

@@ -53,6 +53,9 @@ typedef struct esmt_param_env {
    * its advice (what to change so that it fits); NULL: as it is. */
   esmt_status (*device_oom)(void *owner, esmt_status st);
   void *owner;
+  /* The first element the optimizer updates: the elements below it are
+   * frozen and the device layer holds no moments for them (0: all train). */
+  uint64_t opt_lo;
 } esmt_param_env;
 
 /* Where flat elements are on the device for the kernels: `base` + off *

@@ -45,6 +45,12 @@ typedef struct esmt_layout {
    * final and the head's. esmt_norm_tensor_count of them. */
   uint64_t *norm_offs;
   int n_norm;
+  /* The task head's tensors (model_head.c), after the LM head; cls_lo is
+   * where they start (layout.total without a head). A sequence head has
+   * classifier.dense and classifier.out_proj, a residue head only
+   * classifier (in cls_out_w/b; cls_dense_* unused). */
+  uint64_t cls_lo;
+  uint64_t cls_dense_w, cls_dense_b, cls_out_w, cls_out_b;
 } esmt_layout;
 
 /* Number of LayerNorm w/b tensors of a config (each hidden_size floats). */
@@ -193,7 +199,41 @@ struct esmt_model {
   _Atomic long guard_thread;
   const char *_Atomic guard_call;
   int guard_depth;
+  /* Fine-tuning (model_head.c, model_freeze.c): the task head's device
+   * buffers and host targets (NULL without a head); the first element
+   * that trains (everything below is frozen: no gradient, no moments) and
+   * the first layer backward differentiates; the tensors the optimizer
+   * steps (all of layout.tensors, or those that train). */
+  struct esmt_head *head;
+  uint64_t train_lo;
+  int train_from_layer;
+  esmt_tensor_info *opt_tensors;
+  int n_opt_tensors;
 };
+
+/* The task head (model_head.c). esmt_head_stage checks and keeps a
+ * batch's targets (after esmt_model_stage_batch; sets m->normalizer and
+ * the result's selected count); run_forward/run_backward follow the final
+ * LayerNorm / precede its backward (d_narrow receives d lnf, unless
+ * nothing below the head trains); download copies the head's outputs and
+ * the loss. */
+ESMT_HIDDEN esmt_status esmt_head_stage(esmt_model *m, const esmt_batch *b,
+                                        esmt_forward_result *r, const char *fn);
+ESMT_HIDDEN esmt_status esmt_head_run_forward(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_head_run_backward(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_head_download(esmt_model *m, float *outputs, double *loss_sum);
+ESMT_HIDDEN void esmt_head_free(esmt_model *m);
+/* What trains (model_freeze.c): train_lo, train_from_layer and the
+ * optimizer's tensors from the config and the layout (before the
+ * parameter memory, which holds moments from train_lo on). */
+ESMT_HIDDEN esmt_status esmt_model_setup_training(esmt_model *m);
+/* Linear layers as the graph runs them (model_forward.c, model_backward.c):
+ * y = x W^T + b, and dx = dy W, dW += dy^T x, db += sum dy. */
+ESMT_HIDDEN esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b,
+                                          void *y, int N, int in, int out, const char *where);
+ESMT_HIDDEN esmt_status esmt_model_linear_backward(esmt_model *m, const void *x, uint64_t w,
+                                                   uint64_t b, const void *dy, void *dx, int N,
+                                                   int in, int out, const char *where);
 /* Enter a call that uses the model's buffers (model_guard.c): ESMT_OK, or
  * ESMT_ERR_STATE naming the call another thread has in progress. Every
  * ESMT_OK is paired with esmt_model_leave. */

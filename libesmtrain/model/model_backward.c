@@ -43,6 +43,12 @@ static esmt_status linear_backward(esmt_model *m, const void *x, uint64_t w, uin
   return ESMT_OK;
 }
 
+esmt_status esmt_model_linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
+                                       const void *dy, void *dx, int N, int in, int out,
+                                       const char *where) {
+  return linear_backward(m, x, w, b, dy, dx, N, in, out, where);
+}
+
 static esmt_status layernorm_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
                                       const float *mean, const float *rstd, const void *dout,
                                       void *dx, int accumulate, int N, const char *where) {
@@ -81,15 +87,13 @@ static esmt_status grads_ready(esmt_model *m, uint64_t from) {
   return ESMT_OK;
 }
 
-esmt_status esmt_model_run_backward(esmt_model *m) {
+/* The LM head: decoder (tied E), LayerNorm, GELU, dense; d lnf into d_narrow. */
+static esmt_status lm_head_backward(esmt_model *m) {
   esmt_activations *a = &m->act;
   const esmt_layout *ly = &m->layout;
-  const int B = m->B, T = m->T, N = B * T, d = m->d, F = m->F, V = m->V;
+  const int N = m->B * m->T, d = m->d, V = m->V;
   const uint64_t nd = (uint64_t)N * (uint64_t)d;
   esmt_status st;
-
-  /* LM head: decoder (tied E), LayerNorm, GELU, dense, final LayerNorm. */
-  if ((st = esmt_model_need_weights(m, ESMT_PART_HEAD))) return st;
   if ((st = linear_backward(m, a->head_ln, ly->embed, ly->out_b, a->dlogits, a->d_narrow, N, d,
                             V, "backward: LM head decoder")))
     return st;
@@ -98,15 +102,29 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
                                "backward: LM head LayerNorm")))
     return st;
   if ((st = gelu_backward(m, a->head_pre, a->tmp, nd, "backward: LM head GELU"))) return st;
-  if ((st = linear_backward(m, a->lnf, ly->head_w, ly->head_b, a->tmp, a->d_narrow, N, d, d,
-                            "backward: LM head dense")))
+  return linear_backward(m, a->lnf, ly->head_w, ly->head_b, a->tmp, a->d_narrow, N, d, d,
+                         "backward: LM head dense");
+}
+
+esmt_status esmt_model_run_backward(esmt_model *m) {
+  esmt_activations *a = &m->act;
+  const esmt_layout *ly = &m->layout;
+  const int B = m->B, T = m->T, N = B * T, d = m->d, F = m->F;
+  esmt_status st;
+
+  /* The LM head, or a task head; either leaves d lnf in d_narrow. */
+  if ((st = esmt_model_need_weights(m, ESMT_PART_HEAD))) return st;
+  if ((st = m->cfg.head != ESMT_HEAD_NONE ? esmt_head_run_backward(m) : lm_head_backward(m)))
     return st;
+  if (m->train_from_layer > m->L) return grads_ready(m, 0); /* the encoder is frozen */
   if ((st = layernorm_backward(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf_mean, a->lnf_rstd,
                                a->d_narrow, a->d_resid, 0, N, "backward: final LayerNorm")))
     return st;
   if ((st = grads_ready(m, ly->lnf_w))) return st;
 
-  for (int l = m->L - 1; l >= 0; l--) {
+  /* Layers below train_from_layer are frozen and nothing below them
+   * trains: backward stops there. */
+  for (int l = m->L - 1; l >= m->train_from_layer; l--) {
     const esmt_layer_offsets *o = &ly->layers[l];
     /* Recompute: refill the shared set with layer l's intermediates from
      * res[l] (the forward left the last layer's there already). */
@@ -143,6 +161,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
     if ((st = grads_ready(m, o->ln1_w))) return st;
   }
 
+  if (m->train_from_layer > 0) return grads_ready(m, 0); /* the embedding is frozen */
   /* Embedding lookup (the second path into the tied E). */
   if ((st = esmt_model_need_weights(m, ESMT_PART_EMBEDDING))) return st;
   esmtb_embed_args e = esmt_embed_args(m);

@@ -68,6 +68,25 @@ esmt_status esmt_model_config_validate(const esmt_model_config *c) {
   if (!(c->mask_ratio_train >= 0.0f && c->mask_ratio_train < 1.0f))
     return esmt_fail(ESMT_ERR_CONFIG, "%s: mask_ratio_train %g is outside [0, 1)", fn,
                      (double)c->mask_ratio_train);
+  if (c->struct_size < offsetof(esmt_model_config, frozen_layers) + sizeof c->frozen_layers)
+    return ESMT_OK; /* a caller from before the task heads: the masked-LM model */
+  if (c->head < ESMT_HEAD_NONE || c->head > ESMT_HEAD_RESIDUE_CLASS)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: head %d is not an esmt_head_kind", fn, (int)c->head);
+  if (c->head != ESMT_HEAD_NONE && (c->num_labels < 1 || c->num_labels > 1 << 20))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: num_labels %d is outside [1, %d]", fn, c->num_labels,
+                     1 << 20);
+  if ((c->head == ESMT_HEAD_SEQ_CLASS || c->head == ESMT_HEAD_RESIDUE_CLASS) && c->num_labels < 2)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: a classification head needs num_labels >= 2 (got %d)",
+                     fn, c->num_labels);
+  if (c->pooling != ESMT_POOL_CLS && c->pooling != ESMT_POOL_MEAN)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: pooling %d is neither ESMT_POOL_CLS nor "
+                     "ESMT_POOL_MEAN", fn, (int)c->pooling);
+  if (c->frozen_layers < ESMT_FREEZE_ENCODER || c->frozen_layers > c->num_layers)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: frozen_layers %d is outside [%d, num_layers %d]", fn,
+                     c->frozen_layers, ESMT_FREEZE_ENCODER, c->num_layers);
+  if (c->frozen_layers == ESMT_FREEZE_ENCODER && c->head == ESMT_HEAD_NONE)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: frozen_layers ESMT_FREEZE_ENCODER needs a task head "
+                     "(nothing else would train)", fn);
   return ESMT_OK;
 }
 
@@ -83,6 +102,11 @@ esmt_status esmt_model_config_param_count(const esmt_model_config *cfg, uint64_t
   uint64_t F = cfg->ffn_size ? (uint64_t)cfg->ffn_size : 4 * d;
   uint64_t layer = 2 * d + 3 * d * d + 3 * d + d * d + d + 2 * d + F * d + F + d * F + d;
   *count = V * d + (uint64_t)cfg->num_layers * layer + 2 * d + d * d + d + 2 * d + V;
+  if (cfg->struct_size >= offsetof(esmt_model_config, num_labels) + sizeof cfg->num_labels &&
+      cfg->head != ESMT_HEAD_NONE) { /* the task head (model_layout.c) */
+    const uint64_t C = (uint64_t)cfg->num_labels;
+    *count += cfg->head == ESMT_HEAD_RESIDUE_CLASS ? C * d + C : d * d + d + C * d + C;
+  }
   return ESMT_OK;
 }
 

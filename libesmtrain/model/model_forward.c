@@ -32,6 +32,11 @@ static esmt_status linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, 
   return ESMT_OK;
 }
 
+esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *y,
+                              int N, int in, int out, const char *where) {
+  return linear(m, x, w, b, y, N, in, out, NULL, where);
+}
+
 static esmt_status layernorm(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *out,
                              float *mean, float *rstd, int N, const char *where) {
   esmtb_layernorm_args a = {0};
@@ -156,6 +161,7 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   if ((st = layernorm(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
                       "forward: final LayerNorm")))
     return st;
+  if (m->cfg.head != ESMT_HEAD_NONE) return esmt_head_run_forward(m); /* a task head's loss */
   if ((st = linear(m, a->lnf, ly->head_w, ly->head_b, a->head_act, N, d, d, a->head_pre,
                    "forward: LM head dense")))
     return st;

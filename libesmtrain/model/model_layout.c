@@ -112,6 +112,19 @@ esmt_status esmt_layout_build(const esmt_model_config *c, esmt_layout *l) {
   l->head_ln_w = add(&b, "lm_head.layer_norm.weight", 1, d, 0);
   l->head_ln_b = add(&b, "lm_head.layer_norm.bias", 1, d, 0);
   l->out_b = add(&b, "lm_head.bias", 1, V, 0);
+  /* The task head, named as transformers' EsmForSequenceClassification /
+   * EsmForTokenClassification so that checkpoints cross over. */
+  l->cls_lo = l->total;
+  const int64_t C = c->num_labels;
+  if (c->head == ESMT_HEAD_RESIDUE_CLASS) {
+    l->cls_out_w = add(&b, "classifier.weight", 2, C, d);
+    l->cls_out_b = add(&b, "classifier.bias", 1, C, 0);
+  } else if (c->head != ESMT_HEAD_NONE) {
+    l->cls_dense_w = add(&b, "classifier.dense.weight", 2, d, d);
+    l->cls_dense_b = add(&b, "classifier.dense.bias", 1, d, 0);
+    l->cls_out_w = add(&b, "classifier.out_proj.weight", 2, C, d);
+    l->cls_out_b = add(&b, "classifier.out_proj.bias", 1, C, 0);
+  }
   if (!b.st) b.st = norm_table(c, l);
   if (!b.st) b.st = part_table(c, l);
   if (b.st) esmt_layout_free(l);

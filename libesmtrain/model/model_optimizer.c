@@ -11,7 +11,7 @@ static esmt_status optimizer_step_unguarded(esmt_model *m, const esmt_optimizer_
   const char *fn = "esmt_model_optimizer_step";
   ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
   esmt_optim_step s;
-  esmt_status st = esmt_optim_step_build(cfg, m->layout.tensors, m->layout.count, m->mem.opt_lo,
+  esmt_status st = esmt_optim_step_build(cfg, m->opt_tensors, m->n_opt_tensors, m->mem.opt_lo,
                                          m->mem.opt_hi, lr, grad_scale, step, fn, &s);
   if (st) return st;
   if (m->cfg.optimizer != cfg->kind) {
