@@ -365,11 +365,28 @@ typedef struct esmt_model_config {
    * only). Frozen weights get no update, no gradient and no optimizer
    * moments; with a task head the masked-LM head is frozen too. */
   int frozen_layers;
+  /* Appended: LoRA adapters (peft's LoraConfig; docs/finetune.md) when
+   * lora_rank > 0: on each layer's linear maps named in lora_targets
+   * (ESMT_LORA_* bits), y = x W^T + b + (lora_alpha / lora_rank) (x A^T) B^T
+   * with A [rank, in] and B [out, rank] trained and every encoder weight
+   * frozen (frozen_layers must be 0; the task head trains). lora_dropout
+   * must be 0 (dropout on the adapters' input is not implemented). */
+  int lora_rank;
+  float lora_alpha;
+  float lora_dropout;
+  unsigned lora_targets;
 } esmt_model_config;
+
+/* esmt_model_config.lora_targets: transformers' module names. */
+#define ESMT_LORA_QUERY 1u      /* attention.self.query */
+#define ESMT_LORA_KEY 2u        /* attention.self.key */
+#define ESMT_LORA_VALUE 4u      /* attention.self.value */
+#define ESMT_LORA_ATTN_OUT 8u   /* attention.output.dense */
+#define ESMT_LORA_FFN_DOWN 16u  /* output.dense (the FFN's second linear map) */
 
 #define ESMT_MODEL_CONFIG_INIT \
   { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO, \
-    ESMT_OPTIMIZER_ADAMW, ESMT_HEAD_NONE, 0, ESMT_POOL_CLS, 0 }
+    ESMT_OPTIMIZER_ADAMW, ESMT_HEAD_NONE, 0, ESMT_POOL_CLS, 0, 0, 0.0f, 0.0f, 0u }
 
 /* Fill *cfg with a named ESM-2 size: esm2_t6_8M, esm2_t12_35M, esm2_t30_150M,
  * esm2_t33_650M, esm2_t36_3B, esm2_t48_15B. cfg->struct_size must be set.

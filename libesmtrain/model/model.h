@@ -51,7 +51,22 @@ typedef struct esmt_layout {
    * classifier (in cls_out_w/b; cls_dense_* unused). */
   uint64_t cls_lo;
   uint64_t cls_dense_w, cls_dense_b, cls_out_w, cls_out_b;
+  /* LoRA's A and B of layer l, target t (model_lora.c's order): lora[l].a[t]
+   * and .b[t], 0 where the target has no adapter; NULL without LoRA. */
+  struct esmt_lora_offsets *lora;
 } esmt_layout;
+
+/* LoRA (model_lora.c). Targets in layout order: query, key, value,
+ * attention output, FFN down (the ESMT_LORA_* bits 1 << t). */
+#define ESMT_LORA_TARGETS 5
+typedef struct esmt_lora_offsets {
+  uint64_t a[ESMT_LORA_TARGETS], b[ESMT_LORA_TARGETS];
+} esmt_lora_offsets;
+/* Target t's module name in a layer ("attention.self.query") and its
+ * linear map's input and output widths. */
+ESMT_HIDDEN const char *esmt_lora_target(const esmt_model_config *cfg, int t, int *in, int *out);
+/* Parameters of one layer's adapters. */
+ESMT_HIDDEN uint64_t esmt_lora_layer_params(const esmt_model_config *cfg);
 
 /* Number of LayerNorm w/b tensors of a config (each hidden_size floats). */
 ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
@@ -205,11 +220,26 @@ struct esmt_model {
    * the first layer backward differentiates; the tensors the optimizer
    * steps (all of layout.tensors, or those that train). */
   struct esmt_head *head;
+  struct esmt_lora *lora;    /* LoRA's device buffers (model_lora.c); NULL without */
+  int base_frozen;           /* LoRA: every encoder weight frozen, backward still runs */
   uint64_t train_lo;
   int train_from_layer;
   esmt_tensor_info *opt_tensors;
   int n_opt_tensors;
 };
+
+/* LoRA's forward and backward on layer l's linear map to target t
+ * (model_lora.c): y[:, col..col+out) (ld ldy) += s (x A^T) B^T, keeping
+ * x A^T for backward; dB += s dy^T (x A^T), dA += (s dy B)^T x, and
+ * dx [N, in] += (s dy B) A. `x` is the map's input [N, in]. */
+ESMT_HIDDEN esmt_status esmt_lora_forward(esmt_model *m, int l, int t, const void *x, void *y,
+                                          int ldy);
+ESMT_HIDDEN esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x,
+                                           const void *dy, int lddy, void *dx);
+/* A device fp32 scratch of 2 x d floats that frozen LayerNorms' gradients
+ * go to under LoRA (the op always accumulates them). */
+ESMT_HIDDEN float *esmt_lora_discard(esmt_model *m);
+ESMT_HIDDEN void esmt_lora_free(esmt_model *m);
 
 /* The task head (model_head.c). esmt_head_stage checks and keeps a
  * batch's targets (after esmt_model_stage_batch; sets m->normalizer and

@@ -177,6 +177,7 @@ void esmt_model_destroy(esmt_model *m) {
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
     esmt_packed_free(m);
     esmt_head_free(m);
+    esmt_lora_free(m);
     m->ops->close(m->dev);
   } else if (m->mem.layer) {
     m->mem.env.dev = NULL; /* host buffers only: there is no device */

@@ -104,6 +104,11 @@ esmt_status esmt_model_need_weights(esmt_model *m, int l) {
   return p->layer->weights_needed(p, b[l + 1], b[l + 2]);
 }
 
+/* LoRA's term on layer l's map to target t, when the model has adapters. */
+static esmt_status lora(esmt_model *m, int l, int t, const void *x, void *y, int ldy) {
+  return m->layout.lora ? esmt_lora_forward(m, l, t, x, y, ldy) : ESMT_OK;
+}
+
 esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   esmt_activations *a = &m->act;
   const int N = m->B * m->T, d = m->d, F = m->F;
@@ -118,11 +123,15 @@ esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   if ((st = linear(m, a->ln1[l], o->qkv_w, o->qkv_b, a->qkv[l], N, d, 3 * d, NULL,
                    "forward: q/k/v projection")))
     return st;
+  for (int t = 0; t < 3; t++) /* query, key, value: column blocks of qkv */
+    if ((st = lora(m, l, t, a->ln1[l], (char *)a->qkv[l] + (size_t)t * d * m->esize, 3 * d)))
+      return st;
   esmtb_attention_args at = esmt_attention_args(m, l);
   ESMT_OP(m, attention_forward, at, "forward: attention");
   if ((st = linear(m, a->attn[l], o->out_w, o->out_b, a->tmp, N, d, d, NULL,
                    "forward: attention output")))
     return st;
+  if ((st = lora(m, l, 3, a->attn[l], a->tmp, d))) return st;
   if ((st = residual_add(m, a->res[l], a->tmp, a->res_mid[l], nd, "forward: residual")))
     return st;
   /* Feed-forward block (pre-LN, erf GELU). */
@@ -136,6 +145,7 @@ esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   if ((st = linear(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->tmp, N, F, d, NULL,
                    "forward: FFN down")))
     return st;
+  if ((st = lora(m, l, 4, a->fc1_out[l], a->tmp, d))) return st;
   return residual_add(m, a->res_mid[l], a->tmp, a->res[l + 1], nd, "forward: residual");
 }
 

@@ -5,7 +5,8 @@
  * suffix [train_lo, total): the parameter memory holds the optimizer's
  * moments for that suffix only (esmt_param_env.opt_lo), backward stops
  * below the first layer that trains, and the optimizer steps only the
- * tensors that train (with a task head, the unused LM head is frozen). */
+ * tensors that train (with a task head, the unused LM head is frozen).
+ * LoRA's adapters come last, so with them what trains is still a suffix. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -22,6 +23,11 @@ esmt_status esmt_model_setup_training(esmt_model *m) {
   m->train_lo = frozen == ESMT_FREEZE_ENCODER ? ly->cls_lo
                 : frozen > 0                 ? ly->part_bounds[1 + frozen]
                                              : 0;
+  /* LoRA: the adapters (after the task head) and the head train; backward
+   * runs through every layer for the adapters but no encoder weight
+   * gets a gradient */
+  m->base_frozen = m->cfg.lora_rank > 0;
+  if (m->base_frozen) m->train_lo = ly->cls_lo;
   const int head = m->cfg.head != ESMT_HEAD_NONE;
   m->opt_tensors = malloc((size_t)ly->count * sizeof *m->opt_tensors);
   if (!m->opt_tensors) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);

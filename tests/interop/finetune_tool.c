@@ -2,7 +2,8 @@
 /* Drives the real library for tests/interop/test_finetune_reference.py:
  *   finetune_tool IN_DIR OUT_DIR
  * IN_DIR/case.txt: layers hidden heads ffn max_positions head num_labels
- * pooling frozen_layers B T steps (esmt_model_config / esmt_batch values);
+ * pooling frozen_layers B T steps lora_rank lora_alpha lora_targets
+ * (esmt_model_config / esmt_batch values);
  * tokens.i32 and labels.i32 [B*T], targets.f32 (sequence heads),
  * class_weights.f32 (optional), tensors.txt ("name numel" lines) with
  * tensors.f32 (their values, concatenated) written into the model.
@@ -65,9 +66,10 @@ int main(int argc, char **argv) {
   FILE *cf = fopen(path, "r");
   esmt_model_config cfg = ESMT_MODEL_CONFIG_INIT;
   int head, pooling, B, T, steps;
-  if (!cf || fscanf(cf, "%d %d %d %d %d %d %d %d %d %d %d %d", &cfg.num_layers,
+  if (!cf || fscanf(cf, "%d %d %d %d %d %d %d %d %d %d %d %d %d %f %u", &cfg.num_layers,
                     &cfg.hidden_size, &cfg.num_heads, &cfg.ffn_size, &cfg.max_positions, &head,
-                    &cfg.num_labels, &pooling, &cfg.frozen_layers, &B, &T, &steps) != 12) {
+                    &cfg.num_labels, &pooling, &cfg.frozen_layers, &B, &T, &steps,
+                    &cfg.lora_rank, &cfg.lora_alpha, &cfg.lora_targets) != 15) {
     fprintf(stderr, "cannot read %s\n", path);
     return 1;
   }

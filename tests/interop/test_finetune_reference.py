@@ -33,8 +33,10 @@ try:
     import torch.nn.functional as F
     import transformers
     from transformers import EsmConfig, EsmForSequenceClassification, EsmForTokenClassification
+    import peft
+    from peft import LoraConfig, get_peft_model
 except Exception as e:  # pragma: no cover
-    print("skipped: numpy, torch or transformers not importable (%s); "
+    print("skipped: numpy, torch, transformers or peft not importable (%s); "
           "run scripts/setup_reference_env.sh" % e)
     sys.exit(77)
 
@@ -50,6 +52,11 @@ B, T, STEPS = 4, 12, 3
 LENGTHS = [12, 9, 5, 7]  # cls + residues + eos
 TOL_LOSS, TOL_OUT, TOL_GRAD = 1e-4, 1e-4, 1e-3
 
+# esmtrain's ESMT_LORA_* bits and the modules they name (a layer's direct
+# child path, so that FFN down's output.dense is not attention.output.dense)
+LORA_QUERY, LORA_KEY, LORA_VALUE, LORA_ATTN_OUT, LORA_FFN_DOWN = 1, 2, 4, 8, 16
+LORA_MODULES = [r"attention\.self\.query", r"attention\.self\.key", r"attention\.self\.value",
+                r"attention\.output\.dense", r"output\.dense"]
 CASES = [
     dict(name="seq-class, cls pooling, class weights, an ignored row", head=SEQ_CLASS, C=3,
          pooling=POOL_CLS, frozen=0, weights=True),
@@ -61,6 +68,12 @@ CASES = [
     dict(name="per-residue classification", head=RESIDUE, C=3, pooling=POOL_CLS, frozen=0),
     dict(name="per-residue classification, encoder frozen", head=RESIDUE, C=3,
          pooling=POOL_CLS, frozen=FREEZE_ENCODER),
+    dict(name="LoRA r4 on query+value, seq-class", head=SEQ_CLASS, C=3, pooling=POOL_CLS,
+         frozen=0, lora=(4, 8.0, LORA_QUERY | LORA_VALUE)),
+    dict(name="LoRA r2 on key+attn out+FFN down, regression, mean", head=REGRESSION, C=2,
+         pooling=POOL_MEAN, frozen=0, lora=(2, 3.0, LORA_KEY | LORA_ATTN_OUT | LORA_FFN_DOWN)),
+    dict(name="LoRA r3 on all five, per-residue", head=RESIDUE, C=3, pooling=POOL_CLS,
+         frozen=0, lora=(3, 6.0, 31)),
 ]
 PROBLEM = {SEQ_CLASS: "single_label_classification", MULTILABEL: "multi_label_classification",
            REGRESSION: "regression"}
@@ -120,23 +133,69 @@ def make_weights(case, seed):
             else:
                 p.mul_(4.0)
             out[name] = p.detach().float().numpy().copy()
+    if case.get("lora"):  # the adapters, B nonzero so that every gradient path is exercised
+        rank, _, bits = case["lora"]
+        g = torch.Generator().manual_seed(seed + 1)
+        for l in range(LAYERS):
+            for t, mod in enumerate(["attention.self.query", "attention.self.key",
+                                     "attention.self.value", "attention.output.dense",
+                                     "output.dense"]):
+                if not bits >> t & 1:
+                    continue
+                fan_in = FFN if t == 4 else HIDDEN
+                base = "base_model.model.esm.encoder.layer.%d.%s." % (l, mod)
+                out[base + "lora_A.weight"] = (torch.rand(rank, fan_in, generator=g) * 2 - 1).mul(
+                    fan_in ** -0.5).numpy()
+                out[base + "lora_B.weight"] = (torch.randn(HIDDEN, rank, generator=g) * 0.2).numpy()
     return out
 
 
+def lora_config(case):
+    rank, alpha, bits = case["lora"]
+    mods = "|".join(m for t, m in enumerate(LORA_MODULES) if bits >> t & 1)
+    return LoraConfig(r=rank, lora_alpha=alpha, lora_dropout=0.0,
+                      target_modules=r".*\.layer\.\d+\.(%s)" % mods,
+                      modules_to_save=["classifier"])
+
+
+def esmt_name(peft_name):
+    """A peft model's parameter name as esmtrain (and a peft adapter file)
+    names it: the adapter's ".default" dropped, the classifier's trained copy
+    under its own name, a wrapped base weight under its transformers name."""
+    n = peft_name.replace(".default", "")
+    if ".classifier.modules_to_save." in n:
+        return "classifier." + n.split(".classifier.modules_to_save.")[1]
+    if ".lora_" in n:
+        return n
+    return n.replace("base_model.model.", "", 1).replace(".base_layer", "")
+
+
 def reference(case, weights, tokens, labels, targets, class_weights):
-    """Loss, outputs and every parameter's gradient in float64."""
+    """Loss, outputs and every parameter's gradient in float64 (with LoRA:
+    peft's model, and the trained parameters' gradients)."""
     cls = EsmForTokenClassification if case["head"] == RESIDUE else EsmForSequenceClassification
     torch.manual_seed(0)
     model = cls(hf_config(case)).double().eval()
-    state = {k: torch.from_numpy(v.astype(np.float64)) for k, v in weights.items()}
+    state = {k: torch.from_numpy(v.astype(np.float64)) for k, v in weights.items()
+             if ".lora_" not in k}
     missing, unexpected = model.load_state_dict(state, strict=False)
     assert not unexpected and all("contact_head" in k or "inv_freq" in k or "position_embeddings" in k
                                   for k in missing), missing
+    top = model
+    if case.get("lora"):
+        top = get_peft_model(model, lora_config(case)).double().eval()
+        model = top.base_model.model
+        with torch.no_grad():
+            for name, p in top.named_parameters():
+                if ".lora_" in name:
+                    p.copy_(torch.from_numpy(weights[esmt_name(name)].astype(np.float64)))
+        n_lora = sum(".lora_" in n for n, _ in top.named_parameters())
+        assert n_lora == sum(".lora_" in k for k in weights), (n_lora, len(weights))
     ids = torch.from_numpy(tokens.astype(np.int64))
     mask = (ids != 1).long()
     head = case["head"]
     if head == RESIDUE:
-        out = model(input_ids=ids, attention_mask=mask, labels=torch.from_numpy(labels).long())
+        out = top(input_ids=ids, attention_mask=mask, labels=torch.from_numpy(labels).long())
         loss, logits = out.loss, out.logits
     else:
         hidden = model.esm(input_ids=ids, attention_mask=mask)[0]
@@ -158,21 +217,22 @@ def reference(case, weights, tokens, labels, targets, class_weights):
         else:
             loss = F.mse_loss(logits, y)
         if case["pooling"] == POOL_CLS and class_weights is None:  # transformers' own path
-            ref = model(input_ids=ids, attention_mask=mask, labels=y.long() if
+            ref = top(input_ids=ids, attention_mask=mask, labels=y.long() if
                         head == SEQ_CLASS else y)
             assert abs(ref.loss.item() - loss.item()) <= 1e-12 * max(1.0, abs(loss.item()))
     loss.backward()
     out = {"loss": np.array(loss.item()), "outputs": logits.detach().numpy()}
-    for name, p in model.named_parameters():
+    for name, p in top.named_parameters():
         if p.grad is not None and "contact_head" not in name:
-            out["grad." + name] = p.grad.numpy()
+            out["grad." + (esmt_name(name) if case.get("lora") else name)] = p.grad.numpy()
     return out
 
 
 def cached_reference(case, weights, tokens, labels, targets, class_weights):
     key = ref_cache.Key("test_finetune_reference v1")
     key.add(inspect.getsource(reference)).add(inspect.getsource(hf_config))
-    key.add((torch.__version__, transformers.__version__, np.__version__))
+    key.add((torch.__version__, transformers.__version__, peft.__version__, np.__version__))
+    key.add(inspect.getsource(lora_config)).add(inspect.getsource(esmt_name))
     key.add(sorted((k, v) for k, v in case.items() if k != "frozen"))
     for k in sorted(weights):
         key.add(k).add(weights[k])
@@ -191,9 +251,9 @@ def rel_l2(a, b):
 
 def trains(case, name):
     """Whether esmtrain trains the tensor `name` in this case."""
-    if name.startswith("classifier."):
+    if name.startswith("classifier.") or ".lora_" in name:
         return True
-    if name.startswith("lm_head."):
+    if name.startswith("lm_head.") or case.get("lora"):
         return False
     f = case["frozen"]
     if f == FREEZE_ENCODER:
@@ -213,9 +273,10 @@ def run_case(case, seed, work):
     os.makedirs(d_in)
     os.makedirs(d_out)
     with open(os.path.join(d_in, "case.txt"), "w") as f:
-        f.write("%d %d %d %d %d %d %d %d %d %d %d %d\n" % (
+        rank, alpha, bits = case.get("lora", (0, 0.0, 0))
+        f.write("%d %d %d %d %d %d %d %d %d %d %d %d %d %.9g %d\n" % (
             LAYERS, HIDDEN, HEADS, FFN, MAX_POS, case["head"], case["C"], case["pooling"],
-            case["frozen"], B, T, STEPS))
+            case["frozen"], B, T, STEPS, rank, alpha, bits))
     tokens.tofile(os.path.join(d_in, "tokens.i32"))
     labels.tofile(os.path.join(d_in, "labels.i32"))
     if targets is not None:
