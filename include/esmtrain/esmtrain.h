@@ -581,10 +581,13 @@ typedef struct esmt_optimizer_config {
   double eps;                 /* 1e-8 (AdamW only) */
   double weight_decay;        /* 0.01, decoupled; Lion: 0.1 */
   int decay_biases_and_norms; /* 1: decay every tensor (ESM-2); 0: skip biases/LN */
+  /* Appended: a task head's (classifier.*) learning rate is the step's
+   * times this; 1 (and a caller whose struct ends before it): the same. */
+  double head_lr_scale;
 } esmt_optimizer_config;
 
 #define ESMT_OPTIMIZER_CONFIG_INIT \
-  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1 }
+  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1, 1.0 }
 
 /* Same as assigning ESMT_OPTIMIZER_CONFIG_INIT with `kind` and its defaults. */
 ESMT_API esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind,

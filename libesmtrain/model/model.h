@@ -224,8 +224,8 @@ struct esmt_model {
   int base_frozen;           /* LoRA: every encoder weight frozen, backward still runs */
   uint64_t train_lo;
   int train_from_layer;
-  esmt_tensor_info *opt_tensors;
-  int n_opt_tensors;
+  esmt_tensor_info *opt_tensors; /* the encoder's (or adapters') first, n_opt_body of them, */
+  int n_opt_tensors, n_opt_body; /* then the task head's */
 };
 
 /* LoRA's forward and backward on layer l's linear map to target t

@@ -31,11 +31,17 @@ esmt_status esmt_model_setup_training(esmt_model *m) {
   const int head = m->cfg.head != ESMT_HEAD_NONE;
   m->opt_tensors = malloc((size_t)ly->count * sizeof *m->opt_tensors);
   if (!m->opt_tensors) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  /* the encoder's (or the adapters') first, then the task head's, which
+   * may have its own learning rate (esmt_optimizer_config.head_lr_scale) */
   m->n_opt_tensors = 0;
-  for (int i = 0; i < ly->count; i++) {
-    const esmt_tensor_info *t = &ly->tensors[i];
-    if (t->offset >= m->train_lo && !(head && is_lm_head(t)))
-      m->opt_tensors[m->n_opt_tensors++] = *t;
+  for (int pass = 0; pass < 2; pass++) {
+    for (int i = 0; i < ly->count; i++) {
+      const esmt_tensor_info *t = &ly->tensors[i];
+      const int in_head = !strncmp(t->name, "classifier.", 11);
+      if (t->offset >= m->train_lo && !(head && is_lm_head(t)) && in_head == pass)
+        m->opt_tensors[m->n_opt_tensors++] = *t;
+    }
+    if (!pass) m->n_opt_body = m->n_opt_tensors;
   }
   return ESMT_OK;
 }
