@@ -383,6 +383,7 @@ typedef struct esmt_model_config {
 #define ESMT_LORA_VALUE 4u      /* attention.self.value */
 #define ESMT_LORA_ATTN_OUT 8u   /* attention.output.dense */
 #define ESMT_LORA_FFN_DOWN 16u  /* output.dense (the FFN's second linear map) */
+#define ESMT_LORA_FFN_UP 32u    /* intermediate.dense (the FFN's first linear map) */
 
 #define ESMT_MODEL_CONFIG_INIT \
   { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO, \

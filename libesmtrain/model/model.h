@@ -57,8 +57,10 @@ typedef struct esmt_layout {
 } esmt_layout;
 
 /* LoRA (model_lora.c). Targets in layout order: query, key, value,
- * attention output, FFN down (the ESMT_LORA_* bits 1 << t). */
-#define ESMT_LORA_TARGETS 5
+ * attention output, FFN down, FFN up (the ESMT_LORA_* bits 1 << t). */
+#define ESMT_LORA_TARGETS 6
+#define ESMT_LORA_T_FFN_DOWN 4
+#define ESMT_LORA_T_FFN_UP 5
 typedef struct esmt_lora_offsets {
   uint64_t a[ESMT_LORA_TARGETS], b[ESMT_LORA_TARGETS];
 } esmt_lora_offsets;
@@ -234,6 +236,11 @@ struct esmt_model {
  * dx [N, in] += (s dy B) A. `x` is the map's input [N, in]. */
 ESMT_HIDDEN esmt_status esmt_lora_forward(esmt_model *m, int l, int t, const void *x, void *y,
                                           int ldy);
+/* The FFN's first map with its adapter, in place of the GELU linear:
+ * fc1_out = s (x A^T) B^T + b, then pre = x W^T + fc1_out and fc1_out =
+ * gelu(pre) (the GEMM's epilogue over beta = 1). */
+ESMT_HIDDEN esmt_status esmt_lora_ffn_up(esmt_model *m, int l, const void *x, void *out,
+                                         void *pre);
 ESMT_HIDDEN esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x,
                                            const void *dy, int lddy, void *dx);
 /* A device fp32 scratch of 2 x d floats that frozen LayerNorms' gradients

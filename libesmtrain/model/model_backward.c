@@ -153,12 +153,14 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
     if ((st = linear_backward(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->d_resid, a->d_wide, N, F,
                               d, "backward: FFN down")))
       return st;
-    if ((st = lora(m, l, 4, a->fc1_out[l], a->d_resid, d, a->d_wide))) return st;
+    if ((st = lora(m, l, ESMT_LORA_T_FFN_DOWN, a->fc1_out[l], a->d_resid, d, a->d_wide)))
+      return st;
     if ((st = gelu_backward(m, a->fc1_pre[l], a->d_wide, (uint64_t)N * F, "backward: FFN GELU")))
       return st;
     if ((st = linear_backward(m, a->ln2[l], o->fc1_w, o->fc1_b, a->d_wide, a->d_narrow, N, d, F,
                               "backward: FFN up")))
       return st;
+    if ((st = lora(m, l, ESMT_LORA_T_FFN_UP, a->ln2[l], a->d_wide, F, a->d_narrow))) return st;
     if ((st = layernorm_backward(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2_mean[l],
                                  a->ln2_rstd[l], a->d_narrow, a->d_resid, 1, N,
                                  "backward: FFN LayerNorm")))

@@ -101,7 +101,7 @@ esmt_status esmt_model_config_validate(const esmt_model_config *c) {
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: lora_dropout %g: only 0 is implemented", fn,
                      (double)c->lora_dropout);
   const unsigned all = ESMT_LORA_QUERY | ESMT_LORA_KEY | ESMT_LORA_VALUE | ESMT_LORA_ATTN_OUT |
-                       ESMT_LORA_FFN_DOWN;
+                       ESMT_LORA_FFN_DOWN | ESMT_LORA_FFN_UP;
   if (!c->lora_targets || (c->lora_targets & ~all))
     return esmt_fail(ESMT_ERR_CONFIG, "%s: lora_targets 0x%x must be a non-empty set of "
                      "ESMT_LORA_* bits (0x%x)", fn, c->lora_targets, all);

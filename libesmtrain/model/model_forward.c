@@ -138,14 +138,17 @@ esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   if ((st = layernorm(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2[l], a->ln2_mean[l],
                       a->ln2_rstd[l], N, "forward: FFN LayerNorm")))
     return st;
-  if ((st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
-                   "forward: FFN up")))
-    return st;
+  if (m->layout.lora && m->layout.lora[l].a[ESMT_LORA_T_FFN_UP])
+    st = esmt_lora_ffn_up(m, l, a->ln2[l], a->fc1_out[l], a->fc1_pre[l]); /* adapter inside GELU */
+  else
+    st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
+                "forward: FFN up");
+  if (st) return st;
   if (!full) return ESMT_OK; /* backward needs nothing past the GELU */
   if ((st = linear(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->tmp, N, F, d, NULL,
                    "forward: FFN down")))
     return st;
-  if ((st = lora(m, l, 4, a->fc1_out[l], a->tmp, d))) return st;
+  if ((st = lora(m, l, ESMT_LORA_T_FFN_DOWN, a->fc1_out[l], a->tmp, d))) return st;
   return residual_add(m, a->res_mid[l], a->tmp, a->res[l + 1], nd, "forward: residual");
 }
 

@@ -22,9 +22,9 @@ const char *esmt_lora_target(const esmt_model_config *c, int t, int *in, int *ou
   const int d = c->hidden_size, F = c->ffn_size ? c->ffn_size : 4 * d;
   static const char *const names[ESMT_LORA_TARGETS] = {
       "attention.self.query", "attention.self.key", "attention.self.value",
-      "attention.output.dense", "output.dense"};
-  *in = t == 4 ? F : d;
-  *out = d;
+      "attention.output.dense", "output.dense", "intermediate.dense"};
+  *in = t == ESMT_LORA_T_FFN_DOWN ? F : d;
+  *out = t == ESMT_LORA_T_FFN_UP ? F : d;
   return names[t];
 }
 
@@ -125,6 +125,44 @@ esmt_status esmt_lora_forward(esmt_model *m, int l, int t, const void *x, void *
     return st;
   return gemm(m, 0, 1, N, out, r, scaling(m), u, r, esmt_weight(m, o->b[t]), r, 1.0f, y, ldy, 0,
               "forward: LoRA B");
+}
+
+esmt_status esmt_lora_ffn_up(esmt_model *m, int l, const void *x, void *out, void *pre) {
+  const esmt_lora_offsets *o = &m->layout.lora[l];
+  const int t = ESMT_LORA_T_FFN_UP, N = m->B * m->T, r = m->cfg.lora_rank, d = m->d, F = m->F;
+  const esmt_layer_offsets *w = &m->layout.layers[l];
+  esmt_status st = reserve(m);
+  if (st) return st;
+  void *u = m->lora->u[l * ESMT_LORA_TARGETS + t];
+  if ((st = gemm(m, 0, 1, N, r, d, 1.0f, x, d, esmt_weight(m, o->a[t]), d, 0.0f, u, r, 0,
+                 "forward: LoRA A")))
+    return st;
+  /* out = s u B^T + b (the bias needs beta = 0, so it comes with the adapter's term) */
+  esmtb_gemm_args g = {0};
+  g.struct_size = sizeof g;
+  g.dtype = m->dtype;
+  g.trans_b = 1;
+  g.m = N; g.n = F; g.k = r;
+  g.alpha = m->cfg.lora_alpha / (float)r;
+  g.a = u; g.lda = r;
+  g.b = esmt_weight(m, o->b[t]); g.ldb = r;
+  g.c = out; g.ldc = F;
+  g.bias = esmt_weight(m, w->fc1_b);
+  ESMT_OP(m, gemm, g, "forward: LoRA B");
+  /* pre = x W^T + out, out = gelu(pre) */
+  esmtb_gemm_args f = {0};
+  f.struct_size = sizeof f;
+  f.dtype = m->dtype;
+  f.trans_b = 1;
+  f.m = N; f.n = F; f.k = d;
+  f.alpha = 1.0f; f.beta = 1.0f;
+  f.a = x; f.lda = d;
+  f.b = esmt_weight(m, w->fc1_w); f.ldb = d;
+  f.c = out; f.ldc = F;
+  f.epilogue = ESMTB_EPI_GELU;
+  f.pre = pre;
+  ESMT_OP(m, gemm, f, "forward: FFN up");
+  return ESMT_OK;
 }
 
 esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x, const void *dy,

@@ -15,7 +15,9 @@ optimizer state takes a fourth update bit-identically.
 Cases: single-label classification (<cls> pooling with class weights and an
 ignored row; mean pooling), multi-label (BCE), regression (1 and 2
 targets, mean pooling, the first layer frozen), per-residue classification
-(-100 residues ignored; full, and with the encoder frozen).
+(-100 residues ignored; full, and with the encoder frozen); LoRA against
+peft on four target sets (query+value; key+attention output+FFN down; all
+six; FFN up alone), its B nonzero.
 The float64 references are cached across builds (tests/reference/ref_cache.py,
 keyed by their inputs and this file's reference code); esmtrain runs every
 time. Usage: test_finetune_reference.py FINETUNE_TOOL SOURCE_DIR. Exit 77 =
@@ -54,9 +56,10 @@ TOL_LOSS, TOL_OUT, TOL_GRAD = 1e-4, 1e-4, 1e-3
 
 # esmtrain's ESMT_LORA_* bits and the modules they name (a layer's direct
 # child path, so that FFN down's output.dense is not attention.output.dense)
-LORA_QUERY, LORA_KEY, LORA_VALUE, LORA_ATTN_OUT, LORA_FFN_DOWN = 1, 2, 4, 8, 16
-LORA_MODULES = [r"attention\.self\.query", r"attention\.self\.key", r"attention\.self\.value",
-                r"attention\.output\.dense", r"output\.dense"]
+LORA_QUERY, LORA_KEY, LORA_VALUE, LORA_ATTN_OUT, LORA_FFN_DOWN, LORA_FFN_UP = 1, 2, 4, 8, 16, 32
+LORA_NAMES = ["attention.self.query", "attention.self.key", "attention.self.value",
+              "attention.output.dense", "output.dense", "intermediate.dense"]
+LORA_MODULES = [n.replace(".", "\\.") for n in LORA_NAMES]
 CASES = [
     dict(name="seq-class, cls pooling, class weights, an ignored row", head=SEQ_CLASS, C=3,
          pooling=POOL_CLS, frozen=0, weights=True),
@@ -72,8 +75,10 @@ CASES = [
          frozen=0, lora=(4, 8.0, LORA_QUERY | LORA_VALUE)),
     dict(name="LoRA r2 on key+attn out+FFN down, regression, mean", head=REGRESSION, C=2,
          pooling=POOL_MEAN, frozen=0, lora=(2, 3.0, LORA_KEY | LORA_ATTN_OUT | LORA_FFN_DOWN)),
-    dict(name="LoRA r3 on all five, per-residue", head=RESIDUE, C=3, pooling=POOL_CLS,
-         frozen=0, lora=(3, 6.0, 31)),
+    dict(name="LoRA r3 on all six, per-residue", head=RESIDUE, C=3, pooling=POOL_CLS,
+         frozen=0, lora=(3, 6.0, 63)),
+    dict(name="LoRA r2 on FFN up, multi-label", head=MULTILABEL, C=4, pooling=POOL_CLS,
+         frozen=0, lora=(2, 2.0, LORA_FFN_UP)),
 ]
 PROBLEM = {SEQ_CLASS: "single_label_classification", MULTILABEL: "multi_label_classification",
            REGRESSION: "regression"}
@@ -137,16 +142,16 @@ def make_weights(case, seed):
         rank, _, bits = case["lora"]
         g = torch.Generator().manual_seed(seed + 1)
         for l in range(LAYERS):
-            for t, mod in enumerate(["attention.self.query", "attention.self.key",
-                                     "attention.self.value", "attention.output.dense",
-                                     "output.dense"]):
+            for t, mod in enumerate(LORA_NAMES):
                 if not bits >> t & 1:
                     continue
-                fan_in = FFN if t == 4 else HIDDEN
+                fan_in = FFN if mod == "output.dense" else HIDDEN
+                fan_out = FFN if mod == "intermediate.dense" else HIDDEN
                 base = "base_model.model.esm.encoder.layer.%d.%s." % (l, mod)
                 out[base + "lora_A.weight"] = (torch.rand(rank, fan_in, generator=g) * 2 - 1).mul(
                     fan_in ** -0.5).numpy()
-                out[base + "lora_B.weight"] = (torch.randn(HIDDEN, rank, generator=g) * 0.2).numpy()
+                out[base + "lora_B.weight"] = (torch.randn(fan_out, rank, generator=g) *
+                                               0.2).numpy()
     return out
 
 
