@@ -621,6 +621,13 @@ ESMT_API esmt_status esmt_model_optimizer_step(esmt_model *model, const esmt_opt
  * in a fixed order. */
 ESMT_API esmt_status esmt_model_grad_norm(esmt_model *model, double *norm);
 
+/* Fold a LoRA model's adapters into the weights they adapt (peft's
+ * merge_and_unload): W += (lora_alpha / lora_rank) B A for every adapter,
+ * then B = 0, so that the model computes what it did (up to fp32
+ * rounding) with neutral adapters, and its weights are the merged ones.
+ * ESMT_ERR_STATE on a model without LoRA. */
+ESMT_API esmt_status esmt_model_lora_merge(esmt_model *model);
+
 /* ------------------------------------------------------------------------ */
 /* Memory planner                                                            */
 /* ------------------------------------------------------------------------ */

@@ -192,3 +192,58 @@ esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x, const
   return gemm(m, 0, 0, N, in, r, 1.0f, du, r, esmt_weight(m, o->a[t]), in, 1.0f, dx, in, 0,
               "backward: LoRA dx");
 }
+
+/* Element offset of the weight that layer l's target t adapts. */
+static uint64_t base_weight(const esmt_model *m, int l, int t) {
+  const esmt_layer_offsets *o = &m->layout.layers[l];
+  const uint64_t dd = (uint64_t)m->d * (uint64_t)m->d;
+  switch (t) {
+  case 0: case 1: case 2: return o->qkv_w + (uint64_t)t * dd; /* query, key, value */
+  case 3: return o->out_w;
+  case ESMT_LORA_T_FFN_DOWN: return o->fc2_w;
+  default: return o->fc1_w;
+  }
+}
+
+static esmt_status merge_unguarded(esmt_model *m) {
+  const char *fn = "esmt_model_lora_merge";
+  ESMT_CHECK_ARG(m, fn, "model is NULL");
+  if (!m->layout.lora)
+    return esmt_fail(ESMT_ERR_STATE, "%s: the model has no LoRA adapters (lora_rank 0)", fn);
+  const int r = m->cfg.lora_rank;
+  float *w = m->mem.master; /* LoRA keeps the parameters on the device (model_freeze.c) */
+  esmt_status st = ESMT_OK;
+  for (int l = 0; l < m->L && !st; l++)
+    for (int t = 0; t < ESMT_LORA_TARGETS && !st; t++) {
+      const esmt_lora_offsets *o = &m->layout.lora[l];
+      if (!o->a[t]) continue;
+      int in, out;
+      esmt_lora_target(&m->cfg, t, &in, &out);
+      /* W [out, in] += s B [out, r] A [r, in], in fp32 on the master */
+      esmtb_gemm_args g = {0};
+      g.struct_size = sizeof g;
+      g.dtype = ESMTB_F32;
+      g.m = out; g.n = in; g.k = r;
+      g.alpha = scaling(m); g.beta = 1.0f;
+      g.a = w + o->b[t]; g.lda = r;
+      g.b = w + o->a[t]; g.ldb = in;
+      g.c = w + base_weight(m, l, t); g.ldc = in;
+      esmtb_status bs = m->ops->gemm(m->dev, &g, m->stream);
+      if (!bs) bs = m->ops->memset_async(m->dev, w + o->b[t], 0,
+                                         (size_t)out * (size_t)r * sizeof(float), m->stream);
+      if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: layer %d %s: ", fn, l,
+                                    esmt_lora_target(&m->cfg, t, &in, &out));
+    }
+  if (!st) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  m->have_forward = 0; /* the weights changed */
+  return st;
+}
+
+esmt_status esmt_model_lora_merge(esmt_model *model) {
+  if (!model) return merge_unguarded(model); /* its message */
+  esmt_status st = esmt_model_enter(model, "esmt_model_lora_merge");
+  if (st) return st;
+  st = merge_unguarded(model);
+  esmt_model_leave(model);
+  return st;
+}

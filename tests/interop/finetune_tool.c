@@ -13,7 +13,9 @@
  * after `steps` AdamW updates, lr 1e-2, each on a fresh forward/backward),
  * ck/ (esmt_model_save after them), resumed_a.f32 and resumed_b.f32 (the
  * weights after one more update of that model and of a new one loaded
- * from ck/ with its optimizer state). */
+ * from ck/ with its optimizer state); with LoRA, merged.f32 and
+ * merged_outputs.f32 (IN's weights after esmt_model_lora_merge, and the
+ * outputs of the merged model). */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -58,6 +60,28 @@ static int dump(esmt_model *m, esmt_buffer which, const char *out, const char *n
   return 0;
 }
 
+/* The reference's weights (IN/tensors.txt, tensors.f32), by name. */
+static int load_tensors(esmt_model *m, const char *in) {
+  char path[4096];
+  snprintf(path, sizeof path, "%s/tensors.txt", in);
+  FILE *tf = fopen(path, "r");
+  if (!tf) { fprintf(stderr, "cannot read %s\n", path); return 1; }
+  snprintf(path, sizeof path, "%s/tensors.f32", in);
+  FILE *vf = fopen(path, "rb");
+  if (!vf) { fprintf(stderr, "cannot read %s\n", path); return 1; }
+  char name[256];
+  unsigned long long numel;
+  while (fscanf(tf, "%255s %llu", name, &numel) == 2) {
+    float *v = malloc(numel * sizeof *v);
+    if (fread(v, sizeof *v, numel, vf) != numel) { fprintf(stderr, "short tensors.f32\n"); return 1; }
+    CHECK(esmt_model_write_tensor(m, name, ESMT_BUF_PARAMS, v, numel));
+    free(v);
+  }
+  fclose(tf);
+  fclose(vf);
+  return 0;
+}
+
 int main(int argc, char **argv) {
   if (argc != 3) { fprintf(stderr, "usage: finetune_tool IN_DIR OUT_DIR\n"); return 2; }
   const char *in = argv[1], *out = argv[2];
@@ -90,23 +114,7 @@ int main(int argc, char **argv) {
   esmt_model *m = NULL;
   CHECK(esmt_model_create(ctx, &cfg, 1, &m));
 
-  /* the reference's weights, by name */
-  snprintf(path, sizeof path, "%s/tensors.txt", in);
-  FILE *tf = fopen(path, "r");
-  if (!tf) { fprintf(stderr, "cannot read %s\n", path); return 1; }
-  snprintf(path, sizeof path, "%s/tensors.f32", in);
-  FILE *vf = fopen(path, "rb");
-  if (!vf) { fprintf(stderr, "cannot read %s\n", path); return 1; }
-  char name[256];
-  unsigned long long numel;
-  while (fscanf(tf, "%255s %llu", name, &numel) == 2) {
-    float *v = malloc(numel * sizeof *v);
-    if (fread(v, sizeof *v, numel, vf) != numel) { fprintf(stderr, "short tensors.f32\n"); return 1; }
-    CHECK(esmt_model_write_tensor(m, name, ESMT_BUF_PARAMS, v, numel));
-    free(v);
-  }
-  fclose(tf);
-  fclose(vf);
+  if (load_tensors(m, in)) return 1;
 
   int32_t *tokens = slurp(in, "tokens.i32", N * sizeof(int32_t), 0);
   int32_t *labels = slurp(in, "labels.i32", N * sizeof(int32_t), 0);
@@ -176,6 +184,19 @@ int main(int argc, char **argv) {
       dump(m2, ESMT_BUF_PARAMS, out, "resumed_b.f32"))
     return 1;
   esmt_model_destroy(m2);
+
+  if (cfg.lora_rank > 0) { /* the reference's weights merged: merged.f32, merged_outputs.f32 */
+    esmt_model *m3 = NULL;
+    CHECK(esmt_model_create(ctx, &cfg, 3, &m3));
+    if (load_tensors(m3, in)) return 1;
+    CHECK(esmt_model_lora_merge(m3));
+    CHECK(esmt_model_forward(m3, &b, &r, outputs));
+    FILE *mf = open_out(out, "merged_outputs.f32", "wb");
+    fwrite(outputs, sizeof *outputs, n_out, mf);
+    fclose(mf);
+    if (dump(m3, ESMT_BUF_PARAMS, out, "merged.f32")) return 1;
+    esmt_model_destroy(m3);
+  }
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
   free(tokens);

@@ -230,11 +230,15 @@ def reference(case, weights, tokens, labels, targets, class_weights):
     for name, p in top.named_parameters():
         if p.grad is not None and "contact_head" not in name:
             out["grad." + (esmt_name(name) if case.get("lora") else name)] = p.grad.numpy()
+    if case.get("lora"):  # peft's merged encoder weights
+        for name, p in top.merge_and_unload().named_parameters():
+            if name.startswith("esm.encoder.layer."):
+                out["merged." + name] = p.detach().numpy().copy()
     return out
 
 
 def cached_reference(case, weights, tokens, labels, targets, class_weights):
-    key = ref_cache.Key("test_finetune_reference v1")
+    key = ref_cache.Key("test_finetune_reference v2")
     key.add(inspect.getsource(reference)).add(inspect.getsource(hf_config))
     key.add((torch.__version__, transformers.__version__, peft.__version__, np.__version__))
     key.add(inspect.getsource(lora_config)).add(inspect.getsource(esmt_name))
@@ -337,6 +341,26 @@ def run_case(case, seed, work):
             fails.append("gradient of %s: rel err %.2e" % (name, err))
         if name.endswith(".weight") and np.array_equal(w0, w1):
             fails.append("trainable %s did not change" % name)
+    if case.get("lora"):  # esmt_model_lora_merge against peft's merge_and_unload
+        merged = np.fromfile(os.path.join(d_out, "merged.f32"), np.float32)
+        mout = np.fromfile(os.path.join(d_out, "merged_outputs.f32"), np.float32)
+        if case["head"] == RESIDUE:
+            mout = mout.reshape(B * T, -1)[(tokens != 1).reshape(-1)]
+        merr = rel_l2(mout.reshape(ref_out.shape), ref_out)
+        if not merr <= TOL_OUT:
+            fails.append("merged model's outputs rel err %.2e" % merr)
+        off, wworst = 0, 0.0
+        for name, numel in names:
+            n = int(numel)
+            v = merged[off:off + n]
+            off += n
+            if ".lora_B." in name and np.any(v != 0):
+                fails.append("%s is not zero after the merge" % name)
+            if "merged." + name in ref:
+                wworst = max(wworst, rel_l2(v, ref["merged." + name].reshape(-1)))
+        if not wworst <= TOL_OUT:
+            fails.append("merged weights rel err %.2e" % wworst)
+        print("    merged: outputs rel err %.1e, weights worst %.1e" % (merr, wworst))
     ra = open(os.path.join(d_out, "resumed_a.f32"), "rb").read()
     if ra != open(os.path.join(d_out, "resumed_b.f32"), "rb").read():
         fails.append("a model loaded from esmt_model_save's checkpoint steps differently")
