@@ -163,6 +163,44 @@ static void test_frozen_moments(void **state) {
   esmt_context_destroy(ctx);
 }
 
+/* The planner holds moments for what trains only, as the model allocates
+ * them, and plans no optimizer offload for a frozen prefix. */
+static uint64_t planned_moments(const esmt_model_config *c, int offload) {
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  r.model = c;
+  r.micro_batch = 2;
+  r.seq_len = 8;
+  r.precision = ESMT_PRECISION_FP32;
+  r.offload_optimizer = offload;
+  r.recompute = 0;
+  esmt_plan p = ESMT_PLAN_INIT;
+  if (offload) { /* refused with a reason */
+    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_UNSUPPORTED);
+    assert_non_null(strstr(esmt_last_error(), "frozen parameters"));
+    return 0;
+  }
+  if (esmt_plan_memory(&r, &p)) fail_msg("%s", esmt_last_error());
+  return p.device[ESMT_MEM_MOMENTS];
+}
+
+static void test_plan(void **state) {
+  (void)state;
+  esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
+  uint64_t all;
+  assert_int_equal(esmt_model_config_param_count(&c, &all), ESMT_OK);
+  assert_int_equal(planned_moments(&c, 0), 8 * all); /* AdamW: two fp32 moments */
+  const uint64_t head = 32 * 32 + 32 + C * 32 + C;
+  c.frozen_layers = ESMT_FREEZE_ENCODER;
+  assert_int_equal(planned_moments(&c, 0), 8 * head);
+  planned_moments(&c, 1);
+  c.frozen_layers = 0;
+  c.lora_rank = 4;
+  c.lora_alpha = 4.0f;
+  c.lora_targets = ESMT_LORA_QUERY | ESMT_LORA_FFN_UP;
+  /* per layer: query 4 x (32 + 32), FFN up 4 x (32 + 128) */
+  assert_int_equal(planned_moments(&c, 0), 8 * (head + 2 * (4 * 64 + 4 * 160)));
+}
+
 static void expect_create_error(esmt_context *ctx, const esmt_model_config *c, const char *what) {
   esmt_model *m = NULL;
   assert_int_not_equal(esmt_model_create(ctx, c, 1, &m), ESMT_OK);
@@ -256,6 +294,7 @@ int main(void) {
       cmocka_unit_test(test_head_learning_rate),
       cmocka_unit_test(test_lora_initial_state),
       cmocka_unit_test(test_frozen_moments),
+      cmocka_unit_test(test_plan),
       cmocka_unit_test(test_bad_configs),
       cmocka_unit_test(test_bad_batches),
   };

@@ -264,6 +264,9 @@ ESMT_HIDDEN void esmt_head_free(esmt_model *m);
  * optimizer's tensors from the config and the layout (before the
  * parameter memory, which holds moments from train_lo on). */
 ESMT_HIDDEN esmt_status esmt_model_setup_training(esmt_model *m);
+/* The first element that trains in a config's layout (what the planner
+ * holds moments from). */
+ESMT_HIDDEN uint64_t esmt_layout_train_lo(const esmt_model_config *cfg, const esmt_layout *ly);
 /* Linear layers as the graph runs them (model_forward.c, model_backward.c):
  * y = x W^T + b, and dx = dy W, dW += dy^T x, db += sum dy. */
 ESMT_HIDDEN esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b,

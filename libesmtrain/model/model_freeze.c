@@ -14,20 +14,22 @@
 
 static int is_lm_head(const esmt_tensor_info *t) { return !strncmp(t->name, "lm_head.", 8); }
 
+uint64_t esmt_layout_train_lo(const esmt_model_config *c, const esmt_layout *ly) {
+  /* LoRA: the adapters (after the task head) and the head train */
+  if (c->lora_rank > 0 || c->frozen_layers == ESMT_FREEZE_ENCODER) return ly->cls_lo;
+  /* part_bounds[1 + l] is layer l's first element, part_bounds[L + 1] the final LayerNorm's */
+  return c->frozen_layers > 0 ? ly->part_bounds[1 + c->frozen_layers] : 0;
+}
+
 esmt_status esmt_model_setup_training(esmt_model *m) {
   const char *fn = "esmt_model_create";
   const esmt_layout *ly = &m->layout;
   const int frozen = m->cfg.frozen_layers;
-  /* part_bounds[1 + l] is layer l's first element, part_bounds[L + 1] the final LayerNorm's */
   m->train_from_layer = frozen == ESMT_FREEZE_ENCODER ? m->L + 1 : frozen;
-  m->train_lo = frozen == ESMT_FREEZE_ENCODER ? ly->cls_lo
-                : frozen > 0                 ? ly->part_bounds[1 + frozen]
-                                             : 0;
-  /* LoRA: the adapters (after the task head) and the head train; backward
-   * runs through every layer for the adapters but no encoder weight
-   * gets a gradient */
+  m->train_lo = esmt_layout_train_lo(&m->cfg, ly);
+  /* LoRA: backward runs through every layer for the adapters but no
+   * encoder weight gets a gradient */
   m->base_frozen = m->cfg.lora_rank > 0;
-  if (m->base_frozen) m->train_lo = ly->cls_lo;
   const int head = m->cfg.head != ESMT_HEAD_NONE;
   m->opt_tensors = malloc((size_t)ly->count * sizeof *m->opt_tensors);
   if (!m->opt_tensors) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
