@@ -163,8 +163,8 @@ static void test_frozen_moments(void **state) {
   esmt_context_destroy(ctx);
 }
 
-/* The planner holds moments for what trains only, as the model allocates
- * them, and plans no optimizer offload for a frozen prefix. */
+/* The planner holds moments and gradients for what trains only, as the
+ * model allocates them, and plans no optimizer offload for a frozen prefix. */
 static uint64_t planned_moments(const esmt_model_config *c, int offload) {
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
   r.model = c;
@@ -180,6 +180,8 @@ static uint64_t planned_moments(const esmt_model_config *c, int offload) {
     return 0;
   }
   if (esmt_plan_memory(&r, &p)) fail_msg("%s", esmt_last_error());
+  /* the gradients, like the moments, only for what trains (AdamW: 2 x 4 bytes) */
+  assert_int_equal(p.device[ESMT_MEM_GRADIENTS], p.device[ESMT_MEM_MOMENTS] / 2);
   return p.device[ESMT_MEM_MOMENTS];
 }
 

@@ -21,7 +21,8 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   const uint64_t bytes = env->total * sizeof(float);
   p->opt_lo = env->opt_lo;
   p->opt_hi = env->total;
-  const uint64_t held = (env->total - env->opt_lo) * sizeof(float); /* moments' bytes */
+  /* the moments' and the gradients' bytes: a frozen prefix has neither */
+  const uint64_t held = (env->total - env->opt_lo) * sizeof(float);
   const int streamed = o && o->enabled && o->streamed != ESMT_STREAM_NONE;
   p->layer = streamed ? &esmt_stream_layer : o && o->enabled ? &esmt_offload_layer
                                                              : &esmt_device_layer;
@@ -46,8 +47,9 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
     if (!st) st = zero(env, p->moment1, held);
     if (!st) st = zero(env, p->moment2, held);
   }
-  if (!st) st = esmt_param_dev_alloc(env, bytes, (void **)&p->grads, "gradients");
-  if (!st) st = zero(env, p->grads, bytes);
+  p->grad_lo = env->opt_lo; /* a frozen prefix gets no gradient either */
+  if (!st) st = esmt_param_dev_alloc(env, held, (void **)&p->grads, "gradients");
+  if (!st) st = zero(env, p->grads, held);
   if (!st) esmt_param_resident_views(p);
   return st;
 }

@@ -85,7 +85,8 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
    * them; under offload the last backward streams them to the host bucket
    * by bucket), unless they stream: the embedding's and head's, and two
    * layers' slots (stream.c). */
-  p->device[ESMT_MEM_GRADIENTS] = sb.device_grads;
+  p->device[ESMT_MEM_GRADIENTS] = c->train_lo ? trained * 4 /* what trains only */
+                                              : sb.device_grads;
   p->device[ESMT_MEM_ACTIVATIONS] =
       esmt_activation_bytes(r->model, B, r->seq_len, (int)es, pol.recompute);
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
