@@ -203,6 +203,177 @@ static void test_plan(void **state) {
   assert_int_equal(planned_moments(&c, 0), 8 * (head + 2 * (4 * 64 + 4 * 160)));
 }
 
+/* esmt_model_infer's ESMT_INFER_HEAD gives what esmt_model_forward's
+ * outputs are (the same ops in the inference arena), with or without
+ * other outputs; a model without a head refuses it. */
+static void infer_matches_forward(esmt_context *ctx, esmt_model_config *c) {
+  esmt_model *m = make(ctx, c);
+  const int residue = c->head == ESMT_HEAD_RESIDUE_CLASS;
+  const size_t n = (size_t)(residue ? B * T : B) * C;
+  float fwd[B * T * C], inf[B * T * C], mean[B * 32];
+  int32_t labels[B * T];
+  for (int i = 0; i < B * T; i++) labels[i] = tokens[i] > 3 ? i % C : ESMT_LABEL_IGNORE;
+  esmt_batch b = batch();
+  if (residue) b.labels = labels;
+  esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+  if (esmt_model_forward(m, &b, &r, fwd)) fail_msg("%s", esmt_last_error());
+  esmt_infer_request q = ESMT_INFER_REQUEST_INIT;
+  q.outputs = ESMT_INFER_HEAD;
+  q.head = inf;
+  memset(inf, 0xff, sizeof inf);
+  if (esmt_model_infer(m, &b, &q)) fail_msg("%s", esmt_last_error());
+  assert_memory_equal(fwd, inf, n * sizeof(float));
+  q.outputs = ESMT_INFER_HEAD | ESMT_INFER_MEAN; /* another layer asked for too */
+  q.layer = 1;
+  q.mean = mean;
+  memset(inf, 0xff, sizeof inf);
+  if (esmt_model_infer(m, &b, &q)) fail_msg("%s", esmt_last_error());
+  assert_memory_equal(fwd, inf, n * sizeof(float));
+  esmt_model_destroy(m);
+}
+
+static void test_infer_head(void **state) {
+  (void)state;
+  esmt_context *ctx = make_ctx();
+  esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
+  infer_matches_forward(ctx, &c);
+  c.pooling = ESMT_POOL_MEAN;
+  infer_matches_forward(ctx, &c);
+  c = small(ESMT_HEAD_RESIDUE_CLASS);
+  infer_matches_forward(ctx, &c);
+  c = small(ESMT_HEAD_NONE);
+  esmt_model *m = make(ctx, &c);
+  float out[B * C];
+  esmt_batch b = batch();
+  esmt_infer_request q = ESMT_INFER_REQUEST_INIT;
+  q.outputs = ESMT_INFER_HEAD;
+  q.head = out;
+  assert_int_equal(esmt_model_infer(m, &b, &q), ESMT_ERR_STATE);
+  assert_non_null(strstr(esmt_last_error(), "no task head"));
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
+/* LoRA's B nonzero, so that A's gradient is not zero. */
+static void set_lora_b(esmt_model *m) {
+  int count;
+  assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
+  for (int i = 0; i < count; i++) {
+    esmt_tensor_info t = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(m, i, &t), ESMT_OK);
+    if (!strstr(t.name, ".lora_B.")) continue;
+    float *v = malloc(t.numel * sizeof *v);
+    for (uint64_t k = 0; k < t.numel; k++) v[k] = 0.05f * (float)((k * 7 + (uint64_t)i) % 11) - 0.25f;
+    assert_int_equal(esmt_model_write_tensor(m, t.name, ESMT_BUF_PARAMS, v, t.numel), ESMT_OK);
+    free(v);
+  }
+}
+
+/* Relative L2 distance of b from a. */
+static double rel_l2(const float *a, const float *b, size_t n) {
+  double num = 0, den = 0;
+  for (size_t i = 0; i < n; i++) {
+    num += ((double)a[i] - b[i]) * ((double)a[i] - b[i]);
+    den += (double)a[i] * a[i];
+  }
+  return den > 0 ? sqrt(num / den) : sqrt(num);
+}
+
+/* The head and LoRA in bf16 (the GPU backends' precision: half
+ * activations, the head's host parts converted, fp32 gradient GEMMs)
+ * against fp32: loss within 2e-2, outputs and every trained tensor's
+ * gradient within 5e-2 relative L2 (test_mixed_precision's bounds). */
+static void half_matches_fp32(esmt_context *ctx, esmt_model_config c) {
+  esmt_model *m32 = make(ctx, &c), *mh = NULL;
+  c.precision = ESMT_PRECISION_BF16;
+  esmt_status st = esmt_model_create(ctx, &c, 7, &mh);
+  if (st == ESMT_ERR_UNSUPPORTED) {
+    esmt_model_destroy(m32);
+    skip();
+  }
+  if (st) fail_msg("%s", esmt_last_error());
+  if (c.lora_rank) {
+    set_lora_b(m32);
+    set_lora_b(mh);
+  }
+  const int residue = c.head == ESMT_HEAD_RESIDUE_CLASS;
+  const size_t n = (size_t)(residue ? B * T : B) * C;
+  int32_t labels[B * T];
+  for (int i = 0; i < B * T; i++) labels[i] = tokens[i] > 3 ? i % C : ESMT_LABEL_IGNORE;
+  static const float multi[B * C] = {1, 0, 1, 0, 1, 1};
+  esmt_batch b = batch();
+  if (residue) b.labels = labels;
+  if (c.head == ESMT_HEAD_MULTILABEL) b.targets = multi;
+  esmt_model *ms[2] = {m32, mh};
+  float out[2][B * T * C];
+  double loss[2];
+  for (int k = 0; k < 2; k++) {
+    esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+    if (esmt_model_zero_grad(ms[k]) || esmt_model_forward(ms[k], &b, &r, out[k]) ||
+        esmt_model_backward(ms[k]))
+      fail_msg("%s", esmt_last_error());
+    loss[k] = r.loss;
+  }
+  assert_true(fabs(loss[1] - loss[0]) <= 2e-2 * fabs(loss[0]));
+  assert_true(rel_l2(out[0], out[1], n) <= 5e-2);
+  /* per tensor: |g_h - g_32| against |g_32|, or against the largest |g_32|
+   * where a gradient nearly cancels (below 1% of the largest: the key
+   * bias's is 0 exactly, the residue classifier's bias sums softmax -
+   * onehot over positions), as mixed_compare.c does below 0.1% */
+  int count, trained = 0;
+  assert_int_equal(esmt_model_tensor_count(m32, &count), ESMT_OK);
+  double *err = calloc((size_t)count, sizeof *err), *norm = calloc((size_t)count, sizeof *norm);
+  double largest = 0;
+  for (int i = 0; i < count; i++) {
+    esmt_tensor_info t = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(m32, i, &t), ESMT_OK);
+    float *g32 = malloc(t.numel * sizeof *g32), *gh = malloc(t.numel * sizeof *gh);
+    assert_int_equal(esmt_model_read_tensor(m32, t.name, ESMT_BUF_GRADS, g32, t.numel), ESMT_OK);
+    assert_int_equal(esmt_model_read_tensor(mh, t.name, ESMT_BUF_GRADS, gh, t.numel), ESMT_OK);
+    for (uint64_t k = 0; k < t.numel; k++) {
+      err[i] += ((double)gh[k] - g32[k]) * ((double)gh[k] - g32[k]);
+      norm[i] += (double)g32[k] * g32[k];
+    }
+    err[i] = sqrt(err[i]);
+    norm[i] = sqrt(norm[i]);
+    largest = fmax(largest, norm[i]);
+    free(g32);
+    free(gh);
+  }
+  for (int i = 0; i < count; i++) {
+    esmt_tensor_info t = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(m32, i, &t), ESMT_OK);
+    const double ref = norm[i] >= 1e-2 * largest ? norm[i] : largest;
+    if (!(err[i] <= 5e-2 * ref)) fail_msg("%s: bf16 gradient error %.3g of %.3g", t.name, err[i], ref);
+    trained += norm[i] > 0;
+  }
+  free(err);
+  free(norm);
+  assert_true(trained > 4);
+  esmt_model_destroy(m32);
+  esmt_model_destroy(mh);
+}
+
+static void test_half_precision(void **state) {
+  (void)state;
+  esmt_context *ctx = make_ctx();
+  esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
+  c.pooling = ESMT_POOL_MEAN;
+  half_matches_fp32(ctx, c);
+  c = small(ESMT_HEAD_RESIDUE_CLASS);
+  half_matches_fp32(ctx, c);
+  c.lora_rank = 4;
+  c.lora_alpha = 8.0f;
+  c.lora_targets = ESMT_LORA_QUERY | ESMT_LORA_VALUE | ESMT_LORA_FFN_UP | ESMT_LORA_FFN_DOWN;
+  half_matches_fp32(ctx, c);
+  c = small(ESMT_HEAD_MULTILABEL);
+  c.lora_rank = 2;
+  c.lora_alpha = 4.0f;
+  c.lora_targets = ESMT_LORA_KEY | ESMT_LORA_ATTN_OUT;
+  half_matches_fp32(ctx, c);
+  esmt_context_destroy(ctx);
+}
+
 static void expect_create_error(esmt_context *ctx, const esmt_model_config *c, const char *what) {
   esmt_model *m = NULL;
   assert_int_not_equal(esmt_model_create(ctx, c, 1, &m), ESMT_OK);
@@ -297,6 +468,8 @@ int main(void) {
       cmocka_unit_test(test_lora_initial_state),
       cmocka_unit_test(test_frozen_moments),
       cmocka_unit_test(test_plan),
+      cmocka_unit_test(test_infer_head),
+      cmocka_unit_test(test_half_precision),
       cmocka_unit_test(test_bad_configs),
       cmocka_unit_test(test_bad_batches),
   };

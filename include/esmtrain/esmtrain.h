@@ -526,6 +526,10 @@ ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *bat
                                  * cls, eos or padding), as fair-esm's extract.py */
 #define ESMT_INFER_CLS 4u       /* cls [rows, hidden]: each protein's first position */
 #define ESMT_INFER_LOGITS 8u    /* logits [batch, seq_len, 33]; padding zero */
+#define ESMT_INFER_HEAD 16u     /* head: the task head's outputs (esmt_model_config.head),
+                                 * [batch, num_labels] for a sequence head, [batch, seq_len,
+                                 * num_labels] for a residue head (padding zero); right-padded
+                                 * rows only */
 
 typedef struct esmt_infer_request {
   uint32_t struct_size;
@@ -539,10 +543,12 @@ typedef struct esmt_infer_request {
    * [num_layers, rows, hidden]); `layer` is ignored. Logits are one. */
   int num_layers;
   const int *layers;
+  /* Appended (fine-tuning): ESMT_INFER_HEAD's buffer. */
+  float *head;
 } esmt_infer_request;
 
 #define ESMT_INFER_REQUEST_INIT \
-  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL }
+  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL, NULL }
 
 ESMT_API esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch,
                                       const esmt_infer_request *request);

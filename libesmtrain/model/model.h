@@ -259,6 +259,8 @@ ESMT_HIDDEN esmt_status esmt_head_stage(esmt_model *m, const esmt_batch *b,
 ESMT_HIDDEN esmt_status esmt_head_run_forward(esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_head_run_backward(esmt_model *m);
 ESMT_HIDDEN esmt_status esmt_head_download(esmt_model *m, float *outputs, double *loss_sum);
+/* The head's outputs of an inference pass that computed lnf (esmt_model_infer). */
+ESMT_HIDDEN esmt_status esmt_head_infer(esmt_model *m, const esmt_batch *b, float *outputs);
 ESMT_HIDDEN void esmt_head_free(esmt_model *m);
 /* What trains (model_freeze.c): train_lo, train_from_layer and the
  * optimizer's tensors from the config and the layout (before the

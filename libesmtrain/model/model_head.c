@@ -265,15 +265,34 @@ static void sequence_loss(esmt_model *m, float *dout) {
   h->loss_sum = sum;
 }
 
-esmt_status esmt_head_run_forward(esmt_model *m) {
+/* The head's outputs into h->out (device); a sequence head's also into
+ * h->out32 (host), where its loss is computed. */
+static esmt_status head_outputs(esmt_model *m, const char *where) {
   struct esmt_head *h = m->head;
   const esmt_layout *ly = &m->layout;
   const int B = m->B, N = m->B * m->T, d = m->d, C = m->cfg.num_labels;
   esmt_status st;
+  if (!sequence_head(m))
+    return esmt_model_linear(m, m->act.lnf, ly->cls_out_w, ly->cls_out_b, h->out, N, d, C, where);
+  if ((st = matmul(m, 0, B, d, N, h->pool, N, m->act.lnf, h->pooled, where))) return st;
+  if ((st = esmt_model_linear(m, h->pooled, ly->cls_dense_w, ly->cls_dense_b, h->h, B, d, d,
+                              where)))
+    return st;
+  const uint64_t bd = (uint64_t)B * (uint64_t)d;
+  if ((st = download_f32(m, h->h32, h->h, bd, where))) return st;
+  for (uint64_t i = 0; i < bd; i++) h->h32[i] = (float)tanh((double)h->h32[i]);
+  if ((st = upload_f32(m, h->h, h->h32, bd, where))) return st;
+  if ((st = esmt_model_linear(m, h->h, ly->cls_out_w, ly->cls_out_b, h->out, B, d, C, where)))
+    return st;
+  return download_f32(m, h->out32, h->out, (uint64_t)B * (uint64_t)C, where);
+}
+
+esmt_status esmt_head_run_forward(esmt_model *m) {
+  struct esmt_head *h = m->head;
+  const int B = m->B, N = m->B * m->T, C = m->cfg.num_labels;
+  esmt_status st = head_outputs(m, "forward: task head");
+  if (st) return st;
   if (!sequence_head(m)) {
-    if ((st = esmt_model_linear(m, m->act.lnf, ly->cls_out_w, ly->cls_out_b, h->out, N, d, C,
-                                "forward: residue classifier")))
-      return st;
     esmtb_status ms = m->ops->memset_async(m->dev, m->act.loss_sum, 0, sizeof(float), m->stream);
     if (ms) return esmt_fail_prefix((esmt_status)ms, "forward: ");
     esmtb_xent_args x = {0};
@@ -288,26 +307,27 @@ esmt_status esmt_head_run_forward(esmt_model *m) {
     ESMT_OP(m, xent, x, "forward: residue cross-entropy");
     return ESMT_OK;
   }
-  if ((st = matmul(m, 0, B, d, N, h->pool, N, m->act.lnf, h->pooled, "forward: head pooling")))
-    return st;
-  if ((st = esmt_model_linear(m, h->pooled, ly->cls_dense_w, ly->cls_dense_b, h->h, B, d, d,
-                              "forward: classifier dense")))
-    return st;
-  const uint64_t bd = (uint64_t)B * (uint64_t)d;
-  if ((st = download_f32(m, h->h32, h->h, bd, "forward: classifier tanh"))) return st;
-  for (uint64_t i = 0; i < bd; i++) h->h32[i] = (float)tanh((double)h->h32[i]);
-  if ((st = upload_f32(m, h->h, h->h32, bd, "forward: classifier tanh"))) return st;
-  if ((st = esmt_model_linear(m, h->h, ly->cls_out_w, ly->cls_out_b, h->out, B, d, C,
-                              "forward: classifier out_proj")))
-    return st;
   const uint64_t bc = (uint64_t)B * (uint64_t)C;
-  if ((st = download_f32(m, h->out32, h->out, bc, "forward: head loss"))) return st;
   float *dz = malloc((size_t)bc * sizeof *dz);
   if (!dz) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "forward: head loss: out of memory");
   sequence_loss(m, dz);
   st = upload_f32(m, h->dout, dz, bc, "forward: head loss");
   free(dz);
   return st;
+}
+
+/* The outputs only (esmt_model_infer): after the encoder's inference pass. */
+static esmt_status download_outputs(esmt_model *m, float *outputs);
+
+esmt_status esmt_head_infer(esmt_model *m, const esmt_batch *b, float *outputs) {
+  const char *fn = "esmt_model_infer";
+  if (b->num_segments > 0)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: a task head takes right-padded rows, not "
+                     "packed ones", fn);
+  esmt_status st = reserve(m, b->batch, b->seq_len, fn);
+  if (!st && sequence_head(m)) st = pooling_matrix(m, b, fn);
+  if (!st) st = head_outputs(m, "inference: task head");
+  return st ? st : download_outputs(m, outputs);
 }
 
 esmt_status esmt_head_run_backward(esmt_model *m) {
@@ -339,23 +359,36 @@ esmt_status esmt_head_run_backward(esmt_model *m) {
   return matmul(m, 1, N, d, B, h->pool, N, h->dpooled, m->act.d_narrow, "backward: head pooling");
 }
 
-esmt_status esmt_head_download(esmt_model *m, float *outputs, double *loss_sum) {
+/* The outputs to the caller: [B, C] from the host copy, or [B, T, C]
+ * with padded positions 0. */
+static esmt_status download_outputs(esmt_model *m, float *outputs) {
   struct esmt_head *h = m->head;
   const int C = m->cfg.num_labels;
   const uint64_t n = (uint64_t)h->rows * (uint64_t)C;
-  esmt_status st = ESMT_OK;
+  if (!outputs) return ESMT_OK;
   if (sequence_head(m)) {
-    *loss_sum = h->loss_sum;
-    if (outputs) memcpy(outputs, h->out32, (size_t)n * sizeof *outputs);
+    memcpy(outputs, h->out32, (size_t)n * sizeof *outputs);
     return ESMT_OK;
   }
-  float loss = 0.0f;
-  st = transfer(m, &loss, m->act.loss_sum, sizeof loss, ESMTB_COPY_D2H, 1, "esmt_model_forward");
-  *loss_sum = loss;
-  if (st || !outputs) return st;
-  if ((st = download_f32(m, outputs, h->out, n, "esmt_model_forward: download"))) return st;
+  esmt_status st = download_f32(m, outputs, h->out, n, "download");
+  if (st) return st;
   for (int i = 0; i < m->B; i++) /* padded positions carry no prediction */
     for (int t = m->host_seq_len[i]; t < m->T; t++)
       memset(outputs + ((uint64_t)i * m->T + t) * C, 0, (size_t)C * sizeof *outputs);
   return ESMT_OK;
+}
+
+esmt_status esmt_head_download(esmt_model *m, float *outputs, double *loss_sum) {
+  struct esmt_head *h = m->head;
+  if (sequence_head(m)) {
+    *loss_sum = h->loss_sum;
+  } else {
+    float loss = 0.0f;
+    esmt_status st = transfer(m, &loss, m->act.loss_sum, sizeof loss, ESMTB_COPY_D2H, 1,
+                              "esmt_model_forward");
+    if (st) return st;
+    *loss_sum = loss;
+  }
+  esmt_status st = download_outputs(m, outputs);
+  return st ? esmt_fail_prefix(st, "esmt_model_forward: ") : ESMT_OK;
 }
