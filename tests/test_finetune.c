@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* Fine-tuning through the public API (docs/finetune.md), what the float64
+/* Fine-tuning (docs/finetune.md), mostly through the public API, what the float64
  * comparison (interop/test_finetune_reference.py) does not cover: the
  * head's own learning rate, LoRA's initial state, the moments a frozen
  * prefix does not hold, and bad configs and batches refused with a
@@ -11,6 +11,8 @@
 #include <string.h>
 
 #include "esmtrain/esmtrain.h"
+#include "comm.h"
+#include "dp_group.h"
 
 enum { B = 2, T = 8, C = 3 };
 
@@ -374,6 +376,26 @@ static void test_half_precision(void **state) {
   esmt_context_destroy(ctx);
 }
 
+/* Data parallelism refuses a model whose gradients start past a frozen
+ * prefix (its buckets cover the whole flat buffer). One rank, TCP. */
+static void test_data_parallel_refused(void **state) {
+  (void)state;
+  esmt_context *ctx = make_ctx();
+  esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
+  c.frozen_layers = 1;
+  esmt_model *m = make(ctx, &c);
+  esmt_comm_options co = {0, 1, "127.0.0.1", 0, NULL, 1, 5.0};
+  esmt_comm *comm = NULL;
+  esmt_dp *dp = NULL;
+  if (esmt_comm_create(&comm, &co) || esmt_dp_create(comm, 4096, &dp))
+    fail_msg("%s", esmt_last_error());
+  assert_int_equal(esmt_dp_grads_arm(dp, m), ESMT_ERR_UNSUPPORTED);
+  assert_non_null(strstr(esmt_last_error(), "frozen parameters"));
+  esmt_dp_destroy(dp);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
 static void expect_create_error(esmt_context *ctx, const esmt_model_config *c, const char *what) {
   esmt_model *m = NULL;
   assert_int_not_equal(esmt_model_create(ctx, c, 1, &m), ESMT_OK);
@@ -470,6 +492,7 @@ int main(void) {
       cmocka_unit_test(test_plan),
       cmocka_unit_test(test_infer_head),
       cmocka_unit_test(test_half_precision),
+      cmocka_unit_test(test_data_parallel_refused),
       cmocka_unit_test(test_bad_configs),
       cmocka_unit_test(test_bad_batches),
   };
