@@ -35,12 +35,16 @@ try:
     import torch.nn.functional as F
     import transformers
     from transformers import EsmConfig, EsmForSequenceClassification, EsmForTokenClassification
-    import peft
-    from peft import LoraConfig, get_peft_model
 except Exception as e:  # pragma: no cover
-    print("skipped: numpy, torch, transformers or peft not importable (%s); "
+    print("skipped: numpy, torch or transformers not importable (%s); "
           "run scripts/setup_reference_env.sh" % e)
     sys.exit(77)
+try:
+    import peft
+    from peft import LoraConfig, get_peft_model
+except Exception as e:  # pragma: no cover: the heads are still checked
+    peft = None
+    print("LoRA cases skipped: peft not importable (%s); run scripts/setup_reference_env.sh" % e)
 
 TOOL, SRC = sys.argv[1], sys.argv[2]
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
@@ -240,7 +244,8 @@ def reference(case, weights, tokens, labels, targets, class_weights):
 def cached_reference(case, weights, tokens, labels, targets, class_weights):
     key = ref_cache.Key("test_finetune_reference v2")
     key.add(inspect.getsource(reference)).add(inspect.getsource(hf_config))
-    key.add((torch.__version__, transformers.__version__, peft.__version__, np.__version__))
+    key.add((torch.__version__, transformers.__version__, peft and peft.__version__,
+             np.__version__))
     key.add(inspect.getsource(lora_config)).add(inspect.getsource(esmt_name))
     key.add(sorted((k, v) for k, v in case.items() if k != "frozen"))
     for k in sorted(weights):
@@ -373,13 +378,15 @@ def main():
     failures = 0
     with tempfile.TemporaryDirectory() as work:
         for i, case in enumerate(CASES):
+            if case.get("lora") and peft is None:
+                continue
             for f in run_case(case, 100 + i, work):
                 print("FAIL %s: %s" % (case["name"], f))
                 failures += 1
     if failures:
         print("%d failure(s)" % failures)
         return 1
-    print("all %d cases within bounds" % len(CASES))
+    print("all %d cases within bounds" % sum(1 for c in CASES if peft or not c.get("lora")))
     return 0
 
 
