@@ -336,6 +336,26 @@ typedef enum esmt_optimizer_kind {
   ESMT_OPTIMIZER_LION = 1
 } esmt_optimizer_kind;
 
+/* A task head on the encoder's last representation (after the final
+ * LayerNorm), as transformers' EsmForSequenceClassification (the pooled
+ * row -> classifier.dense -> tanh -> classifier.out_proj) and
+ * EsmForTokenClassification (classifier per residue). */
+typedef enum esmt_head_kind {
+  ESMT_HEAD_NONE = 0,          /* the masked-LM head and loss (pre-training) */
+  ESMT_HEAD_SEQ_CLASS = 1,     /* one class of num_labels per sequence, cross-entropy */
+  ESMT_HEAD_MULTILABEL = 2,    /* num_labels independent 0/1 labels, BCE with logits */
+  ESMT_HEAD_REGRESSION = 3,    /* num_labels real targets per sequence, mean squared error */
+  ESMT_HEAD_RESIDUE_CLASS = 4  /* one class per residue, cross-entropy over labelled ones */
+} esmt_head_kind;
+
+/* What a sequence head reads: the <cls> position (transformers') or the
+ * mean over the residues (not <cls>, <eos> or padding). */
+typedef enum esmt_pooling { ESMT_POOL_CLS = 0, ESMT_POOL_MEAN = 1 } esmt_pooling;
+
+/* esmt_model_config.frozen_layers: the whole encoder (embedding, layers,
+ * final LayerNorm) frozen; only the task head trains. */
+enum { ESMT_FREEZE_ENCODER = -1 };
+
 typedef struct esmt_model_config {
   uint32_t struct_size;
   int num_layers;           /* L */
@@ -354,11 +374,42 @@ typedef struct esmt_model_config {
    * allocated with the model); a caller whose struct_size ends before it
    * gets ADAMW. esmt_model_optimizer_step refuses another kind. */
   esmt_optimizer_kind optimizer;
+  /* Appended (fine-tuning, docs/finetune.md): the task head on the encoder
+   * in place of the masked-LM loss (ESMT_HEAD_NONE: pre-training), its
+   * output count (classes, labels or regression targets) and the sequence
+   * heads' pooling. A caller whose struct_size ends before them gets the
+   * masked-LM model. */
+  esmt_head_kind head;
+  int num_labels;
+  esmt_pooling pooling;
+  /* Appended: what does not train. 0 everything; N > 0 the embedding and
+   * the first N layers; ESMT_FREEZE_ENCODER the whole encoder (the head
+   * only). Frozen weights get no update, no gradient and no optimizer
+   * moments; with a task head the masked-LM head is frozen too. */
+  int frozen_layers;
+  /* Appended: LoRA adapters (peft's LoraConfig; docs/finetune.md) when
+   * lora_rank > 0: on each layer's linear maps named in lora_targets
+   * (ESMT_LORA_* bits), y = x W^T + b + (lora_alpha / lora_rank) (x A^T) B^T
+   * with A [rank, in] and B [out, rank] trained and every encoder weight
+   * frozen (frozen_layers must be 0; the task head trains). lora_dropout
+   * must be 0 (dropout on the adapters' input is not implemented). */
+  int lora_rank;
+  float lora_alpha;
+  float lora_dropout;
+  unsigned lora_targets;
 } esmt_model_config;
+
+/* esmt_model_config.lora_targets: transformers' module names. */
+#define ESMT_LORA_QUERY 1u      /* attention.self.query */
+#define ESMT_LORA_KEY 2u        /* attention.self.key */
+#define ESMT_LORA_VALUE 4u      /* attention.self.value */
+#define ESMT_LORA_ATTN_OUT 8u   /* attention.output.dense */
+#define ESMT_LORA_FFN_DOWN 16u  /* output.dense (the FFN's second linear map) */
+#define ESMT_LORA_FFN_UP 32u    /* intermediate.dense (the FFN's first linear map) */
 
 #define ESMT_MODEL_CONFIG_INIT \
   { sizeof(esmt_model_config), 6, 320, 20, 0, 33, 1024, 1e-5f, 0.12f, ESMT_PRECISION_AUTO, \
-    ESMT_OPTIMIZER_ADAMW }
+    ESMT_OPTIMIZER_ADAMW, ESMT_HEAD_NONE, 0, ESMT_POOL_CLS, 0, 0, 0.0f, 0.0f, 0u }
 
 /* Fill *cfg with a named ESM-2 size: esm2_t6_8M, esm2_t12_35M, esm2_t30_150M,
  * esm2_t33_650M, esm2_t36_3B, esm2_t48_15B. cfg->struct_size must be set.
@@ -449,9 +500,19 @@ typedef struct esmt_batch {
   int num_segments;
   const int32_t *seg_start;  /* [num_segments] */
   const int32_t *seg_len;    /* [num_segments], >= 1 */
+  /* Appended (a sequence head, esmt_model_config.head): the targets of the
+   * B rows, [B] class indices (ESMT_HEAD_SEQ_CLASS; ESMT_LABEL_IGNORE: the
+   * row is not scored) or [B, num_labels] 0/1 labels (MULTILABEL) or
+   * values (REGRESSION). A residue head reads `labels` (class per
+   * position). Right-padded rows only. */
+  const float *targets;
+  /* Appended: SEQ_CLASS's class weights [num_labels] (NULL: all 1): the
+   * loss is sum_b w[y_b] nll_b / sum_b w[y_b], as torch's
+   * CrossEntropyLoss(weight=w). */
+  const float *class_weights;
 } esmt_batch;
 
-#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0, 0, NULL, NULL }
+#define ESMT_BATCH_INIT { sizeof(esmt_batch), 0, 0, NULL, NULL, 0.0, 0, NULL, NULL, NULL, NULL }
 
 typedef struct esmt_forward_result {
   uint32_t struct_size;
@@ -465,7 +526,10 @@ typedef struct esmt_forward_result {
 
 /* Forward pass: loss over the labelled positions; logits [B*T*V] copied out
  * as fp32 (widened from the compute precision) when `logits` is non-NULL
- * (pad positions are 0). Keeps the activations for esmt_model_backward. */
+ * (pad positions are 0). Keeps the activations for esmt_model_backward.
+ * With a task head the loss is the head's and `logits` receives its
+ * outputs: [B, num_labels] for a sequence head, [B, T, num_labels] for a
+ * residue head (pad positions 0). */
 ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *batch,
                                         esmt_forward_result *result, float *logits);
 
@@ -484,6 +548,10 @@ ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *bat
                                  * cls, eos or padding), as fair-esm's extract.py */
 #define ESMT_INFER_CLS 4u       /* cls [rows, hidden]: each protein's first position */
 #define ESMT_INFER_LOGITS 8u    /* logits [batch, seq_len, 33]; padding zero */
+#define ESMT_INFER_HEAD 16u     /* head: the task head's outputs (esmt_model_config.head),
+                                 * [batch, num_labels] for a sequence head, [batch, seq_len,
+                                 * num_labels] for a residue head (padding zero); right-padded
+                                 * rows only */
 
 typedef struct esmt_infer_request {
   uint32_t struct_size;
@@ -497,10 +565,12 @@ typedef struct esmt_infer_request {
    * [num_layers, rows, hidden]); `layer` is ignored. Logits are one. */
   int num_layers;
   const int *layers;
+  /* Appended (fine-tuning): ESMT_INFER_HEAD's buffer. */
+  float *head;
 } esmt_infer_request;
 
 #define ESMT_INFER_REQUEST_INIT \
-  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL }
+  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL, NULL }
 
 ESMT_API esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch,
                                       const esmt_infer_request *request);
@@ -540,10 +610,13 @@ typedef struct esmt_optimizer_config {
   double eps;                 /* 1e-8 (AdamW only) */
   double weight_decay;        /* 0.01, decoupled; Lion: 0.1 */
   int decay_biases_and_norms; /* 1: decay every tensor (ESM-2); 0: skip biases/LN */
+  /* Appended: a task head's (classifier.*) learning rate is the step's
+   * times this; 1 (and a caller whose struct ends before it): the same. */
+  double head_lr_scale;
 } esmt_optimizer_config;
 
 #define ESMT_OPTIMIZER_CONFIG_INIT \
-  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1 }
+  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1, 1.0 }
 
 /* Same as assigning ESMT_OPTIMIZER_CONFIG_INIT with `kind` and its defaults. */
 ESMT_API esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind,
@@ -575,6 +648,13 @@ ESMT_API esmt_status esmt_model_optimizer_step(esmt_model *model, const esmt_opt
 /* sqrt(sum of squared gradients) over all parameters, fp32 accumulation
  * in a fixed order. */
 ESMT_API esmt_status esmt_model_grad_norm(esmt_model *model, double *norm);
+
+/* Fold a LoRA model's adapters into the weights they adapt (peft's
+ * merge_and_unload): W += (lora_alpha / lora_rank) B A for every adapter,
+ * then B = 0, so that the model computes what it did (up to fp32
+ * rounding) with neutral adapters, and its weights are the merged ones.
+ * ESMT_ERR_STATE on a model without LoRA. */
+ESMT_API esmt_status esmt_model_lora_merge(esmt_model *model);
 
 /* ------------------------------------------------------------------------ */
 /* Memory planner                                                            */

@@ -235,6 +235,9 @@ esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
   if (!dp) return ESMT_OK;
   if (dp->on_device && dp->m != m)
     return esmt_fail(ESMT_ERR_STATE, "data parallel: the group serves another model");
+  if (m->mem.grad_lo) /* its gradients start past a frozen prefix; the buckets cover all */
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "data parallel: a model with frozen parameters "
+                     "(frozen_layers, LoRA) is not supported yet");
   esmt_status st = dp->on_device ? ESMT_OK : need_host_grads(m);
   if (st) return st;
   dp->grads = m->mem.grads;

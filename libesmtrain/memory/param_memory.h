@@ -53,6 +53,9 @@ typedef struct esmt_param_env {
    * its advice (what to change so that it fits); NULL: as it is. */
   esmt_status (*device_oom)(void *owner, esmt_status st);
   void *owner;
+  /* The first element the optimizer updates: the elements below it are
+   * frozen and the device layer holds no moments for them (0: all train). */
+  uint64_t opt_lo;
 } esmt_param_env;
 
 /* Where flat elements are on the device for the kernels: `base` + off *
@@ -84,7 +87,11 @@ typedef struct esmt_param_memory {
    * and the gradients (fp32), by flat offset. */
   esmt_param_view weights, grad_view;
   float *master;          /* fp32 master weights, env.total: device, or host (offload) */
-  float *grads;           /* fp32 gradients, env.total: device, or host (streamed) */
+  /* fp32 gradients, env.total: device, or host (streamed); with a frozen
+   * prefix (env.opt_lo > 0, device layer) only [grad_lo, total) is held
+   * and grads points at element grad_lo */
+  float *grads;
+  uint64_t grad_lo;
   /* The optimizer's state (optim/optimizer.h) of the elements [opt_lo,
    * opt_hi) only: all of them, except under ZeRO-1 where each rank keeps
    * its shard. moment1 is AdamW's and Lion's first moment, moment2 AdamW's

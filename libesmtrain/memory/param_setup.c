@@ -19,11 +19,16 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   memset(p, 0, sizeof *p);
   p->env = *env;
   const uint64_t bytes = env->total * sizeof(float);
-  p->opt_lo = 0;
+  p->opt_lo = env->opt_lo;
   p->opt_hi = env->total;
+  /* the moments' and the gradients' bytes: a frozen prefix has neither */
+  const uint64_t held = (env->total - env->opt_lo) * sizeof(float);
   const int streamed = o && o->enabled && o->streamed != ESMT_STREAM_NONE;
   p->layer = streamed ? &esmt_stream_layer : o && o->enabled ? &esmt_offload_layer
                                                              : &esmt_device_layer;
+  if (env->opt_lo && o && o->enabled)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "esmt_model_create: frozen parameters need the "
+                     "parameters on the device (no optimizer offload or streaming)");
   esmt_status st = ESMT_OK;
   if (streamed) /* parts of the gradients and weights leave the device (stream.c) */
     return esmt_stream_setup(p, o);
@@ -33,17 +38,18 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
     const int nstate = esmt_optimizer_state_count(env->optimizer);
     st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
     p->compute32 = p->master;
-    if (!st) st = esmt_param_dev_alloc(env, bytes, (void **)&p->moment1, "optimizer first moments");
+    if (!st) st = esmt_param_dev_alloc(env, held, (void **)&p->moment1, "optimizer first moments");
     if (!st && nstate > 1)
-      st = esmt_param_dev_alloc(env, bytes, (void **)&p->moment2, "AdamW second moments");
+      st = esmt_param_dev_alloc(env, held, (void **)&p->moment2, "AdamW second moments");
     if (!st && env->dtype != ESMTB_F32)
       st = esmt_param_dev_alloc(env, env->total * env->esize, &p->compute_lowp,
                                 "half-precision weight copy");
-    if (!st) st = zero(env, p->moment1, bytes);
-    if (!st) st = zero(env, p->moment2, bytes);
+    if (!st) st = zero(env, p->moment1, held);
+    if (!st) st = zero(env, p->moment2, held);
   }
-  if (!st) st = esmt_param_dev_alloc(env, bytes, (void **)&p->grads, "gradients");
-  if (!st) st = zero(env, p->grads, bytes);
+  p->grad_lo = env->opt_lo; /* a frozen prefix gets no gradient either */
+  if (!st) st = esmt_param_dev_alloc(env, held, (void **)&p->grads, "gradients");
+  if (!st) st = zero(env, p->grads, held);
   if (!st) esmt_param_resident_views(p);
   return st;
 }

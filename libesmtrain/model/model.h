@@ -45,7 +45,30 @@ typedef struct esmt_layout {
    * final and the head's. esmt_norm_tensor_count of them. */
   uint64_t *norm_offs;
   int n_norm;
+  /* The task head's tensors (model_head.c), after the LM head; cls_lo is
+   * where they start (layout.total without a head). A sequence head has
+   * classifier.dense and classifier.out_proj, a residue head only
+   * classifier (in cls_out_w/b; cls_dense_* unused). */
+  uint64_t cls_lo;
+  uint64_t cls_dense_w, cls_dense_b, cls_out_w, cls_out_b;
+  /* LoRA's A and B of layer l, target t (model_lora.c's order): lora[l].a[t]
+   * and .b[t], 0 where the target has no adapter; NULL without LoRA. */
+  struct esmt_lora_offsets *lora;
 } esmt_layout;
+
+/* LoRA (model_lora.c). Targets in layout order: query, key, value,
+ * attention output, FFN down, FFN up (the ESMT_LORA_* bits 1 << t). */
+#define ESMT_LORA_TARGETS 6
+#define ESMT_LORA_T_FFN_DOWN 4
+#define ESMT_LORA_T_FFN_UP 5
+typedef struct esmt_lora_offsets {
+  uint64_t a[ESMT_LORA_TARGETS], b[ESMT_LORA_TARGETS];
+} esmt_lora_offsets;
+/* Target t's module name in a layer ("attention.self.query") and its
+ * linear map's input and output widths. */
+ESMT_HIDDEN const char *esmt_lora_target(const esmt_model_config *cfg, int t, int *in, int *out);
+/* Parameters of one layer's adapters. */
+ESMT_HIDDEN uint64_t esmt_lora_layer_params(const esmt_model_config *cfg);
 
 /* Number of LayerNorm w/b tensors of a config (each hidden_size floats). */
 ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
@@ -214,7 +237,66 @@ struct esmt_model {
   _Atomic long guard_thread;
   const char *_Atomic guard_call;
   int guard_depth;
+  /* Fine-tuning (model_head.c, model_freeze.c): the task head's device
+   * buffers and host targets (NULL without a head); the first element
+   * that trains (everything below is frozen: no gradient, no moments) and
+   * the first layer backward differentiates; the tensors the optimizer
+   * steps (all of layout.tensors, or those that train). */
+  struct esmt_head *head;
+  struct esmt_lora *lora;    /* LoRA's device buffers (model_lora.c); NULL without */
+  int base_frozen;           /* LoRA: every encoder weight frozen, backward still runs */
+  uint64_t train_lo;
+  int train_from_layer;
+  esmt_tensor_info *opt_tensors; /* the encoder's (or adapters') first, n_opt_body of them, */
+  int n_opt_tensors, n_opt_body; /* then the task head's */
 };
+
+/* LoRA's forward and backward on layer l's linear map to target t
+ * (model_lora.c): y[:, col..col+out) (ld ldy) += s (x A^T) B^T, keeping
+ * x A^T for backward; dB += s dy^T (x A^T), dA += (s dy B)^T x, and
+ * dx [N, in] += (s dy B) A. `x` is the map's input [N, in]. */
+ESMT_HIDDEN esmt_status esmt_lora_forward(esmt_model *m, int l, int t, const void *x, void *y,
+                                          int ldy);
+/* The FFN's first map with its adapter, in place of the GELU linear:
+ * fc1_out = s (x A^T) B^T + b, then pre = x W^T + fc1_out and fc1_out =
+ * gelu(pre) (the GEMM's epilogue over beta = 1). */
+ESMT_HIDDEN esmt_status esmt_lora_ffn_up(esmt_model *m, int l, const void *x, void *out,
+                                         void *pre);
+ESMT_HIDDEN esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x,
+                                           const void *dy, int lddy, void *dx);
+/* A device fp32 scratch of 2 x d floats that frozen LayerNorms' gradients
+ * go to under LoRA (the op always accumulates them). */
+ESMT_HIDDEN float *esmt_lora_discard(esmt_model *m);
+ESMT_HIDDEN void esmt_lora_free(esmt_model *m);
+
+/* The task head (model_head.c). esmt_head_stage checks and keeps a
+ * batch's targets (after esmt_model_stage_batch; sets m->normalizer and
+ * the result's selected count); run_forward/run_backward follow the final
+ * LayerNorm / precede its backward (d_narrow receives d lnf, unless
+ * nothing below the head trains); download copies the head's outputs and
+ * the loss. */
+ESMT_HIDDEN esmt_status esmt_head_stage(esmt_model *m, const esmt_batch *b,
+                                        esmt_forward_result *r, const char *fn);
+ESMT_HIDDEN esmt_status esmt_head_run_forward(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_head_run_backward(esmt_model *m);
+ESMT_HIDDEN esmt_status esmt_head_download(esmt_model *m, float *outputs, double *loss_sum);
+/* The head's outputs of an inference pass that computed lnf (esmt_model_infer). */
+ESMT_HIDDEN esmt_status esmt_head_infer(esmt_model *m, const esmt_batch *b, float *outputs);
+ESMT_HIDDEN void esmt_head_free(esmt_model *m);
+/* What trains (model_freeze.c): train_lo, train_from_layer and the
+ * optimizer's tensors from the config and the layout (before the
+ * parameter memory, which holds moments from train_lo on). */
+ESMT_HIDDEN esmt_status esmt_model_setup_training(esmt_model *m);
+/* The first element that trains in a config's layout (what the planner
+ * holds moments from). */
+ESMT_HIDDEN uint64_t esmt_layout_train_lo(const esmt_model_config *cfg, const esmt_layout *ly);
+/* Linear layers as the graph runs them (model_forward.c, model_backward.c):
+ * y = x W^T + b, and dx = dy W, dW += dy^T x, db += sum dy. */
+ESMT_HIDDEN esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b,
+                                          void *y, int N, int in, int out, const char *where);
+ESMT_HIDDEN esmt_status esmt_model_linear_backward(esmt_model *m, const void *x, uint64_t w,
+                                                   uint64_t b, const void *dy, void *dx, int N,
+                                                   int in, int out, const char *where);
 /* Enter a call that uses the model's buffers (model_guard.c): ESMT_OK, or
  * ESMT_ERR_STATE naming the call another thread has in progress. Every
  * ESMT_OK is paired with esmt_model_leave. */

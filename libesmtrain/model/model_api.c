@@ -138,13 +138,14 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     return st;
   }
   st = esmt_layout_build(&m->cfg, &m->layout);
+  if (!st) st = esmt_model_setup_training(m); /* what trains: model_freeze.c */
   if (!st) st = esmt_model_dev_alloc(m, 256, (void **)&m->scalar, "scratch");
   /* the parameter memory: on the device, or offloaded (memory/param_layer.h) */
   if (!st) {
     const esmt_param_env env = {ctx, m->ops, m->dev, m->stream, m->layout.total, m->dtype,
                                 m->esize, m->cfg.optimizer, m->scalar, m->layout.norm_offs,
                                 m->layout.n_norm, m->d, m->layout.part_bounds,
-                                m->layout.n_parts, esmt_model_device_oom, m};
+                                m->layout.n_parts, esmt_model_device_oom, m, m->train_lo};
     st = esmt_param_memory_setup(&m->mem, &env, offload);
   }
   if (!st && m->hd / 2 > ESMT_MAX_HALF_HEAD)
@@ -174,6 +175,8 @@ void esmt_model_destroy(esmt_model *m) {
     for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
       if (bufs[i]) m->ops->free(m->dev, ESMTB_MEM_DEVICE, bufs[i]);
     esmt_packed_free(m);
+    esmt_head_free(m);
+    esmt_lora_free(m);
     m->ops->close(m->dev);
   } else if (m->mem.layer) {
     m->mem.env.dev = NULL; /* host buffers only: there is no device */
@@ -181,6 +184,7 @@ void esmt_model_destroy(esmt_model *m) {
   }
   esmt_model_drop_carried(m);
   esmt_layout_free(&m->layout);
+  free(m->opt_tensors);
   free(m->act_vtables);
   free(m->act_ftables);
   free(m->host_seq_len);
@@ -280,6 +284,13 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
                        (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi);
     at -= m->mem.opt_lo;
   }
+  if (which == ESMT_BUF_GRADS && t->offset < m->mem.grad_lo) { /* frozen: no gradient held */
+    if (to_device)
+      return esmt_fail(ESMT_ERR_STATE, "%s: '%s' is frozen and has no gradient", fn, name);
+    memset(host, 0, count * sizeof(float));
+    return ESMT_OK;
+  }
+  if (which == ESMT_BUF_GRADS) at -= m->mem.grad_lo;
   if ((st = esmt_master_copy(m, host, buf + at, count * sizeof(float), to_device)))
     return esmt_fail_prefix(st, "%s: '%s': ", fn, name);
   if (to_device && which == ESMT_BUF_GRADS) m->mem.layer->grads_changed(&m->mem);
@@ -323,6 +334,8 @@ esmt_status esmt_model_write_tensor(esmt_model *model, const char *name, esmt_bu
 /* Check a batch on the host: ids, right padding, labels; fill seq_len. */
 static esmt_status check_batch(esmt_model *m, const esmt_batch *b, esmt_forward_result *r) {
   const char *fn = "esmt_model_forward";
+  /* a residue head's labels are its classes, else token ids */
+  const int n_labels = m->cfg.head == ESMT_HEAD_RESIDUE_CLASS ? m->cfg.num_labels : m->V;
   uint64_t selected = 0, real = 0;
   for (int i = 0; i < b->batch; i++) {
     const int32_t *tok = b->tokens + (size_t)i * b->seq_len;
@@ -342,9 +355,9 @@ static esmt_status check_batch(esmt_model *m, const esmt_batch *b, esmt_forward_
       return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d is all padding", fn, i);
     for (int t = 0; lab && t < b->seq_len; t++) {
       if (lab[t] == ESMT_LABEL_IGNORE) continue;
-      if (lab[t] < 0 || lab[t] >= m->V)
+      if (lab[t] < 0 || lab[t] >= n_labels)
         return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d position %d: label %d is neither "
-                         "%d nor in [0, %d)", fn, i, t, lab[t], ESMT_LABEL_IGNORE, m->V);
+                         "%d nor in [0, %d)", fn, i, t, lab[t], ESMT_LABEL_IGNORE, n_labels);
       if (t >= len)
         return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: row %d position %d: a padding position "
                          "has a label", fn, i, t);
@@ -385,6 +398,21 @@ esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
   return upload(m, m->act.seq_len, m->host_seq_len, (uint64_t)m->B * sizeof(int32_t));
 }
 
+/* A task head's loss and outputs (model_head.c) into the caller's result. */
+static esmt_status head_result(esmt_model *m, esmt_forward_result *r, float *outputs,
+                               esmt_forward_result *result) {
+  esmt_status st = esmt_head_download(m, outputs, &r->loss_sum);
+  if (st) return st;
+  r->loss = r->selected ? r->loss_sum / m->normalizer : 0.0;
+  if (result) {
+    uint32_t size = result->struct_size;
+    *result = *r;
+    result->struct_size = size;
+  }
+  m->have_forward = 1;
+  return ESMT_OK;
+}
+
 static esmt_status forward_unguarded(esmt_model *m, const esmt_batch *b, esmt_forward_result *result,
                                float *logits) {
   const char *fn = "esmt_model_forward";
@@ -423,7 +451,9 @@ static esmt_status forward_unguarded(esmt_model *m, const esmt_batch *b, esmt_fo
     free(ign);
     if (st) return st;
   }
+  if (m->cfg.head != ESMT_HEAD_NONE && (st = esmt_head_stage(m, b, &r, fn))) return st;
   if ((st = esmt_model_run_forward(m))) return st;
+  if (m->cfg.head != ESMT_HEAD_NONE) return head_result(m, &r, logits, result);
   float loss_sum = 0.0f;
   const uint64_t NV = N * (uint64_t)m->V;
   /* Half logits come down into a host staging copy, widened below. */

@@ -1,5 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* ESM-2 size presets and config validation. */
+#include <math.h>
+
 #include "model.h"
 
 #include <string.h>
@@ -68,6 +70,44 @@ esmt_status esmt_model_config_validate(const esmt_model_config *c) {
   if (!(c->mask_ratio_train >= 0.0f && c->mask_ratio_train < 1.0f))
     return esmt_fail(ESMT_ERR_CONFIG, "%s: mask_ratio_train %g is outside [0, 1)", fn,
                      (double)c->mask_ratio_train);
+  if (c->struct_size < offsetof(esmt_model_config, frozen_layers) + sizeof c->frozen_layers)
+    return ESMT_OK; /* a caller from before the task heads: the masked-LM model */
+  if (c->head < ESMT_HEAD_NONE || c->head > ESMT_HEAD_RESIDUE_CLASS)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: head %d is not an esmt_head_kind", fn, (int)c->head);
+  if (c->head != ESMT_HEAD_NONE && (c->num_labels < 1 || c->num_labels > 1 << 20))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: num_labels %d is outside [1, %d]", fn, c->num_labels,
+                     1 << 20);
+  if ((c->head == ESMT_HEAD_SEQ_CLASS || c->head == ESMT_HEAD_RESIDUE_CLASS) && c->num_labels < 2)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: a classification head needs num_labels >= 2 (got %d)",
+                     fn, c->num_labels);
+  if (c->pooling != ESMT_POOL_CLS && c->pooling != ESMT_POOL_MEAN)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: pooling %d is neither ESMT_POOL_CLS nor "
+                     "ESMT_POOL_MEAN", fn, (int)c->pooling);
+  if (c->frozen_layers < ESMT_FREEZE_ENCODER || c->frozen_layers > c->num_layers)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: frozen_layers %d is outside [%d, num_layers %d]", fn,
+                     c->frozen_layers, ESMT_FREEZE_ENCODER, c->num_layers);
+  if (c->frozen_layers == ESMT_FREEZE_ENCODER && c->head == ESMT_HEAD_NONE)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: frozen_layers ESMT_FREEZE_ENCODER needs a task head "
+                     "(nothing else would train)", fn);
+  if (c->struct_size < offsetof(esmt_model_config, lora_targets) + sizeof c->lora_targets)
+    return ESMT_OK; /* a caller from before LoRA */
+  if (c->lora_rank == 0) return ESMT_OK;
+  if (c->lora_rank < 0 || c->lora_rank > c->hidden_size)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: lora_rank %d is outside [0, hidden_size %d]", fn,
+                     c->lora_rank, c->hidden_size);
+  if (!(c->lora_alpha > 0.0f) || !isfinite(c->lora_alpha))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: lora_alpha %g must be > 0", fn, (double)c->lora_alpha);
+  if (c->lora_dropout != 0.0f)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: lora_dropout %g: only 0 is implemented", fn,
+                     (double)c->lora_dropout);
+  const unsigned all = ESMT_LORA_QUERY | ESMT_LORA_KEY | ESMT_LORA_VALUE | ESMT_LORA_ATTN_OUT |
+                       ESMT_LORA_FFN_DOWN | ESMT_LORA_FFN_UP;
+  if (!c->lora_targets || (c->lora_targets & ~all))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: lora_targets 0x%x must be a non-empty set of "
+                     "ESMT_LORA_* bits (0x%x)", fn, c->lora_targets, all);
+  if (c->frozen_layers != 0)
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: LoRA freezes the encoder itself: frozen_layers must "
+                     "be 0 (got %d)", fn, c->frozen_layers);
   return ESMT_OK;
 }
 
@@ -83,6 +123,14 @@ esmt_status esmt_model_config_param_count(const esmt_model_config *cfg, uint64_t
   uint64_t F = cfg->ffn_size ? (uint64_t)cfg->ffn_size : 4 * d;
   uint64_t layer = 2 * d + 3 * d * d + 3 * d + d * d + d + 2 * d + F * d + F + d * F + d;
   *count = V * d + (uint64_t)cfg->num_layers * layer + 2 * d + d * d + d + 2 * d + V;
+  if (cfg->struct_size >= offsetof(esmt_model_config, num_labels) + sizeof cfg->num_labels &&
+      cfg->head != ESMT_HEAD_NONE) { /* the task head (model_layout.c) */
+    const uint64_t C = (uint64_t)cfg->num_labels;
+    *count += cfg->head == ESMT_HEAD_RESIDUE_CLASS ? C * d + C : d * d + d + C * d + C;
+  }
+  if (cfg->struct_size >= offsetof(esmt_model_config, lora_targets) + sizeof cfg->lora_targets &&
+      cfg->lora_rank > 0) /* LoRA's A [r, in] and B [out, r] (model_lora.c) */
+    *count += (uint64_t)cfg->num_layers * esmt_lora_layer_params(cfg);
   return ESMT_OK;
 }
 

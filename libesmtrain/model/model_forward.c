@@ -32,6 +32,11 @@ static esmt_status linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, 
   return ESMT_OK;
 }
 
+esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *y,
+                              int N, int in, int out, const char *where) {
+  return linear(m, x, w, b, y, N, in, out, NULL, where);
+}
+
 static esmt_status layernorm(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *out,
                              float *mean, float *rstd, int N, const char *where) {
   esmtb_layernorm_args a = {0};
@@ -99,6 +104,11 @@ esmt_status esmt_model_need_weights(esmt_model *m, int l) {
   return p->layer->weights_needed(p, b[l + 1], b[l + 2]);
 }
 
+/* LoRA's term on layer l's map to target t, when the model has adapters. */
+static esmt_status lora(esmt_model *m, int l, int t, const void *x, void *y, int ldy) {
+  return m->layout.lora ? esmt_lora_forward(m, l, t, x, y, ldy) : ESMT_OK;
+}
+
 esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   esmt_activations *a = &m->act;
   const int N = m->B * m->T, d = m->d, F = m->F;
@@ -113,24 +123,32 @@ esmt_status esmt_layer_forward(esmt_model *m, int l, int full) {
   if ((st = linear(m, a->ln1[l], o->qkv_w, o->qkv_b, a->qkv[l], N, d, 3 * d, NULL,
                    "forward: q/k/v projection")))
     return st;
+  for (int t = 0; t < 3; t++) /* query, key, value: column blocks of qkv */
+    if ((st = lora(m, l, t, a->ln1[l], (char *)a->qkv[l] + (size_t)t * d * m->esize, 3 * d)))
+      return st;
   esmtb_attention_args at = esmt_attention_args(m, l);
   ESMT_OP(m, attention_forward, at, "forward: attention");
   if ((st = linear(m, a->attn[l], o->out_w, o->out_b, a->tmp, N, d, d, NULL,
                    "forward: attention output")))
     return st;
+  if ((st = lora(m, l, 3, a->attn[l], a->tmp, d))) return st;
   if ((st = residual_add(m, a->res[l], a->tmp, a->res_mid[l], nd, "forward: residual")))
     return st;
   /* Feed-forward block (pre-LN, erf GELU). */
   if ((st = layernorm(m, a->res_mid[l], o->ln2_w, o->ln2_b, a->ln2[l], a->ln2_mean[l],
                       a->ln2_rstd[l], N, "forward: FFN LayerNorm")))
     return st;
-  if ((st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
-                   "forward: FFN up")))
-    return st;
+  if (m->layout.lora && m->layout.lora[l].a[ESMT_LORA_T_FFN_UP])
+    st = esmt_lora_ffn_up(m, l, a->ln2[l], a->fc1_out[l], a->fc1_pre[l]); /* adapter inside GELU */
+  else
+    st = linear(m, a->ln2[l], o->fc1_w, o->fc1_b, a->fc1_out[l], N, d, F, a->fc1_pre[l],
+                "forward: FFN up");
+  if (st) return st;
   if (!full) return ESMT_OK; /* backward needs nothing past the GELU */
   if ((st = linear(m, a->fc1_out[l], o->fc2_w, o->fc2_b, a->tmp, N, F, d, NULL,
                    "forward: FFN down")))
     return st;
+  if ((st = lora(m, l, ESMT_LORA_T_FFN_DOWN, a->fc1_out[l], a->tmp, d))) return st;
   return residual_add(m, a->res_mid[l], a->tmp, a->res[l + 1], nd, "forward: residual");
 }
 
@@ -156,6 +174,7 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
   if ((st = layernorm(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf, a->lnf_mean, a->lnf_rstd, N,
                       "forward: final LayerNorm")))
     return st;
+  if (m->cfg.head != ESMT_HEAD_NONE) return esmt_head_run_forward(m); /* a task head's loss */
   if ((st = linear(m, a->lnf, ly->head_w, ly->head_b, a->head_act, N, d, d, a->head_pre,
                    "forward: LM head dense")))
     return st;

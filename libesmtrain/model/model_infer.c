@@ -14,6 +14,7 @@ typedef struct infer_job {
   const esmt_infer_request *r;
   const esmt_batch *b;       /* the caller's batch (segments when packed) */
   int layer_of[64];          /* output block of each captured layer */
+  uint64_t wanted;           /* the layers asked for (the head also runs to layer L) */
   float *host;               /* [B*T*d] one representation, fp32 */
 } infer_job;
 
@@ -83,6 +84,7 @@ static esmt_status download(esmt_model *m, const void *dev, uint64_t n, float *h
 /* A representation, the moment it exists, into the request's outputs. */
 static esmt_status capture(esmt_model *m, int layer, const void *rep, void *user) {
   infer_job *j = user;
+  if (!(j->wanted >> layer & 1)) return ESMT_OK; /* run for the head only */
   const uint64_t n = (uint64_t)m->B * (uint64_t)m->T * (uint64_t)m->d;
   esmt_status st = download(m, rep, n, j->host);
   if (!st) reduce(m, j, j->layer_of[layer]);
@@ -125,7 +127,7 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
   esmt_batch bb = ESMT_BATCH_INIT;
   memcpy(&bb, b, b->struct_size < sizeof bb ? b->struct_size : sizeof bb);
   ESMT_CHECK_ARG(bb.tokens, fn, "batch->tokens is NULL");
-  if (!rr.outputs || (rr.outputs & ~15u))
+  if (!rr.outputs || (rr.outputs & ~31u))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: outputs 0x%x (ESMT_INFER_* bits, at least "
                      "one)", fn, rr.outputs);
   if (rr.num_layers < 0 || (rr.num_layers > 0 && !rr.layers))
@@ -133,8 +135,12 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
                      rr.num_layers);
   if (((rr.outputs & ESMT_INFER_PER_TOKEN) && !rr.per_token) ||
       ((rr.outputs & ESMT_INFER_MEAN) && !rr.mean) || ((rr.outputs & ESMT_INFER_CLS) && !rr.cls) ||
-      ((rr.outputs & ESMT_INFER_LOGITS) && !rr.logits))
+      ((rr.outputs & ESMT_INFER_LOGITS) && !rr.logits) ||
+      ((rr.outputs & ESMT_INFER_HEAD) && !rr.head))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: an output asked for has no buffer", fn);
+  const int want_head = (rr.outputs & ESMT_INFER_HEAD) != 0;
+  if (want_head && m->cfg.head == ESMT_HEAD_NONE)
+    return esmt_fail(ESMT_ERR_STATE, "%s: ESMT_INFER_HEAD: the model has no task head", fn);
   infer_job j = {.r = &rr, .b = &bb};
   uint64_t set = 0;
   if ((st = layer_set(m, &rr, rr.num_layers > 0 ? rr.num_layers : 1, &j, &set))) return st;
@@ -145,8 +151,10 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
   if (set && !(j.host = malloc(N * (uint64_t)m->d * sizeof(float))))
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   const int want_logits = (rr.outputs & ESMT_INFER_LOGITS) != 0;
-  st = esmt_model_run_infer(m, set, want_logits, capture, &j);
+  j.wanted = set;
+  st = esmt_model_run_infer(m, want_head ? set | 1ull << m->L : set, want_logits, capture, &j);
   free(j.host);
+  if (!st && want_head) st = esmt_head_infer(m, &bb, rr.head); /* reads lnf, layer L's */
   if (st || !want_logits) return st;
   if ((st = download(m, m->act.logits, N * (uint64_t)m->V, rr.logits))) return st;
   if (bb.num_segments > 0) {

@@ -45,6 +45,18 @@ static void fill_tensor(const esmt_tensor_info *t, int index, uint64_t seed, flo
     return;
   }
   uint64_t state = seed ^ (0xD1B54A32D192ED03ull * (uint64_t)(index + 1));
+  /* LoRA as peft starts it: B zero (the adapted map is the base one), A
+   * kaiming-uniform with a = sqrt(5), i.e. uniform in +-1/sqrt(in) */
+  if (strstr(t->name, ".lora_B.")) {
+    memset(out, 0, t->numel * sizeof *out);
+    return;
+  }
+  if (strstr(t->name, ".lora_A.")) {
+    const double bound = 1.0 / sqrt((double)t->shape[1]);
+    for (uint64_t i = 0; i < t->numel; i++)
+      out[i] = (float)(bound * (2.0 * uniform01(&state) - 1.0));
+    return;
+  }
   for (uint64_t i = 0; i < t->numel; i += 2) {
     /* Box-Muller: two normals per pair of uniforms. */
     double r = sqrt(-2.0 * log(uniform01(&state))), th = 6.283185307179586 * uniform01(&state);

@@ -112,6 +112,34 @@ esmt_status esmt_layout_build(const esmt_model_config *c, esmt_layout *l) {
   l->head_ln_w = add(&b, "lm_head.layer_norm.weight", 1, d, 0);
   l->head_ln_b = add(&b, "lm_head.layer_norm.bias", 1, d, 0);
   l->out_b = add(&b, "lm_head.bias", 1, V, 0);
+  /* The task head, named as transformers' EsmForSequenceClassification /
+   * EsmForTokenClassification so that checkpoints cross over. */
+  l->cls_lo = l->total;
+  const int64_t C = c->num_labels;
+  if (c->head == ESMT_HEAD_RESIDUE_CLASS) {
+    l->cls_out_w = add(&b, "classifier.weight", 2, C, d);
+    l->cls_out_b = add(&b, "classifier.bias", 1, C, 0);
+  } else if (c->head != ESMT_HEAD_NONE) {
+    l->cls_dense_w = add(&b, "classifier.dense.weight", 2, d, d);
+    l->cls_dense_b = add(&b, "classifier.dense.bias", 1, d, 0);
+    l->cls_out_w = add(&b, "classifier.out_proj.weight", 2, C, d);
+    l->cls_out_b = add(&b, "classifier.out_proj.bias", 1, C, 0);
+  }
+  /* LoRA's adapters, named as a peft adapter file names them */
+  if (c->lora_rank > 0 && !b.st) {
+    l->lora = calloc((size_t)c->num_layers, sizeof *l->lora);
+    if (!l->lora) b.st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "model layout: out of memory");
+  }
+  for (int i = 0; l->lora && i < c->num_layers; i++)
+    for (int t = 0; t < ESMT_LORA_TARGETS; t++) {
+      if (!(c->lora_targets >> t & 1)) continue;
+      int in, out;
+      const char *mod = esmt_lora_target(c, t, &in, &out);
+      snprintf(n, sizeof n, "base_model.model.esm.encoder.layer.%d.%s.lora_A.weight", i, mod);
+      l->lora[i].a[t] = add(&b, n, 2, c->lora_rank, in);
+      snprintf(n, sizeof n, "base_model.model.esm.encoder.layer.%d.%s.lora_B.weight", i, mod);
+      l->lora[i].b[t] = add(&b, n, 2, out, c->lora_rank);
+    }
   if (!b.st) b.st = norm_table(c, l);
   if (!b.st) b.st = part_table(c, l);
   if (b.st) esmt_layout_free(l);
@@ -124,5 +152,6 @@ void esmt_layout_free(esmt_layout *l) {
   free(l->layers);
   free(l->norm_offs);
   free(l->part_bounds);
+  free(l->lora);
   memset(l, 0, sizeof *l);
 }

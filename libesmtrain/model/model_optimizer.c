@@ -6,24 +6,42 @@
 #include "optimizer.h"
 #include "param_layer.h"
 
+/* One update of `tensors` at learning rate lr. */
+static esmt_status step_tensors(esmt_model *m, const esmt_optimizer_config *cfg,
+                                const esmt_tensor_info *tensors, int count, double lr,
+                                double grad_scale, int64_t step, const char *fn) {
+  esmt_optim_step s;
+  esmt_status st = esmt_optim_step_build(cfg, tensors, count, m->mem.opt_lo, m->mem.opt_hi, lr,
+                                         grad_scale, step, fn, &s);
+  if (st) return st;
+  st = m->mem.layer->step(&m->mem, &s);
+  esmt_optim_step_free(&s);
+  return st;
+}
+
 static esmt_status optimizer_step_unguarded(esmt_model *m, const esmt_optimizer_config *cfg, double lr,
                                       double grad_scale, int64_t step) {
   const char *fn = "esmt_model_optimizer_step";
   ESMT_CHECK_ARG(m && cfg, fn, "model and cfg must not be NULL");
-  esmt_optim_step s;
-  esmt_status st = esmt_optim_step_build(cfg, m->layout.tensors, m->layout.count, m->mem.opt_lo,
-                                         m->mem.opt_hi, lr, grad_scale, step, fn, &s);
+  esmt_status st = esmt_check_struct(fn, "esmt_optimizer_config", cfg->struct_size,
+                                     ESMT_OPTIMIZER_CONFIG_MIN_SIZE);
+  if (!st) st = esmt_optimizer_config_check(cfg, fn);
   if (st) return st;
-  if (m->cfg.optimizer != cfg->kind) {
-    esmt_optim_step_free(&s);
+  if (m->cfg.optimizer != cfg->kind)
     return esmt_fail(ESMT_ERR_STATE, "%s: this model holds %s's state (esmt_model_config."
                      "optimizer); a %s step would misread it", fn,
                      esmt_optimizer_name(m->cfg.optimizer), esmt_optimizer_name(cfg->kind));
-  }
+  /* the task head at its own rate: a second update over its tensors (the
+   * optimizers are elementwise, so this is one update with two rates) */
+  const double scale = cfg->struct_size >= sizeof *cfg ? cfg->head_lr_scale : 1.0;
+  const int split = scale != 1.0 && m->n_opt_body < m->n_opt_tensors;
+  const int body = split ? m->n_opt_body : m->n_opt_tensors;
   const double t0 = esmt_profile_begin(m);
-  st = m->mem.layer->step(&m->mem, &s);
+  st = step_tensors(m, cfg, m->opt_tensors, body, lr, grad_scale, step, fn);
+  if (!st && split)
+    st = step_tensors(m, cfg, m->opt_tensors + body, m->n_opt_tensors - body, lr * scale,
+                      grad_scale, step, fn);
   if (!st) esmt_profile_end(m, "update", "optimizer step", NULL, t0);
-  esmt_optim_step_free(&s);
   m->have_forward = 0; /* the weights changed */
   return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
 }

@@ -60,6 +60,9 @@ esmt_status esmt_optimizer_config_check(const esmt_optimizer_config *c, const ch
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s needs 0 <= beta1, beta2 < 1, eps > 0 "
                      "and a finite weight_decay >= 0 (got %g, %g, %g, %g)", fn,
                      esmt_optimizer_name(c->kind), c->beta1, c->beta2, c->eps, c->weight_decay);
+  if (c->struct_size >= sizeof *c && (!(c->head_lr_scale >= 0) || !isfinite(c->head_lr_scale)))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: head_lr_scale %g must be finite and >= 0",
+                     fn, c->head_lr_scale);
   return ESMT_OK;
 }
 
@@ -82,7 +85,8 @@ esmt_status esmt_optim_step_build(const esmt_optimizer_config *cfg,
                                   uint64_t hi, double lr, double grad_scale, int64_t step,
                                   const char *fn, esmt_optim_step *s) {
   memset(s, 0, sizeof *s);
-  esmt_status st = esmt_check_struct(fn, "esmt_optimizer_config", cfg->struct_size, sizeof *cfg);
+  esmt_status st = esmt_check_struct(fn, "esmt_optimizer_config", cfg->struct_size,
+                                     ESMT_OPTIMIZER_CONFIG_MIN_SIZE);
   if (!st) st = esmt_optimizer_config_check(cfg, fn);
   if (st) return st;
   if (step < 1) return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: step %lld must be >= 1", fn,

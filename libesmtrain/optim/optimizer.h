@@ -13,9 +13,15 @@
 #ifndef ESMTRAIN_OPTIMIZER_H
 #define ESMTRAIN_OPTIMIZER_H
 
+#include <stddef.h>
+
 #include "esmtrain/esmtrain.h"
 #include "esmtrain/backend.h"
 #include "internal.h"
+
+/* The oldest esmt_optimizer_config a caller may pass: the one before
+ * head_lr_scale was appended (that caller gets 1). */
+#define ESMT_OPTIMIZER_CONFIG_MIN_SIZE offsetof(esmt_optimizer_config, head_lr_scale)
 
 /* Most state buffers any optimizer keeps (AdamW's two moments). */
 #define ESMT_OPTIMIZER_MAX_STATE 2

@@ -48,6 +48,7 @@ typedef struct plan_ctx {
   uint64_t P;
   esmt_layout layout;
   esmt_plan_rates rates;
+  uint64_t train_lo;  /* fine-tuning: the frozen prefix holds no moments */
 } plan_ctx;
 
 /* One concrete policy. */
@@ -76,14 +77,16 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
                                       : streamed_w   ? sb.device_weights - norms : P * es;
   p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : P * 4;
   /* ZeRO-1/2: the rank's shard of the moments (dp_zero.c; the largest) */
-  const uint64_t held = r->zero > 0 ? esmt_zero_shard_max(P, r->world_size) : P;
+  const uint64_t trained = c->layout.total - c->train_lo;
+  const uint64_t held = r->zero > 0 ? esmt_zero_shard_max(trained, r->world_size) : trained;
   p->device[ESMT_MEM_MOMENTS] =
       pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, held);
   /* The fp32 gradients stay on the device (micro-batches accumulate into
    * them; under offload the last backward streams them to the host bucket
    * by bucket), unless they stream: the embedding's and head's, and two
    * layers' slots (stream.c). */
-  p->device[ESMT_MEM_GRADIENTS] = sb.device_grads;
+  p->device[ESMT_MEM_GRADIENTS] = c->train_lo ? trained * 4 /* what trains only */
+                                              : sb.device_grads;
   p->device[ESMT_MEM_ACTIVATIONS] =
       esmt_activation_bytes(r->model, B, r->seq_len, (int)es, pol.recompute);
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
@@ -191,9 +194,17 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: device_flops, link_bandwidth and "
                      "host_bandwidth must be >= 0 (0: unknown)", fn);
   plan_ctx c = {&req, 0, {0}, {req.device_flops, req.link_bandwidth, req.host_bandwidth,
-                               req.tokens_per_update}};
+                               req.tokens_per_update}, 0};
   esmt_model_config_param_count(&cfg, &c.P);
   if ((st = esmt_layout_build(&cfg, &c.layout))) return esmt_fail_prefix(st, "%s: ", fn);
+  c.train_lo = esmt_layout_train_lo(&cfg, &c.layout);
+  if (c.train_lo && (req.offload_optimizer == 1 || req.stream > 0)) {
+    esmt_layout_free(&c.layout);
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: a model with frozen parameters (frozen_layers, "
+                     "LoRA) keeps its parameters on the device: no optimizer offload or "
+                     "streaming", fn);
+  }
+  if (c.train_lo) req.offload_optimizer = 0; /* auto: what the model can run */
 
   /* Policies from cheapest to dearest, restricted by what was forced. */
   static const policy order[] = {{0, 0, 0}, {0, 1, 0}, {1, 0, 0}, {1, 1, 0},

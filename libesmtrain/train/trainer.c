@@ -82,8 +82,11 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   esmt_loss_scale_config lc = ESMT_LOSS_SCALE_CONFIG_INIT;
   if (opts->optimizer &&
       !(st = esmt_check_struct(fn, "esmt_optimizer_config", opts->optimizer->struct_size,
-                               sizeof oc)))
-    memcpy(&oc, opts->optimizer, sizeof oc);
+                               ESMT_OPTIMIZER_CONFIG_MIN_SIZE))) {
+    const uint32_t n = opts->optimizer->struct_size; /* an older caller's struct is shorter */
+    memcpy(&oc, opts->optimizer, n < sizeof oc ? n : sizeof oc);
+    oc.struct_size = sizeof oc;
+  }
   if (!st && opts->schedule &&
       !(st = esmt_check_struct(fn, "esmt_schedule", opts->schedule->struct_size, sizeof sc)))
     memcpy(&sc, opts->schedule, sizeof sc);
