@@ -18,9 +18,18 @@
 
 /* Masked rows, their window and batches: esmt_masked_scorer (infer.h). */
 
-/* ---- The output file (cmd_score.c) ---- */
+/* ---- The output file and progress (score_output.c) ---- */
 
-typedef struct score_out score_out;
+typedef struct score_out {
+  char *path, *tmp; /* where it is published; the temporary file beside it */
+  FILE *f;
+} score_out;
+/* A temporary file beside path (refused when path exists); 0 or 1 (printed). */
+int score_out_open(score_out *o, const char *path);
+/* Publish the temporary file at its path, whole; 0 or 1 (printed). */
+int score_out_commit(score_out *o);
+/* Remove the temporary file (after a failure or a stop). */
+void score_out_discard(score_out *o);
 /* The CSV stream being written (the temporary file). */
 FILE *score_out_file(score_out *o);
 /* Write a CSV field, quoted when it holds , " or a line break. */

@@ -290,10 +290,18 @@ ESMT_HIDDEN esmt_status esmt_model_setup_training(esmt_model *m);
 /* The first element that trains in a config's layout (what the planner
  * holds moments from). */
 ESMT_HIDDEN uint64_t esmt_layout_train_lo(const esmt_model_config *cfg, const esmt_layout *ly);
-/* Linear layers as the graph runs them (model_forward.c, model_backward.c):
- * y = x W^T + b, and dx = dy W, dW += dy^T x, db += sum dy. */
+/* Linear layers as the graph runs them (model_linear.c): y = x W^T + b
+ * (GELU fused into y with its pre-activation kept in gelu_pre when given),
+ * and dx = dy W, dW += dy^T x, db += sum dy (only dx when frozen). */
+ESMT_HIDDEN esmt_status esmt_model_linear_gelu(esmt_model *m, const void *x, uint64_t w,
+                                               uint64_t b, void *y, int N, int in, int out,
+                                               void *gelu_pre, const char *where);
 ESMT_HIDDEN esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b,
                                           void *y, int N, int in, int out, const char *where);
+ESMT_HIDDEN esmt_status esmt_model_linear_backward_with(esmt_model *m, const void *x, uint64_t w,
+                                                        uint64_t b, const void *dy, void *dx,
+                                                        int N, int in, int out, int frozen,
+                                                        const char *where);
 ESMT_HIDDEN esmt_status esmt_model_linear_backward(esmt_model *m, const void *x, uint64_t w,
                                                    uint64_t b, const void *dy, void *dx, int N,
                                                    int in, int out, const char *where);

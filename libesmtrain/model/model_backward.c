@@ -12,50 +12,11 @@
 #define W32(off) esmt_norm_param(m, (off))
 #define G(off) esmt_grad(m, (off))
 
-/* For y = x W^T + b with W [out,in]: dx (=|+=) dy W, dW += dy^T x, db += sum dy. */
-static esmt_status linear_backward_with(esmt_model *m, const void *x, uint64_t w, uint64_t b,
-                                        const void *dy, void *dx, int N, int in, int out,
-                                        int frozen, const char *where) {
-  esmtb_gemm_args g = {0};
-  g.struct_size = sizeof g;
-  g.dtype = m->dtype;
-  g.alpha = 1.0f;
-  /* dx[N,in] = dy[N,out] . W[out,in] */
-  g.m = N; g.n = in; g.k = out;
-  g.a = dy; g.lda = out;
-  g.b = esmt_weight(m, w); g.ldb = in;
-  g.c = dx; g.ldc = in;
-  ESMT_OP(m, gemm, g, where);
-  if (frozen) return ESMT_OK; /* the map itself gets no gradient */
-  /* dW[out,in] += dy^T[out,N] . x[N,in] */
-  esmtb_gemm_args gw = {0};
-  gw.struct_size = sizeof gw;
-  gw.dtype = m->dtype;
-  gw.trans_a = 1;
-  gw.m = out; gw.n = in; gw.k = N;
-  gw.alpha = 1.0f; gw.beta = 1.0f;
-  gw.a = dy; gw.lda = out;
-  gw.b = x; gw.ldb = in;
-  gw.c = G(w); gw.ldc = in;
-  gw.c_f32 = m->dtype != ESMTB_F32; /* half inputs, fp32 gradient (ABI 1.1, checked at create) */
-  ESMT_OP(m, gemm, gw, where);
-  esmtb_bias_grad_args bg = {sizeof bg, m->dtype, N, out, dy, G(b)};
-  ESMT_OP(m, bias_grad, bg, where);
-  return ESMT_OK;
-}
-
 /* The encoder's maps: frozen under LoRA (m->base_frozen). */
 static esmt_status linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
                                    const void *dy, void *dx, int N, int in, int out,
                                    const char *where) {
-  return linear_backward_with(m, x, w, b, dy, dx, N, in, out, m->base_frozen, where);
-}
-
-/* The task head's maps, which always train. */
-esmt_status esmt_model_linear_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,
-                                       const void *dy, void *dx, int N, int in, int out,
-                                       const char *where) {
-  return linear_backward_with(m, x, w, b, dy, dx, N, in, out, 0, where);
+  return esmt_model_linear_backward_with(m, x, w, b, dy, dx, N, in, out, m->base_frozen, where);
 }
 
 static esmt_status layernorm_backward(esmt_model *m, const void *x, uint64_t w, uint64_t b,

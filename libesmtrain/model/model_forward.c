@@ -13,28 +13,10 @@
  * weights are the fp32 masters (the ABI's w/b are fp32). */
 #define W32(off) esmt_norm_param(m, (off))
 
-/* y[N,out] = x[N,in] . W[out,in]^T + b, optionally GELU (pre-activation kept). */
+/* The linear maps (model_linear.c), GELU fused when gelu_pre is given. */
 static esmt_status linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *y,
                           int N, int in, int out, void *gelu_pre, const char *where) {
-  esmtb_gemm_args g = {0};
-  g.struct_size = sizeof g;
-  g.dtype = m->dtype;
-  g.trans_b = 1;
-  g.m = N; g.n = out; g.k = in;
-  g.alpha = 1.0f;
-  g.a = x; g.lda = in;
-  g.b = esmt_weight(m, w); g.ldb = in;
-  g.c = y; g.ldc = out;
-  g.bias = esmt_weight(m, b);
-  g.epilogue = gelu_pre ? ESMTB_EPI_GELU : ESMTB_EPI_NONE;
-  g.pre = gelu_pre;
-  ESMT_OP(m, gemm, g, where);
-  return ESMT_OK;
-}
-
-esmt_status esmt_model_linear(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *y,
-                              int N, int in, int out, const char *where) {
-  return linear(m, x, w, b, y, N, in, out, NULL, where);
+  return esmt_model_linear_gelu(m, x, w, b, y, N, in, out, gelu_pre, where);
 }
 
 static esmt_status layernorm(esmt_model *m, const void *x, uint64_t w, uint64_t b, void *out,
