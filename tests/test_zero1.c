@@ -14,7 +14,8 @@
  *    cross between dist.zero 0 and 1 both ways;
  *  - a killed rank makes the other stop with an error naming it;
  *  - ZeRO-1 with optimizer offload is refused with a message;
- *  - ZeRO-2 (every micro-batch reduce-scattered, the shard accumulated):
+ *  - ZeRO-2 (each part reduce-scattered as backward finishes it, the
+ *    shard accumulated, fp32 gradients held for the shard only):
  *    with one micro-batch per rank bit-identical to ZeRO-1 (2 and 3 ranks);
  *    with two, 2 ranks equal one process accumulating the same four
  *    micro-batches within the data-parallel bound, and 3 ranks equal
@@ -161,10 +162,11 @@ static esmt_status run(const run_spec *s) {
   if (st && s->error_out) write_text(s->error_out, esmt_last_error());
   if (!st && s->info_out) {
     char info[256];
-    snprintf(info, sizeof info, "%llu %llu %llu %lld %lld %.9g",
+    snprintf(info, sizeof info, "%llu %llu %llu %lld %lld %.9g %llu %llu",
              (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi,
              (unsigned long long)m->layout.total, (long long)t->scaler.overflows,
-             (long long)t->skipped, t->last_finite_norm);
+             (long long)t->skipped, t->last_finite_norm, (unsigned long long)m->mem.grads_lo,
+             (unsigned long long)m->mem.grads_hi);
     write_text(s->info_out, info);
     char line_out[600];
     snprintf(line_out, sizeof line_out, "%s.log", s->info_out);
@@ -221,14 +223,22 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
     assert_int_equal(nr, *n);
     assert_memory_equal(wr, w0, *n * sizeof *w0);
     free(wr);
-    unsigned long long lo, hi, total;
+    unsigned long long lo, hi, total, glo, ghi;
     long long overflows, skipped;
     double norm;
     FILE *f = fopen(info[r], "r");
     assert_non_null(f);
-    assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg", &lo, &hi, &total, &overflows,
-                            &skipped, &norm), 6);
+    assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg %llu %llu", &lo, &hi, &total,
+                            &overflows, &skipped, &norm, &glo, &ghi), 8);
     fclose(f);
+    /* ZeRO-2 keeps fp32 gradients for the shard only (per-part slots besides) */
+    if (zero >= 2 && world > 1) {
+      assert_int_equal(glo, lo);
+      assert_int_equal(ghi, hi);
+    } else {
+      assert_int_equal(glo, 0);
+      assert_int_equal(ghi, total);
+    }
     if (g_clip > 0 && r == 0) {
       printf("  world %d zero %d: last gradient norm %.9g (clipped to %g)\n", world, zero, norm,
              g_clip);

@@ -89,7 +89,7 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
   if (s->kind == ESMT_OPTIMIZER_LION) {
     esmtb_lion_args *al = &s->lion;
     al->params = p->master + lo;
-    al->grads = p->grads + lo;
+    al->grads = p->grads + (lo - p->grads_lo);
     al->m = p->moment1;
     al->params_lowp = low;
     al->lowp_dtype = e->dtype;
@@ -102,7 +102,7 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
   } else {
     esmtb_adamw_args *aw = &s->adamw;
     aw->params = p->master + lo;
-    aw->grads = p->grads + lo;
+    aw->grads = p->grads + (lo - p->grads_lo);
     aw->m = p->moment1;
     aw->v = p->moment2;
     aw->params_lowp = low;

@@ -21,6 +21,8 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   const uint64_t bytes = env->total * sizeof(float);
   p->opt_lo = 0;
   p->opt_hi = env->total;
+  p->grads_lo = 0;
+  p->grads_hi = env->total;
   const int streamed = o && o->enabled && o->streamed != ESMT_STREAM_NONE;
   p->layer = streamed ? &esmt_stream_layer : o && o->enabled ? &esmt_offload_layer
                                                              : &esmt_device_layer;
