@@ -38,6 +38,7 @@
 #include "checkpoint.h"
 #include "context.h"
 #include "dp_group.h"
+#include "grad_shard.h"
 #include "half_emu_backend.h"
 #include "mem_source.h"
 #include "offload.h"
@@ -167,6 +168,14 @@ static esmt_status run(const run_spec *s) {
              (unsigned long long)m->layout.total, (long long)t->scaler.overflows,
              (long long)t->skipped, t->last_finite_norm, (unsigned long long)m->mem.grads_lo,
              (unsigned long long)m->mem.grads_hi);
+    /* the gradient bytes this rank allocated: the whole buffer, or ZeRO-2's
+     * end parts, two slots and the shard */
+    const esmt_grad_shard *g = m->mem.gshard;
+    const unsigned long long gbytes =
+        g ? 4 * (g->first_n + g->last_n + 2 * g->slot_n + (g->hi - g->lo))
+          : 4 * (unsigned long long)m->layout.total;
+    const size_t used = strlen(info);
+    snprintf(info + used, sizeof info - used, " %llu", gbytes);
     write_text(s->info_out, info);
     char line_out[600];
     snprintf(line_out, sizeof line_out, "%s.log", s->info_out);
@@ -684,24 +693,28 @@ static void test_zero2_plan_matches_ranks(void **state) {
     esmt_plan p = ESMT_PLAN_INIT;
     assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
     assert_int_equal(p.parameters, n);
-    uint64_t most = 0; /* the largest shard's moments: the rank the plan is for */
+    uint64_t most = 0, most_g = 0; /* the largest shard's: the rank the plan is for */
     for (int rk = 0; rk < world; rk++) {
       char path[600];
       snprintf(path, sizeof path, "%s/p-info%d-z2-r%d", g_dir, world, rk);
-      unsigned long long lo, hi, total;
+      unsigned long long lo, hi, total, glo, ghi, gbytes;
+      long long o, sk;
+      double nm;
       FILE *f = fopen(path, "r");
       assert_non_null(f);
-      assert_int_equal(fscanf(f, "%llu %llu %llu", &lo, &hi, &total), 3);
+      assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg %llu %llu %llu", &lo, &hi, &total,
+                              &o, &sk, &nm, &glo, &ghi, &gbytes), 9);
       fclose(f);
       if (8 * (hi - lo) > most) most = 8 * (hi - lo);
+      if (gbytes > most_g) most_g = gbytes;
     }
     printf("plan --world %d --zero 2: moments %llu bytes per rank (ranks hold at most %llu), "
-           "gradients %llu (whole: %zu), ring traffic %llu bytes per update per rank\n", world,
-           (unsigned long long)p.device[ESMT_MEM_MOMENTS], (unsigned long long)most,
-           (unsigned long long)p.device[ESMT_MEM_GRADIENTS], 4 * n,
-           (unsigned long long)p.comm_bytes);
+           "gradients %llu (ranks hold at most %llu; whole: %zu), ring traffic %llu bytes per "
+           "update per rank\n", world, (unsigned long long)p.device[ESMT_MEM_MOMENTS],
+           (unsigned long long)most, (unsigned long long)p.device[ESMT_MEM_GRADIENTS],
+           (unsigned long long)most_g, 4 * n, (unsigned long long)p.comm_bytes);
     assert_int_equal(p.device[ESMT_MEM_MOMENTS], most);
-    assert_int_equal(p.device[ESMT_MEM_GRADIENTS], 4 * n);
+    assert_int_equal(p.device[ESMT_MEM_GRADIENTS], most_g);
     esmt_zero_volume v;
     esmt_zero_comm_volume(2, n, world, 1, &v);
     assert_int_equal(p.comm_bytes, v.sent_per_rank);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optimizer.h"
+#include "grad_shard.h"
 #include "model.h"
 #include "param_shard.h"
 #include "plan_time.h"
@@ -82,8 +83,12 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   /* The fp32 gradients stay on the device (micro-batches accumulate into
    * them; under offload the last backward streams them to the host bucket
    * by bucket), unless they stream: the embedding's and head's, and two
-   * layers' slots (stream.c). */
-  p->device[ESMT_MEM_GRADIENTS] = sb.device_grads;
+   * layers' slots (stream.c); under ZeRO-2 without offload the rank's
+   * shard, the end parts and two layers' slots (grad_shard.c). */
+  p->device[ESMT_MEM_GRADIENTS] =
+      r->zero >= 2 && !pol.offload
+          ? esmt_grad_shard_bytes(c->layout.part_bounds, c->layout.n_parts, held)
+          : sb.device_grads;
   p->device[ESMT_MEM_ACTIVATIONS] =
       esmt_activation_bytes(r->model, B, r->seq_len, (int)es, pol.recompute);
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
