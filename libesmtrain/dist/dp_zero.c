@@ -132,7 +132,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
     st = esmt_param_shard_optimizer(&m->mem, lo, hi);
     /* ZeRO-2: the whole gradient buffer gives way to per-part slots and
      * the shard, where the memory layer allows (the device layer) */
-    if (!st && dp->zero >= 2 && !m->mem.gshard && m->mem.layer == &esmt_device_layer) {
+    if (!st && dp->zero >= 2 && (m->mem.gshard || m->mem.layer == &esmt_device_layer)) {
       dp->sharded_m = m;
       st = esmt_param_shard_grads(&m->mem, lo, hi, reduce_part, dp);
       if (st) dp->sharded_m = NULL;

@@ -215,6 +215,11 @@ esmt_status esmt_param_shard_grads(esmt_param_memory *p, uint64_t lo, uint64_t h
                                    esmt_grad_reduce_fn reduce, void *user) {
   const char *fn = "ZeRO-2 gradients";
   const esmt_param_env *e = &p->env;
+  if (p->gshard && p->gshard->lo == lo && p->gshard->hi == hi) { /* set up at creation */
+    p->gshard->reduce = reduce;
+    p->gshard->user = user;
+    return ESMT_OK;
+  }
   if (p->layer != &esmt_device_layer)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the %s memory layer keeps its own gradients",
                      fn, p->layer->name);
@@ -247,7 +252,7 @@ esmt_status esmt_param_shard_grads(esmt_param_memory *p, uint64_t lo, uint64_t h
     st = bfail(e->ops->event_create(e->dev, ev[i]), "event create");
   /* the whole buffer goes first, so that the peak is never both */
   if (!st) st = bfail(e->ops->stream_sync(e->dev, e->stream), "stream sync");
-  if (!st) {
+  if (!st && p->grads) {
     e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->grads);
     p->grads = NULL;
   }
@@ -267,7 +272,7 @@ esmt_status esmt_param_shard_grads(esmt_param_memory *p, uint64_t lo, uint64_t h
     char own[1024];
     snprintf(own, sizeof own, "%s", esmt_last_error());
     free_partial(p, g, shard);
-    if (!p->grads) { /* back to the whole buffer, if it still fits */
+    if (!p->grads && reduce) { /* back to the whole buffer, if it still fits */
       esmt_status rs = esmt_param_dev_alloc(e, e->total * sizeof(float), (void **)&p->grads,
                                             "gradients");
       if (!rs) rs = bfail(e->ops->memset_async(e->dev, p->grads, 0, e->total * sizeof(float),

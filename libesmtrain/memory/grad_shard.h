@@ -53,9 +53,11 @@ typedef struct esmt_grad_shard {
 ESMT_HIDDEN uint64_t esmt_grad_shard_bytes(const uint64_t *part_bounds, int n_parts,
                                            uint64_t shard_n);
 
-/* Switch the device layer's whole gradient buffer for ZeRO-2's slots and
- * the shard [lo, hi); the gradients so far are lost (call between
- * updates). Not with offload or streaming: ESMT_ERR_UNSUPPORTED. */
+/* Switch the device layer's whole gradient buffer (if any) for ZeRO-2's
+ * slots and the shard [lo, hi); the gradients so far are lost (call
+ * between updates). Memory set up with the slots for that shard already
+ * (esmt_offload_options.zero_level) only takes the reducer. Not with
+ * offload or streaming: ESMT_ERR_UNSUPPORTED. */
 ESMT_HIDDEN esmt_status esmt_param_shard_grads(esmt_param_memory *p, uint64_t lo, uint64_t hi,
                                                esmt_grad_reduce_fn reduce, void *user);
 /* The reducer is gone: a later backward fails with a message. */

@@ -5,7 +5,11 @@
 #include "esmtrain/backend.h"
 #include "param_layer.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "grad_shard.h"
+#include "param_shard.h"
 
 #include "stream.h"
 
@@ -32,17 +36,33 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   if (o && o->enabled) { /* host master and moments, device compute weights (offload.c) */
     st = esmt_offload_setup(p, o);
   } else {
+    /* ZeRO to come: the rank's shard of the moments (and gradients) only */
+    const int zero_level = o && o->zero_world > 1 ? o->zero_level : 0;
+    if (zero_level > 0) {
+      uint64_t *off = calloc((size_t)o->zero_world + 1, sizeof *off);
+      if (!off) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_model_create: out of memory");
+      esmt_zero_split(env->total, o->zero_world, off);
+      p->opt_lo = off[o->zero_rank];
+      p->opt_hi = off[o->zero_rank + 1];
+      free(off);
+    }
+    const uint64_t held = (p->opt_hi - p->opt_lo) * sizeof(float), mbytes = held ? held : 4;
     const int nstate = esmt_optimizer_state_count(env->optimizer);
     st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
     p->compute32 = p->master;
-    if (!st) st = esmt_param_dev_alloc(env, bytes, (void **)&p->moment1, "optimizer first moments");
+    if (!st) st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment1, "optimizer first moments");
     if (!st && nstate > 1)
-      st = esmt_param_dev_alloc(env, bytes, (void **)&p->moment2, "AdamW second moments");
+      st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment2, "AdamW second moments");
     if (!st && env->dtype != ESMTB_F32)
       st = esmt_param_dev_alloc(env, env->total * env->esize, &p->compute_lowp,
                                 "half-precision weight copy");
-    if (!st) st = zero(env, p->moment1, bytes);
-    if (!st) st = zero(env, p->moment2, bytes);
+    if (!st) st = zero(env, p->moment1, held);
+    if (!st) st = zero(env, p->moment2, held);
+    if (zero_level >= 2) { /* the reducer joins when the group starts (dp_zero.c) */
+      if (!st) esmt_param_resident_views(p); /* the weights; the slots set the gradients' */
+      if (!st) st = esmt_param_shard_grads(p, p->opt_lo, p->opt_hi, NULL, NULL);
+      return st;
+    }
   }
   if (!st) st = esmt_param_dev_alloc(env, bytes, (void **)&p->grads, "gradients");
   if (!st) st = zero(env, p->grads, bytes);
