@@ -120,6 +120,9 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const int W = r->world_size > 1 ? r->world_size : 1; /* the update's micro-batches, shared */
   esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W, &v);
   p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
+  p->allreduced_bytes = r->world_size > 1 ? v.allreduced : 0;
+  p->reduce_scattered_bytes = r->world_size > 1 ? v.reduce_scattered : 0;
+  p->allgathered_bytes = r->world_size > 1 ? v.allgathered : 0;
   p->compute_seconds = t.compute;
   p->link_seconds = t.link;
   p->exposed_seconds = t.exposed;
