@@ -14,12 +14,14 @@
  * moments, and the updated weights are all-gathered.
  *
  * Stage 1 reduces once per update, after the micro-batches accumulated
- * into the whole gradient buffer. Stage 2 reduces every micro-batch's
- * backward and then clears the other shards' partial sums, so that the
- * next backward adds onto the shard's running sum only: between backward
- * passes no rank holds gradients outside its shard, which is what lets a
- * per-layer gradient slot replace the whole buffer (not done yet: the
- * kernels still accumulate into a whole fp32 buffer during backward). */
+ * into the whole gradient buffer. Stage 2 on the device layer has no whole
+ * buffer: the parameter memory's gradient slots (memory/grad_shard.h) call
+ * reduce_part below as backward finishes each part, and the rank adds its
+ * piece into its shard. For a memory layer that keeps its own gradients
+ * (none today: offload and streaming are refused with ZeRO) stage 2 would
+ * reduce every micro-batch's buckets and then clear the other shards'
+ * partial sums (esmt_dp_zero_keep_shard), so that the next backward adds
+ * onto the shard's running sum only. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
