@@ -47,6 +47,13 @@ typedef struct esmt_grad_shard {
   uint64_t parts_reduced;          /* statistics */
 } esmt_grad_shard;
 
+/* Mutation switches for the checkers' tests (tests/gpu/emu/mutants.sh via
+ * test_gpu_nccl_dp --mutant): 1 lets backward zero a slot without waiting
+ * for its previous part's reduction; 1 lets the compute stream read the
+ * shard without waiting for the last piece. Never set otherwise. */
+ESMT_HIDDEN extern int esmt_test_zero_drop_slot_wait;
+ESMT_HIDDEN extern int esmt_test_zero_drop_shard_wait;
+
 /* Device bytes of the gradients per rank under ZeRO-2's slots: the end
  * parts, two slots of the largest middle part and the shard of `shard_n`
  * elements (the planner's figure, what setup allocates). */
