@@ -160,6 +160,18 @@ static esmt_status run(const run_spec *s) {
     if (!st && s->run_dir && s->save_every && esmt_trainer_step_count(t) % s->save_every == 0)
       st = esmt_trainer_save(t, NULL, 0);
   }
+  if (!st && s->zero >= 2 && s->world > 1) { /* the embedding's gradients: rank 0's shard */
+    const char *emb = "esm.embeddings.word_embeddings.weight";
+    int idx = 0;
+    st = esmt_model_find_tensor(m, emb, &idx);
+    const uint64_t n = st ? 0 : m->layout.tensors[idx].numel;
+    float *g = st ? NULL : malloc(n * sizeof *g);
+    const esmt_status rs = g ? esmt_model_read_tensor(m, emb, ESMT_BUF_GRADS, g, n) : ESMT_OK;
+    if (!st && rs != (s->rank == 0 ? ESMT_OK : ESMT_ERR_STATE))
+      st = esmt_fail(ESMT_ERR_INTERNAL, "rank %d reading %s's gradients: status %d (%s)", s->rank,
+                     emb, (int)rs, esmt_last_error());
+    free(g);
+  }
   if (st && s->error_out) write_text(s->error_out, esmt_last_error());
   if (!st && s->info_out) {
     char info[256];

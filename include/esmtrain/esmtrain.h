@@ -395,7 +395,9 @@ ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char 
 
 /* Copy `count` fp32 values of a named tensor out of / into a buffer. count
  * must equal the tensor's numel. ESMT_BUF_PARAMS is the fp32 master; in
- * half precision a write also refreshes the tensor's compute copy. */
+ * half precision a write also refreshes the tensor's compute copy. Under
+ * ZeRO (dist.zero 1: the moments; 2: the gradients too) a rank holds its
+ * shard only: a tensor outside it is ESMT_ERR_STATE. */
 ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
                                             esmt_buffer which, float *dst, uint64_t count);
 ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
