@@ -190,6 +190,40 @@ void fake_dp_expect_zero(int on) { g_zero = on; }
 static char g_problem[512];
 #define PROBLEM(...) (snprintf(g_problem, sizeof g_problem, __VA_ARGS__), g_problem)
 
+/* ZeRO-2's slots: per update (one backward per rank here) the parts'
+ * reduce-scatters, each after a model -> comm event, cover `total`; the
+ * model stream waits for the comm stream; then the weights' allgather. */
+static const char *check_zero2(const fake_call *c, int i, const void *comm_stream,
+                               uint64_t total, int steps, int *groups) {
+  for (int s = 0; s < steps; s++) {
+    uint64_t covered = 0;
+    int parts = 0, model_waits = 0;
+    for (; i < g_n && c[i].kind != FAKE_ALLGATHER; i++) {
+      if (c[i].kind == FAKE_WAIT && c[i].stream == NULL) model_waits++;
+      if (c[i].kind == FAKE_ALLREDUCE) return PROBLEM("step %d: an all-reduce at call %d", s, i);
+      if (c[i].kind != FAKE_REDUCE_SCATTER) continue;
+      if (i < 2 || c[i - 2].kind != FAKE_RECORD || c[i - 1].kind != FAKE_WAIT ||
+          c[i - 2].stream != NULL || c[i - 1].stream != comm_stream ||
+          c[i - 2].event != c[i - 1].event)
+        return PROBLEM("step %d: reduce-scatter at call %d not after a model -> comm event", s, i);
+      if (c[i].stream != comm_stream || c[i].dtype != ESMTB_F32)
+        return PROBLEM("step %d: reduce-scatter %d: stream %p dtype %d", s, i, c[i].stream,
+                       c[i].dtype);
+      covered += (uint64_t)(c[i].lo < 0 ? c[i].hi : c[i].hi - c[i].lo); /* range_of's n */
+      parts++;
+    }
+    if (covered != total)
+      return PROBLEM("step %d: the parts reduce-scattered cover %llu of %llu", s,
+                     (unsigned long long)covered, (unsigned long long)total);
+    if (!model_waits) return PROBLEM("step %d: the model stream never waits for the comm stream", s);
+    if (i >= g_n || c[i].stream != comm_stream || c[i].lo != -1 || c[i].hi != (int64_t)total)
+      return PROBLEM("step %d: call %d is not the weights' allgather on the comm stream", s, i);
+    i++;
+    if (s == 0) *groups = parts;
+  }
+  return NULL;
+}
+
 const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, int steps,
                           int *groups) {
   const fake_call *c = g_calls;
@@ -209,6 +243,7 @@ const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, 
   const void *comm_stream = c[i].stream;
   if (!comm_stream) return PROBLEM("the test all-reduce ran on the model's stream");
   i++;
+  if (g_zero >= 2) return check_zero2(c, i, comm_stream, total, steps, groups);
   const uint64_t per_step = (total + bucket - 1) / bucket;
   for (int s = 0; s < steps; s++) {
     uint64_t next_hi = total, made = 0;

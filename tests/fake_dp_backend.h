@@ -50,7 +50,10 @@ const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, 
 
 /* For the checks that follow: 1 = ZeRO-1 (the buckets are reduce-scattered
  * and each update ends with one F32 allgather of `total` weights on the comm
- * stream). */
+ * stream); 2 = ZeRO-2 (each part's slot reduce-scattered on the comm stream
+ * after a RECORD/WAIT from the model stream, the parts covering `total`
+ * once per backward, the model stream waiting for the comm stream before
+ * the update, then the allgather). */
 void fake_dp_expect_zero(int on);
 
 #endif

@@ -14,7 +14,8 @@
  *    cross between dist.zero 0 and 1 both ways;
  *  - a killed rank makes the other stop with an error naming it;
  *  - ZeRO-1 with optimizer offload is refused with a message;
- *  - ZeRO-2 (every micro-batch reduce-scattered, the shard accumulated):
+ *  - ZeRO-2 (each part reduce-scattered as backward finishes it, the
+ *    shard accumulated, fp32 gradients held for the shard only):
  *    with one micro-batch per rank bit-identical to ZeRO-1 (2 and 3 ranks);
  *    with two, 2 ranks equal one process accumulating the same four
  *    micro-batches within the data-parallel bound, and 3 ranks equal
@@ -37,6 +38,7 @@
 #include "checkpoint.h"
 #include "context.h"
 #include "dp_group.h"
+#include "grad_shard.h"
 #include "half_emu_backend.h"
 #include "mem_source.h"
 #include "offload.h"
@@ -158,13 +160,34 @@ static esmt_status run(const run_spec *s) {
     if (!st && s->run_dir && s->save_every && esmt_trainer_step_count(t) % s->save_every == 0)
       st = esmt_trainer_save(t, NULL, 0);
   }
+  if (!st && s->zero >= 2 && s->world > 1) { /* the embedding's gradients: rank 0's shard */
+    const char *emb = "esm.embeddings.word_embeddings.weight";
+    int idx = 0;
+    st = esmt_model_find_tensor(m, emb, &idx);
+    const uint64_t n = st ? 0 : m->layout.tensors[idx].numel;
+    float *g = st ? NULL : malloc(n * sizeof *g);
+    const esmt_status rs = g ? esmt_model_read_tensor(m, emb, ESMT_BUF_GRADS, g, n) : ESMT_OK;
+    if (!st && rs != (s->rank == 0 ? ESMT_OK : ESMT_ERR_STATE))
+      st = esmt_fail(ESMT_ERR_INTERNAL, "rank %d reading %s's gradients: status %d (%s)", s->rank,
+                     emb, (int)rs, esmt_last_error());
+    free(g);
+  }
   if (st && s->error_out) write_text(s->error_out, esmt_last_error());
   if (!st && s->info_out) {
     char info[256];
-    snprintf(info, sizeof info, "%llu %llu %llu %lld %lld %.9g",
+    snprintf(info, sizeof info, "%llu %llu %llu %lld %lld %.9g %llu %llu",
              (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi,
              (unsigned long long)m->layout.total, (long long)t->scaler.overflows,
-             (long long)t->skipped, t->last_finite_norm);
+             (long long)t->skipped, t->last_finite_norm, (unsigned long long)m->mem.grads_lo,
+             (unsigned long long)m->mem.grads_hi);
+    /* the gradient bytes this rank allocated: the whole buffer, or ZeRO-2's
+     * end parts, two slots and the shard */
+    const esmt_grad_shard *g = m->mem.gshard;
+    const unsigned long long gbytes =
+        g ? 4 * (g->first_n + g->last_n + 2 * g->slot_n + (g->hi - g->lo))
+          : 4 * (unsigned long long)m->layout.total;
+    const size_t used = strlen(info);
+    snprintf(info + used, sizeof info - used, " %llu", gbytes);
     write_text(s->info_out, info);
     char line_out[600];
     snprintf(line_out, sizeof line_out, "%s.log", s->info_out);
@@ -221,14 +244,22 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
     assert_int_equal(nr, *n);
     assert_memory_equal(wr, w0, *n * sizeof *w0);
     free(wr);
-    unsigned long long lo, hi, total;
+    unsigned long long lo, hi, total, glo, ghi;
     long long overflows, skipped;
     double norm;
     FILE *f = fopen(info[r], "r");
     assert_non_null(f);
-    assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg", &lo, &hi, &total, &overflows,
-                            &skipped, &norm), 6);
+    assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg %llu %llu", &lo, &hi, &total,
+                            &overflows, &skipped, &norm, &glo, &ghi), 8);
     fclose(f);
+    /* ZeRO-2 keeps fp32 gradients for the shard only (per-part slots besides) */
+    if (zero >= 2 && world > 1) {
+      assert_int_equal(glo, lo);
+      assert_int_equal(ghi, hi);
+    } else {
+      assert_int_equal(glo, 0);
+      assert_int_equal(ghi, total);
+    }
     if (g_clip > 0 && r == 0) {
       printf("  world %d zero %d: last gradient norm %.9g (clipped to %g)\n", world, zero, norm,
              g_clip);
@@ -674,24 +705,28 @@ static void test_zero2_plan_matches_ranks(void **state) {
     esmt_plan p = ESMT_PLAN_INIT;
     assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
     assert_int_equal(p.parameters, n);
-    uint64_t most = 0; /* the largest shard's moments: the rank the plan is for */
+    uint64_t most = 0, most_g = 0; /* the largest shard's: the rank the plan is for */
     for (int rk = 0; rk < world; rk++) {
       char path[600];
       snprintf(path, sizeof path, "%s/p-info%d-z2-r%d", g_dir, world, rk);
-      unsigned long long lo, hi, total;
+      unsigned long long lo, hi, total, glo, ghi, gbytes;
+      long long o, sk;
+      double nm;
       FILE *f = fopen(path, "r");
       assert_non_null(f);
-      assert_int_equal(fscanf(f, "%llu %llu %llu", &lo, &hi, &total), 3);
+      assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg %llu %llu %llu", &lo, &hi, &total,
+                              &o, &sk, &nm, &glo, &ghi, &gbytes), 9);
       fclose(f);
       if (8 * (hi - lo) > most) most = 8 * (hi - lo);
+      if (gbytes > most_g) most_g = gbytes;
     }
     printf("plan --world %d --zero 2: moments %llu bytes per rank (ranks hold at most %llu), "
-           "gradients %llu (whole: %zu), ring traffic %llu bytes per update per rank\n", world,
-           (unsigned long long)p.device[ESMT_MEM_MOMENTS], (unsigned long long)most,
-           (unsigned long long)p.device[ESMT_MEM_GRADIENTS], 4 * n,
-           (unsigned long long)p.comm_bytes);
+           "gradients %llu (ranks hold at most %llu; whole: %zu), ring traffic %llu bytes per "
+           "update per rank\n", world, (unsigned long long)p.device[ESMT_MEM_MOMENTS],
+           (unsigned long long)most, (unsigned long long)p.device[ESMT_MEM_GRADIENTS],
+           (unsigned long long)most_g, 4 * n, (unsigned long long)p.comm_bytes);
     assert_int_equal(p.device[ESMT_MEM_MOMENTS], most);
-    assert_int_equal(p.device[ESMT_MEM_GRADIENTS], 4 * n);
+    assert_int_equal(p.device[ESMT_MEM_GRADIENTS], most_g);
     esmt_zero_volume v;
     esmt_zero_comm_volume(2, n, world, 1, &v);
     assert_int_equal(p.comm_bytes, v.sent_per_rank);

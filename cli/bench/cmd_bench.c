@@ -55,6 +55,7 @@ static void usage(FILE *f) {
          "                              [--precision auto|fp32|fp16|bf16] [--recompute]\n"
          "                              [--nondeterministic] [--offload]\n"
          "                              [--stream gradients|weights] [--device-mem BYTES]\n"
+         "                              [--world N]\n"
          "Times training steps on synthetic protein-like batches (defaults: esm2_t6_8M,\n"
          "4 x 512, 5 steps after 1 warm-up, all cores) and prints tokens/s, the split of\n"
          "a step, the GEMM ceiling measured now, MFU against it, and peak RSS.\n"
@@ -65,7 +66,35 @@ static void usage(FILE *f) {
          "--offload keeps master weights and optimizer state in host memory; --stream\n"
          "also streams each layer's gradients (and weights) over the host link as the\n"
          "step runs (offload.stream); both print the link's measured bandwidth and the\n"
-         "bytes a step moves over it. --device-mem caps the backend's allocations.\n");
+         "bytes a step moves over it. --device-mem caps the backend's allocations.\n"
+         "--world N prints, for N data-parallel ranks at each ZeRO stage (dist.zero), the\n"
+         "bytes an update all-reduces, reduce-scatters and all-gathers (one micro-batch\n"
+         "per rank) and what one rank sends of them on a ring.\n");
+}
+
+/* The collectives' bytes per update for `world` ranks at each ZeRO stage,
+ * by the planner's figures (one micro-batch per rank). */
+static esmt_status report_comm(const esmt_model_config *cfg, int B, int T, int world) {
+  for (int z = 0; z <= 2; z++) {
+    esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+    r.model = cfg;
+    r.micro_batch = B;
+    r.seq_len = T;
+    r.precision = cfg->precision;
+    r.offload_optimizer = 0;
+    r.recompute = 0;
+    r.world_size = world;
+    r.zero = z;
+    esmt_plan p = ESMT_PLAN_INIT;
+    esmt_status st = esmt_plan_memory(&r, &p);
+    if (st) return st;
+    printf("  comm ZeRO-%d, %d ranks, %llu parameters: per update all-reduced %llu bytes, "
+           "reduce-scattered %llu, all-gathered %llu; sent per rank %llu\n", z, world,
+           (unsigned long long)p.parameters, (unsigned long long)p.allreduced_bytes,
+           (unsigned long long)p.reduce_scattered_bytes,
+           (unsigned long long)p.allgathered_bytes, (unsigned long long)p.comm_bytes);
+  }
+  return ESMT_OK;
 }
 
 /* The memory policy's name, as ESMT_RESULT prints it. */
@@ -111,7 +140,7 @@ static esmt_status report_link(esmt_context *ctx, const esmt_model_config *cfg,
 int cmd_bench(int argc, char **argv) {
   const char *model = "esm2_t6_8M", *backend = NULL, *precision = "auto";
   esmt_status st = ESMT_OK;
-  int B = 4, T = 512, steps = 5, warmup = 1, threads = 0, recompute = 0, nondet = 0;
+  int B = 4, T = 512, steps = 5, warmup = 1, threads = 0, recompute = 0, nondet = 0, world = 1;
   esmt_memory_policy mp = ESMT_MEMORY_POLICY_INIT;
   for (int i = 0; i < argc; i++) {
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
@@ -123,11 +152,11 @@ int cmd_bench(int argc, char **argv) {
     if (!strcmp(a, "--model")) model = v;
     else if (!strcmp(a, "--backend")) backend = v;
     else if (!strcmp(a, "--batch") || !strcmp(a, "--seq") || !strcmp(a, "--steps") ||
-             !strcmp(a, "--warmup") || !strcmp(a, "--threads")) {
+             !strcmp(a, "--warmup") || !strcmp(a, "--threads") || !strcmp(a, "--world")) {
       long long x = 0;
       if (!cli_int_arg("bench", a, v, 0, 1 << 20, &x)) return 2;
       *(!strcmp(a, "--batch") ? &B : !strcmp(a, "--seq") ? &T : !strcmp(a, "--steps") ? &steps
-        : !strcmp(a, "--warmup") ? &warmup : &threads) = (int)x;
+        : !strcmp(a, "--warmup") ? &warmup : !strcmp(a, "--world") ? &world : &threads) = (int)x;
     }
     else if (!strcmp(a, "--precision")) precision = v;
     else if (!strcmp(a, "--stream")) {
@@ -196,6 +225,7 @@ int cmd_bench(int argc, char **argv) {
          k_prec[cfg.precision & 3], recompute ? ", activation recompute" : "",
          nondet ? ", non-deterministic backward" : "");
   if (mp.offload_optimizer) printf("  memory: %s\n", memory_name(&mp));
+  if (world > 1 && (st = report_comm(&cfg, B, T, world))) goto fail;
   for (int s = 0; s < warmup + steps; s++) {
     synth_batch(tok, lab, B, T, &seed);
     esmt_batch b = ESMT_BATCH_INIT;

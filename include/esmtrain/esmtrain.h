@@ -468,7 +468,9 @@ ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char 
 
 /* Copy `count` fp32 values of a named tensor out of / into a buffer. count
  * must equal the tensor's numel. ESMT_BUF_PARAMS is the fp32 master; in
- * half precision a write also refreshes the tensor's compute copy. */
+ * half precision a write also refreshes the tensor's compute copy. Under
+ * ZeRO (dist.zero 1: the moments; 2: the gradients too) a rank holds its
+ * shard only: a tensor outside it is ESMT_ERR_STATE. */
 ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
                                             esmt_buffer which, float *dst, uint64_t count);
 ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
@@ -711,9 +713,10 @@ typedef struct esmt_plan_request {
   /* Appended (0.2, issue #38): the data-parallel ranks (0 or 1: one
    * process) and the ZeRO stage (dist.zero: 0, 1 or 2) they run; the plan
    * is one rank's. Stages 1 and 2 hold the optimizer state of the rank's
-   * shard only (the largest: ceil(P / 64 / world) units of 64); the fp32
-   * gradient buffer stays whole under both (backward's working buffer),
-   * and the weights stay whole; offload_optimizer auto stays off (the
+   * shard only (the largest: ceil(P / 64 / world) units of 64); stage 2
+   * holds fp32 gradients for that shard, two layers' slots and the
+   * embedding's and head's (stage 1 the whole buffer), and the weights
+   * stay whole; offload_optimizer auto stays off (the
    * ranks refuse the two together). A caller whose struct ends before
    * them plans one process. */
   int world_size;
@@ -764,9 +767,18 @@ typedef struct esmt_plan {
    * stage (the update's micro_batches shared by the ranks when timed,
    * else one per rank). */
   uint64_t comm_bytes;
+  /* Appended (0.2, issue #38): with world_size > 1, the size of the
+   * buffers each kind of collective carries per update at the request's
+   * ZeRO stage (the same micro-batches as comm_bytes): the gradients
+   * all-reduced (stage 0), reduce-scattered (stage 1 once, stage 2 once
+   * per micro-batch) and the updated weights all-gathered (stages 1, 2). */
+  uint64_t allreduced_bytes;
+  uint64_t reduce_scattered_bytes;
+  uint64_t allgathered_bytes;
 } esmt_plan;
 
-#define ESMT_PLAN_INIT { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0, 0 }
+#define ESMT_PLAN_INIT \
+  { sizeof(esmt_plan), 0, 0, 0, 0, {0}, 0, 0, 0, {0}, 0, 0, 0, 0, 0, 0, 0, 0, 0, 0 }
 
 /* Plan device memory for training: the exact bytes per class for the
  * requested policy, or, for "auto" fields, the cheapest policy (none, then

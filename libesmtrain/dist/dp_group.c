@@ -8,6 +8,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "grad_shard.h"
 #include "registry.h"
 
 esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out) {
@@ -52,6 +53,7 @@ void esmt_dp_destroy(esmt_dp *dp) {
     pthread_mutex_unlock(&dp->mu);
     pthread_join(dp->worker, NULL);
   }
+  if (dp->sharded_m) esmt_param_shard_grads_unhook(&dp->sharded_m->mem);
   esmt_dp_device_release(dp);
   esmt_comm_destroy(dp->comm);
   free(dp->shard_off);
@@ -235,7 +237,7 @@ esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
   if (!dp) return ESMT_OK;
   if (dp->on_device && dp->m != m)
     return esmt_fail(ESMT_ERR_STATE, "data parallel: the group serves another model");
-  if (m->mem.grad_lo) /* its gradients start past a frozen prefix; the buckets cover all */
+  if (m->mem.env.opt_lo) /* its gradients start past a frozen prefix; the buckets cover all */
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "data parallel: a model with frozen parameters "
                      "(frozen_layers, LoRA) is not supported yet");
   esmt_status st = dp->on_device ? ESMT_OK : need_host_grads(m);
@@ -246,6 +248,10 @@ esmt_status esmt_dp_grads_arm(esmt_dp *dp, esmt_model *m) {
   dp->ready = dp->done = 0;
   dp->error = ESMT_OK;
   dp->error_text[0] = '\0';
+  if (dp->sharded_m == m) { /* ZeRO-2 slots: the memory reduces each part */
+    dp->nbuckets = 0;
+    return ESMT_OK;
+  }
   if (dp->on_device) {
     esmt_dp_device_arm(dp, m);
     return ESMT_OK;

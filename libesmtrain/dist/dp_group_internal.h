@@ -31,6 +31,10 @@ struct esmt_dp {
   uint64_t *shard_off;       /* world + 1 offsets, set by esmt_dp_zero_start */
   uint64_t *bucket_off;      /* scratch: the shards clipped to one bucket */
   size_t *dev_off;           /* the same for the backend's reduce_scatter/allgather */
+  /* ZeRO-2 with gradient slots (memory/grad_shard.h): the model's memory
+   * reduces each part as backward finishes it, through dp_zero.c's
+   * reducer; no bucket is reduced here then */
+  esmt_model *sharded_m;
   /* stats */
   uint64_t bytes;
   double busy_s;

@@ -14,12 +14,14 @@
  * moments, and the updated weights are all-gathered.
  *
  * Stage 1 reduces once per update, after the micro-batches accumulated
- * into the whole gradient buffer. Stage 2 reduces every micro-batch's
- * backward and then clears the other shards' partial sums, so that the
- * next backward adds onto the shard's running sum only: between backward
- * passes no rank holds gradients outside its shard, which is what lets a
- * per-layer gradient slot replace the whole buffer (not done yet: the
- * kernels still accumulate into a whole fp32 buffer during backward). */
+ * into the whole gradient buffer. Stage 2 on the device layer has no whole
+ * buffer: the parameter memory's gradient slots (memory/grad_shard.h) call
+ * reduce_part below as backward finishes each part, and the rank adds its
+ * piece into its shard. For a memory layer that keeps its own gradients
+ * (none today: offload and streaming are refused with ZeRO) stage 2 would
+ * reduce every micro-batch's buckets and then clear the other shards'
+ * partial sums (esmt_dp_zero_keep_shard), so that the next backward adds
+ * onto the shard's running sum only. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -27,6 +29,7 @@
 
 #include "checkpoint.h"
 #include "dp_group_internal.h"
+#include "grad_shard.h"
 #include "param_layer.h"
 #include "registry.h"
 
@@ -54,6 +57,44 @@ void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, uint64_t *hi
   const int r = esmt_dp_rank(dp);
   *lo = dp->shard_off[r];
   *hi = dp->shard_off[r + 1];
+}
+
+/* ZeRO-2's reducer (memory/grad_shard.h): the flat elements [lo, lo + n)
+ * of `buf` onto their owners, on the device communicator's stream after
+ * the compute stream's writes, or over TCP once the compute stream is
+ * done (the host path). */
+static esmt_status reduce_part(void *user, float *buf, uint64_t lo, uint64_t n,
+                               esmtb_stream **on) {
+  esmt_dp *dp = user;
+  esmt_model *m = dp->sharded_m;
+  const int W = esmt_dp_world(dp);
+  const uint64_t hi = lo + n;
+  for (int j = 0; j <= W; j++) {
+    const uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
+    dp->bucket_off[j] = o - lo;
+    dp->dev_off[j] = (size_t)(o - lo);
+  }
+  const double t0 = esmt_now_s();
+  esmtb_status bs = 0;
+  esmt_status st = ESMT_OK;
+  if (dp->on_device) {
+    esmtb_shard_args a = {sizeof a, ESMTB_F32, (size_t)n, buf, W, dp->dev_off};
+    bs = m->ops->event_record(m->dev, dp->ready_event, m->stream);
+    if (!bs) bs = m->ops->stream_wait_event(m->dev, dp->comm_stream, dp->ready_event);
+    if (!bs) bs = m->ops->reduce_scatter(m->dev, &a, dp->comm_stream);
+    *on = dp->comm_stream;
+  } else {
+    bs = m->ops->stream_sync(m->dev, m->stream);
+    if (!bs) st = esmt_comm_reduce_scatter_sum(dp->comm, buf, (size_t)n, dp->bucket_off,
+                                               ESMT_COMM_F32);
+    *on = m->stream;
+  }
+  dp->busy_s += esmt_now_s() - t0;
+  if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
+  if (st) return esmt_fail_prefix(st, "ZeRO-2: reduce-scatter of the gradients [%llu, %llu): ",
+                                  (unsigned long long)lo, (unsigned long long)hi);
+  esmt_dp_count_bucket(dp, n * sizeof(float));
+  return ESMT_OK;
 }
 
 static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
@@ -91,6 +132,13 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
     lo = dp->shard_off[r];
     hi = dp->shard_off[r + 1];
     st = esmt_param_shard_optimizer(&m->mem, lo, hi);
+    /* ZeRO-2: the whole gradient buffer gives way to per-part slots and
+     * the shard, where the memory layer allows (the device layer) */
+    if (!st && dp->zero >= 2 && (m->mem.gshard || m->mem.layer == &esmt_device_layer)) {
+      dp->sharded_m = m;
+      st = esmt_param_shard_grads(&m->mem, lo, hi, reduce_part, dp);
+      if (st) dp->sharded_m = NULL;
+    }
   }
   uint64_t failed = st != ESMT_OK;
   char own[1024] = "";
@@ -112,7 +160,10 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
                   (unsigned long long)(hi - lo), (unsigned long long)m->layout.total,
                   (unsigned long long)mine, (double)mine * mib, (unsigned long long)full,
                   (double)full * mib,
-                  level >= 2 ? "gradients reduce-scattered every micro-batch and accumulated for "
+                  dp->sharded_m ? "each part's gradients reduce-scattered as backward finishes "
+                                  "it, fp32 gradients kept for this shard only (two layer "
+                                  "slots and the end parts besides); fp32 weights stay whole"
+                  : level >= 2 ? "gradients reduce-scattered every micro-batch and accumulated for "
                                "this shard only (the whole fp32 buffer is backward's working "
                                "buffer); fp32 weights stay whole"
                              : "fp32 weights and gradients stay whole");

@@ -56,6 +56,12 @@ typedef struct esmt_offload_options {
    * host as backward produces them), WEIGHTS (that, and each layer's
    * compute weights come in as it runs). */
   int streamed;
+  /* Without `enabled`: the ZeRO stage (dist/dp_zero.c) the data-parallel
+   * group of zero_world ranks will run, this being zero_rank. From stage 1
+   * the moments are allocated for the rank's shard only, from stage 2 the
+   * gradients as slots and the shard (grad_shard.h), so that the whole
+   * buffers are never allocated; 0: whole. */
+  int zero_level, zero_rank, zero_world;
 } esmt_offload_options;
 
 #define ESMT_OFFLOAD_MAX_BUFS 8

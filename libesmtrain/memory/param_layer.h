@@ -48,6 +48,7 @@ typedef struct esmt_param_layer {
 ESMT_HIDDEN extern const esmt_param_layer esmt_device_layer;
 ESMT_HIDDEN extern const esmt_param_layer esmt_offload_layer;
 ESMT_HIDDEN extern const esmt_param_layer esmt_stream_layer;
+ESMT_HIDDEN extern const esmt_param_layer esmt_grad_shard_layer;
 
 /* The layer the options ask for (offload or the device), its buffers
  * allocated and the gradients and moments zeroed; NULL options: the device

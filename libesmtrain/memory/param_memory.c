@@ -56,7 +56,7 @@ esmt_status esmt_param_zero_device_grads(esmt_param_memory *p) {
   const esmt_param_env *e = &p->env;
   p->layer->grads_changed(p);
   esmtb_status bs = e->ops->memset_async(e->dev, p->grads, 0,
-                                         (e->total - p->grad_lo) * sizeof(float), e->stream);
+                                         (p->grads_hi - p->grads_lo) * sizeof(float), e->stream);
   return bs ? esmt_fail_prefix((esmt_status)bs, "zeroing the gradients: ") : ESMT_OK;
 }
 
@@ -66,10 +66,10 @@ void esmt_param_resident_views(esmt_param_memory *p) {
   p->weights.esize = p->compute_lowp ? p->env.esize : sizeof(float);
   p->grad_view = (esmt_param_view){0};
   p->grad_view.esize = sizeof(float);
-  if (p->grad_lo) { /* a frozen prefix: one window, no address below it */
+  if (p->grads_lo) { /* a frozen prefix: one window, no address below it */
     p->grad_view.n = 1;
-    p->grad_view.win[0].lo = p->grad_lo;
-    p->grad_view.win[0].hi = p->env.total;
+    p->grad_view.win[0].lo = p->grads_lo;
+    p->grad_view.win[0].hi = p->grads_hi;
     p->grad_view.win[0].ptr = (char *)p->grads;
   } else {
     p->grad_view.base = (char *)p->grads;
@@ -84,7 +84,7 @@ static esmt_status dev_grads_ready(esmt_param_memory *p, uint64_t from) {
 }
 
 static esmt_status dev_grad_sumsq(esmt_param_memory *p, float *sum) {
-  return esmt_param_grad_sumsq_range(p, p->grad_lo, p->env.total, sum);
+  return esmt_param_grad_sumsq_range(p, p->grads_lo, p->grads_hi, sum);
 }
 
 /* The backend's op on the device buffers; the half copy is written by the
@@ -97,7 +97,7 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
   if (s->kind == ESMT_OPTIMIZER_LION) {
     esmtb_lion_args *al = &s->lion;
     al->params = p->master + lo;
-    al->grads = p->grads + (lo - p->grad_lo);
+    al->grads = p->grads + (lo - p->grads_lo);
     al->m = p->moment1;
     al->params_lowp = low;
     al->lowp_dtype = e->dtype;
@@ -110,7 +110,7 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
   } else {
     esmtb_adamw_args *aw = &s->adamw;
     aw->params = p->master + lo;
-    aw->grads = p->grads + (lo - p->grad_lo);
+    aw->grads = p->grads + (lo - p->grads_lo);
     aw->m = p->moment1;
     aw->v = p->moment2;
     aw->params_lowp = low;

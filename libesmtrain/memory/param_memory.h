@@ -25,6 +25,7 @@
 
 struct esmt_offload;
 struct esmt_stream;
+struct esmt_grad_shard;
 struct esmt_param_layer;
 
 /* What the owner gives the parameter memory. Pointers are borrowed: they
@@ -81,17 +82,30 @@ static inline void *esmt_param_view_at(const esmt_param_view *v, uint64_t off) {
   return NULL;
 }
 
+/* The part of env's bounds that starts at flat element `lo`, or -1. */
+static inline int esmt_param_part_at(const esmt_param_env *e, uint64_t lo) {
+  int a = 0, b = e->n_parts - 1;
+  while (a <= b) {
+    const int mid = (a + b) / 2;
+    if (e->part_bounds[mid] == lo) return mid;
+    if (e->part_bounds[mid] < lo) a = mid + 1;
+    else b = mid - 1;
+  }
+  return -1;
+}
+
 typedef struct esmt_param_memory {
   esmt_param_env env;
   /* What the kernels read and write: the compute weights (compute dtype)
    * and the gradients (fp32), by flat offset. */
   esmt_param_view weights, grad_view;
   float *master;          /* fp32 master weights, env.total: device, or host (offload) */
-  /* fp32 gradients, env.total: device, or host (streamed); with a frozen
-   * prefix (env.opt_lo > 0, device layer) only [grad_lo, total) is held
-   * and grads points at element grad_lo */
-  float *grads;
-  uint64_t grad_lo;
+  float *grads;           /* fp32 gradients: device, or host (streamed) */
+  /* The flat elements `grads` holds: [grads_lo, grads_hi), element o at
+   * grads[o - grads_lo]: all of them, except past a frozen prefix
+   * (env.opt_lo > 0, device layer: [opt_lo, total)) and under ZeRO-2's
+   * sharded gradients (grad_shard.c: the rank's shard). */
+  uint64_t grads_lo, grads_hi;
   /* The optimizer's state (optim/optimizer.h) of the elements [opt_lo,
    * opt_hi) only: all of them, except under ZeRO-1 where each rank keeps
    * its shard. moment1 is AdamW's and Lion's first moment, moment2 AdamW's
@@ -110,6 +124,7 @@ typedef struct esmt_param_memory {
   const struct esmt_param_layer *layer; /* the device or the offload layer */
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
   struct esmt_stream *stream;           /* the stream layer's device side; NULL elsewhere */
+  struct esmt_grad_shard *gshard;       /* ZeRO-2's gradient slots; NULL elsewhere */
 } esmt_param_memory;
 
 #endif

@@ -5,7 +5,11 @@
 #include "esmtrain/backend.h"
 #include "param_layer.h"
 
+#include <stdlib.h>
 #include <string.h>
+
+#include "grad_shard.h"
+#include "param_shard.h"
 
 #include "stream.h"
 
@@ -21,8 +25,11 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   const uint64_t bytes = env->total * sizeof(float);
   p->opt_lo = env->opt_lo;
   p->opt_hi = env->total;
-  /* the moments' and the gradients' bytes: a frozen prefix has neither */
-  const uint64_t held = (env->total - env->opt_lo) * sizeof(float);
+  /* the gradients held: a frozen prefix has none (ZeRO-2 narrows them to
+   * the rank's shard below) */
+  p->grads_lo = env->opt_lo;
+  p->grads_hi = env->total;
+  const uint64_t grad_bytes = (env->total - env->opt_lo) * sizeof(float);
   const int streamed = o && o->enabled && o->streamed != ESMT_STREAM_NONE;
   p->layer = streamed ? &esmt_stream_layer : o && o->enabled ? &esmt_offload_layer
                                                              : &esmt_device_layer;
@@ -35,21 +42,40 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   if (o && o->enabled) { /* host master and moments, device compute weights (offload.c) */
     st = esmt_offload_setup(p, o);
   } else {
+    /* ZeRO: the rank's shard of the moments (and at stage 2 of the gradients) only */
+    const int zero_level = o && o->zero_world > 1 ? o->zero_level : 0;
+    if (zero_level > 0 && env->opt_lo)
+      return esmt_fail(ESMT_ERR_UNSUPPORTED, "esmt_model_create: frozen parameters with "
+                       "ZeRO sharding (dist.zero %d) are not supported; use dist.zero 0",
+                       zero_level);
+    if (zero_level > 0) {
+      uint64_t *off = calloc((size_t)o->zero_world + 1, sizeof *off);
+      if (!off) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_model_create: out of memory");
+      esmt_zero_split(env->total, o->zero_world, off);
+      p->opt_lo = off[o->zero_rank];
+      p->opt_hi = off[o->zero_rank + 1];
+      free(off);
+    }
+    const uint64_t held = (p->opt_hi - p->opt_lo) * sizeof(float), mbytes = held ? held : 4;
     const int nstate = esmt_optimizer_state_count(env->optimizer);
     st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
     p->compute32 = p->master;
-    if (!st) st = esmt_param_dev_alloc(env, held, (void **)&p->moment1, "optimizer first moments");
+    if (!st) st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment1, "optimizer first moments");
     if (!st && nstate > 1)
-      st = esmt_param_dev_alloc(env, held, (void **)&p->moment2, "AdamW second moments");
+      st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment2, "AdamW second moments");
     if (!st && env->dtype != ESMTB_F32)
       st = esmt_param_dev_alloc(env, env->total * env->esize, &p->compute_lowp,
                                 "half-precision weight copy");
     if (!st) st = zero(env, p->moment1, held);
     if (!st) st = zero(env, p->moment2, held);
+    if (zero_level >= 2) { /* the reducer joins when the group starts (dp_zero.c) */
+      if (!st) esmt_param_resident_views(p); /* the weights; the slots set the gradients' */
+      if (!st) st = esmt_param_shard_grads(p, p->opt_lo, p->opt_hi, NULL, NULL);
+      return st;
+    }
   }
-  p->grad_lo = env->opt_lo; /* a frozen prefix gets no gradient either */
-  if (!st) st = esmt_param_dev_alloc(env, held, (void **)&p->grads, "gradients");
-  if (!st) st = zero(env, p->grads, held);
+  if (!st) st = esmt_param_dev_alloc(env, grad_bytes, (void **)&p->grads, "gradients");
+  if (!st) st = zero(env, p->grads, grad_bytes);
   if (!st) esmt_param_resident_views(p);
   return st;
 }

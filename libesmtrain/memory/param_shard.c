@@ -84,11 +84,11 @@ esmt_status esmt_param_grad_sumsq_range(esmt_param_memory *p, uint64_t lo, uint6
   const esmt_param_env *e = &p->env;
   *sum = 0.0f;
   if (hi <= lo) return ESMT_OK;
-  if (lo < p->grad_lo) /* a frozen prefix has no gradient */
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "gradient norm: [%llu, %llu) starts below the "
-                     "held gradients [%llu, ...)", (unsigned long long)lo, (unsigned long long)hi,
-                     (unsigned long long)p->grad_lo);
-  esmtb_sumsq_args s = {sizeof s, hi - lo, p->grads + (lo - p->grad_lo), e->scratch};
+  if (lo < p->grads_lo || hi > p->grads_hi)
+    return esmt_fail(ESMT_ERR_INTERNAL, "gradient norm: [%llu, %llu) is outside the held "
+                     "gradients [%llu, %llu)", (unsigned long long)lo, (unsigned long long)hi,
+                     (unsigned long long)p->grads_lo, (unsigned long long)p->grads_hi);
+  esmtb_sumsq_args s = {sizeof s, hi - lo, p->grads + (lo - p->grads_lo), e->scratch};
   esmtb_status bs = e->ops->memset_async(e->dev, e->scratch, 0, sizeof(float), e->stream);
   if (!bs) bs = e->ops->sumsq ? e->ops->sumsq(e->dev, &s, e->stream) : ESMT_ERR_UNSUPPORTED;
   if (!bs) bs = e->ops->copy_async(e->dev, sum, e->scratch, sizeof *sum, ESMTB_COPY_D2H, e->stream);
@@ -102,6 +102,7 @@ esmt_status esmt_param_grads_keep_range(esmt_param_memory *p, uint64_t lo, uint6
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "clearing gradients outside [%llu, %llu) of %llu",
                      (unsigned long long)lo, (unsigned long long)hi,
                      (unsigned long long)e->total);
+  if (p->gshard) return ESMT_OK; /* sharded: nothing is held outside the shard */
   p->layer->grads_changed(p);
   esmtb_status bs = ESMTB_OK;
   if (lo) bs = e->ops->memset_async(e->dev, p->grads, 0, lo * sizeof(float), e->stream);

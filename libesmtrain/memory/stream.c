@@ -22,17 +22,7 @@ static uint64_t part_n(const esmt_param_env *e, int k) {
 }
 static int is_end(const esmt_param_env *e, int k) { return k == 0 || k == e->n_parts - 1; }
 
-/* The part that starts at `lo`, or -1. */
-static int part_at(const esmt_param_env *e, uint64_t lo) {
-  int a = 0, b = e->n_parts - 1;
-  while (a <= b) {
-    int mid = (a + b) / 2;
-    if (e->part_bounds[mid] == lo) return mid;
-    if (e->part_bounds[mid] < lo) a = mid + 1;
-    else b = mid - 1;
-  }
-  return -1;
-}
+static int part_at(const esmt_param_env *e, uint64_t lo) { return esmt_param_part_at(e, lo); }
 
 esmt_stream_bytes esmt_stream_sizes(int level, const uint64_t *b, int n_parts, int esize,
                                     int n_norm, int d) {

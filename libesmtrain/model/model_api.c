@@ -284,13 +284,19 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
                        (unsigned long long)m->mem.opt_lo, (unsigned long long)m->mem.opt_hi);
     at -= m->mem.opt_lo;
   }
-  if (which == ESMT_BUF_GRADS && t->offset < m->mem.grad_lo) { /* frozen: no gradient held */
+  if (which == ESMT_BUF_GRADS && t->offset < m->mem.env.opt_lo) { /* frozen: no gradient held */
     if (to_device)
       return esmt_fail(ESMT_ERR_STATE, "%s: '%s' is frozen and has no gradient", fn, name);
     memset(host, 0, count * sizeof(float));
     return ESMT_OK;
   }
-  if (which == ESMT_BUF_GRADS) at -= m->mem.grad_lo;
+  if (which == ESMT_BUF_GRADS) { /* maybe a ZeRO-2 shard */
+    if (t->offset < m->mem.grads_lo || t->offset + t->numel > m->mem.grads_hi)
+      return esmt_fail(ESMT_ERR_STATE, "%s: the gradients of '%s' are held by another rank "
+                       "(ZeRO-2 shard [%llu, %llu))", fn, name,
+                       (unsigned long long)m->mem.grads_lo, (unsigned long long)m->mem.grads_hi);
+    at -= m->mem.grads_lo;
+  }
   if ((st = esmt_master_copy(m, host, buf + at, count * sizeof(float), to_device)))
     return esmt_fail_prefix(st, "%s: '%s': ", fn, name);
   if (to_device && which == ESMT_BUF_GRADS) m->mem.layer->grads_changed(&m->mem);

@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "optimizer.h"
+#include "grad_shard.h"
 #include "model.h"
 #include "param_shard.h"
 #include "plan_time.h"
@@ -84,9 +85,13 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   /* The fp32 gradients stay on the device (micro-batches accumulate into
    * them; under offload the last backward streams them to the host bucket
    * by bucket), unless they stream: the embedding's and head's, and two
-   * layers' slots (stream.c). */
-  p->device[ESMT_MEM_GRADIENTS] = c->train_lo ? trained * 4 /* what trains only */
-                                              : sb.device_grads;
+   * layers' slots (stream.c); under ZeRO-2 without offload the rank's
+   * shard, the end parts and two layers' slots (grad_shard.c); past a
+   * frozen prefix what trains only. */
+  p->device[ESMT_MEM_GRADIENTS] =
+      r->zero >= 2 && !pol.offload
+          ? esmt_grad_shard_bytes(c->layout.part_bounds, c->layout.n_parts, held)
+          : c->train_lo ? trained * 4 : sb.device_grads;
   p->device[ESMT_MEM_ACTIVATIONS] =
       esmt_activation_bytes(r->model, B, r->seq_len, (int)es, pol.recompute);
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
@@ -118,6 +123,9 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const int W = r->world_size > 1 ? r->world_size : 1; /* the update's micro-batches, shared */
   esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W, &v);
   p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
+  p->allreduced_bytes = r->world_size > 1 ? v.allreduced : 0;
+  p->reduce_scattered_bytes = r->world_size > 1 ? v.reduce_scattered : 0;
+  p->allgathered_bytes = r->world_size > 1 ? v.allgathered : 0;
   p->compute_seconds = t.compute;
   p->link_seconds = t.link;
   p->exposed_seconds = t.exposed;

@@ -235,6 +235,11 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
                    oo.streamed == ESMT_STREAM_WEIGHTS ? "weights" : "gradients");
     goto fail;
   }
+  if (dp && zero && !oo.enabled) { /* the shards only, from the start: no whole buffer peaks */
+    oo.zero_level = zero;
+    oo.zero_rank = esmt_dp_rank(dp);
+    oo.zero_world = esmt_dp_world(dp);
+  }
   if ((st = esmt_model_create_with(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &oo, &model)))
     goto fail;
   if (!esmt_cfg_bool(rd, "backend.deterministic")) {

@@ -99,8 +99,11 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   r->loss = selected ? loss_sum / (double)selected : 0.0;
   if (inject_here(step)) {
     float nan = esmt_test_inject_inf ? __builtin_inff() : __builtin_nanf("");
-    /* through the parameter memory: the gradients may live on the host */
-    st = esmt_master_copy(m, &nan, m->mem.grads + m->layout.total / 2, sizeof nan, 1);
+    /* through the parameter memory: the gradients may live on the host;
+     * under ZeRO-2's sharded gradients only the owner holds the element */
+    const uint64_t at = m->layout.total / 2;
+    if (at >= m->mem.grads_lo && at < m->mem.grads_hi)
+      st = esmt_master_copy(m, &nan, m->mem.grads + (at - m->mem.grads_lo), sizeof nan, 1);
     if (st) return esmt_fail_prefix(st, "test hook: ");
     m->mem.layer->grads_changed(&m->mem); /* the offload's host copy must see it too */
   }

@@ -6,8 +6,12 @@
  * Both compute with the same cuda_common kernels and a one-rank sum is the
  * identity, so the losses must agree (printed bitwise, checked to 1e-5).
  * A third run adds ZeRO-1 (dist.zero 1: the ABI 1.3 reduce_scatter and
- * allgather, ncclReduceScatter/ncclAllGather with one rank): the same
- * losses again.
+ * allgather, ncclReduceScatter/ncclAllGather with one rank), a fourth
+ * ZeRO-2 (the gradient slots, each part reduce-scattered on the comm
+ * stream into the one shard): the same losses again.
+ * --mutant slot-wait|shard-wait runs the ZeRO-2 case alone with one of its
+ * compute-stream waits dropped (memory/grad_shard.h), for the emulator's
+ * stream-order check to report (tests/gpu/emu/mutants.sh).
  * Also: the group must be on the device path, and an allreduce or
  * reduce_scatter on a device without comm_init fails with a message.
  * Without a usable GPU or NCCL it prints "SKIP: <reason>" and exits 77. */
@@ -19,6 +23,7 @@
 
 #include "context.h"
 #include "dp_group.h"
+#include "grad_shard.h"
 #include "mem_source.h"
 #include "registry.h"
 #include "trainer.h"
@@ -34,7 +39,7 @@ static esmt_context *make_ctx(const char *backend) {
 }
 
 /* STEPS updates; the loss of each into loss[]. dp_on: 1 = a one-rank
- * group, 2 = the same with ZeRO-1. Returns 0 or prints why. */
+ * group, 2 = the same with ZeRO-1, 3 = with ZeRO-2. Returns 0 or prints why. */
 static int train(const char *backend, int dp_on, double *loss) {
   esmt_context *ctx = make_ctx(backend);
   if (!ctx) {
@@ -60,18 +65,31 @@ static int train(const char *backend, int dp_on, double *loss) {
   if (!st && dp_on) {
     esmt_dp *dp = NULL;
     st = esmt_dp_create_from_env(64 << 10, 1, ESMT_COMM_AUTO, &dp); /* small buckets: many calls */
-    if (!st) esmt_dp_set_zero(dp, dp_on == 2);
+    if (!st) esmt_dp_set_zero(dp, dp_on - 1);
     if (!st) st = esmt_trainer_set_dp(t, dp);
     if (!st && !esmt_dp_on_device(dp))
       st = esmt_fail(ESMT_ERR_INTERNAL, "nccl_dp did not take the device path");
-    if (!st && esmt_dp_zero(dp) != (dp_on == 2))
-      st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-1 is %d, asked for %d", esmt_dp_zero(dp),
-                     dp_on == 2);
+    if (!st && esmt_dp_zero(dp) != dp_on - 1)
+      st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO is %d, asked for %d", esmt_dp_zero(dp),
+                     dp_on - 1);
+    if (!st && dp_on == 3 && !m->mem.gshard)
+      st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-2 kept the whole gradient buffer");
   }
   for (int i = 0; !st && i < STEPS; i++) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
     loss[i] = mt.loss;
+  }
+  if (!st && dp_on == 3) { /* a backward through the model's API alone (no trainer, which
+                            * waits for the comm stream): the slots order the norm's read */
+    esmt_batch b = ESMT_BATCH_INIT;
+    esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
+    double norm = 0;
+    st = src.next(src.user, &b);
+    if (!st) st = esmt_model_forward(m, &b, &fr, NULL);
+    if (!st) st = esmt_model_backward(m);
+    if (!st) st = esmt_model_grad_norm(m, &norm);
+    if (!st && !(norm > 0)) st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-2: gradient norm %g", norm);
   }
   if (st) printf("FAIL: %s: %s\n", backend, esmt_last_error());
   esmt_trainer_destroy(t);
@@ -106,7 +124,12 @@ static int check_no_comm(void) {
   return bad;
 }
 
-int main(void) {
+int main(int argc, char **argv) {
+  const char *mutant = argc > 2 && !strcmp(argv[1], "--mutant") ? argv[2] : NULL;
+  if (mutant && strcmp(mutant, "slot-wait") && strcmp(mutant, "shard-wait")) {
+    fprintf(stderr, "--mutant slot-wait|shard-wait\n");
+    return 2;
+  }
   if (!getenv("ESMT_TEST_BACKEND_DIR")) {
     printf("SKIP: ESMT_TEST_BACKEND_DIR is not set (run through ctest)\n");
     return 77;
@@ -118,16 +141,25 @@ int main(void) {
   }
   const char *ref = (probe->backend->ops->caps & ESMTB_CAP_BF16) ? "ampere_bf16" : "turing_fp16";
   esmt_context_destroy(probe);
-  double a[STEPS], b[STEPS], z[STEPS];
-  if (train(ref, 0, a) || train("nccl_dp", 1, b) || train("nccl_dp", 2, z)) return 1;
+  double a[STEPS], b[STEPS], z[STEPS], z2[STEPS];
+  if (mutant) { /* the emulator reports the missing wait; the run itself may pass */
+    esmt_test_zero_drop_slot_wait = !strcmp(mutant, "slot-wait");
+    esmt_test_zero_drop_shard_wait = !strcmp(mutant, "shard-wait");
+    return train("nccl_dp", 3, z2);
+  }
+  if (train(ref, 0, a) || train("nccl_dp", 1, b) || train("nccl_dp", 2, z) ||
+      train("nccl_dp", 3, z2))
+    return 1;
   int bad = 0;
   for (int i = 0; i < STEPS; i++) {
     const double rel = fabs(a[i] - b[i]) / fmax(fabs(a[i]), 1e-30);
     const double relz = fabs(a[i] - z[i]) / fmax(fabs(a[i]), 1e-30);
+    const double relz2 = fabs(a[i] - z2[i]) / fmax(fabs(a[i]), 1e-30);
     printf("RESULT step %d loss %s %.9g nccl_dp(world 1) %.9g rel %.3g%s, with ZeRO-1 %.9g "
-           "rel %.3g%s\n", i + 1, ref, a[i], b[i], rel, a[i] == b[i] ? " (bitwise)" : "", z[i],
-           relz, a[i] == z[i] ? " (bitwise)" : "");
-    if (!(rel <= 1e-5) || !(relz <= 1e-5)) bad = 1;
+           "rel %.3g%s, with ZeRO-2 %.9g rel %.3g%s\n", i + 1, ref, a[i], b[i], rel,
+           a[i] == b[i] ? " (bitwise)" : "", z[i], relz, a[i] == z[i] ? " (bitwise)" : "",
+           z2[i], relz2, a[i] == z2[i] ? " (bitwise)" : "");
+    if (!(rel <= 1e-5) || !(relz <= 1e-5) || !(relz2 <= 1e-5)) bad = 1;
   }
   if (a[STEPS - 1] >= a[0]) {
     printf("FAIL: the loss did not go down (%g -> %g)\n", a[0], a[STEPS - 1]);

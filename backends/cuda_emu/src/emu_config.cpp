@@ -104,6 +104,7 @@ bool compute_enabled() {
   ensure();
   return g_compute;
 }
+bool data_moves(size_t bytes) { return compute_enabled() || bytes <= 4096; }
 uint64_t seed() {
   ensure();
   return g_seed;

@@ -40,6 +40,10 @@ const device_config *device(int ordinal);  // NULL when out of range
 void pci_bus_id(int ordinal, char *buf, size_t cap, bool nvml_form);
 int current_device();                      // the calling host thread's
 bool compute_enabled();
+// Whether a copy or collective of `bytes` moves its data: always, except
+// under ESMT_EMU_NO_COMPUTE, where only control-sized transfers (a test
+// all-reduce of one float, a loss read back) still do.
+bool data_moves(size_t bytes);
 uint64_t seed();
 
 // ---- errors ----

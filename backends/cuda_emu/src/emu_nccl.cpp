@@ -197,7 +197,7 @@ void reduce_into(cuemu_nccl_comm *c, ncclDataType_t t, void *out, size_t n) {
 ncclResult_t run(cuemu_nccl_comm *c, kind k, const char *send, char *recv, size_t count,
                  ncclDataType_t t, int root, op_ctx &ctx) {
   const size_t es = dsize(t), per = kSlot / es, W = (size_t)c->world;
-  const bool data = compute_enabled();
+  const bool data = data_moves(count * es);
   const size_t in_elems = k == REDUCESCATTER ? count * W : count;
   const size_t out_elems = k == ALLGATHER ? count * W : count;
   const bool writes = k != REDUCE || c->rank == root;

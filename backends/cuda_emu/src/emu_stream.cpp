@@ -318,14 +318,14 @@ cudaError_t memcpy_impl(void *dst, const void *src, size_t n, cudaMemcpyKind kin
   // A pageable source is staged at the call (the caller may reuse it at
   // once); pinned memory is read when the stream gets there, as on a GPU.
   std::shared_ptr<std::vector<char>> staged;
-  if (cs == P_HOST && compute_enabled())
+  if (cs == P_HOST && data_moves(n))
     staged = std::make_shared<std::vector<char>>((const char *)src, (const char *)src + n);
   const bool wait = sync || cd == P_HOST;
   auto fn = [=](op_ctx &c) -> cudaError_t {
     if (sdev && !access(c, src, n, false)) return cudaErrorIllegalAddress;
     if (ddev && !access(c, dst, n, true)) return cudaErrorIllegalAddress;
     // Pinned memory through its alias: the host's pages may be guarded.
-    if (compute_enabled())
+    if (data_moves(n))
       memcpy(cd == P_PINNED ? pinned_alias(dst) : dst,
              staged ? staged->data() : cs == P_PINNED ? pinned_alias(src) : src, n);
     return cudaSuccess;

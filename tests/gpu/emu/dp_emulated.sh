@@ -19,8 +19,9 @@
 #     tensor, the bound of gpu_matches_cpu.sh: measured 5.4e-3): the GPU-vs-GPU
 #     comparisons above cannot see a kernel both sides share (AdamW's
 #     (1 - b2) written (1 - b1) passes them, and gives 1.2 here);
-#   - dist.zero 2 (a reduce-scatter per micro-batch, the other shards cleared
-#     between them): 2 ranks x 2 micro-batches end where 1 process
+#   - dist.zero 2 (each part's gradient slot reduce-scattered on the comm
+#     stream as backward finishes it, the rank's piece added into its
+#     shard): 2 ranks x 2 micro-batches end where 1 process
 #     accumulating the four ends (tokens_per_update 1537), and with one
 #     micro-batch per rank bit for bit where dist.zero 1 ends;
 #   - a rank killed mid-run makes the other stop with a message naming it,
@@ -93,7 +94,7 @@ check "2 ranks, nccl_dp, dist.zero 1" launch2 zero --steps 6 --set backend.name=
 check "ZeRO-1 ends where plain data parallelism does" \
   python3 "$here/compare_checkpoints.py" "$(ckpt dp 6)" "$(ckpt zero 6)" 1e-6
 
-echo "== ZeRO-2 (a reduce-scatter per micro-batch) vs 1 process and ZeRO-1"
+echo "== ZeRO-2 (gradient slots reduce-scattered per part) vs 1 process and ZeRO-1"
 check "1 process, ampere_bf16, 4 micro-batches per update" \
   train1 acc4 --steps 4 --set backend.name=ampere_bf16 --set train.tokens_per_update=1537
 check "2 ranks x 2 micro-batches, nccl_dp, dist.zero 2" launch2 zero2 --steps 4 \

@@ -23,7 +23,8 @@
 # reported by the warp-collective mask check), and the host's stream and
 # event synchronisations removed (ESMT_EMU_DROP_HOST_SYNC=1: the host reads
 # pinned gradient buffers that copies are still writing, reported by the
-# pinned-page guard). And four mutations of the sources themselves, each
+# pinned-page guard). ZeRO-2's two compute-stream waits (memory/grad_shard.c,
+# switched off by test_gpu_nccl_dp --mutant). And four mutations of the sources themselves, each
 # built from a mutated copy of backends/cuda_common (source_mutant.sh: one
 # translation unit recompiled, ampere_bf16 relinked, a few seconds): the
 # cross-entropy sum's static __shared__ slots written only by threads with
@@ -151,6 +152,15 @@ mutant "stream: a gradient slot reused before its copy to the host finished" \
 # (memory/host_sums.c): the pinned-page guard reports the early read.
 mutant "stream: the host sums a bounce buffer before its copy landed" \
   "cuda-emu: host-sync: host code at" -- "$build/bin/test_gpu_offload" --mutant host-sums
+# ZeRO-2's gradient slots (memory/grad_shard.c, nccl_dp with one rank):
+# backward zeroing a slot before the comm stream's reduction of its
+# previous part is done, and the norm reading the shard before the comm
+# stream's last add (a backward through the model's API, without the
+# trainer's wait for the comm stream).
+mutant "ZeRO-2: a gradient slot zeroed before its reduce-scatter finished" \
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant slot-wait
+mutant "ZeRO-2: the shard read before the comm stream's last add" \
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant shard-wait
 
 # The per-op profile's wait for its events before it reads their times
 # (model/model_profile.c): intervals still running are counted as untimed,

@@ -19,12 +19,21 @@
 # host memory (offload.host_memory_limit); about 5 minutes on 2 cores, so
 # not part of the suite:
 #   ESMT_EMU_HOST_BACKING=/var/tmp bash tests/gpu/emu/plan_streamed.sh CLI 36 ""
-# Usage: plan_streamed.sh CLI [DEPTHS_3B] [DEPTHS_15B]   (defaults "1 2", "1"; a
-# shape given one depth is checked against its plan only, "" skips a shape)
+# Sharded data parallelism bounds each rank's device memory the same way:
+# esm2_t36_3B's layer shape at 2 layers in bf16 (nccl_dp, sm_80, 8 GiB,
+# recompute, no offload) on 2 and 3 emulated GPUs through `launch`, at
+# dist.zero 1 and 2: every rank's peak within 5% of `plan --world N --zero
+# L`, and the part of the peak ZeRO shards (moments, and at stage 2 the fp32
+# gradients) falling as 1/N: the peaks of 2 and 3 ranks differ by that
+# part's 1/2 - 1/3 (12 bytes a parameter at stage 2, 8 at stage 1) within 5%.
+# Usage: plan_streamed.sh CLI [DEPTHS_3B] [DEPTHS_15B] [WORLDS]   (defaults "1 2",
+# "1", "2 3"; a shape given one depth is checked against its plan only, ""
+# skips a shape or the ZeRO runs)
 set -euo pipefail
 cli=$1
 depths_3b=${2-1 2}
 depths_15b=${3-1}
+worlds=${4-2 3}
 work=$(mktemp -d /tmp/esmt-emu-stream-XXXXXX)
 trap 'rm -rf "$work"' EXIT
 awk 'BEGIN { srand(5); aa = "ACDEFGHIKLMNPQRSTVWY"; for (r = 0; r < 8; r++) { printf(">p%d\n", r);
@@ -90,5 +99,64 @@ PY
 }
 [ -z "$depths_3b" ] || check_shape "3B-shape" esm2_t36_3B fp16 turing_fp16 75 $depths_3b
 [ -z "$depths_15b" ] || check_shape "15B-shape" esm2_t48_15B bf16 ampere_bf16 80 $depths_15b
-[ "$fail" -eq 0 ] && echo "plan_streamed: every run within 5% of its plan, device memory flat in depth"
+
+# zero_run WORLD LEVEL: prints "max_rank_peak planned parameters" bytes.
+zero_run() {
+  local world=$1 level=$2 name="zero$2-w$1" planned params
+  local common=(--micro-batch 1 --seq 512 --device-mem 8GiB --precision bf16 --offload off
+                --recompute on --stream off --runtime-overhead 0)
+  "$cli" plan --model esm2_t36_3B --set model.num_layers=2 "${common[@]}" --world "$world" \
+    --zero "$level" > "$work/$name.plan"
+  planned=$(sed -n 's/.*device total.*(\([0-9]*\) bytes).*/\1/p' "$work/$name.plan")
+  params=$(sed -n 's/^plan: .* (\([0-9.]*\)M parameters).*/\1/p' "$work/$name.plan")
+  ESMT_EMU_DEVICES=$world ESMT_EMU_NO_COMPUTE=1 ESMT_EMU_SM=80 ESMT_EMU_MEM=8GiB \
+  ESMT_EMU_STATS="$work/$name.json" "$cli" launch -n "$world" train --data "$work/data" \
+    --model esm2_t36_3B --layers 2 --max-len 512 --batch-tokens 512 --set data.micro_batch=1 \
+    --set data.pack=off --set backend.name=nccl_dp --set backend.precision=bf16 \
+    --set backend.device_memory_limit=8GiB --fast-dev-run 1 --no-mfu \
+    --set offload.optimizer=off --set offload.recompute=on --set offload.stream=off \
+    --set dist.zero="$level" --threads 1 --out "$work/$name-run" > "$work/$name.log" 2>&1 ||
+    { echo "FAIL: $name: train failed" >&2; tail -20 "$work/$name.log" >&2; return 1; }
+  local peak # each rank's process appends one line; its own device has the peak
+  peak=$(python3 -c 'import json, sys
+rows = [json.loads(l) for l in open(sys.argv[1])]
+assert len(rows) == int(sys.argv[2]), f"{len(rows)} ranks reported"
+print(max(max(d["peak_bytes"] for d in r["devices"]) for r in rows))' "$work/$name.json" "$world")
+  echo "$peak $planned $params"
+}
+
+check_zero() { # LEVEL WORLD_A WORLD_B
+  local level=$1 a=$2 b=$3 ra rb
+  ra=$(zero_run "$a" "$level") || { fail=1; return; }
+  rb=$(zero_run "$b" "$level") || { fail=1; return; }
+  python3 - "$level" "$a" "$b" $ra $rb <<'PY' || fail=1
+import sys
+level, a, b = (int(x) for x in sys.argv[1:4])
+pa, qa, params = int(sys.argv[4]), int(sys.argv[5]), float(sys.argv[6]) * 1e6
+pb, qb = int(sys.argv[7]), int(sys.argv[8])
+ok = True
+for world, peak, planned in ((a, pa, qa), (b, pb, qb)):
+    rel = (peak - planned) / planned
+    good = abs(rel) <= 0.05
+    ok &= good
+    print(f"ZERO_RESULT ZeRO-{level} rank of {world}: planned {planned} bytes, peak allocated "
+          f"{peak} bytes ({rel:+.2%}) {'ok' if good else 'FAIL'}")
+sharded = (12 if level >= 2 else 8) * params  # moments (+ fp32 gradients) of every parameter
+want = sharded * (1 / a - 1 / b)
+got = pa - pb
+rel = (got - want) / want
+good = abs(rel) <= 0.05
+ok &= good
+print(f"ZERO_RESULT ZeRO-{level}: {a} -> {b} ranks saves {got / 2**20:.1f} MiB a rank, the "
+      f"sharded {sharded / 2**30:.2f} GiB x (1/{a} - 1/{b}) = {want / 2**20:.1f} MiB ({rel:+.2%}) "
+      f"{'ok' if good else 'FAIL'}")
+sys.exit(0 if ok else 1)
+PY
+}
+if [ -n "$worlds" ]; then
+  read -r wa wb <<< "$worlds"
+  check_zero 1 "$wa" "$wb"
+  check_zero 2 "$wa" "$wb"
+fi
+[ "$fail" -eq 0 ] && echo "plan_streamed: every run within 5% of its plan, device memory flat in depth, ZeRO's shards 1/N"
 exit "$fail"
