@@ -1,4 +1,4 @@
-// SPDX-License-Identifier: MIT
+/* SPDX-License-Identifier: MIT */
 /* An embedding output directory through the public API alone
  * (esmt_embed_dir, infer.h): a new directory filled and committed in two
  * steps, an interrupted one resumed after its committed proteins (ids
