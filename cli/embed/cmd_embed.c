@@ -112,9 +112,9 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
   char kinds[8][16];
   const int nk = parse_list(include, kinds, 8);
   for (int k = 0; k < nk; k++) {
-    if (!strcmp(kinds[k], "mean")) o->include |= EMBED_MEAN;
-    else if (!strcmp(kinds[k], "per_tok")) o->include |= EMBED_PER_TOK;
-    else if (!strcmp(kinds[k], "cls") || !strcmp(kinds[k], "bos")) o->include |= EMBED_CLS;
+    if (!strcmp(kinds[k], "mean")) o->include |= ESMT_EMBED_MEAN;
+    else if (!strcmp(kinds[k], "per_tok")) o->include |= ESMT_EMBED_PER_TOKEN;
+    else if (!strcmp(kinds[k], "cls") || !strcmp(kinds[k], "bos")) o->include |= ESMT_EMBED_CLS;
     else {
       o->include = 0;
       break;
@@ -130,7 +130,7 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
     fprintf(stderr, "esmtrain-example: embed: --format '%s': npy or safetensors\n", fmt);
     return 2;
   }
-  if (!strcmp(lng, "windows")) o->long_policy = EMBED_WINDOWS;
+  if (!strcmp(lng, "windows")) o->long_policy = ESMT_LONG_WINDOWS;
   else if (strcmp(lng, "truncate")) {
     fprintf(stderr, "esmtrain-example: embed: --long '%s': truncate or windows\n", lng);
     return 2;
@@ -163,8 +163,8 @@ static int resolve_layers(embed_options *o, const char *text, int L) {
 
 /* A progress line: rewritten in place every second on a terminal, a new
  * line every 10 s otherwise (a log file), and a last one at the end. */
-static void progress(const embed_options *o, esmt_sequence_reader *r, const embed_stats *s,
-                     uint64_t first, double t0, int last) {
+static void progress(const embed_options *o, esmt_sequence_reader *r,
+                     const esmt_embed_dir_status *s, uint64_t first, double t0, int last) {
   static double shown;
   static int tty = -1;
   if (tty < 0) tty = isatty(2);
@@ -184,10 +184,15 @@ static void progress(const embed_options *o, esmt_sequence_reader *r, const embe
   if (last || !tty) fputc('\n', stderr);
 }
 
-/* Read up to a chunk of proteins after skipping `skip` (a resume), each
- * id checked against the committed ones' hash once they are all skipped. */
-static int read_chunk(const embed_options *o, esmt_sequence_reader *r, embed_chunk *c,
-                      embed_stats *s, int *eof) {
+
+/* The library's refusal or failure, as this command's message. */
+static int said(esmt_status st) {
+  if (st) fprintf(stderr, "esmtrain-example: embed: %s\n", esmt_last_error());
+  return st ? -1 : 0;
+}
+
+/* Read up to a chunk of proteins (after the committed ones a resume skipped). */
+static int read_chunk(const embed_options *o, esmt_sequence_reader *r, embed_chunk *c, int *eof) {
   esmt_sequence q = ESMT_SEQUENCE_INIT;
   while (c->residues < o->chunk_residues && c->n < 65536) {
     int got = 0;
@@ -201,38 +206,53 @@ static int read_chunk(const embed_options *o, esmt_sequence_reader *r, embed_chu
       return 0;
     }
     if (c->n == c->cap) {
-      int cap = c->cap ? 2 * c->cap : 256;
-      embed_protein *p = realloc(c->p, (size_t)cap * sizeof *p);
-      if (!p) return fprintf(stderr, "esmtrain-example: embed: out of memory\n"), -1;
-      c->p = p;
+      const int cap = c->cap ? 2 * c->cap : 256;
+      char **ids = realloc(c->ids, (size_t)cap * sizeof *ids);
+      if (ids) c->ids = ids;
+      int32_t **tokens = ids ? realloc(c->tokens, (size_t)cap * sizeof *tokens) : NULL;
+      if (tokens) c->tokens = tokens;
+      int64_t *lengths = tokens ? realloc(c->lengths, (size_t)cap * sizeof *lengths) : NULL;
+      if (lengths) c->lengths = lengths;
+      esmt_embedding *e = lengths ? realloc(c->e, (size_t)cap * sizeof *e) : NULL;
+      if (!e) return fprintf(stderr, "esmtrain-example: embed: out of memory\n"), -1;
+      c->e = e;
       c->cap = cap;
     }
-    embed_protein *p = &c->p[c->n];
-    memset(p, 0, sizeof *p);
-    p->id = strdup(q.id);
-    p->tokens = malloc((q.length ? q.length : 1) * sizeof(int32_t));
-    if (!p->id || !p->tokens) {
-      free(p->id);
-      free(p->tokens);
+    const int i = c->n;
+    c->ids[i] = strdup(q.id);
+    c->tokens[i] = malloc((q.length ? q.length : 1) * sizeof(int32_t));
+    c->e[i] = (esmt_embedding)ESMT_EMBEDDING_INIT;
+    if (!c->ids[i] || !c->tokens[i]) {
+      free(c->ids[i]);
+      free(c->tokens[i]);
       return fprintf(stderr, "esmtrain-example: embed: out of memory\n"), -1;
     }
-    memcpy(p->tokens, q.tokens, q.length * sizeof(int32_t));
-    p->length = (int64_t)q.length;
-    s->unknown += q.unknown;
+    memcpy(c->tokens[i], q.tokens, q.length * sizeof(int32_t));
+    c->lengths[i] = (int64_t)q.length;
+    c->unknown += q.unknown;
     c->n++;
     c->residues += (int64_t)q.length;
   }
   return 0;
 }
 
-void embed_chunk_clear(embed_chunk *c) {
+static void chunk_clear(embed_chunk *c) {
   for (int i = 0; i < c->n; i++) {
-    free(c->p[i].id);
-    free(c->p[i].tokens);
-    esmt_embedding_release(&c->p[i].e, 1);
+    free(c->ids[i]);
+    free(c->tokens[i]);
   }
+  esmt_embedding_release(c->e, c->n);
   c->n = 0;
   c->residues = 0;
+  c->unknown = 0;
+}
+
+static void chunk_free(embed_chunk *c) {
+  chunk_clear(c);
+  free(c->ids);
+  free(c->tokens);
+  free(c->lengths);
+  free(c->e);
 }
 
 /* Between batches: a stop signal cancels (the chunk is redone on resume). */
@@ -242,108 +262,63 @@ static int stop_on_signal(void *user, const esmt_progress *p) {
   return cli_signal_caught();
 }
 
-int embed_compute(const embed_options *o, esmt_model *m, embed_chunk *c) {
-  const int32_t **res = malloc((size_t)c->n * sizeof *res);
-  int64_t *len = malloc((size_t)c->n * sizeof *len);
-  esmt_embedding *e = malloc((size_t)c->n * sizeof *e);
-  if (!res || !len || !e) {
-    free(res), free(len), free(e);
-    return fprintf(stderr, "esmtrain-example: embed: out of memory\n"), -1;
-  }
-  for (int i = 0; i < c->n; i++) {
-    res[i] = c->p[i].tokens;
-    len[i] = c->p[i].length;
-    e[i] = (esmt_embedding)ESMT_EMBEDDING_INIT;
-  }
+/* Representations of every protein of the chunk: 0, 1 when a stop signal
+ * ended it, or -1 after printing why. */
+static int compute(const embed_options *o, esmt_model *m, embed_chunk *c) {
   esmt_embed_request q = ESMT_EMBED_REQUEST_INIT;
   q.num_layers = o->nl;
   q.layers = o->layers;
-  q.per_token = (o->include & EMBED_PER_TOK) != 0;
-  q.long_policy = o->long_policy == EMBED_WINDOWS ? ESMT_LONG_WINDOWS : ESMT_LONG_TRUNCATE;
+  q.per_token = (o->include & ESMT_EMBED_PER_TOKEN) != 0;
+  q.long_policy = o->long_policy;
   q.stride = o->stride;
   q.batch_tokens = o->batch_tokens;
   q.progress = stop_on_signal;
-  esmt_status st = esmt_embed(m, &q, c->n, res, len, e);
-  for (int i = 0; !st && i < c->n; i++) c->p[i].e = e[i];
-  free(res), free(len), free(e);
+  esmt_status st = esmt_embed(m, &q, c->n, (const int32_t *const *)c->tokens, c->lengths, c->e);
   if (st == ESMT_ERR_CANCELLED && cli_signal_caught()) return 1;
   if (st) cli_error("embed", st);
   return st ? -1 : 0;
 }
 
-/* Skip the committed proteins of a resumed run, checking their ids. */
-static int skip_committed(const embed_options *o, esmt_sequence_reader *r, const embed_stats *s) {
+/* Skip the committed proteins of a resumed run; the library checks their ids. */
+static int skip_committed(esmt_embed_dir *dir, esmt_sequence_reader *r, uint64_t committed) {
   esmt_sequence q = ESMT_SEQUENCE_INIT;
-  uint64_t h = 0;
-  for (uint64_t i = 0; i < s->proteins; i++) {
+  for (uint64_t i = 0; i < committed; i++) {
     int got = 0;
     esmt_status st = esmt_sequence_reader_next(r, &q, &got);
     if (st) return cli_error("embed: input", st), -1;
     if (!got) break;
-    h = embed_id_hash(h, q.id);
-  }
-  if (h != s->ids_hash) {
-    fprintf(stderr, "esmtrain-example: embed: the first %llu proteins of %s are not those %s/"
-            "ids.txt committed: the input changed since the interrupted run. Nothing was "
-            "changed; embed it into a new directory\n", (unsigned long long)s->proteins,
-            o->input, o->out);
-    return -1;
+    if (said(esmt_embed_dir_skip(dir, q.id))) return -1;
   }
   return 0;
 }
 
-/* Open the output: a resume re-opens the recorded files; a new embed (or
- * one restarting an attempt that committed nothing) first records that
- * OUT is embed's, removes that attempt's files, then creates its own. */
-static int open_output(embed_output *w, const embed_options *o, const embed_model_info *mi,
-                       const embed_stats *s, int mode, json_t *recorded) {
-  embed_output_init(w, o, mi->hidden);
-  if (mode == EMBED_RESUME) return embed_output_open(w, o, mi->hidden, s, recorded);
-  if ((mode == EMBED_RESTART && embed_output_clear(o, recorded, 1)) ||
-      embed_meta_write(o, mi, s, NULL, 0, 0) ||
-      (mode == EMBED_RESTART && embed_output_clear(o, recorded, 0)))
-    return -1;
-  return embed_output_open(w, o, mi->hidden, NULL, NULL);
-}
-
-static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embed_stats *s,
-               esmt_sequence_reader *r, int mode, json_t *recorded) {
-  embed_output w;
+static int run(const embed_options *o, esmt_model *m, esmt_embed_dir *dir,
+               esmt_sequence_reader *r) {
+  esmt_embed_dir_status s = ESMT_EMBED_DIR_STATUS_INIT;
+  esmt_embed_dir_status_get(dir, &s);
+  if (s.state == ESMT_EMBED_DIR_RESUME && skip_committed(dir, r, s.proteins)) return 1;
+  if (said(esmt_embed_dir_begin(dir))) return 1;
   embed_chunk c = {0};
   int rc = 0, eof = 0;
-  if (mode == EMBED_RESUME && skip_committed(o, r, s)) return 1;
-  json_t *files = NULL;
-  if (open_output(&w, o, mi, s, mode, recorded) || !(files = embed_output_files(&w)) ||
-      embed_meta_write(o, mi, s, files, 0, 0)) {
-    embed_output_close(&w);
-    json_decref(files);
-    return 1;
-  }
   const double t0 = esmt_clock_seconds();
-  const uint64_t first = s->proteins;
-  /* what embed.json records: s counts a chunk before its commit */
-  uint64_t committed = s->proteins;
+  const uint64_t first = s.proteins;
+  /* what embed.json records: the status counts a chunk before its commit */
+  uint64_t committed = s.proteins;
   while (!eof && !rc) {
-    if ((rc = read_chunk(o, r, &c, s, &eof) ? 1 : 0)) break;
-    if (c.n && (rc = embed_compute(o, m, &c))) break;
-    if (embed_output_write(&w, &c, s) || embed_output_commit(&w) ||
-        embed_meta_write(o, mi, s, files, 0, esmt_clock_seconds() - t0))
+    if ((rc = read_chunk(o, r, &c, &eof) ? 1 : 0)) break;
+    if (c.n && (rc = compute(o, m, &c))) break;
+    if (said(esmt_embed_dir_append(dir, c.n, (const char *const *)c.ids, c.e, c.unknown)) ||
+        said(esmt_embed_dir_commit(dir)))
       rc = -1;
-    else
-      committed = s->proteins;
-    embed_chunk_clear(&c);
-    progress(o, r, s, first, t0, 0);
+    esmt_embed_dir_status_get(dir, &s);
+    if (!rc) committed = s.proteins;
+    chunk_clear(&c);
+    progress(o, r, &s, first, t0, 0);
     if (cli_signal_caught()) rc = 1;
   }
-  embed_chunk_clear(&c);
-  free(c.p);
-  progress(o, r, s, first, t0, 1);
-  if (!rc && (embed_output_finish(&w, s) ||
-              embed_meta_write(o, mi, s, files, 1, esmt_clock_seconds() - t0) ||
-              embed_output_remove_staging(&w)))
-    rc = -1;
-  embed_output_close(&w);
-  json_decref(files);
+  chunk_free(&c);
+  progress(o, r, &s, first, t0, 1);
+  if (!rc && said(esmt_embed_dir_finish(dir))) rc = -1;
   /* what the next run does: continue after the committed proteins, or,
    * when none is committed, start anew whatever the options */
   char next[4400];
@@ -361,9 +336,31 @@ static int run(embed_options *o, esmt_model *m, const embed_model_info *mi, embe
     fprintf(stderr, "esmtrain-example: embed: failed; %s\n", next);
   else
     printf("embedded %llu proteins (%llu residues; %llu truncated, %llu in windows) into %s\n",
-           (unsigned long long)s->proteins, (unsigned long long)s->residues,
-           (unsigned long long)s->truncated, (unsigned long long)s->windowed, o->out);
+           (unsigned long long)s.proteins, (unsigned long long)s.residues,
+           (unsigned long long)s.truncated, (unsigned long long)s.windowed, o->out);
   return rc ? (cli_signal_caught() ? 128 + cli_signal_caught() : 1) : 0;
+}
+
+/* What the directory holds, said as embed says it: 1 when an identical
+ * finished embed leaves nothing to do; `announce`: a resume or restart. */
+static int say_state(const embed_options *o, esmt_embed_dir *dir, int announce) {
+  esmt_embed_dir_status s = ESMT_EMBED_DIR_STATUS_INIT;
+  esmt_embed_dir_status_get(dir, &s);
+  if (s.state == ESMT_EMBED_DIR_COMPLETE) {
+    fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins) for the "
+            "same request, model and input: %s\n", o->out, (unsigned long long)s.proteins,
+            s.staging_removed ? "only the staging .npy arrays an interrupted run left were "
+                                "removed" : "nothing was changed");
+    return 1;
+  }
+  if (announce && s.state == ESMT_EMBED_DIR_RESTART)
+    fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed that committed no "
+            "protein: starting anew\n", o->out);
+  if (announce && s.state == ESMT_EMBED_DIR_RESUME)
+    fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed of the same "
+            "request, model and input: resuming after %llu proteins\n", o->out,
+            (unsigned long long)s.proteins);
+  return 0;
 }
 
 int cmd_embed(int argc, char **argv) {
@@ -387,10 +384,6 @@ int cmd_embed(int argc, char **argv) {
   if (cli_model_open("embed", o.model, o.backend, o.threads, &ctx, &m)) return 1;
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_model_get_config(m, &mc);
-  embed_model_info mi = {mc.num_layers, mc.hidden_size, mc.max_positions,
-                         cli_model_is_hf(o.model) ? "huggingface" : "esmtrain",
-                         esmt_context_backend_name(ctx), ""};
-  if (embed_model_checksum(m, mi.weights, sizeof mi.weights)) rc = 1;
   o.window = mc.max_positions - 2;
   if (!o.stride) o.stride = o.window / 2 > 0 ? o.window / 2 : 1;
   if (o.stride > o.window) {
@@ -403,28 +396,38 @@ int cmd_embed(int argc, char **argv) {
    * interruption loses at most one (10-30 s for esm2_t6_8M on 2 cores,
    * proportionally more for larger models) */
   o.chunk_residues = o.batch_tokens * 8 > 131072 ? o.batch_tokens * 8 : 131072;
-  embed_stats s;
-  int mode = EMBED_NEW;
   esmt_run_lock *lock = NULL;
-  json_t *recorded = NULL;
   esmt_sequence_reader *r = NULL;
+  esmt_embed_dir *dir = NULL;
   if (!rc) rc = resolve_layers(&o, layers, mc.num_layers);
   /* nothing is created before the input opens and OUT is known to be usable */
   esmt_status st = rc ? ESMT_OK : esmt_sequence_reader_open(o.input, o.split, &r);
   if (st) rc = (cli_error("embed: input", st), 1);
-  if (!rc && embed_input_checksum(o.input, o.input_content, sizeof o.input_content)) rc = 1;
-  int done = 0; /* an identical finished embed: nothing to do, status 0 */
-  if (!rc && (mode = embed_meta_check(&o, &mi, &s, 0, NULL)) < 0) rc = 1;
-  done = !rc && mode == EMBED_COMPLETE;
+  esmt_embed_dir_options eo = ESMT_EMBED_DIR_OPTIONS_INIT;
+  eo.out = o.out;
+  eo.model = m;
+  eo.model_path = o.model;
+  eo.model_kind = cli_model_is_hf(o.model) ? "huggingface" : "esmtrain";
+  eo.backend = esmt_context_backend_name(ctx);
+  eo.input = o.input;
+  eo.split = o.split;
+  eo.num_layers = o.nl;
+  eo.layers = o.layers;
+  eo.include = o.include;
+  eo.long_policy = o.long_policy;
+  eo.stride = o.stride;
+  eo.safetensors = o.safetensors;
+  if (!rc && said(esmt_embed_dir_open(&eo, &dir))) rc = 1;
+  int done = !rc && say_state(&o, dir, 0); /* an identical finished embed: status 0 */
   if (!rc && !done && !(lock = cli_run_lock(o.out, "embed"))) rc = 1;
   /* checked again under the lock: another process may have written meanwhile */
-  if (!rc && !done && (mode = embed_meta_check(&o, &mi, &s, 1, &recorded)) < 0) rc = 1;
-  done = done || (!rc && mode == EMBED_COMPLETE);
+  if (!rc && !done && said(esmt_embed_dir_check(dir))) rc = 1;
+  done = done || (!rc && say_state(&o, dir, 1));
   if (!rc && !done) {
     cli_signals_catch(NULL);
-    rc = run(&o, m, &mi, &s, r, mode, recorded);
+    rc = run(&o, m, dir, r);
   }
-  json_decref(recorded);
+  esmt_embed_dir_close(dir);
   esmt_sequence_reader_close(r);
   esmt_run_lock_release(lock);
   esmt_model_destroy(m);

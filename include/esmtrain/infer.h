@@ -283,4 +283,95 @@ ESMT_API int esmt_table_reader_column(const esmt_table_reader *reader, const cha
 ESMT_API uint64_t esmt_table_reader_line(const esmt_table_reader *reader);
 ESMT_API void esmt_table_reader_close(esmt_table_reader *reader);
 
+/* ------------------------------------------------------------------------ */
+/* Embedding output directories (embed.json, ids.txt, the arrays)            */
+/* ------------------------------------------------------------------------ */
+
+/* A directory of embeddings written protein by protein and committed in
+ * steps, so that an interrupted writer continues where it stopped
+ * (docs/formats.md, "Embedding output directory"): embed.json (the
+ * request, the committed counts, the files it created), ids.txt,
+ * lengths.npy, {mean,cls,per_tok}.layer<L>.npy, per_tok.offsets.npy, and
+ * with safetensors embeddings.safetensors at the end. Files are created
+ * new (never through a link), re-opened only as the ones the record names,
+ * and nothing in the directory is changed when it is refused. The caller
+ * holds the directory's run.lock (esmt_run_lock_take) from
+ * esmt_embed_dir_check to esmt_embed_dir_close. */
+typedef struct esmt_embed_dir esmt_embed_dir;
+
+typedef enum esmt_embed_include {
+  ESMT_EMBED_MEAN = 1,      /* mean.layer<L>.npy */
+  ESMT_EMBED_PER_TOKEN = 2, /* per_tok.layer<L>.npy and per_tok.offsets.npy */
+  ESMT_EMBED_CLS = 4        /* cls.layer<L>.npy */
+} esmt_embed_include;
+
+typedef struct esmt_embed_dir_options {
+  uint32_t struct_size;
+  const char *out;          /* the directory: new, empty, or one this API wrote */
+  esmt_model *model;        /* depth, width, window and the checksum of its weights */
+  const char *model_path;   /* recorded (its real path) */
+  const char *model_kind;   /* recorded: "huggingface", "esmtrain" */
+  const char *backend;      /* recorded */
+  const char *input;        /* FASTA file, dataset directory or "-": its checksum */
+  const char *split;        /* recorded; NULL = "train" */
+  int num_layers;           /* representations, each in 0..L (no -1) */
+  const int *layers;
+  unsigned include;         /* esmt_embed_include bits */
+  esmt_long_policy long_policy;
+  int stride;               /* windows: residues between starts (0: half the window) */
+  int safetensors;          /* 1: embeddings.safetensors at the end */
+} esmt_embed_dir_options;
+
+#define ESMT_EMBED_DIR_OPTIONS_INIT                                                     \
+  { sizeof(esmt_embed_dir_options), NULL, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, \
+    ESMT_EMBED_MEAN, ESMT_LONG_TRUNCATE, 0, 0 }
+
+typedef enum esmt_embed_dir_state {
+  ESMT_EMBED_DIR_NEW = 0,       /* the directory is new or empty */
+  ESMT_EMBED_DIR_RESUME = 1,    /* an unfinished output of the same request, model, input */
+  ESMT_EMBED_DIR_RESTART = 2,   /* an unfinished output that committed nothing: starts anew */
+  ESMT_EMBED_DIR_COMPLETE = 3   /* a finished output of the same request: nothing to do */
+} esmt_embed_dir_state;
+
+typedef struct esmt_embed_dir_status {
+  uint32_t struct_size;
+  esmt_embed_dir_state state;
+  uint64_t proteins, residues, truncated, windowed, unknown_residues, empty;
+  int staging_removed;      /* COMPLETE: staging .npy arrays an interrupted run left, removed */
+} esmt_embed_dir_status;
+
+#define ESMT_EMBED_DIR_STATUS_INIT \
+  { sizeof(esmt_embed_dir_status), ESMT_EMBED_DIR_NEW, 0, 0, 0, 0, 0, 0, 0 }
+
+/* Inspect `out` for this request: nothing is created or changed (except
+ * the staging arrays a finished safetensors output left). Another request
+ * over an existing output, a damaged record or files the API did not
+ * write are refused (ESMT_ERR_STATE or ESMT_ERR_IO) naming what differs. */
+ESMT_API esmt_status esmt_embed_dir_open(const esmt_embed_dir_options *options,
+                                         esmt_embed_dir **out);
+/* The same inspection again (under the caller's run.lock). */
+ESMT_API esmt_status esmt_embed_dir_check(esmt_embed_dir *dir);
+ESMT_API esmt_status esmt_embed_dir_status_get(const esmt_embed_dir *dir,
+                                               esmt_embed_dir_status *status);
+/* RESUME: the id of the next committed protein as the input gives it
+ * again (every committed one, in order, before esmt_embed_dir_begin). */
+ESMT_API esmt_status esmt_embed_dir_skip(esmt_embed_dir *dir, const char *id);
+/* Create the files (NEW; RESTART after removing the attempt's own files)
+ * or re-open them cut back to the commit (RESUME, once the skipped ids
+ * matched the committed ones). */
+ESMT_API esmt_status esmt_embed_dir_begin(esmt_embed_dir *dir);
+/* `count` proteins (ids[i], results[i] of esmt_embed with this request's
+ * layers and per_token) appended; unknown_residues: counted by the reader. */
+ESMT_API esmt_status esmt_embed_dir_append(esmt_embed_dir *dir, int count,
+                                           const char *const *ids,
+                                           const esmt_embedding *results,
+                                           uint64_t unknown_residues);
+/* Everything appended made durable, then recorded in embed.json. */
+ESMT_API esmt_status esmt_embed_dir_commit(esmt_embed_dir *dir);
+/* After the last commit: embeddings.safetensors (safetensors), the record
+ * marked complete, the staging arrays removed. */
+ESMT_API esmt_status esmt_embed_dir_finish(esmt_embed_dir *dir);
+/* Close the files; what was not committed is cut on resume. NULL accepted. */
+ESMT_API void esmt_embed_dir_close(esmt_embed_dir *dir);
+
 #endif /* ESMTRAIN_INFER_H */

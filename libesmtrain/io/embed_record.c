@@ -1,9 +1,9 @@
 /* SPDX-License-Identifier: MIT */
-/* embed.json (embed.h): the request that made an output directory, what
- * is committed so far, and whether it is complete. Written as a temporary
- * file, fsync'd and renamed, after the arrays it counts are committed: a
- * crash leaves the previous record, and the arrays are cut back to it on
- * resume. */
+/* embed.json (embed_dir.h): the request that made an output directory,
+ * what is committed so far, and whether it is complete. Written as a
+ * temporary file, fsync'd and renamed, after the arrays it counts are
+ * committed: a crash leaves the previous record, and the arrays are cut
+ * back to it on resume. */
 #define _GNU_SOURCE
 #include <dirent.h>
 #include <errno.h>
@@ -15,13 +15,12 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "embed.h"
+#include "embed_dir.h"
+#include "fs_util.h"
 
 #define EMBED_FORMAT "esmtrain-embeddings"
 /* 2: the model's and the input's checksums and the files' ids recorded */
 #define EMBED_VERSION 2
-
-static const char *long_name(int p) { return p == EMBED_WINDOWS ? "windows" : "truncate"; }
 
 static int64_t input_bytes(const char *path) {
   struct stat sb;
@@ -30,32 +29,32 @@ static int64_t input_bytes(const char *path) {
 }
 
 /* The fields that must be equal for a resume to continue the same arrays. */
-static json_t *request_json(const embed_options *o, const embed_model_info *mi) {
+static json_t *request_json(const esmt_embed_dir *d) {
   json_t *layers = json_array(), *inc = json_array();
-  for (int j = 0; j < o->nl; j++) json_array_append_new(layers, json_integer(o->layers[j]));
-  if (o->include & EMBED_MEAN) json_array_append_new(inc, json_string("mean"));
-  if (o->include & EMBED_PER_TOK) json_array_append_new(inc, json_string("per_tok"));
-  if (o->include & EMBED_CLS) json_array_append_new(inc, json_string("cls"));
-  char *model = realpath(o->model, NULL), *input = strcmp(o->input, "-") ? realpath(o->input, NULL)
-                                                                          : NULL;
+  for (int j = 0; j < d->nl; j++) json_array_append_new(layers, json_integer(d->layers[j]));
+  if (d->include & ESMT_EMBED_MEAN) json_array_append_new(inc, json_string("mean"));
+  if (d->include & ESMT_EMBED_PER_TOKEN) json_array_append_new(inc, json_string("per_tok"));
+  if (d->include & ESMT_EMBED_CLS) json_array_append_new(inc, json_string("cls"));
+  char *model = realpath(d->model_path, NULL), *input = strcmp(d->input, "-")
+                                                           ? realpath(d->input, NULL)
+                                                           : NULL;
   json_t *r = json_pack("{s:s,s:s,s:s,s:s,s:i,s:i,s:i,s:s,s:s,s:I,s:s,s:o,s:o,s:s,s:i,s:i,s:s}",
-                        "model", model ? model : o->model, "model_kind", mi->kind,
-                        "model_weights", mi->weights, "backend", mi->backend,
-                        "model_layers", mi->layers, "hidden", mi->hidden, "max_positions",
-                        mi->max_positions, "input", input ? input : o->input, "split",
-                        o->split ? o->split : "train", "input_bytes",
-                        (json_int_t)input_bytes(o->input), "input_content", o->input_content,
-                        "layers", layers, "include", inc,
-                        "long", long_name(o->long_policy), "window", o->window, "stride",
-                        o->long_policy == EMBED_WINDOWS ? o->stride : 0, "format",
-                        o->safetensors ? "safetensors" : "npy");
+                        "model", model ? model : d->model_path, "model_kind", d->model_kind,
+                        "model_weights", d->weights, "backend", d->backend,
+                        "model_layers", d->model_layers, "hidden", d->hidden, "max_positions",
+                        d->max_positions, "input", input ? input : d->input, "split",
+                        d->split, "input_bytes", (json_int_t)input_bytes(d->input),
+                        "input_content", d->input_content, "layers", layers, "include", inc,
+                        "long", d->windows ? "windows" : "truncate", "window", d->window,
+                        "stride", d->windows ? d->stride : 0, "format",
+                        d->safetensors ? "safetensors" : "npy");
   free(model);
   free(input);
   return r;
 }
 
-int embed_meta_write(const embed_options *o, const embed_model_info *mi, const embed_stats *s,
-                     json_t *files, int complete, double seconds) {
+esmt_status embed_record_write(esmt_embed_dir *d, json_t *files, int complete, double seconds) {
+  const embed_stats *s = &d->s;
   char hash[17];
   snprintf(hash, sizeof hash, "%016llx", (unsigned long long)s->ids_hash);
   /* the record holds its own reference to the files table (a new empty one without) */
@@ -63,7 +62,7 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
   json_t *root = json_pack(
       "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:o,s:s}", "format",
       EMBED_FORMAT, "version", EMBED_VERSION, "complete", complete, "request",
-      request_json(o, mi), "committed", "proteins", (json_int_t)s->proteins, "per_tok_rows",
+      request_json(d), "committed", "proteins", (json_int_t)s->proteins, "per_tok_rows",
       (json_int_t)s->per_tok_rows, "ids_bytes", (json_int_t)s->ids_bytes, "ids_hash", hash,
       "stats", "residues", (json_int_t)s->residues, "truncated", (json_int_t)s->truncated,
       "windowed", (json_int_t)s->windowed, "unknown_residues", (json_int_t)s->unknown, "empty",
@@ -76,45 +75,41 @@ int embed_meta_write(const embed_options *o, const embed_model_info *mi, const e
       "re-opens only those)");
   char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
   json_decref(root);
-  char path[4096], tmp[4200];
-  snprintf(path, sizeof path, "%s/embed.json", o->out);
+  char path[4200], tmp[4300];
+  snprintf(path, sizeof path, "%s/embed.json", d->out);
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  /* a temporary an interrupted run left is embed's own: a regular file
-   * with one link; anything else there is refused by O_EXCL|O_NOFOLLOW */
+  /* a temporary an interrupted run left is this writer's own: a regular
+   * file with one link; anything else there is refused by O_EXCL|O_NOFOLLOW */
   if (esmt_owned_file_is_own(tmp, NULL)) unlink(tmp);
   int fd = text ? open(tmp, O_WRONLY | O_CREAT | O_EXCL | O_NOFOLLOW | O_CLOEXEC, 0644) : -1;
   const size_t n = text ? strlen(text) : 0;
   int bad = fd < 0 || write(fd, text, n) != (ssize_t)n || write(fd, "\n", 1) != 1 ||
             fsync(fd) != 0;
-  const int err = errno;
+  int err = text ? errno : ENOMEM;
   if (fd >= 0) close(fd);
-  if (!bad) bad = rename(tmp, path) != 0;
+  if (!bad && rename(tmp, path) != 0) bad = 1, err = errno;
   free(text);
   if (bad) {
-    fprintf(stderr, "esmtrain-example: embed: cannot write %s: %s\n", path, strerror(err));
     if (fd >= 0) unlink(tmp);
-    return -1;
+    return esmt_fail(ESMT_ERR_IO, "cannot write %s: %s", path, strerror(err));
   }
-  int dfd = open(o->out, O_RDONLY | O_DIRECTORY | O_CLOEXEC);
-  if (dfd >= 0) {
-    if (fsync(dfd) != 0) { /* the rename is durable on most file systems anyway */ }
-    close(dfd);
-  }
-  return 0;
+  /* the rename is durable on most file systems anyway */
+  esmt_fsync_dir_published(d->out);
+  return ESMT_OK;
 }
 
 /* Entries of OUT other than . .. run.lock and a temporary record an
  * interrupted first write left; -1 when it cannot be read. */
 static int entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
+  DIR *dd = opendir(dir);
+  if (!dd) return -1;
   int n = 0;
-  char tmp[4200];
+  char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s/embed.json.tmp", dir);
-  for (struct dirent *e; (e = readdir(d));)
+  for (struct dirent *e; (e = readdir(dd));)
     n += strcmp(e->d_name, ".") && strcmp(e->d_name, "..") && strcmp(e->d_name, "run.lock") &&
          !(!strcmp(e->d_name, "embed.json.tmp") && esmt_owned_file_is_own(tmp, NULL));
-  closedir(d);
+  closedir(dd);
   return n;
 }
 
@@ -128,23 +123,23 @@ static const char *meaning(const char *key) {
   return NULL;
 }
 
-static int differs(json_t *was, json_t *now) {
-  int n = 0;
+/* The differing request keys appended to msg ("key: was A, now B: why; ..."). */
+static void differs(json_t *was, json_t *now, char *msg, size_t cap) {
   const char *key;
   json_t *v;
+  int n = 0;
   json_object_foreach(now, key, v) {
     json_t *w = json_object_get(was, key);
     if (w && json_equal(w, v)) continue;
     char *a = w ? json_dumps(w, JSON_ENCODE_ANY | JSON_COMPACT) : NULL;
     char *b = json_dumps(v, JSON_ENCODE_ANY | JSON_COMPACT);
     const char *why = meaning(key);
-    fprintf(stderr, "  %s: was %s, now %s%s%s\n", key, a ? a : "(absent)", b ? b : "?",
-            why ? ": " : "", why ? why : "");
+    const size_t len = strlen(msg);
+    snprintf(msg + len, cap - len, "%s%s: was %s, now %s%s%s", n++ ? "; " : " ", key,
+             a ? a : "(absent)", b ? b : "?", why ? ": " : "", why ? why : "");
     free(a);
     free(b);
-    n++;
   }
-  return n;
 }
 
 /* A count of the record: a non-negative integer at obj.key; 0, or -1
@@ -203,105 +198,89 @@ static int read_record(json_t *root, embed_stats *s, char *why, size_t cap) {
   return 0;
 }
 
-int embed_meta_check(const embed_options *o, const embed_model_info *mi, embed_stats *s,
-                     int say, json_t **files) {
+esmt_status embed_record_check(esmt_embed_dir *d) {
+  embed_stats *s = &d->s;
   memset(s, 0, sizeof *s);
-  if (files) *files = NULL;
+  json_decref(d->recorded);
+  d->recorded = NULL;
+  d->staging_removed = 0;
+  d->state = ESMT_EMBED_DIR_NEW;
+  const char *out = d->out;
   struct stat sb;
-  if (stat(o->out, &sb) != 0) return EMBED_NEW;
-  if (!S_ISDIR(sb.st_mode)) {
-    fprintf(stderr, "esmtrain-example: embed: -o %s exists and is not a directory: nothing was "
-            "changed; choose a new output directory\n", o->out);
-    return -1;
-  }
-  char path[4096];
-  snprintf(path, sizeof path, "%s/embed.json", o->out);
+  if (stat(out, &sb) != 0) return ESMT_OK;
+  if (!S_ISDIR(sb.st_mode))
+    return esmt_fail(ESMT_ERR_STATE, "-o %s exists and is not a directory: nothing was "
+                     "changed; choose a new output directory", out);
+  char path[4200];
+  snprintf(path, sizeof path, "%s/embed.json", out);
   if (lstat(path, &sb) != 0) {
-    if (entries(o->out) == 0) return EMBED_NEW;
-    fprintf(stderr, "esmtrain-example: embed: -o %s is not empty and holds no embed output "
-            "(no embed.json): nothing was changed; choose a new or empty directory\n", o->out);
-    return -1;
+    if (entries(out) == 0) return ESMT_OK;
+    return esmt_fail(ESMT_ERR_STATE, "-o %s is not empty and holds no embed output (no "
+                     "embed.json): nothing was changed; choose a new or empty directory", out);
   }
-  if (!S_ISREG(sb.st_mode)) {
-    fprintf(stderr, "esmtrain-example: embed: %s is %s, not the record embed writes: nothing "
-            "was changed; choose a new or empty directory\n", path,
-            S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file");
-    return -1;
-  }
-  char tmp[4200];
+  if (!S_ISREG(sb.st_mode))
+    return esmt_fail(ESMT_ERR_STATE, "%s is %s, not the record embed writes: nothing was "
+                     "changed; choose a new or empty directory", path,
+                     S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file");
+  char tmp[4300];
   snprintf(tmp, sizeof tmp, "%s.tmp", path);
-  if (lstat(tmp, &sb) == 0 && !esmt_owned_file_is_own(tmp, NULL)) {
-    fprintf(stderr, "esmtrain-example: embed: %s is not a temporary record embed wrote (%s): "
-            "nothing was changed; move it away or choose a new output directory\n", tmp,
-            S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file of one link");
-    return -1;
-  }
+  if (lstat(tmp, &sb) == 0 && !esmt_owned_file_is_own(tmp, NULL))
+    return esmt_fail(ESMT_ERR_STATE, "%s is not a temporary record embed wrote (%s): nothing "
+                     "was changed; move it away or choose a new output directory", tmp,
+                     S_ISLNK(sb.st_mode) ? "a symbolic link" : "not a regular file of one link");
   json_error_t je;
   json_t *root = json_load_file(path, JSON_REJECT_DUPLICATES, &je);
-  if (!root) {
-    fprintf(stderr, "esmtrain-example: embed: -o %s is not empty and holds no embed output "
-            "(%s: %s): nothing was changed; choose a new or empty directory\n", o->out, path,
-            je.text);
-    return -1;
-  }
-  int rc = -1;
-  char why[512];
-  json_t *req = request_json(o, mi);
+  if (!root)
+    return esmt_fail(ESMT_ERR_STATE, "-o %s is not empty and holds no embed output (%s: %s): "
+                     "nothing was changed; choose a new or empty directory", out, path, je.text);
+  esmt_status st = ESMT_ERR_STATE;
+  char why[512], msg[4096];
+  json_t *req = request_json(d);
+  json_t *was = json_object_get(root, "request");
   const char *fmt = json_string_value(json_object_get(root, "format"));
   if (!json_is_object(root) || !fmt || strcmp(fmt, EMBED_FORMAT)) {
-    fprintf(stderr, "esmtrain-example: embed: %s is not an esmtrain embed record: nothing was "
-            "changed\n", path);
+    esmt_fail(st, "%s is not an esmtrain embed record: nothing was changed", path);
   } else if (read_record(root, s, why, sizeof why)) {
-    fprintf(stderr, "esmtrain-example: embed: %s is damaged: %s. It cannot tell what %s holds: "
-            "nothing was changed; embed into a new output directory\n", path, why, o->out);
+    esmt_fail(st, "%s is damaged: %s. It cannot tell what %s holds: nothing was changed; "
+              "embed into a new output directory", path, why, out);
   } else if (json_is_true(json_object_get(root, "complete"))) {
-    const char *fmt_was = json_string_value(
-        json_object_get(json_object_get(root, "request"), "format"));
+    const char *fmt_was = json_string_value(json_object_get(was, "format"));
     /* a run stopped after recording it complete, before the removal */
-    const int left = fmt_was && !strcmp(fmt_was, "safetensors")
-                         ? embed_output_remove_staging_left(o, json_object_get(root, "files"))
-                         : 0;
-    const char *what = left ? "only the staging .npy arrays an interrupted run left were removed"
-                            : "nothing was changed";
-    json_t *was = json_object_get(root, "request");
+    d->staging_removed = fmt_was && !strcmp(fmt_was, "safetensors")
+                             ? embed_arrays_remove_staging_left(d, json_object_get(root, "files"))
+                             : 0;
     if (json_equal(was, req)) { /* the same embed again: done, as make would say */
-      fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins) for the "
-              "same request, model and input: %s\n", o->out, (unsigned long long)s->proteins,
-              what);
-      rc = EMBED_COMPLETE;
+      d->state = ESMT_EMBED_DIR_COMPLETE;
+      st = ESMT_OK;
     } else {
-      fprintf(stderr, "esmtrain-example: embed: %s is complete already (%llu proteins) for "
-              "another request: %s. What differs:\n", o->out, (unsigned long long)s->proteins,
-              what);
-      differs(was, req);
-      fprintf(stderr, "Choose a new output directory to embed again\n");
+      snprintf(msg, sizeof msg, "%s is complete already (%llu proteins) for another request: "
+               "%s. What differs:", out, (unsigned long long)s->proteins,
+               d->staging_removed
+                   ? "only the staging .npy arrays an interrupted run left were removed"
+                   : "nothing was changed");
+      differs(was, req, msg, sizeof msg);
+      esmt_fail(st, "%s. Choose a new output directory to embed again", msg);
     }
   } else if (s->proteins == 0) {
     /* an attempt that committed nothing (it failed on its input, or was
      * stopped at once): its files hold nothing, any request starts anew */
     memset(s, 0, sizeof *s);
-    if (say)
-      fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed that committed "
-              "no protein: starting anew\n", o->out);
-    rc = EMBED_RESTART;
+    d->state = ESMT_EMBED_DIR_RESTART;
+    st = ESMT_OK;
+  } else if (json_equal(was, req)) {
+    d->state = ESMT_EMBED_DIR_RESUME;
+    st = ESMT_OK;
   } else {
-    json_t *was = json_object_get(root, "request");
-    if (json_equal(was, req)) {
-      if (say)
-        fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed of the same "
-                "request, model and input: resuming after %llu proteins\n", o->out,
-                (unsigned long long)s->proteins);
-      rc = EMBED_RESUME;
-    } else {
-      fprintf(stderr, "esmtrain-example: embed: %s holds an unfinished embed of another "
-              "request; nothing was changed. What differs:\n", o->out);
-      differs(was, req);
-      fprintf(stderr, "Rerun with the original options, model and input to finish it, or "
-              "choose a new output directory\n");
-    }
+    snprintf(msg, sizeof msg, "%s holds an unfinished embed of another request; nothing was "
+             "changed. What differs:", out);
+    differs(was, req, msg, sizeof msg);
+    esmt_fail(st, "%s. Rerun with the original options, model and input to finish it, or "
+              "choose a new output directory", msg);
   }
-  if ((rc == EMBED_RESUME || rc == EMBED_RESTART) && files) *files = json_incref(json_object_get(root, "files"));
+  if (d->state == ESMT_EMBED_DIR_RESUME || d->state == ESMT_EMBED_DIR_RESTART)
+    d->recorded = json_incref(json_object_get(root, "files"));
+  if (st) memset(s, 0, sizeof *s);
   json_decref(req);
   json_decref(root);
-  return rc;
+  return st;
 }

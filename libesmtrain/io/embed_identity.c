@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-/* What an embed output was computed from (embed.h), so that a resume
+/* What an embed output was computed from (embed_dir.h), so that a resume
  * continues only the same work: the zlib crc32 of the model's weights as
  * loaded (a checkpoint trained further, another checkpoint or another
  * export changes it) and of the input's bytes (a FASTA file edited or
@@ -15,9 +15,9 @@
 #include <unistd.h>
 #include <zlib.h>
 
-#include "embed.h"
+#include "embed_dir.h"
 
-int embed_model_checksum(esmt_model *m, char *out, size_t cap) {
+esmt_status embed_model_checksum(esmt_model *m, char *out, size_t cap) {
   int count = 0;
   uint64_t total = 0;
   uLong crc = crc32_z(0L, Z_NULL, 0);
@@ -31,8 +31,7 @@ int embed_model_checksum(esmt_model *m, char *out, size_t cap) {
       float *b = realloc(buf, ti.numel * sizeof *b);
       if (!b) {
         free(buf);
-        fprintf(stderr, "esmtrain-example: embed: out of memory reading tensor %s\n", ti.name);
-        return -1;
+        return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory reading tensor %s", ti.name);
       }
       buf = b;
       buf_n = ti.numel;
@@ -43,13 +42,13 @@ int embed_model_checksum(esmt_model *m, char *out, size_t cap) {
     total += ti.numel;
   }
   free(buf);
-  if (st) return cli_error("embed: reading the model's weights", st), -1;
+  if (st) return esmt_fail_prefix(st, "reading the model's weights: ");
   snprintf(out, cap, "crc32:%08lx/%llu", (unsigned long)crc, (unsigned long long)total);
-  return 0;
+  return ESMT_OK;
 }
 
-int embed_input_checksum(const char *input, char *out, size_t cap) {
-  if (!strcmp(input, "-")) return snprintf(out, cap, "stdin"), 0;
+esmt_status embed_input_checksum(const char *input, char *out, size_t cap) {
+  if (!strcmp(input, "-")) return snprintf(out, cap, "stdin"), ESMT_OK;
   struct stat sb;
   char path[4200];
   snprintf(path, sizeof path, "%s", input);
@@ -59,10 +58,9 @@ int embed_input_checksum(const char *input, char *out, size_t cap) {
    * was swapped for a FIFO since */
   int fd = open(path, O_RDONLY | O_NONBLOCK | O_NOCTTY | O_CLOEXEC);
   if (fd < 0 || fstat(fd, &sb) != 0 || !S_ISREG(sb.st_mode)) {
-    fprintf(stderr, "esmtrain-example: embed: %s: cannot read it for its checksum: %s\n", path,
-            fd < 0 ? strerror(errno) : "not a regular file");
+    const char *why = fd < 0 ? strerror(errno) : "not a regular file";
     if (fd >= 0) close(fd);
-    return -1;
+    return esmt_fail(ESMT_ERR_IO, "%s: cannot read it for its checksum: %s", path, why);
   }
   enum { CHUNK = 1 << 20 };
   unsigned char *buf = malloc(CHUNK);
@@ -78,13 +76,12 @@ int embed_input_checksum(const char *input, char *out, size_t cap) {
   const int err = errno;
   close(fd);
   free(buf);
-  if (!buf || n < 0) {
-    fprintf(stderr, "esmtrain-example: embed: %s: cannot read it for its checksum: %s\n", path,
-            buf ? strerror(err) : "out of memory");
-    return -1;
-  }
+  if (!buf || n < 0)
+    return esmt_fail(buf ? ESMT_ERR_IO : ESMT_ERR_OUT_OF_MEMORY,
+                     "%s: cannot read it for its checksum: %s", path,
+                     buf ? strerror(err) : "out of memory");
   snprintf(out, cap, "crc32:%08lx/%llu", (unsigned long)crc, (unsigned long long)bytes);
-  return 0;
+  return ESMT_OK;
 }
 
 uint64_t embed_id_hash(uint64_t h, const char *id) {
