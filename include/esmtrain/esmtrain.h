@@ -462,6 +462,8 @@ ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *bat
                                  * cls, eos or padding), as fair-esm's extract.py */
 #define ESMT_INFER_CLS 4u       /* cls [rows, hidden]: each protein's first position */
 #define ESMT_INFER_LOGITS 8u    /* logits [batch, seq_len, 33]; padding zero */
+#define ESMT_INFER_ATTENTION 16u /* attention (appended field): every layer's softmax
+                                  * probabilities, see below */
 
 typedef struct esmt_infer_request {
   uint32_t struct_size;
@@ -475,10 +477,18 @@ typedef struct esmt_infer_request {
    * [num_layers, rows, hidden]); `layer` is ignored. Logits are one. */
   int num_layers;
   const int *layers;
+  /* Appended (0.2, issue #42): with ESMT_INFER_ATTENTION, the attention
+   * probabilities of every layer and head, fp32, as fair-esm's
+   * need_head_weights: for layer l = 0..L-1, then each protein p (row, or
+   * segment when packed) in order, [heads, n_p, n_p] with n_p the
+   * protein's positions (<cls> residues <eos>), query by key. Layer l's
+   * block starts at l * heads * sum_p n_p^2 floats. A backend without the
+   * attention_probs op (backend ABI 2.1) is ESMT_ERR_UNSUPPORTED. */
+  float *attention;
 } esmt_infer_request;
 
 #define ESMT_INFER_REQUEST_INIT \
-  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL }
+  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL, NULL }
 
 ESMT_API esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch,
                                       const esmt_infer_request *request);

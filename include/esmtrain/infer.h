@@ -196,6 +196,35 @@ ESMT_API esmt_status esmt_score_variants(esmt_model *model, int num_proteins,
                                          void *progress_user, double *scores);
 
 /* ------------------------------------------------------------------------ */
+/* Contact maps                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The contact head (esm.contact_head.regression of an HF checkpoint,
+ * carried through import, checkpoints and export): count = layers x heads
+ * weights, feature k = layer * heads + head, and the bias. A model without
+ * one, or with an all-zero one (an export of a model that never had one),
+ * is ESMT_ERR_STATE. */
+ESMT_API esmt_status esmt_model_contact_head(esmt_model *model, float *weight, int count,
+                                             float *bias);
+/* Replace (or add) the model's contact head; an export writes it. */
+ESMT_API esmt_status esmt_model_set_contact_head(esmt_model *model, const float *weight,
+                                                 int count, float bias);
+
+/* The contact head's features of one protein of n residues (no cls/eos;
+ * 1 <= n <= max_positions - 2, else ESMT_ERR_INVALID_ARGUMENT): for each
+ * layer and head k = layer * heads + head, the attention map without the
+ * <cls> and <eos> rows and columns, symmetrised and average-product
+ * corrected, as fair-esm's ContactPredictionHead: features [layers x heads,
+ * n, n]. Needs a backend with attention maps (esmt_infer_request.attention). */
+ESMT_API esmt_status esmt_contact_features(esmt_model *model, const int32_t *residues, int n,
+                                           float *features);
+/* Contact probabilities [n, n] of one protein: the sigmoid of the contact
+ * head's logistic regression over esmt_contact_features, fair-esm's
+ * predict_contacts for the protein's residues. */
+ESMT_API esmt_status esmt_predict_contacts(esmt_model *model, const int32_t *residues, int n,
+                                           float *contacts);
+
+/* ------------------------------------------------------------------------ */
 /* Embedding files: .npy streams and one safetensors file                    */
 /* ------------------------------------------------------------------------ */
 
