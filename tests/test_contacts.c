@@ -6,7 +6,9 @@
  * and average-product corrected, and the contacts their logistic
  * regression; a model without a (trained) contact head, an empty protein,
  * a protein longer than the window and a backend without attention_probs
- * are refused with a message; a head set here survives export and import.
+ * are refused with a message; a head set here survives export and import;
+ * a head trained on synthetic contacts (a teacher head's top pairs) ranks
+ * pairs as the teacher; the contact-pairs file and its errors.
  * The numbers against transformers are tests/interop/test_contacts.py. */
 #include "test_util.h"
 
@@ -239,12 +241,132 @@ static void head_survives_export(void **state) {
   test_rmtree(dir);
 }
 
+/* Synthetic contacts: a teacher head's top 15% of pairs 6 or more apart
+ * in four proteins. The head fitted on them (starting from none) ranks
+ * the pairs as the teacher does. */
+static void head_trained_on_synthetic_pairs(void **state) {
+  (void)state;
+  static const char *const prot[] = {"MKTAYIAKQRQISFVKSHFSRQ", "GLSDWEKLAAKHRNPQTVYCFM",
+                                     "ACDEFGHIKLMNPQRSTVWYAC", "MSTNPKPQRKTKRNTNRRPQDV"};
+  enum { NPR = 4 };
+  int32_t res[NPR][64];
+  const int32_t *rp[NPR];
+  int len[NPR];
+  float teacher[K];
+  for (int k = 0; k < K; k++) teacher[k] = (float)sin(1.7 * k + 0.3) * 2.0f;
+  assert_int_equal(esmt_model_set_contact_head(g_m, teacher, K, 0.0f), ESMT_OK);
+  esmt_contact_pair pairs[NPR * W * W];
+  size_t np = 0;
+  for (int p = 0; p < NPR; p++) {
+    len[p] = residues(prot[p], res[p]);
+    rp[p] = res[p];
+    const int n = len[p];
+    float c[W * W], sorted[W * W];
+    assert_int_equal(esmt_predict_contacts(g_m, res[p], n, c), ESMT_OK);
+    int m = 0;
+    for (int i = 0; i < n; i++)
+      for (int j = i + 6; j < n; j++) sorted[m++] = c[i * n + j];
+    for (int a = 1; a < m; a++) /* descending insertion sort */
+      for (int b = a; b > 0 && sorted[b] > sorted[b - 1]; b--) {
+        const float t = sorted[b];
+        sorted[b] = sorted[b - 1];
+        sorted[b - 1] = t;
+      }
+    const float cut = sorted[m * 15 / 100];
+    for (int i = 0; i < n; i++)
+      for (int j = i + 6; j < n; j++)
+        if (c[i * n + j] > cut) pairs[np++] = (esmt_contact_pair){p, j, i}; /* either way round */
+  }
+  float zero[K] = {0};
+  assert_int_equal(esmt_model_set_contact_head(g_m, zero, K, 0.0f), ESMT_OK);
+  esmt_contact_train_options o = ESMT_CONTACT_TRAIN_OPTIONS_INIT;
+  esmt_contact_train_result r = ESMT_CONTACT_TRAIN_RESULT_INIT;
+  assert_int_equal(esmt_contact_head_train(g_m, &o, NPR, rp, len, pairs, np, &r), ESMT_OK);
+  float w[K], b = 0;
+  assert_int_equal(esmt_model_contact_head(g_m, w, K, &b), ESMT_OK);
+  double dot = 0, n1 = 0, n2 = 0;
+  for (int k = 0; k < K; k++) dot += w[k] * teacher[k], n1 += w[k] * w[k], n2 += teacher[k] * teacher[k];
+  /* the fitted head's top-|contacts| pairs against the labels */
+  int hit = 0, total = 0;
+  for (int p = 0; p < NPR; p++) {
+    const int n = len[p];
+    float c[W * W];
+    assert_int_equal(esmt_predict_contacts(g_m, res[p], n, c), ESMT_OK);
+    for (size_t k = 0; k < np; k++) {
+      if (pairs[k].protein != p) continue;
+      const float v = c[pairs[k].i * n + pairs[k].j];
+      int above = 0; /* pairs scored higher than this contact */
+      for (int i = 0; i < n; i++)
+        for (int j = i + 6; j < n; j++) above += c[i * n + j] > v;
+      int listed = 0;
+      for (size_t q = 0; q < np; q++) listed += pairs[q].protein == p;
+      hit += above < listed;
+      total++;
+    }
+  }
+  print_message("trained on %llu pairs (%llu contacts) in %d Newton steps: loss %.4f, cosine to "
+                "the teacher %.3f, contacts ranked in the top |contacts| %d/%d\n",
+                (unsigned long long)r.pairs, (unsigned long long)r.contacts, r.iterations, r.loss,
+                dot / sqrt(n1 * n2), hit, total);
+  assert_true(r.contacts == np && r.iterations >= 1);
+  assert_true(dot / sqrt(n1 * n2) > 0.9);
+  assert_true(hit >= total * 9 / 10);
+  /* no contact among the samples */
+  assert_int_equal(esmt_contact_head_train(g_m, &o, NPR, rp, len, pairs, 0, &r),
+                   ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "all non-contacts"));
+}
+
+static void pairs_file(void **state) {
+  (void)state;
+  const char *dir = test_mkdtemp();
+  char path[512];
+  snprintf(path, sizeof path, "%s/pairs.txt", dir);
+  static const char *const ids[] = {"a", "b"};
+  const int len[] = {10, 20};
+  static const struct {
+    const char *text, *error;
+  } cases[] = {
+      {"# contacts\n\na 1 9\nb\t20 3\r\n", NULL},
+      {"a 1 9\nc 1 2\n", "line 2: no protein 'c'"},
+      {"a 1 11\n", "line 1: residues '1' and '11' of 'a' (10 residues)"},
+      {"a 3 3\n", "two different numbers"},
+      {"a 1\n", "line 1: expected 'ID I J'"},
+      {"a 1 2 3\n", "expected 'ID I J'"},
+      {"a 0 2\n", "two different numbers in 1..10"},
+  };
+  for (size_t c = 0; c < sizeof cases / sizeof cases[0]; c++) {
+    FILE *f = fopen(path, "w");
+    assert_non_null(f);
+    fputs(cases[c].text, f);
+    fclose(f);
+    esmt_contact_pair *p = NULL;
+    size_t n = 0;
+    const esmt_status st = esmt_contact_pairs_read(path, 2, ids, len, &p, &n);
+    if (!cases[c].error) {
+      assert_int_equal(st, ESMT_OK);
+      assert_int_equal(n, 2);
+      assert_true(p[0].protein == 0 && p[0].i == 0 && p[0].j == 8);
+      assert_true(p[1].protein == 1 && p[1].i == 19 && p[1].j == 2);
+    } else {
+      assert_int_equal(st, ESMT_ERR_FORMAT);
+      if (!strstr(esmt_last_error(), cases[c].error) || !strstr(esmt_last_error(), path))
+        fail_msg("case %zu: '%s' lacks '%s' or the path", c, esmt_last_error(), cases[c].error);
+      assert_null(p);
+    }
+    esmt_contact_pairs_free(p);
+  }
+  test_rmtree(dir);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_rows_and_layouts),
       cmocka_unit_test(features_and_contacts),
       cmocka_unit_test(bad_inputs),
       cmocka_unit_test(head_survives_export),
+      cmocka_unit_test(head_trained_on_synthetic_pairs),
+      cmocka_unit_test(pairs_file),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

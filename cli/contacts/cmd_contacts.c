@@ -17,20 +17,15 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
-#include "cli.h"
+#include "contacts.h"
 #include "embed/out_file.h"
 
-#define PREFIX "esmtrain-example: contacts: "
-
-typedef struct contacts_args {
-  const char *model, *input, *out, *backend, *train_pairs;
-  long long threads;
-  int quiet;
-} contacts_args;
+#define PREFIX CONTACTS_PREFIX
 
 static void usage(FILE *f) {
   fprintf(f,
-    "usage: esmtrain-example contacts MODEL INPUT -o OUT.safetensors [options]\n\n"
+    "usage: esmtrain-example contacts MODEL INPUT -o OUT.safetensors [options]\n"
+    "       esmtrain-example contacts MODEL INPUT --train-head PAIRS -o OUT_DIR [options]\n\n"
     "Residue-residue contact probabilities of each protein of INPUT (FASTA or FASTA.gz), as\n"
     "fair-esm's predict_contacts: every layer's attention maps without <cls>/<eos>,\n"
     "symmetrised, average-product corrected, the model's contact head (logistic regression)\n"
@@ -39,11 +34,21 @@ static void usage(FILE *f) {
     "empty records are refused. OUT (new; an existing file is refused) holds 'contacts'\n"
     "(float32, protein k's n x n map at offsets[k]..offsets[k+1]), 'offsets' and 'lengths'\n"
     "(int64) and the ids in its metadata; on any error it is not created.\n\n"
+    "With --train-head the contact head is fitted instead (fair-esm's way: a logistic\n"
+    "regression on the frozen model's attention features) on INPUT's proteins and the\n"
+    "contacts listed in PAIRS, a text file of lines 'ID I J' (a record id of INPUT, two\n"
+    "1-based residue numbers; every other pair at least --min-separation apart is a\n"
+    "non-contact), and the model with the new head is exported to the new directory OUT_DIR\n"
+    "(a Hugging Face EsmForMaskedLM directory, as `export` writes).\n\n"
     "options:\n"
     "  -o, --out FILE      the safetensors file to create (required)\n"
     "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
     "  --threads N         CPU threads (default 0: all cores)\n"
-    "  --quiet             no progress lines\n");
+    "  --quiet             no progress lines\n"
+    "  --train-head PAIRS  fit the contact head on PAIRS and export the model to OUT_DIR\n"
+    "  --min-separation N  --train-head: pairs at least N apart are samples (default 6)\n"
+    "  --l2 X              --train-head: L2 penalty on the standardised weights (default "
+    "0.001)\n");
 }
 
 static int parse(int argc, char **argv, contacts_args *a) {
@@ -63,6 +68,16 @@ static int parse(int argc, char **argv, contacts_args *a) {
     } else if (cli_flag_value("--backend", argc, argv, &i, &v)) {
       if (!v) goto missing;
       a->backend = v;
+    } else if (cli_flag_value("--train-head", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      a->train_pairs = v;
+    } else if (cli_flag_value("--min-separation", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_int_arg("contacts", "--min-separation", v, 1, 100000, &a->min_separation))
+        return 2;
+    } else if (cli_flag_value("--l2", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_double_arg("contacts", "--l2", v, 0, 1e6, &a->l2)) return 2;
     } else if (cli_flag_value("--threads", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_int_arg("contacts", "--threads", v, 0, 4096, &a->threads)) return 2;
@@ -217,20 +232,27 @@ failed:
 }
 
 int cmd_contacts(int argc, char **argv) {
-  contacts_args a = {0};
+  contacts_args a = {.min_separation = 6, .l2 = 1e-3};
   int rc = parse(argc, argv, &a);
   if (rc >= 0) return rc;
   struct stat sb;
   if (lstat(a.out, &sb) == 0) {
-    fprintf(stderr, PREFIX "%s exists: nothing written (contacts creates a new file; move it "
-            "away or choose another name)\n", cli_esc(a.out));
+    fprintf(stderr, PREFIX "%s exists: nothing written (contacts creates a new %s; move it "
+            "away or choose another name)\n", cli_esc(a.out),
+            a.train_pairs ? "directory" : "file");
     return 1;
   }
-  const char *inputs[2] = {a.model, a.input};
-  if (cli_output_path_check("contacts", a.out, inputs, 2)) return 1;
+  const char *inputs[3] = {a.model, a.input, a.train_pairs};
+  if (cli_output_path_check("contacts", a.out, inputs, a.train_pairs ? 3 : 2)) return 1;
   esmt_context *ctx = NULL;
   esmt_model *model = NULL;
   if (cli_model_open("contacts", a.model, a.backend, (int)a.threads, &ctx, &model)) return 1;
+  if (a.train_pairs) {
+    rc = contacts_train_run(&a, model);
+    esmt_model_destroy(model);
+    esmt_context_destroy(ctx);
+    return rc;
+  }
   cli_signals_catch(NULL);
   staged t = {0};
   int64_t count = 0;

@@ -718,8 +718,8 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
 /* Write a directory transformers loads with EsmForMaskedLM.from_pretrained
  * and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
  * names; also the keys transformers expects but ESM-2 does not use:
- * zero position embeddings, the rotary inv_freq buffers, a zero contact
- * head), vocab.txt, tokenizer_config.json, special_tokens_map.json.
+ * zero position embeddings, the rotary inv_freq buffers, the contact head
+ * the model carries (imported or esmt_model_set_contact_head) or a zero one), vocab.txt, tokenizer_config.json, special_tokens_map.json.
  * and a marker, .esmtrain-export. Written into a temporary directory and
  * published only when complete: DIR must not exist or be empty (a
  * directory the user made keeps its mode), unless `overwrite` and DIR is

@@ -17,7 +17,15 @@ on 5 proteins of 30..1000 residues:
     lengths and ids;
 (c) bad inputs, each a clear message and no OUT: an existing OUT (left
     unchanged), a model without a contact head, one whose head is all
-    zeros, an empty record, a protein longer than the window.
+    zeros, an empty record, a protein longer than the window;
+(d) `contacts --train-head` on synthetic contacts (no PDB-derived contact
+    set ships in a Debian or PyPI package the tests may use): the top 15%
+    of transformers' predicted pairs (>= 6 apart) of 4 proteins under the
+    random head are the contacts; the model without a head is fitted and
+    exported, loaded by transformers, and its predict_contacts ranks >= 90%
+    of those contacts in its top |contacts| pairs, its weights within a
+    cosine of 0.9 of the random head's; a pairs file naming an unknown
+    protein is refused with no OUT.
 The float64 references are cached (tests/reference/ref_cache.py).
 Usage: test_contacts.py ESMTRAIN_EXAMPLE INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
@@ -256,6 +264,60 @@ def part_c(work, hf, mdir, recs):
     refused("too long", contacts(mdir, long_, out, False), out, ["long1023", "1023", "1022"])
 
 
+def part_d(work, hf, recs, ref):
+    print("== (d) --train-head on synthetic contacts")
+    sel = recs[:4]
+    fasta = os.path.join(work, "train.fasta")
+    write_fasta(fasta, sel)
+    pairs, labels = [], []
+    for k, (pid, s) in enumerate(sel):
+        c = ref["con%d" % k]
+        n = len(s)
+        iu = np.triu_indices(n, 6)
+        cut = np.sort(c[iu])[::-1][int(len(iu[0]) * 0.15)]
+        lab = np.zeros((n, n), bool)
+        lab[iu] = c[iu] > cut
+        labels.append(lab)
+        for i, j in zip(*np.nonzero(lab)):
+            pairs.append("%s %d %d" % (pid, j + 1, i + 1))  # either order
+    pfile = os.path.join(work, "pairs.txt")
+    with open(pfile, "w") as f:
+        f.write("# synthetic contacts\n" + "\n".join(pairs) + "\n")
+    nohead = os.path.join(work, "nohead")  # made by part_c
+    out = os.path.join(work, "trained")
+    t0 = time.time()
+    p = subprocess.run([BIN, "contacts", nohead, fasta, "--train-head", pfile, "-o", out,
+                        "--threads", "2"], capture_output=True, text=True)
+    print("  " + (p.stdout.strip() or p.stderr.strip()) + " (%.1f s)" % (time.time() - t0))
+    if not check(p.returncode == 0, "--train-head exited %d: %s" % (p.returncode, p.stderr)):
+        return
+    tr = EsmForMaskedLM.from_pretrained(out).double().eval()
+    w = tr.esm.contact_head.regression.weight.detach().numpy().ravel()
+    w0 = hf.esm.contact_head.regression.weight.detach().double().numpy().ravel()
+    cos = float(w @ w0 / np.linalg.norm(w) / np.linalg.norm(w0))
+    hit = total = 0
+    with torch.no_grad():
+        for k, (_, s) in enumerate(sel):
+            ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
+            c = tr.predict_contacts(ids, torch.ones_like(ids))[0].numpy()
+            iu = np.triu_indices(len(s), 6)
+            lab = labels[k][iu]
+            top = np.argsort(-c[iu], kind="stable")[:lab.sum()]
+            hit += int(lab[top].sum())
+            total += int(lab.sum())
+    print("  exported head: cosine to the random head %.3f; %d/%d contacts in the top "
+          "|contacts| pairs" % (cos, hit, total))
+    check(cos > 0.9, "trained head cosine %.3f" % cos)
+    check(hit >= 0.9 * total, "trained head recovers %d/%d contacts" % (hit, total))
+    bad = os.path.join(work, "badpairs.txt")
+    with open(bad, "w") as f:
+        f.write("nosuchprotein 1 9\n")
+    out2 = os.path.join(work, "trained2")
+    p = subprocess.run([BIN, "contacts", nohead, fasta, "--train-head", bad, "-o", out2],
+                       capture_output=True, text=True)
+    refused("unknown protein", p, out2, ["badpairs.txt", "line 1", "nosuchprotein"])
+
+
 def main():
     if not os.path.exists(DB):
         print("skipped: %s not found (Debian package mmseqs2)" % DB)
@@ -272,6 +334,7 @@ def main():
         part_a(work, mdir, seqs, ref)
         part_b(work, mdir, recs, ref)
         part_c(work, hf, mdir, recs)
+        part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
     return 1 if failures else 0
 
