@@ -110,7 +110,7 @@
 // the 16-bit kernels and their launches compile in one translation unit
 // per dtype (cuda_attention_f16.cu, cuda_attention_bf16.cu over
 // cuda_attention_dispatch.cuh), in parallel.
-// attention_probs (ABI 2.1, inference only) is the forward's rotary pass
+// attention_probs (ABI 2.2, inference only) is the forward's rotary pass
 // and a plain per-row softmax kernel (cuda_attention_probs.cuh).
 //
 // Host emulation: the ESMT_CUDA_EMULATE build (backends/cuda_emu) compiles
@@ -211,7 +211,7 @@ bool aligned8(const void *ptr) { return ((uintptr_t)ptr & 7u) == 0; }
 
 enum { FORWARD = 0, BACKWARD = 1, PROBS = 2 };
 
-// The probabilities' buffer when the caller's struct has the field (ABI 2.1).
+// The probabilities' buffer when the caller's struct has the field (ABI 2.2).
 float *probs_of(const esmtb_attention_args *a) {
   if (a->struct_size < offsetof(esmtb_attention_args, probs) + sizeof(float *)) return NULL;
   return a->probs;

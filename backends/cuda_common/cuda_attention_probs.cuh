@@ -1,5 +1,5 @@
 /* SPDX-License-Identifier: MIT */
-// attention_probs (backend ABI 2.1, inference only): the softmax
+// attention_probs (backend ABI 2.2, inference only): the softmax
 // probabilities of the forward written out as fp32 [B, H, T, T]. Q and K
 // come from the forward's own rotary pass (attn_rotate_qk: rot(q) * scale
 // * log2 e and rot(k), rounded to the storage dtype as the 16-bit forward

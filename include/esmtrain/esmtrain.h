@@ -483,7 +483,7 @@ typedef struct esmt_infer_request {
    * segment when packed) in order, [heads, n_p, n_p] with n_p the
    * protein's positions (<cls> residues <eos>), query by key. Layer l's
    * block starts at l * heads * sum_p n_p^2 floats. A backend without the
-   * attention_probs op (backend ABI 2.1) is ESMT_ERR_UNSUPPORTED. */
+   * attention_probs op (backend ABI 2.2) is ESMT_ERR_UNSUPPORTED. */
   float *attention;
 } esmt_infer_request;
 

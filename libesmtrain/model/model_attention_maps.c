@@ -26,7 +26,7 @@ esmt_status esmt_attention_maps_begin(esmt_model *m, const esmt_batch *b, float 
   memset(am, 0, sizeof *am);
   if (!m->ops->attention_probs)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s cannot return attention maps (it "
-                     "lacks the attention_probs op of backend ABI 2.1)", fn, m->ops->name);
+                     "lacks the attention_probs op of backend ABI 2.2)", fn, m->ops->name);
   am->batch = b;
   am->out = out;
   for (int p = 0; p < proteins(m, b); p++) {

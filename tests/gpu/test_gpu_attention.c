@@ -18,7 +18,7 @@
  *     non-deterministic backward, ABI 1.6, all but dq);
  *   - argument errors (bad hd, seq_len 0 or > T, NULL, bf16 below sm_80)
  *     return non-zero with a message;
- *   - attention_probs (ABI 2.1) in a few cases (g_probs): [B, H, T, T]
+ *   - attention_probs (ABI 2.2) in a few cases (g_probs): [B, H, T, T]
  *     against cpu.so's, relative error within the same bounds over each
  *     row's or segment's block, exactly 0 elsewhere (the buffer is
  *     NaN-filled first), every block row summing to 1.
