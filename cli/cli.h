@@ -26,6 +26,7 @@ int cmd_embed(int argc, char **argv);
 int cmd_score(int argc, char **argv);
 int cmd_plot(int argc, char **argv);
 int cmd_watch(int argc, char **argv);
+int cmd_contacts(int argc, char **argv);
 
 /* Print "esmtrain-example: <what>: <last error>" to stderr. */
 void cli_error(const char *what, esmt_status st);

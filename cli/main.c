@@ -18,6 +18,7 @@ static const struct {
     {"import-hf", cmd_import_hf, "a Hugging Face ESM-2 directory as an esmtrain checkpoint"},
     {"embed", cmd_embed, "per-protein and per-residue embeddings of FASTA or a dataset"},
     {"score", cmd_score, "pseudo-perplexity of proteins; masked-marginal scores of variants"},
+    {"contacts", cmd_contacts, "residue-residue contact maps of proteins from attention"},
     {"plot", cmd_plot, "loss, perplexity, lr, throughput and memory curves of runs as PNG/SVG"},
     {"watch", cmd_watch, "a live terminal view of a run: progress, loss, speed, GPUs"},
     {"ingest", cmd_ingest, "FASTA(.gz) files into token shards for training"},

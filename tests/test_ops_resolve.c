@@ -105,6 +105,29 @@ static void test_optional_groups_absent(void **state) {
   assert_null(ops.lion);
 }
 
+static esmtb_status op_probs(esmtb_device *d, const esmtb_attention_args *a, esmtb_stream *s) {
+  (void)d, (void)a, (void)s;
+  return ESMTB_OK;
+}
+
+/* attention_probs (ABI 2.2) is read only from a compute group that covers
+ * it: an older plugin's shorter table leaves it NULL, whatever lies past it. */
+static void test_compute_2_2(void **state) {
+  (void)state;
+  esmtb_backend b = make_backend();
+  g_compute.attention_probs = op_probs;
+  esmtb_ops ops;
+  char why[256] = "";
+  assert_int_equal(esmt_ops_resolve(&b, &ops, why, sizeof why), ESMT_OK);
+  assert_ptr_equal(ops.attention_probs, op_probs);
+  b = make_backend();
+  g_compute.attention_probs = op_probs;
+  g_compute.struct_size = (uint32_t)offsetof(esmtb_compute_ops, attention_probs);
+  assert_int_equal(esmt_ops_resolve(&b, &ops, why, sizeof why), ESMT_OK);
+  assert_ptr_equal(ops.gemm, op_gemm);
+  assert_null(ops.attention_probs);
+}
+
 static void test_required_groups(void **state) {
   (void)state;
   esmtb_backend b = make_backend();
@@ -170,6 +193,7 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_groups_resolved),
       cmocka_unit_test(test_optional_groups_absent),
+      cmocka_unit_test(test_compute_2_2),
       cmocka_unit_test(test_required_groups),
       cmocka_unit_test(test_other_major_refused),
       cmocka_unit_test(test_appended_device_ops),

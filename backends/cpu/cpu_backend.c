@@ -226,6 +226,7 @@ static const esmtb_compute_ops g_cpu_compute = {
     .bias_grad = cpu_bias_grad,
     .attention_forward = cpu_attention_forward,
     .attention_backward = cpu_attention_backward,
+    .attention_probs = cpu_attention_probs,
     .xent = cpu_xent,
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,

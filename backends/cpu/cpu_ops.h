@@ -54,6 +54,8 @@ CPU_HIDDEN esmtb_status cpu_attention_forward(esmtb_device *dev, const esmtb_att
                                               esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                                esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_attention_probs(esmtb_device *dev, const esmtb_attention_args *a,
+                                            esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_xent(esmtb_device *dev, const esmtb_xent_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_adamw(esmtb_device *dev, const esmtb_adamw_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_lion(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);

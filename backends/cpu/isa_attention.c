@@ -341,6 +341,40 @@ INLINE void forward_impl(const esmtb_attention_args *a, const span *sp, float *s
   }
 }
 
+/* ---- probabilities (inference only) ---- */
+
+/* The forward's scores and softmax for one (sequence, head), written out
+ * normalised into the [L, L] block of a->probs that the task's tokens
+ * occupy (the caller has zeroed the rest). */
+static void probs_head(const esmtb_attention_args *a, int task, float *scratch) {
+  const span sp = task_span(a, task);
+  const int T = a->T, hd = a->hd, L = sp.L;
+  const int Lk = (int)round_up((size_t)L, KSTEP);
+  const size_t ld = key_stride(L);
+  const size_t b = sp.tok0 / (size_t)T, t0 = sp.tok0 - b * (size_t)T;
+  float *dst = a->probs + ((b * (size_t)a->H + (size_t)sp.h) * T + t0) * T + t0;
+  head_mem m;
+  carve(scratch, T, hd, &m);
+  gather_head(a, sp.tok0, sp.h, L, Lk, ld, &m);
+  for (int i0 = 0; i0 < L; i0 += MR) {
+    float mx[MR];
+    k1(MR, K1_MASK_MAX, m.Qt + i0, 1, ld, hd, m.Kt, ld, m.S, ld, Lk, NULL, m.tail, mx);
+    for (int r = 0; r < MR && i0 + r < L; r++) {
+      float *s = m.S + r * ld;
+      const vf mv = vset1(mx[r]);
+      vf acc = vset1(0.0f);
+      for (int j = 0; j < Lk; j += VW) {
+        const vf p = vexp2(vload(s + j) - mv);
+        acc += p;
+        vstore(s + j, p);
+      }
+      const float inv = 1.0f / vhsum(acc);
+      float *row = dst + (size_t)(i0 + r) * T;
+      for (int j = 0; j < L; j++) row[j] = s[j] * inv;
+    }
+  }
+}
+
 /* ---- backward ---- */
 
 /* C [hd, ld] += X^T Y for one block: X(r, c) = X[r*xrs + c*xcs], Y [BQ, ld]. */
@@ -462,4 +496,4 @@ static void backward_head(const esmtb_attention_args *a, int task, float *scratc
 }
 
 const cpu_isa_attention ISA_SYMBOL(cpu_isa_attention) = {scratch_floats, begin, forward_head,
-                                                         backward_head};
+                                                         backward_head, probs_head};

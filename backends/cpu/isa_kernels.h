@@ -26,6 +26,8 @@ typedef struct cpu_isa_attention {
   void (*begin)(const esmtb_attention_args *a, float *scratch);
   void (*forward_head)(const esmtb_attention_args *a, int task, float *scratch);
   void (*backward_head)(const esmtb_attention_args *a, int task, float *scratch);
+  /* The task's softmax probabilities into a->probs (attention_probs). */
+  void (*probs_head)(const esmtb_attention_args *a, int task, float *scratch);
 } cpu_isa_attention;
 
 typedef struct cpu_adamw_consts {

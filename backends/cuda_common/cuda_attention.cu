@@ -110,6 +110,8 @@
 // the 16-bit kernels and their launches compile in one translation unit
 // per dtype (cuda_attention_f16.cu, cuda_attention_bf16.cu over
 // cuda_attention_dispatch.cuh), in parallel.
+// attention_probs (ABI 2.2, inference only) is the forward's rotary pass
+// and a plain per-row softmax kernel (cuda_attention_probs.cuh).
 //
 // Host emulation: the ESMT_CUDA_EMULATE build (backends/cuda_emu) compiles
 // these files as host code, with mma.sync/ldmatrix/cp.async/wgmma per the PTX
@@ -139,6 +141,7 @@
 #include "cuda_attention_device.cuh"
 #include "cuda_attention_f32.cuh"
 #include "cuda_attention_dispatch.cuh"
+#include "cuda_attention_probs.cuh"
 
 // ---- host side ----
 namespace {
@@ -206,12 +209,24 @@ size_t esize(esmtb_dtype t) { return t == ESMTB_F32 ? 4 : 2; }
 
 bool aligned8(const void *ptr) { return ((uintptr_t)ptr & 7u) == 0; }
 
-esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int backward,
+enum { FORWARD = 0, BACKWARD = 1, PROBS = 2 };
+
+// The probabilities' buffer when the caller's struct has the field (ABI 2.2).
+float *probs_of(const esmtb_attention_args *a) {
+  if (a->struct_size < offsetof(esmtb_attention_args, probs) + sizeof(float *)) return NULL;
+  return a->probs;
+}
+
+esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int mode,
                         cudaStream_t st, int *major_out, int *minor_out) {
-  const char *op = backward ? "attention_backward" : "attention_forward";
+  static const char *const names[] = {"attention_forward", "attention_backward",
+                                      "attention_probs"};
+  const char *op = names[mode];
+  const int backward = mode == BACKWARD;
   if (!dev || !a) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   const esmtb_segments *sg = segments_of(a);
-  if (!a->qkv || (!sg && !a->seq_len) || !a->rope_cos || !a->rope_sin || !a->out || !a->lse)
+  if (!a->qkv || (!sg && !a->seq_len) || !a->rope_cos || !a->rope_sin ||
+      (mode == PROBS ? !probs_of(a) : !a->out || !a->lse))
     return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL argument", op);
   if (backward && (!a->dout || !a->dqkv)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: NULL gradient", op);
   if (a->dtype != ESMTB_F32 && a->dtype != ESMTB_F16 && a->dtype != ESMTB_BF16)
@@ -222,7 +237,7 @@ esmtb_status check_args(esmtb_device *dev, const esmtb_attention_args *a, int ba
       (long long)a->T * a->H * a->hd * 3 > INT32_MAX)
     return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: bad shape B=%d T=%d H=%d hd=%d", op, a->B, a->T, a->H, a->hd);
   if (!isfinite(a->scale)) return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: scale is not finite", op);
-  if (!aligned8(a->qkv) || !aligned8(a->out) || (backward && (!aligned8(a->dout) ||
+  if (!aligned8(a->qkv) || (mode != PROBS && !aligned8(a->out)) || (backward && (!aligned8(a->dout) ||
                                                               !aligned8(a->dqkv))))
     return cuda_fail(ESMTB_ERR_INVALID_ARGUMENT, "%s: qkv/out/dout/dqkv must be 8-byte aligned", op);
   if (((uintptr_t)a->rope_cos & 15u) || ((uintptr_t)a->rope_sin & 15u))
@@ -299,7 +314,7 @@ extern "C" esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_at
                                                esmtb_stream *s) {
   cudaStream_t st = cuda_stream_of(s);
   int major = 0, minor = 0;
-  esmtb_status rc = check_args(dev, a, 0, st, &major, &minor);
+  esmtb_status rc = check_args(dev, a, FORWARD, st, &major, &minor);
   if (rc) return rc;
   const attn_params p = make_params(a);
   if (p.nseg > 0) {  // tokens outside every segment: out = 0, lse = 0
@@ -321,7 +336,7 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
                                                 esmtb_stream *s) {
   cudaStream_t st = cuda_stream_of(s);
   int major = 0, minor = 0;
-  esmtb_status rc = check_args(dev, a, 1, st, &major, &minor);
+  esmtb_status rc = check_args(dev, a, BACKWARD, st, &major, &minor);
   if (rc) return rc;
   attn_params p = make_params(a);
   const size_t rows = (size_t)a->B * a->H * a->T;
@@ -359,7 +374,52 @@ extern "C" esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_a
   return rc ? rc : rc2;
 }
 
+namespace {
+
+// The forward's rotary pass into scratch, then attn_probs (cuda_attention_probs.cuh).
+template <typename T>
+esmtb_status probs_of_dtype(attn_params p, float *probs, cudaStream_t st) {
+  const char *op = "attention_probs";
+  const size_t n = (size_t)p.B * p.T * p.H * p.hd;
+  T *qk = NULL;
+  esmtb_status rc = cuda_scratch((void **)&qk, 2 * n * sizeof(T), st, op);
+  if (rc) return rc;
+  p.qr = qk;
+  p.kr = qk + n;
+  ESMT_LAUNCH(attn_grid(p, 64), NTHREADS, 0, st, attn_rotate_qk<T>)(p);
+  rc = launch_err("attention_probs: rotary");
+  if (!rc) {
+    const dim3 grid((unsigned)(p.nseg > 0 ? p.max_len : p.T), (unsigned)p.H,
+                    (unsigned)(p.nseg > 0 ? p.nseg : p.B));
+    ESMT_LAUNCH(grid, PROBS_THREADS, 0, st, attn_probs<T>)(p, probs);
+    rc = launch_err(op);
+  }
+  esmtb_status rc2 = cuda_check(cudaFreeAsync(qk, st), "attention_probs: scratch");
+  return rc ? rc : rc2;
+}
+
+}  // namespace
+
+extern "C" esmtb_status cuda_attention_probs(esmtb_device *dev, const esmtb_attention_args *a,
+                                             esmtb_stream *s) {
+  cudaStream_t st = cuda_stream_of(s);
+  int major = 0, minor = 0;
+  esmtb_status rc = check_args(dev, a, PROBS, st, &major, &minor);
+  if (rc) return rc;
+  float *probs = probs_of(a);
+  rc = cuda_check(cudaMemsetAsync(probs, 0, (size_t)a->B * a->H * a->T * a->T * sizeof(float),
+                                  st), "attention_probs: zero");
+  if (rc) return rc;
+  const attn_params p = make_params(a);
+  switch (a->dtype) {
+    case ESMTB_F16: return probs_of_dtype<__half>(p, probs, st);
+    case ESMTB_BF16: return probs_of_dtype<__nv_bfloat16>(p, probs, st);
+    default: return probs_of_dtype<float>(p, probs, st);
+  }
+}
+
 extern "C" void cuda_fill_attention_ops(esmtb_compute_ops *ops) {
   ops->attention_forward = cuda_attention_forward;
   ops->attention_backward = cuda_attention_backward;
+  ops->attention_probs = cuda_attention_probs;
 }

@@ -19,7 +19,11 @@ CUDA_HIDDEN esmtb_status cuda_attention_forward(esmtb_device *dev, const esmtb_a
  * nondeterministic (ABI 1.6): then dQ is summed with fp32 atomics. */
 CUDA_HIDDEN esmtb_status cuda_attention_backward(esmtb_device *dev, const esmtb_attention_args *a,
                                                  esmtb_stream *s);
-/* ops->attention_forward / attention_backward. */
+/* ABI 2.2, inference only: the forward's softmax probabilities as fp32
+ * [B, H, T, T] into a->probs (cuda_attention_probs.cuh). */
+CUDA_HIDDEN esmtb_status cuda_attention_probs(esmtb_device *dev, const esmtb_attention_args *a,
+                                              esmtb_stream *s);
+/* ops->attention_forward / attention_backward / attention_probs. */
 CUDA_HIDDEN void cuda_fill_attention_ops(esmtb_compute_ops *ops);
 
 #ifdef __cplusplus

@@ -126,6 +126,13 @@ template <typename T> __device__ __forceinline__ void st4(T *p, const float x[4]
 template <typename T> __device__ __forceinline__ void st4_zero(T *p) {
   *reinterpret_cast<uint2 *>(p) = make_uint2(0u, 0u);
 }
+// fp32 rows (attn_rotate_qk<float> for attention_probs): plain loads.
+template <> __device__ __forceinline__ void ld4<float>(const float *p, float x[4]) {
+  x[0] = p[0]; x[1] = p[1]; x[2] = p[2]; x[3] = p[3];
+}
+template <> __device__ __forceinline__ void st4<float>(float *p, const float x[4]) {
+  p[0] = x[0]; p[1] = x[1]; p[2] = x[2]; p[3] = x[3];
+}
 
 // ---- tensor-core fragments ----
 

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 2
-#define ESMTB_ABI_MINOR 1
+#define ESMTB_ABI_MINOR 2
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -315,6 +315,13 @@ typedef struct esmtb_attention_args {
    * accumulation); 0 (the default) asks for bitwise repeatable results. A
    * backend without such a variant ignores it. */
   int nondeterministic;
+  /* ABI 2.2, attention_probs only: fp32 [B, H, T, T], probs[b][h][i][j] =
+   * the softmax probability with which query i of row b attends key j of
+   * that row (rotary and scale as the forward applies them, fp32 softmax).
+   * Every entry the forward would not compute is 0: keys j >= seq_len[b]
+   * and query rows i >= seq_len[b], or, packed, every pair not inside one
+   * segment. out, lse and the gradient fields are not used. */
+  float *probs;
 } esmtb_attention_args;
 
 /* Fused softmax cross-entropy over [N, V] logits with int32 labels
@@ -542,6 +549,11 @@ typedef struct esmtb_compute_ops {
   esmtb_status (*sumsq)(esmtb_device *dev, const esmtb_sumsq_args *a, esmtb_stream *s);
   esmtb_status (*scale)(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
   esmtb_status (*convert)(esmtb_device *dev, const esmtb_convert_args *a, esmtb_stream *s);
+  /* ABI 2.2, optional (NULL: the core refuses attention maps on this
+   * backend): the attention probabilities of esmtb_attention_args.probs
+   * for the inference path; training never calls it. */
+  esmtb_status (*attention_probs)(esmtb_device *dev, const esmtb_attention_args *a,
+                                  esmtb_stream *s);
 } esmtb_compute_ops;
 
 /* Parameter updates. Without adamw the core refuses optimizer.kind adamw

@@ -554,6 +554,8 @@ ESMT_API esmt_status esmt_model_forward(esmt_model *model, const esmt_batch *bat
                                  * [batch, num_labels] for a sequence head, [batch, seq_len,
                                  * num_labels] for a residue head (padding zero); right-padded
                                  * rows only */
+#define ESMT_INFER_ATTENTION 32u /* attention (appended field): every layer's softmax
+                                  * probabilities, see below */
 
 typedef struct esmt_infer_request {
   uint32_t struct_size;
@@ -569,10 +571,18 @@ typedef struct esmt_infer_request {
   const int *layers;
   /* Appended (fine-tuning): ESMT_INFER_HEAD's buffer. */
   float *head;
+  /* Appended (0.2, issue #42): with ESMT_INFER_ATTENTION, the attention
+   * probabilities of every layer and head, fp32, as fair-esm's
+   * need_head_weights: for layer l = 0..L-1, then each protein p (row, or
+   * segment when packed) in order, [heads, n_p, n_p] with n_p the
+   * protein's positions (<cls> residues <eos>), query by key. Layer l's
+   * block starts at l * heads * sum_p n_p^2 floats. A backend without the
+   * attention_probs op (backend ABI 2.2) is ESMT_ERR_UNSUPPORTED. */
+  float *attention;
 } esmt_infer_request;
 
 #define ESMT_INFER_REQUEST_INIT \
-  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL, NULL }
+  { sizeof(esmt_infer_request), -1, ESMT_INFER_MEAN, NULL, NULL, NULL, NULL, 0, NULL, NULL, NULL }
 
 ESMT_API esmt_status esmt_model_infer(esmt_model *model, const esmt_batch *batch,
                                       const esmt_infer_request *request);
@@ -822,8 +832,8 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
 /* Write a directory transformers loads with EsmForMaskedLM.from_pretrained
  * and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
  * names; also the keys transformers expects but ESM-2 does not use:
- * zero position embeddings, the rotary inv_freq buffers, a zero contact
- * head), vocab.txt, tokenizer_config.json, special_tokens_map.json.
+ * zero position embeddings, the rotary inv_freq buffers, the contact head
+ * the model carries (imported or esmt_model_set_contact_head) or a zero one), vocab.txt, tokenizer_config.json, special_tokens_map.json.
  * and a marker, .esmtrain-export. Written into a temporary directory and
  * published only when complete: DIR must not exist or be empty (a
  * directory the user made keeps its mode), unless `overwrite` and DIR is

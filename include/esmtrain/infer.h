@@ -196,6 +196,87 @@ ESMT_API esmt_status esmt_score_variants(esmt_model *model, int num_proteins,
                                          void *progress_user, double *scores);
 
 /* ------------------------------------------------------------------------ */
+/* Contact maps                                                              */
+/* ------------------------------------------------------------------------ */
+
+/* The contact head (esm.contact_head.regression of an HF checkpoint,
+ * carried through import, checkpoints and export): count = layers x heads
+ * weights, feature k = layer * heads + head, and the bias. A model without
+ * one, or with an all-zero one (an export of a model that never had one),
+ * is ESMT_ERR_STATE. */
+ESMT_API esmt_status esmt_model_contact_head(esmt_model *model, float *weight, int count,
+                                             float *bias);
+/* Replace (or add) the model's contact head; an export writes it. */
+ESMT_API esmt_status esmt_model_set_contact_head(esmt_model *model, const float *weight,
+                                                 int count, float bias);
+
+/* The contact head's features of one protein of n residues (no cls/eos;
+ * 1 <= n <= max_positions - 2, else ESMT_ERR_INVALID_ARGUMENT): for each
+ * layer and head k = layer * heads + head, the attention map without the
+ * <cls> and <eos> rows and columns, symmetrised and average-product
+ * corrected, as fair-esm's ContactPredictionHead: features [layers x heads,
+ * n, n]. Needs a backend with attention maps (esmt_infer_request.attention). */
+ESMT_API esmt_status esmt_contact_features(esmt_model *model, const int32_t *residues, int n,
+                                           float *features);
+/* Contact probabilities [n, n] of one protein: the sigmoid of the contact
+ * head's logistic regression over esmt_contact_features, fair-esm's
+ * predict_contacts for the protein's residues. */
+ESMT_API esmt_status esmt_predict_contacts(esmt_model *model, const int32_t *residues, int n,
+                                           float *contacts);
+
+/* Training the contact head as fair-esm did: a logistic regression on the
+ * frozen model's contact features, here L2-penalised and fitted by
+ * Newton's method. Residues are 0-based; a pair may be listed either way
+ * round, or twice. */
+typedef struct esmt_contact_pair {
+  int protein;               /* index into the proteins passed with it */
+  int i, j;                  /* 0-based residues */
+} esmt_contact_pair;
+
+typedef struct esmt_contact_train_options {
+  uint32_t struct_size;
+  int min_separation;        /* samples: pairs with j - i >= this (6: fair-esm's minimum) */
+  double l2;                 /* penalty l2/2 |w|^2 on the weights (not the bias) */
+  int max_iterations;        /* Newton steps at most */
+} esmt_contact_train_options;
+
+#define ESMT_CONTACT_TRAIN_OPTIONS_INIT { sizeof(esmt_contact_train_options), 6, 1e-3, 50 }
+
+typedef struct esmt_contact_train_result {
+  uint32_t struct_size;
+  uint64_t pairs;            /* samples: residue pairs at least min_separation apart */
+  uint64_t contacts;         /* of them listed as contacts */
+  int iterations;            /* Newton steps taken */
+  double loss;               /* final mean log-loss plus the penalty */
+  double precision_long_l5;  /* on the training proteins: mean precision of each protein's
+                              * top n/5 pairs 24 or more apart; -1 when none */
+} esmt_contact_train_result;
+
+#define ESMT_CONTACT_TRAIN_RESULT_INIT { sizeof(esmt_contact_train_result), 0, 0, 0, 0.0, 0.0 }
+
+/* Fit the contact head on `count` proteins (residue ids, each fitting the
+ * window) and their contacts, and make it the model's
+ * (esmt_model_set_contact_head; an export writes it). options NULL: the
+ * defaults; result may be NULL. Needs contacts and non-contacts among the
+ * samples. */
+ESMT_API esmt_status esmt_contact_head_train(esmt_model *model,
+                                             const esmt_contact_train_options *options, int count,
+                                             const int32_t *const *residues, const int *lengths,
+                                             const esmt_contact_pair *contacts,
+                                             size_t num_contacts,
+                                             esmt_contact_train_result *result);
+
+/* Contacts from a text file, one a line: "ID I J" (whitespace-separated,
+ * I and J 1-based residue numbers of the protein whose id is ID among
+ * ids[count] of lengths[count]); '#' comments and blank lines skipped.
+ * Any other line is ESMT_ERR_FORMAT naming the file and line. *out is
+ * freed with esmt_contact_pairs_free. */
+ESMT_API esmt_status esmt_contact_pairs_read(const char *path, int count,
+                                             const char *const *ids, const int *lengths,
+                                             esmt_contact_pair **out, size_t *n);
+ESMT_API void esmt_contact_pairs_free(esmt_contact_pair *pairs);
+
+/* ------------------------------------------------------------------------ */
 /* Embedding files: .npy streams and one safetensors file                    */
 /* ------------------------------------------------------------------------ */
 

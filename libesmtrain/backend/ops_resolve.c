@@ -111,6 +111,8 @@ esmt_status esmt_ops_resolve(const esmtb_backend *b, esmtb_ops *out, char *why, 
   out->sumsq = cmp->sumsq;
   out->scale = cmp->scale;
   out->convert = cmp->convert;
+  if (cmp->struct_size >= offsetof(esmtb_compute_ops, attention_probs) + sizeof(void *))
+    out->attention_probs = cmp->attention_probs; /* ABI 2.2 */
 
   if (opt) {
     out->adamw = opt->adamw;

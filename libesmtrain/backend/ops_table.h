@@ -81,6 +81,10 @@ typedef struct esmtb_ops {
 
   esmtb_status (*lion)(esmtb_device *dev, const esmtb_lion_args *a, esmtb_stream *s);
   esmtb_status (*pci_bus_id)(esmtb_device *dev, char *buf, size_t cap);
+
+  /* "compute", ABI 2.2: NULL when the plugin's group ends before it. */
+  esmtb_status (*attention_probs)(esmtb_device *dev, const esmtb_attention_args *a,
+                                  esmtb_stream *s);
 } esmtb_ops;
 
 /* Checks `b` (the ABI major, its size, a name and probe, the required

@@ -125,3 +125,42 @@ const esmt_carried_tensor *esmt_carried_find(const esmt_model *m, const char *na
     if (!strcmp(m->carried[i].name, name)) return &m->carried[i];
   return NULL;
 }
+
+uint64_t esmt_carried_numel(const esmt_carried_tensor *c) {
+  return c->nbytes / (uint64_t)esmt_st_dtype_size((esmt_st_dtype)c->dtype);
+}
+
+void esmt_carried_to_f32(const esmt_carried_tensor *c, float *out) {
+  esmt_st_tensor t = view(c);
+  esmt_st_to_f32(&t, out);
+}
+
+esmt_status esmt_carried_put_f32(esmt_model *m, const char *name, int ndim,
+                                 const int64_t *shape, const float *values) {
+  uint64_t numel = 1;
+  for (int i = 0; i < ndim; i++) numel *= (uint64_t)shape[i];
+  esmt_carried_tensor *c = (esmt_carried_tensor *)esmt_carried_find(m, name);
+  void *data = malloc(numel ? numel * sizeof(float) : 1);
+  char *copy = c ? NULL : strdup(name);
+  esmt_carried_tensor *list = c ? m->carried
+                                : realloc(m->carried, (size_t)(m->n_carried + 1) * sizeof *list);
+  if (list) m->carried = list;
+  if (!data || (!c && (!copy || !list))) {
+    free(data), free(copy);
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory for the tensor '%s'", name);
+  }
+  if (!c) {
+    c = &m->carried[m->n_carried++];
+    memset(c, 0, sizeof *c);
+    c->name = copy;
+  }
+  free(c->data);
+  memcpy(data, values, numel * sizeof(float));
+  c->data = data;
+  c->nbytes = numel * sizeof(float);
+  c->dtype = (int)ESMT_ST_F32;
+  c->ndim = ndim;
+  memset(c->shape, 0, sizeof c->shape);
+  memcpy(c->shape, shape, (size_t)ndim * sizeof *shape);
+  return ESMT_OK;
+}

@@ -37,4 +37,13 @@ ESMT_HIDDEN esmt_status esmt_carried_install(esmt_model *m, esmt_carried_tensor 
 /* The model's carried tensor `name`, or NULL. */
 ESMT_HIDDEN const esmt_carried_tensor *esmt_carried_find(const esmt_model *m, const char *name);
 
+/* A carried tensor's value count, and its values as fp32 (numel floats). */
+ESMT_HIDDEN uint64_t esmt_carried_numel(const esmt_carried_tensor *c);
+ESMT_HIDDEN void esmt_carried_to_f32(const esmt_carried_tensor *c, float *out);
+
+/* Carry `name` as an fp32 tensor of `shape` with a copy of `values`,
+ * replacing the model's tensor of that name (a trained contact head). */
+ESMT_HIDDEN esmt_status esmt_carried_put_f32(esmt_model *m, const char *name, int ndim,
+                                             const int64_t *shape, const float *values);
+
 #endif

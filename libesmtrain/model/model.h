@@ -373,9 +373,11 @@ ESMT_HIDDEN esmt_status esmt_model_reserve_mode(esmt_model *m, int B, int T, int
  * carved in `mode` (esmt_model_reserve_mode), the rows checked (or the
  * packed segments prepared) into *r, tokens and row lengths uploaded; m->B
  * and m->T set. Messages start with fn. */
+typedef struct esmt_attention_maps esmt_attention_maps; /* attention_maps.h */
 ESMT_HIDDEN esmt_status esmt_model_run_infer(
     esmt_model *m, uint64_t layers, int logits,
-    esmt_status (*capture)(esmt_model *m, int layer, const void *rep, void *user), void *user);
+    esmt_status (*capture)(esmt_model *m, int layer, const void *rep, void *user), void *user,
+    esmt_attention_maps *maps);
 ESMT_HIDDEN esmt_status esmt_model_stage_batch(esmt_model *m, const esmt_batch *b, int mode,
                                                esmt_forward_result *r, const char *fn);
 

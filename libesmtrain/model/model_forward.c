@@ -5,6 +5,7 @@
 #include <math.h>
 
 #include "esmtrain/backend.h"
+#include "attention_maps.h"
 #include "model.h"
 #include "param_layer.h"
 
@@ -190,17 +191,19 @@ esmt_status esmt_model_run_forward(esmt_model *m) {
  * logits. `capture` receives each representation whose bit is set in
  * `layers` (fair-esm's numbering: 0 the embedding output, l the output of
  * block l, L after the final LayerNorm) as soon as it exists: the two
- * residual buffers are reused, so later layers overwrite it. */
+ * residual buffers are reused, so later layers overwrite it. With `maps`
+ * every layer runs and its attention probabilities are taken right after
+ * its forward, while its q/k/v are still there. */
 esmt_status esmt_model_run_infer(esmt_model *m, uint64_t layers, int logits,
                                  esmt_status (*capture)(esmt_model *m, int layer,
                                                         const void *rep, void *user),
-                                 void *user) {
+                                 void *user, esmt_attention_maps *maps) {
   esmt_activations *a = &m->act;
   const int N = m->B * m->T, d = m->d, V = m->V, L = m->L;
   int deepest = 0;
   for (int l = 0; l <= L; l++)
     if (layers >> l & 1) deepest = l;
-  const int upto = logits ? L : deepest;
+  const int upto = logits || maps ? L : deepest;
   esmt_status st = esmt_model_need_weights(m, ESMT_PART_EMBEDDING);
   if (st) return st;
   esmtb_embed_args e = esmt_embed_args(m);
@@ -209,6 +212,7 @@ esmt_status esmt_model_run_infer(esmt_model *m, uint64_t layers, int logits,
   if ((layers & 1) && (st = capture(m, 0, a->res[0], user))) return st;
   for (int l = 0; l < upto; l++) {
     if ((st = esmt_layer_forward(m, l, 1))) return st;
+    if (maps && (st = esmt_attention_maps_layer(m, l, maps))) return st;
     if (l + 1 < L && (layers >> (l + 1) & 1) && (st = capture(m, l + 1, a->res[l + 1], user)))
       return st;
   }

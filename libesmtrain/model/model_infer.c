@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "attention_maps.h"
 #include "esmtrain/backend.h"
 #include "model.h"
 
@@ -127,7 +128,7 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
   esmt_batch bb = ESMT_BATCH_INIT;
   memcpy(&bb, b, b->struct_size < sizeof bb ? b->struct_size : sizeof bb);
   ESMT_CHECK_ARG(bb.tokens, fn, "batch->tokens is NULL");
-  if (!rr.outputs || (rr.outputs & ~31u))
+  if (!rr.outputs || (rr.outputs & ~63u))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: outputs 0x%x (ESMT_INFER_* bits, at least "
                      "one)", fn, rr.outputs);
   if (rr.num_layers < 0 || (rr.num_layers > 0 && !rr.layers))
@@ -136,7 +137,8 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
   if (((rr.outputs & ESMT_INFER_PER_TOKEN) && !rr.per_token) ||
       ((rr.outputs & ESMT_INFER_MEAN) && !rr.mean) || ((rr.outputs & ESMT_INFER_CLS) && !rr.cls) ||
       ((rr.outputs & ESMT_INFER_LOGITS) && !rr.logits) ||
-      ((rr.outputs & ESMT_INFER_HEAD) && !rr.head))
+      ((rr.outputs & ESMT_INFER_HEAD) && !rr.head) ||
+      ((rr.outputs & ESMT_INFER_ATTENTION) && !rr.attention))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: an output asked for has no buffer", fn);
   const int want_head = (rr.outputs & ESMT_INFER_HEAD) != 0;
   if (want_head && m->cfg.head == ESMT_HEAD_NONE)
@@ -152,7 +154,13 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory", fn);
   const int want_logits = (rr.outputs & ESMT_INFER_LOGITS) != 0;
   j.wanted = set;
-  st = esmt_model_run_infer(m, want_head ? set | 1ull << m->L : set, want_logits, capture, &j);
+  esmt_attention_maps maps = {0};
+  const int want_maps = (rr.outputs & ESMT_INFER_ATTENTION) != 0;
+  if (want_maps) st = esmt_attention_maps_begin(m, &bb, rr.attention, &maps, fn);
+  if (!st)
+    st = esmt_model_run_infer(m, want_head ? set | 1ull << m->L : set, want_logits, capture, &j,
+                              want_maps ? &maps : NULL);
+  if (want_maps) esmt_attention_maps_end(m, &maps);
   free(j.host);
   if (!st && want_head) st = esmt_head_infer(m, &bb, rr.head); /* reads lnf, layer L's */
   if (st || !want_logits) return st;

@@ -17,7 +17,11 @@
  *   - determinism: a second forward + backward is bitwise equal (with the
  *     non-deterministic backward, ABI 1.6, all but dq);
  *   - argument errors (bad hd, seq_len 0 or > T, NULL, bf16 below sm_80)
- *     return non-zero with a message.
+ *     return non-zero with a message;
+ *   - attention_probs (ABI 2.2) in a few cases (g_probs): [B, H, T, T]
+ *     against cpu.so's, relative error within the same bounds over each
+ *     row's or segment's block, exactly 0 elsewhere (the buffer is
+ *     NaN-filled first), every block row summing to 1.
  * One line per case with the measured errors. Exit 77 ("SKIP: reason")
  * when no usable GPU is present. */
 #define _GNU_SOURCE
@@ -54,6 +58,8 @@ static int g_misalign;
  * GPU): the same error bounds; out, lse, dk and dv must still repeat
  * bitwise, dq may differ in the last bits. */
 static int g_nondet;
+/* Also compare attention_probs (a few cases: the kernel is the same for all). */
+static int g_probs;
 #define CHECK(cond, ...)                                         \
   do {                                                           \
     if (!(cond)) {                                               \
@@ -237,6 +243,64 @@ static void cpu_reference_packed(const esmtb_attention_args *a, int nseg, const 
 /* Right-padded rows (nseg == 0: len[b] per row) or packed rows (nseg
  * segments start[i], len[i] of the flattened B*T tokens). Padding is NaN on
  * the GPU side and must come back as zeros. */
+/* attention_probs of the GPU args g against cpu.so on the host args a
+ * (fp32, same rounded inputs), whose packed segments, if any, are given by
+ * nseg / start / len. */
+static void probs_check(esmtb_dtype dt, esmtb_attention_args a, esmtb_attention_args g,
+                        int nseg, const int32_t *start, const int32_t *len, int max_len) {
+  const int B = a.B, T = a.T, H = a.H;
+  const size_t np = (size_t)B * H * T * T;
+  float *pr = malloc(np * 4), *pg = malloc(np * 4);
+  char *in_blk = calloc((size_t)B * T * T, 1);
+  REQUIRE(pr && pg && in_blk, "host memory");
+  REQUIRE(gpu->attention_probs && cpu->attention_probs, "attention_probs missing");
+  if (nseg) a.segs = (esmtb_segments){nseg, max_len, start, len};
+  a.probs = pr;
+  REQUIRE(cpu->attention_probs(cdev, &a, NULL) == 0, "cpu attention_probs: %s", g_err);
+  void *d_p = galloc(np * 4);
+  REQUIRE(gpu->memset_async(gdev, d_p, 0xff, np * 4, NULL) == 0, "memset");
+  g.probs = d_p;
+  REQUIRE(gpu->attention_probs(gdev, &g, NULL) == 0, "gpu attention_probs: %s", g_err);
+  d2h(pg, d_p, np * 4);
+  for (int i = 0; i < (nseg ? nseg : B); i++) {
+    const size_t t0 = nseg ? (size_t)start[i] : (size_t)i * T, b = t0 / T, r0 = t0 % T;
+    for (int q = 0; q < len[i]; q++)
+      memset(in_blk + (b * T + r0 + q) * T + r0, 1, (size_t)len[i]);
+  }
+  errs e = {0};
+  int outside = 0, nonfinite = 0;
+  double worst_sum = 0;
+  for (int b = 0; b < B; b++)
+    for (int h = 0; h < H; h++)
+      for (int q = 0; q < T; q++) {
+        double sum = 0;
+        int any = 0;
+        for (int k = 0; k < T; k++) {
+          const size_t i = (((size_t)b * H + h) * T + q) * T + k;
+          if (!isfinite(pg[i])) nonfinite++;
+          if (in_blk[((size_t)b * T + q) * T + k]) {
+            acc_err(&e, pg[i], pr[i]);
+            sum += pg[i];
+            any = 1;
+          } else if (pg[i] != 0.0f) {
+            outside++;
+          }
+        }
+        if (any) worst_sum = fmax(worst_sum, fabs(sum - 1));
+      }
+  const double tol = dt == ESMTB_F32 ? 1e-4 : 1e-2;
+  const int ok = rel(&e) <= tol && !outside && !nonfinite && worst_sum <= 1e-4;
+  printf("%-4s probs %s%s hd=%-3d B=%d T=%-4d H=%d: rel %.2e max|err| %.1e row sums within %.1e "
+         "outside!=0=%d nonfinite=%d\n", ok ? "ok" : "FAIL", nseg ? "packed " : "", dt_name(dt),
+         a.hd, B, T, H, rel(&e), e.maxabs, worst_sum, outside, nonfinite);
+  fflush(stdout);
+  if (!ok) g_failures++;
+  gpu->free(gdev, ESMTB_MEM_DEVICE, d_p);
+  free(pr);
+  free(pg);
+  free(in_blk);
+}
+
 static void run_case_any(esmtb_dtype dt, int B, int T, int H, int hd, const int32_t *len,
                          int nseg, const int32_t *start) {
   const int half = hd / 2, D = H * hd;
@@ -393,6 +457,7 @@ static void run_case_any(esmtb_dtype dt, int B, int T, int H, int hd, const int3
          eg[2].maxabs / (eg[2].maxref + 1e-30), nonfinite, pad_nonzero, deterministic);
   fflush(stdout);
   if (!ok) g_failures++;
+  if (g_probs) probs_check(dt, a, g, nseg, start, len, max_len);
 
   void *bufs[] = {d_qkv0, d_out, d_dout0, d_dqkv, d_lse, d_cs, d_sn, d_len, d_start};
   for (size_t i = 0; i < sizeof bufs / sizeof bufs[0]; i++)
@@ -600,7 +665,9 @@ int main(int argc, char **argv) {
       const int hd = hds[hi];
       if (only_hd && hd != only_hd) continue;
       const int32_t l1[] = {77, 1, 40, 64};
+      g_probs = hd == 24 || hd == 64;
       run_case(dt, 4, 77, 2, hd, l1); /* T, 1, partial tile, exactly one tile */
+      g_probs = 0;
       const int32_t l2[] = {200, 129, 1};
       int32_t l2r[3];
       memcpy(l2r, l2, sizeof l2);
@@ -623,8 +690,11 @@ int main(int argc, char **argv) {
     }
     const int32_t l4[] = {1024, 700};
     if (!quick) run_case(dt, 2, 1024, 2, 64, l4); /* many tiles */
-    for (size_t hi = 0; hi < 5; hi++)
+    for (size_t hi = 0; hi < 5; hi++) {
+      g_probs = hds[hi] == 64;
       if (!only_hd || hds[hi] == only_hd) run_packed_random(dt, 3, 300, 2, hds[hi]);
+      g_probs = 0;
+    }
     if (!quick) run_packed_random(dt, 2, 1024, 4, 64); /* ESM-2 650M's head dim, max length 1024 */
     if (!quick && dt != ESMTB_F32) { /* many key blocks adding into one dQ row */
       g_nondet = 1;

@@ -13,7 +13,12 @@
  *   interop_tool infer HF_DIR TOKENS.i32 B T LAYER OUT_DIR
  *       import, esmt_model_infer of LAYER (-1 = the last): OUT_DIR/
  *       per_token.f32, mean.f32, cls.f32, logits.f32; exit 3 when its
- *       logits differ from esmt_model_forward's in any bit */
+ *       logits differ from esmt_model_forward's in any bit
+ *   interop_tool attention HF_DIR TOKENS.i32 B T NSEG OUT.f32 [SEGS.i32]
+ *       import, esmt_model_infer's attention maps (ESMT_INFER_ATTENTION) of
+ *       right-padded rows (NSEG 0; a row's length = its non-<pad> tokens)
+ *       or of NSEG packed sequences (SEGS.i32: NSEG starts, then NSEG
+ *       lengths) into OUT.f32 */
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -44,6 +49,36 @@ int main(int argc, char **argv) {
   CHECK(esmt_context_create(&o, &ctx));
   esmt_model *m = NULL;
   CHECK(esmt_model_import_hf(ctx, argv[2], &m));
+  if (!strcmp(argv[1], "attention")) {
+    const int B = atoi(argv[4]), T = atoi(argv[5]), nseg = atoi(argv[6]);
+    esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+    CHECK(esmt_model_get_config(m, &mc));
+    int32_t *tok = slurp(argv[3], (size_t)B * T * 4);
+    int32_t *segs = nseg > 0 && argc > 8 ? slurp(argv[8], (size_t)nseg * 8) : NULL;
+    esmt_batch b = ESMT_BATCH_INIT;
+    b.batch = B; b.seq_len = T; b.tokens = tok;
+    size_t sq = 0; /* sum of n_p^2 */
+    if (segs) {
+      b.num_segments = nseg; b.seg_start = segs; b.seg_len = segs + nseg;
+      for (int s = 0; s < nseg; s++) sq += (size_t)segs[nseg + s] * segs[nseg + s];
+    } else {
+      for (int r = 0; r < B; r++) {
+        size_t n = 0;
+        while (n < (size_t)T && tok[(size_t)r * T + n] != 1) n++;
+        sq += n * n;
+      }
+    }
+    const size_t count = (size_t)mc.num_layers * mc.num_heads * sq;
+    esmt_infer_request r = ESMT_INFER_REQUEST_INIT;
+    r.outputs = ESMT_INFER_ATTENTION;
+    r.attention = malloc(count * sizeof(float));
+    CHECK(esmt_model_infer(m, &b, &r));
+    spill(argv[7], r.attention, count * sizeof(float));
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+    free(tok); free(segs); free(r.attention);
+    return 0;
+  }
   if (!strcmp(argv[1], "infer")) {
     int B = atoi(argv[4]), T = atoi(argv[5]), d = 0;
     size_t n = (size_t)B * T;

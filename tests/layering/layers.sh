@@ -10,7 +10,8 @@ declare -A allowed=(
   [data]=""
   [dist]="backend model io memory" # debt: dp_zero.c uses checkpoint.h; ZeRO-1 shards the
                                    # parameter memory's moments
-  [infer]="data model"             # the alphabet; the model through its public calls
+  [infer]="data io model"          # the alphabet; the model through its public calls;
+                                   # the contact head it carries (io/contact_head.c)
   [io]="data model memory optim"   # buffer copies through the parameter memory's layer;
                                    # hf_export.c writes the vocabulary from the alphabet
   [memory]="backend optim"         # the backend's ops and the optimizer's step arguments;

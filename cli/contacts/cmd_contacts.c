@@ -1,0 +1,281 @@
+/* SPDX-License-Identifier: MIT */
+/* `contacts MODEL INPUT -o OUT.safetensors`: the contact map of each
+ * protein (esmt_predict_contacts) into one new safetensors file:
+ *   contacts  float32 [sum of n_k^2]: protein k's [n_k, n_k] map, row-major,
+ *             at elements offsets[k] .. offsets[k + 1]
+ *   offsets   int64 [N + 1]
+ *   lengths   int64 [N] residues
+ * and the ids, one a line, in the header's "__metadata__" ("ids").
+ * The arrays are streamed (esmt_npy_stream) into temporary files beside
+ * OUT, which the library then copies into OUT (created new, never
+ * replacing anything) and which are removed in every case: on any error
+ * OUT does not exist. */
+#define _POSIX_C_SOURCE 200809L
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
+
+#include "contacts.h"
+
+#define PREFIX CONTACTS_PREFIX
+
+static void usage(FILE *f) {
+  fprintf(f,
+    "usage: esmtrain-example contacts MODEL INPUT -o OUT.safetensors [options]\n"
+    "       esmtrain-example contacts MODEL INPUT --train-head PAIRS -o OUT_DIR [options]\n\n"
+    "Residue-residue contact probabilities of each protein of INPUT (FASTA or FASTA.gz), as\n"
+    "fair-esm's predict_contacts: every layer's attention maps without <cls>/<eos>,\n"
+    "symmetrised, average-product corrected, the model's contact head (logistic regression)\n"
+    "and a sigmoid. MODEL is a Hugging Face ESM-2 directory, a run or a checkpoint with a\n"
+    "contact head. Proteins longer than the model's window (max_positions - 2 residues) and\n"
+    "empty records are refused. OUT (new; an existing file is refused) holds 'contacts'\n"
+    "(float32, protein k's n x n map at offsets[k]..offsets[k+1]), 'offsets' and 'lengths'\n"
+    "(int64) and the ids in its metadata; on any error it is not created.\n\n"
+    "With --train-head the contact head is fitted instead (fair-esm's way: a logistic\n"
+    "regression on the frozen model's attention features) on INPUT's proteins and the\n"
+    "contacts listed in PAIRS, a text file of lines 'ID I J' (a record id of INPUT, two\n"
+    "1-based residue numbers; every other pair at least --min-separation apart is a\n"
+    "non-contact), and the model with the new head is exported to the new directory OUT_DIR\n"
+    "(a Hugging Face EsmForMaskedLM directory, as `export` writes).\n\n"
+    "options:\n"
+    "  -o, --out FILE      the safetensors file to create (required)\n"
+    "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
+    "  --threads N         CPU threads (default 0: all cores)\n"
+    "  --quiet             no progress lines\n"
+    "  --train-head PAIRS  fit the contact head on PAIRS and export the model to OUT_DIR\n"
+    "  --min-separation N  --train-head: pairs at least N apart are samples (default 6)\n"
+    "  --l2 X              --train-head: L2 penalty on the standardised weights (default "
+    "0.001)\n");
+}
+
+static int parse(int argc, char **argv, contacts_args *a) {
+  const char *pos[2];
+  int npos = 0;
+  for (int i = 0; i < argc; i++) {
+    const char *v = NULL;
+    if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) {
+      usage(stdout);
+      return 0;
+    } else if (!strcmp(argv[i], "--quiet")) {
+      a->quiet = 1;
+    } else if (cli_flag_value("-o", argc, argv, &i, &v) ||
+               cli_flag_value("--out", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      a->out = v;
+    } else if (cli_flag_value("--backend", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      a->backend = v;
+    } else if (cli_flag_value("--train-head", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      a->train_pairs = v;
+    } else if (cli_flag_value("--min-separation", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_int_arg("contacts", "--min-separation", v, 1, 100000, &a->min_separation))
+        return 2;
+    } else if (cli_flag_value("--l2", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_double_arg("contacts", "--l2", v, 0, 1e6, &a->l2)) return 2;
+    } else if (cli_flag_value("--threads", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_int_arg("contacts", "--threads", v, 0, 4096, &a->threads)) return 2;
+    } else if (argv[i][0] == '-' && argv[i][1]) {
+      fprintf(stderr, PREFIX "unknown option '%s'\n", cli_esc(argv[i]));
+      return 2;
+    } else if (npos < 2) {
+      pos[npos++] = argv[i];
+    } else {
+      fprintf(stderr, PREFIX "unexpected argument '%s'\n", cli_esc(argv[i]));
+      return 2;
+    }
+    continue;
+  missing:
+    fprintf(stderr, PREFIX "%s needs a value\n", argv[i]);
+    return 2;
+  }
+  if (npos < 2 || !a->out) {
+    usage(stderr);
+    return 2;
+  }
+  a->model = pos[0];
+  a->input = pos[1];
+  return -1;
+}
+
+/* The temporary arrays: created new beside OUT (OUT.PID.NAME.tmp, never
+ * replacing a file) and removed at the end. */
+static const char *const k_names[3] = {"contacts", "offsets", "lengths"};
+
+typedef struct staged {
+  int fd[3];
+  char path[3][4200];
+  esmt_npy_stream *s[3];
+  char *ids;
+  size_t ids_len, ids_cap;
+} staged;
+
+static int stage_open(staged *t, const char *out) {
+  static const esmt_npy_dtype types[3] = {ESMT_NPY_F32, ESMT_NPY_I64, ESMT_NPY_I64};
+  for (int i = 0; i < 3; i++) t->fd[i] = -1;
+  for (int i = 0; i < 3; i++) {
+    snprintf(t->path[i], sizeof t->path[i], "%s.%ld.%s.tmp", out, (long)getpid(), k_names[i]);
+    esmt_status st = esmt_owned_file_create(t->path[i], &t->fd[i]);
+    if (st) {
+      t->fd[i] = -1;
+      t->path[i][0] = 0;
+      cli_error("contacts: output", st);
+      return 1;
+    }
+    st = esmt_npy_stream_start(t->fd[i], t->path[i], types[i], 0, -1, &t->s[i]);
+    if (st) {
+      cli_error("contacts: output", st);
+      return 1;
+    }
+  }
+  return 0;
+}
+
+static void stage_close(staged *t) {
+  for (int i = 0; i < 3; i++) {
+    esmt_npy_stream_end(t->s[i]);
+    if (t->fd[i] >= 0) close(t->fd[i]);
+    if (t->path[i][0]) unlink(t->path[i]); /* this command created it */
+  }
+  free(t->ids);
+}
+
+static int keep_id(staged *t, const char *id) {
+  const size_t n = strlen(id) + 1;
+  if (t->ids_len + n + 1 > t->ids_cap) {
+    const size_t cap = (t->ids_len + n + 1) * 2;
+    char *p = realloc(t->ids, cap);
+    if (!p) return 1;
+    t->ids = p;
+    t->ids_cap = cap;
+  }
+  if (t->ids_len) t->ids[t->ids_len - 1] = '\n';
+  memcpy(t->ids + t->ids_len, id, n);
+  t->ids_len += n;
+  return 0;
+}
+
+/* Every protein of the input into the staged arrays. */
+static int predict_all(const contacts_args *a, esmt_model *model, staged *t, int64_t *count) {
+  esmt_sequence_reader *in = NULL;
+  esmt_status st = esmt_sequence_reader_open(a->input, NULL, &in);
+  if (st) {
+    cli_error("contacts: input", st);
+    return 1;
+  }
+  int64_t offset = 0;
+  int rc = 0;
+  float *map = NULL;
+  if ((st = esmt_npy_stream_append(t->s[1], &offset, 1))) goto failed;
+  for (;;) {
+    esmt_sequence q = ESMT_SEQUENCE_INIT;
+    int got = 0;
+    if ((st = esmt_sequence_reader_next(in, &q, &got))) {
+      cli_error("contacts: input", st);
+      rc = 1;
+      break;
+    }
+    if (!got || cli_signal_caught()) break;
+    if (q.length > (1u << 20)) {
+      fprintf(stderr, PREFIX "record '%s' (number %llu) has %llu residues: too long\n",
+              cli_esc(q.id), (unsigned long long)q.index + 1, (unsigned long long)q.length);
+      rc = 1;
+      break;
+    }
+    const int n = (int)q.length;
+    float *m = realloc(map, (size_t)(n ? n : 1) * (size_t)(n ? n : 1) * sizeof *m);
+    if (!m) {
+      fprintf(stderr, PREFIX "out of memory for record '%s'\n", cli_esc(q.id));
+      rc = 1;
+      break;
+    }
+    map = m;
+    if ((st = esmt_predict_contacts(model, q.tokens, n, map))) {
+      char what[512];
+      snprintf(what, sizeof what, "contacts: record '%s' (number %llu)", cli_esc(q.id),
+               (unsigned long long)q.index + 1);
+      cli_error(what, st);
+      rc = 1;
+      break;
+    }
+    const int64_t len = n;
+    offset += len * len;
+    if ((st = esmt_npy_stream_append(t->s[0], map, (uint64_t)len * len)) ||
+        (st = esmt_npy_stream_append(t->s[1], &offset, 1)) ||
+        (st = esmt_npy_stream_append(t->s[2], &len, 1)))
+      goto failed;
+    if (keep_id(t, q.id)) {
+      fprintf(stderr, PREFIX "out of memory for the ids\n");
+      rc = 1;
+      break;
+    }
+    ++*count;
+    if (!a->quiet)
+      fprintf(stderr, "contacts: %lld proteins\r", (long long)*count);
+  }
+  if (!rc && cli_signal_caught()) {
+    fprintf(stderr, PREFIX "stopped by %s: nothing written\n",
+            cli_signal_name(cli_signal_caught()));
+    rc = 1;
+  }
+  free(map);
+  esmt_sequence_reader_close(in);
+  return rc;
+failed:
+  cli_error("contacts: output", st);
+  free(map);
+  esmt_sequence_reader_close(in);
+  return 1;
+}
+
+int cmd_contacts(int argc, char **argv) {
+  contacts_args a = {.min_separation = 6, .l2 = 1e-3};
+  int rc = parse(argc, argv, &a);
+  if (rc >= 0) return rc;
+  struct stat sb;
+  if (lstat(a.out, &sb) == 0) {
+    fprintf(stderr, PREFIX "%s exists: nothing written (contacts creates a new %s; move it "
+            "away or choose another name)\n", cli_esc(a.out),
+            a.train_pairs ? "directory" : "file");
+    return 1;
+  }
+  const char *inputs[3] = {a.model, a.input, a.train_pairs};
+  if (cli_output_path_check("contacts", a.out, inputs, a.train_pairs ? 3 : 2)) return 1;
+  esmt_context *ctx = NULL;
+  esmt_model *model = NULL;
+  if (cli_model_open("contacts", a.model, a.backend, (int)a.threads, &ctx, &model)) return 1;
+  if (a.train_pairs) {
+    rc = contacts_train_run(&a, model);
+    esmt_model_destroy(model);
+    esmt_context_destroy(ctx);
+    return rc;
+  }
+  cli_signals_catch(NULL);
+  staged t = {0};
+  int64_t count = 0;
+  rc = stage_open(&t, a.out);
+  if (!rc) rc = predict_all(&a, model, &t, &count);
+  if (!rc && count == 0) {
+    fprintf(stderr, PREFIX "%s holds no protein: nothing written\n", cli_esc(a.input));
+    rc = 1;
+  }
+  if (!rc) {
+    const char *meta[] = {"format", "esmtrain-contacts", "ids", t.ids};
+    esmt_status st = esmt_npy_streams_to_safetensors(a.out, t.s, k_names, 3, meta, 2);
+    if (st) {
+      cli_error("contacts: output", st);
+      rc = 1;
+    } else if (!a.quiet) {
+      fprintf(stderr, "contacts: %lld proteins into %s\n", (long long)count, cli_esc(a.out));
+    }
+  }
+  stage_close(&t);
+  esmt_model_destroy(model);
+  esmt_context_destroy(ctx);
+  return rc;
+}

@@ -1,0 +1,23 @@
+/* SPDX-License-Identifier: MIT */
+/* The `contacts` command's parts (cmd_contacts.c: options and contact
+ * maps; contacts_train.c: --train-head). */
+#ifndef ESMT_CLI_CONTACTS_H
+#define ESMT_CLI_CONTACTS_H
+
+#include "cli.h"
+
+#define CONTACTS_PREFIX "esmtrain-example: contacts: "
+
+typedef struct contacts_args {
+  const char *model, *input, *out, *backend, *train_pairs;
+  long long threads, min_separation;
+  double l2;
+  int quiet;
+} contacts_args;
+
+/* --train-head: fit the contact head on INPUT's proteins and the pairs
+ * file, then export the model with it as a new Hugging Face directory at
+ * a->out. Returns the exit status (messages printed). */
+int contacts_train_run(const contacts_args *a, esmt_model *model);
+
+#endif

@@ -1,0 +1,343 @@
+#!/usr/bin/env python3
+# SPDX-License-Identifier: MIT
+"""Attention maps and `esmtrain-example contacts` against transformers'
+EsmForMaskedLM in float64, on real UniProt proteins (mmseqs2's example
+DB.fasta.gz).
+
+A random 3-layer model (hidden 64, 4 heads, max_position_embeddings 1026:
+a window of 1022 residues; LayerNorms and biases perturbed) with a random
+contact head, saved as a Hugging Face directory and imported by esmtrain,
+on 5 proteins of 30..1000 residues:
+(a) esmt_model_infer's attention probabilities (ESMT_INFER_ATTENTION, via
+    interop_tool) of right-padded rows and of packed rows against
+    transformers' output_attentions (one protein a forward pass, no
+    padding): relative error <= 1e-5 per protein;
+(b) `contacts` (one safetensors file) against transformers'
+    predict_contacts: relative error <= 1e-5 per protein; offsets,
+    lengths and ids;
+(c) bad inputs, each a clear message and no OUT: an existing OUT (left
+    unchanged), a model without a contact head, one whose head is all
+    zeros, an empty record, a protein longer than the window;
+(d) `contacts --train-head` on synthetic contacts (no PDB-derived contact
+    set ships in a Debian or PyPI package the tests may use): the top 15%
+    of transformers' predicted pairs (>= 6 apart) of 4 proteins under the
+    random head are the contacts; the model without a head is fitted and
+    exported, loaded by transformers, and its predict_contacts ranks >= 90%
+    of those contacts in its top |contacts| pairs, its weights within a
+    cosine of 0.9 of the random head's; a pairs file naming an unknown
+    protein is refused with no OUT.
+The float64 references are cached (tests/reference/ref_cache.py).
+Usage: test_contacts.py ESMTRAIN_EXAMPLE INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
+"""
+import json
+import os
+import subprocess
+import sys
+import tempfile
+import time
+
+try:
+    import numpy as np
+    import torch
+    from safetensors.numpy import load_file
+    from safetensors.torch import load_file as load_torch, save_file as save_torch
+    from transformers import EsmConfig, EsmForMaskedLM
+except Exception as e:  # pragma: no cover
+    print("skipped: numpy, torch, transformers or safetensors not importable (%s); "
+          "run scripts/setup_reference_env.sh" % e)
+    sys.exit(77)
+
+BIN, TOOL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
+DB = os.environ.get("ESMT_CONTACTS_TEST_FASTA", "/usr/share/doc/mmseqs2/example-data/DB.fasta.gz")
+TOL_REL = 1e-5
+LENGTHS = [30, 97, 250, 512, 1000]
+sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
+from esm_fasta import CLS, EOS, PAD, read_fasta, tokens, write_fasta  # noqa: E402
+import esm_fasta  # noqa: E402
+import ref_cache  # noqa: E402
+
+failures = passed = 0
+
+
+def check(ok, what):
+    global failures, passed
+    if ok:
+        passed += 1
+    else:
+        failures += 1
+        print("FAILED: %s" % what)
+    return ok
+
+
+def rel(a, b):
+    d = a.astype(np.float64) - b
+    return float(np.linalg.norm(d) / np.linalg.norm(b)), float(np.abs(d).max())
+
+
+def make_model():
+    cfg = EsmConfig(vocab_size=33, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
+                    intermediate_size=256, max_position_embeddings=1026,
+                    position_embedding_type="rotary", token_dropout=True, pad_token_id=1,
+                    mask_token_id=32, emb_layer_norm_before=False, layer_norm_eps=1e-5,
+                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
+    torch.manual_seed(42)
+    hf = EsmForMaskedLM(cfg).eval()
+    with torch.no_grad():
+        for name, p in hf.named_parameters():
+            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
+                p.add_(torch.randn_like(p) * 0.05)
+            if name.endswith("attention.self.query.weight") or name.endswith(
+                    "attention.self.key.weight"):
+                p.mul_(4.0)  # sharper attention than the initialiser's near-uniform maps
+        hf.esm.contact_head.regression.weight.copy_(
+            torch.randn_like(hf.esm.contact_head.regression.weight) * 0.5)
+        hf.esm.contact_head.regression.bias.fill_(-1.5)
+    return hf
+
+
+def reference(hf64, seqs):
+    """Per protein: attention [L, H, n+2, n+2] and contacts [n, n], float64."""
+    out = {}
+    with torch.no_grad():
+        for k, s in enumerate(seqs):
+            ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
+            mask = torch.ones_like(ids)
+            att = hf64.esm(ids, attention_mask=mask, output_attentions=True).attentions
+            out["att%d" % k] = torch.stack([a[0] for a in att]).numpy()
+            out["con%d" % k] = hf64.predict_contacts(ids, mask)[0].numpy()
+    return out
+
+
+def cached_reference(hf64, seqs):
+    import inspect
+    import transformers
+    key = ref_cache.Key("test_contacts.reference v1")
+    key.add(inspect.getsource(reference)).add(inspect.getsource(esm_fasta))
+    key.add((torch.__version__, transformers.__version__, np.__version__))
+    key.add(hf64.config.to_json_string(use_diff=False))
+    for name, t in sorted(hf64.state_dict().items()):
+        key.add(name).add(t.detach().cpu().numpy())
+    key.add(list(seqs))
+    return ref_cache.cached("contacts-reference-" + key.hexdigest(),
+                            lambda: reference(hf64, seqs))
+
+
+def pick(recs):
+    out, used = [], set()
+    for n in LENGTHS:
+        best = min((i for i in range(len(recs)) if i not in used and
+                    all(c.upper() in esm_fasta.TOK for c in recs[i][1])),
+                   key=lambda i: (abs(len(recs[i][1]) - n), i))
+        used.add(best)
+        out.append((recs[best][0].split()[0], recs[best][1]))
+    return out
+
+
+def part_a(work, mdir, seqs, ref):
+    print("== (a) attention probabilities, padded and packed rows")
+    H, L = 4, 3
+    # padded: the three shortest proteins in one batch
+    sel = [0, 1, 2]
+    T = max(len(seqs[k]) for k in sel) + 2
+    tok = np.full((len(sel), T), PAD, np.int32)
+    for r, k in enumerate(sel):
+        row = [CLS] + tokens(seqs[k]) + [EOS]
+        tok[r, :len(row)] = row
+    tok.tofile(os.path.join(work, "pad.i32"))
+    out = os.path.join(work, "pad.f32")
+    subprocess.run([TOOL, "attention", mdir, os.path.join(work, "pad.i32"), str(len(sel)),
+                    str(T), "0", out], check=True)
+    check_maps("padded", np.fromfile(out, np.float32), sel, seqs, ref, L, H)
+    # packed: the same three plus the 512 one, two rows of 1024 positions
+    starts, lens, order = [], [], [1, 3, 0, 2]
+    T = 1024
+    flat = np.full(2 * T, PAD, np.int32)
+    cur = [0, 0]
+    for k in order:
+        row = [CLS] + tokens(seqs[k]) + [EOS]
+        r = 1 if k == 2 else 0
+        s = r * T + cur[r]
+        flat[s:s + len(row)] = row
+        cur[r] += len(row) + 3  # a gap of padding between sequences
+        starts.append(s)
+        lens.append(len(row))
+    flat.tofile(os.path.join(work, "packed.i32"))
+    np.array(starts + lens, np.int32).tofile(os.path.join(work, "segs.i32"))
+    out = os.path.join(work, "packed.f32")
+    subprocess.run([TOOL, "attention", mdir, os.path.join(work, "packed.i32"), "2", str(T),
+                    str(len(order)), out, os.path.join(work, "segs.i32")], check=True)
+    check_maps("packed", np.fromfile(out, np.float32), order, seqs, ref, L, H)
+
+
+def check_maps(tag, got, sel, seqs, ref, L, H):
+    ns = [len(seqs[k]) + 2 for k in sel]
+    per_layer = H * sum(n * n for n in ns)
+    check(got.size == L * per_layer, "%s: %d values, expected %d" % (tag, got.size, L * per_layer))
+    if got.size != L * per_layer:
+        return
+    got = got.reshape(L, per_layer)
+    off = 0
+    for k, n in zip(sel, ns):
+        a = got[:, off:off + H * n * n].reshape(L, H, n, n)
+        off += H * n * n
+        e, m = rel(a, ref["att%d" % k])
+        print("  %-7s protein %d (%4d residues)  rel %.2e  max abs %.2e" % (tag, k, n - 2, e, m))
+        check(e <= TOL_REL, "%s: protein %d attention relative error %.2e" % (tag, k, e))
+
+
+def contacts(model, fasta, out, expect_ok=True):
+    p = subprocess.run([BIN, "contacts", model, fasta, "-o", out, "--threads", "2", "--quiet"],
+                       capture_output=True, text=True)
+    if expect_ok and p.returncode != 0:
+        print(p.stdout, p.stderr)
+    return p
+
+
+def part_b(work, mdir, recs, ref):
+    print("== (b) contacts vs predict_contacts")
+    fasta = os.path.join(work, "in.fasta")
+    write_fasta(fasta, recs)
+    out = os.path.join(work, "contacts.safetensors")
+    t0 = time.time()
+    p = contacts(mdir, fasta, out)
+    dt = time.time() - t0
+    if not check(p.returncode == 0, "contacts exited %d" % p.returncode):
+        return
+    got = load_file(out)
+    lens = np.array([len(s) for _, s in recs], np.int64)
+    check(np.array_equal(got["lengths"], lens), "lengths %s" % got["lengths"])
+    offs = np.concatenate([[0], np.cumsum(lens * lens)])
+    check(np.array_equal(got["offsets"], offs), "offsets %s" % got["offsets"])
+    with open(out, "rb") as f:
+        meta = json.loads(f.read(int.from_bytes(f.read(8), "little")))["__metadata__"]
+    check(meta.get("ids", "").split("\n") == [i for i, _ in recs], "ids %r" % meta.get("ids"))
+    print("  %d proteins in %.1f s" % (len(recs), dt))
+    for k, (_, s) in enumerate(recs):
+        n = len(s)
+        c = got["contacts"][offs[k]:offs[k + 1]].reshape(n, n)
+        e, m = rel(c, ref["con%d" % k])
+        print("  contacts protein %d (%4d residues)  rel %.2e  max abs %.2e" % (k, n, e, m))
+        check(e <= TOL_REL, "contacts: protein %d relative error %.2e" % (k, e))
+
+
+def refused(tag, p, out, words):
+    msg = p.stderr
+    check(p.returncode != 0, "%s: exit status 0" % tag)
+    check(all(w in msg for w in words), "%s: message %r lacks %s" % (tag, msg.strip(), words))
+    check(not os.path.exists(out), "%s: %s was written" % (tag, out))
+    print("  %-22s %s" % (tag, msg.strip().splitlines()[-1] if msg.strip() else "(no message)"))
+
+
+def part_c(work, hf, mdir, recs):
+    print("== (c) bad inputs")
+    fasta = os.path.join(work, "one.fasta")
+    write_fasta(fasta, recs[:1])
+    out = os.path.join(work, "exists.safetensors")
+    with open(out, "w") as f:
+        f.write("mine\n")
+    p = contacts(mdir, fasta, out, False)
+    check(p.returncode != 0 and "exists" in p.stderr, "existing OUT: %r" % p.stderr)
+    check(open(out).read() == "mine\n", "existing OUT was changed")
+    print("  %-22s %s" % ("existing OUT", p.stderr.strip()))
+    # no contact head: the keys removed from the weights
+    nohead = os.path.join(work, "nohead")
+    hf.save_pretrained(nohead, safe_serialization=True)
+    w = os.path.join(nohead, "model.safetensors")
+    t = {k: v for k, v in load_torch(w).items() if not k.startswith("esm.contact_head.")}
+    save_torch(t, w, metadata={"format": "pt"})
+    out = os.path.join(work, "o1.safetensors")
+    refused("no contact head", contacts(nohead, fasta, out, False), out, ["no contact head"])
+    zero = os.path.join(work, "zerohead")
+    with torch.no_grad():
+        saved = [p.clone() for p in hf.esm.contact_head.parameters()]
+        for p_ in hf.esm.contact_head.parameters():
+            p_.zero_()
+        hf.save_pretrained(zero, safe_serialization=True)
+        for p_, s in zip(hf.esm.contact_head.parameters(), saved):
+            p_.copy_(s)
+    refused("all-zero contact head", contacts(zero, fasta, out, False), out, ["all zeros"])
+    empty = os.path.join(work, "empty.fasta")
+    write_fasta(empty, [recs[0], ("blank", "")])
+    refused("empty protein", contacts(mdir, empty, out, False), out, ["blank", "empty"])
+    long_ = os.path.join(work, "long.fasta")
+    write_fasta(long_, [recs[0], ("long1023", "A" * 1023)])
+    refused("too long", contacts(mdir, long_, out, False), out, ["long1023", "1023", "1022"])
+
+
+def part_d(work, hf, recs, ref):
+    print("== (d) --train-head on synthetic contacts")
+    sel = recs[:4]
+    fasta = os.path.join(work, "train.fasta")
+    write_fasta(fasta, sel)
+    pairs, labels = [], []
+    for k, (pid, s) in enumerate(sel):
+        c = ref["con%d" % k]
+        n = len(s)
+        iu = np.triu_indices(n, 6)
+        cut = np.sort(c[iu])[::-1][int(len(iu[0]) * 0.15)]
+        lab = np.zeros((n, n), bool)
+        lab[iu] = c[iu] > cut
+        labels.append(lab)
+        for i, j in zip(*np.nonzero(lab)):
+            pairs.append("%s %d %d" % (pid, j + 1, i + 1))  # either order
+    pfile = os.path.join(work, "pairs.txt")
+    with open(pfile, "w") as f:
+        f.write("# synthetic contacts\n" + "\n".join(pairs) + "\n")
+    nohead = os.path.join(work, "nohead")  # made by part_c
+    out = os.path.join(work, "trained")
+    t0 = time.time()
+    p = subprocess.run([BIN, "contacts", nohead, fasta, "--train-head", pfile, "-o", out,
+                        "--threads", "2"], capture_output=True, text=True)
+    print("  " + (p.stdout.strip() or p.stderr.strip()) + " (%.1f s)" % (time.time() - t0))
+    if not check(p.returncode == 0, "--train-head exited %d: %s" % (p.returncode, p.stderr)):
+        return
+    tr = EsmForMaskedLM.from_pretrained(out).double().eval()
+    w = tr.esm.contact_head.regression.weight.detach().numpy().ravel()
+    w0 = hf.esm.contact_head.regression.weight.detach().double().numpy().ravel()
+    cos = float(w @ w0 / np.linalg.norm(w) / np.linalg.norm(w0))
+    hit = total = 0
+    with torch.no_grad():
+        for k, (_, s) in enumerate(sel):
+            ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
+            c = tr.predict_contacts(ids, torch.ones_like(ids))[0].numpy()
+            iu = np.triu_indices(len(s), 6)
+            lab = labels[k][iu]
+            top = np.argsort(-c[iu], kind="stable")[:lab.sum()]
+            hit += int(lab[top].sum())
+            total += int(lab.sum())
+    print("  exported head: cosine to the random head %.3f; %d/%d contacts in the top "
+          "|contacts| pairs" % (cos, hit, total))
+    check(cos > 0.9, "trained head cosine %.3f" % cos)
+    check(hit >= 0.9 * total, "trained head recovers %d/%d contacts" % (hit, total))
+    bad = os.path.join(work, "badpairs.txt")
+    with open(bad, "w") as f:
+        f.write("nosuchprotein 1 9\n")
+    out2 = os.path.join(work, "trained2")
+    p = subprocess.run([BIN, "contacts", nohead, fasta, "--train-head", bad, "-o", out2],
+                       capture_output=True, text=True)
+    refused("unknown protein", p, out2, ["badpairs.txt", "line 1", "nosuchprotein"])
+
+
+def main():
+    if not os.path.exists(DB):
+        print("skipped: %s not found (Debian package mmseqs2)" % DB)
+        return 77
+    torch.set_num_threads(2)
+    t0 = time.time()
+    recs = pick(read_fasta(DB))
+    seqs = [s for _, s in recs]
+    hf = make_model()
+    with tempfile.TemporaryDirectory() as work:
+        mdir = os.path.join(work, "model")
+        hf.save_pretrained(mdir, safe_serialization=True)
+        ref = cached_reference(make_model().double().eval(), seqs)
+        part_a(work, mdir, seqs, ref)
+        part_b(work, mdir, recs, ref)
+        part_c(work, hf, mdir, recs)
+        part_d(work, hf, recs, ref)
+    print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
+    return 1 if failures else 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
