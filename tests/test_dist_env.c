@@ -6,9 +6,11 @@
 #include "test_util.h"
 
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "dist_env.h"
+#include "esmtrain/esmtrain.h"
 
 /* A NULL-terminated list of "NAME=value" strings. */
 static const char *fake_get(const char *name, void *user) {
@@ -287,13 +289,43 @@ static void test_pmi(void **state) {
   assert_true(d.mpi_launched);
 }
 
+/* The public reading of the same layout, from the process environment:
+ * none without a launcher, torchrun's when its variables are set, and a
+ * malformed one refused naming the variable. */
+static void test_launch_layout(void **state) {
+  (void)state;
+  int rank = -1, world = -1, local = -1, local_world = -1;
+  assert_int_equal(esmt_launch_layout(&rank, &world, &local, &local_world), ESMT_OK);
+  assert_int_equal(rank, 0);
+  assert_int_equal(world, 1);
+  assert_int_equal(local_world, 1);
+  setenv("RANK", "3", 1);
+  setenv("WORLD_SIZE", "8", 1);
+  setenv("LOCAL_RANK", "1", 1);
+  setenv("LOCAL_WORLD_SIZE", "2", 1);
+  setenv("MASTER_ADDR", "node7", 1);
+  setenv("MASTER_PORT", "29500", 1);
+  assert_int_equal(esmt_launch_layout(&rank, &world, &local, &local_world), ESMT_OK);
+  assert_int_equal(rank, 3);
+  assert_int_equal(world, 8);
+  assert_int_equal(local, 1);
+  assert_int_equal(local_world, 2);
+  assert_int_equal(esmt_launch_layout(NULL, NULL, NULL, &local_world), ESMT_OK);
+  setenv("RANK", "three", 1);
+  assert_int_equal(esmt_launch_layout(&rank, NULL, NULL, NULL), ESMT_ERR_CONFIG);
+  assert_non_null(strstr(esmt_last_error(), "RANK"));
+  const char *vars[] = {"RANK", "WORLD_SIZE", "LOCAL_RANK", "LOCAL_WORLD_SIZE", "MASTER_ADDR",
+                        "MASTER_PORT"};
+  for (size_t i = 0; i < sizeof vars / sizeof vars[0]; i++) unsetenv(vars[i]);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_single),        cmocka_unit_test(test_torchrun),
       cmocka_unit_test(test_torchrun_errors), cmocka_unit_test(test_esmtrain_precedence),
       cmocka_unit_test(test_slurm),         cmocka_unit_test(test_hostlist),
       cmocka_unit_test(test_tasks_per_node), cmocka_unit_test(test_openmpi),
-      cmocka_unit_test(test_pmi),
+      cmocka_unit_test(test_pmi),           cmocka_unit_test(test_launch_layout),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

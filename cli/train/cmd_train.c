@@ -32,23 +32,6 @@ typedef struct run_io {
   size_t early_len;
 } run_io;
 
-/* Data parallel under a launcher: this process's rank and the ranks on
- * this machine (they share its cores). */
-static int env_int(const char *const *names, int dflt) {
-  for (; *names; names++) {
-    const char *v = getenv(*names);
-    if (v && *v) return atoi(v);
-  }
-  return dflt;
-}
-/* The launchers' variables in libesmtrain's order (docs/distributed.md):
- * esmtrain's, torchrun's, Slurm's, Open MPI's, PMI's (MPICH, Intel MPI). */
-static const char *const k_rank_vars[] = {"ESMTRAIN_RANK", "RANK", "SLURM_PROCID",
-                                          "OMPI_COMM_WORLD_RANK", "PMI_RANK", NULL};
-static const char *const k_local_size_vars[] = {"ESMTRAIN_LOCAL_WORLD_SIZE", "LOCAL_WORLD_SIZE",
-                                                "OMPI_COMM_WORLD_LOCAL_SIZE", "MPI_LOCALNRANKS",
-                                                NULL};
-
 static esmt_trainer *volatile g_trainer;  /* set while esmt_trainer_run runs */
 static volatile sig_atomic_t g_trained;   /* esmt_trainer_run has returned */
 
@@ -340,8 +323,13 @@ int cmd_train(int argc, char **argv) {
     cli_config_free(&cc);
     return 2;
   }
-  const int rank = env_int(k_rank_vars, 0);
-  const int local_ranks = env_int(k_local_size_vars, 1);
+  int rank = 0, local_ranks = 1; /* data parallel under a launcher: the ranks share the cores */
+  if ((st = esmt_launch_layout(&rank, NULL, NULL, &local_ranks))) {
+    cli_error("train", st);
+    free(yaml);
+    cli_config_free(&cc);
+    return 2;
+  }
   esmt_context_options co = ESMT_CONTEXT_OPTIONS_INIT;
   co.backend = *backend ? backend : NULL;
   co.num_threads = (int)cli_cfg_int(cfg, "backend.threads");

@@ -263,6 +263,15 @@ ESMT_API int64_t esmt_trainer_step_count(const esmt_trainer *trainer);
  * reduce-scattered (ZeRO-1) over TCP ring" ("" alone). */
 ESMT_API int esmt_trainer_data_parallel(const esmt_trainer *trainer, char *buf, size_t cap);
 
+/* The data-parallel layout a launcher gave this process, read as the
+ * trainer reads it (esmtrain's `launch`, torchrun, Slurm, Open MPI, PMI:
+ * docs/distributed.md): this process's rank, the world size, and its rank
+ * and the number of ranks on this machine (which share its cores). 0, 1,
+ * 0, 1 when no launcher started it. Any pointer may be NULL.
+ * ESMT_ERR_CONFIG naming the variable when one is malformed. */
+ESMT_API esmt_status esmt_launch_layout(int *rank, int *world_size, int *local_rank,
+                                        int *local_world_size);
+
 /* ------------------------------------------------------------------------ */
 /* A run's metrics read back (metrics.jsonl, docs/formats.md)               */
 /* ------------------------------------------------------------------------ */

@@ -5,6 +5,8 @@
 #define _POSIX_C_SOURCE 200809L
 #include "dist_env.h"
 
+#include "esmtrain/esmtrain.h"
+
 #include <errno.h>
 #include <limits.h>
 #include <stdio.h>
@@ -388,6 +390,18 @@ esmt_status esmt_dist_env_detect_with(esmt_dist_env *out, esmt_getenv_fn get, vo
 
 esmt_status esmt_dist_env_detect(esmt_dist_env *out) {
   return esmt_dist_env_detect_with(out, NULL, NULL);
+}
+
+esmt_status esmt_launch_layout(int *rank, int *world_size, int *local_rank,
+                               int *local_world_size) {
+  esmt_dist_env d;
+  esmt_status st = esmt_dist_env_detect(&d);
+  if (st) return st;
+  if (rank) *rank = d.rank;
+  if (world_size) *world_size = d.world_size;
+  if (local_rank) *local_rank = d.local_rank;
+  if (local_world_size) *local_world_size = d.local_world_size;
+  return ESMT_OK;
 }
 
 void esmt_dist_env_describe(const esmt_dist_env *d, char *buf, size_t cap) {
