@@ -52,8 +52,10 @@ echo "== the thread rules under ThreadSanitizer (ctest -L threads)"
 cmake -S . -B build-tsan -DCMAKE_BUILD_TYPE=RelWithDebInfo -DESMT_WERROR=ON \
       -DESMT_SANITIZE=thread -DESMT_ENABLE_CUDA=OFF -DESMT_CPU_ISAS=generic >/dev/null
 tsan_targets=(test_threads test_run_dir test_host_sums esmt_backend_cpu esmtrain-example)
-# the MPI plugin is installed (and so built) where MPI was found
-cmake --build build-tsan --target help | grep -q esmt_comm_mpi && tsan_targets+=(esmt_comm_mpi)
+# the MPI plugin is installed (and so built) where MPI was found (the list
+# is read whole: grep -q would end the pipe early, which pipefail fails)
+tsan_help=$(cmake --build build-tsan --target help)
+[[ $tsan_help == *esmt_comm_mpi* ]] && tsan_targets+=(esmt_comm_mpi)
 cmake --build build-tsan -j"$jobs" --target "${tsan_targets[@]}"
 (cd build-tsan && TSAN_OPTIONS=halt_on_error=1:second_deadlock_stack=1 ESMT_TEST_THREADS=1 \
    ctest --output-on-failure -L threads)
