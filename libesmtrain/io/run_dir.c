@@ -170,6 +170,7 @@ esmt_status esmt_run_dir_check(const char *run_dir, const char *resume) {
   esmt_status st = esmt_run_dir_inspect(fn, run_dir, &holds_run, what, sizeof what);
   if (st || !holds_run) return st;
   if (resume && (!strcmp(resume, "latest") || esmt_path_inside(resume, run_dir))) return ESMT_OK;
+  if (!resume && (st = esmt_run_lock_check_free(fn, run_dir))) return st; /* who writes it */
   return esmt_run_dir_refuse(fn, run_dir, what, resume);
 }
 

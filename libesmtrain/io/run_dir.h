@@ -19,4 +19,9 @@ ESMT_HIDDEN esmt_status esmt_run_dir_inspect(const char *fn, const char *run_dir
  * (resume given) into run_dir, which holds the run `what` describes. */
 ESMT_HIDDEN esmt_status esmt_run_dir_refuse(const char *fn, const char *run_dir, const char *what,
                                             const char *resume);
+/* ESMT_ERR_STATE naming the holder when another process holds dir's
+ * run.lock, else ESMT_OK; reads only (the lock file is neither created nor
+ * written). A run found in a directory is refused with this first, so the
+ * refusal says who is writing it. */
+ESMT_HIDDEN esmt_status esmt_run_lock_check_free(const char *fn, const char *dir);
 #endif

@@ -19,6 +19,7 @@
 
 #include "esmtrain/esmtrain.h" /* the run directories of trainer.h */
 #include "fs_util.h"
+#include "run_dir.h"
 
 #define LOCK_NAME "run.lock"
 #define PATH_CAP 4096
@@ -103,6 +104,31 @@ static int still_linked(int fd, const char *path) {
   return fstat(fd, &a) == 0 && stat(path, &b) == 0 && a.st_dev == b.st_dev && a.st_ino == b.st_ino;
 }
 
+static esmt_status in_use(const char *fn, const char *dir, const char *who) {
+  return esmt_fail(ESMT_ERR_STATE, "%s: %s is in use by another esmtrain process (%s). Only "
+                   "one process may write a run at a time: wait for it to end, stop it (`kill "
+                   "-TERM PID` saves a checkpoint), or choose another output directory", fn, dir,
+                   who);
+}
+
+esmt_status esmt_run_lock_check_free(const char *fn, const char *dir) {
+  char path[PATH_CAP + 16];
+  snprintf(path, sizeof path, "%s/run.lock", dir);
+  /* read-only and without creating: nothing in the directory changes */
+  int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOFOLLOW | O_NONBLOCK);
+  if (fd < 0) return ESMT_OK;
+  struct stat sb;
+  esmt_status st = ESMT_OK;
+  if (fstat(fd, &sb) == 0 && S_ISREG(sb.st_mode) && flock(fd, LOCK_SH | LOCK_NB) != 0 &&
+      errno == EWOULDBLOCK) {
+    char who[4096];
+    describe_holder(fd, who, sizeof who);
+    st = in_use(fn, dir, who);
+  }
+  close(fd); /* also drops the shared lock when it was granted */
+  return st;
+}
+
 static esmt_status take(esmt_run_lock *lk, const char *fn) {
   for (int attempt = 0; attempt < 8; attempt++) {
     char made[PATH_CAP];
@@ -127,10 +153,7 @@ static esmt_status take(esmt_run_lock *lk, const char *fn) {
         char who[4096];
         describe_holder(fd, who, sizeof who);
         close(fd);
-        return esmt_fail(ESMT_ERR_STATE, "%s: %s is in use by another esmtrain process (%s). "
-                         "Only one process may write a run at a time: wait for it to end, stop "
-                         "it (`kill -TERM PID` saves a checkpoint), or choose another output "
-                         "directory", fn, lk->dir, who);
+        return in_use(fn, lk->dir, who);
       }
       /* a file system without locks: nothing to compare with, go on */
       esmt_log(ESMT_LOG_WARN, "%s: cannot lock %s (%s): another process could write this run "

@@ -17,7 +17,10 @@ esmt_status esmt_trainer_inspect_run(esmt_trainer *t, const char *fn) {
 
 esmt_status esmt_trainer_claim_run(esmt_trainer *t, const char *fn) {
   if (!t->run_dir || t->run_taken) return ESMT_OK;
-  if (t->run_exists) return esmt_run_dir_refuse(fn, t->run_dir, t->run_what, NULL);
+  if (t->run_exists) { /* a live writer is the better reason to give */
+    esmt_status held = esmt_run_lock_check_free(fn, t->run_dir);
+    return held ? held : esmt_run_dir_refuse(fn, t->run_dir, t->run_what, NULL);
+  }
   if (esmt_dp_rank(t->dp) != 0) { /* rank 0 holds the lock for every rank */
     t->run_taken = 1;
     return ESMT_OK;

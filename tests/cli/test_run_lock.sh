@@ -7,7 +7,7 @@
 # 2-rank `launch` against a plain train. The one that ran is then stopped
 # with SIGTERM (exit 143, checkpoint saved) and its run resumes. A run
 # whose checkpoints/ links to a training run's is refused while that one
-# trains on.
+# trains on; a second new run into a training run names its writer.
 # Usage: test_run_lock.sh CLI [ROUNDS]
 set -euo pipefail
 cli=$1 rounds=${2:-3}
@@ -109,6 +109,17 @@ set -e
 grep -q "borrower/checkpoints is a symbolic link (to $(realpath "$work/owner/checkpoints"))" \
   "$work/borrower.log" || { cat "$work/borrower.log"; exit 1; }
 kill -0 "$owner" || { echo "the run owning the checkpoints stopped"; exit 1; }
+refusals=$((refusals + 1))
+# A new run into a directory that already holds the training run's
+# checkpoints: the refusal names the process writing it (not only that a
+# run is there), whether it came before or after the checkpoint appeared.
+set +e
+timeout 20 "$cli" train "${tiny[@]}" --steps 1000000 --out "$work/owner" > "$work/second.log" 2>&1
+rc=$?
+set -e
+[ "$rc" -eq 1 ] || { echo "a second new run into a held run exited $rc, not 1"; exit 1; }
+grep -q "in use by another esmtrain process (pid $owner, host $host" "$work/second.log" ||
+  { echo "the refusal of a second run does not name the holder:"; cat "$work/second.log"; exit 1; }
 refusals=$((refusals + 1))
 stop_and_resume "$work/owner" "$owner"
 echo "run lock: $refusals races, each with exactly one writer and a refusal naming it"
