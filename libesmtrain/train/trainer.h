@@ -61,6 +61,14 @@ struct esmt_trainer {
   esmt_model *owned_model;
   esmt_loader *owned_train, *owned_valid;
   struct esmt_overfit_source *overfit;
+
+  /* a task head (trainer_task_eval.c) */
+  struct esmt_task_eval *task_eval; /* the last evaluation's outputs and labels */
+  esmt_task_metrics task_metrics;   /* ... scored */
+  char *best_metric;                /* owned copy of o.best_metric; NULL: the loss */
+  double best_value;                /* of best_metric; NAN until an evaluation has one */
+  int evals_since_best;             /* evaluations since the best one (patience) */
+  int early_stopped;                /* patience ran out: the run ends after this update */
 };
 
 /* The run directory's rules (trainer_run_dir.c): inspect at create
