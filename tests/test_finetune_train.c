@@ -205,8 +205,53 @@ static void test_early_stop(void **state) {
   unmake(&s);
 }
 
+/* --init-from a pre-trained (masked-LM) checkpoint: the task model takes
+ * every encoder tensor of it, and its classifier keeps its own start. */
+static void test_init_from_pretrained(void **state) {
+  (void)state;
+  setup_t s;
+  make(&s);
+  esmt_model_config pc = ESMT_MODEL_CONFIG_INIT;
+  esmt_model_get_config(s.model, &pc);
+  pc.head = ESMT_HEAD_NONE;
+  pc.num_labels = 0;
+  esmt_model *pre = NULL;
+  assert_int_equal(esmt_model_create(g_ctx, &pc, 3, &pre), ESMT_OK);
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/pretrained", test_tmpdir);
+  assert_int_equal(esmt_model_save(pre, dir, 0), ESMT_OK);
+  float head_before[64], head_after[64];
+  assert_int_equal(esmt_model_read_tensor(s.model, "classifier.out_proj.weight", ESMT_BUF_PARAMS,
+                                          head_before, 64), ESMT_OK);
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(s.model, &o, &s.train_src, &t), ESMT_OK);
+  const esmt_status st = esmt_trainer_init_from(t, dir);
+  if (st) fail_msg("%s", esmt_last_error());
+  int n = 0;
+  assert_int_equal(esmt_model_tensor_count(pre, &n), ESMT_OK);
+  for (int i = 0; i < n; i++) {
+    esmt_tensor_info info = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(pre, i, &info), ESMT_OK);
+    float *a = malloc(info.numel * sizeof *a), *b = malloc(info.numel * sizeof *b);
+    assert_int_equal(esmt_model_read_tensor(pre, info.name, ESMT_BUF_PARAMS, a, info.numel), ESMT_OK);
+    assert_int_equal(esmt_model_read_tensor(s.model, info.name, ESMT_BUF_PARAMS, b, info.numel),
+                     ESMT_OK);
+    assert_memory_equal(a, b, info.numel * sizeof *a);
+    free(a);
+    free(b);
+  }
+  assert_int_equal(esmt_model_read_tensor(s.model, "classifier.out_proj.weight", ESMT_BUF_PARAMS,
+                                          head_after, 64), ESMT_OK);
+  assert_memory_equal(head_before, head_after, sizeof head_before);
+  esmt_trainer_destroy(t);
+  esmt_model_destroy(pre);
+  unmake(&s);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_learns_charge),
-                                     cmocka_unit_test(test_early_stop)};
+                                     cmocka_unit_test(test_early_stop),
+                                     cmocka_unit_test(test_init_from_pretrained)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -259,7 +259,10 @@ ESMT_API esmt_status esmt_trainer_save(esmt_trainer *trainer, char *path, size_t
 ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *checkpoint);
 
 /* Load only the weights of a checkpoint (fresh optimizer, step 0); "hf:DIR"
- * loads a Hugging Face ESM-2 directory instead. */
+ * loads a Hugging Face ESM-2 directory instead. A model with a task head
+ * or LoRA adapters takes the encoder of such a (pre-trained, masked-LM)
+ * checkpoint of its shape; its head and adapters keep their fresh
+ * initialisation. */
 ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
 
 /* Take the run directory now (the checks above and run.lock) rather than

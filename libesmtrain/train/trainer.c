@@ -609,6 +609,10 @@ esmt_status esmt_trainer_resume(esmt_trainer *t, const char *spec) {
 
 esmt_status esmt_trainer_init_from(esmt_trainer *t, const char *spec) {
   ESMT_CHECK_ARG(t && spec, "esmt_trainer_init_from", "trainer and checkpoint must not be NULL");
+  if (t->m->cfg.head != ESMT_HEAD_NONE || t->m->cfg.lora_rank > 0) { /* a pre-trained encoder */
+    esmt_status st = esmt_trainer_init_encoder(t, spec);
+    return st ? esmt_fail_prefix(st, "esmt_trainer_init_from: ") : ESMT_OK;
+  }
   if (strncmp(spec, "hf:", 3) == 0) {
     esmt_status st = esmt_model_load_hf(t->m, spec + 3);
     if (st) return esmt_fail_prefix(st, "esmt_trainer_init_from: ");

@@ -36,4 +36,9 @@ ESMT_HIDDEN esmt_status esmt_trainer_set_best_metric(esmt_trainer *t,
 
 ESMT_HIDDEN void esmt_task_eval_free(esmt_trainer *t);
 
+/* esmt_trainer_init_from for a task head or LoRA model (trainer_task_init.c):
+ * the encoder's weights of a checkpoint or "hf:DIR" of the plain model's
+ * shape; the head and adapters keep their initialisation. */
+ESMT_HIDDEN esmt_status esmt_trainer_init_encoder(esmt_trainer *t, const char *spec);
+
 #endif
