@@ -137,4 +137,23 @@ ESMT_API esmt_status esmt_task_metric_value(const esmt_task_metrics *metrics, do
                                             const char *name, double *value,
                                             int *higher_is_better);
 
+/* ------------------------------------------------------------------------ */
+/* A fine-tuning run from a configuration                                    */
+/* ------------------------------------------------------------------------ */
+
+/* A trainer for the finetune.* keys (docs/finetune.md): finetune.data read
+ * and split, a model of the model.* shape with the task head, pooling,
+ * freezing and LoRA asked for (its num_labels from the table), the
+ * training split in batches of finetune.batch_rows proteins shuffled each
+ * epoch, the validation split scored at every evaluation, best_metric and
+ * patience, and the train.*, optimizer.*, schedule.* keys as for
+ * esmt_trainer_create_from_config. One process on one device: no
+ * offload or data parallelism yet. The trainer owns the model and data;
+ * esmt_trainer_model and esmt_trainer_labelled reach them. */
+ESMT_API esmt_status esmt_finetune_create_from_config(esmt_context *ctx, const esmt_config *cfg,
+                                                      const esmt_trainer_options *base,
+                                                      esmt_trainer **out);
+/* The labelled table of such a trainer (its label names), or NULL. */
+ESMT_API const esmt_labelled *esmt_trainer_labelled(const esmt_trainer *trainer);
+
 #endif /* ESMTRAIN_FINETUNE_H */

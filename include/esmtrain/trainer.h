@@ -262,7 +262,7 @@ ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *chec
  * loads a Hugging Face ESM-2 directory instead. A model with a task head
  * or LoRA adapters takes the encoder of such a (pre-trained, masked-LM)
  * checkpoint of its shape; its head and adapters keep their fresh
- * initialisation. */
+ * initialisation (a checkpoint of the task model itself loads whole). */
 ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
 
 /* Take the run directory now (the checks above and run.lock) rather than

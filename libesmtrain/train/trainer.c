@@ -165,6 +165,7 @@ void esmt_trainer_destroy(esmt_trainer *t) {
     free(t->mbs[i].targets);
   }
   esmt_task_eval_free(t);
+  esmt_finetune_owned_free(t->finetune_owned);
   free(t->best_metric);
   free(t->mbs);
   free(t->mb_alloc);

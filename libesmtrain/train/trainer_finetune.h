@@ -36,6 +36,10 @@ ESMT_HIDDEN esmt_status esmt_trainer_set_best_metric(esmt_trainer *t,
 
 ESMT_HIDDEN void esmt_task_eval_free(esmt_trainer *t);
 
+/* What esmt_finetune_create_from_config gives its trainer (finetune_config.c). */
+struct esmt_finetune_owned;
+ESMT_HIDDEN void esmt_finetune_owned_free(struct esmt_finetune_owned *owned);
+
 /* esmt_trainer_init_from for a task head or LoRA model (trainer_task_init.c):
  * the encoder's weights of a checkpoint or "hf:DIR" of the plain model's
  * shape; the head and adapters keep their initialisation. */

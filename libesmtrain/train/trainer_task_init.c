@@ -4,7 +4,8 @@
  * (and the masked-LM head) but no classifier or adapters. Its weights are
  * loaded into a plain model of the same shape, then copied tensor by
  * tensor into the task model, whose head and adapters keep their fresh
- * initialisation. Host memory: the weights twice, while it runs. */
+ * initialisation. A checkpoint of the task model itself (a fine-tuning
+ * run's) is loaded whole. Host memory: the weights twice, while it runs. */
 #include <stdlib.h>
 #include <string.h>
 
@@ -32,6 +33,13 @@ static esmt_status copy_tensors(esmt_model *from, esmt_model *to) {
 }
 
 esmt_status esmt_trainer_init_encoder(esmt_trainer *t, const char *spec) {
+  const int hf = strncmp(spec, "hf:", 3) == 0;
+  /* a checkpoint of this very model (a fine-tuning run's): head and all */
+  if (!hf && esmt_model_load(t->m, spec, 0, NULL) == ESMT_OK) {
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "weights loaded from %s, its task head "
+                    "and adapters included", spec);
+    return ESMT_OK;
+  }
   esmt_model_config base = ESMT_MODEL_CONFIG_INIT;
   esmt_status st = esmt_model_get_config(t->m, &base);
   if (st) return st;
@@ -42,7 +50,6 @@ esmt_status esmt_trainer_init_encoder(esmt_trainer *t, const char *spec) {
   base.lora_targets = 0;
   esmt_model *plain = NULL;
   if ((st = esmt_model_create(t->m->ctx, &base, 0, &plain))) return st;
-  const int hf = strncmp(spec, "hf:", 3) == 0;
   st = hf ? esmt_model_load_hf(plain, spec + 3) : esmt_model_load(plain, spec, 0, NULL);
   if (!st) st = copy_tensors(plain, t->m);
   esmt_model_destroy(plain);
