@@ -32,7 +32,6 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <dirent.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -559,37 +558,16 @@ static void killed_mid_collective(int zero, esmt_comm_op op, uint64_t nth, const
   g_kill_nth = 0;
   assert_int_equal(st[1], 128 + SIGKILL);
   assert_true(st[0] != 0 && st[0] < 128);
-  char msg[2048] = "";
-  FILE *f = fopen(err, "r");
-  assert_non_null(f);
-  msg[fread(msg, 1, sizeof msg - 1, f)] = '\0';
-  fclose(f);
+  char msg[2048];
+  read_rank_text(err, msg, sizeof msg);
   printf("ZeRO-%d, rank 1 killed entering %s: rank 0 stopped after %.2f s: %s\n", zero, what,
          waited, msg);
   assert_non_null(strstr(msg, "rank 1"));
   assert_true(strstr(msg, "connection") || strstr(msg, "closed") || strstr(msg, "died"));
   assert_true(waited < 10);
-  /* the checkpoints: step 2 whole and `latest`, nothing else in the folder */
-  char ckdir[600], latest[700], text[64] = "";
-  snprintf(ckdir, sizeof ckdir, "%s/checkpoints", run_dir);
-  snprintf(latest, sizeof latest, "%s/latest", ckdir);
-  f = fopen(latest, "r");
-  assert_non_null(f);
-  text[fread(text, 1, sizeof text - 1, f)] = '\0';
-  fclose(f);
-  assert_non_null(strstr(text, "step-00000002"));
-  DIR *d = opendir(ckdir);
-  assert_non_null(d);
-  for (struct dirent *e; (e = readdir(d));)
-    if (e->d_name[0] != '.' || (strcmp(e->d_name, ".") && strcmp(e->d_name, "..")))
-      if (strcmp(e->d_name, "latest") && strcmp(e->d_name, "step-00000002"))
-        fail_msg("%s left in %s", e->d_name, ckdir);
-  closedir(d);
   esmt_context *ctx = make_ctx();
   esmt_model *m = make_model(ctx);
-  char dir[1024];
-  assert_int_equal(esmt_checkpoint_resolve(run_dir, dir, sizeof dir), ESMT_OK);
-  assert_int_equal(esmt_checkpoint_load(m, dir, 1, NULL), ESMT_OK);
+  assert_last_good_checkpoint(run_dir, "step-00000002", m);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
 }
