@@ -566,7 +566,9 @@ static void test_loader_global_stream(void **state) {
   for (int world = 2; world <= 3; world++) {
     size_t got[3] = {0, 0, 0};
     for (int r = 0; r < world; r++) {
-      l = stream_loader(dir, r, world);
+      esmt_loader_options o = stream_options(dir, r, world);
+      o.prefetch = world == 3 ? 2 : 0; /* both paths */
+      assert_int_equal(esmt_loader_create(&o, &l), ESMT_OK);
       for (size_t k = 0;; k++) {
         esmt_batch x = ESMT_BATCH_INIT;
         if (esmt_loader_next(l, &x) != ESMT_OK) break;
@@ -575,6 +577,9 @@ static void test_loader_global_stream(void **state) {
         const uint64_t want = g < n ? one[g] : one[per_epoch + (g - n)];
         if (batch_hash(&x) != want)
           fail_msg("world %d rank %d batch %zu is not stream batch %zu", world, r, k, g);
+        /* the epoch reported is the batch's (a pass ends on the next one's) */
+        assert_int_equal(esmt_loader_stats_get(l, &st), ESMT_OK);
+        assert_int_equal(st.epoch, g < n ? g / per_epoch : 1);
         got[r]++;
       }
       assert_int_equal(esmt_loader_stats_get(l, &st), ESMT_OK);

@@ -64,6 +64,7 @@ struct esmt_loader {
   /* position of the next round: the window's batches all ranks have taken */
   uint64_t epoch, window;
   int batch;
+  uint64_t handed_epoch;     /* of the batch handed out last: the stats' epoch */
   /* the current window */
   uint64_t *samples;         /* record ids, sorted by length */
   uint32_t *lengths;         /* row length (tokens incl. cls/eos, cropped) */
@@ -88,6 +89,7 @@ typedef struct slot {
   char message[512];
   uint64_t epoch, window;
   int next_batch;
+  uint64_t batch_epoch;     /* the batch's own epoch */
   uint64_t real, padded;
 } slot;
 
@@ -101,6 +103,7 @@ struct prefetch {
   int held;                 /* the slot handed to the caller, -1 if none */
   uint64_t epoch, window;   /* position after the last batch handed out */
   int batch;
+  uint64_t handed_epoch;    /* that batch's epoch */
 };
 
 static uint64_t mix(uint64_t z) {
@@ -443,6 +446,7 @@ static esmt_status produce(esmt_loader *L, out_buf *o, esmt_batch *b, uint64_t *
   if ((st = rank_batch(L, round, &mine))) return st;
   const uint64_t e = mine.epoch;
   int j = L->order[mine.batch];
+  L->handed_epoch = e;
   uint64_t real = 0;
   if (L->o.pack) {
     st = produce_packed(L, e, j, o, b, &real);
@@ -493,6 +497,7 @@ static void *prefetch_main(void *arg) {
     s->epoch = L->epoch;
     s->window = L->window;
     s->next_batch = L->batch;
+    s->batch_epoch = L->handed_epoch;
     pthread_mutex_lock(&p->mu);
     p->count++;
     pthread_cond_signal(&p->can_take);
@@ -518,6 +523,7 @@ static void prefetch_stop(esmt_loader *L) {
   L->epoch = p->epoch;
   L->window = p->window;
   L->batch = p->batch;
+  L->handed_epoch = p->handed_epoch;
   p->head = p->count = 0;
   p->held = -1;
 }
@@ -527,6 +533,7 @@ static esmt_status prefetch_start(esmt_loader *L) {
   p->epoch = L->epoch;
   p->window = L->window;
   p->batch = L->batch;
+  p->handed_epoch = L->handed_epoch;
   p->head = p->count = 0;
   p->held = -1;
   p->running = 1;
@@ -582,6 +589,7 @@ esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *caller) {
     p->epoch = s->epoch;
     p->window = s->window;
     p->batch = s->next_batch;
+    p->handed_epoch = s->batch_epoch;
     *b = s->batch;
     real = s->real;
     padded = s->padded;
@@ -732,6 +740,7 @@ esmt_status esmt_loader_reset(esmt_loader *L) {
   prefetch_stop(L);
   L->epoch = L->window = 0;
   L->batch = 0;
+  L->handed_epoch = 0;
   return ESMT_OK;
 }
 
@@ -851,6 +860,7 @@ esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
   L->epoch = epoch;
   L->window = window;
   L->batch = (int)batch;
+  L->handed_epoch = epoch;
   return ESMT_OK;
 }
 
@@ -860,12 +870,14 @@ esmt_status esmt_loader_stats_get(const esmt_loader *L, esmt_loader_stats *s) {
                                      sizeof *s);
   if (st) return st;
   *s = L->stats;
-  if (L->pf && L->pf->started) { /* the caller's epoch; L->epoch is the prefetch thread's */
+  /* the epoch of the batch handed out last: the next round's position may
+   * already be in the next epoch while the caller holds a batch of this one */
+  if (L->pf && L->pf->started) { /* the caller's; L's is the prefetch thread's */
     pthread_mutex_lock(&L->pf->mu);
-    s->epoch = L->pf->epoch;
+    s->epoch = L->pf->handed_epoch;
     pthread_mutex_unlock(&L->pf->mu);
   } else {
-    s->epoch = L->epoch;
+    s->epoch = L->handed_epoch;
   }
   s->padding_fraction = s->padded_tokens ? 1.0 - (double)s->real_tokens / (double)s->padded_tokens : 0;
   return ESMT_OK;
