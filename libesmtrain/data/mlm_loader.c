@@ -420,12 +420,14 @@ static esmt_status produce_packed(esmt_loader *L, uint64_t e, int j, out_buf *o,
 }
 
 /* Where this rank's batch of the round at `round` is: `rank` batches on,
- * or, past the end of the last epoch, as many from that epoch's start. */
-static esmt_status rank_batch(esmt_loader *L, stream_pos round, stream_pos *mine) {
+ * or, past the end of the last epoch, as many from that epoch's start
+ * (*wrapped set). */
+static esmt_status rank_batch(esmt_loader *L, stream_pos round, stream_pos *mine, int *wrapped) {
   int past_end = 0;
   uint64_t left = (uint64_t)L->o.rank;
   *mine = round;
   esmt_status st = stream_advance(L, mine, left, 0, &past_end, &left);
+  *wrapped = past_end;
   while (!st && past_end) { /* each pass lands on at least one batch: left shrinks */
     stream_pos first = {(uint64_t)L->o.epochs - 1, 0, 0};
     *mine = first;
@@ -438,12 +440,12 @@ static esmt_status rank_batch(esmt_loader *L, stream_pos round, stream_pos *mine
 static esmt_status produce(esmt_loader *L, out_buf *o, esmt_batch *b, uint64_t *real_out,
                            uint64_t *padded_out) {
   stream_pos round = {L->epoch, L->window, L->batch}, mine;
-  int past_end = 0;
+  int past_end = 0, wrapped = 0;
   uint64_t left = 0;
   esmt_status st = stream_advance(L, &round, 0, 0, &past_end, &left);
   if (st) return st;
   if (past_end) return esmt_fail(ESMT_ERR_STATE, "loader: all %d epochs are done", L->o.epochs);
-  if ((st = rank_batch(L, round, &mine))) return st;
+  if ((st = rank_batch(L, round, &mine, &wrapped))) return st;
   const uint64_t e = mine.epoch;
   int j = L->order[mine.batch];
   L->handed_epoch = e;
@@ -471,8 +473,14 @@ static esmt_status produce(esmt_loader *L, out_buf *o, esmt_batch *b, uint64_t *
   b->loss_normalizer = 0;
   *real_out = real;
   *padded_out = (uint64_t)b->batch * (uint64_t)b->seq_len;
-  /* the next round: world batches on (the end of the data: the last epoch done) */
-  if ((st = stream_advance(L, &round, (uint64_t)L->o.world, 1, &past_end, &left))) return st;
+  /* the next round: world batches on (the end of the data: the last epoch
+   * done), counted from this rank's batch, whose window is the one built */
+  uint64_t on = (uint64_t)L->o.world;
+  if (!wrapped) {
+    round = mine;
+    on -= (uint64_t)L->o.rank;
+  }
+  if ((st = stream_advance(L, &round, on, 1, &past_end, &left))) return st;
   if (past_end) round = (stream_pos){(uint64_t)L->o.epochs, 0, 0};
   L->epoch = round.epoch;
   L->window = round.window;
