@@ -102,6 +102,15 @@ typedef struct run_spec {
   const char *weights_out, *error_out, *info_out;
 } run_spec;
 
+/* With g_kill_nth > 0, rank g_kill_rank SIGKILLs itself on entering its
+ * g_kill_nth collective of kind g_kill_op (set before the ranks fork). */
+static int g_kill_rank, g_kill_op;
+static uint64_t g_kill_nth;
+static void kill_here(const esmt_comm *c, esmt_comm_op op, uint64_t nth) {
+  (void)c;
+  if ((int)op == g_kill_op && nth == g_kill_nth) raise(SIGKILL);
+}
+
 /* A batch has 40..48 real tokens (rows of 24, two per batch): this global
  * budget takes exactly k micro-batches per rank when k * world <= 5, and
  * for 3 ranks x 2 (any three batches < 145 <= any six). */
@@ -147,6 +156,7 @@ static esmt_status run(const run_spec *s) {
     esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
     esmt_comm *comm = NULL;
     esmt_dp *dp = NULL;
+    if (g_kill_nth && s->rank == g_kill_rank) esmt_comm_test_fault = kill_here;
     st = esmt_comm_create(&comm, &co);
     if (!st) st = esmt_dp_create(comm, 4096, &dp); /* small buckets: many, some across shards */
     if (!st) esmt_dp_set_zero(dp, s->zero);
@@ -527,6 +537,53 @@ static void test_killed_rank(void **state) {
   assert_true(waited < 15);
 }
 
+/* Rank 1 of 2 killed on entering its nth collective of one kind, while
+ * rank 0 is inside that collective: rank 0 stops within seconds (the
+ * ring's closed connection, not the 20 s timeout) with an error naming
+ * rank 1, and when that happens inside a save the run directory keeps its
+ * last good checkpoint, `latest` naming it, and nothing half-written. */
+static void killed_mid_collective(int zero, esmt_comm_op op, uint64_t nth, const char *what) {
+  char err[512], run_dir[512];
+  path_of(err, sizeof err, "kill-err", zero, (int)op);
+  path_of(run_dir, sizeof run_dir, "kill-run", zero, (int)op);
+  run_spec s[2] = {{0, 2, zero, 6, run_dir, 2, 0, 0, 0, NULL, err, NULL},
+                   {1, 2, zero, 6, run_dir, 2, 0, 0, 0, NULL, NULL, NULL}};
+  int st[2];
+  g_kill_rank = 1;
+  g_kill_op = (int)op;
+  g_kill_nth = nth;
+  double t0 = esmt_clock_seconds();
+  run_ranks(s, 2, st);
+  double waited = esmt_clock_seconds() - t0;
+  g_kill_nth = 0;
+  assert_int_equal(st[1], 128 + SIGKILL);
+  assert_true(st[0] != 0 && st[0] < 128);
+  char msg[2048];
+  read_rank_text(err, msg, sizeof msg);
+  printf("ZeRO-%d, rank 1 killed entering %s: rank 0 stopped after %.2f s: %s\n", zero, what,
+         waited, msg);
+  assert_non_null(strstr(msg, "rank 1"));
+  assert_true(strstr(msg, "connection") || strstr(msg, "closed") || strstr(msg, "died"));
+  assert_true(waited < 10);
+  esmt_context *ctx = make_ctx();
+  esmt_model *m = make_model(ctx);
+  assert_last_good_checkpoint(run_dir, "step-00000002", m);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
+static void test_killed_mid_collective(void **state) {
+  (void)state;
+  /* stage 0: gradient buckets all-reduced in update 3 */
+  killed_mid_collective(0, ESMT_COMM_OP_ALLREDUCE, 80, "an all-reduce of update 3");
+  /* stage 2: a part's gradients reduce-scattered in update 3 */
+  killed_mid_collective(2, ESMT_COMM_OP_REDUCE_SCATTER, 10, "a reduce-scatter of update 3");
+  /* stage 1: all-gathers 1, 2 update the weights, 3, 4 gather the moments
+   * for the save at update 2, 5, 6 the weights again; 8 is the second
+   * moment's gather of the save at update 4, after the first's */
+  killed_mid_collective(1, ESMT_COMM_OP_ALLGATHER_SHARDS, 8, "the save's moment all-gather");
+}
+
 static void test_offload_refused(void **state) {
   (void)state;
   esmt_context *ctx = make_ctx();
@@ -758,6 +815,7 @@ int main(void) {
       cmocka_unit_test(test_overflow_is_global),
       cmocka_unit_test(test_resume),
       cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_killed_mid_collective),
       cmocka_unit_test(test_offload_refused),
       cmocka_unit_test(test_zero2_one_micro_batch),
       cmocka_unit_test(test_zero2_accumulation),
