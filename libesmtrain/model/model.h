@@ -268,6 +268,9 @@ ESMT_HIDDEN esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const vo
  * go to under LoRA (the op always accumulates them). */
 ESMT_HIDDEN float *esmt_lora_discard(esmt_model *m);
 ESMT_HIDDEN void esmt_lora_free(esmt_model *m);
+/* esmt_model_lora_merge's W += s B A on a host copy of the flat weights
+ * (`host`, layout offsets), in double; the adapters stay as they are. */
+ESMT_HIDDEN void esmt_lora_merge_host(const esmt_model *m, float *host);
 
 /* The task head (model_head.c). esmt_head_stage checks and keeps a
  * batch's targets (after esmt_model_stage_batch; sets m->normalizer and

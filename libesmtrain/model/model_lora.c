@@ -205,6 +205,26 @@ static uint64_t base_weight(const esmt_model *m, int l, int t) {
   }
 }
 
+void esmt_lora_merge_host(const esmt_model *m, float *host) {
+  const int r = m->cfg.lora_rank;
+  const double s = scaling(m);
+  for (int l = 0; m->layout.lora && l < m->L; l++)
+    for (int t = 0; t < ESMT_LORA_TARGETS; t++) {
+      const esmt_lora_offsets *o = &m->layout.lora[l];
+      if (!o->a[t]) continue;
+      int in, out;
+      esmt_lora_target(&m->cfg, t, &in, &out);
+      const float *A = host + o->a[t], *B = host + o->b[t];
+      float *W = host + base_weight(m, l, t);
+      for (int i = 0; i < out; i++)
+        for (int j = 0; j < in; j++) {
+          double acc = 0.0;
+          for (int k = 0; k < r; k++) acc += (double)B[(uint64_t)i * r + k] * A[(uint64_t)k * in + j];
+          W[(uint64_t)i * in + j] = (float)(W[(uint64_t)i * in + j] + s * acc);
+        }
+    }
+}
+
 static esmt_status merge_unguarded(esmt_model *m) {
   const char *fn = "esmt_model_lora_merge";
   ESMT_CHECK_ARG(m, fn, "model is NULL");
