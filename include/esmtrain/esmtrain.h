@@ -392,7 +392,10 @@ typedef struct esmt_model_config {
    * (ESMT_LORA_* bits), y = x W^T + b + (lora_alpha / lora_rank) (x A^T) B^T
    * with A [rank, in] and B [out, rank] trained and every encoder weight
    * frozen (frozen_layers must be 0; the task head trains). lora_dropout
-   * must be 0 (dropout on the adapters' input is not implemented). */
+   * in [0, 1): peft's dropout on each adapter's input (its own mask per
+   * adapter, kept values scaled by 1 / (1 - lora_dropout)) in training
+   * forwards (esmt_model_forward; none at inference or under
+   * esmt_model_set_training(model, 0)). */
   int lora_rank;
   float lora_alpha;
   float lora_dropout;
@@ -613,6 +616,12 @@ ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enab
  * esmt_model_backward; the trainer sets it from backend.deterministic. */
 ESMT_API esmt_status esmt_model_set_deterministic(esmt_model *model, int deterministic);
 ESMT_API esmt_status esmt_model_get_deterministic(const esmt_model *model, int *deterministic);
+
+/* Training (1, the default) or evaluation (0) behaviour of
+ * esmt_model_forward, as torch's train()/eval(): with 0 it applies no LoRA
+ * dropout (esmt_model_config.lora_dropout), computing what esmt_model_infer
+ * computes. The trainer's evaluation sets 0 for its passes. */
+ESMT_API esmt_status esmt_model_set_training(esmt_model *model, int training);
 
 
 typedef struct esmt_optimizer_config {
