@@ -15,6 +15,7 @@ db=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 [ -r "$db" ] || { echo "needs $db (Debian package mmseqs2-examples)" >&2; exit 1; }
 cmake -S . -B build -DCMAKE_BUILD_TYPE=Release >/dev/null
 cmake --build build -j"$(nproc)" --target bench_finetune esmt_backend_cpu >/dev/null
+load=$(cut -d' ' -f1 /proc/loadavg)
 work=$(mktemp -d)
 trap 'rm -rf "$work"' EXIT
 /usr/bin/python3 bench/reference/bench_finetune_torch.py make-data "$db" "$work/data" 4 "$batch" "$seq"
@@ -35,7 +36,7 @@ echo "esmtrain $ours tokens/s, peak RSS $ours_mb MB"
 echo "transformers + peft $theirs tokens/s, peak RSS $theirs_mb MB"
 echo "esmtrain: ${speed}x the tokens/s, 1/${memory} of the peak RSS"
 command="bash scripts/bench_finetune_vs_torch.sh $threads $steps $batch $seq $dropout"
-config="LoRA r$rank query+value, seq-class, ${layers}x$hidden, $batch x $seq, dropout $dropout, $threads threads"
+config="LoRA r$rank query+value, seq-class, ${layers}x$hidden, $batch x $seq, dropout $dropout, $threads threads, load $load"
 /usr/bin/python3 bench/record.py cpu_lora_finetune --config "$config" --command "$command" \
   --figure "tokens_per_s=$ours:tok/s" --figure "peak_rss=$ours_mb:MB" \
   --peer "transformers $(/usr/bin/python3 -c 'import transformers; print(transformers.__version__)') + peft $(/usr/bin/python3 -c 'import peft; print(peft.__version__)')" \
@@ -54,13 +55,16 @@ steps (padding included, the same count on both sides); peak RSS of each process
 esmtrain runs `bench/bench_finetune.c` over the public API, the peer
 `bench/reference/bench_finetune_torch.py` (`EsmForSequenceClassification` + `get_peft_model`).
 
-| date (UTC) | commit | CPU | threads | batch x seq | dropout | steps | esmtrain tok/s | peer tok/s | speed | esmtrain RSS MB | peer RSS MB | memory | command |
-|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
+The load column is the machine's 1-minute load average before the run: on a shared machine
+above its core count both sides slow down, and their ratio is only indicative.
+
+| date (UTC) | commit | CPU (cores) | load | threads | batch x seq | dropout | steps | esmtrain tok/s | peer tok/s | speed | esmtrain RSS MB | peer RSS MB | memory | command |
+|---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 HEAD
 fi
 commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo "+dirty")
 cpu=$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)
-printf '| %s | %s | %s | %s | %s x %s | %s | %s | %s | %s | %sx | %s | %s | 1/%s | `%s` |\n' \
-  "$(date -u +%Y-%m-%d)" "$commit" "$cpu" "$threads" "$batch" "$seq" "$dropout" "$steps" "$ours" \
+printf '| %s | %s | %s (%s) | %s | %s | %s x %s | %s | %s | %s | %s | %sx | %s | %s | 1/%s | `%s` |\n' \
+  "$(date -u +%Y-%m-%d)" "$commit" "$cpu" "$(nproc)" "$load" "$threads" "$batch" "$seq" "$dropout" "$steps" "$ours" \
   "$theirs" "$speed" "$ours_mb" "$theirs_mb" "$memory" "$command" >> "$doc"
 echo "appended a row to $doc"
