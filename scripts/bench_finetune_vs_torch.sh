@@ -62,7 +62,7 @@ above its core count both sides slow down, and their ratio is only indicative.
 |---|---|---|---|---|---|---|---|---|---|---|---|---|---|---|
 HEAD
 fi
-commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . 2>/dev/null || echo "+dirty")
+commit=$(git rev-parse --short HEAD)$(git diff --quiet HEAD -- . ':!bench/results' ':!docs/finetune-speed.md' 2>/dev/null || echo "+dirty")
 cpu=$(sed -n 's/^model name[^:]*: *//p' /proc/cpuinfo | head -1)
 printf '| %s | %s | %s (%s) | %s | %s | %s x %s | %s | %s | %s | %s | %sx | %s | %s | 1/%s | `%s` |\n' \
   "$(date -u +%Y-%m-%d)" "$commit" "$cpu" "$(nproc)" "$load" "$threads" "$batch" "$seq" "$dropout" "$steps" "$ours" \
