@@ -12,6 +12,9 @@ For a 2-layer hidden-64 model with each task head (LoRA's B nonzero):
 (c) `import-hf` (with `--adapter`) reads them back into a checkpoint whose
     tensors equal the original's bit for bit and whose outputs are the
     original's bit for bit;
+(e) an adapter peft itself wrote (get_peft_model_state_dict and its config's
+    save_pretrained, list target_modules, dropout 0.1) on a base transformers saved is imported, and
+    esmtrain's outputs equal PeftModel's (relative L2 <= 1e-4);
 (d) refused with the file and the problem named, nothing written: mean
     pooling on export, an adapter on another base, a head that does not
     match the base, an unknown target module, an adapter on a module
@@ -146,6 +149,44 @@ def case(tmp, name, head, C, lora_rank=0, targets=0):
     return d
 
 
+def peft_native(tmp):
+    """(e): a base and adapter written by transformers and peft, not esmtrain."""
+    print("-- peft's own adapter")
+    from transformers import EsmConfig
+    torch.manual_seed(3)
+    cfg = EsmConfig(vocab_size=33, hidden_size=64, num_hidden_layers=2, num_attention_heads=4,
+                    intermediate_size=128, max_position_embeddings=66,
+                    position_embedding_type="rotary", token_dropout=True,
+                    emb_layer_norm_before=False, pad_token_id=1, mask_token_id=32,
+                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0, num_labels=3)
+    base_dir, adapter_dir = os.path.join(tmp, "hf_base"), os.path.join(tmp, "hf_adapter")
+    EsmForSequenceClassification(cfg).save_pretrained(base_dir)
+    pm = peft.get_peft_model(EsmForSequenceClassification.from_pretrained(base_dir),
+                             peft.LoraConfig(r=4, lora_alpha=8, lora_dropout=0.1,
+                                             target_modules=["query", "value"],
+                                             task_type="SEQ_CLS"))
+    with torch.no_grad():
+        for n, p in pm.named_parameters():
+            if "lora_B" in n or "modules_to_save" in n:
+                p.normal_(0.0, 0.1)
+    # what PeftModel.save_pretrained writes, without its model card (which
+    # needs Jinja2): peft's own state dict and config
+    from safetensors.torch import save_file as save_torch
+    os.makedirs(adapter_dir)
+    save_torch({k: v.contiguous() for k, v in peft.get_peft_model_state_dict(pm).items()},
+               os.path.join(adapter_dir, "adapter_model.safetensors"), metadata={"format": "pt"})
+    pm.peft_config["default"].save_pretrained(adapter_dir)
+    run_dir, o = os.path.join(tmp, "peft_run"), os.path.join(tmp, "peft_out")
+    os.makedirs(o)
+    run(CLI, "import-hf", base_dir, "--adapter", adapter_dir, "-o", run_dir)
+    run(TOOL, "infer", run_dir, o)
+    tok, ours = outputs(o, SEQ_CLASS, 3)
+    y, keep = torch_logits(pm, tok, SEQ_CLASS, 3)
+    e = rel(ours[keep], y[keep])
+    check(e <= TOL, "peft's own adapter: imported, esmtrain's outputs equal PeftModel's (rel L2 "
+          "%.2e)" % e)
+
+
 def refused(tmp, what, args, needle):
     out_dir = os.path.join(tmp, "refused")
     msg = run(CLI, *args, "-o", out_dir, expect=1)
@@ -169,6 +210,7 @@ def main():
         d = case(tmp, "multilabel-lora-qv", MULTILABEL, 4, 4, 1 | 4)
         case(tmp, "regression-lora-out-ffn", REGRESSION, 1, 2, 8 | 16 | 32)
         case(tmp, "residue-lora-all", RESIDUE, 2, 3, 63)
+        peft_native(tmp)
         # (d) bad inputs
         m = os.path.join(tmp, "mean")
         os.makedirs(m)
