@@ -224,7 +224,7 @@ esmt_status esmt_hf_exportable(const esmt_model *m, const char *fn) {
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: the model's %s head pools the mean of the "
                      "residues, which transformers' EsmForSequenceClassification cannot compute "
                      "(its head reads the <cls> position): nothing was written; fine-tune with "
-                     "cls pooling to export to transformers", fn,
+                     "cls pooling (finetune --pooling cls) to export to transformers", fn,
                      esmt_head_kind_name(m->cfg.head));
   return ESMT_OK;
 }
