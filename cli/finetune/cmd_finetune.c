@@ -59,7 +59,7 @@ static void usage(FILE *f) {
       "                        model.*: --model NAME or --layers/--width/--heads)\n"
       "  --model NAME --layers L --width D --heads H --max-len N\n"
       "  --pooling mean|cls --freeze none|encoder|N --head-lr-scale S\n"
-      "  --lora-rank R --lora-alpha A --lora-targets q,k,v,o,up,down\n"
+      "  --lora-rank R --lora-alpha A --lora-dropout P --lora-targets q,k,v,o,up,down\n"
       "  --best-metric NAME --patience N --batch-rows N\n"
       "  --out DIR --steps N --lr X --warmup N --schedule esm2|cosine|constant\n"
       "  --eval-every N --save-every N --keep N --log-every N --threads N --backend NAME\n"
@@ -76,6 +76,7 @@ static const struct { const char *flag, *key, *key2; } k_flags[] = {
     {"--batch-rows", "finetune.batch_rows", NULL}, {"--pooling", "finetune.pooling", NULL},
     {"--freeze", "finetune.freeze", NULL},       {"--lora-rank", "finetune.lora_rank", NULL},
     {"--lora-alpha", "finetune.lora_alpha", NULL}, {"--lora-targets", "finetune.lora_targets", NULL},
+    {"--lora-dropout", "finetune.lora_dropout", NULL},
     {"--head-lr-scale", "finetune.head_lr_scale", NULL},
     {"--best-metric", "finetune.best_metric", NULL}, {"--patience", "finetune.patience", NULL},
     {"--out", "train.out_dir", NULL},            {"--model", "model.preset", NULL},

@@ -392,7 +392,10 @@ typedef struct esmt_model_config {
    * (ESMT_LORA_* bits), y = x W^T + b + (lora_alpha / lora_rank) (x A^T) B^T
    * with A [rank, in] and B [out, rank] trained and every encoder weight
    * frozen (frozen_layers must be 0; the task head trains). lora_dropout
-   * must be 0 (dropout on the adapters' input is not implemented). */
+   * in [0, 1): peft's dropout on each adapter's input (its own mask per
+   * adapter, kept values scaled by 1 / (1 - lora_dropout)) in training
+   * forwards (esmt_model_forward; none at inference or under
+   * esmt_model_set_training(model, 0)). */
   int lora_rank;
   float lora_alpha;
   float lora_dropout;
@@ -614,6 +617,12 @@ ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enab
 ESMT_API esmt_status esmt_model_set_deterministic(esmt_model *model, int deterministic);
 ESMT_API esmt_status esmt_model_get_deterministic(const esmt_model *model, int *deterministic);
 
+/* Training (1, the default) or evaluation (0) behaviour of
+ * esmt_model_forward, as torch's train()/eval(): with 0 it applies no LoRA
+ * dropout (esmt_model_config.lora_dropout), computing what esmt_model_infer
+ * computes. The trainer's evaluation sets 0 for its passes. */
+ESMT_API esmt_status esmt_model_set_training(esmt_model *model, int training);
+
 
 typedef struct esmt_optimizer_config {
   uint32_t struct_size;
@@ -830,7 +839,11 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
 /* ------------------------------------------------------------------------ */
 
 /* Write a directory transformers loads with EsmForMaskedLM.from_pretrained
- * and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
+ * (a model with a task head: EsmForSequenceClassification or
+ * EsmForTokenClassification, config.json's num_labels, id2label and
+ * problem_type set, no lm_head; a sequence head with mean pooling, which
+ * transformers cannot compute, is refused; LoRA adapters merged into the
+ * weights as peft's merge_and_unload) and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
  * names; also the keys transformers expects but ESM-2 does not use:
  * zero position embeddings, the rotary inv_freq buffers, the contact head
  * the model carries (imported or esmt_model_set_contact_head) or a zero one), vocab.txt, tokenizer_config.json, special_tokens_map.json.
@@ -841,6 +854,19 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
  * then its files are replaced. Nothing esmtrain did not write is ever
  * replaced or removed. */
 ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, int overwrite);
+
+/* A model with LoRA adapters as two directories: `base_dir`, what
+ * esmt_model_export_hf writes but with the weights unmerged (the frozen
+ * base and the task head), and `adapter_dir`, a PEFT adapter that
+ * peft.PeftModel.from_pretrained(base, adapter_dir) loads on it:
+ * adapter_config.json (peft 0.12's LoraConfig, target_modules as one
+ * regular expression) and adapter_model.safetensors (peft's key names, the
+ * task head as modules_to_save, and the base's fingerprint in the
+ * metadata for esmt_model_import_peft). Both are complete before either is
+ * published; the rules for existing directories are esmt_model_export_hf's.
+ * A model without LoRA is ESMT_ERR_STATE. */
+ESMT_API esmt_status esmt_model_export_peft(esmt_model *model, const char *base_dir,
+                                            const char *adapter_dir, int overwrite);
 
 /* Save the model on its own, for a training loop of one's own: weights,
  * optimizer state (esmt_model_optimizer_step's moments) and `step` into
@@ -871,6 +897,18 @@ ESMT_API esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const 
  * Pickle checkpoints (pytorch_model.bin, fair-esm .pt) are refused with a
  * pointer to tools/convert_to_safetensors.py. */
 ESMT_API esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out);
+
+/* A model from a transformers base directory (as esmt_model_import_hf)
+ * and a PEFT LoRA adapter on it (adapter_config.json,
+ * adapter_model.safetensors): lora_rank, lora_alpha and lora_dropout from
+ * the config, lora_targets from the adapter's tensors, the adapters and the
+ * task head (modules_to_save) from its file. Refused with the file and the
+ * tensor or field named: an adapter on a module esmtrain does not adapt,
+ * per-layer ranks or layers, DoRA, rsLoRA or trained biases, a tensor whose
+ * shape is not the base's, and an adapter whose recorded base fingerprint
+ * (written by esmt_model_export_peft) is not this base's. */
+ESMT_API esmt_status esmt_model_import_peft(esmt_context *ctx, const char *base_dir,
+                                            const char *adapter_dir, esmt_model **out);
 
 /* Load a Hugging Face ESM-2 directory's weights into an existing model of
  * the same shape (a mismatch names the tensor); unchanged on failure. */

@@ -113,6 +113,8 @@ const esmt_key_def esmt_config_keys[] = {
      "what does not train: none, encoder (the head only) or N (the embedding and first N layers)"},
     {"finetune.lora_rank", I, "0", NULL, 0, 4096, "LoRA rank on the encoder's linear maps; 0 = none"},
     {"finetune.lora_alpha", D, "16", NULL, 0, 1e6, "LoRA alpha (the update is scaled by alpha / rank)"},
+    {"finetune.lora_dropout", D, "0", NULL, 0, 0.99,
+     "dropout on each LoRA adapter's input in training (peft's lora_dropout)"},
     {"finetune.lora_targets", S, "q,k,v,o", NULL, 0, 0,
      "LoRA target modules among q,k,v,o,up,down"},
     {"finetune.head_lr_scale", D, "1", NULL, 0, 1e6, "the head's learning rate relative to optimizer.lr"},

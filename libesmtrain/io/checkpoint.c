@@ -18,6 +18,7 @@
 #include "fs_util.h"
 #include "input_file.h"
 #include "json_input.h"
+#include "model_record.h"
 #include "safetensors.h"
 
 #define PATH_CAP 4096
@@ -172,7 +173,8 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
                                       const char *trainer_json, int keep_last,
                                       const float *host_m, const float *host_v, char *out_dir,
                                       size_t cap) {
-  if (!host_m && (m->mem.opt_lo != 0 || m->mem.opt_hi != m->layout.total))
+  /* a frozen prefix (env.opt_lo) holds no moments; anything narrower is a shard */
+  if (!host_m && (m->mem.opt_lo != m->mem.env.opt_lo || m->mem.opt_hi != m->layout.total))
     return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
                      "optimizer state; gather the moments first");
   char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
@@ -369,6 +371,7 @@ esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *spe
   }
   json_t *eps = json_object_get(model, "layer_norm_eps");
   if (json_is_number(eps)) mc.layer_norm_eps = (float)json_number_value(eps);
+  if (!st) st = esmt_model_record_read(model, path, &mc); /* the head and LoRA, if any */
   json_decref(root);
   if (st) return st;
   esmt_model *m = NULL;

@@ -87,5 +87,13 @@ ESMT_HIDDEN esmt_status esmt_write_flat(esmt_model *m, const char *path, const f
 ESMT_HIDDEN esmt_status esmt_read_flat(esmt_model *m, const struct esmt_st_file *f,
                                        const char *path, const char *prefix, float *host,
                                        int strict_extra);
+/* The same, where a layout tensor the file lacks and `optional` accepts
+ * keeps the value `host` holds (a classification directory has no masked-LM
+ * head; a base model has no adapters). */
+ESMT_HIDDEN esmt_status esmt_read_flat_keep(esmt_model *m, const struct esmt_st_file *f,
+                                            const char *path, const char *prefix, float *host,
+                                            int strict_extra,
+                                            int (*optional)(const esmt_model *m,
+                                                            const char *name));
 
 #endif

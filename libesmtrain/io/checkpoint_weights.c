@@ -99,12 +99,19 @@ esmt_status esmt_weights_save(esmt_model *m, const char *path, uint32_t *crc) {
 
 esmt_status esmt_read_flat(esmt_model *m, const esmt_st_file *f, const char *path,
                            const char *prefix, float *host, int strict_extra) {
+  return esmt_read_flat_keep(m, f, path, prefix, host, strict_extra, NULL);
+}
+
+esmt_status esmt_read_flat_keep(esmt_model *m, const esmt_st_file *f, const char *path,
+                                const char *prefix, float *host, int strict_extra,
+                                int (*optional)(const esmt_model *m, const char *name)) {
   const esmt_layout *ly = &m->layout;
   char key[160];
   for (int i = 0; i < ly->count; i++) {
     const esmt_tensor_info *t = &ly->tensors[i];
     snprintf(key, sizeof key, "%s%s", prefix, t->name);
     const esmt_st_tensor *s = esmt_st_find(f, key);
+    if (!s && optional && optional(m, t->name)) continue; /* host keeps its values */
     if (!s) return esmt_fail(ESMT_ERR_FORMAT, "%s: tensor '%s' is missing", path, key);
     int shape_ok = s->ndim == t->ndim && s->shape[0] == t->shape[0] &&
                    (t->ndim < 2 || s->shape[1] == t->shape[1]);

@@ -152,6 +152,7 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
   if (!st) st = esmt_model_init_params(m, seed);
+  m->seed = seed;
   if (!st) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   if (st) {
     esmt_model_destroy(m);
@@ -458,6 +459,7 @@ static esmt_status forward_unguarded(esmt_model *m, const esmt_batch *b, esmt_fo
     if (st) return st;
   }
   if (m->cfg.head != ESMT_HEAD_NONE && (st = esmt_head_stage(m, b, &r, fn))) return st;
+  esmt_lora_begin_pass(m, !m->eval_mode);
   if ((st = esmt_model_run_forward(m))) return st;
   if (m->cfg.head != ESMT_HEAD_NONE) return head_result(m, &r, logits, result);
   float loss_sum = 0.0f;
@@ -561,6 +563,15 @@ esmt_status esmt_model_set_deterministic(esmt_model *m, int deterministic) {
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: deterministic is %d; use 0 or 1", fn,
                      deterministic);
   m->nondeterministic = !deterministic;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_set_training(esmt_model *m, int training) {
+  const char *fn = "esmt_model_set_training";
+  ESMT_CHECK_ARG(m, fn, "model is NULL");
+  if (training != 0 && training != 1)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: training is %d; use 0 or 1", fn, training);
+  m->eval_mode = !training;
   return ESMT_OK;
 }
 

@@ -52,6 +52,19 @@ typedef struct plan_ctx {
   uint64_t train_lo;  /* fine-tuning: the frozen prefix holds no moments */
 } plan_ctx;
 
+/* Why a model with frozen parameters (LoRA, frozen layers) does not fit:
+ * offload and streaming, which the general advice suggests, are not open to
+ * it, and its whole fp32 master stays on the device. */
+static void frozen_advice(esmt_plan *best, int seq_len, const char *total, const char *budget) {
+  snprintf(best->advice, sizeof best->advice,
+           "does not fit: the smallest plan (micro-batch %d x %d, recompute %s) needs %s but "
+           "the budget is %s, %.2f GiB of it the fp32 master weights: a model with frozen "
+           "parameters (LoRA, frozen layers) keeps every weight on the device, with no "
+           "optimizer offload or streaming; shorten seq_len or use a smaller model",
+           best->micro_batch, seq_len, best->recompute ? "on" : "off", total, budget,
+           (double)best->device[ESMT_MEM_MASTER_WEIGHTS] / (1024.0 * MIB));
+}
+
 /* One concrete policy. */
 typedef struct policy {
   int offload, recompute, stream;
@@ -292,6 +305,8 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
              "a smaller model",
              best.micro_batch, r->seq_len, best.recompute ? "on" : "off",
              stream_name(best.stream), total, host, host_avail);
+  } else if (c.train_lo) {
+    frozen_advice(&best, r->seq_len, total, budget);
   } else {
     snprintf(best.advice, sizeof best.advice,
              "does not fit: the smallest plan (micro-batch %d x %d, offload %s, recompute %s, "

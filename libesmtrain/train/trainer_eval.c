@@ -115,7 +115,10 @@ static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2
     }
     b.loss_normalizer = 0;
     esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
-    if ((st = esmt_model_forward(t->m, &b, &r, t->eval_logits))) return st;
+    esmt_model_set_training(t->m, 0); /* evaluation: no LoRA dropout */
+    st = esmt_model_forward(t->m, &b, &r, t->eval_logits);
+    esmt_model_set_training(t->m, 1);
+    if (st) return st;
     sums[0] += r.loss_sum;
     totals[0] += r.selected;
     if (head) { /* scored by the task metrics once the pass is over */
