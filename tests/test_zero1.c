@@ -238,12 +238,10 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
   for (int r = 0; r < world; r++) assert_int_equal(st[r], 0);
   float *w0 = read_weights(w[0], n);
   uint64_t covered = 0;
+  /* ZeRO-2 with a half compute copy: each rank keeps the fp32 master of
+   * its shard only (write_weights: zeros elsewhere); the shards make w0 */
+  const int sharded_master = g_bf16 && zero >= 2 && world > 1;
   for (int r = 0; r < world; r++) {
-    size_t nr;
-    float *wr = read_weights(w[r], &nr);
-    assert_int_equal(nr, *n);
-    assert_memory_equal(wr, w0, *n * sizeof *w0);
-    free(wr);
     unsigned long long lo, hi, total, glo, ghi;
     long long overflows, skipped;
     double norm;
@@ -252,6 +250,18 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
     assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg %llu %llu", &lo, &hi, &total,
                             &overflows, &skipped, &norm, &glo, &ghi), 8);
     fclose(f);
+    size_t nr;
+    float *wr = read_weights(w[r], &nr);
+    assert_int_equal(nr, *n);
+    if (sharded_master) {
+      size_t outside = 0;
+      for (size_t i = 0; i < nr; i++) outside += (i < lo || i >= hi) && wr[i] != 0.0f;
+      assert_int_equal(outside, 0);
+      memcpy(w0 + lo, wr + lo, (hi - lo) * sizeof *w0);
+    } else {
+      assert_memory_equal(wr, w0, *n * sizeof *w0);
+    }
+    free(wr);
     /* ZeRO-2 keeps fp32 gradients for the shard only (per-part slots besides) */
     if (zero >= 2 && world > 1) {
       assert_int_equal(glo, lo);
@@ -277,6 +287,8 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
              r, lo, hi, 8 * (hi - lo), 8 * total);
       snprintf(want, sizeof want, "AdamW moments %llu bytes", 8 * (hi - lo));
       assert_non_null(strstr(line, want));
+      snprintf(want, sizeof want, "fp32 master weights %llu bytes", 4 * (hi - lo));
+      assert_true(!strstr(line, want) == !sharded_master);
       if (r == 0 && world == 3) printf("  log: %s\n", line);
       assert_true(hi - lo <= total / (uint64_t)world + ESMT_ZERO_ALIGN);
       assert_int_equal(lo, covered);
@@ -416,6 +428,117 @@ static void test_two_ranks_bf16(void **state) {
   printf("2 ranks, bf16 compute (emulated): dist.zero 1 == dist.zero 0 bit for bit\n");
   free(plain);
   free(zero);
+}
+
+static char *file_bytes(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *bytes = malloc(*len + 1);
+  assert_non_null(bytes);
+  assert_int_equal(fread(bytes, 1, *len, f), *len);
+  fclose(f);
+  return bytes;
+}
+
+/* Two checkpoints' model and optimizer files are the same bytes. */
+static void same_checkpoint_files(const char *a, const char *b, const char *what) {
+  static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
+  for (size_t i = 0; i < 2; i++) {
+    char pa[1200], pb[1200];
+    snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
+    snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
+    size_t la, lb;
+    char *ba = file_bytes(pa, &la), *bb = file_bytes(pb, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ba, bb, la);
+    printf("%s %s: the same %zu bytes\n", what, files[i], la);
+    free(ba);
+    free(bb);
+  }
+}
+
+static void check_volume(const char *tag, int world, int zero, int k, size_t n);
+
+/* The planner's master bytes for `world` ranks at `zero` in bf16 against
+ * the largest shard the ranks of run `tag` held (4 bytes each). */
+static void check_plan_master(const char *tag, int world, int zero, size_t n) {
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  mc.num_layers = 2; mc.hidden_size = 32; mc.num_heads = 2; mc.max_positions = 64;
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  r.model = &mc;
+  r.micro_batch = 2;
+  r.seq_len = MEM_T;
+  r.world_size = world;
+  r.zero = zero;
+  r.precision = ESMT_PRECISION_BF16;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  uint64_t most = 0;
+  for (int rk = 0; rk < world; rk++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s-info%d-z%d-r%d", g_dir, tag, world, zero, rk);
+    unsigned long long lo, hi;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%llu %llu", &lo, &hi), 2);
+    fclose(f);
+    if (4 * (hi - lo) > most) most = 4 * (hi - lo);
+  }
+  const uint64_t want = zero >= 2 ? most : 4 * (uint64_t)n;
+  printf("  plan --world %d --zero %d --precision bf16: fp32 master %llu bytes per rank (ranks "
+         "hold %llu)\n", world, zero, (unsigned long long)p.device[ESMT_MEM_MASTER_WEIGHTS],
+         (unsigned long long)want);
+  assert_int_equal(p.device[ESMT_MEM_MASTER_WEIGHTS], want);
+}
+
+/* bf16 compute at ZeRO-2: each rank keeps the fp32 master of its shard
+ * only and the ranks all-gather the bf16 copy; one micro-batch per rank
+ * reduces in ZeRO-1's order, so the master is ZeRO-1's bit for bit, 2 and
+ * 3 ranks; and the checkpoint (the master gathered) is ZeRO-1's bytes. */
+static void test_zero2_sharded_master_bf16(void **state) {
+  (void)state;
+  g_bf16 = 1;
+  for (int world = 2; world <= 3; world++) {
+    size_t n1, n2;
+    float *z1 = train(world, 1, 0, &n1, "m"), *z2 = train(world, 2, 0, &n2, "m");
+    assert_int_equal(n1, n2);
+    assert_memory_equal(z1, z2, n1 * sizeof *z1);
+    printf("%d ranks, bf16 compute (emulated): dist.zero 2 with the fp32 master sharded == "
+           "dist.zero 1 bit for bit\n", world);
+    check_volume("m", world, 1, 1, n1); /* the fp32 master all-gathered */
+    check_volume("m", world, 2, 1, n2); /* the bf16 copy all-gathered: half the bytes */
+    check_plan_master("m", world, 1, n1);
+    check_plan_master("m", world, 2, n2);
+    free(z1);
+    free(z2);
+  }
+  char dirs[2][512], ck[2][1024];
+  for (int z = 1; z <= 2; z++) {
+    snprintf(dirs[z - 1], sizeof dirs[z - 1], "%s/ck-bf16-z%d", g_dir, z);
+    run_spec s[2] = {{0, 2, z, 3, dirs[z - 1], 3, 0, 0, 0, NULL, NULL, NULL},
+                     {1, 2, z, 3, dirs[z - 1], 3, 0, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[z - 1], ck[z - 1], sizeof ck[z - 1]), ESMT_OK);
+  }
+  same_checkpoint_files(ck[0], ck[1], "bf16 checkpoint, dist.zero 1 and 2:");
+  /* resume both (ZeRO-2's master sharded again from the checkpoint) for
+   * two more updates: the same files again */
+  for (int z = 1; z <= 2; z++) {
+    run_spec s[2] = {{0, 2, z, 5, dirs[z - 1], 5, 1, 0, 0, NULL, NULL, NULL},
+                     {1, 2, z, 5, dirs[z - 1], 5, 1, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[z - 1], ck[z - 1], sizeof ck[z - 1]), ESMT_OK);
+  }
+  assert_non_null(strstr(ck[1], "step-00000005"));
+  same_checkpoint_files(ck[0], ck[1], "bf16 checkpoint after resuming, dist.zero 1 and 2:");
+  g_bf16 = 0;
 }
 
 static void test_three_ranks(void **state) {
@@ -568,7 +691,8 @@ static void check_volume(const char *tag, int world, int zero, int k, size_t n) 
   assert_int_equal(fscanf(f, "%llu %llu %llu %llu %lld", &ar, &rs, &ag, &sent, &steps), 5);
   fclose(f);
   esmt_zero_volume want;
-  esmt_zero_comm_volume(zero, n, world, k, &want);
+  esmt_zero_comm_volume(zero, n, world, k, esmt_zero_gathered_bytes(zero, world, g_bf16 ? 2 : 4),
+                        &want);
   printf("  ZeRO-%d, %d ranks x %d micro-batches, P = %zu: per update all-reduced %llu, "
          "reduce-scattered %llu, all-gathered %llu bytes; sent per rank %llu "
          "(formula %llu)\n", zero, world, k, n, ar / (unsigned long long)steps,
@@ -662,29 +786,8 @@ static void test_zero2_checkpoint_files(void **state) {
     assert_int_equal(st[0] | st[1], 0);
     assert_int_equal(esmt_checkpoint_resolve(dirs[z], ck[z], sizeof ck[z]), ESMT_OK);
   }
-  static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
-  for (size_t i = 0; i < 2; i++) {
-    size_t len[3];
-    char *bytes[3];
-    for (int z = 0; z <= 2; z++) {
-      char path[1200];
-      snprintf(path, sizeof path, "%s/%s", ck[z], files[i]);
-      FILE *f = fopen(path, "rb");
-      assert_non_null(f);
-      fseek(f, 0, SEEK_END);
-      len[z] = (size_t)ftell(f);
-      fseek(f, 0, SEEK_SET);
-      bytes[z] = malloc(len[z]);
-      assert_int_equal(fread(bytes[z], 1, len[z], f), len[z]);
-      fclose(f);
-    }
-    for (int z = 1; z <= 2; z++) {
-      assert_int_equal(len[z], len[0]);
-      assert_memory_equal(bytes[z], bytes[0], len[0]);
-    }
-    printf("checkpoint %s: the same %zu bytes with dist.zero 0, 1 and 2\n", files[i], len[0]);
-    for (int z = 0; z <= 2; z++) free(bytes[z]);
-  }
+  same_checkpoint_files(ck[0], ck[1], "checkpoint, dist.zero 0 and 1:");
+  same_checkpoint_files(ck[0], ck[2], "checkpoint, dist.zero 0 and 2:");
 }
 
 /* The planner's per-rank figures are what the ranks allocated. */
@@ -728,7 +831,7 @@ static void test_zero2_plan_matches_ranks(void **state) {
     assert_int_equal(p.device[ESMT_MEM_MOMENTS], most);
     assert_int_equal(p.device[ESMT_MEM_GRADIENTS], most_g);
     esmt_zero_volume v;
-    esmt_zero_comm_volume(2, n, world, 1, &v);
+    esmt_zero_comm_volume(2, n, world, 1, 4, &v);
     assert_int_equal(p.comm_bytes, v.sent_per_rank);
     r.zero = 0; /* one process's moments whole */
     assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
@@ -754,6 +857,7 @@ int main(void) {
       cmocka_unit_test(test_two_ranks_bit_identical),
       cmocka_unit_test(test_two_ranks_clipped),
       cmocka_unit_test(test_two_ranks_bf16),
+      cmocka_unit_test(test_zero2_sharded_master_bf16),
       cmocka_unit_test(test_three_ranks),
       cmocka_unit_test(test_overflow_is_global),
       cmocka_unit_test(test_resume),

@@ -57,6 +57,7 @@ void esmt_dp_destroy(esmt_dp *dp) {
   esmt_dp_device_release(dp);
   esmt_comm_destroy(dp->comm);
   free(dp->shard_off);
+  free(dp->norm_off);
   free(dp->bucket_off);
   free(dp->dev_off);
   pthread_cond_destroy(&dp->cv);

@@ -119,8 +119,14 @@ ESMT_HIDDEN void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, 
  * (after the reduce-scatter only the shard holds final gradients). */
 ESMT_HIDDEN esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm);
 /* After AdamW updated the shard: every rank's shard to everyone (fp32
- * weights, then the half-precision copy of the other shards). */
+ * weights, then the half-precision copy of the other shards; under
+ * ZeRO-2's sharded master the half copy and the fp32 LayerNorm weights
+ * only, the fp32 master staying a shard). */
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m);
+/* The whole fp32 master (layout.total floats) into host_w on every rank,
+ * where each holds its shard (esmt_param_master_sharded), for a
+ * checkpoint in the usual format. Collective. */
+ESMT_HIDDEN esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w);
 /* The whole moments (layout.total floats each) into host_m/host_v on
  * every rank, for a checkpoint in the usual format. Collective. */
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,

@@ -178,6 +178,8 @@ static void gs_release(esmt_param_memory *p) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
       if (dev[i]) e->ops->free(e->dev, ESMTB_MEM_DEVICE, dev[i]);
   }
+  if (p->norm_dev && e->dev) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->norm_dev);
+  p->norm_dev = NULL; /* a sharded master's (param_shard.c) */
   if (g) free(g->fresh);
   free(g);
   p->gshard = NULL;

@@ -25,6 +25,7 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   const uint64_t bytes = env->total * sizeof(float);
   p->opt_lo = env->opt_lo;
   p->opt_hi = env->total;
+  p->master_hi = env->total; /* whole: ZeRO-2 may cut it to the shard later (param_shard.c) */
   /* the gradients held: a frozen prefix has none (ZeRO-2 narrows them to
    * the rank's shard below) */
   p->grads_lo = env->opt_lo;

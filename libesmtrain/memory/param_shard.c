@@ -25,13 +25,21 @@ uint64_t esmt_zero_shard_max(uint64_t total, int world) {
   return first < total ? first : total;
 }
 
+int esmt_zero_shards_master(int level, int world, int esize) {
+  return level >= 2 && world > 1 && esize < 4;
+}
+
+int esmt_zero_gathered_bytes(int level, int world, int esize) {
+  return esmt_zero_shards_master(level, world, esize) ? esize : 4;
+}
+
 void esmt_zero_comm_volume(int level, uint64_t params, int world, int micro_batches,
-                           esmt_zero_volume *v) {
+                           int gathered, esmt_zero_volume *v) {
   const uint64_t grads = params * sizeof(float);
   const uint64_t k = micro_batches > 0 ? (uint64_t)micro_batches : 1;
   v->allreduced = level == 0 ? grads : 0;
   v->reduce_scattered = level == 0 ? 0 : level == 1 ? grads : k * grads;
-  v->allgathered = level == 0 ? 0 : grads;
+  v->allgathered = level == 0 ? 0 : params * (uint64_t)gathered;
   /* on the ring each half sends (W-1)/W of its buffer; an all-reduce is both */
   const uint64_t W = world > 0 ? (uint64_t)world : 1;
   v->sent_per_rank =

@@ -290,6 +290,13 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
     memset(host, 0, count * sizeof(float));
     return ESMT_OK;
   }
+  if (which == ESMT_BUF_PARAMS) { /* maybe ZeRO-2's sharded master */
+    if (t->offset < m->mem.master_lo || t->offset + t->numel > m->mem.master_hi)
+      return esmt_fail(ESMT_ERR_STATE, "%s: the fp32 weights of '%s' are held by another rank "
+                       "(ZeRO-2 master shard [%llu, %llu))", fn, name,
+                       (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi);
+    at -= m->mem.master_lo;
+  }
   if (which == ESMT_BUF_GRADS) { /* maybe a ZeRO-2 shard */
     if (t->offset < m->mem.grads_lo || t->offset + t->numel > m->mem.grads_hi)
       return esmt_fail(ESMT_ERR_STATE, "%s: the gradients of '%s' are held by another rank "

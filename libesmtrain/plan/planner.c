@@ -76,10 +76,13 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const int streamed_w = pol.stream >= ESMT_STREAM_WEIGHTS;
   p->device[ESMT_MEM_COMPUTE_WEIGHTS] = !pol.offload ? (es == 4 ? 0 : P * es)
                                       : streamed_w   ? sb.device_weights - norms : P * es;
-  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : P * 4;
   /* ZeRO-1/2: the rank's shard of the moments (dp_zero.c; the largest) */
   const uint64_t trained = c->layout.total - c->train_lo;
   const uint64_t held = r->zero > 0 ? esmt_zero_shard_max(trained, r->world_size) : trained;
+  /* ZeRO-2 with a half copy: the master's shard, and the fp32 LayerNorm
+   * w/b the kernels read beside the half weights as workspace (master_shard.c) */
+  const int master_shard = !pol.offload && esmt_zero_shards_master(r->zero, r->world_size, (int)es);
+  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : master_shard ? held * 4 : P * 4;
   p->device[ESMT_MEM_MOMENTS] =
       pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, held);
   /* The fp32 gradients stay on the device (micro-batches accumulate into
@@ -99,6 +102,7 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
                                   attention_scratch_bytes(r->model, B, r->seq_len, es);
   if (pol.offload) /* the LayerNorm w/b (and alignment) beside the compute weights */
     p->device[ESMT_MEM_WORKSPACE] += sb.device_weights - p->device[ESMT_MEM_COMPUTE_WEIGHTS];
+  if (master_shard) p->device[ESMT_MEM_WORKSPACE] += norms;
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
@@ -121,7 +125,8 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   p->micro_batches = t.micro_batches;
   esmt_zero_volume v;
   const int W = r->world_size > 1 ? r->world_size : 1; /* the update's micro-batches, shared */
-  esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W, &v);
+  esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W,
+                        esmt_zero_gathered_bytes(r->zero, W, (int)es), &v);
   p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
   p->allreduced_bytes = r->world_size > 1 ? v.allreduced : 0;
   p->reduce_scattered_bytes = r->world_size > 1 ? v.reduce_scattered : 0;
