@@ -161,7 +161,9 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
                      "%llu other rank(s)", level, (unsigned long long)failed);
   const double mib = 1.0 / (1 << 20);
   const uint64_t full = 2 * m->layout.total * sizeof(float), mine = 2 * (hi - lo) * sizeof(float);
-  char master[160] = "fp32 weights stay whole";
+  char master[160];
+  snprintf(master, sizeof master, "%s", level >= 2 ? "fp32 weights stay whole"
+                                                   : "fp32 weights and gradients stay whole");
   if (esmt_param_master_sharded(&m->mem))
     snprintf(master, sizeof master, "fp32 master weights %llu bytes (%.2f MiB) on this rank, "
              "the half copy whole", (unsigned long long)((hi - lo) * sizeof(float)),
@@ -179,7 +181,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
                   : level >= 2 ? "gradients reduce-scattered every micro-batch and accumulated for "
                                "this shard only (the whole fp32 buffer is backward's working "
                                "buffer); "
-                             : "fp32 gradients stay whole; ", master);
+                             : "", master);
   return ESMT_OK;
 }
 
