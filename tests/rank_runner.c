@@ -38,12 +38,10 @@ void write_weights(esmt_model *m, const char *path) {
   float *w = calloc(m->layout.total, sizeof *w);
   FILE *f = fopen(path, "wb");
   const esmt_param_memory *p = &m->mem;
-  /* ZeRO-2's sharded master: this rank's shard in place, zeros elsewhere */
+  /* the master this rank holds (ZeRO-2/3: its shard) in place, zeros elsewhere */
   const esmt_status got = !w ? ESMT_ERR_OUT_OF_MEMORY
-      : p->master_lo || p->master_hi != m->layout.total
-      ? esmt_master_copy(m, w + p->master_lo, p->master,
-                         (p->master_hi - p->master_lo) * sizeof *w, 0)
-      : esmt_flat_download(m, w, p->master);
+      : esmt_master_copy(m, w + p->master_lo, p->master,
+                         (p->master_hi - p->master_lo) * sizeof *w, 0);
   if (w && f && !got) fwrite(w, sizeof *w, m->layout.total, f);
   if (f) fclose(f);
   free(w);

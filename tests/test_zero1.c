@@ -141,7 +141,7 @@ static esmt_status run(const run_spec *s) {
   }
   esmt_trainer *t = NULL;
   esmt_status st = esmt_trainer_create(m, &o, &src, &t);
-  if (!st && s->world > 1) { /* one process: no group */
+  if (!st && (s->world > 1 || s->zero >= 3)) { /* one process: no group, but ZeRO-3's gathers */
     char rdv[512];
     snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
     esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
@@ -240,7 +240,7 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
   uint64_t covered = 0;
   /* ZeRO-2 with a half compute copy: each rank keeps the fp32 master of
    * its shard only (write_weights: zeros elsewhere); the shards make w0 */
-  const int sharded_master = g_bf16 && zero >= 2 && world > 1;
+  const int sharded_master = (zero >= 3 || (g_bf16 && zero >= 2)) && world > 1;
   for (int r = 0; r < world; r++) {
     unsigned long long lo, hi, total, glo, ghi;
     long long overflows, skipped;
@@ -288,7 +288,10 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
       snprintf(want, sizeof want, "AdamW moments %llu bytes", 8 * (hi - lo));
       assert_non_null(strstr(line, want));
       snprintf(want, sizeof want, "fp32 master weights %llu bytes", 4 * (hi - lo));
-      assert_true(!strstr(line, want) == !sharded_master);
+      assert_true(!strstr(line, want) == !(sharded_master && zero < 3));
+      snprintf(want, sizeof want, "(fp32 master %llu bytes), each layer's all-gathered",
+               4 * (hi - lo));
+      assert_true(!strstr(line, want) == !(zero >= 3));
       if (r == 0 && world == 3) printf("  log: %s\n", line);
       assert_true(hi - lo <= total / (uint64_t)world + ESMT_ZERO_ALIGN);
       assert_int_equal(lo, covered);
@@ -691,8 +694,18 @@ static void check_volume(const char *tag, int world, int zero, int k, size_t n) 
   assert_int_equal(fscanf(f, "%llu %llu %llu %llu %lld", &ar, &rs, &ag, &sent, &steps), 5);
   fclose(f);
   esmt_zero_volume want;
-  esmt_zero_comm_volume(zero, n, world, k, esmt_zero_gathered_bytes(zero, world, g_bf16 ? 2 : 4),
-                        &want);
+  if (zero >= 3) { /* per part: the model's parts */
+    esmt_context *ctx = make_ctx();
+    esmt_model *m = ctx ? make_model(ctx) : NULL;
+    assert_non_null(m);
+    esmt_zero3_comm_volume(m->layout.part_bounds, m->layout.n_parts, world, k, g_bf16 ? 2 : 4,
+                           &want);
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+  } else {
+    esmt_zero_comm_volume(zero, n, world, k, esmt_zero_gathered_bytes(zero, world, g_bf16 ? 2 : 4),
+                          &want);
+  }
   printf("  ZeRO-%d, %d ranks x %d micro-batches, P = %zu: per update all-reduced %llu, "
          "reduce-scattered %llu, all-gathered %llu bytes; sent per rank %llu "
          "(formula %llu)\n", zero, world, k, n, ar / (unsigned long long)steps,
@@ -839,6 +852,84 @@ static void test_zero2_plan_matches_ranks(void **state) {
   }
 }
 
+/* ZeRO-3: each rank keeps the weights of its shard and all-gathers each
+ * part before it runs. The gradients are reduced as at stage 2 and the
+ * gathered weights are the same bits, so one micro-batch per rank gives
+ * stage 2's weights bit for bit (fp32 and bf16, 2 and 3 ranks); one rank
+ * (the path a single GPU takes) gives stage 0's; 2 ranks x 2 micro-batches
+ * stay within the data-parallel bound of one process taking all four. */
+static void test_zero3(void **state) {
+  (void)state;
+  g_per_update = 1;
+  for (int bf = 0; bf <= 1; bf++) {
+    g_bf16 = bf;
+    for (int world = 2; world <= 3; world++) {
+      size_t n2, n3;
+      float *z2 = train(world, 2, 0, &n2, "z3"), *z3 = train(world, 3, 0, &n3, "z3");
+      assert_int_equal(n2, n3);
+      assert_memory_equal(z2, z3, n2 * sizeof *z2);
+      printf("%d ranks x 1 micro-batch, %s: dist.zero 3 == dist.zero 2 bit for bit\n", world,
+             bf ? "bf16 (emulated)" : "fp32");
+      check_volume("z3", world, 3, 1, n3);
+      free(z2);
+      free(z3);
+    }
+  }
+  g_bf16 = 0;
+  size_t n0, n1, n;
+  float *z0 = train(1, 0, 0, &n0, "z3one"), *z3 = train(1, 3, 0, &n1, "z3one");
+  assert_int_equal(n0, n1);
+  assert_memory_equal(z0, z3, n0 * sizeof *z0);
+  printf("1 rank: dist.zero 3 (every layer gathered from the one shard) == dist.zero 0 bit for "
+         "bit\n");
+  free(z0);
+  free(z3);
+  g_per_update = 4;
+  float *one = train(1, 0, 0, &n, "z3acc");
+  g_per_update = 2;
+  float *z2 = train(2, 2, 0, &n0, "z3acc");
+  z3 = train(2, 3, 0, &n1, "z3acc");
+  const double d_one = max_abs_diff(z3, one, n), d_z2 = max_abs_diff(z3, z2, n);
+  printf("2 ranks x 2 micro-batches: dist.zero 3 vs one process x 4: max abs diff %.3g; vs "
+         "dist.zero 2: %.3g\n", d_one, d_z2);
+  assert_true(d_one < ACCUMULATION_MAX_ABS_DIFF);
+  assert_int_equal(d_z2, 0); /* the same reductions, the same weights read */
+  check_volume("z3acc", 2, 3, 2, n1);
+  g_per_update = 1;
+  free(one);
+  free(z2);
+  free(z3);
+}
+
+/* ZeRO-3's checkpoints are the other stages' files; a resume gathers the
+ * end parts from the file and the layers on demand again. */
+static void test_zero3_checkpoint_resume(void **state) {
+  (void)state;
+  g_per_update = 1;
+  char dirs[2][512], ck[2][1024];
+  const int levels[2] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    snprintf(dirs[i], sizeof dirs[i], "%s/ck3-z%d", g_dir, levels[i]);
+    run_spec s[2] = {{0, 2, levels[i], 3, dirs[i], 3, 0, 0, 0, NULL, NULL, NULL},
+                     {1, 2, levels[i], 3, dirs[i], 3, 0, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[i], ck[i], sizeof ck[i]), ESMT_OK);
+  }
+  same_checkpoint_files(ck[0], ck[1], "checkpoint, dist.zero 1 and 3:");
+  for (int i = 0; i < 2; i++) {
+    run_spec s[2] = {{0, 2, levels[i], 5, dirs[i], 5, 1, 0, 0, NULL, NULL, NULL},
+                     {1, 2, levels[i], 5, dirs[i], 5, 1, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[i], ck[i], sizeof ck[i]), ESMT_OK);
+  }
+  assert_non_null(strstr(ck[1], "step-00000005"));
+  same_checkpoint_files(ck[0], ck[1], "checkpoint after resuming, dist.zero 1 and 3:");
+}
+
 static int setup(void **state) {
   (void)state;
   snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
@@ -867,6 +958,8 @@ int main(void) {
       cmocka_unit_test(test_zero2_accumulation),
       cmocka_unit_test(test_zero2_checkpoint_files),
       cmocka_unit_test(test_zero2_plan_matches_ranks),
+      cmocka_unit_test(test_zero3),
+      cmocka_unit_test(test_zero3_checkpoint_resume),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -8,9 +8,11 @@
 
 #include "esmtrain/backend.h"
 #include "param_layer.h"
+#include "weight_gather.h"
 
 int esmt_param_master_sharded(const esmt_param_memory *p) {
-  return p->master_lo != 0 || p->master_hi != p->env.total;
+  /* ZeRO-3 on one rank holds the whole shard, but its weights are gathered */
+  return p->master_lo != 0 || p->master_hi != p->env.total || p->wgather;
 }
 
 /* The part of norm tensor i, [o, o + d), inside [lo, hi): [*a, *b). */
@@ -55,9 +57,11 @@ esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t 
   const char *fn = "sharding the fp32 master weights";
   const esmt_param_env *e = &p->env;
   if (lo == p->master_lo && hi == p->master_hi) return ESMT_OK;
-  if (!p->compute_lowp || !p->gshard || esmt_param_master_sharded(p))
-    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: needs a half compute copy, ZeRO-2's gradient "
-                     "slots and a whole master", fn);
+  /* fp32: the kernels read the master itself, unless ZeRO-3 gathers it */
+  if ((!p->compute_lowp && !p->wgather) || !p->gshard || p->master_lo ||
+      p->master_hi != e->total)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: needs a half compute copy (or ZeRO-3), "
+                     "ZeRO-2's gradient slots and a whole master", fn);
   if (lo > hi || hi > e->total)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: [%llu, %llu) of %llu", fn,
                      (unsigned long long)lo, (unsigned long long)hi,
@@ -71,13 +75,15 @@ esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t 
   float *shard = NULL, *norms = NULL;
   esmt_status st = esmt_param_dev_alloc(e, (n ? n : 1) * sizeof(float), (void **)&shard,
                                         "fp32 master shard");
-  if (!st) st = esmt_param_dev_alloc(e, (nn ? nn : 1) * sizeof(float), (void **)&norms,
-                                     "fp32 LayerNorm weights");
+  /* in fp32 (ZeRO-3) the LayerNorm w/b are read from the gathered weights */
+  if (!st && p->compute_lowp)
+    st = esmt_param_dev_alloc(e, (nn ? nn : 1) * sizeof(float), (void **)&norms,
+                              "fp32 LayerNorm weights");
   esmtb_status bs = 0;
   if (!st && n)
     bs = e->ops->copy_async(e->dev, shard, p->master + lo, n * sizeof(float), ESMTB_COPY_D2D,
                             e->stream);
-  for (int i = 0; !st && !bs && i < e->n_norm; i++)
+  for (int i = 0; norms && !st && !bs && i < e->n_norm; i++)
     bs = e->ops->copy_async(e->dev, norms + (uint64_t)i * e->d, p->master + e->norm_offs[i],
                             (uint64_t)e->d * sizeof(float), ESMTB_COPY_D2D, e->stream);
   if (!st && !bs) bs = e->ops->stream_sync(e->dev, e->stream);
@@ -88,40 +94,65 @@ esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t 
   }
   e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->master);
   p->master = shard;
-  p->compute32 = NULL; /* the kernels read the half copy and norm_dev */
+  p->compute32 = NULL; /* the kernels read the half copy and norm_dev, or ZeRO-3's slots */
   p->norm_dev = norms;
   p->master_lo = lo;
   p->master_hi = hi;
   return ESMT_OK;
 }
 
+esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst, const float *host,
+                                       uint64_t n) {
+  const esmt_param_env *e = &p->env;
+  if (!n) return ESMT_OK;
+  if (e->dtype == ESMTB_F32) {
+    esmtb_status bs = e->ops->copy_async(e->dev, dst, host, n * sizeof(float), ESMTB_COPY_H2D,
+                                         e->stream);
+    if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
+    return bs ? esmt_fail_prefix((esmt_status)bs, "uploading weights: ") : ESMT_OK;
+  }
+  if (!e->ops->convert)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "uploading weights: backend %s does not implement "
+                     "convert", e->ops->name);
+  enum { CHUNK = 1 << 20 }; /* elements staged at a time */
+  const uint64_t stage_n = n < CHUNK ? n : CHUNK;
+  float *stage = NULL;
+  esmt_status st = esmt_param_dev_alloc(e, stage_n * sizeof(float), (void **)&stage,
+                                        "weight staging buffer");
+  if (st) return st;
+  esmtb_status bs = 0;
+  for (uint64_t at = 0; !bs && at < n; at += stage_n) {
+    const uint64_t k = n - at < stage_n ? n - at : stage_n;
+    bs = e->ops->copy_async(e->dev, stage, host + at, k * sizeof(float), ESMTB_COPY_H2D,
+                            e->stream);
+    esmtb_convert_args c = {sizeof c, k, stage, ESMTB_F32, (char *)dst + at * e->esize, e->dtype};
+    if (!bs) bs = e->ops->convert(e->dev, &c, e->stream);
+    if (!bs) bs = e->ops->stream_sync(e->dev, e->stream); /* the stage is reused */
+  }
+  e->ops->free(e->dev, ESMTB_MEM_DEVICE, stage);
+  return bs ? esmt_fail_prefix((esmt_status)bs, "uploading weights: ") : ESMT_OK;
+}
+
 esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host) {
   const char *fn = "loading the sharded master weights";
   const esmt_param_env *e = &p->env;
-  enum { CHUNK = 1 << 20 }; /* elements staged at a time for the half copy */
   const uint64_t n = p->master_hi - p->master_lo;
-  const uint64_t stage_n = e->total < CHUNK ? e->total : CHUNK;
-  float *stage = NULL;
-  esmt_status st = esmt_param_dev_alloc(e, (stage_n ? stage_n : 1) * sizeof(float),
-                                        (void **)&stage, "weight staging buffer");
-  if (st) return st;
   esmtb_status bs = 0;
   if (n)
     bs = e->ops->copy_async(e->dev, p->master, host + p->master_lo, n * sizeof(float),
                             ESMTB_COPY_H2D, e->stream);
-  for (uint64_t at = 0; !bs && at < e->total; at += stage_n) {
-    const uint64_t k = e->total - at < stage_n ? e->total - at : stage_n;
-    bs = e->ops->copy_async(e->dev, stage, host + at, k * sizeof(float), ESMTB_COPY_H2D,
-                            e->stream);
-    esmtb_convert_args c = {sizeof c, k, stage, ESMTB_F32,
-                            (char *)p->compute_lowp + at * e->esize, e->dtype};
-    if (!bs) bs = e->ops->convert(e->dev, &c, e->stream);
-    if (!bs) bs = e->ops->stream_sync(e->dev, e->stream); /* the stage is reused */
-  }
-  for (int i = 0; !bs && i < e->n_norm; i++)
+  if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
+  if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+  /* the half copy: whole at ZeRO-2, the shard at ZeRO-3 */
+  esmt_status st = ESMT_OK;
+  if (p->compute_lowp)
+    st = esmt_param_upload_converted(p, p->compute_lowp, host + p->compute_lo,
+                                     p->wgather ? n : e->total);
+  for (int i = 0; !st && !bs && p->norm_dev && i < e->n_norm; i++)
     bs = e->ops->copy_async(e->dev, p->norm_dev + (uint64_t)i * e->d, host + e->norm_offs[i],
                             (uint64_t)e->d * sizeof(float), ESMTB_COPY_H2D, e->stream);
-  if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
-  e->ops->free(e->dev, ESMTB_MEM_DEVICE, stage);
-  return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", fn) : ESMT_OK;
+  if (!st && !bs) bs = e->ops->stream_sync(e->dev, e->stream);
+  if (!st && bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+  if (!st && p->wgather) st = esmt_weight_gather_load_ends(p, host);
+  return st;
 }

@@ -103,5 +103,9 @@ ESMT_HIDDEN void esmt_param_norm_split(const esmt_param_memory *p, const uint64_
 /* New master weights for the whole flat buffer from host memory under a
  * sharded master: the held shard, the whole half copy and norm_dev. */
 ESMT_HIDDEN esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host);
+/* n fp32 weights from host memory to the device buffer dst in the compute
+ * dtype (converted through a bounded staging buffer in half); synced. */
+ESMT_HIDDEN esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst,
+                                                    const float *host, uint64_t n);
 
 #endif

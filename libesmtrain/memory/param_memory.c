@@ -31,7 +31,7 @@ static esmt_status dev_sync_compute(esmt_param_memory *p, uint64_t off, uint64_t
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s does not implement convert", where,
                      e->ops->name);
   esmtb_convert_args c = {sizeof c, count, p->master + (off - p->master_lo), ESMTB_F32,
-                          (char *)p->compute_lowp + off * e->esize, e->dtype};
+                          (char *)p->compute_lowp + (off - p->compute_lo) * e->esize, e->dtype};
   esmtb_status bs = e->ops->convert(e->dev, &c, e->stream);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: convert: ", where);
   if (p->norm_dev) { /* a sharded master: the kernels read the LayerNorm w/b from norm_dev */
@@ -101,7 +101,7 @@ static esmt_status dev_grad_sumsq(esmt_param_memory *p, float *sum) {
 static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
   const esmt_param_env *e = &p->env;
   const uint64_t lo = p->opt_lo;
-  void *low = p->compute_lowp ? (char *)p->compute_lowp + lo * e->esize : NULL;
+  void *low = p->compute_lowp ? (char *)p->compute_lowp + (lo - p->compute_lo) * e->esize : NULL;
   esmtb_status bs = 0;
   if (s->kind == ESMT_OPTIMIZER_LION) {
     esmtb_lion_args *al = &s->lion;

@@ -26,6 +26,7 @@
 struct esmt_offload;
 struct esmt_stream;
 struct esmt_grad_shard;
+struct esmt_weight_gather;
 struct esmt_param_layer;
 
 /* What the owner gives the parameter memory. Pointers are borrowed: they
@@ -123,6 +124,7 @@ typedef struct esmt_param_memory {
    * and by the optimizer step. */
   float *compute32;
   void *compute_lowp;
+  uint64_t compute_lo;    /* the flat element at compute_lowp[0]: 0, or ZeRO-3's shard start */
   /* Offload in F16/BF16, and a sharded master: the env's LayerNorm w/b in
    * fp32 on the device, n_norm x d floats in the order of env.norm_offs. */
   float *norm_dev;
@@ -130,6 +132,7 @@ typedef struct esmt_param_memory {
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
   struct esmt_stream *stream;           /* the stream layer's device side; NULL elsewhere */
   struct esmt_grad_shard *gshard;       /* ZeRO-2's gradient slots; NULL elsewhere */
+  struct esmt_weight_gather *wgather;   /* ZeRO-3's gathered weights; NULL elsewhere */
 } esmt_param_memory;
 
 #endif

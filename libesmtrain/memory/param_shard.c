@@ -7,6 +7,7 @@
 #include "esmtrain/backend.h"
 #include "param_layer.h"
 #include "param_shard.h"
+#include "weight_gather.h"
 
 void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
   const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
@@ -44,6 +45,16 @@ void esmt_zero_comm_volume(int level, uint64_t params, int world, int micro_batc
   const uint64_t W = world > 0 ? (uint64_t)world : 1;
   v->sent_per_rank =
       (2 * v->allreduced + v->reduce_scattered + v->allgathered) / W * (W - 1);
+}
+
+void esmt_zero3_comm_volume(const uint64_t *part_bounds, int n_parts, int world,
+                            int micro_batches, int esize, esmt_zero_volume *v) {
+  const uint64_t P = part_bounds[n_parts];
+  esmt_zero_comm_volume(2, P, world, micro_batches, 4, v);
+  v->allgathered =
+      esmt_weight_gather_elems(part_bounds, n_parts, micro_batches) * (uint64_t)esize;
+  const uint64_t W = world > 0 ? (uint64_t)world : 1;
+  v->sent_per_rank = (v->reduce_scattered + v->allgathered) / W * (W - 1);
 }
 
 static esmtb_status alloc_zeroed(const esmt_param_env *e, uint64_t n, float **out) {

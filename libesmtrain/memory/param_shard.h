@@ -34,6 +34,11 @@ ESMT_HIDDEN void esmt_zero_comm_volume(int level, uint64_t params, int world, in
  * and the bytes per parameter the update's all-gather carries then: the
  * half copy's (esize), else the fp32 master's (4). */
 ESMT_HIDDEN int esmt_zero_shards_master(int level, int world, int esize);
+/* Stage 3 (the model's parts part_bounds[0..n_parts], `esize`-byte
+ * compute weights): stage 2's reduce-scatters, and the all-gathers of the
+ * weights per part (memory/weight_gather.h: esmt_weight_gather_elems). */
+ESMT_HIDDEN void esmt_zero3_comm_volume(const uint64_t *part_bounds, int n_parts, int world,
+                                        int micro_batches, int esize, esmt_zero_volume *v);
 ESMT_HIDDEN int esmt_zero_gathered_bytes(int level, int world, int esize);
 
 #endif

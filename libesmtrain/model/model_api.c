@@ -290,6 +290,10 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
     memset(host, 0, count * sizeof(float));
     return ESMT_OK;
   }
+  if (which == ESMT_BUF_PARAMS && to_device && m->mem.wgather)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: '%s': the weights are sharded over the ranks "
+                     "(ZeRO-3) and gathered per layer; write them before the group starts or "
+                     "load a checkpoint", fn, name);
   if (which == ESMT_BUF_PARAMS) { /* maybe ZeRO-2's sharded master */
     if (t->offset < m->mem.master_lo || t->offset + t->numel > m->mem.master_hi)
       return esmt_fail(ESMT_ERR_STATE, "%s: the fp32 weights of '%s' are held by another rank "

@@ -199,8 +199,8 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
                      "optimizer offloaded (offload_optimizer on or auto)", fn,
                      stream_name(req.stream));
   if (req.world_size < 1) req.world_size = 1;
-  if (req.zero < 0 || req.zero > 2)
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1 or 2", fn, req.zero);
+  if (req.zero < 0 || req.zero > 3)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1, 2 or 3", fn, req.zero);
   /* the ranks refuse ZeRO with offload (dp_zero.c): auto keeps it off */
   if (req.zero > 0 && req.offload_optimizer < 0) req.offload_optimizer = 0;
   if (!(req.device_flops >= 0) || !(req.link_bandwidth >= 0) || !(req.host_bandwidth >= 0))
