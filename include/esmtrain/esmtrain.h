@@ -728,10 +728,12 @@ typedef struct esmt_plan_request {
    * is one rank's. Stages 1 and 2 hold the optimizer state of the rank's
    * shard only (the largest: ceil(P / 64 / world) units of 64); stage 2
    * holds fp32 gradients for that shard, two layers' slots and the
-   * embedding's and head's (stage 1 the whole buffer), and the weights
-   * stay whole; offload_optimizer auto stays off (the
-   * ranks refuse the two together). A caller whose struct ends before
-   * them plans one process. */
+   * embedding's and head's (stage 1 the whole buffer), and in fp16/bf16
+   * the fp32 master of the shard; stage 3 also the compute weights of the
+   * shard, the embedding's and head's whole and two layers' gather slots.
+   * zero -1 (auto) plans the lowest stage that fits (the advice names it).
+   * offload_optimizer auto stays off (the ranks refuse the two together).
+   * A caller whose struct ends before them plans one process. */
   int world_size;
   int zero;
 } esmt_plan_request;
