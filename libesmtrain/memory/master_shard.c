@@ -56,9 +56,10 @@ void esmt_param_norm_split(const esmt_param_memory *p, const uint64_t *off, int 
 esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
   const char *fn = "sharding the fp32 master weights";
   const esmt_param_env *e = &p->env;
-  if (lo == p->master_lo && hi == p->master_hi) return ESMT_OK;
-  /* fp32: the kernels read the master itself, unless ZeRO-3 gathers it */
-  if ((!p->compute_lowp && !p->wgather) || !p->gshard || p->master_lo ||
+  if (p->master && lo == p->master_lo && hi == p->master_hi) return ESMT_OK;
+  /* fp32: the kernels read the master itself, unless ZeRO-3 gathers it
+   * (at setup there is no master yet, nor a half copy: the dtype says) */
+  if ((e->dtype == ESMTB_F32 && !p->wgather) || !p->gshard || p->master_lo ||
       p->master_hi != e->total)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: needs a half compute copy (or ZeRO-3), "
                      "ZeRO-2's gradient slots and a whole master", fn);
@@ -76,14 +77,14 @@ esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t 
   esmt_status st = esmt_param_dev_alloc(e, (n ? n : 1) * sizeof(float), (void **)&shard,
                                         "fp32 master shard");
   /* in fp32 (ZeRO-3) the LayerNorm w/b are read from the gathered weights */
-  if (!st && p->compute_lowp)
+  if (!st && e->dtype != ESMTB_F32)
     st = esmt_param_dev_alloc(e, (nn ? nn : 1) * sizeof(float), (void **)&norms,
                               "fp32 LayerNorm weights");
   esmtb_status bs = 0;
-  if (!st && n)
+  if (!st && n && p->master) /* (at setup: written later, esmt_param_write_host) */
     bs = e->ops->copy_async(e->dev, shard, p->master + lo, n * sizeof(float), ESMTB_COPY_D2D,
                             e->stream);
-  for (int i = 0; norms && !st && !bs && i < e->n_norm; i++)
+  for (int i = 0; p->master && norms && !st && !bs && i < e->n_norm; i++)
     bs = e->ops->copy_async(e->dev, norms + (uint64_t)i * e->d, p->master + e->norm_offs[i],
                             (uint64_t)e->d * sizeof(float), ESMTB_COPY_D2D, e->stream);
   if (!st && !bs) bs = e->ops->stream_sync(e->dev, e->stream);
@@ -92,7 +93,7 @@ esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t 
     if (norms) e->ops->free(e->dev, ESMTB_MEM_DEVICE, norms);
     return st ? st : esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
   }
-  e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->master);
+  if (p->master) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->master);
   p->master = shard;
   p->compute32 = NULL; /* the kernels read the half copy and norm_dev, or ZeRO-3's slots */
   p->norm_dev = norms;
@@ -133,26 +134,53 @@ esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst, const f
   return bs ? esmt_fail_prefix((esmt_status)bs, "uploading weights: ") : ESMT_OK;
 }
 
-esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host) {
-  const char *fn = "loading the sharded master weights";
+esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host, uint64_t off,
+                                  uint64_t n) {
+  const char *fn = "writing the sharded weights";
   const esmt_param_env *e = &p->env;
-  const uint64_t n = p->master_hi - p->master_lo;
+  const uint64_t hi = off + n;
   esmtb_status bs = 0;
-  if (n)
-    bs = e->ops->copy_async(e->dev, p->master, host + p->master_lo, n * sizeof(float),
-                            ESMTB_COPY_H2D, e->stream);
+  uint64_t a = off > p->master_lo ? off : p->master_lo, b = hi < p->master_hi ? hi : p->master_hi;
+  if (a < b)
+    bs = e->ops->copy_async(e->dev, p->master + (a - p->master_lo), host + (a - off),
+                            (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
+  for (int i = 0; !bs && p->norm_dev && i < e->n_norm; i++) {
+    const uint64_t o = e->norm_offs[i], end = o + (uint64_t)e->d;
+    a = off > o ? off : o;
+    b = hi < end ? hi : end;
+    if (a < b)
+      bs = e->ops->copy_async(e->dev, p->norm_dev + (uint64_t)i * e->d + (a - o), host + (a - off),
+                              (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
+  }
   if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
-  /* the half copy: whole at ZeRO-2, the shard at ZeRO-3 */
   esmt_status st = ESMT_OK;
-  if (p->compute_lowp)
-    st = esmt_param_upload_converted(p, p->compute_lowp, host + p->compute_lo,
-                                     p->wgather ? n : e->total);
-  for (int i = 0; !st && !bs && p->norm_dev && i < e->n_norm; i++)
-    bs = e->ops->copy_async(e->dev, p->norm_dev + (uint64_t)i * e->d, host + e->norm_offs[i],
-                            (uint64_t)e->d * sizeof(float), ESMTB_COPY_H2D, e->stream);
-  if (!st && !bs) bs = e->ops->stream_sync(e->dev, e->stream);
-  if (!st && bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
-  if (!st && p->wgather) st = esmt_weight_gather_load_ends(p, host);
+  if (p->compute_lowp) { /* the half copy: whole at ZeRO-2, the shard at ZeRO-3 */
+    const uint64_t c_hi = p->wgather ? p->master_hi : e->total;
+    a = off > p->compute_lo ? off : p->compute_lo;
+    b = hi < c_hi ? hi : c_hi;
+    if (a < b)
+      st = esmt_param_upload_converted(p, (char *)p->compute_lowp + (a - p->compute_lo) * e->esize,
+                                       host + (a - off), b - a);
+  }
+  if (!st && p->wgather) st = esmt_weight_gather_write_ends(p, host, off, n);
   return st;
+}
+
+esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host) {
+  return esmt_param_write_host(p, host, 0, p->env.total);
+}
+
+void esmt_param_replicated(const esmt_param_memory *p, const void **buf, uint64_t *bytes) {
+  const esmt_param_env *e = &p->env;
+  if (p->wgather) { /* ZeRO-3: the end parts (the layers are nobody's whole) */
+    *buf = p->wgather->ends;
+    *bytes = (p->wgather->first_n + p->wgather->last_n) * e->esize;
+  } else if (esmt_param_master_sharded(p)) { /* ZeRO-2 in half: the half copy */
+    *buf = p->compute_lowp;
+    *bytes = e->total * e->esize;
+  } else {
+    *buf = p->master;
+    *bytes = e->total * sizeof(float);
+  }
 }

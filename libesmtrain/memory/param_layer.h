@@ -103,6 +103,16 @@ ESMT_HIDDEN void esmt_param_norm_split(const esmt_param_memory *p, const uint64_
 /* New master weights for the whole flat buffer from host memory under a
  * sharded master: the held shard, the whole half copy and norm_dev. */
 ESMT_HIDDEN esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host);
+/* The same for the flat range [off, off + n) from host[0, n): what this
+ * rank holds of it (master shard, half copy, norm_dev, ZeRO-3's end parts)
+ * written; synced. Model initialisation under a sharded master. */
+/* A device (or host, under offload) buffer every rank holds whole, for
+ * the data-parallel start's check that the ranks agree: the fp32 master,
+ * the half copy under ZeRO-2's sharded master, ZeRO-3's end parts. */
+ESMT_HIDDEN void esmt_param_replicated(const esmt_param_memory *p, const void **buf,
+                                       uint64_t *bytes);
+ESMT_HIDDEN esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host,
+                                              uint64_t off, uint64_t n);
 /* n fp32 weights from host memory to the device buffer dst in the compute
  * dtype (converted through a bounded staging buffer in half); synced. */
 ESMT_HIDDEN esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst,

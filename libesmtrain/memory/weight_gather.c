@@ -154,13 +154,20 @@ static void forget_slots(esmt_param_memory *p) {
   set_views(p);
 }
 
-esmt_status esmt_weight_gather_load_ends(esmt_param_memory *p, const float *host) {
+esmt_status esmt_weight_gather_write_ends(esmt_param_memory *p, const float *host,
+                                          uint64_t off, uint64_t n) {
+  const esmt_param_env *e = &p->env;
   esmt_weight_gather *w = p->wgather;
   forget_slots(p);
-  esmt_status st = esmt_param_upload_converted(p, w->ends, host, w->first_n);
-  if (!st)
-    st = esmt_param_upload_converted(p, w->ends + w->first_n * p->env.esize, host + w->last_lo,
-                                     w->last_n);
+  const uint64_t hi = off + n;
+  esmt_status st = ESMT_OK;
+  if (off < w->first_n) /* the embedding part: ends[0, first_n) */
+    st = esmt_param_upload_converted(p, w->ends + off * e->esize, host,
+                                     (hi < w->first_n ? hi : w->first_n) - off);
+  const uint64_t a = off > w->last_lo ? off : w->last_lo;
+  if (!st && a < hi) /* the head part: ends[first_n, first_n + last_n) */
+    st = esmt_param_upload_converted(p, w->ends + (w->first_n + a - w->last_lo) * e->esize,
+                                     host + (a - off), hi - a);
   return st;
 }
 
@@ -200,7 +207,7 @@ static esmt_status shard_half_copy(esmt_param_memory *p, uint64_t lo, uint64_t h
   esmt_status st = esmt_param_dev_alloc(e, (hi > lo ? hi - lo : 1) * e->esize, &shard,
                                         "half-precision weight shard");
   esmtb_status bs = 0;
-  if (!st && hi > lo)
+  if (!st && hi > lo && p->compute_lowp) /* (at setup: written later) */
     bs = e->ops->copy_async(e->dev, shard, (char *)p->compute_lowp + lo * e->esize,
                             (hi - lo) * e->esize, ESMTB_COPY_D2D, e->stream);
   if (!st && !bs) bs = e->ops->stream_sync(e->dev, e->stream);
@@ -208,7 +215,7 @@ static esmt_status shard_half_copy(esmt_param_memory *p, uint64_t lo, uint64_t h
     if (shard) e->ops->free(e->dev, ESMTB_MEM_DEVICE, shard);
     return st ? st : bfail(bs, "the half shard");
   }
-  e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->compute_lowp);
+  if (p->compute_lowp) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->compute_lowp);
   p->compute_lowp = shard;
   p->compute_lo = lo;
   return ESMT_OK;
@@ -249,7 +256,7 @@ esmt_status esmt_param_shard_weights(esmt_param_memory *p, uint64_t lo, uint64_t
   if (!st && !bs) bs = e->ops->event_create(e->dev, &w->ends_loaded);
   if (!st) st = bfail(bs, "events");
   if (!st) st = esmt_param_shard_master(p, lo, hi);
-  if (!st && p->compute_lowp) st = shard_half_copy(p, lo, hi);
+  if (!st && e->dtype != ESMTB_F32) st = shard_half_copy(p, lo, hi);
   if (st) {
     esmt_weight_gather_release(p);
     return st;

@@ -73,9 +73,11 @@ ESMT_HIDDEN esmt_status esmt_weight_gather_needed(esmt_param_memory *p, uint64_t
 /* The shard changed (an update, a load): the slots are stale and the end
  * parts are gathered again (collective: every rank calls it). */
 ESMT_HIDDEN esmt_status esmt_weight_gather_refresh(esmt_param_memory *p);
-/* The shard was loaded from `host` (the whole flat fp32 weights, on every
- * rank): the slots are stale and the end parts are taken from it. */
-ESMT_HIDDEN esmt_status esmt_weight_gather_load_ends(esmt_param_memory *p, const float *host);
+/* The weights [off, off + n) were written from host[0, n) (a load or the
+ * initialisation, on every rank): the slots are stale and the end parts
+ * take their piece of it. */
+ESMT_HIDDEN esmt_status esmt_weight_gather_write_ends(esmt_param_memory *p, const float *host,
+                                                      uint64_t off, uint64_t n);
 ESMT_HIDDEN void esmt_weight_gather_release(esmt_param_memory *p);
 
 #endif

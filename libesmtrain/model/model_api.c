@@ -152,7 +152,8 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
   if (!st) st = esmt_model_init_params(m, seed);
-  if (!st) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  /* (a sharded master's half copy was written with it) */
+  if (!st && !esmt_param_master_sharded(&m->mem)) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   if (st) {
     esmt_model_destroy(m);
     return st;
