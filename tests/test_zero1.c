@@ -51,6 +51,7 @@ static char g_dir[256];
 static int g_job;
 static double g_clip; /* train.grad_clip of the runs */
 static int g_bf16;    /* 1: bf16 compute on half_emu_backend (the cpu ops, bf16 emulated) */
+static int g_layers = 2; /* the test model's depth */
 static esmt_backend_entry g_emu;
 
 static char g_zero_line[512]; /* this process's "ZeRO-N: rank ..." log line */
@@ -79,7 +80,7 @@ static esmt_context *make_ctx(void) {
 
 static esmt_model *make_model(esmt_context *ctx) {
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
+  c.num_layers = g_layers; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
   if (g_bf16) { /* a half-precision compute copy beside the fp32 master */
     g_emu = *ctx->backend;
     g_emu.ops = half_emu_ops(ctx->backend->ops, ESMTB_CAP_BF16);
@@ -101,6 +102,9 @@ typedef struct run_spec {
   int scaling;          /* dynamic loss scale on, NaN injected at update 3 */
   const char *weights_out, *error_out, *info_out;
 } run_spec;
+/* > 0: each rank evaluates after training on g_eval_batches - rank batches
+ * (uneven shares) and writes the loss to weights_out + ".eval" */
+static int g_eval_batches;
 
 /* A batch has 40..48 real tokens (rows of 24, two per batch): this global
  * budget takes exactly k micro-batches per rank when k * world <= 5, and
@@ -200,6 +204,18 @@ static esmt_status run(const run_spec *s) {
              (unsigned long long)v.sent_per_rank, (long long)esmt_trainer_step_count(t));
     snprintf(line_out, sizeof line_out, "%s.vol", s->info_out);
     write_text(line_out, vol);
+  }
+  mem_source es = {.rows = 2, .offset = 1000 + s->rank, .stride = s->world,
+                   .limit = g_eval_batches - s->rank};
+  esmt_batch_source eval_src = mem_source_as_source(&es);
+  if (!st && g_eval_batches > 0) st = esmt_trainer_set_eval_source(t, &eval_src);
+  if (!st && g_eval_batches > 0) {
+    esmt_eval_metrics em = {.struct_size = sizeof em};
+    st = esmt_trainer_evaluate(t, &em);
+    char path[600], text[64];
+    snprintf(path, sizeof path, "%s.eval", s->weights_out);
+    snprintf(text, sizeof text, "%.17g %llu", em.loss, (unsigned long long)em.selected);
+    if (!st) write_text(path, text);
   }
   if (!st && s->weights_out) write_weights(m, s->weights_out);
   esmt_trainer_destroy(t);
@@ -902,6 +918,41 @@ static void test_zero3(void **state) {
   free(z3);
 }
 
+/* ZeRO-3's forwards gather the layers together: an evaluation where the
+ * ranks hold 2 and 1 batches of a 4-layer model (rank 1 runs a stand-in
+ * forward while rank 0 takes its second) ends, with stage 2's loss. */
+static void test_zero3_uneven_eval(void **state) {
+  (void)state;
+  g_per_update = 1;
+  char text[2][128];
+  for (int i = 0; i < 2; i++) {
+    const int z = i ? 3 : 2;
+    char w[2][512], ev[512];
+    run_spec s[2];
+    memset(s, 0, sizeof s);
+    for (int r = 0; r < 2; r++) {
+      snprintf(w[r], sizeof w[r], "%s/ev-z%d-r%d", g_dir, z, r);
+      run_spec one = {r, 2, z, 2, NULL, 0, 0, 0, 0, w[r], NULL, NULL};
+      s[r] = one;
+    }
+    int st[2];
+    g_eval_batches = 2;
+    g_layers = 4; /* more layers than the two slots: every forward gathers */
+    run_ranks(s, 2, st);
+    g_eval_batches = 0;
+    g_layers = 2;
+    assert_int_equal(st[0] | st[1], 0);
+    snprintf(ev, sizeof ev, "%s.eval", w[0]);
+    FILE *f = fopen(ev, "r");
+    assert_non_null(f);
+    text[i][fread(text[i], 1, sizeof text[i] - 1, f)] = '\0';
+    fclose(f);
+  }
+  printf("evaluation over 2 + 1 batches: dist.zero 2 loss %s, dist.zero 3 %s\n", text[0],
+         text[1]);
+  assert_string_equal(text[0], text[1]);
+}
+
 /* ZeRO-3's checkpoints are the other stages' files; a resume gathers the
  * end parts from the file and the layers on demand again. */
 static void test_zero3_checkpoint_resume(void **state) {
@@ -961,6 +1012,7 @@ int main(void) {
       cmocka_unit_test(test_zero2_plan_matches_ranks),
       cmocka_unit_test(test_zero3),
       cmocka_unit_test(test_zero3_checkpoint_resume),
+      cmocka_unit_test(test_zero3_uneven_eval),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }
