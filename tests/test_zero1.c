@@ -912,8 +912,18 @@ static void test_zero3(void **state) {
   assert_true(d_one < ACCUMULATION_MAX_ABS_DIFF);
   assert_int_equal(d_z2, 0); /* the same reductions, the same weights read */
   check_volume("z3acc", 2, 3, 2, n1);
-  g_per_update = 1;
   free(one);
+  free(z2);
+  free(z3);
+  /* 4 layers, more than the two slots: each later pass gathers L - 2 */
+  g_layers = 4;
+  z2 = train(2, 2, 0, &n0, "z3deep");
+  z3 = train(2, 3, 0, &n1, "z3deep");
+  assert_memory_equal(z2, z3, n0 * sizeof *z2);
+  printf("4 layers, 2 ranks x 2 micro-batches: dist.zero 3 == dist.zero 2 bit for bit\n");
+  check_volume("z3deep", 2, 3, 2, n1);
+  g_layers = 2;
+  g_per_update = 1;
   free(z2);
   free(z3);
 }
