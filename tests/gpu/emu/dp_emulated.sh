@@ -118,8 +118,6 @@ check "2 ranks x 2 micro-batches, nccl_dp, dist.zero 3" launch2 zero3 --steps 4 
   --set backend.name=nccl_dp --set dist.force=true --set dist.zero=3 \
   --set train.tokens_per_update=1537
 check "the banner says ZeRO-3" grep -q "reduce-scattered (ZeRO-3)" "$work/zero3.log"
-check "the ranks say their layers are gathered" grep -q "each layer's all-gathered" \
-  "$work/zero3.log"
 check "ZeRO-3 ends where ZeRO-2 does, bit for bit" \
   python3 "$here/compare_checkpoints.py" "$(ckpt zero2 4)" "$(ckpt zero3 4)" 0
 check "2 ranks x 1 micro-batch, dist.zero 3" launch2 zero3one --steps 6 \
