@@ -47,10 +47,12 @@ typedef struct esmt_weight_gather {
   uint64_t gathers, gathered_elems, prefetch_hits; /* statistics */
 } esmt_weight_gather;
 
-/* Mutation switch for the checkers' tests (tests/gpu/emu/mutants.sh via
+/* Mutation switches for the checkers' tests (tests/gpu/emu/mutants.sh via
  * test_gpu_nccl_dp --mutant): 1 lets the compute stream read a slot
- * without waiting for its all-gather. Never set otherwise. */
+ * without waiting for its all-gather; 1 lets it read the end parts
+ * without waiting for theirs. Never set otherwise. */
 ESMT_HIDDEN extern int esmt_test_zero3_drop_loaded_wait;
+ESMT_HIDDEN extern int esmt_test_zero3_drop_ends_wait;
 
 /* Device bytes of ZeRO-3's gathered weights per rank: the end parts and
  * two slots of the largest middle part, `esize` bytes an element. */

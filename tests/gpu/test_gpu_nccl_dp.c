@@ -13,10 +13,11 @@
  * prefetched): the same losses again.
  * --mutant slot-wait|shard-wait runs the ZeRO-2 case alone with one of its
  * compute-stream waits dropped (memory/grad_shard.h), --mutant
- * gather-ready|gather-loaded the ZeRO-3 case with the comm stream's wait
- * for the compute stream (dist/dp_zero.c) or the compute stream's wait
- * for a slot's all-gather (memory/weight_gather.h) dropped, for the
- * emulator's stream-order check to report (tests/gpu/emu/mutants.sh).
+ * gather-ready|gather-loaded|gather-ends the ZeRO-3 case with the comm
+ * stream's wait for the compute stream (dist/dp_zero.c), the compute
+ * stream's wait for a slot's all-gather or for the end parts'
+ * (memory/weight_gather.h) dropped, for the emulator's stream-order check
+ * to report (tests/gpu/emu/mutants.sh).
  * Also: the group must be on the device path, and an allreduce or
  * reduce_scatter on a device without comm_init fails with a message.
  * Without a usable GPU or NCCL it prints "SKIP: <reason>" and exits 77. */
@@ -140,8 +141,9 @@ static int check_no_comm(void) {
 int main(int argc, char **argv) {
   const char *mutant = argc > 2 && !strcmp(argv[1], "--mutant") ? argv[2] : NULL;
   if (mutant && strcmp(mutant, "slot-wait") && strcmp(mutant, "shard-wait") &&
-      strcmp(mutant, "gather-ready") && strcmp(mutant, "gather-loaded")) {
-    fprintf(stderr, "--mutant slot-wait|shard-wait|gather-ready|gather-loaded\n");
+      strcmp(mutant, "gather-ready") && strcmp(mutant, "gather-loaded") &&
+      strcmp(mutant, "gather-ends")) {
+    fprintf(stderr, "--mutant slot-wait|shard-wait|gather-ready|gather-loaded|gather-ends\n");
     return 2;
   }
   if (!getenv("ESMT_TEST_BACKEND_DIR")) {
@@ -161,6 +163,7 @@ int main(int argc, char **argv) {
     esmt_test_zero_drop_shard_wait = !strcmp(mutant, "shard-wait");
     esmt_test_zero3_drop_ready_wait = !strcmp(mutant, "gather-ready");
     esmt_test_zero3_drop_loaded_wait = !strcmp(mutant, "gather-loaded");
+    esmt_test_zero3_drop_ends_wait = !strcmp(mutant, "gather-ends");
     return train("nccl_dp", strncmp(mutant, "gather", 6) ? 3 : 4, z2);
   }
   if (train(ref, 0, a) || train("nccl_dp", 1, b) || train("nccl_dp", 2, z) ||
