@@ -12,6 +12,7 @@ static const struct {
 } k_commands[] = {
     {"probe", cmd_probe, "list backends, devices and CPU features; exit 0 if one is usable"},
     {"train", cmd_train, "train ESM-2 on an ingested dataset: the main job"},
+    {"finetune", cmd_finetune, "a task head (LoRA, frozen layers) on a checkpoint from a labelled table"},
     {"launch", cmd_launch, "run N data-parallel ranks of a command on this machine"},
     {"config", cmd_config, "resolve, print and check a configuration; list presets and keys"},
     {"export", cmd_export, "a checkpoint as a Hugging Face EsmForMaskedLM directory"},

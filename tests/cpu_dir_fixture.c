@@ -45,3 +45,29 @@ void write_text(const char *path, const char *text) {
   fputs(text, f);
   fclose(f);
 }
+
+int ingest_random_proteins(const char *prefix, int records, int min_len, int len_spread,
+                           unsigned seed, double valid_fraction, char *data, size_t cap) {
+  const char *fa = path_in("prot.fa");
+  FILE *f = fopen(fa, "w");
+  if (!f) return -1;
+  unsigned x = seed;
+  for (int r = 0; r < records; r++) {
+    fprintf(f, ">%s%d\n", prefix, r);
+    for (int i = 0; i < min_len + r % len_spread; i++) {
+      x = x * 1103515245u + 12345u;
+      fputc("ACDEFGHIKLMNPQRSTVWY"[(x >> 16) % 20], f);
+    }
+    fputc('\n', f);
+  }
+  if (fclose(f)) return -1;
+  snprintf(data, cap, "%s", path_in("data"));
+  const char *in[] = {fa};
+  esmt_ingest_options o = ESMT_INGEST_OPTIONS_INIT;
+  o.inputs = in;
+  o.n_inputs = 1;
+  o.output_dir = data;
+  o.valid_fraction = valid_fraction;
+  esmt_ingest_stats st = ESMT_INGEST_STATS_INIT;
+  return esmt_ingest(&o, &st) == ESMT_OK && (valid_fraction <= 0 || st.valid_records > 0) ? 0 : -1;
+}

@@ -21,4 +21,11 @@ const char *path_in(const char *name);
 /* Create or replace a file with `text`; fails the test when it cannot. */
 void write_text(const char *path, const char *text);
 
+/* Proteins for a trainer's data: g_dir/prot.fa holds `records` random
+ * sequences (record r: ">{prefix}{r}", min_len + r % len_spread residues,
+ * drawn from `seed`), ingested into g_dir/data with `valid_fraction`.
+ * The dataset's path goes to `data` (cap bytes); 0 on success. */
+int ingest_random_proteins(const char *prefix, int records, int min_len, int len_spread,
+                           unsigned seed, double valid_fraction, char *data, size_t cap);
+
 #endif

@@ -32,26 +32,7 @@ static int32_t g_tokens[B * T];
 static int setup(void **state) {
   if (cpu_dir_setup(state)) return -1;
   snprintf(g_fasta, sizeof g_fasta, "%s", path_in("prot.fa"));
-  FILE *f = fopen(g_fasta, "w");
-  if (!f) return -1;
-  unsigned x = 5;
-  for (int r = 0; r < 40; r++) {
-    fprintf(f, ">p%d\n", r);
-    for (int i = 0; i < 20 + r % 11; i++) {
-      x = x * 1103515245u + 12345u;
-      fputc("ACDEFGHIKLMNPQRSTVWY"[(x >> 16) % 20], f);
-    }
-    fputc('\n', f);
-  }
-  fclose(f);
-  snprintf(g_data, sizeof g_data, "%s", path_in("data"));
-  const char *in[] = {g_fasta};
-  esmt_ingest_options o = ESMT_INGEST_OPTIONS_INIT;
-  o.inputs = in;
-  o.n_inputs = 1;
-  o.output_dir = g_data;
-  o.valid_fraction = 0.25;
-  if (esmt_ingest(&o, NULL) != ESMT_OK) return -1;
+  if (ingest_random_proteins("p", 40, 20, 11, 5, 0.25, g_data, sizeof g_data)) return -1;
   /* two proteins, the second shorter: <cls> residues <eos> <pad>... */
   for (int b = 0; b < B; b++) {
     const int n = b ? 12 : 20;

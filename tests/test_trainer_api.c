@@ -42,28 +42,7 @@ static char g_data[600];
 /* 60 short proteins, a fifth of them in the valid split. */
 static int setup(void **state) {
   if (cpu_dir_setup(state)) return -1;
-  const char *fa = path_in("prot.fa");
-  FILE *f = fopen(fa, "w");
-  if (!f) return -1;
-  unsigned x = 7;
-  for (int r = 0; r < 60; r++) {
-    fprintf(f, ">r%d\n", r);
-    for (int i = 0; i < 30 + r % 17; i++) {
-      x = x * 1103515245u + 12345u;
-      fputc("ACDEFGHIKLMNPQRSTVWY"[(x >> 16) % 20], f);
-    }
-    fputc('\n', f);
-  }
-  fclose(f);
-  snprintf(g_data, sizeof g_data, "%s", path_in("data"));
-  const char *in[] = {fa};
-  esmt_ingest_options o = ESMT_INGEST_OPTIONS_INIT;
-  o.inputs = in;
-  o.n_inputs = 1;
-  o.output_dir = g_data;
-  o.valid_fraction = 0.2;
-  esmt_ingest_stats s = ESMT_INGEST_STATS_INIT;
-  return esmt_ingest(&o, &s) == ESMT_OK && s.valid_records > 0 ? 0 : -1;
+  return ingest_random_proteins("r", 60, 30, 17, 7, 0.2, g_data, sizeof g_data);
 }
 
 static esmt_model *tiny_model_with(esmt_context *ctx, esmt_optimizer_kind kind) {

@@ -928,6 +928,9 @@ ESMT_API esmt_status esmt_schedule_lr(const esmt_schedule *schedule, int64_t ste
  * of any length, pseudo-log-likelihood and variant scores. */
 #include "infer.h"
 
+/* Fine-tuning: labelled tables, their splits as batch sources, task metrics. */
+#include "finetune.h"
+
 #ifdef __cplusplus
 }
 #endif

@@ -84,6 +84,11 @@ typedef struct esmt_eval_metrics {
   double accuracy;            /* argmax == label at selected positions */
   double unigram_perplexity;  /* an amino-acid frequency model on the same positions */
   uint64_t selected;
+  /* Appended: with a task head (esmt_model_config.head), its metrics on
+   * the evaluation (valid until the next evaluation; `loss` is the head's
+   * loss, `accuracy` the task's, `selected` the scored rows or residues);
+   * NULL otherwise. A caller whose struct ends before it has none. */
+  const struct esmt_task_metrics *task;
 } esmt_eval_metrics;
 
 #define ESMT_EVAL_METRICS_INIT ESMT_SIZED_INIT_(esmt_eval_metrics)
@@ -151,11 +156,19 @@ typedef struct esmt_trainer_options {
   void *progress_user;
   const esmt_loss_scale_config *loss_scale; /* NULL: off; the config turns it on for fp16 */
   int metrics_files_off; /* appended: 1 = the trainer writes no metrics.jsonl/event files into run_dir */
+  /* Appended (fine-tuning; a caller whose struct ends before them gets
+   * NULL and 0). best_metric: the evaluation figure that picks the best
+   * checkpoint, one of esmt_task_metric_value's names ("macro_f1", "rmse",
+   * ..., "loss"; NULL: the loss), compared in its direction. patience > 0:
+   * the run ends (and saves) after that many evaluations in a row found
+   * no better value of it; 0: never early. */
+  const char *best_metric;
+  int patience;
 } esmt_trainer_options;
 
 #define ESMT_TRAINER_OPTIONS_INIT                                                     \
   { sizeof(esmt_trainer_options), NULL, 0, 0, NULL, NULL,                             \
-    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL, 0 }
+    0.0, 0, 10, 0, 0, 0, 3, 0.0, 0.0, NULL, NULL, NULL, NULL, NULL, NULL, 0, NULL, 0 }
 
 /* Run directories. A run directory holds checkpoints/ (`latest` and
  * step-NNNNNNNN directories), the metrics files and run.lock. Two rules
@@ -246,7 +259,10 @@ ESMT_API esmt_status esmt_trainer_save(esmt_trainer *trainer, char *path, size_t
 ESMT_API esmt_status esmt_trainer_resume(esmt_trainer *trainer, const char *checkpoint);
 
 /* Load only the weights of a checkpoint (fresh optimizer, step 0); "hf:DIR"
- * loads a Hugging Face ESM-2 directory instead. */
+ * loads a Hugging Face ESM-2 directory instead. A model with a task head
+ * or LoRA adapters takes the encoder of such a (pre-trained, masked-LM)
+ * checkpoint of its shape; its head and adapters keep their fresh
+ * initialisation (a checkpoint of the task model itself loads whole). */
 ESMT_API esmt_status esmt_trainer_init_from(esmt_trainer *trainer, const char *checkpoint);
 
 /* Take the run directory now (the checks above and run.lock) rather than

@@ -6,6 +6,7 @@
 #include <errno.h>
 #include <jansson.h>
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -249,24 +250,51 @@ esmt_status esmt_metrics_sink_train(esmt_metrics_sink *s, const esmt_train_metri
   return first(st, sync_files(s, 0));
 }
 
+/* A task head's metrics (those it has: not NAN), as ,"macro_f1":.. and
+ * eval/macro_f1 scalars; "" without a task head. */
+static void task_fields(char *out, size_t cap, const esmt_eval_metrics *m,
+                        esmt_tfevents_scalar *v, size_t *nv) {
+  out[0] = '\0';
+  if (m->struct_size <= offsetof(esmt_eval_metrics, task) || !m->task) return;
+  const struct {
+    const char *key, *tag;
+    double value;
+  } f[] = {{"macro_f1", "eval/macro_f1", m->task->macro_f1},
+           {"auroc", "eval/auroc", m->task->auroc},
+           {"auprc", "eval/auprc", m->task->auprc},
+           {"pearson", "eval/pearson", m->task->pearson},
+           {"spearman", "eval/spearman", m->task->spearman},
+           {"rmse", "eval/rmse", m->task->rmse}};
+  size_t at = 0;
+  for (size_t k = 0; k < sizeof f / sizeof *f; k++) {
+    if (isnan(f[k].value)) continue;
+    char num[32];
+    at += (size_t)snprintf(out + at, cap - at, ",\"%s\":%s", f[k].key,
+                           jnum(num, sizeof num, 'f', 6, f[k].value));
+    v[(*nv)++] = (esmt_tfevents_scalar){f[k].tag, f[k].value};
+  }
+}
+
 esmt_status esmt_metrics_sink_eval(esmt_metrics_sink *s, const esmt_eval_metrics *m) {
   if (!s || !m || m->step <= s->last_eval) return ESMT_OK;
   s->last_eval = m->step;
-  char line[512], b[4][32];
-  snprintf(line, sizeof line,
-           "{\"kind\":\"eval\",\"step\":%lld,\"loss\":%s,\"perplexity\":%s,\"accuracy\":%.4f,"
-           "\"unigram_perplexity\":%s,\"selected\":%llu}\n",
-           (long long)m->step, jnum(b[0], 32, 'f', 6, m->loss), jnum(b[1], 32, 'f', 4, m->perplexity),
-           m->accuracy, jnum(b[2], 32, 'f', 4, m->unigram_perplexity),
-           (unsigned long long)m->selected);
-  const esmt_tfevents_scalar v[] = {
+  char line[1024], b[4][32], task[512];
+  esmt_tfevents_scalar v[11] = {
       {"eval/loss", m->loss},
       {"eval/perplexity", m->perplexity},
       {"eval/accuracy", m->accuracy},
       {"eval/unigram_perplexity", m->unigram_perplexity},
   };
+  size_t nv = 4;
+  task_fields(task, sizeof task, m, v, &nv);
+  snprintf(line, sizeof line,
+           "{\"kind\":\"eval\",\"step\":%lld,\"loss\":%s,\"perplexity\":%s,\"accuracy\":%.4f,"
+           "\"unigram_perplexity\":%s,\"selected\":%llu%s}\n",
+           (long long)m->step, jnum(b[0], 32, 'f', 6, m->loss), jnum(b[1], 32, 'f', 4, m->perplexity),
+           m->accuracy, jnum(b[2], 32, 'f', 4, m->unigram_perplexity),
+           (unsigned long long)m->selected, task);
   esmt_status st = put_line(s, line);
-  st = first(st, put_scalars(s, m->step, v, sizeof v / sizeof v[0]));
+  st = first(st, put_scalars(s, m->step, v, nv));
   return first(st, sync_files(s, 1)); /* evaluations are rare: always durable */
 }
 

@@ -14,6 +14,7 @@
 #include "host_memory.h"
 #include "metrics_sink.h"
 #include "param_layer.h"
+#include "trainer_finetune.h"
 
 
 static char *dup_or_null(const char *s) { return s ? strdup(s) : NULL; }
@@ -127,6 +128,12 @@ esmt_status esmt_trainer_create(esmt_model *m, const esmt_trainer_options *opts,
   t->up.grad_clip = opts->grad_clip;
   t->up.nonfinite = opts->nonfinite_abort ? ESMT_NONFINITE_ABORT : ESMT_NONFINITE_SKIP;
   t->best_eval_loss = INFINITY;
+  t->best_value = NAN;
+  t->o.best_metric = NULL; /* t->best_metric, checked below */
+  if ((st = esmt_trainer_set_best_metric(t, opts, fn))) {
+    esmt_trainer_destroy(t);
+    return st;
+  }
   t->t_start = esmt_now_s();
   t->last_saved_step = -1;
   if ((opts->run_dir && !t->run_dir) || (opts->config_text && !t->config_text)) {
@@ -156,7 +163,11 @@ void esmt_trainer_destroy(esmt_trainer *t) {
     free(t->mbs[i].labels);
     free(t->mbs[i].seg_start);
     free(t->mbs[i].seg_len);
+    free(t->mbs[i].targets);
   }
+  esmt_task_eval_free(t);
+  esmt_finetune_owned_free(t->finetune_owned);
+  free(t->best_metric);
   free(t->mbs);
   free(t->mb_alloc);
   free(t->eval_logits);
@@ -264,6 +275,8 @@ static esmt_status keep_batch(esmt_trainer *t, int i, const esmt_batch *b) {
   if (b->labels) memcpy(mb->labels, b->labels, n * sizeof *mb->labels);
   else for (size_t k = 0; k < n; k++) mb->labels[k] = ESMT_LABEL_IGNORE;
   esmt_micro_batch_count(mb);
+  esmt_status st = esmt_micro_batch_take_targets(mb, t->m, b);
+  if (st) return st;
   /* Residue frequencies for the baseline: the original residue at each
    * real position (the label where the input was masked or replaced). */
   for (size_t k = 0; k < n; k++) {
@@ -610,6 +623,10 @@ esmt_status esmt_trainer_resume(esmt_trainer *t, const char *spec) {
 
 esmt_status esmt_trainer_init_from(esmt_trainer *t, const char *spec) {
   ESMT_CHECK_ARG(t && spec, "esmt_trainer_init_from", "trainer and checkpoint must not be NULL");
+  if (t->m->cfg.head != ESMT_HEAD_NONE || t->m->cfg.lora_rank > 0) { /* a pre-trained encoder */
+    esmt_status st = esmt_trainer_init_encoder(t, spec);
+    return st ? esmt_fail_prefix(st, "esmt_trainer_init_from: ") : ESMT_OK;
+  }
   if (strncmp(spec, "hf:", 3) == 0) {
     esmt_status st = esmt_model_load_hf(t->m, spec + 3);
     if (st) return esmt_fail_prefix(st, "esmt_trainer_init_from: ");
@@ -648,13 +665,18 @@ static esmt_status eval_and_report(esmt_trainer *t) {
   if (st) return st;
   if (t->o.metrics) t->o.metrics(t->o.metrics_user, NULL, &em);
   esmt_trainer_write_metrics(t, NULL, &em);
-  if (t->run_dir && em.loss < t->best_eval_loss) {
-    t->best_eval_loss = em.loss;
+  int best, stop;
+  if ((st = esmt_task_eval_judge(t, &em, &best, &stop))) return st;
+  if (em.loss < t->best_eval_loss) t->best_eval_loss = em.loss;
+  if (t->run_dir && best) {
     char dir[4096];
     if ((st = save_once(t, dir, sizeof dir))) return st;
     if (esmt_dp_rank(t->dp) == 0 && (st = esmt_checkpoint_mark_best(t->run_dir, dir))) return st;
-  } else if (em.loss < t->best_eval_loss) {
-    t->best_eval_loss = em.loss;
+  }
+  if (stop) {
+    t->early_stopped = 1;
+    esmt_logger_log(&t->m->ctx->logger, ESMT_LOG_INFO, "early stop at step %lld: %d evaluations "
+                    "without a better %s", (long long)t->step, t->o.patience, t->best_metric);
   }
   return ESMT_OK;
 }
@@ -714,6 +736,7 @@ static esmt_status run_impl(esmt_trainer *t) {
       evaluated_at = (int)t->step;
       if (st) timed_out = !t->stop_requested;
       st = ESMT_OK;
+      if (t->early_stopped) timed_out = 1; /* every rank ends after this update */
     }
     if (t->run_dir && t->o.save_every > 0 && t->step % t->o.save_every == 0 &&
         (st = save_once(t, NULL, 0)))

@@ -61,7 +61,39 @@ struct esmt_trainer {
   esmt_model *owned_model;
   esmt_loader *owned_train, *owned_valid;
   struct esmt_overfit_source *overfit;
+
+  /* a task head (trainer_task_eval.c) */
+  struct esmt_task_eval *task_eval; /* the last evaluation's outputs and labels */
+  esmt_task_metrics task_metrics;   /* ... scored */
+  char *best_metric;                /* owned copy of o.best_metric; NULL: the loss */
+  double best_value;                /* of best_metric; NAN until an evaluation has one */
+  int evals_since_best;             /* evaluations since the best one (patience) */
+  int early_stopped;                /* patience ran out: the run ends after this update */
+  struct esmt_finetune_owned *finetune_owned; /* esmt_finetune_create_from_config's table and loaders */
 };
+
+/* The trainer options a configuration sets (trainer_config.c), with the
+ * structs they point to: optimizer, schedule, loss scale, log, evaluation
+ * and checkpoint cadence, the run directory (none with no_run_dir); the
+ * callbacks and config text from `base` (may be NULL). Shared by the
+ * pre-training and fine-tuning builders. */
+typedef struct esmt_trainer_config_options {
+  esmt_trainer_options to;          /* points into the three below */
+  esmt_optimizer_config oc;
+  esmt_schedule sc;
+  esmt_loss_scale_config lc;
+} esmt_trainer_config_options;
+
+struct esmt_config_reader;
+/* backend.precision as esmt_model_config.precision (trainer_config.c). */
+ESMT_HIDDEN esmt_precision esmt_cfg_precision(struct esmt_config_reader *rd);
+ESMT_HIDDEN esmt_status esmt_trainer_options_from_config(struct esmt_config_reader *rd,
+                                                         const esmt_trainer_options *base,
+                                                         const esmt_model *model,
+                                                         esmt_optimizer_kind optimizer,
+                                                         int64_t steps, int64_t eval_every,
+                                                         int no_run_dir, const char *fn,
+                                                         esmt_trainer_config_options *out);
 
 /* The run directory's rules (trainer_run_dir.c): inspect at create
  * (refusing what no run may use); claim before the first write (refusing

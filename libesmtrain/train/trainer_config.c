@@ -31,7 +31,7 @@ static esmt_status overfit_next(void *u, esmt_batch *b) {
 }
 
 /* backend.precision -> esmt_model_config.precision (the schema's enum). */
-static esmt_precision precision_of(esmt_config_reader *rd) {
+esmt_precision esmt_cfg_precision(struct esmt_config_reader *rd) {
   const char *p = esmt_cfg_string(rd, "backend.precision");
   return !strcmp(p, "fp32") ? ESMT_PRECISION_FP32
        : !strcmp(p, "fp16") ? ESMT_PRECISION_FP16
@@ -182,6 +182,71 @@ static esmt_status sampling_policy(esmt_context *ctx, esmt_config_reader *rd, co
   return ESMT_OK; /* cluster without clusters: the loader says what to do */
 }
 
+esmt_status esmt_trainer_options_from_config(struct esmt_config_reader *rd,
+                                            const esmt_trainer_options *base,
+                                            const esmt_model *model, esmt_optimizer_kind optimizer,
+                                            int64_t steps, int64_t eval_every, int no_run_dir,
+                                            const char *fn, esmt_trainer_config_options *out) {
+  esmt_trainer_options *to = &out->to;
+  *to = (esmt_trainer_options)ESMT_TRAINER_OPTIONS_INIT;
+  if (base) {
+    esmt_status st = esmt_check_struct(fn, "esmt_trainer_options", base->struct_size,
+                                       offsetof(esmt_trainer_options, metrics_files_off));
+    if (st) return st;
+    if (base->struct_size >= sizeof *base) to->metrics_files_off = base->metrics_files_off;
+    to->metrics = base->metrics;
+    to->metrics_user = base->metrics_user;
+    to->progress = base->progress;
+    to->progress_user = base->progress_user;
+    to->gemm_ceiling_gflops = base->gemm_ceiling_gflops;
+    to->config_text = base->config_text;
+  }
+  const char *out_dir = esmt_cfg_string(rd, "train.out_dir");
+  to->run_dir = no_run_dir || !*out_dir ? NULL : out_dir;
+  to->max_steps = steps;
+  to->tokens_per_update = (uint64_t)esmt_cfg_int(rd, "train.tokens_per_update");
+  /* the structs the options point to (esmt_trainer_create copies them) */
+  esmt_optimizer_config *oc = &out->oc;
+  esmt_schedule *sc = &out->sc;
+  esmt_loss_scale_config *lc = &out->lc;
+  *oc = (esmt_optimizer_config)ESMT_OPTIMIZER_CONFIG_INIT;
+  *sc = (esmt_schedule)ESMT_SCHEDULE_INIT;
+  *lc = (esmt_loss_scale_config)ESMT_LOSS_SCALE_CONFIG_INIT;
+  oc->kind = optimizer;
+  oc->beta1 = esmt_cfg_double(rd, "optimizer.beta1");
+  oc->beta2 = esmt_cfg_double(rd, "optimizer.beta2");
+  oc->eps = esmt_cfg_double(rd, "optimizer.eps");
+  oc->weight_decay = esmt_cfg_double(rd, "optimizer.weight_decay");
+  oc->decay_biases_and_norms = esmt_cfg_bool(rd, "optimizer.decay_biases_and_norms");
+  const char *kind = esmt_cfg_string(rd, "schedule.kind");
+  sc->kind = !strcmp(kind, "cosine") ? ESMT_SCHEDULE_COSINE
+          : !strcmp(kind, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
+  sc->peak_lr = esmt_cfg_double(rd, "optimizer.lr"); /* the one learning-rate key */
+  sc->warmup_steps = esmt_cfg_int(rd, "schedule.warmup_steps");
+  sc->total_steps = steps;
+  sc->final_lr_fraction = esmt_cfg_double(rd, "schedule.final_lr_fraction");
+  sc->decay_end_fraction = esmt_cfg_double(rd, "schedule.decay_end_fraction");
+  to->optimizer = oc;
+  to->schedule = sc;
+  to->grad_clip = esmt_cfg_double(rd, "train.grad_clip");
+  to->nonfinite_abort = !strcmp(esmt_cfg_string(rd, "train.nonfinite"), "abort");
+  const char *ls = esmt_cfg_string(rd, "loss_scale.enabled");
+  lc->enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && model->dtype == ESMTB_F16);
+  lc->initial = esmt_cfg_double(rd, "loss_scale.initial");
+  lc->growth_interval = esmt_cfg_int(rd, "loss_scale.growth_interval");
+  lc->backoff = esmt_cfg_double(rd, "loss_scale.backoff");
+  lc->hysteresis = (int)esmt_cfg_int(rd, "loss_scale.hysteresis");
+  lc->min = esmt_cfg_double(rd, "loss_scale.min");
+  to->loss_scale = lc;
+  to->log_every = (int)esmt_cfg_int(rd, "train.log_every");
+  to->eval_every = (int)eval_every;
+  to->eval_batches = (int)esmt_cfg_int(rd, "train.eval_batches");
+  to->save_every = (int)esmt_cfg_int(rd, "train.save_every");
+  to->keep_last = (int)esmt_cfg_int(rd, "train.keep_last");
+  to->max_time_s = esmt_cfg_double(rd, "train.max_time");
+  return esmt_cfg_status(rd, fn);
+}
+
 esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config *cfg,
                                             const esmt_trainer_options *base,
                                             esmt_trainer **out) {
@@ -204,7 +269,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   mc.num_heads = (int)esmt_cfg_int(rd, "model.num_heads");
   mc.ffn_size = (int)esmt_cfg_int(rd, "model.ffn_size");
   mc.max_positions = (int)esmt_cfg_int(rd, "model.max_positions");
-  mc.precision = precision_of(rd);
+  mc.precision = esmt_cfg_precision(rd);
   const char *opt_kind = esmt_cfg_string(rd, "optimizer.kind");
   const uint64_t bucket = esmt_cfg_bytes(rd, "dist.bucket_size");
   const int force_dp = esmt_cfg_bool(rd, "dist.force");
@@ -293,60 +358,11 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
     src = os;
   }
 
-  esmt_trainer_options to = ESMT_TRAINER_OPTIONS_INIT;
-  if (base) {
-    if ((st = esmt_check_struct(fn, "esmt_trainer_options", base->struct_size,
-                                offsetof(esmt_trainer_options, metrics_files_off))))
-      goto fail;
-    if (base->struct_size >= sizeof *base) to.metrics_files_off = base->metrics_files_off;
-    to.metrics = base->metrics;
-    to.metrics_user = base->metrics_user;
-    to.progress = base->progress;
-    to.progress_user = base->progress_user;
-    to.gemm_ceiling_gflops = base->gemm_ceiling_gflops;
-    to.config_text = base->config_text;
-  }
-  const char *out_dir = esmt_cfg_string(rd, "train.out_dir");
-  to.run_dir = fast_dev > 0 || !*out_dir ? NULL : out_dir;
-  to.max_steps = steps;
-  to.tokens_per_update = (uint64_t)esmt_cfg_int(rd, "train.tokens_per_update");
-  /* the structs the options point to (esmt_trainer_create copies them) */
-  esmt_optimizer_config oc = ESMT_OPTIMIZER_CONFIG_INIT;
-  esmt_schedule sc = ESMT_SCHEDULE_INIT;
-  esmt_loss_scale_config lc = ESMT_LOSS_SCALE_CONFIG_INIT;
-  oc.kind = mc.optimizer;
-  oc.beta1 = esmt_cfg_double(rd, "optimizer.beta1");
-  oc.beta2 = esmt_cfg_double(rd, "optimizer.beta2");
-  oc.eps = esmt_cfg_double(rd, "optimizer.eps");
-  oc.weight_decay = esmt_cfg_double(rd, "optimizer.weight_decay");
-  oc.decay_biases_and_norms = esmt_cfg_bool(rd, "optimizer.decay_biases_and_norms");
-  const char *kind = esmt_cfg_string(rd, "schedule.kind");
-  sc.kind = !strcmp(kind, "cosine") ? ESMT_SCHEDULE_COSINE
-          : !strcmp(kind, "constant") ? ESMT_SCHEDULE_CONSTANT : ESMT_SCHEDULE_ESM2;
-  sc.peak_lr = esmt_cfg_double(rd, "optimizer.lr"); /* the one learning-rate key */
-  sc.warmup_steps = esmt_cfg_int(rd, "schedule.warmup_steps");
-  sc.total_steps = steps;
-  sc.final_lr_fraction = esmt_cfg_double(rd, "schedule.final_lr_fraction");
-  sc.decay_end_fraction = esmt_cfg_double(rd, "schedule.decay_end_fraction");
-  to.optimizer = &oc;
-  to.schedule = &sc;
-  to.grad_clip = esmt_cfg_double(rd, "train.grad_clip");
-  to.nonfinite_abort = !strcmp(esmt_cfg_string(rd, "train.nonfinite"), "abort");
-  const char *ls = esmt_cfg_string(rd, "loss_scale.enabled");
-  lc.enabled = !strcmp(ls, "on") || (!strcmp(ls, "auto") && model->dtype == ESMTB_F16);
-  lc.initial = esmt_cfg_double(rd, "loss_scale.initial");
-  lc.growth_interval = esmt_cfg_int(rd, "loss_scale.growth_interval");
-  lc.backoff = esmt_cfg_double(rd, "loss_scale.backoff");
-  lc.hysteresis = (int)esmt_cfg_int(rd, "loss_scale.hysteresis");
-  lc.min = esmt_cfg_double(rd, "loss_scale.min");
-  to.loss_scale = &lc;
-  to.log_every = (int)esmt_cfg_int(rd, "train.log_every");
-  to.eval_every = (int)eval_every;
-  to.eval_batches = (int)esmt_cfg_int(rd, "train.eval_batches");
-  to.save_every = (int)esmt_cfg_int(rd, "train.save_every");
-  to.keep_last = (int)esmt_cfg_int(rd, "train.keep_last");
-  to.max_time_s = esmt_cfg_double(rd, "train.max_time");
-  if ((st = esmt_cfg_status(rd, fn))) goto fail;
+  esmt_trainer_config_options tco;
+  if ((st = esmt_trainer_options_from_config(rd, base, model, mc.optimizer, steps, eval_every,
+                                             fast_dev > 0, fn, &tco)))
+    goto fail;
+  const esmt_trainer_options to = tco.to;
   if ((st = esmt_trainer_create(model, &to, &src, &t))) goto fail;
   if (dp) {
     st = esmt_trainer_set_dp(t, dp); /* the trainer owns it now */

@@ -3,12 +3,14 @@
  * source, beside an amino-acid frequency (unigram) model on the same
  * positions, so users see what the model learned beyond composition. */
 #include <math.h>
+#include <stddef.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "context.h"
 #include "trainer.h"
+#include "trainer_finetune.h"
 
 /* Unigram log-probabilities from residue counts (add-one smoothing over
  * the 25 residue ids 4..28). */
@@ -94,7 +96,10 @@ static esmt_status count_eval_residues(esmt_trainer *t, uint64_t *counts) {
 /* Forward the pass's batches, adding this rank's sums and counts. */
 static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2],
                               uint64_t totals[2]) {
-  const int V = ESMT_VOCAB_SIZE;
+  const int head = t->m->cfg.head != ESMT_HEAD_NONE;
+  /* a task head's outputs per position (residue head) fit in n x max(V, labels) */
+  const int V = head && t->m->cfg.num_labels > ESMT_VOCAB_SIZE ? t->m->cfg.num_labels
+                                                                : ESMT_VOCAB_SIZE;
   eval_pass p;
   esmt_status st = pass_begin(t, &p);
   /* ZeRO-3: every forward all-gathers the layers with the other ranks, so
@@ -103,6 +108,7 @@ static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2
    * 8-byte sum per batch) */
   const int lockstep = esmt_dp_zero(t->dp) >= 3 && esmt_dp_world(t->dp) > 1;
   static const int32_t stand_in[2] = {ESMT_TOKEN_CLS, ESMT_TOKEN_EOS};
+  esmt_task_eval_begin(t);
   for (int done = 0; !st;) {
     esmt_batch b = ESMT_BATCH_INIT;
     if (!done && (st = pass_next(&p, &b, &done))) break;
@@ -129,6 +135,10 @@ static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2
     if ((st = esmt_model_forward(t->m, &b, &r, t->eval_logits))) return st;
     sums[0] += r.loss_sum;
     totals[0] += r.selected;
+    if (head) { /* scored by the task metrics once the pass is over */
+      if ((st = esmt_task_eval_add(t, &b, t->eval_logits))) return st;
+      continue;
+    }
     for (size_t k = 0; b.labels && k < n; k++) {
       int32_t y = b.labels[k];
       if (y < 0) continue;
@@ -145,7 +155,9 @@ static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2
 esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out) {
   const char *fn = "esmt_trainer_evaluate";
   ESMT_CHECK_ARG(t && out, fn, "trainer and metrics must not be NULL");
-  esmt_status st = esmt_check_struct(fn, "esmt_eval_metrics", out->struct_size, sizeof *out);
+  /* an older caller's struct ends before `task` */
+  esmt_status st = esmt_check_struct(fn, "esmt_eval_metrics", out->struct_size,
+                                     offsetof(esmt_eval_metrics, task));
   if (st) return st;
   if (!t->has_eval) return esmt_fail(ESMT_ERR_STATE, "%s: no evaluation source was set", fn);
   uint64_t counts[ESMT_VOCAB_SIZE];
@@ -180,14 +192,22 @@ esmt_status esmt_trainer_evaluate_in_run(esmt_trainer *t, esmt_eval_metrics *out
     return esmt_fail(ESMT_ERR_CANCELLED, "%s: %s", fn,
                      why[0] ? why : "evaluation stopped on request on another rank");
   const uint64_t selected = totals[0], correct = totals[1];
-  memset(out, 0, sizeof *out);
-  out->struct_size = sizeof *out;
-  out->step = t->step;
-  out->selected = selected;
-  out->loss = selected ? sums[0] / (double)selected : 0.0;
-  out->perplexity = exp(out->loss);
-  out->accuracy = selected ? (double)correct / (double)selected : 0.0;
-  out->unigram_perplexity = selected ? exp(sums[1] / (double)selected) : 0.0;
+  esmt_eval_metrics em = ESMT_EVAL_METRICS_INIT;
+  em.step = t->step;
+  em.selected = selected;
+  em.loss = selected ? sums[0] / (double)selected : 0.0;
+  em.perplexity = exp(em.loss);
+  em.accuracy = selected ? (double)correct / (double)selected : 0.0;
+  em.unigram_perplexity = selected ? exp(sums[1] / (double)selected) : 0.0;
+  if (t->m->cfg.head != ESMT_HEAD_NONE) {
+    if ((st = esmt_task_eval_finish(t))) return esmt_fail_prefix(st, "%s: ", fn);
+    em.task = &t->task_metrics;
+    em.accuracy = isnan(t->task_metrics.accuracy) ? 0.0 : t->task_metrics.accuracy;
+    em.unigram_perplexity = 0.0; /* a residue-frequency model scores no task */
+  }
+  const uint32_t size = out->struct_size < sizeof em ? out->struct_size : (uint32_t)sizeof em;
+  memcpy(out, &em, size);
+  out->struct_size = size;
   return ESMT_OK;
 }
 

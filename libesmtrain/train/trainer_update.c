@@ -57,6 +57,7 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     b.seq_len = mbs[i].T;
     b.tokens = mbs[i].tokens;
     b.labels = mbs[i].labels;
+    b.targets = mbs[i].n_targets ? mbs[i].targets : NULL;
     b.num_segments = mbs[i].nseg;
     b.seg_start = mbs[i].seg_start;
     b.seg_len = mbs[i].seg_len;

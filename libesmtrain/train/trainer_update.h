@@ -17,6 +17,9 @@ typedef struct esmt_micro_batch {
   /* packed rows (esmt_batch.num_segments): nseg 0 = right-padded */
   int nseg, seg_cap;
   int32_t *seg_start, *seg_len;
+  /* a sequence head's targets (esmt_batch.targets; trainer_targets.c): n_targets 0 = none */
+  float *targets;
+  size_t n_targets, targets_cap;
 } esmt_micro_batch;
 
 typedef enum esmt_nonfinite_policy { ESMT_NONFINITE_SKIP = 0, ESMT_NONFINITE_ABORT = 1 } esmt_nonfinite_policy;

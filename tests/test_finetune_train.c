@@ -1,0 +1,257 @@
+/* SPDX-License-Identifier: MIT */
+/* Fine-tuning through the trainer: a labelled table's splits as batch
+ * sources, a tiny model with a sequence-class head that learns a task it
+ * can only learn from the residues (is K+R more than D+E?) to validation
+ * accuracy well above chance in seconds, the task metrics in metrics.jsonl,
+ * the best checkpoint by a named metric and early stopping. */
+#define _POSIX_C_SOURCE 200809L
+#include "esmtrain/esmtrain.h"
+#include "test_util.h"
+
+#include <math.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+static esmt_context *g_ctx;
+
+static int setup(void **state) {
+  if (test_tmpdir_setup(state)) return -1;
+  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
+  o.backend_path = test_backend_dir();
+  o.backend = "cpu";
+  o.num_threads = 2;
+  o.log_level = ESMT_LOG_WARN;
+  return esmt_context_create(&o, &g_ctx) == ESMT_OK ? 0 : -1;
+}
+
+static int teardown(void **state) {
+  esmt_context_destroy(g_ctx);
+  return test_tmpdir_teardown(state);
+}
+
+/* 800 proteins of 10-20 residues over A G S K R D E; label "more" when K+R
+ * outnumber D+E, else "fewer" (ties redrawn), about half each. */
+static const char *write_task(void) {
+  static char path[512];
+  snprintf(path, sizeof path, "%s/charge.csv", test_tmpdir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("id,sequence,label\n", f);
+  uint64_t s = 12345;
+  for (int i = 0; i < 800;) {
+    char seq[24];
+    int n = 10, charge = 0;
+    s = s * 6364136223846793005ull + 1442695040888963407ull;
+    n += (int)((s >> 33) % 11);
+    for (int k = 0; k < n; k++) {
+      s = s * 6364136223846793005ull + 1442695040888963407ull;
+      seq[k] = "AGSKRDE"[(s >> 33) % 7];
+      charge += (seq[k] == 'K' || seq[k] == 'R') - (seq[k] == 'D' || seq[k] == 'E');
+    }
+    seq[n] = 0;
+    if (!charge) continue;
+    fprintf(f, "p%d,%s,%s\n", i++, seq, charge > 0 ? "more" : "fewer");
+  }
+  fclose(f);
+  return path;
+}
+
+typedef struct setup_t {
+  esmt_labelled *data;
+  esmt_labelled_loader *train, *valid;
+  esmt_batch_source train_src, valid_src;
+  esmt_model *model;
+} setup_t;
+
+static void make(setup_t *s) {
+  esmt_labelled_options lo = ESMT_LABELLED_OPTIONS_INIT;
+  lo.path = write_task();
+  lo.valid_fraction = 0.25;
+  lo.max_len = 32;
+  assert_int_equal(esmt_labelled_read(&lo, &s->data), ESMT_OK);
+  assert_int_equal(esmt_labelled_num_labels(s->data), 2);
+  assert_int_equal(esmt_labelled_loader_create(s->data, ESMT_LABELLED_TRAIN, 16, 1, 0, 3,
+                                               &s->train), ESMT_OK);
+  assert_int_equal(esmt_labelled_loader_create(s->data, ESMT_LABELLED_VALID, 64, 0, 0, 0,
+                                               &s->valid), ESMT_OK);
+  s->train_src = (esmt_batch_source)ESMT_BATCH_SOURCE_INIT;
+  s->valid_src = (esmt_batch_source)ESMT_BATCH_SOURCE_INIT;
+  assert_int_equal(esmt_labelled_loader_as_source(s->train, &s->train_src), ESMT_OK);
+  assert_int_equal(esmt_labelled_loader_as_source(s->valid, &s->valid_src), ESMT_OK);
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 2;
+  c.hidden_size = 32;
+  c.num_heads = 4;
+  c.max_positions = 32;
+  c.precision = ESMT_PRECISION_FP32;
+  c.head = ESMT_HEAD_SEQ_CLASS;
+  c.num_labels = 2;
+  c.pooling = ESMT_POOL_MEAN;
+  assert_int_equal(esmt_model_create(g_ctx, &c, 7, &s->model), ESMT_OK);
+}
+
+static void unmake(setup_t *s) {
+  esmt_model_destroy(s->model);
+  esmt_labelled_loader_destroy(s->train);
+  esmt_labelled_loader_destroy(s->valid);
+  esmt_labelled_free(s->data);
+}
+
+typedef struct seen {
+  int evals;
+  double first_accuracy, last_accuracy, best_accuracy, last_f1;
+} seen;
+
+static void on_metrics(void *user, const esmt_train_metrics *tm, const esmt_eval_metrics *em) {
+  seen *s = user;
+  (void)tm;
+  if (!em) return;
+  assert_non_null(em->task);
+  if (!s->evals++) s->first_accuracy = em->task->accuracy;
+  s->last_accuracy = em->task->accuracy;
+  s->last_f1 = em->task->macro_f1;
+  if (em->task->accuracy > s->best_accuracy) s->best_accuracy = em->task->accuracy;
+}
+
+static char *slurp(const char *path) {
+  FILE *f = fopen(path, "r");
+  if (!f) return NULL;
+  static char buf[1 << 16];
+  const size_t n = fread(buf, 1, sizeof buf - 1, f);
+  buf[n] = 0;
+  fclose(f);
+  return buf;
+}
+
+static void test_learns_charge(void **state) {
+  (void)state;
+  setup_t s;
+  make(&s);
+  char run[600];
+  snprintf(run, sizeof run, "%s/run", test_tmpdir);
+  esmt_schedule sc = ESMT_SCHEDULE_INIT;
+  sc.kind = ESMT_SCHEDULE_CONSTANT;
+  sc.peak_lr = 3e-3;
+  sc.warmup_steps = 10;
+  seen got = {0};
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.run_dir = run;
+  o.max_steps = 300;
+  o.schedule = &sc;
+  o.eval_every = 50;
+  o.log_every = 0;
+  o.metrics = on_metrics;
+  o.metrics_user = &got;
+  o.best_metric = "accuracy";
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(s.model, &o, &s.train_src, &t), ESMT_OK);
+  assert_int_equal(esmt_trainer_set_eval_source(t, &s.valid_src), ESMT_OK);
+  esmt_eval_metrics before = ESMT_EVAL_METRICS_INIT;
+  assert_int_equal(esmt_trainer_evaluate(t, &before), ESMT_OK);
+  assert_non_null(before.task);
+  assert_int_equal(before.selected, esmt_labelled_count(s.data, ESMT_LABELLED_VALID));
+  const double chance = before.task->accuracy;
+  const esmt_status st = esmt_trainer_run(t);
+  if (st) fail_msg("%s", esmt_last_error());
+  print_message("validation accuracy %.3f before, %.3f best, %.3f last (macro-F1 %.3f)\n",
+                chance, got.best_accuracy, got.last_accuracy, got.last_f1);
+  /* chance is about 0.5; the task is learnt well above it */
+  assert_true(got.best_accuracy >= 0.85);
+  assert_true(got.last_f1 >= 0.75);
+  char path[700];
+  snprintf(path, sizeof path, "%s/metrics.jsonl", run);
+  const char *text = slurp(path);
+  assert_non_null(text);
+  assert_non_null(strstr(text, "\"macro_f1\":"));
+  snprintf(path, sizeof path, "%s/checkpoints/best", run);
+  assert_non_null(slurp(path) ? path : NULL);
+  esmt_trainer_destroy(t);
+  unmake(&s);
+}
+
+/* With no learning (lr 0) the metric never improves: patience 2 ends the
+ * run at the third evaluation, long before max_steps. */
+static void test_early_stop(void **state) {
+  (void)state;
+  setup_t s;
+  make(&s);
+  esmt_schedule sc = ESMT_SCHEDULE_INIT;
+  sc.kind = ESMT_SCHEDULE_CONSTANT;
+  sc.peak_lr = 0;
+  sc.warmup_steps = 0;
+  seen got = {0};
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.max_steps = 1000;
+  o.schedule = &sc;
+  o.eval_every = 5;
+  o.log_every = 0;
+  o.metrics = on_metrics;
+  o.metrics_user = &got;
+  o.best_metric = "macro_f1";
+  o.patience = 2;
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(s.model, &o, &s.train_src, &t), ESMT_OK);
+  assert_int_equal(esmt_trainer_set_eval_source(t, &s.valid_src), ESMT_OK);
+  assert_int_equal(esmt_trainer_run(t), ESMT_OK);
+  assert_int_equal(got.evals, 3);
+  assert_int_equal(esmt_trainer_step_count(t), 15);
+  esmt_trainer_destroy(t);
+  /* a metric that is none, and one the model has no head for */
+  o.best_metric = "f1";
+  assert_int_equal(esmt_trainer_create(s.model, &o, &s.train_src, &t), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "best_metric: esmt_task_metric_value: \"f1\" is no "
+                                            "metric"));
+  unmake(&s);
+}
+
+/* --init-from a pre-trained (masked-LM) checkpoint: the task model takes
+ * every encoder tensor of it, and its classifier keeps its own start. */
+static void test_init_from_pretrained(void **state) {
+  (void)state;
+  setup_t s;
+  make(&s);
+  esmt_model_config pc = ESMT_MODEL_CONFIG_INIT;
+  esmt_model_get_config(s.model, &pc);
+  pc.head = ESMT_HEAD_NONE;
+  pc.num_labels = 0;
+  esmt_model *pre = NULL;
+  assert_int_equal(esmt_model_create(g_ctx, &pc, 3, &pre), ESMT_OK);
+  char dir[600];
+  snprintf(dir, sizeof dir, "%s/pretrained", test_tmpdir);
+  assert_int_equal(esmt_model_save(pre, dir, 0), ESMT_OK);
+  float head_before[64], head_after[64];
+  assert_int_equal(esmt_model_read_tensor(s.model, "classifier.out_proj.weight", ESMT_BUF_PARAMS,
+                                          head_before, 64), ESMT_OK);
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(s.model, &o, &s.train_src, &t), ESMT_OK);
+  const esmt_status st = esmt_trainer_init_from(t, dir);
+  if (st) fail_msg("%s", esmt_last_error());
+  int n = 0;
+  assert_int_equal(esmt_model_tensor_count(pre, &n), ESMT_OK);
+  for (int i = 0; i < n; i++) {
+    esmt_tensor_info info = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(pre, i, &info), ESMT_OK);
+    float *a = malloc(info.numel * sizeof *a), *b = malloc(info.numel * sizeof *b);
+    assert_int_equal(esmt_model_read_tensor(pre, info.name, ESMT_BUF_PARAMS, a, info.numel), ESMT_OK);
+    assert_int_equal(esmt_model_read_tensor(s.model, info.name, ESMT_BUF_PARAMS, b, info.numel),
+                     ESMT_OK);
+    assert_memory_equal(a, b, info.numel * sizeof *a);
+    free(a);
+    free(b);
+  }
+  assert_int_equal(esmt_model_read_tensor(s.model, "classifier.out_proj.weight", ESMT_BUF_PARAMS,
+                                          head_after, 64), ESMT_OK);
+  assert_memory_equal(head_before, head_after, sizeof head_before);
+  esmt_trainer_destroy(t);
+  esmt_model_destroy(pre);
+  unmake(&s);
+}
+
+int main(void) {
+  const struct CMUnitTest tests[] = {cmocka_unit_test(test_learns_charge),
+                                     cmocka_unit_test(test_early_stop),
+                                     cmocka_unit_test(test_init_from_pretrained)};
+  return cmocka_run_group_tests(tests, setup, teardown);
+}
