@@ -37,9 +37,14 @@ void write_text(const char *path, const char *text) {
 }
 
 void write_weights(esmt_model *m, const char *path) {
-  float *w = malloc(m->layout.total * sizeof *w);
+  float *w = calloc(m->layout.total, sizeof *w);
   FILE *f = fopen(path, "wb");
-  if (w && f && !esmt_flat_download(m, w, m->mem.master)) fwrite(w, sizeof *w, m->layout.total, f);
+  const esmt_param_memory *p = &m->mem;
+  /* the master this rank holds (ZeRO-2/3: its shard) in place, zeros elsewhere */
+  const esmt_status got = !w ? ESMT_ERR_OUT_OF_MEMORY
+      : esmt_master_copy(m, w + p->master_lo, p->master,
+                         (p->master_hi - p->master_lo) * sizeof *w, 0);
+  if (w && f && !got) fwrite(w, sizeof *w, m->layout.total, f);
   if (f) fclose(f);
   free(w);
 }

@@ -30,7 +30,7 @@ static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
   char a[32], b[32], c[32];
   printf("  per rank of %d   %12s %12s %12s  %s\n", r->world_size, "moments", "device total",
          "sent/update", "(dist.zero)");
-  for (int z = 0; z <= 2; z++) {
+  for (int z = 0; z <= 3; z++) {
     esmt_plan_request q = *r;
     q.zero = z;
     q.micro_batch = chosen->micro_batch;
@@ -39,8 +39,9 @@ static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
     q.stream = z ? 0 : chosen->stream;
     esmt_plan p = ESMT_PLAN_INIT;
     if (esmt_plan_memory(&q, &p) && !p.device_total) continue; /* an invalid stage here */
-    printf("  %-16s %12s %12s %12s  %s\n", z == 0 ? "ZeRO-0" : z == 1 ? "ZeRO-1" : "ZeRO-2",
-           cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
+    char name[16];
+    snprintf(name, sizeof name, "ZeRO-%d", z);
+    printf("  %-16s %12s %12s %12s  %s\n", name, cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
            cli_bytes(p.comm_bytes, c, 32), p.fits ? "fits" : "does not fit");
   }
 }
@@ -50,7 +51,7 @@ static void usage(FILE *f) {
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
          "         [--runtime-overhead BYTES] [--link GB/s] [--tflops T] [--host-bw GB/s]\n"
-         "         [--host-mem BYTES] [--world N] [--zero 0|1|2]\n"
+         "         [--host-mem BYTES] [--world N] [--zero 0|1|2|3|auto]\n"
          "         [--head none|seq-class|multilabel|regression|residue-class]\n"
          "         [--num-labels C] [--frozen-layers N|encoder] [--lora-rank R]\n"
          "         [--lora-targets query,key,value,attention-output,ffn-down,ffn-up]\n"
@@ -67,7 +68,8 @@ static void usage(FILE *f) {
          "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
          "key after the flags above\n"
          "--world N plans one of N data-parallel ranks at ZeRO stage --zero (dist.zero) and\n"
-         "prints the bytes per rank of every stage and what each sends per update.\n"
+         "prints the bytes per rank of every stage and what each sends per update;\n"
+         "--zero auto plans the lowest stage that fits.\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
          "Fine-tuning: --head, --frozen-layers and --lora-rank (LoRA on --lora-targets,\n"
          "default query,value) plan a model whose frozen weights hold no gradients or\n"
@@ -146,7 +148,7 @@ int cmd_plan(int argc, char **argv) {
   /* plan's own defaults: rows of 512 tokens, the largest micro-batch that fits */
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
-  int have_overhead = 0, rows = 0, n_sets = 0, world = 1;
+  int have_overhead = 0, rows = 0, n_sets = 0, world = 1, zero_auto = 0;
   uint64_t host_mem = 0;
   double link_gbps = 0, tflops = 0, host_gbps = 0;
   const char *sets[32];
@@ -177,7 +179,10 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
-    if (!strcmp(a, "--world")) {
+    if (!strcmp(a, "--zero") && !strcmp(v, "auto")) { /* the planner picks the stage */
+      known = 1;
+      zero_auto = 1;
+    } else if (!strcmp(a, "--world")) {
       known = 1;
       long long x = 0;
       ok = cli_int_arg("plan", a, v, 1, 65536, &x);
@@ -258,6 +263,7 @@ int cmd_plan(int argc, char **argv) {
   r.link_bandwidth = link_gbps * 1e9;
   r.host_bandwidth = host_gbps * 1e9;
   r.world_size = world;
+  if (zero_auto) r.zero = -1;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }

@@ -472,8 +472,11 @@ ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char 
 /* Copy `count` fp32 values of a named tensor out of / into a buffer. count
  * must equal the tensor's numel. ESMT_BUF_PARAMS is the fp32 master; in
  * half precision a write also refreshes the tensor's compute copy. Under
- * ZeRO (dist.zero 1: the moments; 2: the gradients too) a rank holds its
- * shard only: a tensor outside it is ESMT_ERR_STATE. */
+ * ZeRO (dist.zero 1: the moments; 2: the gradients too, and in half
+ * precision the fp32 master; 3: the master always) a rank holds its shard
+ * only: a tensor outside it is ESMT_ERR_STATE. At stage 3 writing
+ * ESMT_BUF_PARAMS is ESMT_ERR_UNSUPPORTED (the weights are gathered per
+ * layer; load a checkpoint instead). */
 ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
                                             esmt_buffer which, float *dst, uint64_t count);
 ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
@@ -730,14 +733,16 @@ typedef struct esmt_plan_request {
   double host_bandwidth;
   uint64_t tokens_per_update;
   /* Appended (0.2, issue #38): the data-parallel ranks (0 or 1: one
-   * process) and the ZeRO stage (dist.zero: 0, 1 or 2) they run; the plan
+   * process) and the ZeRO stage (dist.zero: 0, 1, 2 or 3) they run; the plan
    * is one rank's. Stages 1 and 2 hold the optimizer state of the rank's
    * shard only (the largest: ceil(P / 64 / world) units of 64); stage 2
    * holds fp32 gradients for that shard, two layers' slots and the
-   * embedding's and head's (stage 1 the whole buffer), and the weights
-   * stay whole; offload_optimizer auto stays off (the
-   * ranks refuse the two together). A caller whose struct ends before
-   * them plans one process. */
+   * embedding's and head's (stage 1 the whole buffer), and in fp16/bf16
+   * the fp32 master of the shard; stage 3 also the compute weights of the
+   * shard, the embedding's and head's whole and two layers' gather slots.
+   * zero -1 (auto) plans the lowest stage that fits (the advice names it).
+   * offload_optimizer auto stays off (the ranks refuse the two together).
+   * A caller whose struct ends before them plans one process. */
   int world_size;
   int zero;
 } esmt_plan_request;

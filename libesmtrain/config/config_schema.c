@@ -74,9 +74,11 @@ const esmt_key_def esmt_config_keys[] = {
     {"dist.comm", E, "auto", "auto|tcp|mpi", 0, 0,
      "host collectives (cpu backend): auto = MPI when mpirun/srun --mpi started the ranks and "
      "the MPI plugin is installed, else the TCP ring; ESMTRAIN_COMM overrides"},
-    {"dist.zero", I, "0", NULL, 0, 2,
+    {"dist.zero", I, "0", NULL, 0, 3,
      "ZeRO stage: 1 shards the AdamW moments over the ranks (reduce-scatter, all-gather); 2 "
-     "also keeps only the shard's gradients between micro-batches (one reduce-scatter each)"},
+     "also keeps only the shard's gradients between micro-batches (one reduce-scatter each) "
+     "and, in fp16/bf16, the fp32 master; 3 also the compute weights, each layer's gathered "
+     "before it runs"},
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
     {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "keep only layer inputs, recompute the rest in backward; auto: if the planner needs it"},
     {"offload.stream", E, "auto", "auto|off|gradients|weights", 0, 0,

@@ -111,8 +111,8 @@ static esmt_status prune(const char *ckdir, int keep_last) {
 }
 
 esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t step,
-                                        json_t *trainer, const float *host_m,
-                                        const float *host_v) {
+                                        json_t *trainer, const float *host_w,
+                                        const float *host_m, const float *host_v) {
   char path[PATH_CAP];
   esmt_status st = ESMT_OK;
   /* Moments first into a host buffer, then weights into the same buffer
@@ -122,10 +122,10 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
   float *a = malloc(n * sizeof *a), *b = (host_m || ns < 2) ? a : malloc(n * sizeof *b);
   uint32_t crc_model = 0, crc_opt = 0;
   if (!a || !b) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: out of host memory");
-  if (!st) st = esmt_flat_download(m, a, m->mem.master);
+  if (!st && !host_w) st = esmt_flat_download(m, a, m->mem.master);
   if (!st) {
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-    const float *bufs[] = {a};
+    const float *bufs[] = {host_w ? host_w : a};
     const char *pre[] = {""};
     esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 1, 1, meta, 2, &crc_model);
@@ -165,14 +165,14 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
 esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
                                  const char *trainer_json, int keep_last, char *out_dir,
                                  size_t cap) {
-  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, out_dir,
-                                   cap);
+  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, NULL,
+                                   out_dir, cap);
 }
 
 esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_t step,
                                       const char *trainer_json, int keep_last,
-                                      const float *host_m, const float *host_v, char *out_dir,
-                                      size_t cap) {
+                                      const float *host_w, const float *host_m,
+                                      const float *host_v, char *out_dir, size_t cap) {
   /* a frozen prefix (env.opt_lo) holds no moments; anything narrower is a shard */
   if (!host_m && (m->mem.opt_lo != m->mem.env.opt_lo || m->mem.opt_hi != m->layout.total))
     return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
@@ -193,7 +193,7 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
     return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
   }
 
-  st = esmt_checkpoint_write_files(m, tmp, step, trainer, host_m, host_v);
+  st = esmt_checkpoint_write_files(m, tmp, step, trainer, host_w, host_m, host_v);
   json_decref(trainer);
   if (!st && is_dir(final_dir)) {
     /* Re-saving a step: move the old one aside, never delete it first. */

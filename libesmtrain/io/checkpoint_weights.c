@@ -19,6 +19,14 @@ static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_
     lo = m->mem.opt_lo;
     n = m->mem.opt_hi - m->mem.opt_lo;
   }
+  if (dev_buf && dev_buf == m->mem.master && esmt_param_master_sharded(&m->mem)) {
+    if (to_device) return esmt_param_master_upload(&m->mem, host); /* shard and half copy */
+    return esmt_fail(ESMT_ERR_STATE, "copying model buffers: this rank holds the fp32 master "
+                     "weights [%llu, %llu) of %llu only (ZeRO-2 sharded master); gather them "
+                     "first (a checkpoint saved by esmt_trainer_save has them all)",
+                     (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
+                     (unsigned long long)m->layout.total);
+  }
   /* a master buffer may be host memory (optimizer offload) */
   esmt_status st = n ? esmt_master_copy(m, host + lo, dev_buf, n * sizeof(float), to_device)
                      : ESMT_OK;
@@ -32,7 +40,8 @@ esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
   esmt_status st = flat_copy(m, (float *)host, dev_buf, 1);
   if (dev_buf == m->mem.grads) m->mem.layer->grads_changed(&m->mem);
   /* new master weights: the half-precision compute copy follows them */
-  if (!st && dev_buf == m->mem.master) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  if (!st && dev_buf == m->mem.master && !esmt_param_master_sharded(&m->mem))
+    st = esmt_model_sync_lowp(m, 0, m->layout.total);
   return st;
 }
 

@@ -33,7 +33,7 @@ esmt_status esmt_model_save(esmt_model *m, const char *dir, int64_t step) {
   esmt_out_dir od;
   const esmt_out_dir_rules rules = {fn, NULL, NULL, 0, NULL};
   esmt_status st = esmt_out_dir_begin(&od, dir, &rules);
-  if (!st) st = esmt_checkpoint_write_files(m, od.work, step, trainer, NULL, NULL);
+  if (!st) st = esmt_checkpoint_write_files(m, od.work, step, trainer, NULL, NULL, NULL);
   if (!st) st = esmt_out_dir_publish(&od, "state.json");
   if (st) esmt_out_dir_abort(&od);
   json_decref(trainer);

@@ -153,7 +153,8 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
   if (!st) st = esmt_model_init_params(m, seed);
   m->seed = seed;
-  if (!st) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  /* (a sharded master's half copy was written with it) */
+  if (!st && !esmt_param_master_sharded(&m->mem)) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   if (st) {
     esmt_model_destroy(m);
     return st;
@@ -290,6 +291,17 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
       return esmt_fail(ESMT_ERR_STATE, "%s: '%s' is frozen and has no gradient", fn, name);
     memset(host, 0, count * sizeof(float));
     return ESMT_OK;
+  }
+  if (which == ESMT_BUF_PARAMS && to_device && m->mem.wgather)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: '%s': the weights are sharded over the ranks "
+                     "(ZeRO-3) and gathered per layer; write them before the group starts or "
+                     "load a checkpoint", fn, name);
+  if (which == ESMT_BUF_PARAMS) { /* maybe ZeRO-2's sharded master */
+    if (t->offset < m->mem.master_lo || t->offset + t->numel > m->mem.master_hi)
+      return esmt_fail(ESMT_ERR_STATE, "%s: the fp32 weights of '%s' are held by another rank "
+                       "(ZeRO-2 master shard [%llu, %llu))", fn, name,
+                       (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi);
+    at -= m->mem.master_lo;
   }
   if (which == ESMT_BUF_GRADS) { /* maybe a ZeRO-2 shard */
     if (t->offset < m->mem.grads_lo || t->offset + t->numel > m->mem.grads_hi)
