@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Attention maps and `esmtrain-example contacts` against transformers'
-EsmForMaskedLM in float64, on real UniProt proteins (mmseqs2's example
-DB.fasta.gz).
+EsmForMaskedLM in float64 and fair-esm's ESM2 module holding the same
+weights (tests/reference/fair_esm_model.py; float64 but for its softmax,
+which fair-esm computes in float32), on real UniProt proteins (mmseqs2's
+example DB.fasta.gz).
 
 A random 3-layer model (hidden 64, 4 heads, max_position_embeddings 1026:
 a window of 1022 residues; LayerNorms and biases perturbed) with a random
@@ -10,11 +12,14 @@ contact head, saved as a Hugging Face directory and imported by esmtrain,
 on 5 proteins of 30..1000 residues:
 (a) esmt_model_infer's attention probabilities (ESMT_INFER_ATTENTION, via
     interop_tool) of right-padded rows and of packed rows against
-    transformers' output_attentions (one protein a forward pass, no
-    padding): relative error <= 1e-5 per protein;
+    transformers' output_attentions and fair-esm's need_head_weights (one
+    protein a forward pass, no padding): relative error <= 1e-5 per
+    protein;
 (b) `contacts` (one safetensors file) against transformers'
-    predict_contacts: relative error <= 1e-5 per protein; offsets,
-    lengths and ids;
+    predict_contacts, fair-esm's predict_contacts one protein at a time
+    and fair-esm's of the three shortest in one padded batch (its
+    handling of <cls>, <eos> and padding): relative error <= 1e-5 per
+    protein; offsets, lengths and ids;
 (c) bad inputs, each a clear message and no OUT: an existing OUT (left
     unchanged), a model without a contact head, one whose head is all
     zeros, an empty record, a protein longer than the window;
@@ -37,13 +42,14 @@ import tempfile
 import time
 
 try:
+    import esm  # noqa: F401  (fair-esm)
     import numpy as np
     import torch
     from safetensors.numpy import load_file
     from safetensors.torch import load_file as load_torch, save_file as save_torch
     from transformers import EsmConfig, EsmForMaskedLM
 except Exception as e:  # pragma: no cover
-    print("skipped: numpy, torch, transformers or safetensors not importable (%s); "
+    print("skipped: numpy, torch, transformers, fair-esm or safetensors not importable (%s); "
           "run scripts/setup_reference_env.sh" % e)
     sys.exit(77)
 
@@ -54,6 +60,7 @@ LENGTHS = [30, 97, 250, 512, 1000]
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 from esm_fasta import CLS, EOS, PAD, read_fasta, tokens, write_fasta  # noqa: E402
 import esm_fasta  # noqa: E402
+import fair_esm_model  # noqa: E402
 import ref_cache  # noqa: E402
 
 failures = passed = 0
@@ -122,6 +129,42 @@ def cached_reference(hf64, seqs):
                             lambda: reference(hf64, seqs))
 
 
+def fair_reference(fair, seqs):
+    """fair-esm's attention [L, H, n+2, n+2] and contacts [n, n] per protein,
+    and "bat%d": contacts of the three shortest from one padded batch."""
+    out = {}
+    with torch.no_grad():
+        for k, s in enumerate(seqs):
+            ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
+            r = fair(ids, need_head_weights=True, return_contacts=True)
+            out["att%d" % k] = r["attentions"][0].numpy()
+            out["con%d" % k] = r["contacts"][0].numpy()
+        T = max(len(seqs[k]) for k in range(3)) + 2
+        ids = torch.full((3, T), PAD, dtype=torch.long)
+        for k in range(3):
+            ids[k, :len(seqs[k]) + 2] = torch.tensor([CLS] + tokens(seqs[k]) + [EOS])
+        c = fair.predict_contacts(ids)
+        for k in range(3):
+            n = len(seqs[k])
+            out["bat%d" % k] = c[k, :n, :n].numpy()
+    return out
+
+
+def cached_fair_reference(hf, seqs):
+    import esm
+    import inspect
+    key = ref_cache.Key("test_contacts.fair_reference v1")
+    key.add(inspect.getsource(fair_reference)).add(inspect.getsource(fair_esm_model))
+    key.add(inspect.getsource(esm_fasta))
+    key.add((torch.__version__, esm.__version__, np.__version__))
+    key.add(hf.config.to_json_string(use_diff=False))
+    for name, t in sorted(hf.state_dict().items()):
+        key.add(name).add(t.detach().cpu().numpy())
+    key.add(list(seqs))
+    return ref_cache.cached("contacts-fair-esm-" + key.hexdigest(),
+                            lambda: fair_reference(fair_esm_model.from_hf(hf), seqs))
+
+
 def pick(recs):
     out, used = [], set()
     for n in LENGTHS:
@@ -133,7 +176,7 @@ def pick(recs):
     return out
 
 
-def part_a(work, mdir, seqs, ref):
+def part_a(work, mdir, seqs, refs):
     print("== (a) attention probabilities, padded and packed rows")
     H, L = 4, 3
     # padded: the three shortest proteins in one batch
@@ -147,7 +190,7 @@ def part_a(work, mdir, seqs, ref):
     out = os.path.join(work, "pad.f32")
     subprocess.run([TOOL, "attention", mdir, os.path.join(work, "pad.i32"), str(len(sel)),
                     str(T), "0", out], check=True)
-    check_maps("padded", np.fromfile(out, np.float32), sel, seqs, ref, L, H)
+    check_maps("padded", np.fromfile(out, np.float32), sel, seqs, refs, L, H)
     # packed: the same three plus the 512 one, two rows of 1024 positions
     starts, lens, order = [], [], [1, 3, 0, 2]
     T = 1024
@@ -166,10 +209,10 @@ def part_a(work, mdir, seqs, ref):
     out = os.path.join(work, "packed.f32")
     subprocess.run([TOOL, "attention", mdir, os.path.join(work, "packed.i32"), "2", str(T),
                     str(len(order)), out, os.path.join(work, "segs.i32")], check=True)
-    check_maps("packed", np.fromfile(out, np.float32), order, seqs, ref, L, H)
+    check_maps("packed", np.fromfile(out, np.float32), order, seqs, refs, L, H)
 
 
-def check_maps(tag, got, sel, seqs, ref, L, H):
+def check_maps(tag, got, sel, seqs, refs, L, H):
     ns = [len(seqs[k]) + 2 for k in sel]
     per_layer = H * sum(n * n for n in ns)
     check(got.size == L * per_layer, "%s: %d values, expected %d" % (tag, got.size, L * per_layer))
@@ -180,9 +223,12 @@ def check_maps(tag, got, sel, seqs, ref, L, H):
     for k, n in zip(sel, ns):
         a = got[:, off:off + H * n * n].reshape(L, H, n, n)
         off += H * n * n
-        e, m = rel(a, ref["att%d" % k])
-        print("  %-7s protein %d (%4d residues)  rel %.2e  max abs %.2e" % (tag, k, n - 2, e, m))
-        check(e <= TOL_REL, "%s: protein %d attention relative error %.2e" % (tag, k, e))
+        for src, r in refs:
+            e, m = rel(a, r["att%d" % k])
+            print("  %-7s protein %d (%4d residues) vs %-12s rel %.2e  max abs %.2e"
+                  % (tag, k, n - 2, src, e, m))
+            check(e <= TOL_REL, "%s: protein %d attention relative error %.2e against %s"
+                  % (tag, k, e, src))
 
 
 def contacts(model, fasta, out, expect_ok=True):
@@ -193,7 +239,7 @@ def contacts(model, fasta, out, expect_ok=True):
     return p
 
 
-def part_b(work, mdir, recs, ref):
+def part_b(work, mdir, recs, refs):
     print("== (b) contacts vs predict_contacts")
     fasta = os.path.join(work, "in.fasta")
     write_fasta(fasta, recs)
@@ -215,9 +261,15 @@ def part_b(work, mdir, recs, ref):
     for k, (_, s) in enumerate(recs):
         n = len(s)
         c = got["contacts"][offs[k]:offs[k + 1]].reshape(n, n)
-        e, m = rel(c, ref["con%d" % k])
-        print("  contacts protein %d (%4d residues)  rel %.2e  max abs %.2e" % (k, n, e, m))
-        check(e <= TOL_REL, "contacts: protein %d relative error %.2e" % (k, e))
+        for src, r in refs:
+            for key, how in (("con%d" % k, ""), ("bat%d" % k, " batched")):
+                if key not in r:
+                    continue
+                e, m = rel(c, r[key])
+                print("  contacts protein %d (%4d residues) vs %-12s rel %.2e  max abs %.2e"
+                      % (k, n, src + how, e, m))
+                check(e <= TOL_REL, "contacts: protein %d relative error %.2e against %s"
+                      % (k, e, src + how))
 
 
 def refused(tag, p, out, words):
@@ -331,8 +383,9 @@ def main():
         mdir = os.path.join(work, "model")
         hf.save_pretrained(mdir, safe_serialization=True)
         ref = cached_reference(make_model().double().eval(), seqs)
-        part_a(work, mdir, seqs, ref)
-        part_b(work, mdir, recs, ref)
+        refs = [("transformers", ref), ("fair-esm", cached_fair_reference(hf, seqs))]
+        part_a(work, mdir, seqs, refs)
+        part_b(work, mdir, recs, refs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
