@@ -29,8 +29,10 @@ static void usage(FILE *f) {
     "fair-esm's predict_contacts: every layer's attention maps without <cls>/<eos>,\n"
     "symmetrised, average-product corrected, the model's contact head (logistic regression)\n"
     "and a sigmoid. MODEL is a Hugging Face ESM-2 directory, a run or a checkpoint with a\n"
-    "contact head. Proteins longer than the model's window (max_positions - 2 residues) and\n"
-    "empty records are refused. OUT (new; an existing file is refused) holds 'contacts'\n"
+    "contact head. Proteins longer than the model's window (max_positions - 2 residues) are\n"
+    "refused, or with --long windows cut into embed's windows whose maps are averaged where\n"
+    "they overlap (a pair no window holds together is 0); empty records are refused.\n"
+    "OUT (new; an existing file is refused) holds 'contacts'\n"
     "(float32, protein k's n x n map at offsets[k]..offsets[k+1]), 'offsets' and 'lengths'\n"
     "(int64) and the ids in its metadata; on any error it is not created.\n\n"
     "With --train-head the contact head is fitted instead (fair-esm's way: a logistic\n"
@@ -44,6 +46,9 @@ static void usage(FILE *f) {
     "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
     "  --threads N         CPU threads (default 0: all cores)\n"
     "  --quiet             no progress lines\n"
+    "  --long refuse|windows  proteins over the window (default refuse)\n"
+    "  --window-stride S   --long windows: residues between window starts (default half a\n"
+    "                      window)\n"
     "  --train-head PAIRS  fit the contact head on PAIRS and export the model to OUT_DIR\n"
     "  --min-separation N  --train-head: pairs at least N apart are samples (default 6)\n"
     "  --l2 X              --train-head: L2 penalty on the standardised weights (default "
@@ -77,6 +82,16 @@ static int parse(int argc, char **argv, contacts_args *a) {
     } else if (cli_flag_value("--l2", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_double_arg("contacts", "--l2", v, 0, 1e6, &a->l2)) return 2;
+    } else if (cli_flag_value("--long", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (strcmp(v, "refuse") && strcmp(v, "windows")) {
+        fprintf(stderr, PREFIX "--long '%s': refuse or windows\n", cli_esc(v));
+        return 2;
+      }
+      a->windows = !strcmp(v, "windows");
+    } else if (cli_flag_value("--window-stride", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_int_arg("contacts", "--window-stride", v, 1, 1 << 20, &a->stride)) return 2;
     } else if (cli_flag_value("--threads", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_int_arg("contacts", "--threads", v, 0, 4096, &a->threads)) return 2;
@@ -195,7 +210,9 @@ static int predict_all(const contacts_args *a, esmt_model *model, staged *t, int
       break;
     }
     map = m;
-    if ((st = esmt_predict_contacts(model, q.tokens, n, map))) {
+    st = a->windows ? esmt_predict_contacts_windowed(model, q.tokens, n, (int)a->stride, map)
+                    : esmt_predict_contacts(model, q.tokens, n, map);
+    if (st) {
       char what[512];
       snprintf(what, sizeof what, "contacts: record '%s' (number %llu)", cli_esc(q.id),
                (unsigned long long)q.index + 1);

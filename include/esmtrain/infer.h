@@ -223,6 +223,15 @@ ESMT_API esmt_status esmt_contact_features(esmt_model *model, const int32_t *res
  * predict_contacts for the protein's residues. */
 ESMT_API esmt_status esmt_predict_contacts(esmt_model *model, const int32_t *residues, int n,
                                            float *contacts);
+/* Contact probabilities [n, n] of a protein of any length n >= 1: one that
+ * fits the window is esmt_predict_contacts; a longer one is cut into
+ * esmt_embed's windows (ESMT_LONG_WINDOWS: W = max_positions - 2 residues
+ * starting at 0, stride, 2 stride, ... and a last one ending at the
+ * protein's end; stride 0 = W / 2), each window's map predicted as a
+ * protein of its own and the maps averaged where windows overlap. A pair
+ * of residues that no window holds together is 0 (no evidence). */
+ESMT_API esmt_status esmt_predict_contacts_windowed(esmt_model *model, const int32_t *residues,
+                                                    int n, int stride, float *contacts);
 
 /* Training the contact head as fair-esm did: a logistic regression on the
  * frozen model's contact features, here L2-penalised and fitted by

@@ -26,18 +26,6 @@ typedef struct embed_job {
   double **acc;         /* windows: [nl * kept * d] sums then [nl * d] cls sums, per protein */
 } embed_job;
 
-/* Window starts of a protein of n > W residues: 0, S, 2S, ... and a last
- * one ending at the protein's end. Returns the count; fills starts when
- * not NULL (room for n / S + 2). */
-static int window_starts(int64_t n, int W, int S, int64_t *starts) {
-  int k = 0;
-  int64_t s = 0;
-  for (; s + W < n; s += S, k++)
-    if (starts) starts[k] = s;
-  if (starts) starts[k] = n - W;
-  return k + 1;
-}
-
 static int by_length(const void *a, const void *b) {
   const piece *x = a, *y = b;
   if (x->len != y->len) return x->len < y->len ? 1 : -1; /* longest first */
@@ -65,7 +53,7 @@ static esmt_status finish_windows(const embed_job *jb, esmt_embedding *p, const 
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_embed: out of memory averaging the windows "
                      "of a protein of %lld residues", (long long)p->length);
   }
-  const int n = window_starts(p->length, jb->W, jb->S, starts);
+  const int n = esmt_window_starts(p->length, jb->W, jb->S, starts);
   for (int w = 0; w < n; w++)
     for (int64_t r = starts[w]; r < starts[w] + jb->W; r++) cover[r]++;
   for (int j = 0; j < jb->nl; j++) {
@@ -91,7 +79,7 @@ static esmt_status finish_windows(const embed_job *jb, esmt_embedding *p, const 
 static int alloc_results(const embed_job *jb, esmt_embedding *p, double **acc, int windows) {
   const int64_t W = jb->W;
   p->kept = p->length <= W || !windows ? (p->length < W ? p->length : W) : p->length;
-  p->pieces = p->length > W && windows ? window_starts(p->length, jb->W, jb->S, NULL) : 1;
+  p->pieces = p->length > W && windows ? esmt_window_starts(p->length, jb->W, jb->S, NULL) : 1;
   const size_t nd = (size_t)jb->nl * jb->d, td = (size_t)jb->nl * (size_t)p->kept * jb->d;
   p->mean = calloc(nd, sizeof(float));
   p->cls = calloc(nd, sizeof(float));
@@ -141,7 +129,7 @@ static piece *make_pieces(const embed_job *jb, const esmt_embedding *out, int co
       pc[k++] = (piece){i, (int)p->kept, 0};
       continue;
     }
-    for (int w = 0; w < p->pieces; w++) /* the same starts window_starts gives */
+    for (int w = 0; w < p->pieces; w++) /* the same starts esmt_window_starts gives */
       pc[k++] = (piece){i, jb->W, w == p->pieces - 1 ? p->length - jb->W : (int64_t)w * jb->S};
   }
   qsort(pc, (size_t)np, sizeof *pc, by_length);

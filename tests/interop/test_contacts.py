@@ -31,6 +31,10 @@ on 5 proteins of 30..1000 residues:
     of those contacts in its top |contacts| pairs, its weights within a
     cosine of 0.9 of the random head's; a pairs file naming an unknown
     protein is refused with no OUT.
+(e) `contacts --long windows` on a UniProt protein of about 1,500
+    residues: embed's windows (1022 residues, stride 511), transformers'
+    predict_contacts of each window averaged where windows overlap, 0 where
+    no window holds both residues: relative error <= 1e-5;
 The float64 references are cached (tests/reference/ref_cache.py).
 Usage: test_contacts.py ESMTRAIN_EXAMPLE INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
@@ -165,6 +169,48 @@ def cached_fair_reference(hf, seqs):
                             lambda: fair_reference(fair_esm_model.from_hf(hf), seqs))
 
 
+def windowed_reference(hf64, seq, W, S):
+    """Contacts [n, n] of a protein over the window, as embed's windows
+    averaged (float64)."""
+    n = len(seq)
+    acc, cnt = np.zeros((n, n)), np.zeros((n, n))
+    with torch.no_grad():
+        for s in esm_fasta.window_starts(n, W, S):
+            ids = torch.tensor([[CLS] + tokens(seq[s:s + W]) + [EOS]])
+            acc[s:s + W, s:s + W] += hf64.predict_contacts(ids, torch.ones_like(ids))[0].numpy()
+            cnt[s:s + W, s:s + W] += 1
+    return {"con": np.divide(acc, cnt, out=np.zeros_like(acc), where=cnt > 0)}
+
+
+def part_e(work, mdir, rec):
+    print("== (e) --long windows")
+    fasta = os.path.join(work, "long.fasta")
+    write_fasta(fasta, [rec])
+    out = os.path.join(work, "long.safetensors")
+    p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--long", "windows",
+                        "--threads", "2", "--quiet"], capture_output=True, text=True)
+    if not check(p.returncode == 0, "--long windows exited %d: %s" % (p.returncode, p.stderr)):
+        return
+    import inspect
+    import transformers
+    hf64 = make_model().double().eval()
+    key = ref_cache.Key("test_contacts.windowed_reference v1")
+    key.add(inspect.getsource(windowed_reference)).add(inspect.getsource(esm_fasta))
+    key.add((torch.__version__, transformers.__version__, np.__version__))
+    for name, t in sorted(hf64.state_dict().items()):
+        key.add(name).add(t.detach().cpu().numpy())
+    key.add(rec[1])
+    ref = ref_cache.cached("contacts-windowed-" + key.hexdigest(),
+                           lambda: windowed_reference(hf64, rec[1], 1022, 511))["con"]
+    n = len(rec[1])
+    c = load_file(out)["contacts"].reshape(n, n)
+    e, m = rel(c, ref)
+    print("  %d residues, windows at %s: rel %.2e  max abs %.2e; %d pairs in no window (0)"
+          % (n, esm_fasta.window_starts(n, 1022, 511), e, m, int((ref == 0).sum())))
+    check(e <= TOL_REL, "--long windows: relative error %.2e" % e)
+    check(bool(np.all(c[ref == 0] == 0)), "--long windows: a pair in no window is not 0")
+
+
 def pick(recs):
     out, used = [], set()
     for n in LENGTHS:
@@ -174,6 +220,12 @@ def pick(recs):
         used.add(best)
         out.append((recs[best][0].split()[0], recs[best][1]))
     return out
+
+
+def pick_long(recs, n):
+    ok = [r for r in recs if all(c.upper() in esm_fasta.TOK for c in r[1])]
+    best = min(ok, key=lambda r: abs(len(r[1]) - n))
+    return (best[0].split()[0], best[1])
 
 
 def part_a(work, mdir, seqs, refs):
@@ -376,7 +428,8 @@ def main():
         return 77
     torch.set_num_threads(2)
     t0 = time.time()
-    recs = pick(read_fasta(DB))
+    db = read_fasta(DB)
+    recs = pick(db)
     seqs = [s for _, s in recs]
     hf = make_model()
     with tempfile.TemporaryDirectory() as work:
@@ -386,6 +439,7 @@ def main():
         refs = [("transformers", ref), ("fair-esm", cached_fair_reference(hf, seqs))]
         part_a(work, mdir, seqs, refs)
         part_b(work, mdir, recs, refs)
+        part_e(work, mdir, pick_long(db, 1500))
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
