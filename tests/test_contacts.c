@@ -236,6 +236,19 @@ static void contacts_windowed(void **state) {
   free(got), free(win), free(sum), free(cnt);
 }
 
+/* The planner's figure is what esmt_model_infer allocates: one layer's
+ * [B, H, T, T] fp32 on the device, that and every layer's maps on the host. */
+static void attention_plan(void **state) {
+  (void)state;
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  assert_int_equal(esmt_model_get_config(g_m, &c), ESMT_OK);
+  uint64_t dev = 0, host = 0;
+  assert_int_equal(esmt_plan_attention_maps(&c, 3, 10, &dev, &host), ESMT_OK);
+  assert_true(dev == 3ull * H * 10 * 10 * sizeof(float));
+  assert_true(host == dev * (1 + L));
+  assert_int_equal(esmt_plan_attention_maps(&c, -1, 10, &dev, &host), ESMT_ERR_INVALID_ARGUMENT);
+}
+
 static void bad_inputs(void **state) {
   (void)state;
   int32_t res[W + 1];
@@ -412,6 +425,7 @@ int main(void) {
       cmocka_unit_test(attention_rows_and_layouts),
       cmocka_unit_test(features_and_contacts),
       cmocka_unit_test(contacts_windowed),
+      cmocka_unit_test(attention_plan),
       cmocka_unit_test(bad_inputs),
       cmocka_unit_test(head_survives_export),
       cmocka_unit_test(head_trained_on_synthetic_pairs),
