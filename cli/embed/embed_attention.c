@@ -60,9 +60,9 @@ int embed_attention_estimate(const embed_options *o, esmt_model *m) {
   const uint64_t cap = o->max_attention_bytes;
   if (!strcmp(o->input, "-")) {
     if (!o->quiet)
-      fprintf(stderr, "embed: attention maps: %d layers x %d heads x residues^2 fp32 per "
+      fprintf(stderr, "embed: attention maps: %d layer%s x %d heads x residues^2 fp32 per "
               "protein (standard input: no estimate ahead; each protein over %s is refused)\n",
-              o->nl, mc.num_heads, cap ? cli_bytes(cap, a, sizeof a) : "no cap");
+              o->nl, o->nl == 1 ? "" : "s", mc.num_heads, cap ? cli_bytes(cap, a, sizeof a) : "no cap");
     return 0;
   }
   sizes z = {0};
@@ -71,10 +71,10 @@ int embed_attention_estimate(const embed_options *o, esmt_model *m) {
   uint64_t dev = 0, host = 0;
   esmt_plan_attention_maps(&mc, 1, T, &dev, &host);
   if (!o->quiet)
-    fprintf(stderr, "embed: attention maps: %llu proteins, %s to write (%d layers x %d heads x "
-            "residues^2 fp32); the largest, '%s' (%lld residues), %s on disk and %s of memory "
+    fprintf(stderr, "embed: attention maps: %llu proteins, %s to write (%d layer%s x %d heads "
+            "x residues^2 fp32); the largest, '%s' (%lld residues), %s on disk and %s of memory "
             "while computed\n", (unsigned long long)z.proteins, cli_bytes(z.total, a, sizeof a),
-            o->nl, mc.num_heads, z.largest_id, (long long)z.largest_len,
+            o->nl, o->nl == 1 ? "" : "s", mc.num_heads, z.largest_id, (long long)z.largest_len,
             cli_bytes(z.largest, b, sizeof b), cli_bytes(host + dev, c, sizeof c));
   if (z.over) {
     fprintf(stderr, "esmtrain-example: embed: protein '%s' (%lld residues): its attention maps "

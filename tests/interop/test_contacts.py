@@ -35,6 +35,10 @@ on 5 proteins of 30..1000 residues:
     residues: embed's windows (1022 residues, stride 511), transformers'
     predict_contacts of each window averaged where windows overlap, 0 where
     no window holds both residues: relative error <= 1e-5;
+(f) a SIGKILL of `contacts` mid-run leaves its temporaries, named
+    OUT.PID.NAME.tmp, and no OUT; the next run into the same OUT removes
+    them (saying so), leaves alone a same-named file of a running process's
+    and a symbolic link, and writes OUT.
 The float64 references are cached (tests/reference/ref_cache.py).
 Usage: test_contacts.py ESMTRAIN_EXAMPLE INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
@@ -222,6 +226,44 @@ def pick(recs):
     return out
 
 
+def part_f(work, mdir, recs):
+    print("== (f) SIGKILL, then the next run")
+    import signal
+    fasta = os.path.join(work, "kill.fasta")
+    write_fasta(fasta, [("k%d" % i, s) for i in range(40) for _, s in recs[2:3]])
+    out = os.path.join(work, "killed.safetensors")
+    # a file of a running process's (pid 1) and a link, named as temporaries
+    live = "%s.1.contacts.tmp" % out
+    link = "%s.999999999.offsets.tmp" % out
+    with open(live, "w") as f:
+        f.write("not contacts'\n")
+    os.symlink(live, link)
+    proc = subprocess.Popen([BIN, "contacts", mdir, fasta, "-o", out, "--threads", "2",
+                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mine = "%s.%d.contacts.tmp" % (out, proc.pid)
+    t0 = time.time()
+    while not os.path.exists(mine) and time.time() - t0 < 30:
+        time.sleep(0.005)
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = sorted(n for n in os.listdir(work) if n.startswith("killed.safetensors.%d." % proc.pid))
+    print("  killed: left %s" % left)
+    check(len(left) == 3 and not os.path.exists(out), "after SIGKILL: %s" % left)
+    p = contacts(mdir, fasta, out)
+    p2 = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out + "2", "--quiet"],
+                        capture_output=True, text=True)  # another OUT: not its temporaries
+    now = sorted(n for n in os.listdir(work) if n.startswith("killed.safetensors"))
+    print("  next run: exit %d, %d removal lines; files now %s"
+          % (p.returncode, p.stderr.count("removed"), now))
+    check(p.returncode == 0 and p.stderr.count("left by a run that was killed") == 3,
+          "next run: %d %r" % (p.returncode, p.stderr))
+    check(p2.returncode == 0, "run into another OUT: %r" % p2.stderr)
+    check(now == sorted(["killed.safetensors", "killed.safetensors2", os.path.basename(live),
+                         os.path.basename(link)]), "files after the next run: %s" % now)
+    check(open(live).read() == "not contacts'\n", "the live process's file changed")
+
+
 def pick_long(recs, n):
     ok = [r for r in recs if all(c.upper() in esm_fasta.TOK for c in r[1])]
     best = min(ok, key=lambda r: abs(len(r[1]) - n))
@@ -365,7 +407,8 @@ def part_c(work, hf, mdir, recs):
     refused("empty protein", contacts(mdir, empty, out, False), out, ["blank", "empty"])
     long_ = os.path.join(work, "long.fasta")
     write_fasta(long_, [recs[0], ("long1023", "A" * 1023)])
-    refused("too long", contacts(mdir, long_, out, False), out, ["long1023", "1023", "1022"])
+    refused("too long", contacts(mdir, long_, out, False), out,
+            ["long1023", "1023", "1022", "--long windows"])
 
 
 def part_d(work, hf, recs, ref):
@@ -440,6 +483,7 @@ def main():
         part_a(work, mdir, seqs, refs)
         part_b(work, mdir, recs, refs)
         part_e(work, mdir, pick_long(db, 1500))
+        part_f(work, mdir, recs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
