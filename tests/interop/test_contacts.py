@@ -39,6 +39,11 @@ on 5 proteins of 30..1000 residues:
     OUT.PID.NAME.tmp, and no OUT; the next run into the same OUT removes
     them (saying so), leaves alone a same-named file of a running process's
     and a symbolic link, and writes OUT.
+(g) scripts/pdb_contacts.py on a handmade PDB file (a second chain, a
+    water, a residue without CA, an alternate location: ignored) gives the
+    sequence and the C-beta < 8 A pairs >= 6 apart computed here;
+    scripts/contact_precision.py on (b)'s output scores 1 against pairs
+    that are each protein's top long-range predictions and 0 against none.
 The float64 references are cached (tests/reference/ref_cache.py).
 Usage: test_contacts.py ESMTRAIN_EXAMPLE INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
@@ -264,6 +269,61 @@ def part_f(work, mdir, recs):
     check(open(live).read() == "not contacts'\n", "the live process's file changed")
 
 
+def part_g(work, recs):
+    print("== (g) scripts/pdb_contacts.py and scripts/contact_precision.py")
+    rng = np.random.default_rng(3)
+    n = 40
+    ca = np.cumsum(rng.normal(size=(n, 3)) * 2.2, axis=0)
+    cb = ca + rng.normal(size=(n, 3))
+    lines, k = [], 1
+    for i in range(n):
+        for name, x in (("N", ca[i] - 1.2), ("CA", ca[i]), ("C", ca[i] + 1.2), ("CB", cb[i])):
+            if i == 7 and name == "CA":
+                continue  # no CA: not a residue of the sequence
+            lines.append("ATOM  %5d  %-3s ALA A%4d    %8.3f%8.3f%8.3f  1.00  0.00           C"
+                         % (k, name, i + 1, x[0], x[1], x[2]))
+            k += 1
+        if i == 3:  # an alternate location B: ignored
+            lines.append("ATOM  %5d  CB BALA A%4d    %8.3f%8.3f%8.3f  0.50  0.00           C"
+                         % (k, i + 1, 0.0, 0.0, 0.0))
+    lines.append("HETATM%5d  O   HOH A 100       0.000   0.000   0.000  1.00  0.00           O" % k)
+    lines.append("ATOM  %5d  CA  GLY B   1       0.000   0.000   0.000  1.00  0.00           C" % k)
+    pdb = os.path.join(work, "toy.pdb")
+    with open(pdb, "w") as f:
+        f.write("\n".join(lines) + "\nEND\n")
+    prefix = os.path.join(work, "toy")
+    subprocess.run([sys.executable, os.path.join(SRC, "scripts", "pdb_contacts.py"), prefix, pdb],
+                   check=True)
+    keep = [i for i in range(n) if i != 7]
+    c = cb[keep]
+    d = np.linalg.norm(c[:, None] - c[None], axis=-1)
+    want = sorted((i + 1, j + 1) for i, j in zip(*np.nonzero(np.triu(d < 8.0, 6))))
+    got = sorted(tuple(int(v) for v in line.split()[1:]) for line in open(prefix + ".pairs")
+                 if not line.startswith("#"))
+    seq = open(prefix + ".fasta").read().split("\n")[1]
+    print("  %d residues, %d contacts (%d expected)" % (len(seq), len(got), len(want)))
+    check(seq == "A" * (n - 1), "pdb_contacts sequence %r" % seq)
+    check(got == want and len(want) > 0, "pdb_contacts pairs differ")
+    out = os.path.join(work, "contacts.safetensors")  # from part_b
+    t = load_file(out)
+    top = []
+    for k, (pid, s_) in enumerate(recs):
+        L = len(s_)
+        m = t["contacts"][t["offsets"][k]:t["offsets"][k + 1]].reshape(L, L)
+        iu = np.triu_indices(L, 24)
+        for r in np.argsort(-m[iu], kind="stable")[:L // 5]:
+            top.append("%s %d %d" % (pid, iu[0][r] + 1, iu[1][r] + 1))
+    for tag, body, want_p in (("top pairs", top, "1.000"), ("no pairs", [], "0.000")):
+        pf = os.path.join(work, "prec-%s.pairs" % tag.replace(" ", ""))
+        with open(pf, "w") as f:
+            f.write("\n".join(body) + "\n")
+        p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "contact_precision.py"),
+                            out, pf], capture_output=True, text=True)
+        print("  %-9s %s" % (tag, p.stdout.strip()))
+        check(p.returncode == 0 and ("precision: %s" % want_p) in p.stdout,
+              "contact_precision.py with %s: %r" % (tag, p.stdout + p.stderr))
+
+
 def pick_long(recs, n):
     ok = [r for r in recs if all(c.upper() in esm_fasta.TOK for c in r[1])]
     best = min(ok, key=lambda r: abs(len(r[1]) - n))
@@ -484,6 +544,7 @@ def main():
         part_b(work, mdir, recs, refs)
         part_e(work, mdir, pick_long(db, 1500))
         part_f(work, mdir, recs)
+        part_g(work, recs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
