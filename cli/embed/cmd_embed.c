@@ -275,6 +275,7 @@ static int stop_on_signal(void *user, const esmt_progress *p) {
 /* Representations of every protein of the chunk: 0, 1 when a stop signal
  * ended it, or -1 after printing why. */
 static int compute(const embed_options *o, esmt_model *m, embed_chunk *c) {
+  if ((o->include & ESMT_EMBED_ATTENTION) && embed_attention_check_chunk(o, m, c)) return -1;
   esmt_embed_request q = ESMT_EMBED_REQUEST_INIT;
   q.num_layers = o->nl;
   q.layers = o->layers;

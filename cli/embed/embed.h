@@ -39,5 +39,8 @@ typedef struct embed_chunk {
  * over a threshold, proteins over the cap refused before anything is
  * created. 0, or 1 after the message. */
 int embed_attention_estimate(const embed_options *o, esmt_model *m);
+/* Standard input, read in chunks: the first protein of c over the cap,
+ * named; 0, or 1 after the message. */
+int embed_attention_check_chunk(const embed_options *o, esmt_model *m, const embed_chunk *c);
 
 #endif

@@ -4,7 +4,8 @@
  * standard input, which cannot be read twice), the memory one protein's
  * maps take while computed (esmt_plan_attention_maps), a warning over
  * EMBED_ATTENTION_WARN_BYTES, and the proteins over --max-attention-bytes
- * refused up front, each named with its length and bytes. */
+ * refused up front, each named with its length and bytes; from standard
+ * input, chunk by chunk as they are read. */
 #include <stdio.h>
 #include <string.h>
 
@@ -88,5 +89,21 @@ int embed_attention_estimate(const embed_options *o, esmt_model *m) {
     fprintf(stderr, "esmtrain-example: embed: warning: the attention maps take %s on disk "
             "(over %s)\n", cli_bytes(z.total, a, sizeof a),
             cli_bytes(EMBED_ATTENTION_WARN_BYTES, b, sizeof b));
+  return 0;
+}
+
+int embed_attention_check_chunk(const embed_options *o, esmt_model *m, const embed_chunk *c) {
+  char a[32], b[32];
+  for (int i = 0; i < c->n && o->max_attention_bytes; i++) {
+    uint64_t bytes = 0;
+    if (esmt_embed_attention_bytes(m, o->nl, c->lengths[i], &bytes) == ESMT_OK &&
+        bytes > o->max_attention_bytes) {
+      fprintf(stderr, "esmtrain-example: embed: protein '%s' (%lld residues): its attention "
+              "maps take %s, over --max-attention-bytes %s\n", cli_esc(c->ids[i]),
+              (long long)c->lengths[i], cli_bytes(bytes, a, sizeof a),
+              cli_bytes(o->max_attention_bytes, b, sizeof b));
+      return 1;
+    }
+  }
   return 0;
 }
