@@ -815,6 +815,14 @@ typedef struct esmt_plan {
  * message and in plan->advice (plan filled with the smallest attempt). */
 ESMT_API esmt_status esmt_plan_memory(const esmt_plan_request *request, esmt_plan *plan);
 
+/* Appended (issue #42): the buffers esmt_model_infer takes for
+ * ESMT_INFER_ATTENTION on `batch` rows of `seq_len` positions: device, one
+ * layer's [batch, heads, seq_len, seq_len] fp32 softmax; host, its copy
+ * plus the maps returned (every layer's, the caller's buffer at most). */
+ESMT_API esmt_status esmt_plan_attention_maps(const esmt_model_config *config, int batch,
+                                              int seq_len, uint64_t *device_bytes,
+                                              uint64_t *host_bytes);
+
 /* Appended (0.2, issue #36): the memory policy a model of one's own is
  * created with, as esmt_plan_memory chose it (its offload_optimizer,
  * recompute and stream fields) or as the caller forces it. */
