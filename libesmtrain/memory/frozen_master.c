@@ -21,12 +21,11 @@ esmt_status esmt_param_frozen_setup(esmt_param_memory *p) {
   const esmt_param_env *e = &p->env;
   const uint64_t frozen = e->opt_lo, trained = e->total - e->opt_lo;
   const uint64_t nn = (uint64_t)e->n_norm * (uint64_t)e->d;
-  p->frozen_host = malloc((size_t)frozen * sizeof(float));
+  p->frozen_host = calloc((size_t)frozen, sizeof(float));
   if (!p->frozen_host)
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_model_create: no host memory for the fp32 "
                      "master of the frozen weights (%.1f MiB)",
                      (double)(frozen * sizeof(float)) / 1048576.0);
-  memset(p->frozen_host, 0, (size_t)frozen * sizeof(float));
   p->master_lo = e->opt_lo;
   esmt_status st = esmt_param_dev_alloc(e, (trained ? trained : 1) * sizeof(float),
                                         (void **)&p->master, "fp32 master of what trains");
