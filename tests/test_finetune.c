@@ -13,6 +13,7 @@
 #include "esmtrain/esmtrain.h"
 #include "comm.h"
 #include "dp_group.h"
+#include "model.h"
 
 enum { B = 2, T = 8, C = 3 };
 
@@ -162,6 +163,102 @@ static void test_frozen_moments(void **state) {
   assert_int_equal(esmt_model_read_tensor(m, "esm.encoder.layer.1.LayerNorm.bias",
                                           ESMT_BUF_ADAM_M, v, 32), ESMT_OK);
   esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
+/* Every tensor's fp32 weights, in layout order, concatenated. */
+static float *all_weights(esmt_model *m, uint64_t *n) {
+  int count;
+  assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
+  *n = m->layout.total;
+  float *w = malloc(*n * sizeof *w);
+  for (int i = 0; i < count; i++) {
+    const esmt_tensor_info *t = &m->layout.tensors[i];
+    if (esmt_model_read_tensor(m, t->name, ESMT_BUF_PARAMS, w + t->offset, t->numel))
+      fail_msg("%s", esmt_last_error());
+  }
+  return w;
+}
+
+/* The head's outputs for batch() (B x C). */
+static void head_outputs(esmt_model *m, float *out) {
+  esmt_batch b = batch();
+  esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+  if (esmt_model_forward(m, &b, &r, out)) fail_msg("%s", esmt_last_error());
+}
+
+/* A frozen prefix in bf16 (LoRA, or frozen layers): the frozen weights'
+ * fp32 master is in host memory, the device holding the master of what
+ * trains only (docs/finetune.md, Memory); the frozen weights read back
+ * bit-identical through training and through a checkpoint, and the model
+ * loaded from that checkpoint computes what the trained one does (the
+ * LayerNorm weights that train followed the steps). Returns the model
+ * loaded back. */
+static esmt_model *frozen_on_host_trains(esmt_context *ctx, const esmt_model_config *c,
+                                         float **trained_weights) {
+  esmt_model *m = make(ctx, c);
+  const uint64_t lo = m->train_lo;
+  assert_true(lo > 0);
+  assert_non_null(m->mem.frozen_host);
+  assert_int_equal(m->mem.master_lo, lo); /* no device master below what trains */
+  uint64_t n;
+  float *before = all_weights(m, &n);
+  for (int k = 0; k < 3; k++) step(m, 1e-2, 1.0);
+  float *after = all_weights(m, &n);
+  assert_memory_equal(before, after, lo * sizeof *before);
+  assert_memory_not_equal(before + lo, after + lo, (n - lo) * sizeof *before);
+  const char *dir = test_mkdtemp();
+  if (esmt_model_save(m, dir, 3)) fail_msg("%s", esmt_last_error());
+  esmt_model *back = make(ctx, c);
+  if (esmt_model_load(back, dir, 1, NULL)) fail_msg("%s", esmt_last_error());
+  test_rmtree(dir);
+  float *loaded = all_weights(back, &n);
+  assert_memory_equal(after, loaded, n * sizeof *after);
+  float out_m[B * C], out_back[B * C];
+  head_outputs(m, out_m);
+  head_outputs(back, out_back);
+  assert_memory_equal(out_m, out_back, sizeof out_m);
+  free(before);
+  free(loaded);
+  esmt_model_destroy(m);
+  *trained_weights = after;
+  return back;
+}
+
+static void test_frozen_master_on_host(void **state) {
+  (void)state;
+  esmt_context *ctx = make_ctx();
+  esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
+  c.precision = ESMT_PRECISION_BF16;
+  c.frozen_layers = 1;
+  float *after;
+  esmt_model_destroy(frozen_on_host_trains(ctx, &c, &after));
+  free(after);
+  c.frozen_layers = 0;
+  c.lora_rank = 4;
+  c.lora_alpha = 8.0f;
+  c.lora_targets = ESMT_LORA_QUERY | ESMT_LORA_FFN_DOWN;
+  esmt_model *back = frozen_on_host_trains(ctx, &c, &after);
+  /* the merge, from the host copy: W += (alpha / r) B A, B zeroed */
+  const esmt_lora_offsets *o = &back->layout.lora[1];
+  const uint64_t wq = back->layout.layers[1].qkv_w;
+  if (esmt_model_lora_merge(back)) fail_msg("%s", esmt_last_error());
+  uint64_t n;
+  float *merged = all_weights(back, &n);
+  const int d = 32, r = 4;
+  for (int i = 0; i < d; i++)
+    for (int j = 0; j < d; j++) {
+      double acc = 0;
+      for (int k = 0; k < r; k++)
+        acc += (double)after[o->b[0] + (uint64_t)i * r + k] * after[o->a[0] + (uint64_t)k * d + j];
+      const float want = (float)(after[wq + (uint64_t)i * d + j] + 2.0 * acc);
+      assert_float_equal(merged[wq + (uint64_t)i * d + j], want, 1e-6f);
+    }
+  for (int i = 0; i < d * r; i++) assert_true(merged[o->b[0] + (uint64_t)i] == 0.0f);
+  assert_memory_not_equal(after + wq, merged + wq, (size_t)d * d * sizeof *after);
+  free(after);
+  free(merged);
+  esmt_model_destroy(back);
   esmt_context_destroy(ctx);
 }
 
@@ -489,6 +586,7 @@ int main(void) {
       cmocka_unit_test(test_head_learning_rate),
       cmocka_unit_test(test_lora_initial_state),
       cmocka_unit_test(test_frozen_moments),
+      cmocka_unit_test(test_frozen_master_on_host),
       cmocka_unit_test(test_plan),
       cmocka_unit_test(test_infer_head),
       cmocka_unit_test(test_half_precision),

@@ -21,6 +21,7 @@ static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_
   }
   if (dev_buf && dev_buf == m->mem.master && esmt_param_master_sharded(&m->mem)) {
     if (to_device) return esmt_param_master_upload(&m->mem, host); /* shard and half copy */
+    if (m->mem.frozen_host) return esmt_param_read_host(&m->mem, host, 0, n); /* LoRA in half */
     return esmt_fail(ESMT_ERR_STATE, "copying model buffers: this rank holds the fp32 master "
                      "weights [%llu, %llu) of %llu only (ZeRO-2 sharded master); gather them "
                      "first (a checkpoint saved by esmt_trainer_save has them all)",

@@ -140,6 +140,7 @@ esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host, uint6
   const esmt_param_env *e = &p->env;
   const uint64_t hi = off + n;
   esmtb_status bs = 0;
+  esmt_param_frozen_write(p, host, off, n);
   uint64_t a = off > p->master_lo ? off : p->master_lo, b = hi < p->master_hi ? hi : p->master_hi;
   if (a < b)
     bs = e->ops->copy_async(e->dev, p->master + (a - p->master_lo), host + (a - off),

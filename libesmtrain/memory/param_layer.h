@@ -118,4 +118,21 @@ ESMT_HIDDEN esmt_status esmt_param_write_host(esmt_param_memory *p, const float 
 ESMT_HIDDEN esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst,
                                                     const float *host, uint64_t n);
 
+/* A frozen prefix in a half compute dtype (frozen_master.c): whether its
+ * fp32 master stays in host memory (frozen_host), the device holding the
+ * master of [opt_lo, total) only (no ZeRO: zero_level 0). */
+ESMT_HIDDEN int esmt_param_frozen_on_host(const esmt_param_env *env, int zero_level);
+/* The host master of the frozen prefix, the device master of what trains
+ * and norm_dev allocated (values written later, esmt_param_write_host). */
+ESMT_HIDDEN esmt_status esmt_param_frozen_setup(esmt_param_memory *p);
+/* [off, off + n) of the fp32 master into host[0, n) from the host prefix
+ * and the device master; synced. */
+ESMT_HIDDEN esmt_status esmt_param_read_host(esmt_param_memory *p, float *host, uint64_t off,
+                                             uint64_t n);
+/* The part of host[0, n) (flat [off, off + n)) below master_lo into the
+ * host prefix (esmt_param_write_host's host side). */
+ESMT_HIDDEN void esmt_param_frozen_write(esmt_param_memory *p, const float *host, uint64_t off,
+                                         uint64_t n);
+ESMT_HIDDEN void esmt_param_frozen_release(esmt_param_memory *p);
+
 #endif

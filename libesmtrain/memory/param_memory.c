@@ -127,12 +127,16 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
     if (!aw->n_segments) return ESMT_OK;
     bs = e->ops->adamw ? e->ops->adamw(e->dev, aw, e->stream) : ESMT_ERR_UNSUPPORTED;
   }
+  /* a host frozen master: the kernels read the LayerNorm w/b that train
+   * from norm_dev, which follows the step (stream-ordered) */
+  if (!bs && p->frozen_host) return esmt_param_norms_from_master(p, lo, p->opt_hi);
   /* the backend's message names its op; the caller adds its own name */
   return (esmt_status)bs;
 }
 
 static void dev_release(esmt_param_memory *p) {
   const esmt_param_env *e = &p->env;
+  esmt_param_frozen_release(p);
   void *bufs[] = {p->master, p->grads, p->moment1, p->moment2, p->compute_lowp};
   for (size_t i = 0; e->dev && i < sizeof bufs / sizeof bufs[0]; i++)
     if (bufs[i]) e->ops->free(e->dev, ESMTB_MEM_DEVICE, bufs[i]);

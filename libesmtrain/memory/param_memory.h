@@ -128,6 +128,9 @@ typedef struct esmt_param_memory {
   /* Offload in F16/BF16, and a sharded master: the env's LayerNorm w/b in
    * fp32 on the device, n_norm x d floats in the order of env.norm_offs. */
   float *norm_dev;
+  /* A frozen prefix in half: the fp32 master of [0, master_lo) in host
+   * memory (frozen_master.c); NULL elsewhere. */
+  float *frozen_host;
   const struct esmt_param_layer *layer; /* the device or the offload layer */
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
   struct esmt_stream *stream;           /* the stream layer's device side; NULL elsewhere */

@@ -65,8 +65,11 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
     const int shard_w = zero_level >= 3;
     const int shard_m = shard_w || (zero_level > 0 && esmt_zero_shards_master(
                                         zero_level, o->zero_world, (int)env->esize));
-    if (!shard_m) st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
-    p->compute32 = p->master;
+    /* a frozen prefix in half: its master on the host (frozen_master.c) */
+    const int frozen_host = esmt_param_frozen_on_host(env, zero_level);
+    if (frozen_host) st = esmt_param_frozen_setup(p);
+    else if (!shard_m) st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
+    p->compute32 = frozen_host ? NULL : p->master;
     if (!st) st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment1, "optimizer first moments");
     if (!st && nstate > 1)
       st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment2, "AdamW second moments");

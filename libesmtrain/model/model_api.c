@@ -292,6 +292,12 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
     memset(host, 0, count * sizeof(float));
     return ESMT_OK;
   }
+  if (which == ESMT_BUF_PARAMS && m->mem.frozen_host) { /* a frozen master on the host */
+    if (to_device) m->have_forward = 0;
+    st = to_device ? esmt_param_write_host(&m->mem, host, t->offset, t->numel)
+                   : esmt_param_read_host(&m->mem, host, t->offset, t->numel);
+    return st ? esmt_fail_prefix(st, "%s: '%s': ", fn, name) : ESMT_OK;
+  }
   if (which == ESMT_BUF_PARAMS && to_device && m->mem.wgather)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: '%s': the weights are sharded over the ranks "
                      "(ZeRO-3) and gathered per layer; write them before the group starts or "

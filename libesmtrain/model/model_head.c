@@ -103,13 +103,16 @@ static esmt_status reserve(esmt_model *m, int B, int T, const char *fn) {
   h->dpooled = p, p += bd * m->esize;
   h->out = p, p += rows * C * m->esize;
   h->dout = p;
-  const uint64_t host = pool > rows * C ? pool : rows * C > bd ? rows * C : bd;
+  /* each host buffer as large as the largest of the three sizes, so that
+   * one capacity covers them whatever the batch shape grows in */
+  uint64_t host = pool > rows * C ? pool : rows * C;
+  if (bd > host) host = bd;
   if (host > h->host_cap) {
-    float *t = realloc(h->targets, (size_t)(rows * C) * sizeof *t);
+    float *t = realloc(h->targets, (size_t)host * sizeof *t);
     if (t) h->targets = t;
-    float *w = t ? realloc(h->h32, (size_t)(bd ? bd : 1) * sizeof *w) : NULL;
+    float *w = t ? realloc(h->h32, (size_t)host * sizeof *w) : NULL;
     if (w) h->h32 = w;
-    float *o = w ? realloc(h->out32, (size_t)(rows * C) * sizeof *o) : NULL;
+    float *o = w ? realloc(h->out32, (size_t)host * sizeof *o) : NULL;
     if (o) h->out32 = o;
     float *s = o ? realloc(h->stage, (size_t)host * sizeof *s) : NULL;
     if (s) h->stage = s;

@@ -14,6 +14,7 @@
 
 #include "esmtrain/backend.h"
 #include "model.h"
+#include "param_layer.h"
 
 struct esmt_lora {
   void *buf;            /* one device allocation: u of every adapter, du, the discard */
@@ -335,13 +336,41 @@ void esmt_lora_merge_host(const esmt_model *m, float *host) {
     }
 }
 
+/* The merge when the frozen weights' fp32 master is in host memory (a half
+ * compute dtype, memory/frozen_master.c): on a host image of the master,
+ * B zeroed after, then written back with its half copy. */
+static esmt_status merge_on_host(esmt_model *m) {
+  const char *fn = "esmt_model_lora_merge";
+  const uint64_t n = m->layout.total;
+  float *w = malloc(n * sizeof *w);
+  if (!w)
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: no host memory for the fp32 weights "
+                     "(%.1f MiB)", fn, (double)(n * sizeof *w) / 1048576.0);
+  esmt_status st = esmt_param_read_host(&m->mem, w, 0, n);
+  if (!st) {
+    esmt_lora_merge_host(m, w);
+    for (int l = 0; l < m->L; l++)
+      for (int t = 0; t < ESMT_LORA_TARGETS; t++) {
+        const esmt_lora_offsets *o = &m->layout.lora[l];
+        int in, out;
+        esmt_lora_target(&m->cfg, t, &in, &out);
+        if (o->a[t]) memset(w + o->b[t], 0, (size_t)out * (size_t)m->cfg.lora_rank * sizeof *w);
+      }
+    st = esmt_param_master_upload(&m->mem, w);
+  }
+  free(w);
+  m->have_forward = 0; /* the weights changed */
+  return st ? esmt_fail_prefix(st, "%s: ", fn) : ESMT_OK;
+}
+
 static esmt_status merge_unguarded(esmt_model *m) {
   const char *fn = "esmt_model_lora_merge";
   ESMT_CHECK_ARG(m, fn, "model is NULL");
   if (!m->layout.lora)
     return esmt_fail(ESMT_ERR_STATE, "%s: the model has no LoRA adapters (lora_rank 0)", fn);
+  if (m->mem.frozen_host) return merge_on_host(m);
   const int r = m->cfg.lora_rank;
-  float *w = m->mem.master; /* LoRA keeps the parameters on the device (model_freeze.c) */
+  float *w = m->mem.master; /* in fp32 the whole master is on the device */
   esmt_status st = ESMT_OK;
   for (int l = 0; l < m->L && !st; l++)
     for (int t = 0; t < ESMT_LORA_TARGETS && !st; t++) {

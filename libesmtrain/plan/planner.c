@@ -60,8 +60,9 @@ static void frozen_advice(esmt_plan *best, int seq_len, const char *total, const
   snprintf(best->advice, sizeof best->advice,
            "does not fit: the smallest plan (micro-batch %d x %d, recompute %s) needs %s but "
            "the budget is %s, %.2f GiB of it the fp32 master weights: a model with frozen "
-           "parameters (LoRA, frozen layers) keeps every weight on the device, with no "
-           "optimizer offload or streaming; shorten seq_len or use a smaller model",
+           "parameters (LoRA, frozen layers) keeps its weights on the device, with no "
+           "optimizer offload or streaming (in fp16/bf16 the frozen ones in half only); "
+           "use fp16/bf16, shorten seq_len or use a smaller model",
            best->micro_batch, seq_len, best->recompute ? "on" : "off", total, budget,
            (double)best->device[ESMT_MEM_MASTER_WEIGHTS] / (1024.0 * MIB));
 }
@@ -70,6 +71,12 @@ static void frozen_advice(esmt_plan *best, int seq_len, const char *total, const
 typedef struct policy {
   int offload, recompute, stream;
 } policy;
+
+/* Whether the frozen prefix's fp32 master stays in host memory, as
+ * esmt_param_frozen_on_host decides for the model. */
+static int frozen_master_on_host(const plan_ctx *c, policy pol, uint64_t es) {
+  return c->train_lo && es != 4 && !pol.offload && c->r->zero == 0;
+}
 
 /* Fill plan->device for one concrete policy and micro-batch. */
 static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
@@ -98,7 +105,12 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const int zero3 = !pol.offload && r->zero >= 3;
   const int master_shard =
       zero3 || (!pol.offload && esmt_zero_shards_master(r->zero, r->world_size, (int)es));
-  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : master_shard ? held * 4 : P * 4;
+  /* a frozen prefix in half: its fp32 master in host memory, the device's
+   * for what trains, the LayerNorm w/b in fp32 as workspace (frozen_master.c) */
+  const int frozen_host = frozen_master_on_host(c, pol, es);
+  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0
+                                     : master_shard ? held * 4
+                                     : frozen_host  ? trained * 4 : P * 4;
   /* ZeRO-3: the compute weights of the shard (in fp32 the master itself),
    * the end parts whole and two gather slots (weight_gather.c) */
   if (zero3)
@@ -124,7 +136,7 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
                                   attention_scratch_bytes(r->model, B, r->seq_len, es);
   if (pol.offload) /* the LayerNorm w/b (and alignment) beside the compute weights */
     p->device[ESMT_MEM_WORKSPACE] += sb.device_weights - p->device[ESMT_MEM_COMPUTE_WEIGHTS];
-  if (master_shard) p->device[ESMT_MEM_WORKSPACE] += norms; /* 0 in fp32 */
+  if (master_shard || frozen_host) p->device[ESMT_MEM_WORKSPACE] += norms; /* 0 in fp32 */
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
@@ -316,6 +328,12 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
                "transfers and host passes (%.1f%%), the fastest of the policies that fit",
                best.compute_seconds, best.micro_batches, best.exposed_seconds,
                100.0 * best.exposed_seconds / best.compute_seconds);
+    }
+    if (c.train_lo && req.precision != ESMT_PRECISION_FP32 && !req.zero) {
+      const size_t n = strlen(best.advice);
+      snprintf(best.advice + n, sizeof best.advice - n, "; the fp32 master of the frozen "
+               "weights (%.2f GiB) in host memory",
+               (double)(c.train_lo * 4) / (1024.0 * MIB));
     }
     if (req.world_size > 1 || req.zero) {
       const size_t n = strlen(best.advice);

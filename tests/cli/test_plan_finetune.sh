@@ -2,9 +2,11 @@
 # SPDX-License-Identifier: MIT
 # `plan` for fine-tuning: LoRA on esm2_t33_650M plans the moments and
 # gradients of the adapters and the head only and fits 8 GiB in fp16; full
-# fine-tuning of the same model holds whole-model moments; esm2_t36_3B does
-# not fit yet and the advice names why (its fp32 master weights, which stay
-# on the device); bad flags are refused with exit 2. Usage: test_plan_finetune.sh ESMTRAIN_EXAMPLE
+# fine-tuning of the same model holds whole-model moments; LoRA on
+# esm2_t36_3B fits 8 GiB too, the frozen weights' fp32 master in host memory
+# and their half copy only on the device, while in fp32 it does not fit and
+# the advice names why; bad flags are refused with exit 2.
+# Usage: test_plan_finetune.sh ESMTRAIN_EXAMPLE
 set -u
 CLI=$1
 fail=0
@@ -25,9 +27,19 @@ check "full fine-tuning 650M: whole-model moments (GiB)" \
 enc=$("$CLI" plan --model esm2_t33_650M --frozen-layers encoder --num-labels 5 --precision fp16)
 check "encoder frozen: the head's moments only (KiB or MiB)" \
   'echo "$enc" | grep -Eq "AdamW moments +[0-9.]+ (KiB|MiB)"'
+check "LoRA 650M: the frozen weights' fp32 master in host memory" \
+  'echo "$out" | grep -Eq "fp32 master of the frozen weights \(2\.[0-9]+ GiB\) in host memory"'
 big=$("$CLI" plan --model esm2_t36_3B --lora-rank 8 --device-mem 8GiB --precision fp16)
 rc=$?
-check "LoRA 3B on 8 GiB: not yet (exit 3), the frozen weights' fp32 master named" \
+echo "$big"
+check "LoRA 3B fits 8 GiB in fp16 (exit 0)" '[ $rc -eq 0 ]'
+check "LoRA 3B: the device master is the adapters' and the head's (MiB)" \
+  'echo "$big" | grep -Eq "master weights +[0-9.]+ MiB"'
+check "LoRA 3B: the frozen weights' fp32 master (10.x GiB) in host memory" \
+  'echo "$big" | grep -Eq "fp32 master of the frozen weights \(10\.[0-9]+ GiB\) in host memory"'
+big=$("$CLI" plan --model esm2_t36_3B --lora-rank 8 --device-mem 8GiB --precision fp32)
+rc=$?
+check "LoRA 3B in fp32 on 8 GiB: no (exit 3), the fp32 master named" \
   '[ $rc -eq 3 ] && echo "$big" | grep -q "GiB of it the fp32 master weights: a model with frozen"'
 bad=$("$CLI" plan --lora-rank 8 --lora-targets query,nope 2>&1)
 rc=$?
