@@ -138,6 +138,27 @@ ESMT_API esmt_status esmt_task_metric_value(const esmt_task_metrics *metrics, do
                                             int *higher_is_better);
 
 /* ------------------------------------------------------------------------ */
+/* What a task model calls its outputs                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The name of a head kind as the finetune.task key, checkpoints and
+ * `predict` spell it ("none", "seq-class", "multilabel", "regression",
+ * "residue-class"), or NULL; and back (-1: none of them). */
+ESMT_API const char *esmt_head_name(int head);
+ESMT_API int esmt_head_from_name(const char *name);
+
+/* The names of the head's num_labels outputs: classes (seq-class,
+ * residue-class; class id i is name i), labels (multilabel) or targets
+ * (regression). A fine-tuning trainer sets them from its table; checkpoints
+ * (esmt_model_save, the trainer's) record them with the head, and
+ * esmt_model_load / esmt_model_create_from_checkpoint restore them. count
+ * 0 forgets them; otherwise it must be num_labels. The names are copied. */
+ESMT_API esmt_status esmt_model_set_label_names(esmt_model *model, const char *const *names,
+                                                int count);
+/* Name of output `index`, or NULL when the model has none. */
+ESMT_API const char *esmt_model_label_name(const esmt_model *model, int index);
+
+/* ------------------------------------------------------------------------ */
 /* A fine-tuning run from a configuration                                    */
 /* ------------------------------------------------------------------------ */
 

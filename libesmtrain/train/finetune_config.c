@@ -29,10 +29,19 @@ void esmt_finetune_owned_free(struct esmt_finetune_owned *o) {
 }
 
 static int task_of(const char *name) {
-  return !strcmp(name, "multilabel")      ? ESMT_HEAD_MULTILABEL
-         : !strcmp(name, "regression")    ? ESMT_HEAD_REGRESSION
-         : !strcmp(name, "residue-class") ? ESMT_HEAD_RESIDUE_CLASS
-                                          : ESMT_HEAD_SEQ_CLASS;
+  const int head = esmt_head_from_name(name); /* the schema admits the task heads only */
+  return head > ESMT_HEAD_NONE ? head : ESMT_HEAD_SEQ_CLASS;
+}
+
+/* The table's label names on the model, so that its checkpoints carry them. */
+static esmt_status name_outputs(esmt_model *model, const esmt_labelled *data) {
+  const int n = esmt_labelled_num_labels(data);
+  const char **names = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+  if (!names) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "naming the head's outputs: out of memory");
+  for (int i = 0; i < n; i++) names[i] = esmt_labelled_label_name(data, i);
+  esmt_status st = esmt_model_set_label_names(model, names, n);
+  free(names);
+  return st;
 }
 
 /* "none", "encoder" or a layer count into esmt_model_config.frozen_layers. */
@@ -150,6 +159,7 @@ esmt_status esmt_finetune_create_from_config(esmt_context *ctx, const esmt_confi
   mc.num_labels = esmt_labelled_num_labels(own->data);
   if ((st = esmt_model_create(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &model)))
     goto fail;
+  if ((st = name_outputs(model, own->data))) goto fail;
   if ((st = esmt_labelled_loader_create(own->data, ESMT_LABELLED_TRAIN, rows, 1, 0, seed,
                                         &own->train)))
     goto fail;
