@@ -130,6 +130,8 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
     esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 1, 1, meta, 2, &crc_model);
   }
+  if (!st && !host_m && m->mem.opt_lo) /* frozen: no moments held, zeros saved */
+    memset(a, 0, n * sizeof *a), memset(b, 0, n * sizeof *b);
   if (!st && !host_m) st = esmt_flat_download(m, a, m->mem.moment1);
   if (!st && !host_m && ns > 1) st = esmt_flat_download(m, b, m->mem.moment2);
   if (!st) {
@@ -174,7 +176,8 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
                                       const char *trainer_json, int keep_last,
                                       const float *host_m, const float *host_v, char *out_dir,
                                       size_t cap) {
-  if (!host_m && (m->mem.opt_lo != 0 || m->mem.opt_hi != m->layout.total))
+  /* a frozen prefix (env.opt_lo) holds no moments and is saved as zeros */
+  if (!host_m && (m->mem.opt_lo != m->mem.env.opt_lo || m->mem.opt_hi != m->layout.total))
     return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
                      "optimizer state; gather the moments first");
   char ckdir[PATH_CAP], tmp[PATH_CAP], final_dir[PATH_CAP], path[PATH_CAP], name[64];
