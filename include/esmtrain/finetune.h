@@ -159,6 +159,47 @@ ESMT_API esmt_status esmt_model_set_label_names(esmt_model *model, const char *c
 ESMT_API const char *esmt_model_label_name(const esmt_model *model, int index);
 
 /* ------------------------------------------------------------------------ */
+/* Predictions of a task model on a file of proteins                         */
+/* ------------------------------------------------------------------------ */
+
+/* esmt_predict_table: a new CSV `output` with every column of `input` (a
+ * CSV/TSV table, plain or gzip, with a sequence column; or FASTA, plain or
+ * gzip, giving the columns id and sequence) and, per row, what the model's
+ * task head predicts, named by the model's output names
+ * (esmt_model_label_name; "0", "1", ... when it has none):
+ *  - seq-class: "predicted" (the most probable class) and "p_<class>" for
+ *    each class (softmax);
+ *  - multilabel: "p_<label>" for each label (sigmoid);
+ *  - regression: "predicted_<target>" for each target;
+ *  - residue-class: "predicted", one class per residue (joined without a
+ *    separator when every class name is one character, else by spaces).
+ * Outputs are those of esmt_model_infer (ESMT_INFER_HEAD) on batches of
+ * batch_rows right-padded proteins, probabilities written with 9
+ * significant digits (a float read back exactly). A protein longer than
+ * the model's window (max_positions - 2 residues) is refused, naming its
+ * line, unless truncate_long (its first window is predicted; a residue
+ * head's later residues are '-'). The output is written to a temporary
+ * beside it and published whole at the end (esmt_output_file): an existing
+ * `output` is refused and kept, and on any error nothing is left. */
+typedef struct esmt_predict_options {
+  uint32_t struct_size;
+  const char *input;
+  const char *output;
+  const char *seq_column;   /* tables: NULL is "sequence" */
+  int batch_rows;           /* proteins per forward pass; 0: 16 */
+  int truncate_long;
+  esmt_progress_fn progress; /* stage "predict", unit "proteins"; non-zero cancels */
+  void *progress_user;
+} esmt_predict_options;
+
+#define ESMT_PREDICT_OPTIONS_INIT \
+  { sizeof(esmt_predict_options), NULL, NULL, NULL, 0, 0, NULL, NULL }
+
+/* *rows (may be NULL): the proteins predicted. */
+ESMT_API esmt_status esmt_predict_table(esmt_model *model, const esmt_predict_options *options,
+                                        uint64_t *rows);
+
+/* ------------------------------------------------------------------------ */
 /* A fine-tuning run from a configuration                                    */
 /* ------------------------------------------------------------------------ */
 
