@@ -98,6 +98,18 @@ ESMT_API void esmt_labelled_loader_destroy(esmt_labelled_loader *loader);
 ESMT_API esmt_status esmt_labelled_loader_as_source(esmt_labelled_loader *loader,
                                                     esmt_batch_source *source);
 
+/* Class weights of a seq-class table's cross-entropy, as transformers'
+ * CrossEntropyLoss(weight=w): a row of class y counts w[y] times, and the
+ * loss is divided by the sum of the weights of the rows scored.
+ * esmt_labelled_balanced_weights: scikit-learn's "balanced" weights of the
+ * training split, n_rows / (num_labels * rows of the class), into
+ * weights[count] (count = num_labels). A loader given weights (copied;
+ * count 0: none) puts them on every batch (esmt_batch.class_weights). */
+ESMT_API esmt_status esmt_labelled_balanced_weights(const esmt_labelled *data, float *weights,
+                                                    int count);
+ESMT_API esmt_status esmt_labelled_loader_set_class_weights(esmt_labelled_loader *loader,
+                                                            const float *weights, int count);
+
 /* ------------------------------------------------------------------------ */
 /* Task metrics                                                               */
 /* ------------------------------------------------------------------------ */

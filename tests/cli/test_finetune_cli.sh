@@ -50,7 +50,7 @@ test "$(md5sum < "$work/ten.csv")" = "$sum"
 
 echo "== a fine-tuned checkpoint starts a LoRA model, its head and encoder kept"
 "$cli" finetune "${common[@]}" --steps 10 --eval-every 10 --warmup 2 --lr 1e-4 --lora-rank 4 \
-  --lora-targets q,v --init-from "$work/run" --out "$work/lora" > "$work/lora.log"
+  --lora-targets q,v --class-weights auto --init-from "$work/run" --out "$work/lora" > "$work/lora.log"
 first=$(grep -o '"accuracy":[0-9.]*' "$work/lora/metrics.jsonl" | head -1 | cut -d: -f2)
 awk -v a="$first" 'BEGIN { exit !(a >= 0.85) }' || { echo "LoRA from the fine-tuned run: accuracy $first"; exit 1; }
 grep -q '"label_names": \[' "$work/lora/checkpoints/step-00000010/state.json"
