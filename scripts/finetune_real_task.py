@@ -3,6 +3,7 @@
 
   finetune_real_task.py score TABLE PRED          accuracy and macro-F1 of `predict`'s
                                                   classes on TABLE's test rows
+  finetune_real_task.py majority TABLE -         the most frequent training class, on test
   finetune_real_task.py logreg TABLE EMBED_DIR    a multinomial logistic regression on the
                                                   mean embeddings (`embed`), L2 strength
                                                   chosen on the valid rows, scored on test
@@ -40,6 +41,15 @@ def score(table, pred):
     split = {r["id"]: r["split"] for r in read_table(table)}
     rows = [r for r in read_table(pred) if split[r["id"]] == "test"]
     return figures([r["label"] for r in rows], [r["predicted"] for r in rows])
+
+
+def majority(table):
+    """Always the most frequent training class: the floor both must clear."""
+    rows = read_table(table)
+    train = [r["label"] for r in rows if r["split"] == "train"]
+    top = max(sorted(set(train)), key=train.count)
+    test = [r["label"] for r in rows if r["split"] == "test"]
+    return figures(test, [top] * len(test))
 
 
 def fit(x, y, k, l2, steps=500, lr=0.5):
@@ -84,7 +94,10 @@ def logreg(table, embed_dir):
 
 def main():
     what, table, other = sys.argv[1:4]
-    acc, f1, n = score(table, other) if what == "score" else logreg(table, other)
+    if what == "majority":
+        acc, f1, n = majority(table)
+    else:
+        acc, f1, n = score(table, other) if what == "score" else logreg(table, other)
     print(f"accuracy {acc:.4f} macro_f1 {f1:.4f} n {n}")
 
 

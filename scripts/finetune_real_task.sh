@@ -15,7 +15,7 @@
 # are scored on the test clusters, both figures printed; RECORD=1 appends
 # them to the table in docs/finetune.md with the commit and this command.
 #   bash scripts/finetune_real_task.sh [CLI]       (env: OUT, PRETRAIN_SECONDS,
-#   FT_STEPS, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT, THREADS, SEED, RECORD)
+#   FT_STEPS, FT_LR, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT, THREADS, SEED, RECORD)
 # LIMIT keeps the first N labelled proteins (the CI-sized run of
 # tests/cli/test_finetune_real_task.sh uses a few hundred).
 set -euo pipefail
@@ -24,6 +24,7 @@ cli=$(realpath "${1:-$here/build/bin/esmtrain-example}")
 fasta=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 out=${OUT:-runs/real-task}
 pretrain_s=${PRETRAIN_SECONDS:-300}
+ft_lr=${FT_LR:-3e-4}
 ft_steps=${FT_STEPS:-600}
 layers=${LAYERS:-4} width=${WIDTH:-128} heads=${HEADS:-4} max_len=${MAX_LEN:-256}
 limit=${LIMIT:-0} threads=${THREADS:-0} seed=${SEED:-1}
@@ -81,7 +82,7 @@ echo "== pre-training on the unlabelled records (${pretrain_s} s)"
 
 echo "== fine-tuning the pre-trained checkpoint (${ft_steps} steps)"
 "$cli" finetune --init-from "$out/pretrain" --data "$out/labelled.csv" --split-col split \
-  --task seq-class "${shape[@]}" --steps "$ft_steps" --lr 3e-4 --warmup 30 --batch-rows 16 \
+  --task seq-class "${shape[@]}" --steps "$ft_steps" --lr "$ft_lr" --warmup 30 --batch-rows 16 \
   --eval-every 50 --log-every 0 --best-metric macro_f1 --seed "$seed" --out "$out/finetune" \
   > "$out/finetune.log"
 "$cli" predict "$out/finetune/checkpoints/best" "$out/labelled.csv" -o "$out/predictions.csv" \
@@ -93,7 +94,9 @@ echo "== logistic regression on the same checkpoint's mean embeddings"
   --quiet > /dev/null
 lr=$(/usr/bin/python3 "$here/scripts/finetune_real_task.py" logreg "$out/labelled.csv" "$out/embeddings")
 
+base=$(/usr/bin/python3 "$here/scripts/finetune_real_task.py" majority "$out/labelled.csv" -)
 echo "held-out test clusters ($counts):"
+echo "  the most frequent class:        $base"
 echo "  fine-tuned:                     $ft"
 echo "  logistic regression on embed:   $lr"
 if [ "${RECORD:-0}" = 1 ]; then
