@@ -15,7 +15,7 @@ static const struct {
     {"finetune", cmd_finetune, "a task head (LoRA, frozen layers) on a checkpoint from a labelled table"},
     {"launch", cmd_launch, "run N data-parallel ranks of a command on this machine"},
     {"config", cmd_config, "resolve, print and check a configuration; list presets and keys"},
-    {"export", cmd_export, "a checkpoint as a Hugging Face EsmForMaskedLM directory"},
+    {"export", cmd_export, "a checkpoint as a Hugging Face directory (and a PEFT adapter)"},
     {"import-hf", cmd_import_hf, "a Hugging Face ESM-2 directory as an esmtrain checkpoint"},
     {"predict", cmd_predict, "a fine-tuned model's predictions for a table or FASTA as CSV"},
     {"embed", cmd_embed, "per-protein and per-residue embeddings of FASTA or a dataset"},

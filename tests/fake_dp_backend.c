@@ -224,6 +224,40 @@ static const char *check_zero2(const fake_call *c, int i, const void *comm_strea
   return NULL;
 }
 
+/* ZeRO-3: every reduce-scatter (gradient parts) and all-gather (a layer's
+ * weights into a slot, the end parts after an update) runs on the comm
+ * stream right after a model -> comm event; the reduce-scatters cover
+ * `total` once per update; the model stream waits for the comm stream at
+ * least once per all-gather (before the slot is read). */
+static const char *check_zero3(const fake_call *c, int i, const void *comm_stream,
+                               uint64_t total, int steps, int *groups) {
+  uint64_t covered = 0;
+  int parts = 0, gathers = 0, model_waits = 0;
+  for (; i < g_n; i++) {
+    if (c[i].kind == FAKE_WAIT && c[i].stream == NULL) model_waits++;
+    if (c[i].kind == FAKE_ALLREDUCE) return PROBLEM("an all-reduce at call %d", i);
+    if (c[i].kind != FAKE_REDUCE_SCATTER && c[i].kind != FAKE_ALLGATHER) continue;
+    if (i < 2 || c[i - 2].kind != FAKE_RECORD || c[i - 1].kind != FAKE_WAIT ||
+        c[i - 2].stream != NULL || c[i - 1].stream != comm_stream ||
+        c[i - 2].event != c[i - 1].event || c[i].stream != comm_stream)
+      return PROBLEM("collective at call %d (kind %d) not on the comm stream after a model -> "
+                     "comm event", i, c[i].kind);
+    if (c[i].kind == FAKE_ALLGATHER) {
+      gathers++;
+      continue;
+    }
+    covered += (uint64_t)(c[i].lo < 0 ? c[i].hi : c[i].hi - c[i].lo); /* range_of's n */
+    parts++;
+  }
+  if (covered != (uint64_t)steps * total)
+    return PROBLEM("the parts reduce-scattered cover %llu of %d x %llu",
+                   (unsigned long long)covered, steps, (unsigned long long)total);
+  if (gathers < steps || model_waits < gathers)
+    return PROBLEM("%d weight all-gathers, %d model-stream waits", gathers, model_waits);
+  *groups = parts / steps;
+  return NULL;
+}
+
 const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, int steps,
                           int *groups) {
   const fake_call *c = g_calls;
@@ -243,6 +277,7 @@ const char *fake_dp_check(int rank, int world, uint64_t total, uint64_t bucket, 
   const void *comm_stream = c[i].stream;
   if (!comm_stream) return PROBLEM("the test all-reduce ran on the model's stream");
   i++;
+  if (g_zero >= 3) return check_zero3(c, i, comm_stream, total, steps, groups);
   if (g_zero >= 2) return check_zero2(c, i, comm_stream, total, steps, groups);
   const uint64_t per_step = (total + bucket - 1) / bucket;
   for (int s = 0; s < steps; s++) {

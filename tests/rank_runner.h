@@ -1,8 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* What the multi-process data-parallel tests (test_data_parallel,
  * test_dp_device, test_zero1) share: running each rank's spec in a fork()ed
- * process, and passing results back through small files (an error text,
- * the trained fp32 weights). */
+ * process, passing results back through small files (an error text, the
+ * trained fp32 weights), and what a killed rank must leave behind. */
 #ifndef ESMT_TEST_RANK_RUNNER_H
 #define ESMT_TEST_RANK_RUNNER_H
 
@@ -21,5 +21,11 @@ void write_text(const char *path, const char *text);
 void write_weights(esmt_model *m, const char *path);
 /* Reads a write_weights file (fails the test when it is missing); *n floats. */
 float *read_weights(const char *path, size_t *n);
+/* After a rank died: RUN/checkpoints holds `latest` naming `step` (e.g.
+ * "step-00000002") and that checkpoint alone, nothing half-written beside
+ * it, and it loads into m. */
+void assert_last_good_checkpoint(const char *run_dir, const char *step, esmt_model *m);
+/* The text of a small file written by a rank (fails the test when missing). */
+void read_rank_text(const char *path, char *buf, size_t cap);
 
 #endif

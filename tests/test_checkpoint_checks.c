@@ -285,6 +285,10 @@ static void resume_world_size_needs_a_global_token_budget(void **state) {
   assert_int_equal(json_array_size(changes), 1);
   assert_string_equal(json_string_value(json_object_get(json_array_get(changes, 0), "key")),
                       "world_size");
+  /* the reason is recorded with it: the ranks share one batch order */
+  const char *why = json_string_value(json_object_get(json_array_get(changes, 0), "reason"));
+  assert_non_null(why);
+  assert_non_null(strstr(why, "no batch seen twice or skipped"));
   /* an old checkpoint without a recorded world size is not compared */
   assert_int_equal(compare(plain, 1, plain, 1, 0, 3, NULL), ESMT_OK);
   json_decref(changes);

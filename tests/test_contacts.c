@@ -4,7 +4,8 @@
  * a protein's end is never returned, right-padded and packed rows agree;
  * the contact features are the attention without <cls>/<eos>, symmetrised
  * and average-product corrected, and the contacts their logistic
- * regression; a model without a (trained) contact head, an empty protein,
+ * regression; a protein longer than the window is the average of its
+ * windows' maps; a model without a (trained) contact head, an empty protein,
  * a protein longer than the window and a backend without attention_probs
  * are refused with a message; a head set here survives export and import;
  * a head trained on synthetic contacts (a teacher head's top pairs) ranks
@@ -188,6 +189,66 @@ static void features_and_contacts(void **state) {
   free(c);
 }
 
+/* A protein of 50 residues through windows of 22 (stride 11: starts 0, 11,
+ * 22 and 28): each pair the average of the maps of the windows holding
+ * both residues, 0 where none does; a protein that fits is
+ * esmt_predict_contacts itself. Needs the head features_and_contacts set. */
+static void contacts_windowed(void **state) {
+  (void)state;
+  enum { NL = 50, NW = 4 };
+  static const int64_t starts[NW] = {0, 11, 22, 28};
+  int32_t res[NL];
+  const char *aa = "ACDEFGHIKLMNPQRSTVWY";
+  for (int i = 0; i < NL; i++) assert_int_equal(esmt_tokenize(&aa[(i * 7) % 20], 1, &res[i], 1,
+                                                              NULL), ESMT_OK);
+  float *got = malloc((size_t)NL * NL * sizeof *got), *win = malloc((size_t)W * W * sizeof *win);
+  double *sum = calloc((size_t)NL * NL, sizeof *sum);
+  int *cnt = calloc((size_t)NL * NL, sizeof *cnt);
+  assert_int_equal(esmt_predict_contacts_windowed(g_m, res, NL, 0, got), ESMT_OK);
+  for (int w = 0; w < NW; w++) {
+    assert_int_equal(esmt_predict_contacts(g_m, res + starts[w], W, win), ESMT_OK);
+    for (int i = 0; i < W; i++)
+      for (int j = 0; j < W; j++) {
+        sum[(starts[w] + i) * NL + starts[w] + j] += win[i * W + j];
+        cnt[(starts[w] + i) * NL + starts[w] + j]++;
+      }
+  }
+  double worst = 0;
+  int uncovered = 0;
+  for (int k = 0; k < NL * NL; k++) {
+    worst = fmax(worst, fabs((cnt[k] ? sum[k] / cnt[k] : 0.0) - got[k]));
+    uncovered += !cnt[k];
+  }
+  print_message("windowed contacts: %.2g from the windows by hand; %d of %d pairs in no window\n",
+                worst, uncovered, NL * NL);
+  assert_true(worst < 1e-6);
+  assert_true(uncovered > 0 && got[NL - 1] == 0.0f); /* residues 1 and 50 share no window */
+  assert_true(cnt[0] == 1 && got[0] == sum[0]);     /* (1, 1): the first window's own value */
+  /* one that fits: esmt_predict_contacts' values exactly */
+  assert_int_equal(esmt_predict_contacts_windowed(g_m, res, W, 5, got), ESMT_OK);
+  assert_int_equal(esmt_predict_contacts(g_m, res, W, win), ESMT_OK);
+  assert_memory_equal(got, win, (size_t)W * W * sizeof *got);
+  assert_int_equal(esmt_predict_contacts_windowed(g_m, res, NL, W + 1, got),
+                   ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "stride of 23 residues is more than the window"));
+  assert_int_equal(esmt_predict_contacts_windowed(g_m, res, 0, 0, got), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "empty"));
+  free(got), free(win), free(sum), free(cnt);
+}
+
+/* The planner's figure is what esmt_model_infer allocates: one layer's
+ * [B, H, T, T] fp32 on the device, that and every layer's maps on the host. */
+static void attention_plan(void **state) {
+  (void)state;
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  assert_int_equal(esmt_model_get_config(g_m, &c), ESMT_OK);
+  uint64_t dev = 0, host = 0;
+  assert_int_equal(esmt_plan_attention_maps(&c, 3, 10, &dev, &host), ESMT_OK);
+  assert_true(dev == 3ull * H * 10 * 10 * sizeof(float));
+  assert_true(host == dev * (1 + L));
+  assert_int_equal(esmt_plan_attention_maps(&c, -1, 10, &dev, &host), ESMT_ERR_INVALID_ARGUMENT);
+}
+
 static void bad_inputs(void **state) {
   (void)state;
   int32_t res[W + 1];
@@ -363,6 +424,8 @@ int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(attention_rows_and_layouts),
       cmocka_unit_test(features_and_contacts),
+      cmocka_unit_test(contacts_windowed),
+      cmocka_unit_test(attention_plan),
       cmocka_unit_test(bad_inputs),
       cmocka_unit_test(head_survives_export),
       cmocka_unit_test(head_trained_on_synthetic_pairs),

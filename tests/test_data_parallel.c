@@ -10,7 +10,9 @@
  *  - a rank killed mid-run makes the other stop with an error naming it;
  *  - under mpirun, the MPI plugin gives the TCP ring's weights bit for bit
  *    (issue #23; skipped without mpirun or the plugin). This program is
- *    then also the MPI rank: `test_data_parallel --mpi-rank W OUT`. */
+ *    then also the MPI rank: `test_data_parallel --mpi-rank W OUT`;
+ *  - a rank killed inside an MPI all-reduce (esmt_comm_test_fault): mpirun
+ *    ends the job naming it, and the last checkpoint stays whole. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -23,6 +25,7 @@
 #include <unistd.h>
 
 #include "checkpoint.h"
+#include "comm.h"
 #include "dp_group.h"
 #include "mem_source.h"
 #include "rank_runner.h"
@@ -312,8 +315,48 @@ static void test_mpi_equals_tcp(void **state) {
   }
 }
 
-/* One MPI rank of test_mpi_equals_tcp: weights into OUT-r<rank>. */
-static int mpi_rank_main(int world, const char *prefix) {
+/* Rank 1 of 2 MPI ranks SIGKILLed on entering its 80th all-reduce (in
+ * update 3, after the save at update 2): mpirun ends the job within
+ * seconds, non-zero, naming rank 1 and the signal, and the run keeps the
+ * update-2 checkpoint as latest, loadable, with nothing half-written. */
+static void test_mpi_killed_mid_allreduce(void **state) {
+  (void)state;
+  if (!mpi_available()) skip();
+  char run_dir[512], log[512], cmd[2048];
+  snprintf(run_dir, sizeof run_dir, "%s/mpi-kill", g_dir);
+  snprintf(log, sizeof log, "%s/mpi-kill.log", g_dir);
+  const char *rank_env = getenv("ESMT_MPI_RANK_ENV");
+  snprintf(cmd, sizeof cmd,
+           "%s OMPI_ALLOW_RUN_AS_ROOT=1 OMPI_ALLOW_RUN_AS_ROOT_CONFIRM=1 OMPI_MCA_btl=self,vader "
+           "mpirun -np 2 --oversubscribe --bind-to none /proc/%d/exe --mpi-rank 2 %s/mpi-kill-w "
+           "%s 80 > %s 2>&1", rank_env ? rank_env : "", (int)getpid(), g_dir, run_dir, log);
+  double t0 = esmt_clock_seconds();
+  const int rc = system(cmd);
+  const double waited = esmt_clock_seconds() - t0;
+  char msg[8192];
+  read_rank_text(log, msg, sizeof msg);
+  printf("MPI, rank 1 killed entering all-reduce #80: mpirun exited %d after %.2f s:\n%s", rc,
+         waited, msg);
+  assert_true(rc != 0);
+  assert_true(waited < 15);
+  assert_non_null(strstr(msg, "rank 1"));
+  esmt_context *ctx = make_ctx();
+  esmt_model *m = make_model(ctx);
+  assert_last_good_checkpoint(run_dir, "step-00000002", m);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
+static int g_kill_nth; /* > 0: this MPI rank 1 dies entering that all-reduce */
+static void kill_at_allreduce(const esmt_comm *c, esmt_comm_op op, uint64_t nth) {
+  if (op == ESMT_COMM_OP_ALLREDUCE && nth == (uint64_t)g_kill_nth && esmt_comm_rank(c) == 1)
+    raise(SIGKILL);
+}
+
+/* One MPI rank of test_mpi_equals_tcp (weights into OUT-r<rank>), or of
+ * test_mpi_killed_mid_allreduce (RUN_DIR and N given: 6 updates saved
+ * every 2 into RUN_DIR, rank 1 killed entering its Nth all-reduce). */
+static int mpi_rank_main(int world, const char *prefix, const char *run_dir) {
   const char *r = getenv("OMPI_COMM_WORLD_RANK");
   if (!r) r = getenv("PMI_RANK");
   if (!r) {
@@ -323,6 +366,12 @@ static int mpi_rank_main(int world, const char *prefix) {
   char out[600];
   snprintf(out, sizeof out, "%s-r%s", prefix, r);
   run_spec s = {atoi(r), world, 1, STEPS, NULL, 0, 0, 0, out, NULL, 1};
+  if (run_dir) {
+    s.steps = 6;
+    s.run_dir = run_dir;
+    s.save_every = 2;
+    esmt_comm_test_fault = kill_at_allreduce;
+  }
   esmt_status st = run(&s);
   if (st) fprintf(stderr, "rank %s: %s\n", r, esmt_last_error());
   return st ? 1 : 0;
@@ -340,12 +389,18 @@ static int teardown(void **state) {
 }
 
 int main(int argc, char **argv) {
-  if (argc == 4 && strcmp(argv[1], "--mpi-rank") == 0) return mpi_rank_main(atoi(argv[2]), argv[3]);
+  if (argc == 4 && strcmp(argv[1], "--mpi-rank") == 0)
+    return mpi_rank_main(atoi(argv[2]), argv[3], NULL);
+  if (argc == 6 && strcmp(argv[1], "--mpi-rank") == 0) {
+    g_kill_nth = atoi(argv[5]);
+    return mpi_rank_main(atoi(argv[2]), argv[3], argv[4]);
+  }
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_ranks_equal_accumulation),
       cmocka_unit_test(test_resume_across_ranks),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_mpi_equals_tcp),
+      cmocka_unit_test(test_mpi_killed_mid_allreduce),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -208,6 +208,7 @@ static void device_zero(int zero) {
   run_spec dev[2] = {{0, 2, MODE_FAKE, 0, wf[0], rep[0], zero},
                      {1, 2, MODE_FAKE, 0, wf[1], rep[1], zero}};
   int st[2];
+  long long held0 = 0;
   run_ranks(tcp, 2, st);
   assert_int_equal(st[0] | st[1], 0);
   run_ranks(dev, 2, st);
@@ -221,9 +222,23 @@ static void device_zero(int zero) {
     assert_non_null(mo);
     const long long held = atoll(mo + 8);
     assert_true(held > 0 && held < 27681 / 2 + 64); /* half of the model's 27681 */
+    if (r == 0) held0 = held;
+  }
+  if (zero >= 3) { /* each rank holds its shard of the master: rank 0's [0, held0) */
+    size_t n0, n1;
+    float *a = read_weights(wf[0], &n0), *b = read_weights(wf[1], &n1);
+    assert_int_equal(n0, n1);
+    memcpy(a + held0, b + held0, (n0 - (size_t)held0) * sizeof *a);
+    FILE *f = fopen(wf[0], "wb");
+    assert_non_null(f);
+    assert_int_equal(fwrite(a, sizeof *a, n0, f), n0);
+    fclose(f);
+    free(a);
+    free(b);
+  } else {
+    assert_same_weights(wf[0], wf[1]);
   }
   assert_same_weights(wt[0], wf[0]);
-  assert_same_weights(wf[0], wf[1]);
   printf("2 ranks: device path with ZeRO-%d == TCP path without, bit for bit\n", zero);
 }
 
@@ -236,6 +251,13 @@ static void test_device_zero1(void **state) {
 static void test_device_zero2(void **state) {
   (void)state;
   device_zero(2);
+}
+
+/* ZeRO-3: each layer's weights all-gathered into a slot on the comm stream
+ * before it runs; the same weights as the TCP path without ZeRO. */
+static void test_device_zero3(void **state) {
+  (void)state;
+  device_zero(3);
 }
 
 static void test_forced_world_one(void **state) {
@@ -367,6 +389,7 @@ int main(void) {
       cmocka_unit_test(test_device_path_matches_tcp),
       cmocka_unit_test(test_device_zero1),
       cmocka_unit_test(test_device_zero2),
+      cmocka_unit_test(test_device_zero3),
       cmocka_unit_test(test_forced_world_one),
       cmocka_unit_test(test_killed_rank),
       cmocka_unit_test(test_refuses_old_tables),

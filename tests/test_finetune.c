@@ -423,8 +423,8 @@ static void test_bad_configs(void **state) {
   c.lora_rank = 4;
   c.lora_alpha = 8.0f;
   c.lora_targets = ESMT_LORA_QUERY;
-  c.lora_dropout = 0.1f;
-  expect_create_error(ctx, &c, "lora_dropout");
+  c.lora_dropout = 1.0f;
+  expect_create_error(ctx, &c, "lora_dropout 1 is outside [0, 1)");
   c.lora_dropout = 0.0f;
   c.lora_targets = 64;
   expect_create_error(ctx, &c, "lora_targets 0x40");

@@ -51,6 +51,7 @@ static char g_dir[256];
 static int g_job;
 static double g_clip; /* train.grad_clip of the runs */
 static int g_bf16;    /* 1: bf16 compute on half_emu_backend (the cpu ops, bf16 emulated) */
+static int g_layers = 2; /* the test model's depth */
 static esmt_backend_entry g_emu;
 
 static char g_zero_line[512]; /* this process's "ZeRO-N: rank ..." log line */
@@ -79,7 +80,7 @@ static esmt_context *make_ctx(void) {
 
 static esmt_model *make_model(esmt_context *ctx) {
   esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
+  c.num_layers = g_layers; c.hidden_size = 32; c.num_heads = 2; c.max_positions = 64;
   if (g_bf16) { /* a half-precision compute copy beside the fp32 master */
     g_emu = *ctx->backend;
     g_emu.ops = half_emu_ops(ctx->backend->ops, ESMTB_CAP_BF16);
@@ -101,6 +102,18 @@ typedef struct run_spec {
   int scaling;          /* dynamic loss scale on, NaN injected at update 3 */
   const char *weights_out, *error_out, *info_out;
 } run_spec;
+/* > 0: each rank evaluates after training on g_eval_batches - rank batches
+ * (uneven shares) and writes the loss to weights_out + ".eval" */
+static int g_eval_batches;
+
+/* With g_kill_nth > 0, rank g_kill_rank SIGKILLs itself on entering its
+ * g_kill_nth collective of kind g_kill_op (set before the ranks fork). */
+static int g_kill_rank, g_kill_op;
+static uint64_t g_kill_nth;
+static void kill_here(const esmt_comm *c, esmt_comm_op op, uint64_t nth) {
+  (void)c;
+  if ((int)op == g_kill_op && nth == g_kill_nth) raise(SIGKILL);
+}
 
 /* A batch has 40..48 real tokens (rows of 24, two per batch): this global
  * budget takes exactly k micro-batches per rank when k * world <= 5, and
@@ -141,12 +154,13 @@ static esmt_status run(const run_spec *s) {
   }
   esmt_trainer *t = NULL;
   esmt_status st = esmt_trainer_create(m, &o, &src, &t);
-  if (!st && s->world > 1) { /* one process: no group */
+  if (!st && (s->world > 1 || s->zero >= 3)) { /* one process: no group, but ZeRO-3's gathers */
     char rdv[512];
     snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
     esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
     esmt_comm *comm = NULL;
     esmt_dp *dp = NULL;
+    if (g_kill_nth && s->rank == g_kill_rank) esmt_comm_test_fault = kill_here;
     st = esmt_comm_create(&comm, &co);
     if (!st) st = esmt_dp_create(comm, 4096, &dp); /* small buckets: many, some across shards */
     if (!st) esmt_dp_set_zero(dp, s->zero);
@@ -201,6 +215,18 @@ static esmt_status run(const run_spec *s) {
     snprintf(line_out, sizeof line_out, "%s.vol", s->info_out);
     write_text(line_out, vol);
   }
+  mem_source es = {.rows = 2, .offset = 1000 + s->rank, .stride = s->world,
+                   .limit = g_eval_batches - s->rank};
+  esmt_batch_source eval_src = mem_source_as_source(&es);
+  if (!st && g_eval_batches > 0) st = esmt_trainer_set_eval_source(t, &eval_src);
+  if (!st && g_eval_batches > 0) {
+    esmt_eval_metrics em = {.struct_size = sizeof em};
+    st = esmt_trainer_evaluate(t, &em);
+    char path[600], text[64];
+    snprintf(path, sizeof path, "%s.eval", s->weights_out);
+    snprintf(text, sizeof text, "%.17g %llu", em.loss, (unsigned long long)em.selected);
+    if (!st) write_text(path, text);
+  }
   if (!st && s->weights_out) write_weights(m, s->weights_out);
   esmt_trainer_destroy(t);
   esmt_model_destroy(m);
@@ -238,12 +264,10 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
   for (int r = 0; r < world; r++) assert_int_equal(st[r], 0);
   float *w0 = read_weights(w[0], n);
   uint64_t covered = 0;
+  /* ZeRO-2 with a half compute copy: each rank keeps the fp32 master of
+   * its shard only (write_weights: zeros elsewhere); the shards make w0 */
+  const int sharded_master = (zero >= 3 || (g_bf16 && zero >= 2)) && world > 1;
   for (int r = 0; r < world; r++) {
-    size_t nr;
-    float *wr = read_weights(w[r], &nr);
-    assert_int_equal(nr, *n);
-    assert_memory_equal(wr, w0, *n * sizeof *w0);
-    free(wr);
     unsigned long long lo, hi, total, glo, ghi;
     long long overflows, skipped;
     double norm;
@@ -252,6 +276,18 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
     assert_int_equal(fscanf(f, "%llu %llu %llu %lld %lld %lg %llu %llu", &lo, &hi, &total,
                             &overflows, &skipped, &norm, &glo, &ghi), 8);
     fclose(f);
+    size_t nr;
+    float *wr = read_weights(w[r], &nr);
+    assert_int_equal(nr, *n);
+    if (sharded_master) {
+      size_t outside = 0;
+      for (size_t i = 0; i < nr; i++) outside += (i < lo || i >= hi) && wr[i] != 0.0f;
+      assert_int_equal(outside, 0);
+      memcpy(w0 + lo, wr + lo, (hi - lo) * sizeof *w0);
+    } else {
+      assert_memory_equal(wr, w0, *n * sizeof *w0);
+    }
+    free(wr);
     /* ZeRO-2 keeps fp32 gradients for the shard only (per-part slots besides) */
     if (zero >= 2 && world > 1) {
       assert_int_equal(glo, lo);
@@ -277,6 +313,11 @@ static float *train(int world, int zero, int scaling, size_t *n, const char *tag
              r, lo, hi, 8 * (hi - lo), 8 * total);
       snprintf(want, sizeof want, "AdamW moments %llu bytes", 8 * (hi - lo));
       assert_non_null(strstr(line, want));
+      snprintf(want, sizeof want, "fp32 master weights %llu bytes", 4 * (hi - lo));
+      assert_true(!strstr(line, want) == !(sharded_master && zero < 3));
+      snprintf(want, sizeof want, "(fp32 master %llu bytes), each layer's all-gathered",
+               4 * (hi - lo));
+      assert_true(!strstr(line, want) == !(zero >= 3));
       if (r == 0 && world == 3) printf("  log: %s\n", line);
       assert_true(hi - lo <= total / (uint64_t)world + ESMT_ZERO_ALIGN);
       assert_int_equal(lo, covered);
@@ -418,6 +459,117 @@ static void test_two_ranks_bf16(void **state) {
   free(zero);
 }
 
+static char *file_bytes(const char *path, size_t *len) {
+  FILE *f = fopen(path, "rb");
+  assert_non_null(f);
+  fseek(f, 0, SEEK_END);
+  *len = (size_t)ftell(f);
+  fseek(f, 0, SEEK_SET);
+  char *bytes = malloc(*len + 1);
+  assert_non_null(bytes);
+  assert_int_equal(fread(bytes, 1, *len, f), *len);
+  fclose(f);
+  return bytes;
+}
+
+/* Two checkpoints' model and optimizer files are the same bytes. */
+static void same_checkpoint_files(const char *a, const char *b, const char *what) {
+  static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
+  for (size_t i = 0; i < 2; i++) {
+    char pa[1200], pb[1200];
+    snprintf(pa, sizeof pa, "%s/%s", a, files[i]);
+    snprintf(pb, sizeof pb, "%s/%s", b, files[i]);
+    size_t la, lb;
+    char *ba = file_bytes(pa, &la), *bb = file_bytes(pb, &lb);
+    assert_int_equal(la, lb);
+    assert_memory_equal(ba, bb, la);
+    printf("%s %s: the same %zu bytes\n", what, files[i], la);
+    free(ba);
+    free(bb);
+  }
+}
+
+static void check_volume(const char *tag, int world, int zero, int k, size_t n);
+
+/* The planner's master bytes for `world` ranks at `zero` in bf16 against
+ * the largest shard the ranks of run `tag` held (4 bytes each). */
+static void check_plan_master(const char *tag, int world, int zero, size_t n) {
+  esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+  mc.num_layers = 2; mc.hidden_size = 32; mc.num_heads = 2; mc.max_positions = 64;
+  esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
+  r.model = &mc;
+  r.micro_batch = 2;
+  r.seq_len = MEM_T;
+  r.world_size = world;
+  r.zero = zero;
+  r.precision = ESMT_PRECISION_BF16;
+  esmt_plan p = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  uint64_t most = 0;
+  for (int rk = 0; rk < world; rk++) {
+    char path[600];
+    snprintf(path, sizeof path, "%s/%s-info%d-z%d-r%d", g_dir, tag, world, zero, rk);
+    unsigned long long lo, hi;
+    FILE *f = fopen(path, "r");
+    assert_non_null(f);
+    assert_int_equal(fscanf(f, "%llu %llu", &lo, &hi), 2);
+    fclose(f);
+    if (4 * (hi - lo) > most) most = 4 * (hi - lo);
+  }
+  const uint64_t want = zero >= 2 ? most : 4 * (uint64_t)n;
+  printf("  plan --world %d --zero %d --precision bf16: fp32 master %llu bytes per rank (ranks "
+         "hold %llu)\n", world, zero, (unsigned long long)p.device[ESMT_MEM_MASTER_WEIGHTS],
+         (unsigned long long)want);
+  assert_int_equal(p.device[ESMT_MEM_MASTER_WEIGHTS], want);
+}
+
+/* bf16 compute at ZeRO-2: each rank keeps the fp32 master of its shard
+ * only and the ranks all-gather the bf16 copy; one micro-batch per rank
+ * reduces in ZeRO-1's order, so the master is ZeRO-1's bit for bit, 2 and
+ * 3 ranks; and the checkpoint (the master gathered) is ZeRO-1's bytes. */
+static void test_zero2_sharded_master_bf16(void **state) {
+  (void)state;
+  g_bf16 = 1;
+  for (int world = 2; world <= 3; world++) {
+    size_t n1, n2;
+    float *z1 = train(world, 1, 0, &n1, "m"), *z2 = train(world, 2, 0, &n2, "m");
+    assert_int_equal(n1, n2);
+    assert_memory_equal(z1, z2, n1 * sizeof *z1);
+    printf("%d ranks, bf16 compute (emulated): dist.zero 2 with the fp32 master sharded == "
+           "dist.zero 1 bit for bit\n", world);
+    check_volume("m", world, 1, 1, n1); /* the fp32 master all-gathered */
+    check_volume("m", world, 2, 1, n2); /* the bf16 copy all-gathered: half the bytes */
+    check_plan_master("m", world, 1, n1);
+    check_plan_master("m", world, 2, n2);
+    free(z1);
+    free(z2);
+  }
+  char dirs[2][512], ck[2][1024];
+  for (int z = 1; z <= 2; z++) {
+    snprintf(dirs[z - 1], sizeof dirs[z - 1], "%s/ck-bf16-z%d", g_dir, z);
+    run_spec s[2] = {{0, 2, z, 3, dirs[z - 1], 3, 0, 0, 0, NULL, NULL, NULL},
+                     {1, 2, z, 3, dirs[z - 1], 3, 0, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[z - 1], ck[z - 1], sizeof ck[z - 1]), ESMT_OK);
+  }
+  same_checkpoint_files(ck[0], ck[1], "bf16 checkpoint, dist.zero 1 and 2:");
+  /* resume both (ZeRO-2's master sharded again from the checkpoint) for
+   * two more updates: the same files again */
+  for (int z = 1; z <= 2; z++) {
+    run_spec s[2] = {{0, 2, z, 5, dirs[z - 1], 5, 1, 0, 0, NULL, NULL, NULL},
+                     {1, 2, z, 5, dirs[z - 1], 5, 1, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[z - 1], ck[z - 1], sizeof ck[z - 1]), ESMT_OK);
+  }
+  assert_non_null(strstr(ck[1], "step-00000005"));
+  same_checkpoint_files(ck[0], ck[1], "bf16 checkpoint after resuming, dist.zero 1 and 2:");
+  g_bf16 = 0;
+}
+
 static void test_three_ranks(void **state) {
   (void)state;
   size_t n0, n1;
@@ -527,6 +679,53 @@ static void test_killed_rank(void **state) {
   assert_true(waited < 15);
 }
 
+/* Rank 1 of 2 killed on entering its nth collective of one kind, while
+ * rank 0 is inside that collective: rank 0 stops within seconds (the
+ * ring's closed connection, not the 20 s timeout) with an error naming
+ * rank 1, and when that happens inside a save the run directory keeps its
+ * last good checkpoint, `latest` naming it, and nothing half-written. */
+static void killed_mid_collective(int zero, esmt_comm_op op, uint64_t nth, const char *what) {
+  char err[512], run_dir[512];
+  path_of(err, sizeof err, "kill-err", zero, (int)op);
+  path_of(run_dir, sizeof run_dir, "kill-run", zero, (int)op);
+  run_spec s[2] = {{0, 2, zero, 6, run_dir, 2, 0, 0, 0, NULL, err, NULL},
+                   {1, 2, zero, 6, run_dir, 2, 0, 0, 0, NULL, NULL, NULL}};
+  int st[2];
+  g_kill_rank = 1;
+  g_kill_op = (int)op;
+  g_kill_nth = nth;
+  double t0 = esmt_clock_seconds();
+  run_ranks(s, 2, st);
+  double waited = esmt_clock_seconds() - t0;
+  g_kill_nth = 0;
+  assert_int_equal(st[1], 128 + SIGKILL);
+  assert_true(st[0] != 0 && st[0] < 128);
+  char msg[2048];
+  read_rank_text(err, msg, sizeof msg);
+  printf("ZeRO-%d, rank 1 killed entering %s: rank 0 stopped after %.2f s: %s\n", zero, what,
+         waited, msg);
+  assert_non_null(strstr(msg, "rank 1"));
+  assert_true(strstr(msg, "connection") || strstr(msg, "closed") || strstr(msg, "died"));
+  assert_true(waited < 10);
+  esmt_context *ctx = make_ctx();
+  esmt_model *m = make_model(ctx);
+  assert_last_good_checkpoint(run_dir, "step-00000002", m);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
+static void test_killed_mid_collective(void **state) {
+  (void)state;
+  /* stage 0: gradient buckets all-reduced in update 3 */
+  killed_mid_collective(0, ESMT_COMM_OP_ALLREDUCE, 80, "an all-reduce of update 3");
+  /* stage 2: a part's gradients reduce-scattered in update 3 */
+  killed_mid_collective(2, ESMT_COMM_OP_REDUCE_SCATTER, 10, "a reduce-scatter of update 3");
+  /* stage 1: all-gathers 1, 2 update the weights, 3, 4 gather the moments
+   * for the save at update 2, 5, 6 the weights again; 8 is the second
+   * moment's gather of the save at update 4, after the first's */
+  killed_mid_collective(1, ESMT_COMM_OP_ALLGATHER_SHARDS, 8, "the save's moment all-gather");
+}
+
 static void test_offload_refused(void **state) {
   (void)state;
   esmt_context *ctx = make_ctx();
@@ -568,7 +767,18 @@ static void check_volume(const char *tag, int world, int zero, int k, size_t n) 
   assert_int_equal(fscanf(f, "%llu %llu %llu %llu %lld", &ar, &rs, &ag, &sent, &steps), 5);
   fclose(f);
   esmt_zero_volume want;
-  esmt_zero_comm_volume(zero, n, world, k, &want);
+  if (zero >= 3) { /* per part: the model's parts */
+    esmt_context *ctx = make_ctx();
+    esmt_model *m = ctx ? make_model(ctx) : NULL;
+    assert_non_null(m);
+    esmt_zero3_comm_volume(m->layout.part_bounds, m->layout.n_parts, world, k, g_bf16 ? 2 : 4,
+                           &want);
+    esmt_model_destroy(m);
+    esmt_context_destroy(ctx);
+  } else {
+    esmt_zero_comm_volume(zero, n, world, k, esmt_zero_gathered_bytes(zero, world, g_bf16 ? 2 : 4),
+                          &want);
+  }
   printf("  ZeRO-%d, %d ranks x %d micro-batches, P = %zu: per update all-reduced %llu, "
          "reduce-scattered %llu, all-gathered %llu bytes; sent per rank %llu "
          "(formula %llu)\n", zero, world, k, n, ar / (unsigned long long)steps,
@@ -662,29 +872,8 @@ static void test_zero2_checkpoint_files(void **state) {
     assert_int_equal(st[0] | st[1], 0);
     assert_int_equal(esmt_checkpoint_resolve(dirs[z], ck[z], sizeof ck[z]), ESMT_OK);
   }
-  static const char *const files[] = {"model.safetensors", "optimizer.safetensors"};
-  for (size_t i = 0; i < 2; i++) {
-    size_t len[3];
-    char *bytes[3];
-    for (int z = 0; z <= 2; z++) {
-      char path[1200];
-      snprintf(path, sizeof path, "%s/%s", ck[z], files[i]);
-      FILE *f = fopen(path, "rb");
-      assert_non_null(f);
-      fseek(f, 0, SEEK_END);
-      len[z] = (size_t)ftell(f);
-      fseek(f, 0, SEEK_SET);
-      bytes[z] = malloc(len[z]);
-      assert_int_equal(fread(bytes[z], 1, len[z], f), len[z]);
-      fclose(f);
-    }
-    for (int z = 1; z <= 2; z++) {
-      assert_int_equal(len[z], len[0]);
-      assert_memory_equal(bytes[z], bytes[0], len[0]);
-    }
-    printf("checkpoint %s: the same %zu bytes with dist.zero 0, 1 and 2\n", files[i], len[0]);
-    for (int z = 0; z <= 2; z++) free(bytes[z]);
-  }
+  same_checkpoint_files(ck[0], ck[1], "checkpoint, dist.zero 0 and 1:");
+  same_checkpoint_files(ck[0], ck[2], "checkpoint, dist.zero 0 and 2:");
 }
 
 /* The planner's per-rank figures are what the ranks allocated. */
@@ -728,12 +917,136 @@ static void test_zero2_plan_matches_ranks(void **state) {
     assert_int_equal(p.device[ESMT_MEM_MOMENTS], most);
     assert_int_equal(p.device[ESMT_MEM_GRADIENTS], most_g);
     esmt_zero_volume v;
-    esmt_zero_comm_volume(2, n, world, 1, &v);
+    esmt_zero_comm_volume(2, n, world, 1, 4, &v);
     assert_int_equal(p.comm_bytes, v.sent_per_rank);
     r.zero = 0; /* one process's moments whole */
     assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
     assert_int_equal(p.device[ESMT_MEM_MOMENTS], 8 * n);
   }
+}
+
+/* ZeRO-3: each rank keeps the weights of its shard and all-gathers each
+ * part before it runs. The gradients are reduced as at stage 2 and the
+ * gathered weights are the same bits, so one micro-batch per rank gives
+ * stage 2's weights bit for bit (fp32 and bf16, 2 and 3 ranks); one rank
+ * (the path a single GPU takes) gives stage 0's; 2 ranks x 2 micro-batches
+ * stay within the data-parallel bound of one process taking all four. */
+static void test_zero3(void **state) {
+  (void)state;
+  g_per_update = 1;
+  for (int bf = 0; bf <= 1; bf++) {
+    g_bf16 = bf;
+    for (int world = 2; world <= 3; world++) {
+      size_t n2, n3;
+      float *z2 = train(world, 2, 0, &n2, "z3"), *z3 = train(world, 3, 0, &n3, "z3");
+      assert_int_equal(n2, n3);
+      assert_memory_equal(z2, z3, n2 * sizeof *z2);
+      printf("%d ranks x 1 micro-batch, %s: dist.zero 3 == dist.zero 2 bit for bit\n", world,
+             bf ? "bf16 (emulated)" : "fp32");
+      check_volume("z3", world, 3, 1, n3);
+      if (bf) check_plan_master("z3", world, 3, n3);
+      free(z2);
+      free(z3);
+    }
+  }
+  g_bf16 = 0;
+  size_t n0, n1, n;
+  float *z0 = train(1, 0, 0, &n0, "z3one"), *z3 = train(1, 3, 0, &n1, "z3one");
+  assert_int_equal(n0, n1);
+  assert_memory_equal(z0, z3, n0 * sizeof *z0);
+  printf("1 rank: dist.zero 3 (every layer gathered from the one shard) == dist.zero 0 bit for "
+         "bit\n");
+  free(z0);
+  free(z3);
+  g_per_update = 4;
+  float *one = train(1, 0, 0, &n, "z3acc");
+  g_per_update = 2;
+  float *z2 = train(2, 2, 0, &n0, "z3acc");
+  z3 = train(2, 3, 0, &n1, "z3acc");
+  const double d_one = max_abs_diff(z3, one, n), d_z2 = max_abs_diff(z3, z2, n);
+  printf("2 ranks x 2 micro-batches: dist.zero 3 vs one process x 4: max abs diff %.3g; vs "
+         "dist.zero 2: %.3g\n", d_one, d_z2);
+  assert_true(d_one < ACCUMULATION_MAX_ABS_DIFF);
+  assert_int_equal(d_z2, 0); /* the same reductions, the same weights read */
+  check_volume("z3acc", 2, 3, 2, n1);
+  free(one);
+  free(z2);
+  free(z3);
+  /* 4 layers, more than the two slots: each later pass gathers L - 2 */
+  g_layers = 4;
+  z2 = train(2, 2, 0, &n0, "z3deep");
+  z3 = train(2, 3, 0, &n1, "z3deep");
+  assert_memory_equal(z2, z3, n0 * sizeof *z2);
+  printf("4 layers, 2 ranks x 2 micro-batches: dist.zero 3 == dist.zero 2 bit for bit\n");
+  check_volume("z3deep", 2, 3, 2, n1);
+  g_layers = 2;
+  g_per_update = 1;
+  free(z2);
+  free(z3);
+}
+
+/* ZeRO-3's forwards gather the layers together: an evaluation where the
+ * ranks hold 2 and 1 batches of a 4-layer model (rank 1 runs a stand-in
+ * forward while rank 0 takes its second) ends, with stage 2's loss. */
+static void test_zero3_uneven_eval(void **state) {
+  (void)state;
+  g_per_update = 1;
+  char text[2][128];
+  for (int i = 0; i < 2; i++) {
+    const int z = i ? 3 : 2;
+    char w[2][512], ev[512];
+    run_spec s[2];
+    memset(s, 0, sizeof s);
+    for (int r = 0; r < 2; r++) {
+      snprintf(w[r], sizeof w[r], "%s/ev-z%d-r%d", g_dir, z, r);
+      run_spec one = {r, 2, z, 2, NULL, 0, 0, 0, 0, w[r], NULL, NULL};
+      s[r] = one;
+    }
+    int st[2];
+    g_eval_batches = 2;
+    g_layers = 4; /* more layers than the two slots: every forward gathers */
+    run_ranks(s, 2, st);
+    g_eval_batches = 0;
+    g_layers = 2;
+    assert_int_equal(st[0] | st[1], 0);
+    snprintf(ev, sizeof ev, "%s.eval", w[0]);
+    FILE *f = fopen(ev, "r");
+    assert_non_null(f);
+    text[i][fread(text[i], 1, sizeof text[i] - 1, f)] = '\0';
+    fclose(f);
+  }
+  printf("evaluation over 2 + 1 batches: dist.zero 2 loss %s, dist.zero 3 %s\n", text[0],
+         text[1]);
+  assert_string_equal(text[0], text[1]);
+}
+
+/* ZeRO-3's checkpoints are the other stages' files; a resume gathers the
+ * end parts from the file and the layers on demand again. */
+static void test_zero3_checkpoint_resume(void **state) {
+  (void)state;
+  g_per_update = 1;
+  char dirs[2][512], ck[2][1024];
+  const int levels[2] = {1, 3};
+  for (int i = 0; i < 2; i++) {
+    snprintf(dirs[i], sizeof dirs[i], "%s/ck3-z%d", g_dir, levels[i]);
+    run_spec s[2] = {{0, 2, levels[i], 3, dirs[i], 3, 0, 0, 0, NULL, NULL, NULL},
+                     {1, 2, levels[i], 3, dirs[i], 3, 0, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[i], ck[i], sizeof ck[i]), ESMT_OK);
+  }
+  same_checkpoint_files(ck[0], ck[1], "checkpoint, dist.zero 1 and 3:");
+  for (int i = 0; i < 2; i++) {
+    run_spec s[2] = {{0, 2, levels[i], 5, dirs[i], 5, 1, 0, 0, NULL, NULL, NULL},
+                     {1, 2, levels[i], 5, dirs[i], 5, 1, 0, 0, NULL, NULL, NULL}};
+    int st[2];
+    run_ranks(s, 2, st);
+    assert_int_equal(st[0] | st[1], 0);
+    assert_int_equal(esmt_checkpoint_resolve(dirs[i], ck[i], sizeof ck[i]), ESMT_OK);
+  }
+  assert_non_null(strstr(ck[1], "step-00000005"));
+  same_checkpoint_files(ck[0], ck[1], "checkpoint after resuming, dist.zero 1 and 3:");
 }
 
 static int setup(void **state) {
@@ -754,15 +1067,20 @@ int main(void) {
       cmocka_unit_test(test_two_ranks_bit_identical),
       cmocka_unit_test(test_two_ranks_clipped),
       cmocka_unit_test(test_two_ranks_bf16),
+      cmocka_unit_test(test_zero2_sharded_master_bf16),
       cmocka_unit_test(test_three_ranks),
       cmocka_unit_test(test_overflow_is_global),
       cmocka_unit_test(test_resume),
       cmocka_unit_test(test_killed_rank),
+      cmocka_unit_test(test_killed_mid_collective),
       cmocka_unit_test(test_offload_refused),
       cmocka_unit_test(test_zero2_one_micro_batch),
       cmocka_unit_test(test_zero2_accumulation),
       cmocka_unit_test(test_zero2_checkpoint_files),
       cmocka_unit_test(test_zero2_plan_matches_ranks),
+      cmocka_unit_test(test_zero3),
+      cmocka_unit_test(test_zero3_checkpoint_resume),
+      cmocka_unit_test(test_zero3_uneven_eval),
   };
   return cmocka_run_group_tests(tests, setup, teardown);
 }

@@ -75,7 +75,7 @@ static void usage(FILE *f) {
 /* The collectives' bytes per update for `world` ranks at each ZeRO stage,
  * by the planner's figures (one micro-batch per rank). */
 static esmt_status report_comm(const esmt_model_config *cfg, int B, int T, int world) {
-  for (int z = 0; z <= 2; z++) {
+  for (int z = 0; z <= 3; z++) {
     esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
     r.model = cfg;
     r.micro_batch = B;

@@ -7,10 +7,17 @@
  *   lengths   int64 [N] residues
  * and the ids, one a line, in the header's "__metadata__" ("ids").
  * The arrays are streamed (esmt_npy_stream) into temporary files beside
- * OUT, which the library then copies into OUT (created new, never
- * replacing anything) and which are removed in every case: on any error
- * OUT does not exist. */
+ * OUT, OUT.PID.{contacts,offsets,lengths}.tmp, which the library then
+ * copies into OUT.PID.safetensors.tmp; that is linked as OUT (never
+ * replacing anything), so OUT appears complete or not at all. The
+ * temporaries are removed in every case; those a killed run left (its PID
+ * no longer running, a regular file of one link) are removed by the next
+ * run into the same OUT. */
 #define _POSIX_C_SOURCE 200809L
+#include <dirent.h>
+#include <errno.h>
+#include <libgen.h>
+#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,8 +36,10 @@ static void usage(FILE *f) {
     "fair-esm's predict_contacts: every layer's attention maps without <cls>/<eos>,\n"
     "symmetrised, average-product corrected, the model's contact head (logistic regression)\n"
     "and a sigmoid. MODEL is a Hugging Face ESM-2 directory, a run or a checkpoint with a\n"
-    "contact head. Proteins longer than the model's window (max_positions - 2 residues) and\n"
-    "empty records are refused. OUT (new; an existing file is refused) holds 'contacts'\n"
+    "contact head. Proteins longer than the model's window (max_positions - 2 residues) are\n"
+    "refused, or with --long windows cut into embed's windows whose maps are averaged where\n"
+    "they overlap (a pair no window holds together is 0); empty records are refused.\n"
+    "OUT (new; an existing file is refused) holds 'contacts'\n"
     "(float32, protein k's n x n map at offsets[k]..offsets[k+1]), 'offsets' and 'lengths'\n"
     "(int64) and the ids in its metadata; on any error it is not created.\n\n"
     "With --train-head the contact head is fitted instead (fair-esm's way: a logistic\n"
@@ -44,6 +53,9 @@ static void usage(FILE *f) {
     "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
     "  --threads N         CPU threads (default 0: all cores)\n"
     "  --quiet             no progress lines\n"
+    "  --long refuse|windows  proteins over the window (default refuse)\n"
+    "  --window-stride S   --long windows: residues between window starts (default half a\n"
+    "                      window)\n"
     "  --train-head PAIRS  fit the contact head on PAIRS and export the model to OUT_DIR\n"
     "  --min-separation N  --train-head: pairs at least N apart are samples (default 6)\n"
     "  --l2 X              --train-head: L2 penalty on the standardised weights (default "
@@ -77,6 +89,16 @@ static int parse(int argc, char **argv, contacts_args *a) {
     } else if (cli_flag_value("--l2", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_double_arg("contacts", "--l2", v, 0, 1e6, &a->l2)) return 2;
+    } else if (cli_flag_value("--long", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (strcmp(v, "refuse") && strcmp(v, "windows")) {
+        fprintf(stderr, PREFIX "--long '%s': refuse or windows\n", cli_esc(v));
+        return 2;
+      }
+      a->windows = !strcmp(v, "windows");
+    } else if (cli_flag_value("--window-stride", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (!cli_int_arg("contacts", "--window-stride", v, 1, 1 << 20, &a->stride)) return 2;
     } else if (cli_flag_value("--threads", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_int_arg("contacts", "--threads", v, 0, 4096, &a->threads)) return 2;
@@ -106,6 +128,56 @@ static int parse(int argc, char **argv, contacts_args *a) {
 /* The temporary arrays: created new beside OUT (OUT.PID.NAME.tmp, never
  * replacing a file) and removed at the end. */
 static const char *const k_names[3] = {"contacts", "offsets", "lengths"};
+
+/* NAME of a temporary of OUT's (base: OUT's file name) left by a process
+ * that no longer runs: "BASE.PID.NAME.tmp", NAME an array's or
+ * "safetensors". */
+static int stale_name(const char *name, const char *base) {
+  const size_t bl = strlen(base);
+  if (strncmp(name, base, bl) || name[bl] != '.') return 0;
+  char *end = NULL;
+  errno = 0;
+  const long pid = strtol(name + bl + 1, &end, 10);
+  if (errno || pid <= 0 || end == name + bl + 1 || *end != '.' || pid == (long)getpid()) return 0;
+  const char *what = end + 1;
+  int known = !strcmp(what, "safetensors.tmp");
+  for (int i = 0; i < 3 && !known; i++)
+    known = !strncmp(what, k_names[i], strlen(k_names[i])) &&
+            !strcmp(what + strlen(k_names[i]), ".tmp");
+  return known && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+}
+
+/* The temporaries a killed run into the same OUT left, removed, each said. */
+static void remove_stale(const char *out) {
+  char d[4096], b[4096];
+  snprintf(d, sizeof d, "%s", out);
+  snprintf(b, sizeof b, "%s", out);
+  const char *dir = dirname(d), *base = basename(b);
+  DIR *dd = opendir(dir);
+  if (!dd) return;
+  for (struct dirent *e; (e = readdir(dd));) {
+    char path[8300];
+    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
+    if (stale_name(e->d_name, base) && esmt_owned_file_is_own(path, NULL) && unlink(path) == 0)
+      fprintf(stderr, "contacts: removed %s, left by a run that was killed\n", cli_esc(path));
+  }
+  closedir(dd);
+}
+
+/* The finished file, OUT.PID.safetensors.tmp, linked as OUT: a link never
+ * replaces an existing file, and OUT is never seen half written. */
+static int publish(const char *tmp, const char *out) {
+  int rc = 0;
+  if (link(tmp, out) != 0) {
+    if (errno == EEXIST)
+      fprintf(stderr, PREFIX "%s appeared meanwhile: nothing written\n", cli_esc(out));
+    else
+      fprintf(stderr, PREFIX "cannot create %s: %s\n", cli_esc(out), strerror(errno));
+    rc = 1;
+  }
+  unlink(tmp); /* this run's own */
+  return rc;
+}
 
 typedef struct staged {
   int fd[3];
@@ -195,11 +267,16 @@ static int predict_all(const contacts_args *a, esmt_model *model, staged *t, int
       break;
     }
     map = m;
-    if ((st = esmt_predict_contacts(model, q.tokens, n, map))) {
+    st = a->windows ? esmt_predict_contacts_windowed(model, q.tokens, n, (int)a->stride, map)
+                    : esmt_predict_contacts(model, q.tokens, n, map);
+    if (st) {
       char what[512];
       snprintf(what, sizeof what, "contacts: record '%s' (number %llu)", cli_esc(q.id),
                (unsigned long long)q.index + 1);
       cli_error(what, st);
+      esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
+      if (!a->windows && !esmt_model_get_config(model, &mc) && n > mc.max_positions - 2)
+        fprintf(stderr, PREFIX "--long windows averages the maps of windows over it\n");
       rc = 1;
       break;
     }
@@ -256,6 +333,7 @@ int cmd_contacts(int argc, char **argv) {
     return rc;
   }
   cli_signals_catch(NULL);
+  remove_stale(a.out);
   staged t = {0};
   int64_t count = 0;
   rc = stage_open(&t, a.out);
@@ -266,13 +344,14 @@ int cmd_contacts(int argc, char **argv) {
   }
   if (!rc) {
     const char *meta[] = {"format", "esmtrain-contacts", "ids", t.ids};
-    esmt_status st = esmt_npy_streams_to_safetensors(a.out, t.s, k_names, 3, meta, 2);
-    if (st) {
+    char tmp[4200];
+    snprintf(tmp, sizeof tmp, "%s.%ld.safetensors.tmp", a.out, (long)getpid());
+    esmt_status st = esmt_npy_streams_to_safetensors(tmp, t.s, k_names, 3, meta, 2);
+    if (st)
       cli_error("contacts: output", st);
-      rc = 1;
-    } else if (!a.quiet) {
+    rc = st ? 1 : publish(tmp, a.out);
+    if (!rc && !a.quiet)
       fprintf(stderr, "contacts: %lld proteins into %s\n", (long long)count, cli_esc(a.out));
-    }
   }
   stage_close(&t);
   esmt_model_destroy(model);

@@ -10,9 +10,9 @@
 
 typedef struct contacts_args {
   const char *model, *input, *out, *backend, *train_pairs;
-  long long threads, min_separation;
+  long long threads, min_separation, stride;
   double l2;
-  int quiet;
+  int quiet, windows; /* windows: --long windows (else proteins over the window are refused) */
 } contacts_args;
 
 /* --train-head: fit the contact head on INPUT's proteins and the pairs

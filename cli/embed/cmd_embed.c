@@ -25,7 +25,13 @@ static void usage(FILE *f) {
       "  --repr-layers L1,L2,.. representations (fair-esm repr_layers): 0 embedding, l block\n"
       "                       l, -1 or L the last block after the final LayerNorm (default\n"
       "                       -1); --layers, its former name, still works with a warning\n"
-      "  --include K1,K2,..   mean, per_tok, cls (bos is cls) (default mean)\n"
+      "  --include K1,K2,..   mean, per_tok, cls (bos is cls), attention (default mean);\n"
+      "                       attention: attn.layer<L>.npy, flat fp32, protein k's [heads,\n"
+      "                       n, n] (residues only) at attn.offsets.npy[k]..[k+1]; layers\n"
+      "                       1..L; its size is printed before the run starts\n"
+      "  --max-attention-bytes N  a protein whose attention maps take more than N bytes\n"
+      "                       is refused before anything is written (default 1073741824;\n"
+      "                       0: no cap)\n"
       "  --format npy|safetensors  safetensors: OUT/embeddings.safetensors at the end\n"
       "  --long truncate|windows   proteins over the window (max_positions - 2 residues):\n"
       "                       keep the first window (default, as fair-esm's extract.py), or\n"
@@ -89,6 +95,9 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
     } else if (flag("--batch-tokens", argc, argv, &i, &val, &bad)) {
       if (bad || !cli_int_arg("embed", "--batch-tokens", val, 1, 1ll << 30, &v)) return 2;
       o->batch_tokens = v;
+    } else if (flag("--max-attention-bytes", argc, argv, &i, &val, &bad)) {
+      if (bad || !cli_int_arg("embed", "--max-attention-bytes", val, 0, 1ll << 62, &v)) return 2;
+      o->max_attention_bytes = (uint64_t)v;
     } else if (flag("--threads", argc, argv, &i, &val, &bad)) {
       if (bad || !cli_int_arg("embed", "--threads", val, 0, 4096, &v)) return 2;
       o->threads = (int)v;
@@ -115,6 +124,7 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
     if (!strcmp(kinds[k], "mean")) o->include |= ESMT_EMBED_MEAN;
     else if (!strcmp(kinds[k], "per_tok")) o->include |= ESMT_EMBED_PER_TOKEN;
     else if (!strcmp(kinds[k], "cls") || !strcmp(kinds[k], "bos")) o->include |= ESMT_EMBED_CLS;
+    else if (!strcmp(kinds[k], "attention")) o->include |= ESMT_EMBED_ATTENTION;
     else {
       o->include = 0;
       break;
@@ -122,7 +132,7 @@ static int parse(int argc, char **argv, embed_options *o, const char **layers) {
   }
   if (nk <= 0 || !o->include) {
     fprintf(stderr, "esmtrain-example: embed: --include '%s': a comma-separated list of mean, "
-            "per_tok, cls\n", include);
+            "per_tok, cls, attention\n", include);
     return 2;
   }
   if (!strcmp(fmt, "safetensors")) o->safetensors = 1;
@@ -265,10 +275,13 @@ static int stop_on_signal(void *user, const esmt_progress *p) {
 /* Representations of every protein of the chunk: 0, 1 when a stop signal
  * ended it, or -1 after printing why. */
 static int compute(const embed_options *o, esmt_model *m, embed_chunk *c) {
+  if ((o->include & ESMT_EMBED_ATTENTION) && embed_attention_check_chunk(o, m, c)) return -1;
   esmt_embed_request q = ESMT_EMBED_REQUEST_INIT;
   q.num_layers = o->nl;
   q.layers = o->layers;
   q.per_token = (o->include & ESMT_EMBED_PER_TOKEN) != 0;
+  q.attention = (o->include & ESMT_EMBED_ATTENTION) != 0;
+  q.max_attention_bytes = o->max_attention_bytes;
   q.long_policy = o->long_policy;
   q.stride = o->stride;
   q.batch_tokens = o->batch_tokens;
@@ -364,7 +377,7 @@ static int say_state(const embed_options *o, esmt_embed_dir *dir, int announce) 
 }
 
 int cmd_embed(int argc, char **argv) {
-  embed_options o = {.batch_tokens = 16384};
+  embed_options o = {.batch_tokens = 16384, .max_attention_bytes = 1ull << 30};
   const char *layers = "-1";
   int rc = parse(argc, argv, &o, &layers);
   if (rc) return rc == 1 ? 0 : rc;
@@ -400,6 +413,12 @@ int cmd_embed(int argc, char **argv) {
   esmt_sequence_reader *r = NULL;
   esmt_embed_dir *dir = NULL;
   if (!rc) rc = resolve_layers(&o, layers, mc.num_layers);
+  if (!rc && (o.include & ESMT_EMBED_ATTENTION) && o.long_policy == ESMT_LONG_WINDOWS) {
+    fprintf(stderr, "esmtrain-example: embed: --include attention with --long windows: "
+            "attention maps of windows are not averaged; use --long truncate\n");
+    rc = 2;
+  }
+  if (!rc && (o.include & ESMT_EMBED_ATTENTION) && embed_attention_estimate(&o, m)) rc = 1;
   /* nothing is created before the input opens and OUT is known to be usable */
   esmt_status st = rc ? ESMT_OK : esmt_sequence_reader_open(o.input, o.split, &r);
   if (st) rc = (cli_error("embed: input", st), 1);

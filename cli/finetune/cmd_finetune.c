@@ -59,7 +59,7 @@ static void usage(FILE *f) {
       "                        model.*: --model NAME or --layers/--width/--heads)\n"
       "  --model NAME --layers L --width D --heads H --max-len N\n"
       "  --pooling mean|cls --freeze none|encoder|N --head-lr-scale S\n"
-      "  --lora-rank R --lora-alpha A --lora-targets q,k,v,o,up,down\n"
+      "  --lora-rank R --lora-alpha A --lora-dropout P --lora-targets q,k,v,o,up,down\n"
       "  --class-weights auto|W1,W2,...  seq-class loss weights (auto: balanced)\n"
       "  --best-metric NAME --patience N --batch-rows N\n"
       "  --out DIR --steps N --lr X --warmup N --schedule esm2|cosine|constant\n"
@@ -77,6 +77,7 @@ static const struct { const char *flag, *key, *key2; } k_flags[] = {
     {"--batch-rows", "finetune.batch_rows", NULL}, {"--pooling", "finetune.pooling", NULL},
     {"--freeze", "finetune.freeze", NULL},       {"--lora-rank", "finetune.lora_rank", NULL},
     {"--lora-alpha", "finetune.lora_alpha", NULL}, {"--lora-targets", "finetune.lora_targets", NULL},
+    {"--lora-dropout", "finetune.lora_dropout", NULL},
     {"--head-lr-scale", "finetune.head_lr_scale", NULL},
     {"--class-weights", "finetune.class_weights", NULL},
     {"--best-metric", "finetune.best_metric", NULL}, {"--patience", "finetune.patience", NULL},

@@ -36,23 +36,30 @@ static esmt_status no_batches(void *u, esmt_batch *b) {
 
 static void export_usage(FILE *f) {
   fprintf(f, "usage: esmtrain-example export CKPT|RUN_DIR -o DIR [--format hf] [--overwrite]\n"
-          "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained).\n"
+          "                                [--adapter-out ADAPTER_DIR]\n"
+          "Writes a directory transformers loads (EsmForMaskedLM/EsmTokenizer.from_pretrained;\n"
+          "EsmForSequenceClassification or EsmForTokenClassification for a fine-tuned model,\n"
+          "LoRA merged). --adapter-out: LoRA as a PEFT adapter in ADAPTER_DIR instead, on the\n"
+          "unmerged base in DIR (peft.PeftModel.from_pretrained(base, ADAPTER_DIR)).\n"
           "DIR must be new or empty and outside the source; --overwrite replaces an earlier\n"
           "export (marked .esmtrain-export), never a directory esmtrain did not write.\n");
 }
 
 static void import_usage(FILE *f) {
-  fprintf(f, "usage: esmtrain-example import-hf HF_DIR -o RUN_DIR\n"
+  fprintf(f, "usage: esmtrain-example import-hf HF_DIR [--adapter PEFT_DIR] -o RUN_DIR\n"
+          "HF_DIR: EsmForMaskedLM, EsmForSequenceClassification or EsmForTokenClassification;\n"
+          "--adapter: a PEFT LoRA adapter on HF_DIR, imported with it.\n"
           "Writes an esmtrain checkpoint (step 0) that `train --init-from RUN_DIR` starts from.\n"
           "RUN_DIR must not hold a run already (its checkpoints are never replaced).\n");
 }
 
 int cmd_export(int argc, char **argv) {
-  const char *ckpt = NULL, *out = NULL, *format = "hf";
+  const char *ckpt = NULL, *out = NULL, *format = "hf", *adapter = NULL;
   int overwrite = 0;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { export_usage(stdout); return 0; }
     if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(argv[i], "--adapter-out") && i + 1 < argc) adapter = argv[++i];
     else if (!strcmp(argv[i], "--format") && i + 1 < argc) format = argv[++i];
     else if (!strcmp(argv[i], "--overwrite")) overwrite = 1;
     else if (argv[i][0] != '-') ckpt = argv[i];
@@ -72,24 +79,33 @@ int cmd_export(int argc, char **argv) {
             out, esmt_path_inside(ckpt, out) ? "is or contains" : "is inside", ckpt);
     return 1;
   }
+  if (adapter && (esmt_path_inside(adapter, ckpt) || esmt_path_inside(ckpt, adapter) ||
+                  esmt_path_inside(adapter, out) || esmt_path_inside(out, adapter))) {
+    fprintf(stderr, "esmtrain-example: export: --adapter-out %s overlaps the source %s or -o %s. "
+            "Nothing was changed: choose a directory of its own\n", adapter, ckpt, out);
+    return 1;
+  }
   esmt_context *ctx = make_ctx();
   if (!ctx) return 1;
   cli_signals_defer(); /* the export completes or is undone whole */
   esmt_model *m = NULL;
   esmt_status st = esmt_model_create_from_checkpoint(ctx, ckpt, &m);
-  if (!st) st = esmt_model_export_hf(m, out, overwrite);
+  if (!st) st = adapter ? esmt_model_export_peft(m, out, adapter, overwrite)
+                        : esmt_model_export_hf(m, out, overwrite);
   if (st) cli_error("export", st);
-  else printf("exported %s to %s (Hugging Face EsmForMaskedLM)\n", ckpt, out);
+  else if (adapter) printf("exported %s to %s (base) and %s (PEFT LoRA adapter)\n", ckpt, out, adapter);
+  else printf("exported %s to %s (Hugging Face)\n", ckpt, out);
   esmt_model_destroy(m);
   esmt_context_destroy(ctx);
   return deferred_status("export", st ? 1 : 0, st ? "nothing was written" : "the export is complete");
 }
 
 int cmd_import_hf(int argc, char **argv) {
-  const char *in = NULL, *out = NULL;
+  const char *in = NULL, *out = NULL, *adapter = NULL;
   for (int i = 0; i < argc; i++) {
     if (!strcmp(argv[i], "--help") || !strcmp(argv[i], "-h")) { import_usage(stdout); return 0; }
     if (!strcmp(argv[i], "-o") && i + 1 < argc) out = argv[++i];
+    else if (!strcmp(argv[i], "--adapter") && i + 1 < argc) adapter = argv[++i];
     else if (argv[i][0] != '-') in = argv[i];
     else {
       fprintf(stderr, "import-hf: unknown argument '%s'%s (try --help)\n", argv[i],
@@ -120,7 +136,8 @@ int cmd_import_hf(int argc, char **argv) {
   char saved[4096] = "";
   /* read the input first: a bad one leaves no run directory behind; the
    * trainer takes the run (its checks again, under run.lock) to save */
-  esmt_status st = esmt_model_import_hf(ctx, in, &m);
+  esmt_status st = adapter ? esmt_model_import_peft(ctx, in, adapter, &m)
+                            : esmt_model_import_hf(ctx, in, &m);
   if (!st) st = esmt_trainer_create(m, &to, &none, &t);
   if (!st) st = esmt_trainer_save(t, saved, sizeof saved);
   if (st) cli_error("import-hf", st);

@@ -30,7 +30,7 @@ static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
   char a[32], b[32], c[32];
   printf("  per rank of %d   %12s %12s %12s  %s\n", r->world_size, "moments", "device total",
          "sent/update", "(dist.zero)");
-  for (int z = 0; z <= 2; z++) {
+  for (int z = 0; z <= 3; z++) {
     esmt_plan_request q = *r;
     q.zero = z;
     q.micro_batch = chosen->micro_batch;
@@ -39,8 +39,9 @@ static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
     q.stream = z ? 0 : chosen->stream;
     esmt_plan p = ESMT_PLAN_INIT;
     if (esmt_plan_memory(&q, &p) && !p.device_total) continue; /* an invalid stage here */
-    printf("  %-16s %12s %12s %12s  %s\n", z == 0 ? "ZeRO-0" : z == 1 ? "ZeRO-1" : "ZeRO-2",
-           cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
+    char name[16];
+    snprintf(name, sizeof name, "ZeRO-%d", z);
+    printf("  %-16s %12s %12s %12s  %s\n", name, cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
            cli_bytes(p.comm_bytes, c, 32), p.fits ? "fits" : "does not fit");
   }
 }
@@ -50,7 +51,10 @@ static void usage(FILE *f) {
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
          "         [--runtime-overhead BYTES] [--link GB/s] [--tflops T] [--host-bw GB/s]\n"
-         "         [--host-mem BYTES] [--world N] [--zero 0|1|2]\n"
+         "         [--host-mem BYTES] [--world N] [--zero 0|1|2|3|auto]\n"
+         "         [--head none|seq-class|multilabel|regression|residue-class]\n"
+         "         [--num-labels C] [--frozen-layers N|encoder] [--lora-rank R]\n"
+         "         [--lora-targets query,key,value,attention-output,ffn-down,ffn-up]\n"
          "         [--set KEY=VALUE]...\n"
          "Prints the device memory a training job needs per tensor class, and the cheapest\n"
          "policy (none, recompute, optimizer offload, both; then gradients, then weights\n"
@@ -64,9 +68,63 @@ static void usage(FILE *f) {
          "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
          "key after the flags above\n"
          "--world N plans one of N data-parallel ranks at ZeRO stage --zero (dist.zero) and\n"
-         "prints the bytes per rank of every stage and what each sends per update.\n"
+         "prints the bytes per rank of every stage and what each sends per update;\n"
+         "--zero auto plans the lowest stage that fits.\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
+         "Fine-tuning: --head, --frozen-layers and --lora-rank (LoRA on --lora-targets,\n"
+         "default query,value) plan a model whose frozen weights hold no gradients or\n"
+         "moments; --lora-rank or --frozen-layers alone imply --head seq-class (--num-labels 2).\n"
          "Exit status 0 when it fits, 3 when it does not.\n");
+}
+
+/* The fine-tuning flags (esmt_model_config's head, frozen and LoRA fields,
+ * which have no configuration keys). */
+typedef struct finetune_flags {
+  int head, num_labels, frozen, lora_rank;
+  unsigned targets;
+} finetune_flags;
+
+/* esmt_head_kind's values in order. */
+static const char *const k_heads[] = {"none", "seq-class", "multilabel", "regression",
+                                      "residue-class"};
+
+static int parse_head(const char *v, int *head) {
+  for (int i = 0; i < 5; i++)
+    if (!strcmp(v, k_heads[i])) return *head = i, 1;
+  return 0;
+}
+
+/* "query,value" to ESMT_LORA_* bits (1 << the name's index). */
+static int parse_targets(const char *v, unsigned *out) {
+  static const char *const names[] = {"query", "key", "value", "attention-output", "ffn-down",
+                                      "ffn-up"};
+  *out = 0;
+  for (const char *p = v; *p;) {
+    const size_t n = strcspn(p, ",");
+    int k = 0;
+    while (k < 6 && (strlen(names[k]) != n || strncmp(p, names[k], n))) k++;
+    if (k == 6) return 0;
+    *out |= 1u << k;
+    p += n + (p[n] == ',');
+  }
+  return *out != 0;
+}
+
+/* One fine-tuning flag: 1 taken, 0 a bad value, -1 not one of them. */
+static int finetune_flag(const char *a, const char *v, finetune_flags *f) {
+  long long x = 0;
+  if (!strcmp(a, "--head")) return parse_head(v, &f->head);
+  if (!strcmp(a, "--lora-targets")) return parse_targets(v, &f->targets);
+  if (!strcmp(a, "--frozen-layers") && !strcmp(v, "encoder"))
+    return f->frozen = ESMT_FREEZE_ENCODER, 1;
+  if (!strcmp(a, "--num-labels") || !strcmp(a, "--frozen-layers") || !strcmp(a, "--lora-rank")) {
+    if (!cli_int_arg("plan", a, v, !strcmp(a, "--num-labels") ? 1 : 0, 1 << 20, &x)) return 0;
+    *(!strcmp(a, "--num-labels") ? &f->num_labels : !strcmp(a, "--frozen-layers") ? &f->frozen
+                                                                               : &f->lora_rank) =
+        (int)x;
+    return 1;
+  }
+  return -1;
 }
 
 /* The flags are configuration keys; the request is the one the trainer
@@ -90,15 +148,21 @@ int cmd_plan(int argc, char **argv) {
   /* plan's own defaults: rows of 512 tokens, the largest micro-batch that fits */
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
-  int have_overhead = 0, rows = 0, n_sets = 0, world = 1;
+  int have_overhead = 0, rows = 0, n_sets = 0, world = 1, zero_auto = 0;
   uint64_t host_mem = 0;
   double link_gbps = 0, tflops = 0, host_gbps = 0;
   const char *sets[32];
+  finetune_flags ft = {-1, 2, 0, 0, ESMT_LORA_QUERY | ESMT_LORA_VALUE};
   for (int i = 0; i < argc; i += 2) { /* a flag and its value */
     const char *a = argv[i], *v = i + 1 < argc ? argv[i + 1] : NULL;
     if (!strcmp(a, "--help")) { usage(stdout); esmt_config_destroy(cfg); return 0; }
     if (!v) { fprintf(stderr, "plan: %s needs a value (try --help)\n", a); esmt_config_destroy(cfg); return 2; }
     int ok = 1, known = 0;
+    const int taken = finetune_flag(a, v, &ft);
+    if (taken >= 0) {
+      known = 1;
+      ok = taken;
+    }
     if (!strcmp(a, "--micro-batch") || !strcmp(a, "--seq")) {
       long long x = 0; /* the ranges of data.micro_batch and data.max_len */
       ok = cli_int_arg("plan", a, v, !strcmp(a, "--seq") ? 3 : 0,
@@ -115,7 +179,10 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
-    if (!strcmp(a, "--world")) {
+    if (!strcmp(a, "--zero") && !strcmp(v, "auto")) { /* the planner picks the stage */
+      known = 1;
+      zero_auto = 1;
+    } else if (!strcmp(a, "--world")) {
       known = 1;
       long long x = 0;
       ok = cli_int_arg("plan", a, v, 1, 65536, &x);
@@ -183,12 +250,20 @@ int cmd_plan(int argc, char **argv) {
   esmt_config_destroy(cfg);
   if (st) { cli_error("plan", st); return 2; }
   if (rows == 0) r.micro_batch = 0; /* the largest that fits */
+  if (ft.head < 0) ft.head = ft.lora_rank || ft.frozen ? ESMT_HEAD_SEQ_CLASS : ESMT_HEAD_NONE;
+  mc.head = (esmt_head_kind)ft.head;
+  mc.num_labels = ft.head ? ft.num_labels : 0;
+  mc.frozen_layers = ft.frozen;
+  mc.lora_rank = ft.lora_rank;
+  mc.lora_alpha = ft.lora_rank ? 2.0f * (float)ft.lora_rank : 0.0f;
+  mc.lora_targets = ft.lora_rank ? ft.targets : 0u;
   if (have_overhead) r.runtime_overhead = overhead;
   r.host_budget = host_mem;
   r.device_flops = tflops * 1e12;
   r.link_bandwidth = link_gbps * 1e9;
   r.host_bandwidth = host_gbps * 1e9;
   r.world_size = world;
+  if (zero_auto) r.zero = -1;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }
@@ -197,6 +272,9 @@ int cmd_plan(int argc, char **argv) {
   printf("plan: %s (%.1fM parameters), micro-batch %d x %d, %s, budget %s\n", model,
          (double)p.parameters / 1e6, p.micro_batch, r.seq_len, prec[r.precision],
          r.device_budget ? cli_bytes(r.device_budget, buf, 32) : "unlimited");
+  if (mc.head || mc.frozen_layers || mc.lora_rank)
+    printf("  fine-tuning: head %s (%d labels), frozen layers %d, LoRA rank %d (targets 0x%x)\n",
+           k_heads[mc.head], mc.num_labels, mc.frozen_layers, mc.lora_rank, mc.lora_targets);
   static const char *const levels[] = {"off", "gradients", "weights"};
   printf("  policy: optimizer offload %s, activation recompute %s, streaming %s\n",
          p.offload_optimizer ? "on" : "off", p.recompute ? "on" : "off", levels[p.stream]);

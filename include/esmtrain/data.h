@@ -198,7 +198,9 @@ typedef struct esmt_loader_options {
   int max_len;                /* tokens per row incl. cls/eos; longer proteins are cropped */
   int batch_rows;             /* rows per batch; 0 = as many as tokens_per_batch allows */
   uint64_t tokens_per_batch;  /* padded-token budget of a batch (rows x longest) */
-  int rank, world;            /* this process's share of every epoch */
+  int rank, world;            /* this process's share: the batches of all epochs, one after
+                               * another, are one stream whatever the world size, and round
+                               * k gives rank r batch k * world + r */
   double mask_prob;           /* 0.15 of residues selected ... */
   double mask_token_frac;     /* ... 0.8 of those <mask> ... */
   double random_token_frac;   /* ... 0.1 a random amino acid, the rest unchanged */
@@ -229,7 +231,8 @@ typedef struct esmt_loader esmt_loader;
 typedef struct esmt_loader_stats {
   uint32_t struct_size;
   uint64_t records;           /* in this split */
-  uint64_t epoch;             /* current epoch (0-based) */
+  uint64_t epoch;             /* of the batch handed out last (0-based; before the first,
+                               * the position's) */
   uint64_t batches;           /* produced so far */
   uint64_t real_tokens, padded_tokens; /* totals so far */
   double padding_fraction;    /* 1 - real / padded */
@@ -247,7 +250,9 @@ ESMT_API esmt_status esmt_loader_next(esmt_loader *loader, esmt_batch *batch);
 /* Back to the first batch of epoch 0. */
 ESMT_API esmt_status esmt_loader_reset(esmt_loader *loader);
 
-/* Position as JSON text, and back: resuming continues with the same batches. */
+/* Position as JSON text, and back: resuming continues with the same batches.
+ * The position is that of the next round, the same on every rank; restored
+ * at another world size, the ranks go on with the same stream. */
 ESMT_API esmt_status esmt_loader_save_cursor(esmt_loader *loader, char *buf, size_t cap);
 ESMT_API esmt_status esmt_loader_restore_cursor(esmt_loader *loader, const char *json);
 

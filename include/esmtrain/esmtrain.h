@@ -392,7 +392,10 @@ typedef struct esmt_model_config {
    * (ESMT_LORA_* bits), y = x W^T + b + (lora_alpha / lora_rank) (x A^T) B^T
    * with A [rank, in] and B [out, rank] trained and every encoder weight
    * frozen (frozen_layers must be 0; the task head trains). lora_dropout
-   * must be 0 (dropout on the adapters' input is not implemented). */
+   * in [0, 1): peft's dropout on each adapter's input (its own mask per
+   * adapter, kept values scaled by 1 / (1 - lora_dropout)) in training
+   * forwards (esmt_model_forward; none at inference or under
+   * esmt_model_set_training(model, 0)). */
   int lora_rank;
   float lora_alpha;
   float lora_dropout;
@@ -469,8 +472,11 @@ ESMT_API esmt_status esmt_model_find_tensor(const esmt_model *model, const char 
 /* Copy `count` fp32 values of a named tensor out of / into a buffer. count
  * must equal the tensor's numel. ESMT_BUF_PARAMS is the fp32 master; in
  * half precision a write also refreshes the tensor's compute copy. Under
- * ZeRO (dist.zero 1: the moments; 2: the gradients too) a rank holds its
- * shard only: a tensor outside it is ESMT_ERR_STATE. */
+ * ZeRO (dist.zero 1: the moments; 2: the gradients too, and in half
+ * precision the fp32 master; 3: the master always) a rank holds its shard
+ * only: a tensor outside it is ESMT_ERR_STATE. At stage 3 writing
+ * ESMT_BUF_PARAMS is ESMT_ERR_UNSUPPORTED (the weights are gathered per
+ * layer; load a checkpoint instead). */
 ESMT_API esmt_status esmt_model_read_tensor(esmt_model *model, const char *name,
                                             esmt_buffer which, float *dst, uint64_t count);
 ESMT_API esmt_status esmt_model_write_tensor(esmt_model *model, const char *name,
@@ -614,6 +620,12 @@ ESMT_API esmt_status esmt_model_get_recompute(const esmt_model *model, int *enab
 ESMT_API esmt_status esmt_model_set_deterministic(esmt_model *model, int deterministic);
 ESMT_API esmt_status esmt_model_get_deterministic(const esmt_model *model, int *deterministic);
 
+/* Training (1, the default) or evaluation (0) behaviour of
+ * esmt_model_forward, as torch's train()/eval(): with 0 it applies no LoRA
+ * dropout (esmt_model_config.lora_dropout), computing what esmt_model_infer
+ * computes. The trainer's evaluation sets 0 for its passes. */
+ESMT_API esmt_status esmt_model_set_training(esmt_model *model, int training);
+
 
 typedef struct esmt_optimizer_config {
   uint32_t struct_size;
@@ -721,14 +733,16 @@ typedef struct esmt_plan_request {
   double host_bandwidth;
   uint64_t tokens_per_update;
   /* Appended (0.2, issue #38): the data-parallel ranks (0 or 1: one
-   * process) and the ZeRO stage (dist.zero: 0, 1 or 2) they run; the plan
+   * process) and the ZeRO stage (dist.zero: 0, 1, 2 or 3) they run; the plan
    * is one rank's. Stages 1 and 2 hold the optimizer state of the rank's
    * shard only (the largest: ceil(P / 64 / world) units of 64); stage 2
    * holds fp32 gradients for that shard, two layers' slots and the
-   * embedding's and head's (stage 1 the whole buffer), and the weights
-   * stay whole; offload_optimizer auto stays off (the
-   * ranks refuse the two together). A caller whose struct ends before
-   * them plans one process. */
+   * embedding's and head's (stage 1 the whole buffer), and in fp16/bf16
+   * the fp32 master of the shard; stage 3 also the compute weights of the
+   * shard, the embedding's and head's whole and two layers' gather slots.
+   * zero -1 (auto) plans the lowest stage that fits (the advice names it).
+   * offload_optimizer auto stays off (the ranks refuse the two together).
+   * A caller whose struct ends before them plans one process. */
   int world_size;
   int zero;
 } esmt_plan_request;
@@ -801,6 +815,14 @@ typedef struct esmt_plan {
  * message and in plan->advice (plan filled with the smallest attempt). */
 ESMT_API esmt_status esmt_plan_memory(const esmt_plan_request *request, esmt_plan *plan);
 
+/* Appended (issue #42): the buffers esmt_model_infer takes for
+ * ESMT_INFER_ATTENTION on `batch` rows of `seq_len` positions: device, one
+ * layer's [batch, heads, seq_len, seq_len] fp32 softmax; host, its copy
+ * plus the maps returned (every layer's, the caller's buffer at most). */
+ESMT_API esmt_status esmt_plan_attention_maps(const esmt_model_config *config, int batch,
+                                              int seq_len, uint64_t *device_bytes,
+                                              uint64_t *host_bytes);
+
 /* Appended (0.2, issue #36): the memory policy a model of one's own is
  * created with, as esmt_plan_memory chose it (its offload_optimizer,
  * recompute and stream fields) or as the caller forces it. */
@@ -830,7 +852,11 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
 /* ------------------------------------------------------------------------ */
 
 /* Write a directory transformers loads with EsmForMaskedLM.from_pretrained
- * and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
+ * (a model with a task head: EsmForSequenceClassification or
+ * EsmForTokenClassification, config.json's num_labels, id2label and
+ * problem_type set, no lm_head; a sequence head with mean pooling, which
+ * transformers cannot compute, is refused; LoRA adapters merged into the
+ * weights as peft's merge_and_unload) and EsmTokenizer.from_pretrained: config.json, model.safetensors (HF
  * names; also the keys transformers expects but ESM-2 does not use:
  * zero position embeddings, the rotary inv_freq buffers, the contact head
  * the model carries (imported or esmt_model_set_contact_head) or a zero one), vocab.txt, tokenizer_config.json, special_tokens_map.json.
@@ -841,6 +867,19 @@ ESMT_API const char *esmt_mem_class_name(esmt_mem_class cls);
  * then its files are replaced. Nothing esmtrain did not write is ever
  * replaced or removed. */
 ESMT_API esmt_status esmt_model_export_hf(esmt_model *model, const char *dir, int overwrite);
+
+/* A model with LoRA adapters as two directories: `base_dir`, what
+ * esmt_model_export_hf writes but with the weights unmerged (the frozen
+ * base and the task head), and `adapter_dir`, a PEFT adapter that
+ * peft.PeftModel.from_pretrained(base, adapter_dir) loads on it:
+ * adapter_config.json (peft 0.12's LoraConfig, target_modules as one
+ * regular expression) and adapter_model.safetensors (peft's key names, the
+ * task head as modules_to_save, and the base's fingerprint in the
+ * metadata for esmt_model_import_peft). Both are complete before either is
+ * published; the rules for existing directories are esmt_model_export_hf's.
+ * A model without LoRA is ESMT_ERR_STATE. */
+ESMT_API esmt_status esmt_model_export_peft(esmt_model *model, const char *base_dir,
+                                            const char *adapter_dir, int overwrite);
 
 /* Save the model on its own, for a training loop of one's own: weights,
  * optimizer state (esmt_model_optimizer_step's moments) and `step` into
@@ -871,6 +910,18 @@ ESMT_API esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const 
  * Pickle checkpoints (pytorch_model.bin, fair-esm .pt) are refused with a
  * pointer to tools/convert_to_safetensors.py. */
 ESMT_API esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out);
+
+/* A model from a transformers base directory (as esmt_model_import_hf)
+ * and a PEFT LoRA adapter on it (adapter_config.json,
+ * adapter_model.safetensors): lora_rank, lora_alpha and lora_dropout from
+ * the config, lora_targets from the adapter's tensors, the adapters and the
+ * task head (modules_to_save) from its file. Refused with the file and the
+ * tensor or field named: an adapter on a module esmtrain does not adapt,
+ * per-layer ranks or layers, DoRA, rsLoRA or trained biases, a tensor whose
+ * shape is not the base's, and an adapter whose recorded base fingerprint
+ * (written by esmt_model_export_peft) is not this base's. */
+ESMT_API esmt_status esmt_model_import_peft(esmt_context *ctx, const char *base_dir,
+                                            const char *adapter_dir, esmt_model **out);
 
 /* Load a Hugging Face ESM-2 directory's weights into an existing model of
  * the same shape (a mismatch names the tensor); unchanged on failure. */

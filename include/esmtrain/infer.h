@@ -76,10 +76,19 @@ typedef struct esmt_embed_request {
    * the total); non-zero cancels with ESMT_ERR_CANCELLED. May be NULL. */
   esmt_progress_fn progress;
   void *progress_user;
+  /* Appended (issue #42): also each requested layer's attention maps
+   * (layers 1..L: block l's softmax; layer 0 has none and is refused), per
+   * protein [layers, heads, kept, kept] fp32 over the kept residues (no
+   * <cls>/<eos>), one protein a forward pass. A protein longer than the
+   * window is truncated (ESMT_LONG_TRUNCATE) or refused (windows' maps are
+   * not averaged). max_attention_bytes: a protein whose maps
+   * (esmt_embed_attention_bytes) exceed it is refused; 0 = no cap. */
+  int attention;
+  uint64_t max_attention_bytes;
 } esmt_embed_request;
 
 #define ESMT_EMBED_REQUEST_INIT \
-  { sizeof(esmt_embed_request), 0, NULL, 0, ESMT_LONG_TRUNCATE, 0, 16384, NULL, NULL }
+  { sizeof(esmt_embed_request), 0, NULL, 0, ESMT_LONG_TRUNCATE, 0, 16384, NULL, NULL, 0, 0 }
 
 /* One protein's results (arrays malloc'd by esmt_embed, freed by
  * esmt_embedding_release). Blocks follow the request's layers. */
@@ -91,9 +100,11 @@ typedef struct esmt_embedding {
   float *mean;               /* [layers, hidden]: mean over the kept residues */
   float *cls;                /* [layers, hidden] */
   float *per_token;          /* [layers, kept, hidden] with per_token, else NULL */
+  /* Appended (issue #42): [layers, heads, kept, kept] with attention, else NULL. */
+  float *attention;
 } esmt_embedding;
 
-#define ESMT_EMBEDDING_INIT { sizeof(esmt_embedding), 0, 0, 0, NULL, NULL, NULL }
+#define ESMT_EMBEDDING_INIT { sizeof(esmt_embedding), 0, 0, 0, NULL, NULL, NULL, NULL }
 
 /* Representations of `count` proteins (residue ids, no cls/eos; an empty
  * protein has a cls and a zero mean). Pieces (whole proteins, truncated
@@ -105,6 +116,11 @@ ESMT_API esmt_status esmt_embed(esmt_model *model, const esmt_embed_request *req
                                 const int32_t *const *residues, const int64_t *lengths,
                                 esmt_embedding *out);
 ESMT_API void esmt_embedding_release(esmt_embedding *embeddings, int count);
+/* The bytes of one protein's attention maps as esmt_embed returns them
+ * (and `embed --include attention` writes them): num_layers x heads x
+ * kept^2 fp32, kept = the residues that fit the window. */
+ESMT_API esmt_status esmt_embed_attention_bytes(esmt_model *model, int num_layers,
+                                                int64_t residues, uint64_t *bytes);
 
 /* ------------------------------------------------------------------------ */
 /* Masked scoring: pseudo-log-likelihood and masked marginals                */
@@ -223,6 +239,15 @@ ESMT_API esmt_status esmt_contact_features(esmt_model *model, const int32_t *res
  * predict_contacts for the protein's residues. */
 ESMT_API esmt_status esmt_predict_contacts(esmt_model *model, const int32_t *residues, int n,
                                            float *contacts);
+/* Contact probabilities [n, n] of a protein of any length n >= 1: one that
+ * fits the window is esmt_predict_contacts; a longer one is cut into
+ * esmt_embed's windows (ESMT_LONG_WINDOWS: W = max_positions - 2 residues
+ * starting at 0, stride, 2 stride, ... and a last one ending at the
+ * protein's end; stride 0 = W / 2), each window's map predicted as a
+ * protein of its own and the maps averaged where windows overlap. A pair
+ * of residues that no window holds together is 0 (no evidence). */
+ESMT_API esmt_status esmt_predict_contacts_windowed(esmt_model *model, const int32_t *residues,
+                                                    int n, int stride, float *contacts);
 
 /* Training the contact head as fair-esm did: a logistic regression on the
  * frozen model's contact features, here L2-penalised and fitted by
@@ -383,7 +408,8 @@ typedef struct esmt_embed_dir esmt_embed_dir;
 typedef enum esmt_embed_include {
   ESMT_EMBED_MEAN = 1,      /* mean.layer<L>.npy */
   ESMT_EMBED_PER_TOKEN = 2, /* per_tok.layer<L>.npy and per_tok.offsets.npy */
-  ESMT_EMBED_CLS = 4        /* cls.layer<L>.npy */
+  ESMT_EMBED_CLS = 4,       /* cls.layer<L>.npy */
+  ESMT_EMBED_ATTENTION = 8  /* attn.layer<L>.npy and attn.offsets.npy (issue #42) */
 } esmt_embed_include;
 
 typedef struct esmt_embed_dir_options {

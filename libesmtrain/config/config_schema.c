@@ -74,9 +74,11 @@ const esmt_key_def esmt_config_keys[] = {
     {"dist.comm", E, "auto", "auto|tcp|mpi", 0, 0,
      "host collectives (cpu backend): auto = MPI when mpirun/srun --mpi started the ranks and "
      "the MPI plugin is installed, else the TCP ring; ESMTRAIN_COMM overrides"},
-    {"dist.zero", I, "0", NULL, 0, 2,
+    {"dist.zero", I, "0", NULL, 0, 3,
      "ZeRO stage: 1 shards the AdamW moments over the ranks (reduce-scatter, all-gather); 2 "
-     "also keeps only the shard's gradients between micro-batches (one reduce-scatter each)"},
+     "also keeps only the shard's gradients between micro-batches (one reduce-scatter each) "
+     "and, in fp16/bf16, the fp32 master; 3 also the compute weights, each layer's gathered "
+     "before it runs"},
     {"offload.optimizer", E, "auto", "auto|on|off", 0, 0, "master weights and AdamW on the host"},
     {"offload.recompute", E, "auto", "auto|on|off", 0, 0, "keep only layer inputs, recompute the rest in backward; auto: if the planner needs it"},
     {"offload.stream", E, "auto", "auto|off|gradients|weights", 0, 0,
@@ -116,6 +118,8 @@ const esmt_key_def esmt_config_keys[] = {
      "what does not train: none, encoder (the head only) or N (the embedding and first N layers)"},
     {"finetune.lora_rank", I, "0", NULL, 0, 4096, "LoRA rank on the encoder's linear maps; 0 = none"},
     {"finetune.lora_alpha", D, "16", NULL, 0, 1e6, "LoRA alpha (the update is scaled by alpha / rank)"},
+    {"finetune.lora_dropout", D, "0", NULL, 0, 0.99,
+     "dropout on each LoRA adapter's input in training (peft's lora_dropout)"},
     {"finetune.lora_targets", S, "q,k,v,o", NULL, 0, 0,
      "LoRA target modules among q,k,v,o,up,down"},
     {"finetune.head_lr_scale", D, "1", NULL, 0, 1e6, "the head's learning rate relative to optimizer.lr"},

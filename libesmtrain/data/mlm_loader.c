@@ -5,22 +5,27 @@
  * (a Feistel network with cycle walking: O(1) memory however large the
  * dataset). Consecutive windows of the permuted order are sorted by
  * length and cut into batches under the token budget (length bucketing),
- * and a window's batches are handed out in a shuffled order; batch j of a
- * window belongs to rank j % world. Windows do not depend on the world
- * size, so N ranks together see the batches one process would (data
- * parallelism equals gradient accumulation); a window whose batch count
- * does not divide by the world size is padded by handing its first
- * batches out again, so every rank gets the same number of batches and
- * no rank waits at a collective for one that ran out (as PyTorch's
- * DistributedSampler pads). Everything random - permutation,
- * crops, masks - is a function of (seed, epoch, record), so a cursor of
- * (epoch, window, batch) restores the exact stream.
+ * and a window's batches are handed out in a shuffled order. The windows'
+ * batches, one after another across windows and epochs, make one global
+ * stream that does not depend on the world size; the ranks take it in
+ * rounds: round k gives rank r the stream's batch k * world + r. So N
+ * ranks together see the batches one process would (data parallelism
+ * equals gradient accumulation), and the position of the next round is
+ * the same on every rank and at every world size: a cursor of (epoch,
+ * window, batch), batch counting the window's batches all ranks have
+ * taken, resumes the same global order with another number of ranks.
+ * Only the last round of the last epoch (data.epochs > 0) can run short
+ * of batches; its ranks without one take the last epoch's first batches
+ * again, so every rank gets the same number of batches and no rank waits
+ * at a collective for one that ran out (as PyTorch's DistributedSampler
+ * pads). Everything random - permutation, crops, masks - is a function of
+ * (seed, epoch, record), so the cursor restores the exact stream.
  *
  * Packing (options.pack): a window's samples are instead placed first-fit
  * decreasing into rows of max_len tokens, each sample keeping its own
  * cls/eos (and crop), and consecutive rows make batches of B rows; the
  * batch then carries the segments (esmt_batch.num_segments). Batch order,
- * the rank split and cursors work on these batches exactly as above.
+ * the rounds and cursors work on these batches exactly as above.
  *
  * Cluster sampling (options.sampling, a dataset ingested with clusters):
  * the permutation runs over clusters instead of records, and position i
@@ -56,13 +61,14 @@ struct esmt_loader {
   esmt_cluster_index clusters; /* cluster sampling: the split's index (fd -1: off) */
   uint64_t epoch_items;      /* what an epoch visits: records, or clusters */
   uint64_t window_size;      /* samples per window */
-  /* position */
+  /* position of the next round: the window's batches all ranks have taken */
   uint64_t epoch, window;
-  int batch;                 /* index into this rank's batches of the window */
+  int batch;
+  uint64_t handed_epoch;     /* of the batch handed out last: the stats' epoch */
   /* the current window */
   uint64_t *samples;         /* record ids, sorted by length */
   uint32_t *lengths;         /* row length (tokens incl. cls/eos, cropped) */
-  int *bstart, *bcount, *order, nbatches, nmine;
+  int *bstart, *bcount, *order, nbatches;
   /* packed: batch j is rows [bstart, bstart + bcount); row r holds the
    * samples items[rstart[r] ..] (rcount of them), rfill tokens */
   int *items, *rstart, *rcount;
@@ -83,6 +89,7 @@ typedef struct slot {
   char message[512];
   uint64_t epoch, window;
   int next_batch;
+  uint64_t batch_epoch;     /* the batch's own epoch */
   uint64_t real, padded;
 } slot;
 
@@ -96,6 +103,7 @@ struct prefetch {
   int held;                 /* the slot handed to the caller, -1 if none */
   uint64_t epoch, window;   /* position after the last batch handed out */
   int batch;
+  uint64_t handed_epoch;    /* that batch's epoch */
 };
 
 static uint64_t mix(uint64_t z) {
@@ -157,7 +165,7 @@ static uint32_t row_len(const esmt_loader *L, uint32_t residues) {
 
 static void unpacked_batches(esmt_loader *L, int m);
 static void pack_rows(esmt_loader *L, int m);
-static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w);
+static void shuffle_batches(esmt_loader *L, uint64_t e, uint64_t w);
 
 /* Build window w of epoch e: sort its samples by length, cut batches. */
 static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
@@ -194,7 +202,7 @@ static esmt_status build_window(esmt_loader *L, uint64_t e, uint64_t w) {
   } else {
     unpacked_batches(L, m);
   }
-  shuffle_and_split(L, e, w);
+  shuffle_batches(L, e, w);
   L->built_epoch = (int64_t)e;
   L->built_window = (int64_t)w;
   return ESMT_OK;
@@ -230,7 +238,7 @@ static int packed_rows(const esmt_loader *L) {
  * rows of max_len tokens, then batches of packed_rows() consecutive rows. */
 static void pack_rows(esmt_loader *L, int m) {
   int nrows = 0, open = 0; /* rows before `open` cannot take even the shortest sample */
-  int *row_of = L->order; /* scratch until shuffle_and_split */
+  int *row_of = L->order; /* scratch until shuffle_batches */
   const uint32_t cap = (uint32_t)L->o.max_len;
   for (int i = m - 1; i >= 0; i--) {
     while (open < nrows && L->rfill[open] + L->lengths[0] > cap) open++;
@@ -261,8 +269,8 @@ static void pack_rows(esmt_loader *L, int m) {
   }
 }
 
-/* A shuffled batch order, then this rank's share. */
-static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w) {
+/* The window's batches in a shuffled order: its part of the global stream. */
+static void shuffle_batches(esmt_loader *L, uint64_t e, uint64_t w) {
   int *all = L->order;
   for (int j = 0; j < L->nbatches; j++) all[j] = j;
   if (L->o.shuffle) {
@@ -272,28 +280,60 @@ static void shuffle_and_split(esmt_loader *L, uint64_t e, uint64_t w) {
       int t = all[j]; all[j] = all[k]; all[k] = t;
     }
   }
-  /* rank r: j = r, r + world, ... over ceil(nbatches / world) rounds; only
-   * the last round can wrap to the front, so take its batch first */
-  const int world = L->o.world, rank = L->o.rank;
-  L->nmine = (L->nbatches + world - 1) / world;
-  const int last = all[((L->nmine - 1) * world + rank) % L->nbatches];
-  for (int i = 0; i < L->nmine - 1; i++) all[i] = all[i * world + rank];
-  all[L->nmine - 1] = last;
 }
 
 static uint64_t windows_per_epoch(const esmt_loader *L) {
   return (L->epoch_items + L->window_size - 1) / L->window_size;
 }
 
+/* A place in the global stream: batch `batch` of window `window` of epoch
+ * `epoch` (in the window's shuffled order). */
+typedef struct stream_pos {
+  uint64_t epoch, window;
+  int batch;
+} stream_pos;
+
+/* Move p k batches along the stream, building the windows it crosses; p
+ * then names an existing batch and its window is the one built, or, when
+ * `lazy` and p lands just past a window's last batch, that window's end
+ * (so the epoch a loader reports is still that of the batch it handed out
+ * last, until the next one). At the end of the last epoch (data.epochs > 0)
+ * *past_end is set and *left says how many of the k steps had no batch to
+ * land on. */
+static esmt_status stream_advance(esmt_loader *L, stream_pos *p, uint64_t k, int lazy,
+                                  int *past_end, uint64_t *left) {
+  *past_end = 0;
+  for (;;) {
+    if (L->o.epochs > 0 && p->epoch >= (uint64_t)L->o.epochs) {
+      *past_end = 1;
+      *left = k;
+      return ESMT_OK;
+    }
+    esmt_status st = build_window(L, p->epoch, p->window);
+    if (st) return st;
+    const uint64_t rest = (uint64_t)(L->nbatches - p->batch);
+    if (rest > k || (lazy && rest == k && k > 0)) {
+      p->batch += (int)k;
+      return ESMT_OK;
+    }
+    k -= rest;
+    p->batch = 0;
+    if (++p->window >= windows_per_epoch(L)) {
+      p->window = 0;
+      p->epoch++;
+    }
+  }
+}
+
 /* One sequence into tok/lab (row_len() tokens): crop, add cls/eos where
  * the window reaches the ends, mask. The caller pads around it. */
-static esmt_status fill_seq(esmt_loader *L, uint64_t id, int32_t *tok, int32_t *lab,
-                            uint64_t *real) {
+static esmt_status fill_seq(esmt_loader *L, uint64_t epoch, uint64_t id, int32_t *tok,
+                            int32_t *lab, uint64_t *real) {
   uint32_t len;
   const uint8_t *res;
   esmt_status st = esmt_shard_set_record(&L->set, id, &res, &len);
   if (st) return st;
-  rng r = rng_for(L->o.seed, L->o.fixed_masking ? 0 : L->epoch, id, 0x3A5C);
+  rng r = rng_for(L->o.seed, L->o.fixed_masking ? 0 : epoch, id, 0x3A5C);
   const uint64_t full = (uint64_t)len + 2; /* the virtual row: cls + residues + eos */
   const uint64_t keep = full < (uint64_t)L->o.max_len ? full : (uint64_t)L->o.max_len;
   const uint64_t start = full > keep ? rng_next(&r) % (full - keep + 1) : 0;
@@ -346,8 +386,9 @@ static esmt_status grow(out_buf *o, size_t n, size_t nseg) {
   return ESMT_OK;
 }
 
-/* Packed batch j: its rows, T = the fullest row, one segment per sample. */
-static esmt_status produce_packed(esmt_loader *L, int j, out_buf *o, esmt_batch *b,
+/* Packed batch j of a window of epoch e: its rows, T = the fullest row, one
+ * segment per sample. */
+static esmt_status produce_packed(esmt_loader *L, uint64_t e, int j, out_buf *o, esmt_batch *b,
                                   uint64_t *real) {
   const int r0 = L->bstart[j], rows = L->bcount[j];
   int T = 0, nseg = 0;
@@ -363,7 +404,7 @@ static esmt_status produce_packed(esmt_loader *L, int j, out_buf *o, esmt_batch 
     size_t at = (size_t)r * (size_t)T;
     for (int k = 0; k < L->rcount[row]; k++) {
       const int i = L->items[L->rstart[row] + k];
-      if ((st = fill_seq(L, L->samples[i], o->tok + at, o->lab + at, real))) return st;
+      if ((st = fill_seq(L, e, L->samples[i], o->tok + at, o->lab + at, real))) return st;
       o->seg_start[s] = (int32_t)at;
       o->seg_len[s++] = (int32_t)L->lengths[i];
       at += L->lengths[i];
@@ -378,35 +419,49 @@ static esmt_status produce_packed(esmt_loader *L, int j, out_buf *o, esmt_batch 
   return ESMT_OK;
 }
 
-/* Make the next batch into o, growing it as needed. */
+/* Where this rank's batch of the round at `round` is: `rank` batches on,
+ * or, past the end of the last epoch, as many from that epoch's start
+ * (*wrapped set). */
+static esmt_status rank_batch(esmt_loader *L, stream_pos round, stream_pos *mine, int *wrapped) {
+  int past_end = 0;
+  uint64_t left = (uint64_t)L->o.rank;
+  *mine = round;
+  esmt_status st = stream_advance(L, mine, left, 0, &past_end, &left);
+  *wrapped = past_end;
+  while (!st && past_end) { /* each pass lands on at least one batch: left shrinks */
+    stream_pos first = {(uint64_t)L->o.epochs - 1, 0, 0};
+    *mine = first;
+    st = stream_advance(L, mine, left, 0, &past_end, &left);
+  }
+  return st;
+}
+
+/* Make this rank's batch of the next round into o, growing it as needed. */
 static esmt_status produce(esmt_loader *L, out_buf *o, esmt_batch *b, uint64_t *real_out,
                            uint64_t *padded_out) {
-  for (;;) {
-    if (L->o.epochs > 0 && L->epoch >= (uint64_t)L->o.epochs)
-      return esmt_fail(ESMT_ERR_STATE, "loader: all %d epochs are done", L->o.epochs);
-    esmt_status st = build_window(L, L->epoch, L->window);
-    if (st) return st;
-    if (L->batch < L->nmine) break;
-    L->batch = 0;
-    if (++L->window >= windows_per_epoch(L)) {
-      L->window = 0;
-      L->epoch++;
-    }
-  }
-  int j = L->order[L->batch++];
+  stream_pos round = {L->epoch, L->window, L->batch}, mine;
+  int past_end = 0, wrapped = 0;
+  uint64_t left = 0;
+  esmt_status st = stream_advance(L, &round, 0, 0, &past_end, &left);
+  if (st) return st;
+  if (past_end) return esmt_fail(ESMT_ERR_STATE, "loader: all %d epochs are done", L->o.epochs);
+  if ((st = rank_batch(L, round, &mine, &wrapped))) return st;
+  const uint64_t e = mine.epoch;
+  int j = L->order[mine.batch];
+  L->handed_epoch = e;
   uint64_t real = 0;
   if (L->o.pack) {
-    esmt_status st = produce_packed(L, j, o, b, &real);
+    st = produce_packed(L, e, j, o, b, &real);
     if (st) return st;
   } else {
     int rows = L->bcount[j];
     int T = (int)L->lengths[L->bstart[j] + rows - 1]; /* the longest: sorted */
-    esmt_status st = grow(o, (size_t)rows * (size_t)T, 0);
+    st = grow(o, (size_t)rows * (size_t)T, 0);
     if (st) return st;
     for (int r = 0; r < rows; r++) {
       int32_t *tok = o->tok + (size_t)r * T, *lab = o->lab + (size_t)r * T;
       pad(tok, lab, (size_t)T);
-      if ((st = fill_seq(L, L->samples[L->bstart[j] + r], tok, lab, &real))) return st;
+      if ((st = fill_seq(L, e, L->samples[L->bstart[j] + r], tok, lab, &real))) return st;
     }
     b->batch = rows;
     b->seq_len = T;
@@ -418,6 +473,18 @@ static esmt_status produce(esmt_loader *L, out_buf *o, esmt_batch *b, uint64_t *
   b->loss_normalizer = 0;
   *real_out = real;
   *padded_out = (uint64_t)b->batch * (uint64_t)b->seq_len;
+  /* the next round: world batches on (the end of the data: the last epoch
+   * done), counted from this rank's batch, whose window is the one built */
+  uint64_t on = (uint64_t)L->o.world;
+  if (!wrapped) {
+    round = mine;
+    on -= (uint64_t)L->o.rank;
+  }
+  if ((st = stream_advance(L, &round, on, 1, &past_end, &left))) return st;
+  if (past_end) round = (stream_pos){(uint64_t)L->o.epochs, 0, 0};
+  L->epoch = round.epoch;
+  L->window = round.window;
+  L->batch = round.batch;
   return ESMT_OK;
 }
 
@@ -438,6 +505,7 @@ static void *prefetch_main(void *arg) {
     s->epoch = L->epoch;
     s->window = L->window;
     s->next_batch = L->batch;
+    s->batch_epoch = L->handed_epoch;
     pthread_mutex_lock(&p->mu);
     p->count++;
     pthread_cond_signal(&p->can_take);
@@ -463,6 +531,7 @@ static void prefetch_stop(esmt_loader *L) {
   L->epoch = p->epoch;
   L->window = p->window;
   L->batch = p->batch;
+  L->handed_epoch = p->handed_epoch;
   p->head = p->count = 0;
   p->held = -1;
 }
@@ -472,6 +541,7 @@ static esmt_status prefetch_start(esmt_loader *L) {
   p->epoch = L->epoch;
   p->window = L->window;
   p->batch = L->batch;
+  p->handed_epoch = L->handed_epoch;
   p->head = p->count = 0;
   p->held = -1;
   p->running = 1;
@@ -527,6 +597,7 @@ esmt_status esmt_loader_next(esmt_loader *L, esmt_batch *caller) {
     p->epoch = s->epoch;
     p->window = s->window;
     p->batch = s->next_batch;
+    p->handed_epoch = s->batch_epoch;
     *b = s->batch;
     real = s->real;
     padded = s->padded;
@@ -677,6 +748,7 @@ esmt_status esmt_loader_reset(esmt_loader *L) {
   prefetch_stop(L);
   L->epoch = L->window = 0;
   L->batch = 0;
+  L->handed_epoch = 0;
   return ESMT_OK;
 }
 
@@ -695,9 +767,10 @@ esmt_status esmt_loader_save_cursor(esmt_loader *L, char *buf, size_t cap) {
     window = L->window;
     batch = L->batch;
   }
-  /* "pack" only when packing: unpacked cursors keep their old text */
-  int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"seed\":%llu,"
-                   "\"records\":%llu%s%s}", (unsigned long long)epoch, (unsigned long long)window,
+  /* "pack" only when packing: unpacked cursors keep their old text; "global":
+   * batch counts the window's batches all ranks have taken together */
+  int n = snprintf(buf, cap, "{\"epoch\":%llu,\"window\":%llu,\"batch\":%d,\"global\":1,"
+                   "\"seed\":%llu,\"records\":%llu%s%s}", (unsigned long long)epoch, (unsigned long long)window,
                    batch, (unsigned long long)L->o.seed, (unsigned long long)L->set.records,
                    L->o.pack ? ",\"pack\":1" : "",
                    L->clusters.fd >= 0 ? ",\"sampling\":\"cluster\"" : "");
@@ -774,15 +847,28 @@ esmt_status esmt_loader_restore_cursor(esmt_loader *L, const char *json) {
   if (!st) st = cursor_field(cur, "window", windows - 1, bound, &window);
   prefetch_stop(L);
   if (!st) st = build_window(L, epoch, window);
-  snprintf(bound, sizeof bound, "window %llu of epoch %llu has %d batch(es) for rank %d of %d",
-           (unsigned long long)window, (unsigned long long)epoch, L->nmine, L->o.rank,
-           L->o.world);
-  if (!st) st = cursor_field(cur, "batch", (uint64_t)L->nmine, bound, &batch);
+  /* A cursor without "global" (written before the ranks shared one stream)
+   * counts one rank's batches of a window split j -> rank j % world: the
+   * ranks together had taken world times as many (the same world size is
+   * exact; another one is not, as it was not then). */
+  json_t *global = json_object_get(cur, "global");
+  const int per_rank = !(json_is_integer(global) && json_integer_value(global) == 1);
+  const uint64_t most = per_rank ? (uint64_t)((L->nbatches + L->o.world - 1) / L->o.world)
+                                 : (uint64_t)L->nbatches;
+  snprintf(bound, sizeof bound, "window %llu of epoch %llu has %d batch(es)%s",
+           (unsigned long long)window, (unsigned long long)epoch, L->nbatches,
+           per_rank ? ", split over the ranks" : "");
+  if (!st) st = cursor_field(cur, "batch", most, bound, &batch);
   json_decref(cur);
   if (st) return st;
+  if (per_rank) {
+    batch *= (uint64_t)L->o.world;
+    if (batch > (uint64_t)L->nbatches) batch = (uint64_t)L->nbatches;
+  }
   L->epoch = epoch;
   L->window = window;
   L->batch = (int)batch;
+  L->handed_epoch = epoch;
   return ESMT_OK;
 }
 
@@ -792,12 +878,14 @@ esmt_status esmt_loader_stats_get(const esmt_loader *L, esmt_loader_stats *s) {
                                      sizeof *s);
   if (st) return st;
   *s = L->stats;
-  if (L->pf && L->pf->started) { /* the caller's epoch; L->epoch is the prefetch thread's */
+  /* the epoch of the batch handed out last: the next round's position may
+   * already be in the next epoch while the caller holds a batch of this one */
+  if (L->pf && L->pf->started) { /* the caller's; L's is the prefetch thread's */
     pthread_mutex_lock(&L->pf->mu);
-    s->epoch = L->pf->epoch;
+    s->epoch = L->pf->handed_epoch;
     pthread_mutex_unlock(&L->pf->mu);
   } else {
-    s->epoch = L->epoch;
+    s->epoch = L->handed_epoch;
   }
   s->padding_fraction = s->padded_tokens ? 1.0 - (double)s->real_tokens / (double)s->padded_tokens : 0;
   return ESMT_OK;

@@ -9,6 +9,14 @@
 #include <stdlib.h>
 #include <string.h>
 
+esmt_comm_fault_fn esmt_comm_test_fault;
+
+/* Count a collective of kind op; the test hook sees it before any byte moves. */
+static void fault_point(esmt_comm *c, esmt_comm_op op) {
+  const uint64_t nth = ++c->calls[op];
+  if (esmt_comm_test_fault) esmt_comm_test_fault(c, op, nth);
+}
+
 /* The plugin's status and its message as this thread's error. */
 static esmt_status plugin_result(const esmt_comm *c, int st) {
   if (st == ESMT_OK) return ESMT_OK;
@@ -84,6 +92,7 @@ esmt_status esmt_comm_allreduce_sum(esmt_comm *c, void *buf, size_t count, esmt_
   ESMT_CHECK_ARG(c, fn, "NULL communicator");
   esmt_status st = check_dtype(dtype, buf, count, fn);
   if (st) return st;
+  fault_point(c, ESMT_COMM_OP_ALLREDUCE);
   if (c->tcp) return esmt_tcp_comm_allreduce_sum(c->tcp, buf, count, dtype);
   return plugin_result(c, c->plugin->allreduce_sum(c->state, buf, count, (int)dtype));
 }
@@ -95,6 +104,7 @@ esmt_status esmt_comm_reduce_scatter_sum(esmt_comm *c, void *buf, size_t count,
   esmt_status st = check_dtype(dtype, buf, count, fn);
   if (!st) st = check_shards(c, off, count, fn);
   if (st) return st;
+  fault_point(c, ESMT_COMM_OP_REDUCE_SCATTER);
   if (c->tcp) return esmt_tcp_comm_reduce_scatter_sum(c->tcp, buf, count, off, dtype);
   return plugin_result(c, c->plugin->reduce_scatter_sum(c->state, buf, count, off, (int)dtype));
 }
@@ -107,6 +117,7 @@ esmt_status esmt_comm_allgather_shards(esmt_comm *c, void *buf, size_t count,
   ESMT_CHECK_ARG(buf || count == 0, fn, "NULL buffer");
   esmt_status st = check_shards(c, off, count, fn);
   if (st) return st;
+  fault_point(c, ESMT_COMM_OP_ALLGATHER_SHARDS);
   if (c->tcp) return esmt_tcp_comm_allgather_shards(c->tcp, buf, count, off, elem_size);
   return plugin_result(c, c->plugin->allgather_shards(c->state, buf, count, off, elem_size));
 }
@@ -118,6 +129,7 @@ esmt_status esmt_comm_broadcast(esmt_comm *c, void *buf, size_t nbytes, int root
   const int W = esmt_comm_world_size(c);
   if (root < 0 || root >= W)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: root %d is not in 0..%d", fn, root, W - 1);
+  fault_point(c, ESMT_COMM_OP_BROADCAST);
   if (c->tcp) return esmt_tcp_comm_broadcast(c->tcp, buf, nbytes, root);
   return plugin_result(c, c->plugin->broadcast(c->state, buf, nbytes, root));
 }
@@ -127,12 +139,14 @@ esmt_status esmt_comm_allgather(esmt_comm *c, const void *send, size_t nbytes, v
   ESMT_CHECK_ARG(c, fn, "NULL communicator");
   ESMT_CHECK_ARG((send && recv) || nbytes == 0, fn, "NULL buffer");
   ESMT_CHECK_ARG(nbytes <= SIZE_MAX / (size_t)esmt_comm_world_size(c), fn, "size too large");
+  fault_point(c, ESMT_COMM_OP_ALLGATHER);
   if (c->tcp) return esmt_tcp_comm_allgather(c->tcp, send, nbytes, recv);
   return plugin_result(c, c->plugin->allgather(c->state, send, nbytes, recv));
 }
 
 esmt_status esmt_comm_barrier(esmt_comm *c) {
   ESMT_CHECK_ARG(c, "esmt_comm_barrier", "NULL communicator");
+  fault_point(c, ESMT_COMM_OP_BARRIER);
   if (c->tcp) return esmt_tcp_comm_barrier(c->tcp);
   return plugin_result(c, c->plugin->barrier(c->state));
 }

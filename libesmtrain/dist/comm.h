@@ -110,4 +110,24 @@ ESMT_HIDDEN void esmt_comm_set_step(esmt_comm *c, int64_t step);
  * "no operation yet". */
 ESMT_HIDDEN void esmt_comm_describe_last(const esmt_comm *c, char *buf, size_t cap);
 
+/* Test-only fault injection, for either transport. The collectives in the
+ * order they are counted; each communicator counts its calls of each kind
+ * from 1. */
+typedef enum esmt_comm_op {
+  ESMT_COMM_OP_ALLREDUCE,
+  ESMT_COMM_OP_REDUCE_SCATTER,
+  ESMT_COMM_OP_ALLGATHER_SHARDS,
+  ESMT_COMM_OP_BROADCAST,
+  ESMT_COMM_OP_ALLGATHER,
+  ESMT_COMM_OP_BARRIER,
+  ESMT_COMM_OP_COUNT
+} esmt_comm_op;
+/* When set (by a test, never by the library), called at the start of
+ * every collective once its arguments are checked and before any byte
+ * moves: `nth` is this communicator's count of calls of kind `op`. A test
+ * kills its rank there to show what the other ranks do when a peer dies
+ * inside a collective. */
+typedef void (*esmt_comm_fault_fn)(const esmt_comm *c, esmt_comm_op op, uint64_t nth);
+ESMT_HIDDEN extern esmt_comm_fault_fn esmt_comm_test_fault;
+
 #endif

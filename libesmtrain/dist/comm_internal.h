@@ -14,6 +14,7 @@ struct esmt_comm {
   void *state;                     /* its communicator */
   void *dl;                        /* and the dlopen() handle (kept open: see comm_select.c) */
   char note[512];                  /* why AUTO did not take MPI, or "" */
+  uint64_t calls[ESMT_COMM_OP_COUNT]; /* collectives of each kind so far (esmt_comm_test_fault) */
 };
 
 #endif

@@ -162,9 +162,14 @@ static void on_ready(void *user, uint64_t from) {
 }
 
 esmt_status esmt_dp_device_allgather(esmt_dp *dp, esmt_model *m, float *buf, uint64_t n) {
+  return esmt_dp_device_allgather_as(dp, m, buf, ESMTB_F32, n, dp->shard_off);
+}
+
+esmt_status esmt_dp_device_allgather_as(esmt_dp *dp, esmt_model *m, void *buf, esmtb_dtype dtype,
+                                        uint64_t n, const uint64_t *off) {
   const int W = esmt_dp_world(dp);
-  for (int j = 0; j <= W; j++) dp->dev_off[j] = (size_t)dp->shard_off[j];
-  esmtb_shard_args a = {sizeof a, ESMTB_F32, (size_t)n, buf, W, dp->dev_off};
+  for (int j = 0; j <= W; j++) dp->dev_off[j] = (size_t)off[j];
+  esmtb_shard_args a = {sizeof a, dtype, (size_t)n, buf, W, dp->dev_off};
   /* the buffer's writers (AdamW) ran on m->stream: order after them */
   esmtb_status bs = m->ops->event_record(m->dev, dp->ready_event, m->stream);
   if (!bs) bs = m->ops->stream_wait_event(m->dev, dp->comm_stream, dp->ready_event);

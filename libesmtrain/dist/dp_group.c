@@ -9,6 +9,7 @@
 #include <string.h>
 
 #include "grad_shard.h"
+#include "param_layer.h"
 #include "registry.h"
 
 esmt_status esmt_dp_create(esmt_comm *comm, uint64_t bucket_bytes, esmt_dp **out) {
@@ -57,6 +58,7 @@ void esmt_dp_destroy(esmt_dp *dp) {
   esmt_dp_device_release(dp);
   esmt_comm_destroy(dp->comm);
   free(dp->shard_off);
+  free(dp->norm_off);
   free(dp->bucket_off);
   free(dp->dev_off);
   pthread_cond_destroy(&dp->cv);
@@ -124,13 +126,18 @@ static esmt_status need_host_grads(const esmt_model *m) {
                    m->ops->name);
 }
 
-/* FNV-1a over the fp32 bits of the parameters; device memory is read in
- * chunks. */
+/* FNV-1a over the 32-bit words of the weights every rank holds whole (the
+ * fp32 master; under ZeRO's sharded weights memory/param_layer.h's
+ * esmt_param_replicated); device memory is read in chunks. */
 static esmt_status params_checksum(esmt_model *m, uint64_t *out) {
   uint64_t cs = 1469598103934665603ull;
+  const void *buf = NULL;
+  uint64_t bytes = 0;
+  esmt_param_replicated(&m->mem, &buf, &bytes);
+  const uint64_t words = bytes / sizeof(uint32_t);
   if (m->ops->caps & ESMTB_CAP_HOST_ADDRESSABLE) {
-    const uint32_t *bits = (const uint32_t *)(const void *)m->mem.master;
-    for (uint64_t i = 0; i < m->layout.total; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
+    const uint32_t *bits = buf;
+    for (uint64_t i = 0; i < words; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
     *out = cs;
     return ESMT_OK;
   }
@@ -138,10 +145,10 @@ static esmt_status params_checksum(esmt_model *m, uint64_t *out) {
   uint32_t *bits = malloc(CHUNK * sizeof *bits);
   if (!bits) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "data parallel: out of memory");
   esmtb_status bs = 0;
-  for (uint64_t at = 0; at < m->layout.total && !bs; at += CHUNK) {
-    const uint64_t n = m->layout.total - at < CHUNK ? m->layout.total - at : CHUNK;
-    bs = m->ops->copy_async(m->dev, bits, m->mem.master + at, n * sizeof *bits, ESMTB_COPY_D2H,
-                            m->stream);
+  for (uint64_t at = 0; at < words && !bs; at += CHUNK) {
+    const uint64_t n = words - at < CHUNK ? words - at : CHUNK;
+    bs = m->ops->copy_async(m->dev, bits, (const uint32_t *)buf + at, n * sizeof *bits,
+                            ESMTB_COPY_D2H, m->stream);
     if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
     for (uint64_t i = 0; !bs && i < n; i++) cs = (cs ^ bits[i]) * 1099511628211ull;
   }

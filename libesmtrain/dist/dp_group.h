@@ -91,7 +91,12 @@ ESMT_HIDDEN void esmt_dp_stats(const esmt_dp *dp, uint64_t *bytes, double *busy_
  * stage 2 also keeps only the shard's gradients between micro-batches
  * (each backward is reduce-scattered, the rest cleared). The stage-1 notes
  * below hold for both. */
-#define ESMT_ZERO_MAX_LEVEL 2 /* stage 3 (sharded compute weights) is not built */
+#define ESMT_ZERO_MAX_LEVEL 3
+/* Mutation switch for the checkers' tests (tests/gpu/emu/mutants.sh via
+ * test_gpu_nccl_dp --mutant): 1 lets ZeRO-3's all-gather into a weight
+ * slot start without waiting for the compute stream (the rank's piece, the
+ * slot's previous reads). Never set otherwise. */
+ESMT_HIDDEN extern int esmt_test_zero3_drop_ready_wait;
 /* The split itself: esmt_zero_split (memory/param_shard.h). */
 /* Ask for ZeRO stage `level` (0..ESMT_ZERO_MAX_LEVEL; before esmt_dp_zero_start). */
 ESMT_HIDDEN void esmt_dp_set_zero(esmt_dp *dp, int level);
@@ -119,8 +124,14 @@ ESMT_HIDDEN void esmt_dp_shard(const esmt_dp *dp, uint64_t total, uint64_t *lo, 
  * (after the reduce-scatter only the shard holds final gradients). */
 ESMT_HIDDEN esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm);
 /* After AdamW updated the shard: every rank's shard to everyone (fp32
- * weights, then the half-precision copy of the other shards). */
+ * weights, then the half-precision copy of the other shards; under
+ * ZeRO-2's sharded master the half copy and the fp32 LayerNorm weights
+ * only, the fp32 master staying a shard). */
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m);
+/* The whole fp32 master (layout.total floats) into host_w on every rank,
+ * where each holds its shard (esmt_param_master_sharded), for a
+ * checkpoint in the usual format. Collective. */
+ESMT_HIDDEN esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w);
 /* The whole moments (layout.total floats each) into host_m/host_v on
  * every rank, for a checkpoint in the usual format. Collective. */
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,

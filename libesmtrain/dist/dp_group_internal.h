@@ -35,6 +35,9 @@ struct esmt_dp {
    * reduces each part as backward finishes it, through dp_zero.c's
    * reducer; no bucket is reduced here then */
   esmt_model *sharded_m;
+  /* ZeRO-2 with a sharded fp32 master: where the split cuts the model's
+   * LayerNorm weights (memory's norm_dev), world + 1 offsets; NULL else */
+  uint64_t *norm_off;
   /* stats */
   uint64_t bytes;
   double busy_s;
@@ -73,5 +76,10 @@ ESMT_HIDDEN void esmt_dp_device_release(esmt_dp *dp);
  * fp32) into everyone's, through the backend's allgather; waits for it. */
 ESMT_HIDDEN esmt_status esmt_dp_device_allgather(esmt_dp *dp, esmt_model *m, float *buf,
                                                  uint64_t n);
+/* The same for a buffer of n elements of `dtype` cut at off[0..world]
+ * (ZeRO-2's half copy and LayerNorm weights under a sharded master). */
+ESMT_HIDDEN esmt_status esmt_dp_device_allgather_as(esmt_dp *dp, esmt_model *m, void *buf,
+                                                    esmtb_dtype dtype, uint64_t n,
+                                                    const uint64_t *off);
 
 #endif

@@ -32,6 +32,7 @@
 #include "grad_shard.h"
 #include "param_layer.h"
 #include "registry.h"
+#include "weight_gather.h"
 
 void esmt_dp_set_zero(esmt_dp *dp, int level) {
   if (dp) dp->zero = level < 0 ? 0 : level > ESMT_ZERO_MAX_LEVEL ? ESMT_ZERO_MAX_LEVEL : level;
@@ -97,6 +98,48 @@ static esmt_status reduce_part(void *user, float *buf, uint64_t lo, uint64_t n,
   return ESMT_OK;
 }
 
+int esmt_test_zero3_drop_ready_wait;
+
+/* ZeRO-3's gather (memory/weight_gather.h): the compute weights of the
+ * flat elements [lo, lo + n) into `buf`, this rank's piece in place, on
+ * the device communicator's stream after the compute stream's writes (the
+ * piece) and reads (the slot's previous part), or over TCP once the compute
+ * stream is done (the host path). */
+static esmt_status gather_part(void *user, void *buf, uint64_t lo, uint64_t n,
+                               esmtb_stream **on) {
+  esmt_dp *dp = user;
+  esmt_model *m = dp->sharded_m;
+  const int W = esmt_dp_world(dp);
+  const uint64_t hi = lo + n;
+  for (int j = 0; j <= W; j++) {
+    const uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
+    dp->bucket_off[j] = o - lo;
+  }
+  const size_t es = m->mem.env.esize;
+  const double t0 = esmt_now_s();
+  esmtb_status bs = 0;
+  esmt_status st = ESMT_OK;
+  if (dp->on_device) {
+    for (int j = 0; j <= W; j++) dp->dev_off[j] = (size_t)dp->bucket_off[j];
+    esmtb_shard_args a = {sizeof a, m->mem.env.dtype, (size_t)n, buf, W, dp->dev_off};
+    bs = m->ops->event_record(m->dev, dp->ready_event, m->stream);
+    if (!bs && !esmt_test_zero3_drop_ready_wait)
+      bs = m->ops->stream_wait_event(m->dev, dp->comm_stream, dp->ready_event);
+    if (!bs) bs = m->ops->allgather(m->dev, &a, dp->comm_stream);
+    *on = dp->comm_stream;
+  } else {
+    bs = m->ops->stream_sync(m->dev, m->stream);
+    if (!bs) st = esmt_comm_allgather_shards(dp->comm, buf, (size_t)n, dp->bucket_off, es);
+    *on = m->stream;
+  }
+  dp->busy_s += esmt_now_s() - t0;
+  if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
+  if (st) return esmt_fail_prefix(st, "ZeRO-3: all-gather of the weights [%llu, %llu): ",
+                                  (unsigned long long)lo, (unsigned long long)hi);
+  dp->vol.allgathered += n * es;
+  return ESMT_OK;
+}
+
 static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
   if (m->mem.offload)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
@@ -139,6 +182,19 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
       st = esmt_param_shard_grads(&m->mem, lo, hi, reduce_part, dp);
       if (st) dp->sharded_m = NULL;
     }
+    if (!st && dp->zero >= 3 && !dp->sharded_m)
+      st = esmt_fail(ESMT_ERR_UNSUPPORTED, "dist.zero 3 needs the parameters in device memory "
+                     "(ZeRO-2's gradient slots)");
+    /* ...and with a half compute copy the fp32 master too: the kernels
+     * read the half copy, which is what the ranks all-gather; ZeRO-3
+     * keeps the shard of the compute weights only and gathers per part */
+    if (!st && dp->sharded_m && (m->mem.compute_lowp || dp->zero >= 3)) {
+      dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
+      if (!dp->norm_off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+      else if (dp->zero >= 3) st = esmt_param_shard_weights(&m->mem, lo, hi, gather_part, dp);
+      else st = esmt_param_shard_master(&m->mem, lo, hi);
+      if (!st) esmt_param_norm_split(&m->mem, dp->shard_off, W, dp->norm_off);
+    }
   }
   uint64_t failed = st != ESMT_OK;
   char own[1024] = "";
@@ -151,22 +207,41 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   if (failed)
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "ZeRO-%d: sharding the optimizer state failed on "
                      "%llu other rank(s)", level, (unsigned long long)failed);
+  /* ZeRO-3: the end parts gathered (every rank is set up: collective;
+   * not an update's traffic) */
+  const uint64_t before = dp->vol.allgathered;
+  if (m->mem.wgather && (st = esmt_weight_gather_refresh(&m->mem))) {
+    dp->zero = 0;
+    return esmt_fail_prefix(st, "ZeRO-3: ");
+  }
+  dp->vol.allgathered = before;
   const double mib = 1.0 / (1 << 20);
   const uint64_t full = 2 * m->layout.total * sizeof(float), mine = 2 * (hi - lo) * sizeof(float);
+  char master[200];
+  snprintf(master, sizeof master, "%s", level >= 2 ? "fp32 weights stay whole"
+                                                   : "fp32 weights and gradients stay whole");
+  if (m->mem.wgather)
+    snprintf(master, sizeof master, "fp32 master and compute weights for this shard only (fp32 "
+             "master %llu bytes), each layer's all-gathered before it runs into two slots",
+             (unsigned long long)((hi - lo) * sizeof(float)));
+  else if (esmt_param_master_sharded(&m->mem))
+    snprintf(master, sizeof master, "fp32 master weights %llu bytes (%.2f MiB) on this rank, "
+             "the half copy whole", (unsigned long long)((hi - lo) * sizeof(float)),
+             (double)(hi - lo) * sizeof(float) * mib);
   esmt_logger_log(&m->ctx->logger, ESMT_LOG_INFO,
                   "ZeRO-%d: rank %d owns parameters [%llu, %llu) (%llu of %llu); AdamW moments "
-                  "%llu bytes (%.2f MiB) on this rank instead of %llu (%.2f MiB); %s",
+                  "%llu bytes (%.2f MiB) on this rank instead of %llu (%.2f MiB); %s%s",
                   level, r, (unsigned long long)lo, (unsigned long long)hi,
                   (unsigned long long)(hi - lo), (unsigned long long)m->layout.total,
                   (unsigned long long)mine, (double)mine * mib, (unsigned long long)full,
                   (double)full * mib,
                   dp->sharded_m ? "each part's gradients reduce-scattered as backward finishes "
                                   "it, fp32 gradients kept for this shard only (two layer "
-                                  "slots and the end parts besides); fp32 weights stay whole"
+                                  "slots and the end parts besides); "
                   : level >= 2 ? "gradients reduce-scattered every micro-batch and accumulated for "
                                "this shard only (the whole fp32 buffer is backward's working "
-                               "buffer); fp32 weights stay whole"
-                             : "fp32 weights and gradients stay whole");
+                               "buffer); "
+                             : "", master);
   return ESMT_OK;
 }
 
@@ -182,9 +257,51 @@ esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm) {
   return ESMT_OK;
 }
 
+/* A sharded master: AdamW wrote this shard's half copy; the ranks
+ * all-gather the half copy and the fp32 LayerNorm weights the kernels read
+ * (the LayerNorm ones from the master first). */
+static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
+  const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
+  const size_t es = m->mem.env.esize;
+  esmt_status st = m->mem.norm_dev ? esmt_param_norms_from_master(&m->mem, m->mem.master_lo,
+                                                                  m->mem.master_hi)
+                                   : ESMT_OK;
+  if (!st && m->mem.wgather) { /* ZeRO-3: the LayerNorm w/b (half), then the end parts */
+    if (m->mem.norm_dev && dp->on_device)
+      st = esmt_dp_device_allgather_as(dp, m, m->mem.norm_dev, ESMTB_F32, nn, dp->norm_off);
+    else if (m->mem.norm_dev) {
+      esmtb_status bs = m->ops->stream_sync(m->dev, m->stream);
+      if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
+      if (!st) st = esmt_comm_allgather_shards(dp->comm, m->mem.norm_dev, (size_t)nn,
+                                               dp->norm_off, sizeof(float));
+    }
+    if (!st) st = esmt_weight_gather_refresh(&m->mem);
+    if (st) return esmt_fail_prefix(st, "ZeRO-3: after the update: ");
+    m->have_forward = 0;
+    return ESMT_OK;
+  }
+  if (!st && dp->on_device) {
+    st = esmt_dp_device_allgather_as(dp, m, m->mem.compute_lowp, m->mem.env.dtype, total,
+                                     dp->shard_off);
+    if (!st) st = esmt_dp_device_allgather_as(dp, m, m->mem.norm_dev, ESMTB_F32, nn, dp->norm_off);
+  } else if (!st) {
+    esmtb_status bs = m->ops->stream_sync(m->dev, m->stream); /* AdamW and the copies above */
+    if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
+    if (!st) st = esmt_comm_allgather_shards(dp->comm, m->mem.compute_lowp, (size_t)total,
+                                             dp->shard_off, es);
+    if (!st) st = esmt_comm_allgather_shards(dp->comm, m->mem.norm_dev, (size_t)nn, dp->norm_off,
+                                             sizeof(float));
+  }
+  if (st) return esmt_fail_prefix(st, "ZeRO-%d: all-gather of the updated weights: ", dp->zero);
+  dp->vol.allgathered += total * es; /* the LayerNorm copies (nn floats) are not counted */
+  m->have_forward = 0;
+  return ESMT_OK;
+}
+
 esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   uint64_t lo, hi;
   const uint64_t total = m->layout.total;
+  if (esmt_param_master_sharded(&m->mem)) return gather_half(dp, m);
   esmt_dp_shard(dp, total, &lo, &hi);
   esmt_status st = dp->on_device
       ? esmt_dp_device_allgather(dp, m, m->mem.master, total)
@@ -197,6 +314,27 @@ esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   if (!st && hi < total) st = esmt_model_sync_lowp(m, hi, total - hi);
   m->have_forward = 0;
   return st;
+}
+
+esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w) {
+  const esmt_param_memory *p = &m->mem;
+  /* this rank's shard into its place; the all-gather fills in the rest */
+  esmt_status st = p->master_hi > p->master_lo
+      ? esmt_master_copy(m, host_w + p->master_lo, p->master,
+                         (p->master_hi - p->master_lo) * sizeof(float), 0)
+      : ESMT_OK;
+  uint64_t failed = st != ESMT_OK;
+  char own[1024] = "";
+  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
+  esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
+  if (st) return esmt_fail(st, "ZeRO: reading the master shard: %s", own);
+  if (cs) return esmt_fail_prefix(cs, "ZeRO: ");
+  if (failed)
+    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their master "
+                     "shard", (unsigned long long)failed);
+  st = esmt_comm_allgather_shards(dp->comm, host_w, (size_t)m->layout.total, dp->shard_off,
+                                  sizeof(float));
+  return st ? esmt_fail_prefix(st, "ZeRO: gathering the master weights: ") : ESMT_OK;
 }
 
 esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,

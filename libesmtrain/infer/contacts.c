@@ -24,8 +24,9 @@ static esmt_status shape_of(esmt_model *model, int n, const char *fn, int *L, in
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: the protein is empty (no residues)", fn);
   if (n > W)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: a protein of %d residues is longer than "
-                     "the model's window of %d residues (max_positions %d); contact maps are "
-                     "computed for proteins that fit it", fn, n, W, cfg.max_positions);
+                     "the model's window of %d residues (max_positions %d); contact maps of longer "
+                     "proteins are averaged over windows by esmt_predict_contacts_windowed", fn,
+                     n, W, cfg.max_positions);
   *L = cfg.num_layers;
   *H = cfg.num_heads;
   return ESMT_OK;
@@ -129,4 +130,59 @@ esmt_status esmt_predict_contacts(esmt_model *model, const int32_t *residues, in
   }
   free(w), free(feat), free(logit);
   return st;
+}
+
+/* A protein longer than the window: embed's windows (esmt_window_starts),
+ * each window's contact map computed as a protein of its own, the maps
+ * averaged where windows overlap. A pair no window holds together (over a
+ * window apart, or straddling two windows that overlap too little) has no
+ * evidence and is 0. The contacts array counts the windows of each pair
+ * until the end, where it receives the averages. */
+static esmt_status windowed(esmt_model *model, const int32_t *residues, int n, int W, int S,
+                            float *contacts) {
+  const char *fn = "esmt_predict_contacts_windowed";
+  const size_t n2 = (size_t)n * n, w2 = (size_t)W * W;
+  int64_t *starts = malloc(((size_t)n / S + 2) * sizeof *starts);
+  double *sum = calloc(n2, sizeof *sum);
+  float *map = malloc(w2 * sizeof *map);
+  esmt_status st = ESMT_OK;
+  if (!starts || !sum || !map)
+    st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory for the contact map of a protein "
+                   "of %d residues", fn, n);
+  const int nw = st ? 0 : esmt_window_starts(n, W, S, starts);
+  if (!st) memset(contacts, 0, n2 * sizeof *contacts);
+  for (int w = 0; w < nw && !st; w++) {
+    const int64_t s = starts[w];
+    if ((st = esmt_predict_contacts(model, residues + s, W, map))) {
+      st = esmt_fail_prefix(st, "%s: the window of residues %lld..%lld: ", fn, (long long)s + 1,
+                            (long long)s + W);
+      break;
+    }
+    for (int i = 0; i < W; i++)
+      for (int j = 0; j < W; j++) {
+        const size_t at = (size_t)(s + i) * n + (size_t)(s + j);
+        sum[at] += map[(size_t)i * W + j];
+        contacts[at] += 1.0f;
+      }
+  }
+  for (size_t k = 0; k < n2 && !st; k++)
+    contacts[k] = contacts[k] > 0 ? (float)(sum[k] / contacts[k]) : 0.0f;
+  free(starts), free(sum), free(map);
+  return st;
+}
+
+esmt_status esmt_predict_contacts_windowed(esmt_model *model, const int32_t *residues, int n,
+                                           int stride, float *contacts) {
+  const char *fn = "esmt_predict_contacts_windowed";
+  ESMT_CHECK_ARG(model && contacts && (residues || n == 0), fn, "NULL argument");
+  esmt_model_config cfg = ESMT_MODEL_CONFIG_INIT;
+  esmt_status st = esmt_model_get_config(model, &cfg);
+  if (st) return st;
+  const int W = cfg.max_positions - 2;
+  if (n <= W) return esmt_predict_contacts(model, residues, n, contacts);
+  const int S = stride > 0 ? stride : (W / 2 > 0 ? W / 2 : 1);
+  if (W < 1 || S > W)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: a stride of %d residues is more than the "
+                     "window (%d): residues between windows would have no contacts", fn, S, W);
+  return windowed(model, residues, n, W, S, contacts);
 }

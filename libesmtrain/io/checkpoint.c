@@ -19,6 +19,7 @@
 #include "fs_util.h"
 #include "input_file.h"
 #include "json_input.h"
+#include "model_record.h"
 #include "safetensors.h"
 
 #define PATH_CAP 4096
@@ -111,8 +112,8 @@ static esmt_status prune(const char *ckdir, int keep_last) {
 }
 
 esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t step,
-                                        json_t *trainer, const float *host_m,
-                                        const float *host_v) {
+                                        json_t *trainer, const float *host_w,
+                                        const float *host_m, const float *host_v) {
   char path[PATH_CAP];
   esmt_status st = ESMT_OK;
   /* Moments first into a host buffer, then weights into the same buffer
@@ -122,16 +123,14 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
   float *a = malloc(n * sizeof *a), *b = (host_m || ns < 2) ? a : malloc(n * sizeof *b);
   uint32_t crc_model = 0, crc_opt = 0;
   if (!a || !b) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: out of host memory");
-  if (!st) st = esmt_flat_download(m, a, m->mem.master);
+  if (!st && !host_w) st = esmt_flat_download(m, a, m->mem.master);
   if (!st) {
     snprintf(path, sizeof path, "%s/model.safetensors", tmp);
-    const float *bufs[] = {a};
+    const float *bufs[] = {host_w ? host_w : a};
     const char *pre[] = {""};
     esmt_st_meta meta[] = {{"format", "pt"}, {"producer", "esmtrain"}};
     st = esmt_write_flat(m, path, bufs, pre, 1, 1, meta, 2, &crc_model);
   }
-  if (!st && !host_m && m->mem.opt_lo) /* frozen: no moments held, zeros saved */
-    memset(a, 0, n * sizeof *a), memset(b, 0, n * sizeof *b);
   if (!st && !host_m) st = esmt_flat_download(m, a, m->mem.moment1);
   if (!st && !host_m && ns > 1) st = esmt_flat_download(m, b, m->mem.moment2);
   if (!st) {
@@ -158,7 +157,7 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
     char *text = root && !st ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
     if (!text && !st) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: state.json");
-    else st = write_small_file(tmp, "state.json", text);
+    else if (!st) st = write_small_file(tmp, "state.json", text);
     free(text);
   }
   if (!st) st = esmt_fsync_dir(tmp);
@@ -168,15 +167,15 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
 esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir, int64_t step,
                                  const char *trainer_json, int keep_last, char *out_dir,
                                  size_t cap) {
-  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, out_dir,
-                                   cap);
+  return esmt_checkpoint_save_with(m, run_dir, step, trainer_json, keep_last, NULL, NULL, NULL,
+                                   out_dir, cap);
 }
 
 esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_t step,
                                       const char *trainer_json, int keep_last,
-                                      const float *host_m, const float *host_v, char *out_dir,
-                                      size_t cap) {
-  /* a frozen prefix (env.opt_lo) holds no moments and is saved as zeros */
+                                      const float *host_w, const float *host_m,
+                                      const float *host_v, char *out_dir, size_t cap) {
+  /* a frozen prefix (env.opt_lo) holds no moments; anything narrower is a shard */
   if (!host_m && (m->mem.opt_lo != m->mem.env.opt_lo || m->mem.opt_hi != m->layout.total))
     return esmt_fail(ESMT_ERR_STATE, "saving checkpoint: this rank holds a ZeRO-1 shard of the "
                      "optimizer state; gather the moments first");
@@ -196,7 +195,7 @@ esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir, int64_
     return esmt_fail(ESMT_ERR_IO, "%s: cannot create: %s", tmp, strerror(errno));
   }
 
-  st = esmt_checkpoint_write_files(m, tmp, step, trainer, host_m, host_v);
+  st = esmt_checkpoint_write_files(m, tmp, step, trainer, host_w, host_m, host_v);
   json_decref(trainer);
   if (!st && is_dir(final_dir)) {
     /* Re-saving a step: move the old one aside, never delete it first. */
@@ -381,7 +380,7 @@ esmt_status esmt_model_create_from_checkpoint(esmt_context *ctx, const char *spe
   }
   json_t *eps = json_object_get(model, "layer_norm_eps");
   if (json_is_number(eps)) mc.layer_norm_eps = (float)json_number_value(eps);
-  if (!st) st = esmt_checkpoint_task_config(root, path, &mc);
+  if (!st) st = esmt_model_record_read(model, path, &mc); /* the head and LoRA, if any */
   json_decref(root);
   if (st) return st;
   esmt_model *m = NULL;

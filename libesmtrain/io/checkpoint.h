@@ -24,21 +24,24 @@ ESMT_HIDDEN esmt_status esmt_checkpoint_save(esmt_model *m, const char *run_dir,
                                              const char *trainer_json, int keep_last,
                                              char *out_dir, size_t cap);
 
-/* The same with the moments given as host buffers (layout.total each),
- * e.g. gathered from the ZeRO-1 shards of every rank; NULL: the model's. */
+/* The same with the master weights and the moments given as host buffers
+ * (layout.total each), e.g. gathered from the ZeRO shards of every rank;
+ * NULL: the model's. */
 ESMT_HIDDEN esmt_status esmt_checkpoint_save_with(esmt_model *m, const char *run_dir,
                                                   int64_t step, const char *trainer_json,
-                                                  int keep_last, const float *host_m,
-                                                  const float *host_v, char *out_dir, size_t cap);
+                                                  int keep_last, const float *host_w,
+                                                  const float *host_m, const float *host_v,
+                                                  char *out_dir, size_t cap);
 
 /* Record `ckpt_dir`'s name as the best checkpoint (kept by pruning). */
 /* The files of one checkpoint (model.safetensors, optimizer.safetensors,
  * state.json with `trainer` as its trainer object) written into the
- * existing, empty directory `dir` and synced; moments from host_m/host_v
- * when given (ZeRO-1 gathers them), else from the model. */
+ * existing, empty directory `dir` and synced; master weights from host_w
+ * and moments from host_m/host_v when given (ZeRO gathers them), else
+ * from the model. */
 ESMT_HIDDEN esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *dir, int64_t step,
-                                                    json_t *trainer, const float *host_m,
-                                                    const float *host_v);
+                                                    json_t *trainer, const float *host_w,
+                                                    const float *host_m, const float *host_v);
 
 ESMT_HIDDEN esmt_status esmt_checkpoint_mark_best(const char *run_dir, const char *ckpt_dir);
 
@@ -87,5 +90,13 @@ ESMT_HIDDEN esmt_status esmt_write_flat(esmt_model *m, const char *path, const f
 ESMT_HIDDEN esmt_status esmt_read_flat(esmt_model *m, const struct esmt_st_file *f,
                                        const char *path, const char *prefix, float *host,
                                        int strict_extra);
+/* The same, where a layout tensor the file lacks and `optional` accepts
+ * keeps the value `host` holds (a classification directory has no masked-LM
+ * head; a base model has no adapters). */
+ESMT_HIDDEN esmt_status esmt_read_flat_keep(esmt_model *m, const struct esmt_st_file *f,
+                                            const char *path, const char *prefix, float *host,
+                                            int strict_extra,
+                                            int (*optional)(const esmt_model *m,
+                                                            const char *name));
 
 #endif

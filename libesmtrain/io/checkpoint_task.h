@@ -1,9 +1,8 @@
 /* SPDX-License-Identifier: MIT */
-/* The task record of a checkpoint's state.json ("task", docs/formats.md):
- * what a fine-tuned model is beyond its shape (the head, its outputs'
- * names, pooling, frozen layers, LoRA), so that the checkpoint alone
- * reopens it. A plain pre-training model has none, and a checkpoint
- * without one loads as a plain model, as before the record existed. */
+/* A fine-tuned checkpoint's own names (docs/formats.md, state.json
+ * "task"): the names of the task head's outputs, beside the head and LoRA
+ * that "trainer"."model" records (model_record.h), and the check that a
+ * checkpoint is loaded into a model of its own head. */
 #ifndef ESMTRAIN_CHECKPOINT_TASK_H
 #define ESMTRAIN_CHECKPOINT_TASK_H
 
@@ -14,17 +13,13 @@
 /* The record's own version: a reader refuses a newer one. */
 #define ESMT_CKPT_TASK_VERSION 1
 
-/* Add root["task"] for a model with a head, LoRA, frozen layers or label
- * names; nothing for a plain model. */
+/* Add root["task"] = {"version", "label_names"} when the model names its
+ * outputs; nothing otherwise. */
 ESMT_HIDDEN esmt_status esmt_checkpoint_task_add(const esmt_model *m, json_t *root);
 
-/* Apply root["task"] (when present) to *cfg: head, num_labels, pooling,
- * frozen_layers and LoRA. `path` (state.json) names the file in errors. */
-ESMT_HIDDEN esmt_status esmt_checkpoint_task_config(json_t *root, const char *path,
-                                                    esmt_model_config *cfg);
-
-/* Check root["task"] (when present) against the model it is loaded into:
- * the same head, outputs and LoRA adapters, else an error naming both. */
+/* Before the model is touched: root["task"] well formed, and the head and
+ * LoRA adapters "trainer"."model" records (when it records any) the
+ * model's own, else an error naming both. `path` names state.json. */
 ESMT_HIDDEN esmt_status esmt_checkpoint_task_check(json_t *root, const char *path,
                                                    const esmt_model *m);
 

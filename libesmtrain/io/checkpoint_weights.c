@@ -19,6 +19,14 @@ static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_
     lo = m->mem.opt_lo;
     n = m->mem.opt_hi - m->mem.opt_lo;
   }
+  if (dev_buf && dev_buf == m->mem.master && esmt_param_master_sharded(&m->mem)) {
+    if (to_device) return esmt_param_master_upload(&m->mem, host); /* shard and half copy */
+    return esmt_fail(ESMT_ERR_STATE, "copying model buffers: this rank holds the fp32 master "
+                     "weights [%llu, %llu) of %llu only (ZeRO-2 sharded master); gather them "
+                     "first (a checkpoint saved by esmt_trainer_save has them all)",
+                     (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
+                     (unsigned long long)m->layout.total);
+  }
   /* a master buffer may be host memory (optimizer offload) */
   esmt_status st = n ? esmt_master_copy(m, host + lo, dev_buf, n * sizeof(float), to_device)
                      : ESMT_OK;
@@ -32,7 +40,8 @@ esmt_status esmt_flat_upload(esmt_model *m, const float *host, float *dev_buf) {
   esmt_status st = flat_copy(m, (float *)host, dev_buf, 1);
   if (dev_buf == m->mem.grads) m->mem.layer->grads_changed(&m->mem);
   /* new master weights: the half-precision compute copy follows them */
-  if (!st && dev_buf == m->mem.master) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  if (!st && dev_buf == m->mem.master && !esmt_param_master_sharded(&m->mem))
+    st = esmt_model_sync_lowp(m, 0, m->layout.total);
   return st;
 }
 
@@ -99,12 +108,19 @@ esmt_status esmt_weights_save(esmt_model *m, const char *path, uint32_t *crc) {
 
 esmt_status esmt_read_flat(esmt_model *m, const esmt_st_file *f, const char *path,
                            const char *prefix, float *host, int strict_extra) {
+  return esmt_read_flat_keep(m, f, path, prefix, host, strict_extra, NULL);
+}
+
+esmt_status esmt_read_flat_keep(esmt_model *m, const esmt_st_file *f, const char *path,
+                                const char *prefix, float *host, int strict_extra,
+                                int (*optional)(const esmt_model *m, const char *name)) {
   const esmt_layout *ly = &m->layout;
   char key[160];
   for (int i = 0; i < ly->count; i++) {
     const esmt_tensor_info *t = &ly->tensors[i];
     snprintf(key, sizeof key, "%s%s", prefix, t->name);
     const esmt_st_tensor *s = esmt_st_find(f, key);
+    if (!s && optional && optional(m, t->name)) continue; /* host keeps its values */
     if (!s) return esmt_fail(ESMT_ERR_FORMAT, "%s: tensor '%s' is missing", path, key);
     int shape_ok = s->ndim == t->ndim && s->shape[0] == t->shape[0] &&
                    (t->ndim < 2 || s->shape[1] == t->shape[1]);

@@ -1,6 +1,8 @@
 /* SPDX-License-Identifier: MIT */
 /* The arrays of an embedding output directory (embed_dir.h): lengths.npy,
- * per_tok.offsets.npy, {mean,cls,per_tok}.layer<L>.npy and ids.txt, all
+ * per_tok.offsets.npy, {mean,cls,per_tok}.layer<L>.npy, attn.offsets.npy and
+ * attn.layer<L>.npy (flat fp32: protein k's [heads, kept, kept] at elements
+ * attn.offsets[k]..[k+1]) and ids.txt, all
  * appended protein by protein in input order and committed together
  * (headers rewritten, fsync) before embed.json records the new counts.
  * Each is created or re-opened under esmt_owned_file_* and written by an
@@ -46,19 +48,22 @@ static void close_array(embed_npy *f) {
 
 void embed_arrays_init(esmt_embed_dir *d) {
   d->ids_fd = -1;
-  d->lengths.fd = d->offsets.fd = -1;
-  for (int j = 0; j < EMBED_MAX_LAYERS; j++) d->mean[j].fd = d->cls[j].fd = d->tok[j].fd = -1;
+  d->lengths.fd = d->offsets.fd = d->attn_offsets.fd = -1;
+  for (int j = 0; j < EMBED_MAX_LAYERS; j++)
+    d->mean[j].fd = d->cls[j].fd = d->tok[j].fd = d->attn[j].fd = -1;
 }
 
-/* The open arrays in a fixed order into out[3 * EMBED_MAX_LAYERS + 2]. */
+/* The open arrays in a fixed order into out[EMBED_MAX_ARRAYS]. */
 static int all_arrays(esmt_embed_dir *d, embed_npy **out) {
   int n = 0;
   if (d->lengths.fd >= 0) out[n++] = &d->lengths;
   if (d->offsets.fd >= 0) out[n++] = &d->offsets;
+  if (d->attn_offsets.fd >= 0) out[n++] = &d->attn_offsets;
   for (int j = 0; j < d->nl; j++) {
     if (d->mean[j].fd >= 0) out[n++] = &d->mean[j];
     if (d->cls[j].fd >= 0) out[n++] = &d->cls[j];
     if (d->tok[j].fd >= 0) out[n++] = &d->tok[j];
+    if (d->attn[j].fd >= 0) out[n++] = &d->attn[j];
   }
   return n;
 }
@@ -67,12 +72,15 @@ esmt_status embed_arrays_open(esmt_embed_dir *d, int resume) {
   const embed_stats *r = resume ? &d->s : NULL;
   const int64_t n = r ? (int64_t)r->proteins : -1, rows = r ? (int64_t)r->per_tok_rows : -1;
   const int tok = (d->include & ESMT_EMBED_PER_TOKEN) != 0;
+  const int att = (d->include & ESMT_EMBED_ATTENTION) != 0;
+  const int64_t values = r ? (int64_t)r->attn_values : -1;
+  const int64_t zero = 0;
   esmt_status st = open_array(&d->lengths, d, "lengths", ESMT_NPY_I64, 0, n);
   if (!st && tok) st = open_array(&d->offsets, d, "per_tok.offsets", ESMT_NPY_I64, 0, r ? n + 1 : -1);
-  if (!st && tok && !r) {
-    const int64_t zero = 0;
-    st = esmt_npy_stream_append(d->offsets.s, &zero, 1);
-  }
+  if (!st && tok && !r) st = esmt_npy_stream_append(d->offsets.s, &zero, 1);
+  if (!st && att)
+    st = open_array(&d->attn_offsets, d, "attn.offsets", ESMT_NPY_I64, 0, r ? n + 1 : -1);
+  if (!st && att && !r) st = esmt_npy_stream_append(d->attn_offsets.s, &zero, 1);
   for (int j = 0; j < d->nl && !st; j++) {
     char name[64];
     if (d->include & ESMT_EMBED_MEAN) {
@@ -87,6 +95,10 @@ esmt_status embed_arrays_open(esmt_embed_dir *d, int resume) {
       snprintf(name, sizeof name, "per_tok.layer%d", d->layers[j]);
       if ((st = open_array(&d->tok[j], d, name, ESMT_NPY_F32, d->hidden, rows))) break;
     }
+    if (att) {
+      snprintf(name, sizeof name, "attn.layer%d", d->layers[j]);
+      if ((st = open_array(&d->attn[j], d, name, ESMT_NPY_F32, 0, values))) break;
+    }
   }
   if (st) return st;
   char path[4200];
@@ -96,7 +108,7 @@ esmt_status embed_arrays_open(esmt_embed_dir *d, int resume) {
     return st;
   esmt_owned_file_id(d->ids_fd, d->ids_id, sizeof d->ids_id);
   if (r) { /* every file is this writer's: only now cut them back to the commit */
-    embed_npy *all[3 * EMBED_MAX_LAYERS + 2];
+    embed_npy *all[EMBED_MAX_ARRAYS];
     const int na = all_arrays(d, all);
     for (int i = 0; i < na; i++)
       if ((st = esmt_npy_stream_cut(all[i]->s))) return st;
@@ -108,7 +120,7 @@ esmt_status embed_arrays_open(esmt_embed_dir *d, int resume) {
 
 json_t *embed_arrays_files(esmt_embed_dir *d) {
   json_t *files = json_object();
-  embed_npy *all[3 * EMBED_MAX_LAYERS + 2];
+  embed_npy *all[EMBED_MAX_ARRAYS];
   const int n = all_arrays(d, all);
   for (int i = 0; i < n && files; i++)
     if (all[i]->id[0]) {
@@ -130,12 +142,14 @@ static int own_name(const char *name) {
   const size_t n = strlen(name);
   int layer = 0, end = 0;
   if (!strcmp(name, "ids.txt") || !strcmp(name, "lengths.npy") ||
-      !strcmp(name, "per_tok.offsets.npy") || temporary_name(name))
+      !strcmp(name, "per_tok.offsets.npy") || !strcmp(name, "attn.offsets.npy") ||
+      temporary_name(name))
     return 1;
   return n > 4 && !strcmp(name + n - 4, ".npy") &&
          (sscanf(name, "mean.layer%d.npy%n", &layer, &end) == 1 ||
           sscanf(name, "cls.layer%d.npy%n", &layer, &end) == 1 ||
-          sscanf(name, "per_tok.layer%d.npy%n", &layer, &end) == 1) &&
+          sscanf(name, "per_tok.layer%d.npy%n", &layer, &end) == 1 ||
+          sscanf(name, "attn.layer%d.npy%n", &layer, &end) == 1) &&
          (size_t)end == n;
 }
 
@@ -195,6 +209,14 @@ esmt_status embed_arrays_append(esmt_embed_dir *d, int count, const char *const 
       const int64_t end = (int64_t)(s->per_tok_rows + (uint64_t)p->kept);
       st = esmt_npy_stream_append(d->offsets.s, &end, 1);
     }
+    const uint64_t maps = (uint64_t)d->heads * (uint64_t)p->kept * (uint64_t)p->kept;
+    if (d->include & ESMT_EMBED_ATTENTION) {
+      for (int j = 0; j < d->nl && !st && maps; j++)
+        st = esmt_npy_stream_append(d->attn[j].s, p->attention + (size_t)j * maps, maps);
+      const int64_t end = (int64_t)(s->attn_values + maps);
+      if (!st) st = esmt_npy_stream_append(d->attn_offsets.s, &end, 1);
+      if (!st) s->attn_values += maps;
+    }
     if (st) break;
     s->proteins++;
     s->residues += (uint64_t)len;
@@ -209,7 +231,7 @@ esmt_status embed_arrays_append(esmt_embed_dir *d, int count, const char *const 
 }
 
 esmt_status embed_arrays_commit(esmt_embed_dir *d) {
-  embed_npy *all[3 * EMBED_MAX_LAYERS + 2];
+  embed_npy *all[EMBED_MAX_ARRAYS];
   const int n = all_arrays(d, all);
   for (int i = 0; i < n; i++) {
     esmt_status st = esmt_npy_stream_commit(all[i]->s);
@@ -223,10 +245,12 @@ esmt_status embed_arrays_commit(esmt_embed_dir *d) {
 void embed_arrays_close(esmt_embed_dir *d) {
   close_array(&d->lengths);
   close_array(&d->offsets);
+  close_array(&d->attn_offsets);
   for (int j = 0; j < EMBED_MAX_LAYERS; j++) {
     close_array(&d->mean[j]);
     close_array(&d->cls[j]);
     close_array(&d->tok[j]);
+    close_array(&d->attn[j]);
   }
   if (d->ids_fd >= 0) close(d->ids_fd);
   d->ids_fd = -1;
@@ -259,7 +283,7 @@ static void tensor_name(const embed_npy *f, char *name, size_t cap) {
  * fsync'd, then renamed). The header's "__metadata__" points at ids.txt
  * for the protein ids, which safetensors cannot hold as a tensor. */
 esmt_status embed_arrays_to_safetensors(esmt_embed_dir *d) {
-  embed_npy *a[3 * EMBED_MAX_LAYERS + 2];
+  embed_npy *a[EMBED_MAX_ARRAYS];
   const int n = all_arrays(d, a);
   char path[4200], tmp[4300];
   snprintf(path, sizeof path, "%s/embeddings.safetensors", d->out);
@@ -272,9 +296,9 @@ esmt_status embed_arrays_to_safetensors(esmt_embed_dir *d) {
     return esmt_fail(ESMT_ERR_STATE, "%s is %s that embed did not write: nothing was changed "
                      "(the .npy arrays are complete and kept); move it away and run the same "
                      "command again", path, S_ISLNK(sb.st_mode) ? "a symbolic link" : "a file");
-  esmt_npy_stream *streams[3 * EMBED_MAX_LAYERS + 2];
-  char names[3 * EMBED_MAX_LAYERS + 2][256];
-  const char *name_of[3 * EMBED_MAX_LAYERS + 2];
+  esmt_npy_stream *streams[EMBED_MAX_ARRAYS];
+  char names[EMBED_MAX_ARRAYS][256];
+  const char *name_of[EMBED_MAX_ARRAYS];
   for (int i = 0; i < n; i++) {
     streams[i] = a[i]->s;
     tensor_name(a[i], names[i], sizeof names[i]);
@@ -296,7 +320,7 @@ esmt_status embed_arrays_to_safetensors(esmt_embed_dir *d) {
 }
 
 void embed_arrays_remove_staging(esmt_embed_dir *d) {
-  embed_npy *a[3 * EMBED_MAX_LAYERS + 2];
+  embed_npy *a[EMBED_MAX_ARRAYS];
   const int n = all_arrays(d, a);
   for (int i = 0; i < n; i++) {
     char gone[4096];

@@ -30,13 +30,17 @@ esmt_status esmt_embed_dir_open(const esmt_embed_dir_options *o, esmt_embed_dir 
   ESMT_CHECK_ARG(o->model && o->model_path && o->input, fn, "model, model_path and input");
   ESMT_CHECK_ARG(o->num_layers > 0 && o->num_layers <= EMBED_MAX_LAYERS && o->layers, fn,
                  "num_layers: 1..64 layers");
-  ESMT_CHECK_ARG(o->include && !(o->include & ~7u), fn,
-                 "include: ESMT_EMBED_MEAN, _PER_TOKEN, _CLS bits");
+  ESMT_CHECK_ARG(o->include && !(o->include & ~15u), fn,
+                 "include: ESMT_EMBED_MEAN, _PER_TOKEN, _CLS, _ATTENTION bits");
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   if ((st = esmt_model_get_config(o->model, &mc))) return st;
   for (int j = 0; j < o->num_layers; j++)
     ESMT_CHECK_ARG(o->layers[j] >= 0 && o->layers[j] <= mc.num_layers, fn,
                    "layers: each in 0..the model's depth");
+  for (int j = 0; j < o->num_layers && (o->include & ESMT_EMBED_ATTENTION); j++)
+    if (o->layers[j] == 0)
+      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: layer 0 (the embedding) has no "
+                       "attention maps; layers 1..%d do", fn, mc.num_layers);
   esmt_embed_dir *d = calloc(1, sizeof *d);
   if (!d) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   embed_arrays_init(d);
@@ -55,6 +59,7 @@ esmt_status esmt_embed_dir_open(const esmt_embed_dir_options *o, esmt_embed_dir 
   d->hidden = mc.hidden_size;
   d->model_layers = mc.num_layers;
   d->max_positions = mc.max_positions;
+  d->heads = mc.num_heads;
   d->window = mc.max_positions - 2;
   d->stride = o->stride ? o->stride : (d->window / 2 > 0 ? d->window / 2 : 1);
   if (!d->model_path || !d->model_kind || !d->backend || !d->input || !d->split)
@@ -160,6 +165,9 @@ esmt_status esmt_embed_dir_append(esmt_embed_dir *d, int count, const char *cons
     ESMT_CHECK_ARG(!(d->include & ESMT_EMBED_CLS) || e->cls, fn, "results: no cls");
     ESMT_CHECK_ARG(!(d->include & ESMT_EMBED_PER_TOKEN) || e->per_token || !e->kept, fn,
                    "results: no per_token (esmt_embed_request.per_token)");
+    ESMT_CHECK_ARG(!(d->include & ESMT_EMBED_ATTENTION) ||
+                   (e->struct_size >= sizeof(esmt_embedding) && (e->attention || !e->kept)),
+                   fn, "results: no attention (esmt_embed_request.attention)");
   }
   d->s.unknown += unknown_residues;
   return embed_arrays_append(d, count, ids, results);

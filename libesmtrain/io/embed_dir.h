@@ -14,9 +14,12 @@
 #include "internal.h"
 
 #define EMBED_MAX_LAYERS 64
+/* The most arrays a directory holds: lengths, two offsets, 4 per layer. */
+#define EMBED_MAX_ARRAYS (4 * EMBED_MAX_LAYERS + 3)
 
 typedef struct embed_stats {
   uint64_t proteins, residues, truncated, windowed, unknown, empty, per_tok_rows;
+  uint64_t attn_values;  /* elements of each attn.layer<L>.npy */
   uint64_t ids_bytes, ids_hash;
 } embed_stats;
 
@@ -36,7 +39,7 @@ struct esmt_embed_dir {
   int nl, layers[EMBED_MAX_LAYERS];
   unsigned include;
   int windows, window, stride, safetensors;
-  int hidden, model_layers, max_positions;
+  int hidden, model_layers, max_positions, heads;
   char weights[64], input_content[64]; /* embed_model_checksum, embed_input_checksum */
   esmt_embed_dir_state state;
   int staging_removed, begun;
@@ -46,7 +49,7 @@ struct esmt_embed_dir {
   json_t *files;                       /* the files of this writer, once begun */
   double t0;
   embed_npy lengths, offsets, mean[EMBED_MAX_LAYERS], cls[EMBED_MAX_LAYERS],
-      tok[EMBED_MAX_LAYERS];
+      tok[EMBED_MAX_LAYERS], attn_offsets, attn[EMBED_MAX_LAYERS];
   int ids_fd;
   char ids_id[ESMT_OWNED_FILE_ID_CAP];
 };

@@ -35,6 +35,7 @@ static json_t *request_json(const esmt_embed_dir *d) {
   if (d->include & ESMT_EMBED_MEAN) json_array_append_new(inc, json_string("mean"));
   if (d->include & ESMT_EMBED_PER_TOKEN) json_array_append_new(inc, json_string("per_tok"));
   if (d->include & ESMT_EMBED_CLS) json_array_append_new(inc, json_string("cls"));
+  if (d->include & ESMT_EMBED_ATTENTION) json_array_append_new(inc, json_string("attention"));
   char *model = realpath(d->model_path, NULL), *input = strcmp(d->input, "-")
                                                            ? realpath(d->input, NULL)
                                                            : NULL;
@@ -60,16 +61,18 @@ esmt_status embed_record_write(esmt_embed_dir *d, json_t *files, int complete, d
   /* the record holds its own reference to the files table (a new empty one without) */
   json_t *table = files ? json_incref(files) : json_object();
   json_t *root = json_pack(
-      "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:o,s:s}", "format",
-      EMBED_FORMAT, "version", EMBED_VERSION, "complete", complete, "request",
+      "{s:s,s:i,s:b,s:o,s:{s:I,s:I,s:I,s:I,s:s},s:{s:I,s:I,s:I,s:I,s:I,s:f},s:o,s:s}",
+      "format", EMBED_FORMAT, "version", EMBED_VERSION, "complete", complete, "request",
       request_json(d), "committed", "proteins", (json_int_t)s->proteins, "per_tok_rows",
-      (json_int_t)s->per_tok_rows, "ids_bytes", (json_int_t)s->ids_bytes, "ids_hash", hash,
+      (json_int_t)s->per_tok_rows, "attention_values", (json_int_t)s->attn_values, "ids_bytes", (json_int_t)s->ids_bytes, "ids_hash", hash,
       "stats", "residues", (json_int_t)s->residues, "truncated", (json_int_t)s->truncated,
       "windowed", (json_int_t)s->windowed, "unknown_residues", (json_int_t)s->unknown, "empty",
       (json_int_t)s->empty, "seconds", seconds, "files", table, "note",
       "arrays: lengths [N] residues per protein; mean/cls.layer<L> [N, hidden]; "
       "per_tok.layer<L> [rows, hidden], protein k's rows per_tok.offsets[k]:[k+1] (cls/eos "
-      "excluded); ids.txt one id per line; long proteins: 'truncate' keeps the first 'window' "
+      "excluded); attn.layer<L> flat float32, protein k's [heads, kept, kept] attention "
+      "(query by key, residues only) at attn.offsets[k]:[k+1]; ids.txt one id per line; "
+      "long proteins: 'truncate' keeps the first 'window' "
       "residues, 'windows' averages overlapping windows of 'window' residues 'stride' apart; "
       "files: the device, inode and creation time of each file embed created (a resume "
       "re-opens only those)");
@@ -178,6 +181,9 @@ static int read_record(json_t *root, embed_stats *s, char *why, size_t cap) {
     return snprintf(why, cap, "files.%s is not a string", key), -1;
   if (count_field(com, "committed", "proteins", &s->proteins, why, cap) ||
       count_field(com, "committed", "per_tok_rows", &s->per_tok_rows, why, cap) ||
+      /* recorded since attention maps; a record from before has none */
+      (json_object_get(com, "attention_values") &&
+       count_field(com, "committed", "attention_values", &s->attn_values, why, cap)) ||
       count_field(com, "committed", "ids_bytes", &s->ids_bytes, why, cap) ||
       count_field(st, "stats", "residues", &s->residues, why, cap) ||
       count_field(st, "stats", "truncated", &s->truncated, why, cap) ||

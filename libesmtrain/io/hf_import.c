@@ -51,6 +51,42 @@ static esmt_status config_int(json_t *c, const char *path, const char *key, int 
   return ESMT_OK;
 }
 
+/* The task head config.json's architecture names: EsmForSequenceClassification
+ * (problem_type picks the head; absent, transformers' own rule: one label is
+ * regression, more are single-label classes) or EsmForTokenClassification;
+ * num_labels from id2label as transformers counts them. */
+static esmt_status config_head(json_t *c, const char *path, esmt_model_config *m) {
+  const char *arch = json_string_value(json_array_get(json_object_get(c, "architectures"), 0));
+  const int seq = arch && !strcmp(arch, "EsmForSequenceClassification");
+  if (!seq && !(arch && !strcmp(arch, "EsmForTokenClassification"))) return ESMT_OK;
+  json_t *id2label = json_object_get(c, "id2label");
+  json_int_t n = 2; /* transformers' default */
+  if (json_is_object(id2label)) n = (json_int_t)json_object_size(id2label);
+  else {
+    esmt_status st = config_int(c, path, "num_labels", 0, 1, 1 << 20, &n);
+    if (st) return st;
+  }
+  if (n < 1 || n > (1 << 20))
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: %s with %lld labels (id2label)", path, arch,
+                     (long long)n);
+  m->num_labels = (int)n;
+  m->pooling = ESMT_POOL_CLS; /* transformers' sequence head reads <cls> */
+  if (!seq) {
+    m->head = ESMT_HEAD_RESIDUE_CLASS;
+    return ESMT_OK;
+  }
+  const char *problem = json_string_value(json_object_get(c, "problem_type"));
+  if (!problem) m->head = n == 1 ? ESMT_HEAD_REGRESSION : ESMT_HEAD_SEQ_CLASS;
+  else if (!strcmp(problem, "single_label_classification")) m->head = ESMT_HEAD_SEQ_CLASS;
+  else if (!strcmp(problem, "multi_label_classification")) m->head = ESMT_HEAD_MULTILABEL;
+  else if (!strcmp(problem, "regression")) m->head = ESMT_HEAD_REGRESSION;
+  else
+    return esmt_fail(ESMT_ERR_FORMAT, "%s: problem_type '%s' is none of "
+                     "single_label_classification, multi_label_classification, regression",
+                     path, problem);
+  return ESMT_OK;
+}
+
 /* config.json's text (named `path` in messages) to a model config. */
 esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
                                  esmt_model_config *mc) {
@@ -101,14 +137,15 @@ esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
     if (mpe) m.max_positions = (int)mpe - 2;
     json_t *eps = json_object_get(c, "layer_norm_eps");
     if (json_is_number(eps)) m.layer_norm_eps = (float)json_number_value(eps);
-    *mc = m;
+    st = config_head(c, path, &m);
+    if (!st) *mc = m;
   }
   json_decref(c);
   return st;
 }
 
 
-static esmt_status read_config(const char *dir, esmt_model_config *mc) {
+esmt_status esmt_hf_read_config(const char *dir, esmt_model_config *mc) {
   char path[PATH_CAP];
   snprintf(path, sizeof path, "%s/config.json", dir);
   json_t *root = NULL;
@@ -181,6 +218,14 @@ static esmt_status refuse_pickle(const char *fn, const char *dir) {
   return ESMT_OK;
 }
 
+/* Layout tensors a transformers directory may lack: a classification
+ * model's masked-LM head (kept as initialised, frozen and unused) and LoRA's
+ * adapters (a PEFT directory holds them). */
+static int optional_in_hf(const esmt_model *m, const char *name) {
+  if (!strncmp(name, "base_model.", 11)) return 1;
+  return m->cfg.head != ESMT_HEAD_NONE && !strncmp(name, "lm_head.", 8);
+}
+
 /* Verify and load a HF directory's tensors into `m` (shapes must match);
  * the model is unchanged on failure. */
 esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
@@ -191,7 +236,7 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
   /* config.json is not needed (the model has its shape) but a damaged one
    * is refused, not ignored */
   esmt_model_config unused;
-  if (file_exists(dir, "config.json") && (st = read_config(dir, &unused)))
+  if (file_exists(dir, "config.json") && (st = esmt_hf_read_config(dir, &unused)))
     return esmt_fail_prefix(st, "%s: ", fn);
   esmt_st_file *files = calloc(MAX_SHARDS, sizeof *files);
   if (!files) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
@@ -209,7 +254,8 @@ esmt_status esmt_model_load_hf(esmt_model *m, const char *dir) {
   if (!merged.tensors || !host) { st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn); goto done; }
   for (int i = 0; i < n; i++) /* one view over every shard (data stays mapped) */
     for (int k = 0; k < files[i].count; k++) merged.tensors[merged.count++] = files[i].tensors[k];
-  if ((st = esmt_read_flat(m, &merged, dir, "", host, 1))) goto done;
+  if ((st = esmt_flat_download(m, host, m->mem.master))) goto done; /* what may stay */
+  if ((st = esmt_read_flat_keep(m, &merged, dir, "", host, 1, optional_in_hf))) goto done;
   const esmt_st_tensor *dec = esmt_st_find(&merged, "lm_head.decoder.weight");
   if (dec) { /* a tied copy: it must equal the embedding */
     float *d = malloc(dec->numel * sizeof *d);
@@ -249,7 +295,7 @@ esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model 
   esmt_status st = refuse_pickle(fn, dir);
   if (st) return st;
   esmt_model_config mc;
-  if ((st = read_config(dir, &mc))) return esmt_fail_prefix(st, "%s: ", fn);
+  if ((st = esmt_hf_read_config(dir, &mc))) return esmt_fail_prefix(st, "%s: ", fn);
   /* the weights must be there before anything is allocated for them */
   if (!file_exists(dir, "model.safetensors") && !file_exists(dir, "model.safetensors.index.json")) {
     if (file_exists(dir, "pytorch_model.bin"))

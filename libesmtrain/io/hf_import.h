@@ -14,4 +14,7 @@
 ESMT_HIDDEN esmt_status esmt_hf_config_parse(const char *text, size_t len, const char *path,
                                              esmt_model_config *mc);
 
+/* DIR/config.json read and parsed as above. */
+ESMT_HIDDEN esmt_status esmt_hf_read_config(const char *dir, esmt_model_config *mc);
+
 #endif

@@ -11,6 +11,7 @@
 
 #include "checkpoint.h"
 #include "json_input.h"
+#include "model_record.h"
 #include "out_dir.h"
 
 esmt_status esmt_model_save(esmt_model *m, const char *dir, int64_t step) {
@@ -24,10 +25,15 @@ esmt_status esmt_model_save(esmt_model *m, const char *dir, int64_t step) {
                               m->cfg.ffn_size, "max_positions", m->cfg.max_positions,
                               "layer_norm_eps", (double)m->cfg.layer_norm_eps);
   if (!trainer) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  esmt_status rst = esmt_model_record_add(&m->cfg, json_object_get(trainer, "model"));
+  if (rst) {
+    json_decref(trainer);
+    return rst;
+  }
   esmt_out_dir od;
   const esmt_out_dir_rules rules = {fn, NULL, NULL, 0, NULL};
   esmt_status st = esmt_out_dir_begin(&od, dir, &rules);
-  if (!st) st = esmt_checkpoint_write_files(m, od.work, step, trainer, NULL, NULL);
+  if (!st) st = esmt_checkpoint_write_files(m, od.work, step, trainer, NULL, NULL, NULL);
   if (!st) st = esmt_out_dir_publish(&od, "state.json");
   if (st) esmt_out_dir_abort(&od);
   json_decref(trainer);

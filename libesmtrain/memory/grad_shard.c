@@ -8,6 +8,7 @@
 #include <string.h>
 
 #include "param_layer.h"
+#include "weight_gather.h"
 
 int esmt_test_zero_drop_slot_wait;
 int esmt_test_zero_drop_shard_wait;
@@ -178,6 +179,9 @@ static void gs_release(esmt_param_memory *p) {
     for (size_t i = 0; i < sizeof dev / sizeof dev[0]; i++)
       if (dev[i]) e->ops->free(e->dev, ESMTB_MEM_DEVICE, dev[i]);
   }
+  esmt_weight_gather_release(p);
+  if (p->norm_dev && e->dev) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->norm_dev);
+  p->norm_dev = NULL; /* a sharded master's (param_shard.c) */
   if (g) free(g->fresh);
   free(g);
   p->gshard = NULL;
@@ -192,6 +196,7 @@ static esmt_status gs_copy(esmt_param_memory *p, void *host, void *buf, uint64_t
   return esmt_device_layer.copy(p, host, buf, bytes, to_buf);
 }
 static esmt_status gs_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
+  if (p->wgather) return esmt_weight_gather_needed(p, lo, hi); /* ZeRO-3 */
   return esmt_device_layer.weights_needed(p, lo, hi);
 }
 static esmt_status gs_step(esmt_param_memory *p, esmt_optim_step *s) {

@@ -83,4 +83,39 @@ ESMT_HIDDEN esmt_status esmt_param_grad_sumsq_range(esmt_param_memory *p, uint64
 ESMT_HIDDEN esmt_status esmt_param_grads_keep_range(esmt_param_memory *p, uint64_t lo,
                                                     uint64_t hi);
 
+/* ZeRO-2 with a half compute copy: keep the fp32 master of [lo, hi) only
+ * (its current values), the kernels reading the half copy and the fp32
+ * LayerNorm w/b in norm_dev; the optimizer then updates the shard and its
+ * half copy, and the caller all-gathers both (dist/dp_zero.c). Needs the
+ * ZeRO-2 gradient slots and a half compute dtype: ESMT_ERR_UNSUPPORTED
+ * otherwise (in fp32 the kernels read the master itself). */
+ESMT_HIDDEN esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t hi);
+/* Whether the master holds only a shard of the flat buffer. */
+ESMT_HIDDEN int esmt_param_master_sharded(const esmt_param_memory *p);
+/* norm_dev's fp32 LayerNorm w/b of the flat range [lo, hi) from the held
+ * master (queued on the compute stream). */
+ESMT_HIDDEN esmt_status esmt_param_norms_from_master(esmt_param_memory *p, uint64_t lo,
+                                                     uint64_t hi);
+/* Where a split of the flat buffer (off[0..world]) cuts norm_dev: the
+ * LayerNorm elements below off[r] are norm_dev[0, norm_off[r]). */
+ESMT_HIDDEN void esmt_param_norm_split(const esmt_param_memory *p, const uint64_t *off, int world,
+                                       uint64_t *norm_off);
+/* New master weights for the whole flat buffer from host memory under a
+ * sharded master: the held shard, the whole half copy and norm_dev. */
+ESMT_HIDDEN esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host);
+/* The same for the flat range [off, off + n) from host[0, n): what this
+ * rank holds of it (master shard, half copy, norm_dev, ZeRO-3's end parts)
+ * written; synced. Model initialisation under a sharded master. */
+/* A device (or host, under offload) buffer every rank holds whole, for
+ * the data-parallel start's check that the ranks agree: the fp32 master,
+ * the half copy under ZeRO-2's sharded master, ZeRO-3's end parts. */
+ESMT_HIDDEN void esmt_param_replicated(const esmt_param_memory *p, const void **buf,
+                                       uint64_t *bytes);
+ESMT_HIDDEN esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host,
+                                              uint64_t off, uint64_t n);
+/* n fp32 weights from host memory to the device buffer dst in the compute
+ * dtype (converted through a bounded staging buffer in half); synced. */
+ESMT_HIDDEN esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst,
+                                                    const float *host, uint64_t n);
+
 #endif

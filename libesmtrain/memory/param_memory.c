@@ -22,13 +22,22 @@ static esmt_status dev_sync_compute(esmt_param_memory *p, uint64_t off, uint64_t
   if (!p->compute_lowp) return ESMT_OK; /* fp32: the kernels read the master */
   const esmt_param_env *e = &p->env;
   const char *where = "refreshing the half-precision weight copy";
+  if (off < p->master_lo || off + count > p->master_hi)
+    return esmt_fail(ESMT_ERR_STATE, "%s: [%llu, %llu) is outside this rank's fp32 master "
+                     "shard [%llu, %llu) (ZeRO-2)", where, (unsigned long long)off,
+                     (unsigned long long)(off + count), (unsigned long long)p->master_lo,
+                     (unsigned long long)p->master_hi);
   if (!e->ops->convert)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: backend %s does not implement convert", where,
                      e->ops->name);
-  esmtb_convert_args c = {sizeof c, count, p->master + off, ESMTB_F32,
-                          (char *)p->compute_lowp + off * e->esize, e->dtype};
+  esmtb_convert_args c = {sizeof c, count, p->master + (off - p->master_lo), ESMTB_F32,
+                          (char *)p->compute_lowp + (off - p->compute_lo) * e->esize, e->dtype};
   esmtb_status bs = e->ops->convert(e->dev, &c, e->stream);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: convert: ", where);
+  if (p->norm_dev) { /* a sharded master: the kernels read the LayerNorm w/b from norm_dev */
+    esmt_status st = esmt_param_norms_from_master(p, off, off + count);
+    if (st) return esmt_fail_prefix(st, "%s: ", where);
+  }
   bs = e->ops->stream_sync(e->dev, e->stream);
   return bs ? esmt_fail_prefix((esmt_status)bs, "%s: ", where) : ESMT_OK;
 }
@@ -92,11 +101,11 @@ static esmt_status dev_grad_sumsq(esmt_param_memory *p, float *sum) {
 static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
   const esmt_param_env *e = &p->env;
   const uint64_t lo = p->opt_lo;
-  void *low = p->compute_lowp ? (char *)p->compute_lowp + lo * e->esize : NULL;
+  void *low = p->compute_lowp ? (char *)p->compute_lowp + (lo - p->compute_lo) * e->esize : NULL;
   esmtb_status bs = 0;
   if (s->kind == ESMT_OPTIMIZER_LION) {
     esmtb_lion_args *al = &s->lion;
-    al->params = p->master + lo;
+    al->params = p->master + (lo - p->master_lo);
     al->grads = p->grads + (lo - p->grads_lo);
     al->m = p->moment1;
     al->params_lowp = low;
@@ -109,7 +118,7 @@ static esmt_status dev_step(esmt_param_memory *p, esmt_optim_step *s) {
     bs = e->ops->lion(e->dev, al, e->stream);
   } else {
     esmtb_adamw_args *aw = &s->adamw;
-    aw->params = p->master + lo;
+    aw->params = p->master + (lo - p->master_lo);
     aw->grads = p->grads + (lo - p->grads_lo);
     aw->m = p->moment1;
     aw->v = p->moment2;

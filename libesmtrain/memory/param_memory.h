@@ -26,6 +26,7 @@
 struct esmt_offload;
 struct esmt_stream;
 struct esmt_grad_shard;
+struct esmt_weight_gather;
 struct esmt_param_layer;
 
 /* What the owner gives the parameter memory. Pointers are borrowed: they
@@ -99,7 +100,12 @@ typedef struct esmt_param_memory {
   /* What the kernels read and write: the compute weights (compute dtype)
    * and the gradients (fp32), by flat offset. */
   esmt_param_view weights, grad_view;
-  float *master;          /* fp32 master weights, env.total: device, or host (offload) */
+  float *master;          /* fp32 master weights: device, or host (offload) */
+  /* The flat elements `master` holds: [master_lo, master_hi), element o at
+   * master[o - master_lo]: all of them, except under ZeRO-2 with a half
+   * compute copy, where each rank keeps its shard (param_shard.c) and the
+   * kernels read the half copy and norm_dev. */
+  uint64_t master_lo, master_hi;
   float *grads;           /* fp32 gradients: device, or host (streamed) */
   /* The flat elements `grads` holds: [grads_lo, grads_hi), element o at
    * grads[o - grads_lo]: all of them, except past a frozen prefix
@@ -118,13 +124,15 @@ typedef struct esmt_param_memory {
    * and by the optimizer step. */
   float *compute32;
   void *compute_lowp;
-  /* Offload in F16/BF16: the env's LayerNorm w/b in fp32 on the device,
-   * n_norm x d floats in the order of env.norm_offs. */
+  uint64_t compute_lo;    /* the flat element at compute_lowp[0]: 0, or ZeRO-3's shard start */
+  /* Offload in F16/BF16, and a sharded master: the env's LayerNorm w/b in
+   * fp32 on the device, n_norm x d floats in the order of env.norm_offs. */
   float *norm_dev;
   const struct esmt_param_layer *layer; /* the device or the offload layer */
   struct esmt_offload *offload;         /* the offload layer's state; NULL on the device layer */
   struct esmt_stream *stream;           /* the stream layer's device side; NULL elsewhere */
   struct esmt_grad_shard *gshard;       /* ZeRO-2's gradient slots; NULL elsewhere */
+  struct esmt_weight_gather *wgather;   /* ZeRO-3's gathered weights; NULL elsewhere */
 } esmt_param_memory;
 
 #endif

@@ -12,6 +12,7 @@
 #include "param_shard.h"
 
 #include "stream.h"
+#include "weight_gather.h"
 
 static esmt_status zero(const esmt_param_env *env, void *buf, uint64_t bytes) {
   esmtb_status bs = buf ? env->ops->memset_async(env->dev, buf, 0, bytes, env->stream) : 0;
@@ -25,6 +26,7 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   const uint64_t bytes = env->total * sizeof(float);
   p->opt_lo = env->opt_lo;
   p->opt_hi = env->total;
+  p->master_hi = env->total; /* whole: ZeRO-2 may cut it to the shard later (param_shard.c) */
   /* the gradients held: a frozen prefix has none (ZeRO-2 narrows them to
    * the rank's shard below) */
   p->grads_lo = env->opt_lo;
@@ -58,19 +60,26 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
     }
     const uint64_t held = (p->opt_hi - p->opt_lo) * sizeof(float), mbytes = held ? held : 4;
     const int nstate = esmt_optimizer_state_count(env->optimizer);
-    st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
+    /* ZeRO-3, and ZeRO-2 with a half copy: the master (and at 3 the
+     * compute weights) allocated for the shard only, never whole */
+    const int shard_w = zero_level >= 3;
+    const int shard_m = shard_w || (zero_level > 0 && esmt_zero_shards_master(
+                                        zero_level, o->zero_world, (int)env->esize));
+    if (!shard_m) st = esmt_param_dev_alloc(env, bytes, (void **)&p->master, "parameters");
     p->compute32 = p->master;
     if (!st) st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment1, "optimizer first moments");
     if (!st && nstate > 1)
       st = esmt_param_dev_alloc(env, mbytes, (void **)&p->moment2, "AdamW second moments");
-    if (!st && env->dtype != ESMTB_F32)
+    if (!st && env->dtype != ESMTB_F32 && !shard_w)
       st = esmt_param_dev_alloc(env, env->total * env->esize, &p->compute_lowp,
                                 "half-precision weight copy");
     if (!st) st = zero(env, p->moment1, held);
     if (!st) st = zero(env, p->moment2, held);
-    if (zero_level >= 2) { /* the reducer joins when the group starts (dp_zero.c) */
+    if (zero_level >= 2) { /* the reducer and the gather join when the group starts (dp_zero.c) */
       if (!st) esmt_param_resident_views(p); /* the weights; the slots set the gradients' */
       if (!st) st = esmt_param_shard_grads(p, p->opt_lo, p->opt_hi, NULL, NULL);
+      if (!st && shard_w) st = esmt_param_shard_weights(p, p->opt_lo, p->opt_hi, NULL, NULL);
+      else if (!st && shard_m) st = esmt_param_shard_master(p, p->opt_lo, p->opt_hi);
       return st;
     }
   }

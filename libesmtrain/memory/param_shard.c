@@ -7,6 +7,7 @@
 #include "esmtrain/backend.h"
 #include "param_layer.h"
 #include "param_shard.h"
+#include "weight_gather.h"
 
 void esmt_zero_split(uint64_t total, int world, uint64_t *off) {
   const uint64_t units = (total + ESMT_ZERO_ALIGN - 1) / ESMT_ZERO_ALIGN;
@@ -25,17 +26,35 @@ uint64_t esmt_zero_shard_max(uint64_t total, int world) {
   return first < total ? first : total;
 }
 
+int esmt_zero_shards_master(int level, int world, int esize) {
+  return level >= 2 && world > 1 && esize < 4;
+}
+
+int esmt_zero_gathered_bytes(int level, int world, int esize) {
+  return esmt_zero_shards_master(level, world, esize) ? esize : 4;
+}
+
 void esmt_zero_comm_volume(int level, uint64_t params, int world, int micro_batches,
-                           esmt_zero_volume *v) {
+                           int gathered, esmt_zero_volume *v) {
   const uint64_t grads = params * sizeof(float);
   const uint64_t k = micro_batches > 0 ? (uint64_t)micro_batches : 1;
   v->allreduced = level == 0 ? grads : 0;
   v->reduce_scattered = level == 0 ? 0 : level == 1 ? grads : k * grads;
-  v->allgathered = level == 0 ? 0 : grads;
+  v->allgathered = level == 0 ? 0 : params * (uint64_t)gathered;
   /* on the ring each half sends (W-1)/W of its buffer; an all-reduce is both */
   const uint64_t W = world > 0 ? (uint64_t)world : 1;
   v->sent_per_rank =
       (2 * v->allreduced + v->reduce_scattered + v->allgathered) / W * (W - 1);
+}
+
+void esmt_zero3_comm_volume(const uint64_t *part_bounds, int n_parts, int world,
+                            int micro_batches, int esize, esmt_zero_volume *v) {
+  const uint64_t P = part_bounds[n_parts];
+  esmt_zero_comm_volume(2, P, world, micro_batches, 4, v);
+  v->allgathered =
+      esmt_weight_gather_elems(part_bounds, n_parts, micro_batches) * (uint64_t)esize;
+  const uint64_t W = world > 0 ? (uint64_t)world : 1;
+  v->sent_per_rank = (v->reduce_scattered + v->allgathered) / W * (W - 1);
 }
 
 static esmtb_status alloc_zeroed(const esmt_param_env *e, uint64_t n, float **out) {

@@ -26,5 +26,7 @@ ESMT_HIDDEN esmt_status esmt_attention_maps_begin(esmt_model *m, const esmt_batc
 /* Layer l's probabilities into its block of out (after esmt_layer_forward). */
 ESMT_HIDDEN esmt_status esmt_attention_maps_layer(esmt_model *m, int l, esmt_attention_maps *am);
 ESMT_HIDDEN void esmt_attention_maps_end(esmt_model *m, esmt_attention_maps *am);
+/* The [B, H, T, T] fp32 buffer's bytes (on the device and on the host). */
+ESMT_HIDDEN uint64_t esmt_attention_maps_buffer_bytes(int B, int H, int T);
 
 #endif

@@ -211,6 +211,13 @@ struct esmt_model {
   /* esmt_model_set_deterministic(m, 0): the attention backward may take the
    * backend's faster, non-deterministic variant (ABI 1.6). */
   int nondeterministic;
+  /* LoRA dropout (model_lora.c): esmt_model_set_training(m, 0) turns it off
+   * for evaluation; the masks are drawn from `seed` (esmt_model_create's)
+   * and `lora_draw`, the training forwards so far (a recompute in backward
+   * redraws the same masks). */
+  int eval_mode;
+  uint64_t seed, lora_draw;
+  int lora_dropout_on;       /* the current pass drops (a training forward) */
   esmt_activations act;
   void **act_vtables;        /* host storage behind the per-layer arrays */
   float **act_ftables;
@@ -272,6 +279,12 @@ ESMT_HIDDEN esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const vo
  * go to under LoRA (the op always accumulates them). */
 ESMT_HIDDEN float *esmt_lora_discard(esmt_model *m);
 ESMT_HIDDEN void esmt_lora_free(esmt_model *m);
+/* Called by esmt_model_forward before the graph: the pass's LoRA dropout
+ * on (a new draw) or off; esmt_model_infer turns it off. */
+ESMT_HIDDEN void esmt_lora_begin_pass(esmt_model *m, int training);
+/* esmt_model_lora_merge's W += s B A on a host copy of the flat weights
+ * (`host`, layout offsets), in double; the adapters stay as they are. */
+ESMT_HIDDEN void esmt_lora_merge_host(const esmt_model *m, float *host);
 
 /* The task head (model_head.c). esmt_head_stage checks and keeps a
  * batch's targets (after esmt_model_stage_batch; sets m->normalizer and

@@ -152,7 +152,9 @@ esmt_status esmt_model_create_with(esmt_context *ctx, const esmt_model_config *c
     st = esmt_fail(ESMT_ERR_CONFIG, "%s: head dim %d is above %d", fn, m->hd, 2 * ESMT_MAX_HALF_HEAD);
   if (!st) st = esmt_model_set_inv_freq(m, NULL);
   if (!st) st = esmt_model_init_params(m, seed);
-  if (!st) st = esmt_model_sync_lowp(m, 0, m->layout.total);
+  m->seed = seed;
+  /* (a sharded master's half copy was written with it) */
+  if (!st && !esmt_param_master_sharded(&m->mem)) st = esmt_model_sync_lowp(m, 0, m->layout.total);
   if (st) {
     esmt_model_destroy(m);
     return st;
@@ -290,6 +292,17 @@ static esmt_status tensor_copy(esmt_model *m, const char *name, esmt_buffer whic
       return esmt_fail(ESMT_ERR_STATE, "%s: '%s' is frozen and has no gradient", fn, name);
     memset(host, 0, count * sizeof(float));
     return ESMT_OK;
+  }
+  if (which == ESMT_BUF_PARAMS && to_device && m->mem.wgather)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: '%s': the weights are sharded over the ranks "
+                     "(ZeRO-3) and gathered per layer; write them before the group starts or "
+                     "load a checkpoint", fn, name);
+  if (which == ESMT_BUF_PARAMS) { /* maybe ZeRO-2's sharded master */
+    if (t->offset < m->mem.master_lo || t->offset + t->numel > m->mem.master_hi)
+      return esmt_fail(ESMT_ERR_STATE, "%s: the fp32 weights of '%s' are held by another rank "
+                       "(ZeRO-2 master shard [%llu, %llu))", fn, name,
+                       (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi);
+    at -= m->mem.master_lo;
   }
   if (which == ESMT_BUF_GRADS) { /* maybe a ZeRO-2 shard */
     if (t->offset < m->mem.grads_lo || t->offset + t->numel > m->mem.grads_hi)
@@ -459,6 +472,7 @@ static esmt_status forward_unguarded(esmt_model *m, const esmt_batch *b, esmt_fo
     if (st) return st;
   }
   if (m->cfg.head != ESMT_HEAD_NONE && (st = esmt_head_stage(m, b, &r, fn))) return st;
+  esmt_lora_begin_pass(m, !m->eval_mode);
   if ((st = esmt_model_run_forward(m))) return st;
   if (m->cfg.head != ESMT_HEAD_NONE) return head_result(m, &r, logits, result);
   float loss_sum = 0.0f;
@@ -562,6 +576,15 @@ esmt_status esmt_model_set_deterministic(esmt_model *m, int deterministic) {
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: deterministic is %d; use 0 or 1", fn,
                      deterministic);
   m->nondeterministic = !deterministic;
+  return ESMT_OK;
+}
+
+esmt_status esmt_model_set_training(esmt_model *m, int training) {
+  const char *fn = "esmt_model_set_training";
+  ESMT_CHECK_ARG(m, fn, "model is NULL");
+  if (training != 0 && training != 1)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: training is %d; use 0 or 1", fn, training);
+  m->eval_mode = !training;
   return ESMT_OK;
 }
 

@@ -35,7 +35,7 @@ esmt_status esmt_attention_maps_begin(esmt_model *m, const esmt_batch *b, float 
     span_of(m, b, p, &s, &n);
     am->layer_floats += (uint64_t)m->H * (uint64_t)n * (uint64_t)n;
   }
-  const uint64_t bytes = (uint64_t)m->B * m->H * m->T * m->T * sizeof(float);
+  const uint64_t bytes = esmt_attention_maps_buffer_bytes(m->B, m->H, m->T);
   if (!(am->host = malloc(bytes)))
     return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of host memory for attention maps "
                      "(%llu bytes)", fn, (unsigned long long)bytes);
@@ -47,7 +47,7 @@ esmt_status esmt_attention_maps_layer(esmt_model *m, int l, esmt_attention_maps 
   esmtb_attention_args at = esmt_attention_args(m, l);
   at.probs = am->dev;
   ESMT_OP(m, attention_probs, at, "inference: attention maps");
-  const uint64_t bytes = (uint64_t)B * H * T * T * sizeof(float);
+  const uint64_t bytes = esmt_attention_maps_buffer_bytes(B, H, T);
   esmtb_status cs = m->ops->copy_async(m->dev, am->host, am->dev, bytes, ESMTB_COPY_D2H,
                                        m->stream);
   if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
@@ -63,6 +63,10 @@ esmt_status esmt_attention_maps_layer(esmt_model *m, int l, esmt_attention_maps 
         memcpy(dst, am->host + ((b * H + h) * T + t0 + i) * T + t0, (size_t)n * sizeof(float));
   }
   return ESMT_OK;
+}
+
+uint64_t esmt_attention_maps_buffer_bytes(int B, int H, int T) {
+  return (uint64_t)B * (uint64_t)H * (uint64_t)T * (uint64_t)T * sizeof(float);
 }
 
 void esmt_attention_maps_end(esmt_model *m, esmt_attention_maps *am) {

@@ -97,8 +97,8 @@ esmt_status esmt_model_config_validate(const esmt_model_config *c) {
                      c->lora_rank, c->hidden_size);
   if (!(c->lora_alpha > 0.0f) || !isfinite(c->lora_alpha))
     return esmt_fail(ESMT_ERR_CONFIG, "%s: lora_alpha %g must be > 0", fn, (double)c->lora_alpha);
-  if (c->lora_dropout != 0.0f)
-    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: lora_dropout %g: only 0 is implemented", fn,
+  if (!(c->lora_dropout >= 0.0f && c->lora_dropout < 1.0f))
+    return esmt_fail(ESMT_ERR_CONFIG, "%s: lora_dropout %g is outside [0, 1)", fn,
                      (double)c->lora_dropout);
   const unsigned all = ESMT_LORA_QUERY | ESMT_LORA_KEY | ESMT_LORA_VALUE | ESMT_LORA_ATTN_OUT |
                        ESMT_LORA_FFN_DOWN | ESMT_LORA_FFN_UP;

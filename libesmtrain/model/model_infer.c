@@ -157,6 +157,7 @@ static esmt_status infer_unguarded(esmt_model *m, const esmt_batch *b, const esm
   esmt_attention_maps maps = {0};
   const int want_maps = (rr.outputs & ESMT_INFER_ATTENTION) != 0;
   if (want_maps) st = esmt_attention_maps_begin(m, &bb, rr.attention, &maps, fn);
+  esmt_lora_begin_pass(m, 0); /* no dropout at inference */
   if (!st)
     st = esmt_model_run_infer(m, want_head ? set | 1ull << m->L : set, want_logits, capture, &j,
                               want_maps ? &maps : NULL);

@@ -79,8 +79,11 @@ esmt_status esmt_model_init_params(esmt_model *m, uint64_t seed) {
     fill_tensor(t, i, seed, host);
     if (t->offset == m->layout.embed) /* the <pad> row */
       memset(host + (size_t)ESMT_TOKEN_PAD * m->d, 0, (size_t)m->d * sizeof *host);
-    /* The host buffer is reused: the copy completes before refilling it. */
-    st = esmt_master_copy(m, host, m->mem.master + t->offset, t->numel * sizeof *host, 1);
+    /* The host buffer is reused: the copy completes before refilling it.
+     * A sharded master (ZeRO) takes what this rank holds of the tensor. */
+    st = esmt_param_master_sharded(&m->mem)
+             ? esmt_param_write_host(&m->mem, host, t->offset, t->numel)
+             : esmt_master_copy(m, host, m->mem.master + t->offset, t->numel * sizeof *host, 1);
     if (st) st = esmt_fail_prefix(st, "model init: copying %s: ", t->name);
   }
   free(host);

@@ -1,11 +1,16 @@
 /* SPDX-License-Identifier: MIT */
 /* LoRA adapters (esmt_model_config.lora_*, docs/finetune.md), as peft's
- * lora.Linear computes them without dropout: a frozen linear map
- * y = x W^T + b gains s (x A^T) B^T, s = alpha / rank, A [rank, in] and
- * B [out, rank] trained. Everything is a GEMM on the backend. The forward
- * keeps u = x A^T [N, rank] of every adapter for backward (rank values per
- * token and adapter, a small fraction of a layer's activations). */
+ * lora.Linear computes them: a frozen linear map y = x W^T + b gains
+ * s (D(x) A^T) B^T, s = alpha / rank, A [rank, in] and B [out, rank]
+ * trained, D dropout in training forwards (identity otherwise). The GEMMs
+ * run on the backend. The forward keeps u = D(x) A^T [N, rank] of every
+ * adapter for backward (rank values per token and adapter, a small fraction
+ * of a layer's activations). Dropout's masks are not kept: each is a hash
+ * of (model seed, draw, layer, target, element), redrawn in backward; no
+ * backend op applies a mask, so D runs on the host over a copy of x (one
+ * [N, in] download and upload per adapter and pass, a memcpy on cpu.so). */
 #include <stdlib.h>
+#include <string.h>
 
 #include "esmtrain/backend.h"
 #include "model.h"
@@ -16,6 +21,10 @@ struct esmt_lora {
   void **u;             /* [L * ESMT_LORA_TARGETS] -> [N, rank] (NULL: no adapter) */
   void *du;             /* [N, rank] backward scratch */
   float *discard;       /* [2 d] fp32 */
+  /* dropout (lora_dropout > 0 only): device [N, in_max] x 2, host staging */
+  void *xd, *dxd;
+  void *stage;
+  uint64_t drop_N;
 };
 
 const char *esmt_lora_target(const esmt_model_config *c, int t, int *in, int *out) {
@@ -43,6 +52,8 @@ void esmt_lora_free(esmt_model *m) {
   struct esmt_lora *z = m->lora;
   if (!z) return;
   if (z->buf && m->dev) m->ops->free(m->dev, ESMTB_MEM_DEVICE, z->buf);
+  if (z->xd && m->dev) m->ops->free(m->dev, ESMTB_MEM_DEVICE, z->xd);
+  free(z->stage);
   free(z->u);
   free(z);
   m->lora = NULL;
@@ -110,6 +121,84 @@ static float scaling(const esmt_model *m) {
   return m->cfg.lora_alpha / (float)m->cfg.lora_rank;
 }
 
+void esmt_lora_begin_pass(esmt_model *m, int training) {
+  m->lora_dropout_on = training && m->layout.lora && m->cfg.lora_dropout > 0.0f;
+  if (m->lora_dropout_on) m->lora_draw++;
+}
+
+/* splitmix64's finaliser: a counter to 64 well-mixed bits. */
+static uint64_t mix(uint64_t z) {
+  z += 0x9e3779b97f4a7c15ull;
+  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
+  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
+  return z ^ (z >> 31);
+}
+
+/* The widest adapter input (the FFN's down map reads F values). */
+static int widest_input(const esmt_model *m) {
+  return m->cfg.lora_targets & ESMT_LORA_FFN_DOWN ? m->F : m->d;
+}
+
+/* Room for dropout's two [N, in_max] device buffers and the host staging. */
+static esmt_status reserve_dropout(esmt_model *m) {
+  struct esmt_lora *z = m->lora;
+  const uint64_t N = (uint64_t)m->B * (uint64_t)m->T;
+  if (z->xd && z->drop_N >= N) return ESMT_OK;
+  const uint64_t n = N * (uint64_t)widest_input(m);
+  if (z->xd) m->ops->free(m->dev, ESMTB_MEM_DEVICE, z->xd);
+  z->xd = NULL;
+  free(z->stage);
+  if (!(z->stage = malloc((size_t)n * m->esize)))
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "LoRA dropout: out of host memory");
+  esmt_status st = esmt_model_dev_alloc(m, 2 * n * m->esize, &z->xd, "LoRA dropout buffers");
+  if (st) return st;
+  z->dxd = (char *)z->xd + n * m->esize;
+  z->drop_N = N;
+  return ESMT_OK;
+}
+
+/* dst [N, in] = x with adapter (l, t)'s mask of this draw applied, kept
+ * values scaled by 1 / (1 - p) (dst may be x). */
+static esmt_status apply_dropout(esmt_model *m, int l, int t, const void *x, void *dst, int in,
+                                 const char *where) {
+  struct esmt_lora *z = m->lora;
+  const uint64_t n = (uint64_t)m->B * (uint64_t)m->T * (uint64_t)in;
+  const double p = m->cfg.lora_dropout;
+  const float keep_scale = (float)(1.0 / (1.0 - p));
+  const uint64_t threshold = (uint64_t)(p * 16777216.0); /* p in 24-bit units */
+  const uint64_t key = mix(m->seed ^ mix(m->lora_draw << 16 ^ (uint64_t)(l * ESMT_LORA_TARGETS + t)));
+  esmtb_status cs = m->ops->copy_async(m->dev, z->stage, x, n * m->esize, ESMTB_COPY_D2H, m->stream);
+  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
+  if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: ", where);
+  float chunk[1024];
+  for (uint64_t i0 = 0; i0 < n; i0 += 1024) {
+    const uint64_t c = n - i0 < 1024 ? n - i0 : 1024;
+    char *at = (char *)z->stage + i0 * m->esize;
+    esmt_to_f32(m->dtype, at, chunk, c);
+    for (uint64_t i = 0; i < c; i++)
+      chunk[i] = (mix(key + i0 + i) >> 40) >= threshold ? chunk[i] * keep_scale : 0.0f;
+    if (m->dtype == ESMTB_F32) memcpy(at, chunk, (size_t)c * sizeof *chunk);
+    else
+      for (uint64_t i = 0; i < c; i++)
+        ((uint16_t *)at)[i] = m->dtype == ESMTB_BF16 ? esmt_f32_to_bf16(chunk[i])
+                                                     : esmt_f32_to_f16(chunk[i]);
+  }
+  cs = m->ops->copy_async(m->dev, dst, z->stage, n * m->esize, ESMTB_COPY_H2D, m->stream);
+  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream); /* the staging is reused */
+  return cs ? esmt_fail_prefix((esmt_status)cs, "%s: ", where) : ESMT_OK;
+}
+
+/* The adapter's input: x, or D(x) in z->xd during a training pass. */
+static esmt_status adapter_input(esmt_model *m, int l, int t, const void *x, int in,
+                                 const void **xa) {
+  *xa = x;
+  if (!m->lora_dropout_on) return ESMT_OK;
+  esmt_status st = reserve_dropout(m);
+  if (!st) st = apply_dropout(m, l, t, x, m->lora->xd, in, "LoRA dropout");
+  if (!st) *xa = m->lora->xd;
+  return st;
+}
+
 esmt_status esmt_lora_forward(esmt_model *m, int l, int t, const void *x, void *y, int ldy) {
   const esmt_lora_offsets *o = &m->layout.lora[l];
   if (!o->a[t]) return ESMT_OK;
@@ -119,8 +208,10 @@ esmt_status esmt_lora_forward(esmt_model *m, int l, int t, const void *x, void *
   int in, out;
   esmt_lora_target(&m->cfg, t, &in, &out);
   void *u = m->lora->u[l * ESMT_LORA_TARGETS + t];
-  /* u [N, r] = x A^T; y += s u B^T */
-  if ((st = gemm(m, 0, 1, N, r, in, 1.0f, x, in, esmt_weight(m, o->a[t]), in, 0.0f, u, r, 0,
+  const void *xa;
+  if ((st = adapter_input(m, l, t, x, in, &xa))) return st;
+  /* u [N, r] = D(x) A^T; y += s u B^T */
+  if ((st = gemm(m, 0, 1, N, r, in, 1.0f, xa, in, esmt_weight(m, o->a[t]), in, 0.0f, u, r, 0,
                  "forward: LoRA A")))
     return st;
   return gemm(m, 0, 1, N, out, r, scaling(m), u, r, esmt_weight(m, o->b[t]), r, 1.0f, y, ldy, 0,
@@ -134,7 +225,9 @@ esmt_status esmt_lora_ffn_up(esmt_model *m, int l, const void *x, void *out, voi
   esmt_status st = reserve(m);
   if (st) return st;
   void *u = m->lora->u[l * ESMT_LORA_TARGETS + t];
-  if ((st = gemm(m, 0, 1, N, r, d, 1.0f, x, d, esmt_weight(m, o->a[t]), d, 0.0f, u, r, 0,
+  const void *xa;
+  if ((st = adapter_input(m, l, t, x, d, &xa))) return st;
+  if ((st = gemm(m, 0, 1, N, r, d, 1.0f, xa, d, esmt_weight(m, o->a[t]), d, 0.0f, u, r, 0,
                  "forward: LoRA A")))
     return st;
   /* out = s u B^T + b (the bias needs beta = 0, so it comes with the adapter's term) */
@@ -184,13 +277,30 @@ esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x, const
   if ((st = gemm(m, 0, 0, N, r, out, s, dy, lddy, esmt_weight(m, o->b[t]), r, 0.0f, du, r, 0,
                  "backward: LoRA du")))
     return st;
-  /* dA [r, in] += du^T x */
-  if ((st = gemm(m, 1, 0, r, in, N, 1.0f, du, r, x, in, 1.0f, esmt_grad(m, o->a[t]), in, 1,
+  /* dA [r, in] += du^T D(x): the forward's mask, redrawn */
+  const void *xa;
+  if ((st = adapter_input(m, l, t, x, in, &xa))) return st;
+  if ((st = gemm(m, 1, 0, r, in, N, 1.0f, du, r, xa, in, 1.0f, esmt_grad(m, o->a[t]), in, 1,
                  "backward: LoRA dA")))
     return st;
-  /* dx [N, in] += du A */
-  return gemm(m, 0, 0, N, in, r, 1.0f, du, r, esmt_weight(m, o->a[t]), in, 1.0f, dx, in, 0,
-              "backward: LoRA dx");
+  /* dx [N, in] += D'(du A): the mask and scale again on the way back */
+  if (!m->lora_dropout_on)
+    return gemm(m, 0, 0, N, in, r, 1.0f, du, r, esmt_weight(m, o->a[t]), in, 1.0f, dx, in, 0,
+                "backward: LoRA dx");
+  void *tmp = m->lora->dxd;
+  if ((st = gemm(m, 0, 0, N, in, r, 1.0f, du, r, esmt_weight(m, o->a[t]), in, 0.0f, tmp, in, 0,
+                 "backward: LoRA dx")))
+    return st;
+  if ((st = apply_dropout(m, l, t, tmp, tmp, in, "backward: LoRA dropout"))) return st;
+  esmtb_add_args a = {0};
+  a.struct_size = sizeof a;
+  a.dtype = m->dtype;
+  a.n = (size_t)N * (size_t)in;
+  a.a = dx;
+  a.b = tmp;
+  a.y = dx;
+  ESMT_OP(m, add, a, "backward: LoRA dx");
+  return ESMT_OK;
 }
 
 /* Element offset of the weight that layer l's target t adapts. */
@@ -203,6 +313,26 @@ static uint64_t base_weight(const esmt_model *m, int l, int t) {
   case ESMT_LORA_T_FFN_DOWN: return o->fc2_w;
   default: return o->fc1_w;
   }
+}
+
+void esmt_lora_merge_host(const esmt_model *m, float *host) {
+  const int r = m->cfg.lora_rank;
+  const double s = scaling(m);
+  for (int l = 0; m->layout.lora && l < m->L; l++)
+    for (int t = 0; t < ESMT_LORA_TARGETS; t++) {
+      const esmt_lora_offsets *o = &m->layout.lora[l];
+      if (!o->a[t]) continue;
+      int in, out;
+      esmt_lora_target(&m->cfg, t, &in, &out);
+      const float *A = host + o->a[t], *B = host + o->b[t];
+      float *W = host + base_weight(m, l, t);
+      for (int i = 0; i < out; i++)
+        for (int j = 0; j < in; j++) {
+          double acc = 0.0;
+          for (int k = 0; k < r; k++) acc += (double)B[(uint64_t)i * r + k] * A[(uint64_t)k * in + j];
+          W[(uint64_t)i * in + j] = (float)(W[(uint64_t)i * in + j] + s * acc);
+        }
+    }
 }
 
 static esmt_status merge_unguarded(esmt_model *m) {

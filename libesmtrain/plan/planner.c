@@ -13,6 +13,7 @@
 #include "param_shard.h"
 #include "plan_time.h"
 #include "stream.h"
+#include "weight_gather.h"
 
 #define MIB (1024ull * 1024ull)
 #define GEMM_WORKSPACE (32 * MIB) /* cuBLASLt workspace and reduction scratch */
@@ -52,6 +53,19 @@ typedef struct plan_ctx {
   uint64_t train_lo;  /* fine-tuning: the frozen prefix holds no moments */
 } plan_ctx;
 
+/* Why a model with frozen parameters (LoRA, frozen layers) does not fit:
+ * offload and streaming, which the general advice suggests, are not open to
+ * it, and its whole fp32 master stays on the device. */
+static void frozen_advice(esmt_plan *best, int seq_len, const char *total, const char *budget) {
+  snprintf(best->advice, sizeof best->advice,
+           "does not fit: the smallest plan (micro-batch %d x %d, recompute %s) needs %s but "
+           "the budget is %s, %.2f GiB of it the fp32 master weights: a model with frozen "
+           "parameters (LoRA, frozen layers) keeps every weight on the device, with no "
+           "optimizer offload or streaming; shorten seq_len or use a smaller model",
+           best->micro_batch, seq_len, best->recompute ? "on" : "off", total, budget,
+           (double)best->device[ESMT_MEM_MASTER_WEIGHTS] / (1024.0 * MIB));
+}
+
 /* One concrete policy. */
 typedef struct policy {
   int offload, recompute, stream;
@@ -76,10 +90,21 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const int streamed_w = pol.stream >= ESMT_STREAM_WEIGHTS;
   p->device[ESMT_MEM_COMPUTE_WEIGHTS] = !pol.offload ? (es == 4 ? 0 : P * es)
                                       : streamed_w   ? sb.device_weights - norms : P * es;
-  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : P * 4;
   /* ZeRO-1/2: the rank's shard of the moments (dp_zero.c; the largest) */
   const uint64_t trained = c->layout.total - c->train_lo;
   const uint64_t held = r->zero > 0 ? esmt_zero_shard_max(trained, r->world_size) : trained;
+  /* ZeRO-2 with a half copy: the master's shard, and the fp32 LayerNorm
+   * w/b the kernels read beside the half weights as workspace (master_shard.c) */
+  const int zero3 = !pol.offload && r->zero >= 3;
+  const int master_shard =
+      zero3 || (!pol.offload && esmt_zero_shards_master(r->zero, r->world_size, (int)es));
+  p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0 : master_shard ? held * 4 : P * 4;
+  /* ZeRO-3: the compute weights of the shard (in fp32 the master itself),
+   * the end parts whole and two gather slots (weight_gather.c) */
+  if (zero3)
+    p->device[ESMT_MEM_COMPUTE_WEIGHTS] =
+        (es == 4 ? 0 : held * es) +
+        esmt_weight_gather_bytes(c->layout.part_bounds, c->layout.n_parts, (int)es);
   p->device[ESMT_MEM_MOMENTS] =
       pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, held);
   /* The fp32 gradients stay on the device (micro-batches accumulate into
@@ -99,6 +124,7 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
                                   attention_scratch_bytes(r->model, B, r->seq_len, es);
   if (pol.offload) /* the LayerNorm w/b (and alignment) beside the compute weights */
     p->device[ESMT_MEM_WORKSPACE] += sb.device_weights - p->device[ESMT_MEM_COMPUTE_WEIGHTS];
+  if (master_shard) p->device[ESMT_MEM_WORKSPACE] += norms; /* 0 in fp32 */
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
@@ -121,7 +147,12 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   p->micro_batches = t.micro_batches;
   esmt_zero_volume v;
   const int W = r->world_size > 1 ? r->world_size : 1; /* the update's micro-batches, shared */
-  esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W, &v);
+  if (r->zero >= 3)
+    esmt_zero3_comm_volume(c->layout.part_bounds, c->layout.n_parts, W,
+                           (t.micro_batches + W - 1) / W, (int)es, &v);
+  else
+    esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W,
+                          esmt_zero_gathered_bytes(r->zero, W, (int)es), &v);
   p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
   p->allreduced_bytes = r->world_size > 1 ? v.allreduced : 0;
   p->reduce_scattered_bytes = r->world_size > 1 ? v.reduce_scattered : 0;
@@ -194,8 +225,26 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
                      "optimizer offloaded (offload_optimizer on or auto)", fn,
                      stream_name(req.stream));
   if (req.world_size < 1) req.world_size = 1;
-  if (req.zero < 0 || req.zero > 2)
-    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1 or 2", fn, req.zero);
+  if (req.zero == -1) {
+    /* auto: the lowest stage that fits with the state on the device (each
+     * rank offloading its own whole copy costs W times the host memory),
+     * else stage 0 with whatever offload and streaming fit; the advice
+     * names the stage */
+    esmt_status zs = ESMT_OK;
+    for (int z = 0; z <= 3; z++) {
+      esmt_plan_request q = req;
+      q.zero = z;
+      if (q.offload_optimizer < 0) q.offload_optimizer = 0;
+      if (q.stream < 0) q.stream = 0;
+      if ((zs = esmt_plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
+    }
+    req.zero = 0;
+    if (req.offload_optimizer == 0 && req.stream <= 0) return zs; /* tried already */
+    return esmt_plan_memory(&req, plan);
+  }
+  if (req.zero < 0 || req.zero > 3)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1, 2, 3 or -1 (auto)", fn,
+                     req.zero);
   /* the ranks refuse ZeRO with offload (dp_zero.c): auto keeps it off */
   if (req.zero > 0 && req.offload_optimizer < 0) req.offload_optimizer = 0;
   if (!(req.device_flops >= 0) || !(req.link_bandwidth >= 0) || !(req.host_bandwidth >= 0))
@@ -292,6 +341,8 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
              "a smaller model",
              best.micro_batch, r->seq_len, best.recompute ? "on" : "off",
              stream_name(best.stream), total, host, host_avail);
+  } else if (c.train_lo) {
+    frozen_advice(&best, r->seq_len, total, budget);
   } else {
     snprintf(best.advice, sizeof best.advice,
              "does not fit: the smallest plan (micro-batch %d x %d, offload %s, recompute %s, "

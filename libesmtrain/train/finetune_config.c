@@ -169,6 +169,7 @@ esmt_status esmt_finetune_create_from_config(esmt_context *ctx, const esmt_confi
                                                                        : ESMT_POOL_CLS;
   mc.lora_rank = (int)esmt_cfg_int(rd, "finetune.lora_rank");
   mc.lora_alpha = (float)esmt_cfg_double(rd, "finetune.lora_alpha");
+  mc.lora_dropout = (float)esmt_cfg_double(rd, "finetune.lora_dropout");
   const char *freeze = esmt_cfg_string(rd, "finetune.freeze");
   const char *targets = esmt_cfg_string(rd, "finetune.lora_targets");
   const char *opt_kind = esmt_cfg_string(rd, "optimizer.kind");

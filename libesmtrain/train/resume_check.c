@@ -167,7 +167,7 @@ static void allow(report *r, const char *key, const char *was, const char *now, 
   char *line = malloc(strlen(key) + strlen(was) + strlen(now) + strlen(note) + 64);
   if (!line) return;
   sprintf(line, "%s changed %s -> %s (allowed: %s)", key, was, now, note);
-  json_t *e = json_pack("{s:s,s:s,s:s}", "key", key, "old", was, "new", now);
+  json_t *e = json_pack("{s:s,s:s,s:s,s:s}", "key", key, "old", was, "new", now, "reason", note);
   if (!e) { free(line); return; }
   r->allowed[r->nallowed].line = line;
   r->allowed[r->nallowed++].entry = e;
@@ -249,10 +249,13 @@ esmt_status esmt_resume_check(const esmt_resume_run *was, const esmt_resume_run 
                           ? flat_get(&fn, "train.tokens_per_update") : NULL;
     if (tpu && strtoll(tpu, NULL, 10) > 0)
       allow(r, "world_size", w0, w1,
-            "train.tokens_per_update is a global budget, so each update still averages over "
-            "as many tokens; but the ranks split the data differently and the data cursor "
-            "counts batches per rank, so some batches of the current data window are seen "
-            "again or skipped: close to, not bit for bit, the run's continuation");
+            "the ranks share one batch order whatever their number and the data cursor is "
+            "its position, so the data goes on where it stopped, no batch seen twice or "
+            "skipped; train.tokens_per_update is a global budget, so an update still "
+            "averages over as many tokens, taken in rounds of one micro-batch per rank (an "
+            "update can end a few batches from where the old size ended it when batches "
+            "differ in tokens) and summed in another order: equal to a run at the new size "
+            "within data-parallel rounding, not bit for bit");
     else
       refuse(r, "world_size", w0, w1,
              "(with train.tokens_per_update 0 each rank adds one micro-batch per update, so the "

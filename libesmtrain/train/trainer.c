@@ -13,6 +13,7 @@
 #include "optimizer.h"
 #include "host_memory.h"
 #include "metrics_sink.h"
+#include "param_layer.h"
 #include "trainer_finetune.h"
 
 
@@ -483,15 +484,25 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
   return ESMT_OK;
 }
 
-static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
-                             const float *host_v);
-static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const float *host_m,
-                              const float *host_v);
+/* host: the gathered master weights and moments (esmt_checkpoint_save_with's
+ * host_w, host_m, host_v), or NULL: the model's own */
+static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, float *const *host);
+static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, float *const *host);
 
-/* ZeRO-1: every rank's moments into host buffers (all ranks take part). */
-static esmt_status gather_moments(esmt_trainer *t, float **hm, float **hv) {
-  *hm = *hv = NULL;
+/* ZeRO: every rank's moments into host buffers (all ranks take part), and
+ * under ZeRO-2's sharded master the master weights too (hw). */
+static esmt_status gather_moments(esmt_trainer *t, float **hw, float **hm, float **hv) {
+  *hw = *hm = *hv = NULL;
   if (!esmt_dp_zero(t->dp)) return ESMT_OK;
+  if (esmt_param_master_sharded(&t->m->mem)) {
+    *hw = malloc(t->m->layout.total * sizeof **hw);
+    if (!*hw)
+      return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_trainer_save: ZeRO-2: no host memory to "
+                       "gather the master weights (%llu bytes)",
+                       (unsigned long long)(t->m->layout.total * sizeof(float)));
+    esmt_status st = esmt_dp_zero_gather_master(t->dp, t->m, *hw);
+    if (st) return st;
+  }
   const uint64_t n = t->m->layout.total;
   const int nstate = esmt_optimizer_state_count(t->m->cfg.optimizer); /* Lion: m only */
   *hm = malloc(n * sizeof **hm);
@@ -522,20 +533,23 @@ static esmt_status save_all(esmt_trainer *t, char *path, size_t cap) {
   if (!t->run_dir) return esmt_fail(ESMT_ERR_STATE, "%s: no run_dir was configured", fn);
   esmt_status claimed = esmt_trainer_claim_run(t, fn);
   if (claimed) return claimed;
-  if (!t->dp) return save_here(t, path, cap, NULL, NULL);
-  float *hm = NULL, *hv = NULL;
-  esmt_status st = gather_moments(t, &hm, &hv);
+  if (!t->dp) return save_here(t, path, cap, NULL);
+  float *hw = NULL, *hm = NULL, *hv = NULL;
+  esmt_status st = gather_moments(t, &hw, &hm, &hv);
+  float *const host[3] = {hw, hm, hv};
   if (st) {
+    free(hw);
     free(hm);
     free(hv);
     esmt_dp_abort(t->dp, esmt_last_error());
     return st;
   }
   char why[1024] = "";
-  if (esmt_dp_rank(t->dp) == 0 && (st = save_here(t, path, cap, hm, hv)))
+  if (esmt_dp_rank(t->dp) == 0 && (st = save_here(t, path, cap, host)))
     snprintf(why, sizeof why, "%s", esmt_last_error());
   else if (esmt_dp_rank(t->dp) != 0 && path)
     snprintf(path, cap, "%s/checkpoints/step-%08lld", t->run_dir, (long long)t->step);
+  free(hw);
   free(hm);
   free(hv);
   uint64_t failed = st != ESMT_OK;
@@ -546,29 +560,28 @@ static esmt_status save_all(esmt_trainer *t, char *path, size_t cap) {
   return ESMT_OK;
 }
 
-static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, const float *host_m,
-                             const float *host_v) {
+static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, float *const *host) {
   /* stage "save": 0 of 1 checkpoints before, 1 after (a checkpoint write is
    * not cancelled half-way: the callback's answer is ignored here) */
   esmt_progress pr = {sizeof pr, "save", 0, 1, "checkpoints", 0.0, (uint64_t)t->step};
   const double start = esmt_now_s();
   (void)esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
-  esmt_status st = save_files(t, path, cap, host_m, host_v);
+  esmt_status st = save_files(t, path, cap, host);
   pr.done = st == ESMT_OK;
   pr.elapsed_s = esmt_now_s() - start;
   (void)esmt_report_progress(t->m->ctx, t->o.progress, t->o.progress_user, &pr);
   return st;
 }
 
-static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, const float *host_m,
-                              const float *host_v) {
+static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, float *const *host) {
   const char *fn = "esmt_trainer_save";
   char *json = NULL;
   esmt_status st = esmt_trainer_state_to_json(t, &json);
   if (st) return esmt_fail_prefix(st, "%s: ", fn);
   char dir[4096];
-  st = esmt_checkpoint_save_with(t->m, t->run_dir, t->step, json, t->o.keep_last, host_m, host_v,
-                                 dir, sizeof dir);
+  st = esmt_checkpoint_save_with(t->m, t->run_dir, t->step, json, t->o.keep_last,
+                                 host ? host[0] : NULL, host ? host[1] : NULL,
+                                 host ? host[2] : NULL, dir, sizeof dir);
   free(json);
   if (st) return st;
   if (path) snprintf(path, cap, "%s", dir);

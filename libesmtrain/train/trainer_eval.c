@@ -102,10 +102,27 @@ static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2
                                                                 : ESMT_VOCAB_SIZE;
   eval_pass p;
   esmt_status st = pass_begin(t, &p);
+  /* ZeRO-3: every forward all-gathers the layers with the other ranks, so
+   * the ranks run their forwards in step: while any rank has a batch left,
+   * one that has run out runs a one-row stand-in that is not counted (one
+   * 8-byte sum per batch) */
+  const int lockstep = esmt_dp_zero(t->dp) >= 3 && esmt_dp_world(t->dp) > 1;
+  static const int32_t stand_in[2] = {ESMT_TOKEN_CLS, ESMT_TOKEN_EOS};
   esmt_task_eval_begin(t);
   for (int done = 0; !st;) {
     esmt_batch b = ESMT_BATCH_INIT;
-    if ((st = pass_next(&p, &b, &done)) || done) break;
+    if (!done && (st = pass_next(&p, &b, &done))) break;
+    uint64_t left = !done;
+    if (lockstep && (st = esmt_dp_sum_u64(t->dp, &left, 1))) break;
+    if (!left) break;
+    if (done) { /* (lockstep) */
+      b.batch = 1;
+      b.seq_len = 2;
+      b.tokens = stand_in;
+      esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+      if ((st = esmt_model_forward(t->m, &b, &r, NULL))) return st;
+      continue;
+    }
     size_t n = (size_t)b.batch * b.seq_len;
     if (n * V > t->eval_logits_cap) {
       float *buf = realloc(t->eval_logits, n * V * sizeof *buf);
@@ -115,7 +132,10 @@ static esmt_status eval_local(esmt_trainer *t, const double *logp, double sums[2
     }
     b.loss_normalizer = 0;
     esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
-    if ((st = esmt_model_forward(t->m, &b, &r, t->eval_logits))) return st;
+    esmt_model_set_training(t->m, 0); /* evaluation: no LoRA dropout */
+    st = esmt_model_forward(t->m, &b, &r, t->eval_logits);
+    esmt_model_set_training(t->m, 1);
+    if (st) return st;
     sums[0] += r.loss_sum;
     totals[0] += r.selected;
     if (head) { /* scored by the task metrics once the pass is over */

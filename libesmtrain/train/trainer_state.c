@@ -11,6 +11,7 @@
 
 #include "dp_group.h"
 #include "json_input.h"
+#include "model_record.h"
 #include "resume_check.h"
 #include "trainer.h"
 
@@ -36,6 +37,8 @@ esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
                             t->m->d, "num_heads", t->m->H, "ffn_size", t->m->F, "max_positions",
                             t->m->cfg.max_positions, "layer_norm_eps",
                             (double)t->m->cfg.layer_norm_eps);
+  esmt_status rst = model ? esmt_model_record_add(&t->m->cfg, model)
+                          : esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "trainer state: out of memory");
   json_object_set_new(root, "model", model);
   if (t->config_text) json_object_set_new(root, "config", json_string(t->config_text));
   /* what a resume compares with (resume_check.h) */
@@ -45,8 +48,8 @@ esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
     json_object_set_new(root, "dataset_manifest_crc32", json_integer((json_int_t)manifest_crc));
   json_t *changes = t->resume_changes ? json_loads(t->resume_changes, 0, NULL) : NULL;
   if (changes) json_object_set_new(root, "resume_changes", changes);
-  esmt_status st = ESMT_OK;
-  if (t->train.save_cursor) {
+  esmt_status st = rst;
+  if (!st && t->train.save_cursor) {
     char buf[8192];
     st = t->train.save_cursor(t->train.user, buf, sizeof buf);
     json_error_t err;

@@ -5,9 +5,10 @@
  * loaded into a plain model of the same shape, then copied tensor by
  * tensor into the task model, whose head and adapters keep their fresh
  * initialisation. A checkpoint of the task model itself (a fine-tuning
- * run's) is loaded whole; one of another task (its task record,
- * io/checkpoint_task.h) gives every tensor the new model has in the same
- * size, its LoRA adapters merged first when the new model has others.
+ * run's) is loaded whole; one of another task (its head and LoRA as
+ * trainer.model records them, io/model_record.h) gives every tensor the
+ * new model has in the same size, its LoRA adapters merged first when the
+ * new model has others.
  * Host memory: the weights twice, while it runs. */
 #include <stdlib.h>
 #include <string.h>

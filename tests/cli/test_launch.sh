@@ -2,9 +2,10 @@
 # SPDX-License-Identifier: MIT
 # `esmtrain-example launch` on one machine (issue #9), CPU backend:
 #  - 2 ranks train; only rank 0 writes the log, metrics and checkpoints;
-#  - dist.zero 1 and 2 (ZeRO-1, ZeRO-2: one micro-batch per rank) write the
-#    same checkpoint as dist.zero 0, the banner names the stage, and ZeRO
-#    is refused with optimizer offload;
+#  - dist.zero 1, 2 and 3 (ZeRO-1, ZeRO-2, ZeRO-3 with the weights sharded
+#    from the model's creation: one micro-batch per rank) write the same
+#    checkpoint as dist.zero 0, the banner names the stage, and ZeRO is
+#    refused with optimizer offload;
 #  - 2 ranks stopped at update 4 and resumed by 2 ranks end bit-identical
 #    to an uninterrupted 2-rank run;
 #  - Ctrl-C (SIGINT to the launcher) reaches every rank: they stop after the
@@ -34,14 +35,14 @@ grep -q "step 8/8" "$work/full.log"
 [ -f "$work/full/checkpoints/step-00000008/model.safetensors" ]
 [ "$(wc -l < "$work/full/metrics.jsonl")" -ge 8 ]
 
-echo "== 2 ranks, dist.zero 1 and 2: the same checkpoint as dist.zero 0, bit for bit"
+echo "== 2 ranks, dist.zero 1, 2 and 3: the same checkpoint as dist.zero 0, bit for bit"
 # without clipping: the ZeRO norm is summed per shard, its last bits may
 # differ, and with them an active clip factor (docs/distributed.md)
-for z in 0 1 2; do
+for z in 0 1 2 3; do
   "$cli" launch -n 2 train "${common[@]}" --steps 8 --out "$work/zero$z" --set dist.zero=$z \
     --set train.grad_clip=0 > "$work/zero$z.log" 2>&1 || { cat "$work/zero$z.log"; exit 1; }
 done
-for z in 1 2; do
+for z in 1 2 3; do
   grep -q "reduce-scattered (ZeRO-$z)" "$work/zero$z.log" || { cat "$work/zero$z.log"; exit 1; }
   for f in model optimizer; do
     cmp "$work/zero0/checkpoints/step-00000008/$f.safetensors" \

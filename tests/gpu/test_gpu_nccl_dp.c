@@ -8,10 +8,16 @@
  * A third run adds ZeRO-1 (dist.zero 1: the ABI 1.3 reduce_scatter and
  * allgather, ncclReduceScatter/ncclAllGather with one rank), a fourth
  * ZeRO-2 (the gradient slots, each part reduce-scattered on the comm
- * stream into the one shard): the same losses again.
+ * stream into the one shard), a fifth ZeRO-3 (each layer's weights
+ * all-gathered into a slot on the comm stream before it runs, the next
+ * prefetched): the same losses again.
  * --mutant slot-wait|shard-wait runs the ZeRO-2 case alone with one of its
- * compute-stream waits dropped (memory/grad_shard.h), for the emulator's
- * stream-order check to report (tests/gpu/emu/mutants.sh).
+ * compute-stream waits dropped (memory/grad_shard.h), --mutant
+ * gather-ready|gather-loaded|gather-ends the ZeRO-3 case with the comm
+ * stream's wait for the compute stream (dist/dp_zero.c), the compute
+ * stream's wait for a slot's all-gather or for the end parts'
+ * (memory/weight_gather.h) dropped, for the emulator's stream-order check
+ * to report (tests/gpu/emu/mutants.sh).
  * Also: the group must be on the device path, and an allreduce or
  * reduce_scatter on a device without comm_init fails with a message.
  * Without a usable GPU or NCCL it prints "SKIP: <reason>" and exits 77. */
@@ -27,6 +33,7 @@
 #include "mem_source.h"
 #include "registry.h"
 #include "trainer.h"
+#include "weight_gather.h"
 
 enum { STEPS = 6 };
 
@@ -39,7 +46,8 @@ static esmt_context *make_ctx(const char *backend) {
 }
 
 /* STEPS updates; the loss of each into loss[]. dp_on: 1 = a one-rank
- * group, 2 = the same with ZeRO-1, 3 = with ZeRO-2. Returns 0 or prints why. */
+ * group, 2 = the same with ZeRO-1, 3 = with ZeRO-2, 4 = with ZeRO-3.
+ * Returns 0 or prints why. */
 static int train(const char *backend, int dp_on, double *loss) {
   esmt_context *ctx = make_ctx(backend);
   if (!ctx) {
@@ -72,15 +80,21 @@ static int train(const char *backend, int dp_on, double *loss) {
     if (!st && esmt_dp_zero(dp) != dp_on - 1)
       st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO is %d, asked for %d", esmt_dp_zero(dp),
                      dp_on - 1);
-    if (!st && dp_on == 3 && !m->mem.gshard)
+    if (!st && dp_on >= 3 && !m->mem.gshard)
       st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-2 kept the whole gradient buffer");
+    if (!st && (dp_on == 4) != (m->mem.wgather != NULL))
+      st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-3's weight slots %s", dp_on == 4 ? "missing"
+                                                                                : "present");
   }
   for (int i = 0; !st && i < STEPS; i++) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
     loss[i] = mt.loss;
   }
-  if (!st && dp_on == 3) { /* a backward through the model's API alone (no trainer, which
+  if (!st && dp_on == 4 && m->mem.wgather->prefetch_hits == 0)
+    st = esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-3: no layer was prefetched (%llu gathers)",
+                   (unsigned long long)m->mem.wgather->gathers);
+  if (!st && dp_on >= 3) { /* a backward through the model's API alone (no trainer, which
                             * waits for the comm stream): the slots order the norm's read */
     esmt_batch b = ESMT_BATCH_INIT;
     esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
@@ -126,8 +140,10 @@ static int check_no_comm(void) {
 
 int main(int argc, char **argv) {
   const char *mutant = argc > 2 && !strcmp(argv[1], "--mutant") ? argv[2] : NULL;
-  if (mutant && strcmp(mutant, "slot-wait") && strcmp(mutant, "shard-wait")) {
-    fprintf(stderr, "--mutant slot-wait|shard-wait\n");
+  if (mutant && strcmp(mutant, "slot-wait") && strcmp(mutant, "shard-wait") &&
+      strcmp(mutant, "gather-ready") && strcmp(mutant, "gather-loaded") &&
+      strcmp(mutant, "gather-ends")) {
+    fprintf(stderr, "--mutant slot-wait|shard-wait|gather-ready|gather-loaded|gather-ends\n");
     return 2;
   }
   if (!getenv("ESMT_TEST_BACKEND_DIR")) {
@@ -141,25 +157,30 @@ int main(int argc, char **argv) {
   }
   const char *ref = (probe->backend->ops->caps & ESMTB_CAP_BF16) ? "ampere_bf16" : "turing_fp16";
   esmt_context_destroy(probe);
-  double a[STEPS], b[STEPS], z[STEPS], z2[STEPS];
+  double a[STEPS], b[STEPS], z[STEPS], z2[STEPS], z3[STEPS];
   if (mutant) { /* the emulator reports the missing wait; the run itself may pass */
     esmt_test_zero_drop_slot_wait = !strcmp(mutant, "slot-wait");
     esmt_test_zero_drop_shard_wait = !strcmp(mutant, "shard-wait");
-    return train("nccl_dp", 3, z2);
+    esmt_test_zero3_drop_ready_wait = !strcmp(mutant, "gather-ready");
+    esmt_test_zero3_drop_loaded_wait = !strcmp(mutant, "gather-loaded");
+    esmt_test_zero3_drop_ends_wait = !strcmp(mutant, "gather-ends");
+    return train("nccl_dp", strncmp(mutant, "gather", 6) ? 3 : 4, z2);
   }
   if (train(ref, 0, a) || train("nccl_dp", 1, b) || train("nccl_dp", 2, z) ||
-      train("nccl_dp", 3, z2))
+      train("nccl_dp", 3, z2) || train("nccl_dp", 4, z3))
     return 1;
   int bad = 0;
   for (int i = 0; i < STEPS; i++) {
     const double rel = fabs(a[i] - b[i]) / fmax(fabs(a[i]), 1e-30);
     const double relz = fabs(a[i] - z[i]) / fmax(fabs(a[i]), 1e-30);
     const double relz2 = fabs(a[i] - z2[i]) / fmax(fabs(a[i]), 1e-30);
+    const double relz3 = fabs(a[i] - z3[i]) / fmax(fabs(a[i]), 1e-30);
     printf("RESULT step %d loss %s %.9g nccl_dp(world 1) %.9g rel %.3g%s, with ZeRO-1 %.9g "
-           "rel %.3g%s, with ZeRO-2 %.9g rel %.3g%s\n", i + 1, ref, a[i], b[i], rel,
-           a[i] == b[i] ? " (bitwise)" : "", z[i], relz, a[i] == z[i] ? " (bitwise)" : "",
-           z2[i], relz2, a[i] == z2[i] ? " (bitwise)" : "");
-    if (!(rel <= 1e-5) || !(relz <= 1e-5) || !(relz2 <= 1e-5)) bad = 1;
+           "rel %.3g%s, with ZeRO-2 %.9g rel %.3g%s, with ZeRO-3 %.9g rel %.3g%s\n", i + 1,
+           ref, a[i], b[i], rel, a[i] == b[i] ? " (bitwise)" : "", z[i], relz,
+           a[i] == z[i] ? " (bitwise)" : "", z2[i], relz2, a[i] == z2[i] ? " (bitwise)" : "",
+           z3[i], relz3, a[i] == z3[i] ? " (bitwise)" : "");
+    if (!(rel <= 1e-5) || !(relz <= 1e-5) || !(relz2 <= 1e-5) || !(relz3 <= 1e-5)) bad = 1;
   }
   if (a[STEPS - 1] >= a[0]) {
     printf("FAIL: the loss did not go down (%g -> %g)\n", a[0], a[STEPS - 1]);

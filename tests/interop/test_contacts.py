@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 # SPDX-License-Identifier: MIT
 """Attention maps and `esmtrain-example contacts` against transformers'
-EsmForMaskedLM in float64, on real UniProt proteins (mmseqs2's example
-DB.fasta.gz).
+EsmForMaskedLM in float64 and fair-esm's ESM2 module holding the same
+weights (tests/reference/fair_esm_model.py; float64 but for its softmax,
+which fair-esm computes in float32), on real UniProt proteins (mmseqs2's
+example DB.fasta.gz).
 
 A random 3-layer model (hidden 64, 4 heads, max_position_embeddings 1026:
 a window of 1022 residues; LayerNorms and biases perturbed) with a random
@@ -10,11 +12,14 @@ contact head, saved as a Hugging Face directory and imported by esmtrain,
 on 5 proteins of 30..1000 residues:
 (a) esmt_model_infer's attention probabilities (ESMT_INFER_ATTENTION, via
     interop_tool) of right-padded rows and of packed rows against
-    transformers' output_attentions (one protein a forward pass, no
-    padding): relative error <= 1e-5 per protein;
+    transformers' output_attentions and fair-esm's need_head_weights (one
+    protein a forward pass, no padding): relative error <= 1e-5 per
+    protein;
 (b) `contacts` (one safetensors file) against transformers'
-    predict_contacts: relative error <= 1e-5 per protein; offsets,
-    lengths and ids;
+    predict_contacts, fair-esm's predict_contacts one protein at a time
+    and fair-esm's of the three shortest in one padded batch (its
+    handling of <cls>, <eos> and padding): relative error <= 1e-5 per
+    protein; offsets, lengths and ids;
 (c) bad inputs, each a clear message and no OUT: an existing OUT (left
     unchanged), a model without a contact head, one whose head is all
     zeros, an empty record, a protein longer than the window;
@@ -26,6 +31,19 @@ on 5 proteins of 30..1000 residues:
     of those contacts in its top |contacts| pairs, its weights within a
     cosine of 0.9 of the random head's; a pairs file naming an unknown
     protein is refused with no OUT.
+(e) `contacts --long windows` on a UniProt protein of about 1,500
+    residues: embed's windows (1022 residues, stride 511), transformers'
+    predict_contacts of each window averaged where windows overlap, 0 where
+    no window holds both residues: relative error <= 1e-5;
+(f) a SIGKILL of `contacts` mid-run leaves its temporaries, named
+    OUT.PID.NAME.tmp, and no OUT; the next run into the same OUT removes
+    them (saying so), leaves alone a same-named file of a running process's
+    and a symbolic link, and writes OUT.
+(g) scripts/pdb_contacts.py on a handmade PDB file (a second chain, a
+    water, a residue without CA, an alternate location: ignored) gives the
+    sequence and the C-beta < 8 A pairs >= 6 apart computed here;
+    scripts/contact_precision.py on (b)'s output scores 1 against pairs
+    that are each protein's top long-range predictions and 0 against none.
 The float64 references are cached (tests/reference/ref_cache.py).
 Usage: test_contacts.py ESMTRAIN_EXAMPLE INTEROP_TOOL SOURCE_DIR. Exit 77 = skipped.
 """
@@ -37,13 +55,14 @@ import tempfile
 import time
 
 try:
+    import esm  # noqa: F401  (fair-esm)
     import numpy as np
     import torch
     from safetensors.numpy import load_file
     from safetensors.torch import load_file as load_torch, save_file as save_torch
     from transformers import EsmConfig, EsmForMaskedLM
 except Exception as e:  # pragma: no cover
-    print("skipped: numpy, torch, transformers or safetensors not importable (%s); "
+    print("skipped: numpy, torch, transformers, fair-esm or safetensors not importable (%s); "
           "run scripts/setup_reference_env.sh" % e)
     sys.exit(77)
 
@@ -54,6 +73,7 @@ LENGTHS = [30, 97, 250, 512, 1000]
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 from esm_fasta import CLS, EOS, PAD, read_fasta, tokens, write_fasta  # noqa: E402
 import esm_fasta  # noqa: E402
+import fair_esm_model  # noqa: E402
 import ref_cache  # noqa: E402
 
 failures = passed = 0
@@ -122,6 +142,84 @@ def cached_reference(hf64, seqs):
                             lambda: reference(hf64, seqs))
 
 
+def fair_reference(fair, seqs):
+    """fair-esm's attention [L, H, n+2, n+2] and contacts [n, n] per protein,
+    and "bat%d": contacts of the three shortest from one padded batch."""
+    out = {}
+    with torch.no_grad():
+        for k, s in enumerate(seqs):
+            ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
+            r = fair(ids, need_head_weights=True, return_contacts=True)
+            out["att%d" % k] = r["attentions"][0].numpy()
+            out["con%d" % k] = r["contacts"][0].numpy()
+        T = max(len(seqs[k]) for k in range(3)) + 2
+        ids = torch.full((3, T), PAD, dtype=torch.long)
+        for k in range(3):
+            ids[k, :len(seqs[k]) + 2] = torch.tensor([CLS] + tokens(seqs[k]) + [EOS])
+        c = fair.predict_contacts(ids)
+        for k in range(3):
+            n = len(seqs[k])
+            out["bat%d" % k] = c[k, :n, :n].numpy()
+    return out
+
+
+def cached_fair_reference(hf, seqs):
+    import esm
+    import inspect
+    key = ref_cache.Key("test_contacts.fair_reference v1")
+    key.add(inspect.getsource(fair_reference)).add(inspect.getsource(fair_esm_model))
+    key.add(inspect.getsource(esm_fasta))
+    key.add((torch.__version__, esm.__version__, np.__version__))
+    key.add(hf.config.to_json_string(use_diff=False))
+    for name, t in sorted(hf.state_dict().items()):
+        key.add(name).add(t.detach().cpu().numpy())
+    key.add(list(seqs))
+    return ref_cache.cached("contacts-fair-esm-" + key.hexdigest(),
+                            lambda: fair_reference(fair_esm_model.from_hf(hf), seqs))
+
+
+def windowed_reference(hf64, seq, W, S):
+    """Contacts [n, n] of a protein over the window, as embed's windows
+    averaged (float64)."""
+    n = len(seq)
+    acc, cnt = np.zeros((n, n)), np.zeros((n, n))
+    with torch.no_grad():
+        for s in esm_fasta.window_starts(n, W, S):
+            ids = torch.tensor([[CLS] + tokens(seq[s:s + W]) + [EOS]])
+            acc[s:s + W, s:s + W] += hf64.predict_contacts(ids, torch.ones_like(ids))[0].numpy()
+            cnt[s:s + W, s:s + W] += 1
+    return {"con": np.divide(acc, cnt, out=np.zeros_like(acc), where=cnt > 0)}
+
+
+def part_e(work, mdir, rec):
+    print("== (e) --long windows")
+    fasta = os.path.join(work, "long.fasta")
+    write_fasta(fasta, [rec])
+    out = os.path.join(work, "long.safetensors")
+    p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--long", "windows",
+                        "--threads", "2", "--quiet"], capture_output=True, text=True)
+    if not check(p.returncode == 0, "--long windows exited %d: %s" % (p.returncode, p.stderr)):
+        return
+    import inspect
+    import transformers
+    hf64 = make_model().double().eval()
+    key = ref_cache.Key("test_contacts.windowed_reference v1")
+    key.add(inspect.getsource(windowed_reference)).add(inspect.getsource(esm_fasta))
+    key.add((torch.__version__, transformers.__version__, np.__version__))
+    for name, t in sorted(hf64.state_dict().items()):
+        key.add(name).add(t.detach().cpu().numpy())
+    key.add(rec[1])
+    ref = ref_cache.cached("contacts-windowed-" + key.hexdigest(),
+                           lambda: windowed_reference(hf64, rec[1], 1022, 511))["con"]
+    n = len(rec[1])
+    c = load_file(out)["contacts"].reshape(n, n)
+    e, m = rel(c, ref)
+    print("  %d residues, windows at %s: rel %.2e  max abs %.2e; %d pairs in no window (0)"
+          % (n, esm_fasta.window_starts(n, 1022, 511), e, m, int((ref == 0).sum())))
+    check(e <= TOL_REL, "--long windows: relative error %.2e" % e)
+    check(bool(np.all(c[ref == 0] == 0)), "--long windows: a pair in no window is not 0")
+
+
 def pick(recs):
     out, used = [], set()
     for n in LENGTHS:
@@ -133,7 +231,106 @@ def pick(recs):
     return out
 
 
-def part_a(work, mdir, seqs, ref):
+def part_f(work, mdir, recs):
+    print("== (f) SIGKILL, then the next run")
+    import signal
+    fasta = os.path.join(work, "kill.fasta")
+    write_fasta(fasta, [("k%d" % i, s) for i in range(40) for _, s in recs[2:3]])
+    out = os.path.join(work, "killed.safetensors")
+    # a file of a running process's (pid 1) and a link, named as temporaries
+    live = "%s.1.contacts.tmp" % out
+    link = "%s.999999999.offsets.tmp" % out
+    with open(live, "w") as f:
+        f.write("not contacts'\n")
+    os.symlink(live, link)
+    proc = subprocess.Popen([BIN, "contacts", mdir, fasta, "-o", out, "--threads", "2",
+                             "--quiet"], stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    mine = "%s.%d.contacts.tmp" % (out, proc.pid)
+    t0 = time.time()
+    while not os.path.exists(mine) and time.time() - t0 < 30:
+        time.sleep(0.005)
+    time.sleep(0.2)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    left = sorted(n for n in os.listdir(work) if n.startswith("killed.safetensors.%d." % proc.pid))
+    print("  killed: left %s" % left)
+    check(len(left) == 3 and not os.path.exists(out), "after SIGKILL: %s" % left)
+    p = contacts(mdir, fasta, out)
+    p2 = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out + "2", "--quiet"],
+                        capture_output=True, text=True)  # another OUT: not its temporaries
+    now = sorted(n for n in os.listdir(work) if n.startswith("killed.safetensors"))
+    print("  next run: exit %d, %d removal lines; files now %s"
+          % (p.returncode, p.stderr.count("removed"), now))
+    check(p.returncode == 0 and p.stderr.count("left by a run that was killed") == 3,
+          "next run: %d %r" % (p.returncode, p.stderr))
+    check(p2.returncode == 0, "run into another OUT: %r" % p2.stderr)
+    check(now == sorted(["killed.safetensors", "killed.safetensors2", os.path.basename(live),
+                         os.path.basename(link)]), "files after the next run: %s" % now)
+    check(open(live).read() == "not contacts'\n", "the live process's file changed")
+
+
+def part_g(work, recs):
+    print("== (g) scripts/pdb_contacts.py and scripts/contact_precision.py")
+    rng = np.random.default_rng(3)
+    n = 40
+    ca = np.cumsum(rng.normal(size=(n, 3)) * 2.2, axis=0)
+    cb = ca + rng.normal(size=(n, 3))
+    lines, k = [], 1
+    for i in range(n):
+        for name, x in (("N", ca[i] - 1.2), ("CA", ca[i]), ("C", ca[i] + 1.2), ("CB", cb[i])):
+            if i == 7 and name == "CA":
+                continue  # no CA: not a residue of the sequence
+            lines.append("ATOM  %5d  %-3s ALA A%4d    %8.3f%8.3f%8.3f  1.00  0.00           C"
+                         % (k, name, i + 1, x[0], x[1], x[2]))
+            k += 1
+        if i == 3:  # an alternate location B: ignored
+            lines.append("ATOM  %5d  CB BALA A%4d    %8.3f%8.3f%8.3f  0.50  0.00           C"
+                         % (k, i + 1, 0.0, 0.0, 0.0))
+    lines.append("HETATM%5d  O   HOH A 100       0.000   0.000   0.000  1.00  0.00           O" % k)
+    lines.append("ATOM  %5d  CA  GLY B   1       0.000   0.000   0.000  1.00  0.00           C" % k)
+    pdb = os.path.join(work, "toy.pdb")
+    with open(pdb, "w") as f:
+        f.write("\n".join(lines) + "\nEND\n")
+    prefix = os.path.join(work, "toy")
+    subprocess.run([sys.executable, os.path.join(SRC, "scripts", "pdb_contacts.py"), prefix, pdb],
+                   check=True)
+    keep = [i for i in range(n) if i != 7]
+    c = cb[keep]
+    d = np.linalg.norm(c[:, None] - c[None], axis=-1)
+    want = sorted((i + 1, j + 1) for i, j in zip(*np.nonzero(np.triu(d < 8.0, 6))))
+    got = sorted(tuple(int(v) for v in line.split()[1:]) for line in open(prefix + ".pairs")
+                 if not line.startswith("#"))
+    seq = open(prefix + ".fasta").read().split("\n")[1]
+    print("  %d residues, %d contacts (%d expected)" % (len(seq), len(got), len(want)))
+    check(seq == "A" * (n - 1), "pdb_contacts sequence %r" % seq)
+    check(got == want and len(want) > 0, "pdb_contacts pairs differ")
+    out = os.path.join(work, "contacts.safetensors")  # from part_b
+    t = load_file(out)
+    top = []
+    for k, (pid, s_) in enumerate(recs):
+        L = len(s_)
+        m = t["contacts"][t["offsets"][k]:t["offsets"][k + 1]].reshape(L, L)
+        iu = np.triu_indices(L, 24)
+        for r in np.argsort(-m[iu], kind="stable")[:L // 5]:
+            top.append("%s %d %d" % (pid, iu[0][r] + 1, iu[1][r] + 1))
+    for tag, body, want_p in (("top pairs", top, "1.000"), ("no pairs", [], "0.000")):
+        pf = os.path.join(work, "prec-%s.pairs" % tag.replace(" ", ""))
+        with open(pf, "w") as f:
+            f.write("\n".join(body) + "\n")
+        p = subprocess.run([sys.executable, os.path.join(SRC, "scripts", "contact_precision.py"),
+                            out, pf], capture_output=True, text=True)
+        print("  %-9s %s" % (tag, p.stdout.strip()))
+        check(p.returncode == 0 and ("precision: %s" % want_p) in p.stdout,
+              "contact_precision.py with %s: %r" % (tag, p.stdout + p.stderr))
+
+
+def pick_long(recs, n):
+    ok = [r for r in recs if all(c.upper() in esm_fasta.TOK for c in r[1])]
+    best = min(ok, key=lambda r: abs(len(r[1]) - n))
+    return (best[0].split()[0], best[1])
+
+
+def part_a(work, mdir, seqs, refs):
     print("== (a) attention probabilities, padded and packed rows")
     H, L = 4, 3
     # padded: the three shortest proteins in one batch
@@ -147,7 +344,7 @@ def part_a(work, mdir, seqs, ref):
     out = os.path.join(work, "pad.f32")
     subprocess.run([TOOL, "attention", mdir, os.path.join(work, "pad.i32"), str(len(sel)),
                     str(T), "0", out], check=True)
-    check_maps("padded", np.fromfile(out, np.float32), sel, seqs, ref, L, H)
+    check_maps("padded", np.fromfile(out, np.float32), sel, seqs, refs, L, H)
     # packed: the same three plus the 512 one, two rows of 1024 positions
     starts, lens, order = [], [], [1, 3, 0, 2]
     T = 1024
@@ -166,10 +363,10 @@ def part_a(work, mdir, seqs, ref):
     out = os.path.join(work, "packed.f32")
     subprocess.run([TOOL, "attention", mdir, os.path.join(work, "packed.i32"), "2", str(T),
                     str(len(order)), out, os.path.join(work, "segs.i32")], check=True)
-    check_maps("packed", np.fromfile(out, np.float32), order, seqs, ref, L, H)
+    check_maps("packed", np.fromfile(out, np.float32), order, seqs, refs, L, H)
 
 
-def check_maps(tag, got, sel, seqs, ref, L, H):
+def check_maps(tag, got, sel, seqs, refs, L, H):
     ns = [len(seqs[k]) + 2 for k in sel]
     per_layer = H * sum(n * n for n in ns)
     check(got.size == L * per_layer, "%s: %d values, expected %d" % (tag, got.size, L * per_layer))
@@ -180,9 +377,12 @@ def check_maps(tag, got, sel, seqs, ref, L, H):
     for k, n in zip(sel, ns):
         a = got[:, off:off + H * n * n].reshape(L, H, n, n)
         off += H * n * n
-        e, m = rel(a, ref["att%d" % k])
-        print("  %-7s protein %d (%4d residues)  rel %.2e  max abs %.2e" % (tag, k, n - 2, e, m))
-        check(e <= TOL_REL, "%s: protein %d attention relative error %.2e" % (tag, k, e))
+        for src, r in refs:
+            e, m = rel(a, r["att%d" % k])
+            print("  %-7s protein %d (%4d residues) vs %-12s rel %.2e  max abs %.2e"
+                  % (tag, k, n - 2, src, e, m))
+            check(e <= TOL_REL, "%s: protein %d attention relative error %.2e against %s"
+                  % (tag, k, e, src))
 
 
 def contacts(model, fasta, out, expect_ok=True):
@@ -193,7 +393,7 @@ def contacts(model, fasta, out, expect_ok=True):
     return p
 
 
-def part_b(work, mdir, recs, ref):
+def part_b(work, mdir, recs, refs):
     print("== (b) contacts vs predict_contacts")
     fasta = os.path.join(work, "in.fasta")
     write_fasta(fasta, recs)
@@ -215,9 +415,15 @@ def part_b(work, mdir, recs, ref):
     for k, (_, s) in enumerate(recs):
         n = len(s)
         c = got["contacts"][offs[k]:offs[k + 1]].reshape(n, n)
-        e, m = rel(c, ref["con%d" % k])
-        print("  contacts protein %d (%4d residues)  rel %.2e  max abs %.2e" % (k, n, e, m))
-        check(e <= TOL_REL, "contacts: protein %d relative error %.2e" % (k, e))
+        for src, r in refs:
+            for key, how in (("con%d" % k, ""), ("bat%d" % k, " batched")):
+                if key not in r:
+                    continue
+                e, m = rel(c, r[key])
+                print("  contacts protein %d (%4d residues) vs %-12s rel %.2e  max abs %.2e"
+                      % (k, n, src + how, e, m))
+                check(e <= TOL_REL, "contacts: protein %d relative error %.2e against %s"
+                      % (k, e, src + how))
 
 
 def refused(tag, p, out, words):
@@ -261,7 +467,8 @@ def part_c(work, hf, mdir, recs):
     refused("empty protein", contacts(mdir, empty, out, False), out, ["blank", "empty"])
     long_ = os.path.join(work, "long.fasta")
     write_fasta(long_, [recs[0], ("long1023", "A" * 1023)])
-    refused("too long", contacts(mdir, long_, out, False), out, ["long1023", "1023", "1022"])
+    refused("too long", contacts(mdir, long_, out, False), out,
+            ["long1023", "1023", "1022", "--long windows"])
 
 
 def part_d(work, hf, recs, ref):
@@ -324,15 +531,20 @@ def main():
         return 77
     torch.set_num_threads(2)
     t0 = time.time()
-    recs = pick(read_fasta(DB))
+    db = read_fasta(DB)
+    recs = pick(db)
     seqs = [s for _, s in recs]
     hf = make_model()
     with tempfile.TemporaryDirectory() as work:
         mdir = os.path.join(work, "model")
         hf.save_pretrained(mdir, safe_serialization=True)
         ref = cached_reference(make_model().double().eval(), seqs)
-        part_a(work, mdir, seqs, ref)
-        part_b(work, mdir, recs, ref)
+        refs = [("transformers", ref), ("fair-esm", cached_fair_reference(hf, seqs))]
+        part_a(work, mdir, seqs, refs)
+        part_b(work, mdir, recs, refs)
+        part_e(work, mdir, pick_long(db, 1500))
+        part_f(work, mdir, recs)
+        part_g(work, recs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))

@@ -24,6 +24,10 @@
 #     shard): 2 ranks x 2 micro-batches end where 1 process
 #     accumulating the four ends (tokens_per_update 1537), and with one
 #     micro-batch per rank bit for bit where dist.zero 1 ends;
+#   - dist.zero 3 (each rank keeps its shard of the weights; each layer's
+#     all-gathered into a slot on the comm stream before it runs, the next
+#     prefetched): bit for bit where dist.zero 2 ends, with 2 micro-batches
+#     per rank and with one;
 #   - a rank killed mid-run makes the other stop with a message naming it,
 #     and the launcher fails, within the communication timeout (no hang);
 # and the emulator reports nothing.
@@ -108,6 +112,18 @@ check "2 ranks x 1 micro-batch, dist.zero 2" launch2 zero2one --steps 6 \
   --set backend.name=nccl_dp --set dist.force=true --set dist.zero=2
 check "ZeRO-2 with one micro-batch per rank is ZeRO-1, bit for bit" \
   python3 "$here/compare_checkpoints.py" "$(ckpt zero 6)" "$(ckpt zero2one 6)" 0
+
+echo "== ZeRO-3 (weights sharded, gathered per layer) vs ZeRO-2"
+check "2 ranks x 2 micro-batches, nccl_dp, dist.zero 3" launch2 zero3 --steps 4 \
+  --set backend.name=nccl_dp --set dist.force=true --set dist.zero=3 \
+  --set train.tokens_per_update=1537
+check "the banner says ZeRO-3" grep -q "reduce-scattered (ZeRO-3)" "$work/zero3.log"
+check "ZeRO-3 ends where ZeRO-2 does, bit for bit" \
+  python3 "$here/compare_checkpoints.py" "$(ckpt zero2 4)" "$(ckpt zero3 4)" 0
+check "2 ranks x 1 micro-batch, dist.zero 3" launch2 zero3one --steps 6 \
+  --set backend.name=nccl_dp --set dist.force=true --set dist.zero=3
+check "ZeRO-3 with one micro-batch per rank is ZeRO-1, bit for bit" \
+  python3 "$here/compare_checkpoints.py" "$(ckpt zero 6)" "$(ckpt zero3one 6)" 0
 
 echo "== rank 1 killed mid-run"
 "$cli" launch -n 2 train "${common[@]}" --steps 100000 --save-every 2 --out "$work/kill" \

@@ -161,6 +161,17 @@ mutant "ZeRO-2: a gradient slot zeroed before its reduce-scatter finished" \
   "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant slot-wait
 mutant "ZeRO-2: the shard read before the comm stream's last add" \
   "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant shard-wait
+# ZeRO-3's weight slots (memory/weight_gather.c, dist/dp_zero.c): the
+# all-gather into a slot started without waiting for the compute stream
+# (the rank's piece, the slot's previous part still read), a layer
+# reading its slot without waiting for the all-gather, and the embedding
+# read before the end parts' all-gather after an update finished.
+mutant "ZeRO-3: a weight slot all-gathered before the compute stream's piece and reads" \
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant gather-ready
+mutant "ZeRO-3: a layer read its weight slot before the all-gather finished" \
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant gather-loaded
+mutant "ZeRO-3: the end parts read before their all-gather after an update" \
+  "cuda-emu: stream-order" -- "$build/bin/test_gpu_nccl_dp" --mutant gather-ends
 
 # The per-op profile's wait for its events before it reads their times
 # (model/model_profile.c): intervals still running are counted as untimed,

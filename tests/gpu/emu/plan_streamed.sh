@@ -22,10 +22,12 @@
 # Sharded data parallelism bounds each rank's device memory the same way:
 # esm2_t36_3B's layer shape at 2 layers in bf16 (nccl_dp, sm_80, 8 GiB,
 # recompute, no offload) on 2 and 3 emulated GPUs through `launch`, at
-# dist.zero 1 and 2: every rank's peak within 5% of `plan --world N --zero
-# L`, and the part of the peak ZeRO shards (moments, and at stage 2 the fp32
-# gradients) falling as 1/N: the peaks of 2 and 3 ranks differ by that
-# part's 1/2 - 1/3 (12 bytes a parameter at stage 2, 8 at stage 1) within 5%.
+# dist.zero 1, 2 and 3: every rank's peak within 5% of `plan --world N
+# --zero L`, and the part of the peak ZeRO shards (moments; at stage 2 the
+# fp32 gradients and, in bf16, the fp32 master; at stage 3 the bf16 compute
+# weights too) falling as 1/N: the peaks of 2 and 3 ranks differ by that
+# part's 1/2 - 1/3 (8 bytes a parameter at stage 1, 16 at stage 2, 18 at
+# stage 3) within 5%.
 # Usage: plan_streamed.sh CLI [DEPTHS_3B] [DEPTHS_15B] [WORLDS]   (defaults "1 2",
 # "1", "2 3"; a shape given one depth is checked against its plan only, ""
 # skips a shape or the ZeRO runs)
@@ -141,7 +143,8 @@ for world, peak, planned in ((a, pa, qa), (b, pb, qb)):
     ok &= good
     print(f"ZERO_RESULT ZeRO-{level} rank of {world}: planned {planned} bytes, peak allocated "
           f"{peak} bytes ({rel:+.2%}) {'ok' if good else 'FAIL'}")
-sharded = (12 if level >= 2 else 8) * params  # moments (+ fp32 gradients) of every parameter
+# moments; + fp32 gradients and master; + bf16 compute weights, of every parameter
+sharded = {1: 8, 2: 16, 3: 18}[level] * params
 want = sharded * (1 / a - 1 / b)
 got = pa - pb
 rel = (got - want) / want
@@ -157,6 +160,7 @@ if [ -n "$worlds" ]; then
   read -r wa wb <<< "$worlds"
   check_zero 1 "$wa" "$wb"
   check_zero 2 "$wa" "$wb"
+  check_zero 3 "$wa" "$wb"
 fi
 [ "$fail" -eq 0 ] && echo "plan_streamed: every run within 5% of its plan, device memory flat in depth, ZeRO's shards 1/N"
 exit "$fail"
