@@ -17,6 +17,7 @@ int cmd_plan(int argc, char **argv);
 int cmd_ingest(int argc, char **argv);
 int cmd_train(int argc, char **argv);
 int cmd_finetune(int argc, char **argv);
+int cmd_predict(int argc, char **argv);
 int cmd_export(int argc, char **argv);
 int cmd_import_hf(int argc, char **argv);
 int cmd_bench_adamw(int argc, char **argv);

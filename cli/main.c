@@ -17,6 +17,7 @@ static const struct {
     {"config", cmd_config, "resolve, print and check a configuration; list presets and keys"},
     {"export", cmd_export, "a checkpoint as a Hugging Face directory (and a PEFT adapter)"},
     {"import-hf", cmd_import_hf, "a Hugging Face ESM-2 directory as an esmtrain checkpoint"},
+    {"predict", cmd_predict, "a fine-tuned model's predictions for a table or FASTA as CSV"},
     {"embed", cmd_embed, "per-protein and per-residue embeddings of FASTA or a dataset"},
     {"score", cmd_score, "pseudo-perplexity of proteins; masked-marginal scores of variants"},
     {"contacts", cmd_contacts, "residue-residue contact maps of proteins from attention"},

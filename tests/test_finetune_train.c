@@ -249,9 +249,96 @@ static void test_init_from_pretrained(void **state) {
   unmake(&s);
 }
 
+/* Class weights reach the head's loss as transformers' CrossEntropyLoss(
+ * weight=w) has it: sum_i w[y_i] nll_i / sum_i w[y_i] over the batch; the
+ * "balanced" weights are scikit-learn's n / (classes * count). */
+static void test_class_weights(void **state) {
+  (void)state;
+  char path[600];
+  snprintf(path, sizeof path, "%s/imbalanced.csv", test_tmpdir);
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs("sequence,label,split\nMKVLA,a,train\nKKRAG,a,train\nDEDGS,a,train\nAGSKR,b,train\n"
+        "MDDEK,b,train\nWWKRA,c,train\nMKV,a,valid\n", f);
+  fclose(f);
+  esmt_labelled_options lo = ESMT_LABELLED_OPTIONS_INIT;
+  lo.path = path;
+  lo.split_column = "split";
+  lo.max_len = 32;
+  esmt_labelled *d = NULL;
+  assert_int_equal(esmt_labelled_read(&lo, &d), ESMT_OK);
+  float w[3];
+  assert_int_equal(esmt_labelled_balanced_weights(d, w, 3), ESMT_OK);
+  assert_true(fabsf(w[0] - 6.0f / 9.0f) < 1e-6f && w[1] == 1.0f && w[2] == 2.0f);
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 1;
+  c.hidden_size = 32;
+  c.num_heads = 4;
+  c.max_positions = 32;
+  c.precision = ESMT_PRECISION_FP32;
+  c.head = ESMT_HEAD_SEQ_CLASS;
+  c.num_labels = 3;
+  esmt_model *m = NULL;
+  assert_int_equal(esmt_model_create(g_ctx, &c, 5, &m), ESMT_OK);
+  /* the expected loss from the head's outputs on the whole training split */
+  esmt_labelled_loader *probe = NULL, *train = NULL;
+  esmt_batch_source ps = ESMT_BATCH_SOURCE_INIT, ts = ESMT_BATCH_SOURCE_INIT;
+  assert_int_equal(esmt_labelled_loader_create(d, ESMT_LABELLED_TRAIN, 8, 0, 0, 1, &probe), 0);
+  assert_int_equal(esmt_labelled_loader_as_source(probe, &ps), ESMT_OK);
+  esmt_batch b = ESMT_BATCH_INIT;
+  assert_int_equal(ps.next(ps.user, &b), ESMT_OK);
+  assert_int_equal(b.batch, 6);
+  float y[6 * 3];
+  esmt_infer_request q = ESMT_INFER_REQUEST_INIT;
+  q.outputs = ESMT_INFER_HEAD;
+  q.head = y;
+  assert_int_equal(esmt_model_infer(m, &b, &q), ESMT_OK);
+  double num = 0, den = 0, plain = 0;
+  for (int r = 0; r < 6; r++) {
+    const int k = (int)b.targets[r];
+    const float *z = y + r * 3;
+    const double mx = fmax(z[0], fmax(z[1], z[2]));
+    const double nll = mx + log(exp(z[0] - mx) + exp(z[1] - mx) + exp(z[2] - mx)) - z[k];
+    num += w[k] * nll;
+    den += w[k];
+    plain += nll / 6;
+  }
+  /* the trainer's first update (lr 0) on the same rows, weights on its loader */
+  assert_int_equal(esmt_labelled_loader_create(d, ESMT_LABELLED_TRAIN, 8, 1, 0, 1, &train), 0);
+  assert_int_equal(esmt_labelled_loader_set_class_weights(train, w, 3), ESMT_OK);
+  assert_int_equal(esmt_labelled_loader_as_source(train, &ts), ESMT_OK);
+  esmt_schedule sc = ESMT_SCHEDULE_INIT;
+  sc.kind = ESMT_SCHEDULE_CONSTANT;
+  sc.peak_lr = 0.0;
+  char run[700];
+  snprintf(run, sizeof run, "%s/weighted", test_tmpdir);
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.run_dir = run;
+  o.max_steps = 1;
+  o.schedule = &sc;
+  o.log_every = 0;
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(m, &o, &ts, &t), ESMT_OK);
+  esmt_train_metrics tm = ESMT_TRAIN_METRICS_INIT;
+  if (esmt_trainer_step(t, &tm)) fail_msg("%s", esmt_last_error());
+  print_message("weighted loss %.6f (expected %.6f; unweighted %.6f)\n", tm.loss, num / den,
+                plain);
+  assert_true(fabs(tm.loss - num / den) < 1e-5);
+  assert_true(fabs(plain - num / den) > 1e-3); /* the weights matter here */
+  float bad[3] = {1, -1, 1};
+  assert_int_not_equal(esmt_labelled_loader_set_class_weights(train, bad, 3), ESMT_OK);
+  assert_int_not_equal(esmt_labelled_loader_set_class_weights(train, w, 2), ESMT_OK);
+  esmt_trainer_destroy(t);
+  esmt_labelled_loader_destroy(train);
+  esmt_labelled_loader_destroy(probe);
+  esmt_model_destroy(m);
+  esmt_labelled_free(d);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_learns_charge),
                                      cmocka_unit_test(test_early_stop),
-                                     cmocka_unit_test(test_init_from_pretrained)};
+                                     cmocka_unit_test(test_init_from_pretrained),
+                                     cmocka_unit_test(test_class_weights)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

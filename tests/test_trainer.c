@@ -64,7 +64,7 @@ static void test_accumulation_equivalence(void **state) {
   for (int k = 0; k < 2; k++)
     for (int r = 0; r < 2; r++) mem_source_row(k, r, ctok + (k * 2 + r) * T, clab + (k * 2 + r) * T);
   /* Feed via a one-off model call path: same update code as the trainer. */
-  esmt_micro_batch mb = {4, T, ctok, clab, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0};
+  esmt_micro_batch mb = {4, T, ctok, clab, 0, 0, 0, 0, NULL, NULL, NULL, 0, 0, NULL, 0.0};
   esmt_micro_batch_count(&mb);
   esmt_update_result r;
   esmt_update_params up = {ESMT_OPTIMIZER_CONFIG_INIT, *ob.schedule, 0.0, ESMT_NONFINITE_SKIP, 1.0, 0, NULL};

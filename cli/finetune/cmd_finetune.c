@@ -60,6 +60,7 @@ static void usage(FILE *f) {
       "  --model NAME --layers L --width D --heads H --max-len N\n"
       "  --pooling mean|cls --freeze none|encoder|N --head-lr-scale S\n"
       "  --lora-rank R --lora-alpha A --lora-dropout P --lora-targets q,k,v,o,up,down\n"
+      "  --class-weights auto|W1,W2,...  seq-class loss weights (auto: balanced)\n"
       "  --best-metric NAME --patience N --batch-rows N\n"
       "  --out DIR --steps N --lr X --warmup N --schedule esm2|cosine|constant\n"
       "  --eval-every N --save-every N --keep N --log-every N --threads N --backend NAME\n"
@@ -78,6 +79,7 @@ static const struct { const char *flag, *key, *key2; } k_flags[] = {
     {"--lora-alpha", "finetune.lora_alpha", NULL}, {"--lora-targets", "finetune.lora_targets", NULL},
     {"--lora-dropout", "finetune.lora_dropout", NULL},
     {"--head-lr-scale", "finetune.head_lr_scale", NULL},
+    {"--class-weights", "finetune.class_weights", NULL},
     {"--best-metric", "finetune.best_metric", NULL}, {"--patience", "finetune.patience", NULL},
     {"--out", "train.out_dir", NULL},            {"--model", "model.preset", NULL},
     {"--layers", "model.num_layers", NULL},      {"--width", "model.hidden_size", NULL},

@@ -98,6 +98,18 @@ ESMT_API void esmt_labelled_loader_destroy(esmt_labelled_loader *loader);
 ESMT_API esmt_status esmt_labelled_loader_as_source(esmt_labelled_loader *loader,
                                                     esmt_batch_source *source);
 
+/* Class weights of a seq-class table's cross-entropy, as transformers'
+ * CrossEntropyLoss(weight=w): a row of class y counts w[y] times, and the
+ * loss is divided by the sum of the weights of the rows scored.
+ * esmt_labelled_balanced_weights: scikit-learn's "balanced" weights of the
+ * training split, n_rows / (num_labels * rows of the class), into
+ * weights[count] (count = num_labels). A loader given weights (copied;
+ * count 0: none) puts them on every batch (esmt_batch.class_weights). */
+ESMT_API esmt_status esmt_labelled_balanced_weights(const esmt_labelled *data, float *weights,
+                                                    int count);
+ESMT_API esmt_status esmt_labelled_loader_set_class_weights(esmt_labelled_loader *loader,
+                                                            const float *weights, int count);
+
 /* ------------------------------------------------------------------------ */
 /* Task metrics                                                               */
 /* ------------------------------------------------------------------------ */
@@ -136,6 +148,68 @@ ESMT_API esmt_status esmt_task_metrics_compute(int task, int num_labels, const f
 ESMT_API esmt_status esmt_task_metric_value(const esmt_task_metrics *metrics, double loss,
                                             const char *name, double *value,
                                             int *higher_is_better);
+
+/* ------------------------------------------------------------------------ */
+/* What a task model calls its outputs                                       */
+/* ------------------------------------------------------------------------ */
+
+/* The name of a head kind as the finetune.task key, checkpoints and
+ * `predict` spell it ("none", "seq-class", "multilabel", "regression",
+ * "residue-class"), or NULL; and back (-1: none of them). */
+ESMT_API const char *esmt_head_name(int head);
+ESMT_API int esmt_head_from_name(const char *name);
+
+/* The names of the head's num_labels outputs: classes (seq-class,
+ * residue-class; class id i is name i), labels (multilabel) or targets
+ * (regression). A fine-tuning trainer sets them from its table; checkpoints
+ * (esmt_model_save, the trainer's) record them with the head, and
+ * esmt_model_load / esmt_model_create_from_checkpoint restore them. count
+ * 0 forgets them; otherwise it must be num_labels. The names are copied. */
+ESMT_API esmt_status esmt_model_set_label_names(esmt_model *model, const char *const *names,
+                                                int count);
+/* Name of output `index`, or NULL when the model has none. */
+ESMT_API const char *esmt_model_label_name(const esmt_model *model, int index);
+
+/* ------------------------------------------------------------------------ */
+/* Predictions of a task model on a file of proteins                         */
+/* ------------------------------------------------------------------------ */
+
+/* esmt_predict_table: a new CSV `output` with every column of `input` (a
+ * CSV/TSV table, plain or gzip, with a sequence column; or FASTA, plain or
+ * gzip, giving the columns id and sequence) and, per row, what the model's
+ * task head predicts, named by the model's output names
+ * (esmt_model_label_name; "0", "1", ... when it has none):
+ *  - seq-class: "predicted" (the most probable class) and "p_<class>" for
+ *    each class (softmax);
+ *  - multilabel: "p_<label>" for each label (sigmoid);
+ *  - regression: "predicted_<target>" for each target;
+ *  - residue-class: "predicted", one class per residue (joined without a
+ *    separator when every class name is one character, else by spaces).
+ * Outputs are those of esmt_model_infer (ESMT_INFER_HEAD) on batches of
+ * batch_rows right-padded proteins, probabilities written with 9
+ * significant digits (a float read back exactly). A protein longer than
+ * the model's window (max_positions - 2 residues) is refused, naming its
+ * line, unless truncate_long (its first window is predicted; a residue
+ * head's later residues are '-'). The output is written to a temporary
+ * beside it and published whole at the end (esmt_output_file): an existing
+ * `output` is refused and kept, and on any error nothing is left. */
+typedef struct esmt_predict_options {
+  uint32_t struct_size;
+  const char *input;
+  const char *output;
+  const char *seq_column;   /* tables: NULL is "sequence" */
+  int batch_rows;           /* proteins per forward pass; 0: 16 */
+  int truncate_long;
+  esmt_progress_fn progress; /* stage "predict", unit "proteins"; non-zero cancels */
+  void *progress_user;
+} esmt_predict_options;
+
+#define ESMT_PREDICT_OPTIONS_INIT \
+  { sizeof(esmt_predict_options), NULL, NULL, NULL, 0, 0, NULL, NULL }
+
+/* *rows (may be NULL): the proteins predicted. */
+ESMT_API esmt_status esmt_predict_table(esmt_model *model, const esmt_predict_options *options,
+                                        uint64_t *rows);
 
 /* ------------------------------------------------------------------------ */
 /* A fine-tuning run from a configuration                                    */

@@ -110,6 +110,9 @@ const esmt_key_def esmt_config_keys[] = {
     {"finetune.valid_fraction", D, "0.1", NULL, 0, 0.99, "share drawn for validation"},
     {"finetune.test_fraction", D, "0", NULL, 0, 0.99, "share drawn for test"},
     {"finetune.batch_rows", I, "16", NULL, 1, 1 << 20, "proteins per micro-batch"},
+    {"finetune.class_weights", S, "", NULL, 0, 0,
+     "seq-class cross-entropy weights: auto (inverse class frequency in training, sklearn's "
+     "balanced) or w1,w2,... in class order; empty = none"},
     {"finetune.pooling", E, "mean", "mean|cls", 0, 0, "a sequence head's pooling over the residues"},
     {"finetune.freeze", S, "none", NULL, 0, 0,
      "what does not train: none, encoder (the head only) or N (the embedding and first N layers)"},

@@ -4,6 +4,7 @@
  * per-position labels (residue heads), in table order or a seeded order
  * per epoch that a cursor (epoch, position) restores exactly. Also the
  * table's accessors and its release. */
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -24,6 +25,7 @@ struct esmt_labelled_loader {
   int32_t *tokens, *labels;
   float *targets;
   size_t tok_cap;
+  float *class_weights;     /* [num_labels] or NULL (esmt_labelled_loader_set_class_weights) */
 };
 
 typedef struct keyed {
@@ -104,6 +106,7 @@ static esmt_status loader_next(void *user, esmt_batch *b) {
   out.tokens = L->tokens;
   out.labels = d->task == ESMT_HEAD_RESIDUE_CLASS ? L->labels : NULL;
   out.targets = d->task == ESMT_HEAD_RESIDUE_CLASS ? NULL : L->targets;
+  out.class_weights = L->class_weights;
   /* fields up to the caller's size */
   const uint32_t size = b->struct_size && b->struct_size < sizeof out ? b->struct_size
                                                                       : (uint32_t)sizeof out;
@@ -185,7 +188,31 @@ void esmt_labelled_loader_destroy(esmt_labelled_loader *L) {
   free(L->tokens);
   free(L->labels);
   free(L->targets);
+  free(L->class_weights);
   free(L);
+}
+
+esmt_status esmt_labelled_loader_set_class_weights(esmt_labelled_loader *L, const float *w,
+                                                   int count) {
+  const char *fn = "esmt_labelled_loader_set_class_weights";
+  ESMT_CHECK_ARG(L && (w || count == 0), fn, "loader and weights must not be NULL");
+  if (count && (L->d->task != ESMT_HEAD_SEQ_CLASS || count != L->d->num_labels))
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %d weights: class weights are one per class "
+                     "of a seq-class table (%d here)", fn, count,
+                     L->d->task == ESMT_HEAD_SEQ_CLASS ? L->d->num_labels : 0);
+  float *copy = count ? malloc((size_t)count * sizeof *copy) : NULL;
+  if (count && !copy) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  for (int k = 0; k < count; k++) {
+    if (!(w[k] >= 0.0f) || !isfinite(w[k])) {
+      free(copy);
+      return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: weight %d is %g (need a finite value "
+                       ">= 0)", fn, k, (double)w[k]);
+    }
+    copy[k] = w[k];
+  }
+  free(L->class_weights);
+  L->class_weights = copy;
+  return ESMT_OK;
 }
 
 esmt_status esmt_labelled_loader_as_source(esmt_labelled_loader *L, esmt_batch_source *s) {

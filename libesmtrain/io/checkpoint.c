@@ -14,6 +14,7 @@
 
 #include "carried_tensors.h"
 #include "checkpoint.h"
+#include "checkpoint_task.h"
 #include "optimizer.h"
 #include "fs_util.h"
 #include "input_file.h"
@@ -152,10 +153,11 @@ esmt_status esmt_checkpoint_write_files(esmt_model *m, const char *tmp, int64_t 
                              "model.safetensors", file_entry(crc_model, mp),
                              "optimizer.safetensors", file_entry(crc_opt, op), "optimizer",
                              esmt_optimizer_name(m->cfg.optimizer), "trainer", trainer);
-    char *text = root ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
+    if (root) st = esmt_checkpoint_task_add(m, root);
+    char *text = root && !st ? json_dumps(root, JSON_INDENT(2) | JSON_PRESERVE_ORDER) : NULL;
     json_decref(root);
-    if (!text) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: state.json");
-    else st = write_small_file(tmp, "state.json", text);
+    if (!text && !st) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "saving checkpoint: state.json");
+    else if (!st) st = write_small_file(tmp, "state.json", text);
     free(text);
   }
   if (!st) st = esmt_fsync_dir(tmp);
@@ -275,6 +277,12 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   json_t *root = NULL;
   esmt_status st = verify(ckpt_dir, &root);
   if (st) return esmt_fail_prefix(st, "checkpoint refused: ");
+  char state_path[PATH_CAP];
+  snprintf(state_path, sizeof state_path, "%s/state.json", ckpt_dir);
+  if ((st = esmt_checkpoint_task_check(root, state_path, m))) {
+    json_decref(root);
+    return esmt_fail_prefix(st, "checkpoint refused: ");
+  }
   uint64_t n = m->layout.total;
   float *w = malloc(n * sizeof *w), *mm = NULL, *vv = NULL;
   if (!w) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "loading checkpoint: out of host memory");
@@ -327,6 +335,7 @@ esmt_status esmt_checkpoint_load(esmt_model *m, const char *ckpt_dir, int with_o
   }
   if (!st && with_optimizer) st = esmt_flat_upload(m, mm, m->mem.moment1);
   if (!st && vv) st = esmt_flat_upload(m, vv, m->mem.moment2);
+  if (!st) st = esmt_checkpoint_task_restore_names(m, root);
   if (!st) m->have_forward = 0;
   esmt_carried_free(carried, nc);
   free(w);

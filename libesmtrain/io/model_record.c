@@ -5,11 +5,9 @@
 
 #include "model_record.h"
 
-static const char *const k_heads[] = {"none", "seq-class", "multilabel", "regression",
-                                      "residue-class"};
-
 const char *esmt_head_kind_name(esmt_head_kind head) {
-  return (unsigned)head <= ESMT_HEAD_RESIDUE_CLASS ? k_heads[head] : "unknown";
+  const char *name = esmt_head_name(head); /* model_labels.c */
+  return name ? name : "unknown";
 }
 
 esmt_status esmt_model_record_add(const esmt_model_config *c, json_t *model) {
@@ -46,9 +44,8 @@ esmt_status esmt_model_record_read(json_t *model, const char *path, esmt_model_c
   json_t *head = json_object_get(model, "head");
   if (head) {
     const char *name = json_string_value(head);
-    int k = 1;
-    while (name && k <= ESMT_HEAD_RESIDUE_CLASS && strcmp(name, k_heads[k])) k++;
-    if (!name || k > ESMT_HEAD_RESIDUE_CLASS)
+    const int k = esmt_head_from_name(name);
+    if (k <= ESMT_HEAD_NONE)
       return esmt_fail(ESMT_ERR_FORMAT, "%s: model.head is not one of seq-class, multilabel, "
                        "regression, residue-class", path);
     c->head = (esmt_head_kind)k;

@@ -194,6 +194,10 @@ struct esmt_model {
    * layer 0's), the contact head, the unused position table. */
   esmt_carried_tensor *carried;
   int n_carried;
+  /* The task head's label names (classes, labels or targets; NULL: none
+   * given), saved in checkpoints with the head (model_labels.c). */
+  char **label_names;
+  int n_label_names;
 
   /* activation arena, sized for act_N tokens (any B x T with B * T <= act_N) */
   void *arena;

@@ -185,6 +185,7 @@ void esmt_model_destroy(esmt_model *m) {
     m->mem.layer->release(&m->mem);
   }
   esmt_model_drop_carried(m);
+  esmt_model_set_label_names(m, NULL, 0);
   esmt_layout_free(&m->layout);
   free(m->opt_tensors);
   free(m->act_vtables);

@@ -6,6 +6,7 @@
  * split as one pass per evaluation, and the trainer options every run
  * shares (esmt_trainer_options_from_config). The trainer owns all of it. */
 #define _POSIX_C_SOURCE 200809L
+#include <math.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -29,10 +30,19 @@ void esmt_finetune_owned_free(struct esmt_finetune_owned *o) {
 }
 
 static int task_of(const char *name) {
-  return !strcmp(name, "multilabel")      ? ESMT_HEAD_MULTILABEL
-         : !strcmp(name, "regression")    ? ESMT_HEAD_REGRESSION
-         : !strcmp(name, "residue-class") ? ESMT_HEAD_RESIDUE_CLASS
-                                          : ESMT_HEAD_SEQ_CLASS;
+  const int head = esmt_head_from_name(name); /* the schema admits the task heads only */
+  return head > ESMT_HEAD_NONE ? head : ESMT_HEAD_SEQ_CLASS;
+}
+
+/* The table's label names on the model, so that its checkpoints carry them. */
+static esmt_status name_outputs(esmt_model *model, const esmt_labelled *data) {
+  const int n = esmt_labelled_num_labels(data);
+  const char **names = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
+  if (!names) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "naming the head's outputs: out of memory");
+  for (int i = 0; i < n; i++) names[i] = esmt_labelled_label_name(data, i);
+  esmt_status st = esmt_model_set_label_names(model, names, n);
+  free(names);
+  return st;
 }
 
 /* "none", "encoder" or a layer count into esmt_model_config.frozen_layers. */
@@ -63,6 +73,36 @@ static esmt_status lora_targets_of(const char *v, unsigned *bits, const char *fn
     p += len + (p[len] == ',');
   }
   return ESMT_OK;
+}
+
+/* finetune.class_weights ("auto" or w1,w2,...) onto the training loader. */
+static esmt_status class_weights_of(const char *v, const esmt_labelled *d,
+                                    esmt_labelled_loader *train, const char *fn) {
+  if (!*v) return ESMT_OK;
+  const int n = esmt_labelled_num_labels(d);
+  float *w = calloc((size_t)(n > 0 ? n : 1), sizeof *w);
+  if (!w) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
+  esmt_status st = ESMT_OK;
+  if (!strcmp(v, "auto")) {
+    st = esmt_labelled_balanced_weights(d, w, n);
+  } else {
+    int k = 0;
+    for (const char *p = v; !st && *p; k++) {
+      char *end;
+      const double x = strtod(p, &end);
+      if (end == p || (*end && *end != ',') || k >= n || !(x >= 0) || !isfinite(x))
+        st = esmt_fail(ESMT_ERR_CONFIG, "%s: finetune.class_weights \"%s\": auto, or %d "
+                       "finite weights >= 0 in class order", fn, v, n);
+      else w[k] = (float)x;
+      p = *end ? end + 1 : end;
+    }
+    if (!st && k != n)
+      st = esmt_fail(ESMT_ERR_CONFIG, "%s: finetune.class_weights \"%s\": %d weights for %d "
+                     "classes", fn, v, k, n);
+  }
+  if (!st) st = esmt_labelled_loader_set_class_weights(train, w, n);
+  free(w);
+  return st ? esmt_fail_prefix(st, "finetune.class_weights: ") : ESMT_OK;
 }
 
 /* finetune.label_cols split at commas into `names` (pointers into buf). */
@@ -151,8 +191,12 @@ esmt_status esmt_finetune_create_from_config(esmt_context *ctx, const esmt_confi
   mc.num_labels = esmt_labelled_num_labels(own->data);
   if ((st = esmt_model_create(ctx, &mc, (uint64_t)esmt_cfg_int(rd, "train.seed"), &model)))
     goto fail;
+  if ((st = name_outputs(model, own->data))) goto fail;
   if ((st = esmt_labelled_loader_create(own->data, ESMT_LABELLED_TRAIN, rows, 1, 0, seed,
                                         &own->train)))
+    goto fail;
+  if ((st = class_weights_of(esmt_cfg_string(rd, "finetune.class_weights"), own->data,
+                             own->train, fn)))
     goto fail;
   const int has_eval = eval_every > 0 && esmt_labelled_count(own->data, ESMT_LABELLED_VALID) > 0;
   if (has_eval && (st = esmt_labelled_loader_create(own->data, ESMT_LABELLED_VALID, rows, 0, 0,

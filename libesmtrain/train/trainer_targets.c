@@ -16,7 +16,10 @@ esmt_status esmt_micro_batch_take_targets(esmt_micro_batch *mb, const esmt_model
                             head == ESMT_HEAD_REGRESSION;
   const int has = b->struct_size > offsetof(esmt_batch, targets) && b->targets;
   mb->n_targets = 0;
+  mb->class_weights = NULL;
   if (!sequence_head || !has) return ESMT_OK;
+  if (head == ESMT_HEAD_SEQ_CLASS && b->struct_size > offsetof(esmt_batch, class_weights))
+    mb->class_weights = b->class_weights;
   const size_t per_row = head == ESMT_HEAD_SEQ_CLASS ? 1 : (size_t)m->cfg.num_labels;
   const size_t n = (size_t)b->batch * per_row;
   if (n > mb->targets_cap) {
@@ -28,8 +31,15 @@ esmt_status esmt_micro_batch_take_targets(esmt_micro_batch *mb, const esmt_model
   memcpy(mb->targets, b->targets, n * sizeof *mb->targets);
   mb->n_targets = n;
   uint64_t scored = 0;
-  for (size_t i = 0; i < n; i++)
-    scored += head != ESMT_HEAD_SEQ_CLASS || mb->targets[i] != (float)ESMT_LABEL_IGNORE;
+  double weights = 0.0;
+  for (size_t i = 0; i < n; i++) {
+    const int counted = head != ESMT_HEAD_SEQ_CLASS || mb->targets[i] != (float)ESMT_LABEL_IGNORE;
+    scored += counted;
+    const int y = (int)mb->targets[i];
+    if (counted && mb->class_weights && y >= 0 && y < m->cfg.num_labels)
+      weights += mb->class_weights[y];
+  }
   mb->selected = scored;
+  mb->weight_sum = weights;
   return ESMT_OK;
 }

@@ -47,6 +47,14 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   esmt_status st = esmt_dp_sum_u64(p->dp, counts, 2);
   if (st) return st;
   const uint64_t selected = counts[0];
+  /* class weights: the loss is divided by the scored rows' weights, as
+   * CrossEntropyLoss(weight=w) divides it (fine-tuning runs in one process) */
+  double weight_sum = 0.0;
+  int weighted = 0;
+  for (int i = 0; i < n; i++) {
+    weight_sum += mbs[i].weight_sum;
+    weighted |= mbs[i].class_weights != NULL;
+  }
   r->selected = selected;
   r->real_tokens = counts[1];
   if ((st = esmt_model_zero_grad(m))) return st;
@@ -65,6 +73,8 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
      * loss scale rides on the normaliser: gradients come out scale times
      * larger and the optimizer's grad_scale divides it out. */
     b.loss_normalizer = (selected ? (double)selected : 1.0) / S;
+    b.class_weights = mbs[i].class_weights;
+    if (weighted) b.loss_normalizer = (weight_sum > 0.0 ? weight_sum : 1.0) / S;
     esmt_forward_result fr = ESMT_FORWARD_RESULT_INIT;
     double t0 = esmt_now_s();
     if ((st = esmt_model_forward(m, &b, &fr, NULL))) return st;
@@ -97,7 +107,8 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
     loss_sum += fr.loss_sum;
   }
   if ((st = esmt_dp_sum_f64(p->dp, &loss_sum, 1))) return st;
-  r->loss = selected ? loss_sum / (double)selected : 0.0;
+  r->loss = weighted ? (weight_sum > 0.0 ? loss_sum / weight_sum : 0.0)
+                     : selected ? loss_sum / (double)selected : 0.0;
   if (inject_here(step)) {
     float nan = esmt_test_inject_inf ? __builtin_inff() : __builtin_nanf("");
     /* through the parameter memory: the gradients may live on the host;

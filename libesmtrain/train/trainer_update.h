@@ -20,6 +20,10 @@ typedef struct esmt_micro_batch {
   /* a sequence head's targets (esmt_batch.targets; trainer_targets.c): n_targets 0 = none */
   float *targets;
   size_t n_targets, targets_cap;
+  /* a seq-class head's class weights (esmt_batch.class_weights, NULL: none)
+   * and the sum of its scored rows' weights, the loss's normaliser */
+  const float *class_weights;
+  double weight_sum;
 } esmt_micro_batch;
 
 typedef enum esmt_nonfinite_policy { ESMT_NONFINITE_SKIP = 0, ESMT_NONFINITE_ABORT = 1 } esmt_nonfinite_policy;

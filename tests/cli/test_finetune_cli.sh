@@ -3,7 +3,9 @@
 # The finetune command end to end on a tiny model: a class that only the
 # residues tell (more K+R than D+E) is learnt to validation accuracy well
 # above chance in seconds; metrics.jsonl has the task metrics and the best
-# checkpoint is kept; --resume latest continues; a table with a bad row
+# checkpoint is kept; --resume latest continues; predict gives the learnt
+# classes for the table and FASTA; its checkpoint starts a
+# LoRA model (head and encoder kept); a table with a bad row
 # writes nothing; an existing run is not written over.
 # Usage: test_finetune_cli.sh CLI
 set -euo pipefail
@@ -29,6 +31,29 @@ test -e "$work/run/checkpoints/best"
 echo "== --resume latest continues to the new step count"
 "$cli" finetune "${common[@]}" --steps 250 --out "$work/run" --resume latest > "$work/resume.log"
 grep -q "eval step 250" "$work/resume.log"
+
+echo "== predict: the run's classes for the table and for FASTA; an existing OUT is kept"
+"$cli" predict "$work/run" "$work/charge.csv" -o "$work/pred.csv" --quiet
+head -1 "$work/pred.csv" | grep -qx 'id,sequence,label,predicted,p_fewer,p_more'
+acc=$(awk -F, 'NR > 1 { n++; ok += ($3 == $4) } END { print ok / n }' "$work/pred.csv")
+awk -v a="$acc" 'BEGIN { exit !(a >= 0.85) }' || { echo "predict accuracy $acc < 0.85"; exit 1; }
+awk -F, 'NR > 1 && NR < 12 { print ">" $1; print $2 }' "$work/charge.csv" > "$work/ten.fasta"
+"$cli" predict "$work/run" "$work/ten.fasta" -o "$work/ten.csv" --quiet
+test "$(wc -l < "$work/ten.csv")" -eq 11
+head -1 "$work/ten.csv" | grep -qx 'id,sequence,predicted,p_fewer,p_more'
+sum=$(md5sum < "$work/ten.csv")
+if "$cli" predict "$work/run" "$work/ten.fasta" -o "$work/ten.csv" 2> "$work/exists.err"; then
+  echo "an existing OUT was written over"; exit 1
+fi
+grep -q "ten.csv exists; not replaced" "$work/exists.err"
+test "$(md5sum < "$work/ten.csv")" = "$sum"
+
+echo "== a fine-tuned checkpoint starts a LoRA model, its head and encoder kept"
+"$cli" finetune "${common[@]}" --steps 10 --eval-every 10 --warmup 2 --lr 1e-4 --lora-rank 4 \
+  --lora-targets q,v --class-weights auto --init-from "$work/run" --out "$work/lora" > "$work/lora.log"
+first=$(grep -o '"accuracy":[0-9.]*' "$work/lora/metrics.jsonl" | head -1 | cut -d: -f2)
+awk -v a="$first" 'BEGIN { exit !(a >= 0.85) }' || { echo "LoRA from the fine-tuned run: accuracy $first"; exit 1; }
+grep -q '"label_names": \[' "$work/lora/checkpoints/step-00000010/state.json"
 
 echo "== a bad row writes nothing"
 { head -3 "$work/charge.csv"; echo "q1,MKV,"; } > "$work/missing.csv"
