@@ -15,7 +15,7 @@
 # are scored on the test clusters, both figures printed; RECORD=1 appends
 # them to the table in docs/finetune.md with the commit and this command.
 #   bash scripts/finetune_real_task.sh [CLI]       (env: OUT, PRETRAIN_SECONDS,
-#   FT_STEPS, FT_LR, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT, THREADS, SEED, RECORD)
+#   PRETRAIN_STEPS, FT_STEPS, FT_LR, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT, THREADS, SEED, RECORD)
 # LIMIT keeps the first N labelled proteins (the CI-sized run of
 # tests/cli/test_finetune_real_task.sh uses a few hundred).
 set -euo pipefail
@@ -24,6 +24,9 @@ cli=$(realpath "${1:-$here/build/bin/esmtrain-example}")
 fasta=/usr/share/doc/mmseqs2/example-data/DB.fasta.gz
 out=${OUT:-runs/real-task}
 pretrain_s=${PRETRAIN_SECONDS:-300}
+# PRETRAIN_STEPS, when set, bounds pre-training by updates instead of time:
+# the same checkpoint on any machine (the CI-sized run uses it)
+pretrain_steps=${PRETRAIN_STEPS:-}
 ft_lr=${FT_LR:-3e-4}
 ft_steps=${FT_STEPS:-600}
 layers=${LAYERS:-4} width=${WIDTH:-128} heads=${HEADS:-4} max_len=${MAX_LEN:-256}
@@ -74,10 +77,12 @@ awk -F, 'NR > 1 { printf(">%s\n%s\n", $1, $2) }' "$out/labelled.csv" > "$out/lab
 counts=$(awk -F, 'NR > 1 { n[$4]++ } END { printf("train %d, valid %d, test %d", n["train"], n["valid"], n["test"]) }' "$out/labelled.csv")
 echo "$counts; classes: $(awk -F, 'NR > 1 { n[$3]++ } END { for (c in n) printf("%s %d ", c, n[c]) }' "$out/labelled.csv")"
 
-echo "== pre-training on the unlabelled records (${pretrain_s} s)"
+if [ -n "$pretrain_steps" ]; then pretrain_limit=(--steps "$pretrain_steps"); pretrain_what="$pretrain_steps updates"
+else pretrain_limit=(--steps 1000000 --max-time "$pretrain_s"); pretrain_what="$pretrain_s s"; fi
+echo "== pre-training on the unlabelled records ($pretrain_what)"
 "$cli" ingest "$out/rest.fasta" -o "$out/pretrain-data" --valid-fraction 0.02 --quiet > /dev/null
 "$cli" train --data "$out/pretrain-data" --out "$out/pretrain" "${shape[@]}" --no-mfu \
-  --steps 1000000 --max-time "$pretrain_s" --lr 1e-3 --warmup 50 --batch-tokens 4096 \
+  "${pretrain_limit[@]}" --lr 1e-3 --warmup 50 --batch-tokens 4096 \
   --eval-every 0 --log-every 0 > "$out/pretrain.log"
 
 echo "== fine-tuning the pre-trained checkpoint (${ft_steps} steps)"
@@ -101,7 +106,7 @@ echo "  fine-tuned:                     $ft"
 echo "  logistic regression on embed:   $lr"
 if [ "${RECORD:-0}" = 1 ]; then
   commit=$(git -C "$here" rev-parse --short HEAD)
-  cmd="PRETRAIN_SECONDS=$pretrain_s FT_STEPS=$ft_steps LAYERS=$layers WIDTH=$width HEADS=$heads MAX_LEN=$max_len LIMIT=$limit SEED=$seed bash scripts/finetune_real_task.sh"
+  cmd="${pretrain_steps:+PRETRAIN_STEPS=$pretrain_steps }PRETRAIN_SECONDS=$pretrain_s FT_STEPS=$ft_steps LAYERS=$layers WIDTH=$width HEADS=$heads MAX_LEN=$max_len LIMIT=$limit SEED=$seed bash scripts/finetune_real_task.sh"
   printf '| %s | %s | %s | %s | %s | `%s` |\n' "$(date -u +%Y-%m-%d)" "$commit" "$counts" \
     "$(echo "$ft" | awk '{ printf("%s / %s", $2, $4) }')" \
     "$(echo "$lr" | awk '{ printf("%s / %s", $2, $4) }')" "$cmd" >> "$here/docs/finetune.md"

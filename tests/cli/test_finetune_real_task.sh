@@ -2,8 +2,10 @@
 # SPDX-License-Identifier: MIT
 # scripts/finetune_real_task.sh on a slice: 300 labelled UniProt proteins
 # (family from the name), split by MMseqs2 cluster, a 2-layer model
-# pre-trained for a few seconds; fine-tuning must beat always answering the
-# most frequent class on the held-out test clusters. Skips (77) without
+# pre-trained for 100 updates; fine-tuning must beat always answering the
+# most frequent class on the held-out test clusters by macro-F1 (the classes
+# are unbalanced: with ~60 test proteins the accuracy of so small a model is
+# within a protein or two of that baseline's, its macro-F1 about twice it). Skips (77) without
 # Debian's mmseqs2 and mmseqs2-examples.
 # Usage: test_finetune_real_task.sh CLI
 set -euo pipefail
@@ -13,10 +15,10 @@ here=$(cd "$(dirname "$0")/../.." && pwd)
   echo "skip: needs mmseqs2 and mmseqs2-examples"; exit 77; }
 work=$(mktemp -d /tmp/esmt-real-XXXXXX)
 trap 'rm -rf "$work"' EXIT
-OUT="$work/run" LIMIT=300 PRETRAIN_SECONDS=3 FT_STEPS=200 FT_LR=3e-3 LAYERS=2 WIDTH=32 HEADS=4 MAX_LEN=128 \
+OUT="$work/run" LIMIT=300 PRETRAIN_STEPS=100 FT_STEPS=200 FT_LR=3e-3 LAYERS=2 WIDTH=32 HEADS=4 MAX_LEN=128 \
   THREADS=2 bash "$here/scripts/finetune_real_task.sh" "$cli" | tee "$work/out.txt"
-ft=$(grep "fine-tuned:" "$work/out.txt" | awk '{ print $3 }')
-base=$(grep "most frequent class:" "$work/out.txt" | awk '{ print $6 }')
-awk -v a="$ft" -v b="$base" 'BEGIN { exit !(a > b + 0.02) }' || {
-  echo "fine-tuned test accuracy $ft does not beat the most frequent class ($base)"; exit 1; }
-echo "ok: fine-tuned $ft > most frequent class $base"
+ft=$(grep "fine-tuned:" "$work/out.txt" | awk '{ print $5 }')
+base=$(grep "most frequent class:" "$work/out.txt" | awk '{ print $8 }')
+awk -v a="$ft" -v b="$base" 'BEGIN { exit !(a > b + 0.05) }' || {
+  echo "fine-tuned test macro-F1 $ft does not beat the most frequent class's ($base)"; exit 1; }
+echo "ok: fine-tuned macro-F1 $ft > the most frequent class's $base"
