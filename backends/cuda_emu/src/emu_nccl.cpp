@@ -14,7 +14,7 @@
 // collectives never complete (their stream stays busy, no async error)
 // until each survivor calls ncclCommAbort, which ends them with
 // ncclRemoteError. A collective still waiting 2 x ESMTRAIN_COMM_TIMEOUT
-// (seconds, default 300) + 10 s after a peer died is a finding: on a GPU
+// (seconds, default 300) + 2 s after a peer died is a finding: on a GPU
 // it would hang for ever. Joining (ncclCommInitRank) fails at once when a
 // peer is gone, and after ESMTRAIN_COMM_TIMEOUT when one never comes.
 // Test only: ESMT_EMU_NCCL_KILL=RANK:KIND:N raises SIGKILL in rank RANK's
@@ -176,7 +176,7 @@ template <typename F>
 bool wait_until(cuemu_nccl_comm *c, F done, std::string *why, int dev = -1, bool hang = false) {
   shm_seg *s = c->seg;
   const double t0 = now_s();
-  const double deadline = t0 + (hang ? 2 * timeout_s() + 10 : timeout_s());
+  const double deadline = t0 + (hang ? 2 * timeout_s() + 2 : timeout_s());
   while (!done()) {
     *why = trouble(c);
     if (!why->empty() && (!hang || c->local_abort)) return false;
