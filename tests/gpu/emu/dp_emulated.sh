@@ -28,10 +28,10 @@
 #     and the launcher fails, within the communication timeout (no hang);
 #   - rank 1 killed by the emulator (ESMT_EMU_NCCL_KILL) half-way through
 #     the first chunk of an exact collective, the survivor's collective left
-#     hanging as NCCL's one-node transports leave it: in the all-gather of
-#     update 3 at dist.zero 1 and in the reduce-scatter of update 3 at
+#     hanging as NCCL's one-node transports leave it: in update 2's
+#     all-gather at dist.zero 1 and in one of its reduce-scatters at
 #     dist.zero 2, rank 0 stops on its own within seconds naming rank 1 and
-#     the reason, the launcher names rank 1's status, and the step-2
+#     the reason, the launcher names rank 1's status, and the step-1
 #     checkpoint stays `latest`, bit for bit what an unbroken run saves;
 # and the emulator reports nothing.
 # Usage: dp_emulated.sh CLI [kills] ("kills": the exact-collective kills only)
