@@ -2,7 +2,9 @@
 // The emulated CUDA runtime on its own: kernels compute, and each checker
 // reports what it is for (a missing __syncthreads, shared and global
 // bounds, host memory in a kernel, stream order without an event, blocks
-// racing) and stays silent on correct code. Each case runs in a child
+// racing) and stays silent on correct code; the emulated NCCL leaves a
+// killed peer's collective hanging until ncclCommAbort, and reports one
+// never aborted. Each case runs in a child
 // process (a finding poisons the emulated device, as on a GPU) and the
 // parent checks its exit status and the report it printed.
 #include <cuda_runtime.h>
