@@ -9,11 +9,18 @@
 // NCCL sums in ring order, chunk by chunk, and rounds 16-bit types at each
 // hop. A collective is a stream operation (ordered with the kernels and
 // copies of its stream; its buffers declared to the stream-order checker).
-// Waits poll the peers: a rank that exited, or aborted its communicator,
-// fails the collective on every other rank within a fraction of a second:
-// the communicator's async error becomes ncclRemoteError and
-// ncclGetLastError names the rank. ESMTRAIN_COMM_TIMEOUT (seconds, default
-// 300) bounds a wait for peers that are alive but absent.
+// A rank that exited, or aborted its communicator, is treated as NCCL's
+// shared-memory and P2P transports on one node treat it: the survivors'
+// collectives never complete (their stream stays busy, no async error)
+// until each survivor calls ncclCommAbort, which ends them with
+// ncclRemoteError. A collective still waiting 2 x ESMTRAIN_COMM_TIMEOUT
+// (seconds, default 300) + 2 s after a peer died is a finding: on a GPU
+// it would hang for ever. Joining (ncclCommInitRank) fails at once when a
+// peer is gone, and after ESMTRAIN_COMM_TIMEOUT when one never comes.
+// Test only: ESMT_EMU_NCCL_KILL=RANK:KIND:N raises SIGKILL in rank RANK's
+// N-th collective of KIND (allreduce, reduce, broadcast, allgather,
+// reducescatter; counted per communicator from 1) after half of its first
+// chunk is in its slot, so the others are left mid-transfer.
 #include <errno.h>
 #include <fcntl.h>
 #include <pthread.h>
@@ -52,10 +59,44 @@ struct shm_seg {
 };
 
 enum kind { ALLREDUCE, REDUCE, BROADCAST, ALLGATHER, REDUCESCATTER };
+constexpr int kKinds = REDUCESCATTER + 1;
 const char *kind_name(kind k) {
   static const char *n[] = {"ncclAllReduce", "ncclReduce", "ncclBroadcast", "ncclAllGather",
                             "ncclReduceScatter"};
   return n[k];
+}
+
+// The kinds ESMT_EMU_NCCL_KILL names.
+const char *kill_kind_name(int k) {
+  static const char *n[] = {"allreduce", "reduce", "broadcast", "allgather", "reducescatter"};
+  return n[k];
+}
+
+// ESMT_EMU_NCCL_KILL, parsed once: rank, kind and count, or rank -1.
+struct kill_point {
+  int rank = -1;
+  int kind = -1;
+  unsigned long long nth = 0;
+};
+const kill_point &kill_at() {
+  static const kill_point k = [] {
+    kill_point p;
+    const char *v = getenv("ESMT_EMU_NCCL_KILL");
+    if (!v || !*v) return p;
+    char name[32];
+    int rank;
+    unsigned long long nth;
+    if (sscanf(v, "%d:%31[a-z]:%llu", &rank, name, &nth) == 3 && nth > 0)
+      for (int i = 0; i < kKinds; i++)
+        if (!strcmp(name, kill_kind_name(i))) p = {rank, i, nth};
+    if (p.rank < 0) {
+      fprintf(stderr, "cuda-emu: nccl: ESMT_EMU_NCCL_KILL=%s is not RANK:KIND:N (KIND one of "
+              "allreduce, reduce, broadcast, allgather, reducescatter)\n", v);
+      abort();  // a test that meant to kill a rank must not pass without it
+    }
+    return p;
+  }();
+  return k;
 }
 }  // namespace
 
@@ -63,6 +104,8 @@ struct cuemu_nccl_comm {
   shm_seg *seg = nullptr;
   int rank = 0, world = 0;
   uint64_t barriers = 0;  // barriers this rank has passed (its worker only)
+  unsigned long long calls[kKinds] = {};  // collectives enqueued, per kind
+  unsigned long long group = 0;           // the last group counted (g_group_serial)
   std::atomic<int> async{ncclSuccess};
   std::atomic<bool> local_abort{false};
   std::mutex err_mu;
@@ -73,6 +116,23 @@ namespace {
 using namespace cuemu;
 
 int g_group_depth;
+unsigned long long g_group_serial;  // outermost groups begun
+
+// Counts the collective for ESMT_EMU_NCCL_KILL; true when this rank dies in
+// it. A group of ncclReduce (ncclBroadcast) calls, one per root, is how
+// nccl_dp reduce-scatters (all-gathers) uneven parts: it counts once, as a
+// reducescatter (allgather), and its first call is where the rank dies.
+bool count_for_kill(cuemu_nccl_comm *c, kind k) {
+  int counted = k;
+  if (g_group_depth > 0) {
+    if (c->group == g_group_serial) return false;
+    c->group = g_group_serial;
+    if (k == REDUCE) counted = REDUCESCATTER;
+    if (k == BROADCAST) counted = ALLGATHER;
+  }
+  const kill_point &kp = kill_at();
+  return ++c->calls[counted] == kp.nth && kp.rank == c->rank && kp.kind == counted;
+}
 
 double timeout_s() {
   const char *t = getenv("ESMTRAIN_COMM_TIMEOUT");
@@ -109,15 +169,28 @@ std::string trouble(cuemu_nccl_comm *c) {
 }
 
 // Wait with the lock held until done() or trouble; false with the reason.
+// In a collective (`hang`) only the local abort ends the wait early; a lost
+// or absent peer leaves it waiting, and past the finding's limit it is
+// reported on `dev`.
 template <typename F>
-bool wait_until(cuemu_nccl_comm *c, F done, std::string *why) {
+bool wait_until(cuemu_nccl_comm *c, F done, std::string *why, int dev = -1, bool hang = false) {
   shm_seg *s = c->seg;
-  const double deadline = now_s() + timeout_s();
+  const double t0 = now_s();
+  const double deadline = t0 + (hang ? 2 * timeout_s() + 2 : timeout_s());
   while (!done()) {
     *why = trouble(c);
-    if (!why->empty()) return false;
+    if (!why->empty() && (!hang || c->local_abort)) return false;
     if (now_s() > deadline) {
-      *why = "timed out after " + std::to_string((int)timeout_s()) + " s waiting for the other ranks";
+      if (!hang) {
+        *why = "timed out after " + std::to_string((int)timeout_s()) +
+               " s waiting for the other ranks";
+        return false;
+      }
+      const std::string cause = why->empty() ? "the other ranks never came" : *why;
+      report(dev, "nccl", "rank %d of %d waited %.0f s in a collective and its communicator was "
+             "never aborted (%s): on a GPU this hangs for ever", c->rank, c->world,
+             now_s() - t0, cause.c_str());
+      *why = "never aborted after " + cause;
       return false;
     }
     timespec ts;
@@ -132,13 +205,13 @@ bool wait_until(cuemu_nccl_comm *c, F done, std::string *why) {
   return true;
 }
 
-bool barrier(cuemu_nccl_comm *c, std::string *why) {
+bool barrier(cuemu_nccl_comm *c, int dev, std::string *why) {
   shm_seg *s = c->seg;
   lock(s);
   s->arrived++;
   const uint64_t target = (++c->barriers) * (uint64_t)c->world;
   pthread_cond_broadcast(&s->cv);
-  const bool ok = wait_until(c, [&] { return s->arrived >= target; }, why);
+  const bool ok = wait_until(c, [&] { return s->arrived >= target; }, why, dev, true);
   pthread_mutex_unlock(&s->mu);
   return ok;
 }
@@ -195,7 +268,7 @@ void reduce_into(cuemu_nccl_comm *c, ncclDataType_t t, void *out, size_t n) {
 
 // One collective, run by the stream's worker.
 ncclResult_t run(cuemu_nccl_comm *c, kind k, const char *send, char *recv, size_t count,
-                 ncclDataType_t t, int root, op_ctx &ctx) {
+                 ncclDataType_t t, int root, bool die, op_ctx &ctx) {
   const size_t es = dsize(t), per = kSlot / es, W = (size_t)c->world;
   const bool data = data_moves(count * es);
   const size_t in_elems = k == REDUCESCATTER ? count * W : count;
@@ -219,7 +292,16 @@ ncclResult_t run(cuemu_nccl_comm *c, kind k, const char *send, char *recv, size_
           memcpy(mine, send + off * es, n * es);
         }
       }
-      if (!barrier(c, &why)) return fail(c, ncclRemoteError, why), ncclRemoteError;
+      if (die) {  // ESMT_EMU_NCCL_KILL: the chunk's second half never arrives
+        memset(mine + n * es / 2, 0xff, n * es - n * es / 2);
+        timespec wall;
+        clock_gettime(CLOCK_REALTIME, &wall);
+        fprintf(stderr, "cuda-emu: nccl: ESMT_EMU_NCCL_KILL: rank %d killed in its %s #%llu (%s) "
+                "at %.3f\n", c->rank, kill_kind_name(kill_at().kind), kill_at().nth, kind_name(k),
+                wall.tv_sec + wall.tv_nsec * 1e-9);
+        raise(SIGKILL);
+      }
+      if (!barrier(c, ctx.device, &why)) return fail(c, ncclRemoteError, why), ncclRemoteError;
       if (data && n) switch (k) {
           case ALLREDUCE: reduce_into(c, t, recv + off * es, n); break;
           case REDUCE: if (c->rank == root) reduce_into(c, t, recv + off * es, n); break;
@@ -232,7 +314,7 @@ ncclResult_t run(cuemu_nccl_comm *c, kind k, const char *send, char *recv, size_
             if (t_seg == (size_t)c->rank) reduce_into(c, t, recv + off * es, n);
             break;
         }
-      if (!barrier(c, &why)) return fail(c, ncclRemoteError, why), ncclRemoteError;
+      if (!barrier(c, ctx.device, &why)) return fail(c, ncclRemoteError, why), ncclRemoteError;
       if (count == 0) break;
     }
   return ncclSuccess;
@@ -250,8 +332,9 @@ ncclResult_t enqueue_coll(ncclComm_t c, kind k, const void *send, void *recv, si
   if ((count && (!recv || !send)) || (unsigned)t > ncclBfloat16) return ncclInvalidArgument;
   const char *sp = (const char *)send;
   char *rp = (char *)recv;
+  const bool die = count_for_kill(c, k);
   cudaError_t e = enqueue(stream, kind_name(k), [=](op_ctx &ctx) -> cudaError_t {
-    if (c->async.load() == ncclSuccess) run(c, k, sp, rp, count, t, root, ctx);
+    if (c->async.load() == ncclSuccess) run(c, k, sp, rp, count, t, root, die, ctx);
     return cudaSuccess;  // an NCCL failure is the communicator's, not the stream's
   });
   return e == cudaSuccess ? ncclSuccess : ncclUnhandledCudaError;
@@ -399,7 +482,7 @@ const char *ncclGetLastError(ncclComm_t c) {
 }
 
 ncclResult_t ncclGroupStart(void) {
-  g_group_depth++;
+  if (g_group_depth++ == 0) g_group_serial++;
   return ncclSuccess;
 }
 ncclResult_t ncclGroupEnd(void) {

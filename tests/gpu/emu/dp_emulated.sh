@@ -30,8 +30,15 @@
 #     per rank and with one;
 #   - a rank killed mid-run makes the other stop with a message naming it,
 #     and the launcher fails, within the communication timeout (no hang);
+#   - rank 1 killed by the emulator (ESMT_EMU_NCCL_KILL) half-way through
+#     the first chunk of an exact collective, the survivor's collective left
+#     hanging as NCCL's one-node transports leave it: in update 2's
+#     all-gather at dist.zero 1 and in one of its reduce-scatters at
+#     dist.zero 2, rank 0 stops on its own within seconds naming rank 1 and
+#     the reason, the launcher names rank 1's status, and the step-1
+#     checkpoint stays `latest`, bit for bit what an unbroken run saves;
 # and the emulator reports nothing.
-# Usage: dp_emulated.sh CLI
+# Usage: dp_emulated.sh CLI [kills] ("kills": the exact-collective kills only)
 set -euo pipefail
 cli=$1
 here=$(cd "$(dirname "$0")" && pwd)
@@ -71,6 +78,46 @@ launch2() {  # NAME ARGS...: two ranks
   quiet_emulator "$work/$name.log"
 }
 ckpt() { echo "$work/$1/checkpoints/step-$(printf %08d "$2")/model.safetensors"; }
+
+# NAME KIND N ZERO: rank 1 dies in its N-th KIND (as the emulator counts:
+# from the communicator's test all-reduce on, a group of ncclBroadcast or
+# ncclReduce calls counted as one allgather or reducescatter), 3 updates
+# saved every one.
+killed_at() {
+  local name=$1 kind=$2 n=$3 zero=$4 rc=0
+  ESMT_EMU_NCCL_KILL=1:$kind:$n ESMTRAIN_COMM_TIMEOUT=30 "$cli" launch -n 2 train "${common[@]}" \
+    --steps 3 --save-every 1 --out "$work/$name" --set backend.name=nccl_dp --set dist.force=true \
+    --set dist.zero="$zero" > "$work/$name.log" 2>&1 || rc=$?
+  local log=$work/$name.log end killed_at_s took
+  end=$(date +%s.%N)
+  killed_at_s=$(sed -n 's/.*ESMT_EMU_NCCL_KILL: rank 1 killed in its .* at \([0-9.]*\)$/\1/p' "$log")
+  took=$(awk -v a="${killed_at_s:-0}" -v b="$end" 'BEGIN { printf "%.1f", b - a }')
+  echo "   launcher exit $rc, $took s after the kill"
+  check "$name: the emulator killed rank 1 in its $kind #$n" test -n "$killed_at_s"
+  check "$name: the launcher fails, naming rank 1's status" \
+    grep -q "launch: rank 1 exited with status 137" "$log"
+  check "$name: launcher exit status non-zero" test "$rc" -ne 0
+  check "$name: rank 0 stops on its own, naming rank 1 and the reason" \
+    grep -q "rank 0 of 2.*rank 1 failed: connection lost (the process exited or was killed)" "$log"
+  check "$name: rank 0 was not signalled by the launcher" eval '! grep -q "still running" "$log"'
+  check "$name: stopped within 10 s of the kill" awk -v t="$took" 'BEGIN { exit !(t < 10) }'
+  check "$name: no finding of the emulator" \
+    eval '! grep "cuda-emu:" "$log" | grep -v ESMT_EMU_NCCL_KILL'
+  check "$name: latest is step 1" grep -qx "step-00000001" "$work/$name/checkpoints/latest"
+  check "$name: nothing else in checkpoints/" \
+    test "$(ls -A "$work/$name/checkpoints" | tr '\n' ' ')" = "latest step-00000001 "
+  check "$name: the step-1 checkpoint is an unbroken run's, bit for bit" \
+    python3 "$here/compare_checkpoints.py" "$(ckpt zref 1)" "$(ckpt "$name" 1)" 0
+}
+echo "== rank 1 killed by the emulator inside an exact collective"
+check "2 ranks, dist.zero 1, 3 updates (the reference checkpoints)" launch2 zref --steps 3 \
+  --save-every 1 --set backend.name=nccl_dp --set dist.force=true --set dist.zero=1
+# Update 2's all-gather (one per update at stage 1, after the test
+# all-reduce) and the second of its four gradient slots' reduce-scatters
+# at stage 2 (mid-backward).
+killed_at kill_ag allgather 2 1
+killed_at kill_rs reducescatter 6 2
+if [ "${2:-}" = kills ]; then echo "$pass passed, $fail failed"; [ "$fail" -eq 0 ]; exit; fi
 
 echo "== 2 ranks (nccl_dp) vs 1 process accumulating both micro-batches"
 check "1 process, ampere_bf16, 2 micro-batches per update" \

@@ -2,11 +2,16 @@
 // The emulated CUDA runtime on its own: kernels compute, and each checker
 // reports what it is for (a missing __syncthreads, shared and global
 // bounds, host memory in a kernel, stream order without an event, blocks
-// racing) and stays silent on correct code. Each case runs in a child
+// racing) and stays silent on correct code; the emulated NCCL leaves a
+// killed peer's collective hanging until ncclCommAbort, and reports one
+// never aborted. Each case runs in a child
 // process (a finding poisons the emulated device, as on a GPU) and the
 // parent checks its exit status and the report it printed.
 #include <cuda_runtime.h>
+#include <nccl.h>
 #include <semaphore.h>
+#include <signal.h>
+#include <time.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -777,6 +782,54 @@ static int case_wg_smem_addr_global(void) {
 }
 static int case_wg_sm80(void) { return wg_run({1, 0, kWgNone, 0, 0, kWg128, 0, 64, 64, 1, 4}, "80"); }
 
+// Two ranks (this process and a child) on one emulated GPU each; rank 1 is
+// killed by ESMT_EMU_NCCL_KILL inside the all-gather. Rank 0's all-gather
+// must hang with no async error, as NCCL's one-node transports leave it:
+// for 1.5 s; then, with `abort`, ncclCommAbort must end it within 2 s with
+// ncclRemoteError; without, rank 0 waits for the stream (the emulator's
+// "never aborted" finding ends it).
+static double mono_s() {
+  timespec ts;
+  clock_gettime(CLOCK_MONOTONIC, &ts);
+  return ts.tv_sec + ts.tv_nsec * 1e-9;
+}
+static int nccl_dead_peer_case(bool abort_comm) {
+  ncclUniqueId id;
+  if (ncclGetUniqueId(&id) != ncclSuccess) return fail("ncclGetUniqueId");
+  setenv("ESMT_EMU_NCCL_KILL", "1:allgather:1", 1);
+  setenv("ESMTRAIN_COMM_TIMEOUT", "1", 1);
+  const pid_t peer = fork();  // before any CUDA call: the runtime's threads are per process
+  const int rank = peer == 0 ? 1 : 0;
+  ncclComm_t comm;
+  float *buf;
+  cudaStream_t st;
+  if (ncclCommInitRank(&comm, 2, id, rank) != ncclSuccess) return fail("ncclCommInitRank");
+  cudaMalloc((void **)&buf, 2 * 1024 * sizeof(float));
+  cudaStreamCreate(&st);
+  ncclAllGather(buf + rank * 1024, buf, 1024, ncclFloat32, comm, st);
+  if (rank == 1) {  // killed in the all-gather, before this returns
+    cudaStreamSynchronize(st);
+    _exit(0);
+  }
+  int status = 0;
+  waitpid(peer, &status, 0);
+  if (!WIFSIGNALED(status) || WTERMSIG(status) != SIGKILL) return fail("rank 1 was not killed");
+  ncclResult_t async = ncclSuccess;
+  for (const double t0 = mono_s(); mono_s() - t0 < 1.5; usleep(10000)) {
+    ncclCommGetAsyncError(comm, &async);
+    if (cudaStreamQuery(st) != cudaErrorNotReady || async != ncclSuccess)
+      return fail("the all-gather ended before its communicator was aborted");
+  }
+  if (!abort_comm) return (int)cudaStreamSynchronize(st);
+  ncclCommAbort(comm);
+  for (const double t0 = mono_s(); cudaStreamQuery(st) == cudaErrorNotReady; usleep(10000))
+    if (mono_s() - t0 > 2) return fail("the all-gather still runs 2 s after ncclCommAbort");
+  ncclCommGetAsyncError(comm, &async);
+  return async == ncclRemoteError ? 0 : fail("no ncclRemoteError after the abort");
+}
+static int case_nccl_dead_peer_abort(void) { return nccl_dead_peer_case(true); }
+static int case_nccl_dead_peer_never_aborted(void) { return nccl_dead_peer_case(false); }
+
 struct tcase {
   const char *name;
   int (*fn)(void);
@@ -877,6 +930,10 @@ static const tcase k_cases[] = {
     {"wgmma: smem_addr of a global pointer", case_wg_smem_addr_global, false,
      "which is not in the launch's"},
     {"wgmma on sm_80", case_wg_sm80, false, "wgmma.fence needs sm_90a, the device is sm_80"},
+    {"nccl: a killed peer's all-gather hangs until ncclCommAbort", case_nccl_dead_peer_abort, true,
+     "ESMT_EMU_NCCL_KILL: rank 1 killed in its allgather #1 (ncclAllGather)"},
+    {"nccl: a collective never aborted after its peer died", case_nccl_dead_peer_never_aborted,
+     false, "in a collective and its communicator was never aborted (rank 1 (pid"},
 };
 
 int main(void) {
