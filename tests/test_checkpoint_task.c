@@ -5,6 +5,7 @@
  * a model of another head refused with both named, and a checkpoint
  * without the record (a plain model's) loading as before. */
 #include "test_util.h"
+#include "head_fixture.h"
 
 #include <stdio.h>
 #include <stdlib.h>
@@ -17,26 +18,8 @@ enum { B = 2, T = 8, C = 3 };
 static const int32_t tokens[B * T] = {0, 5, 6, 7, 8, 9, 10, 2, 0, 11, 12, 13, 2, 1, 1, 1};
 static const char *const names[C] = {"cytoplasm", "membrane", "nucleus"};
 
-static esmt_context *make_ctx(void) {
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 1;
-  o.log_level = ESMT_LOG_WARN;
-  esmt_context *ctx = NULL;
-  if (esmt_context_create(&o, &ctx) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  return ctx;
-}
-
 static esmt_model_config lora_seq_class(void) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.max_positions = 16;
-  c.precision = ESMT_PRECISION_FP32;
-  c.head = ESMT_HEAD_SEQ_CLASS;
-  c.num_labels = C;
+  esmt_model_config c = head_fixture_config(ESMT_HEAD_SEQ_CLASS, C);
   c.pooling = ESMT_POOL_MEAN;
   c.lora_rank = 4;
   c.lora_alpha = 8.0f;
@@ -56,23 +39,11 @@ static void head_outputs(esmt_model *m, float *out) {
 }
 
 /* LoRA's B starts at zero: give it values so that the adapters matter. */
-static void perturb_adapters(esmt_model *m) {
-  int n = 0;
-  assert_int_equal(esmt_model_tensor_count(m, &n), ESMT_OK);
-  for (int i = 0; i < n; i++) {
-    esmt_tensor_info t = ESMT_TENSOR_INFO_INIT;
-    assert_int_equal(esmt_model_tensor_info(m, i, &t), ESMT_OK);
-    if (!strstr(t.name, "lora_B")) continue;
-    float *v = malloc(t.numel * sizeof *v);
-    for (uint64_t k = 0; k < t.numel; k++) v[k] = 0.01f * (float)((k * 7 + (uint64_t)i) % 13) - 0.06f;
-    assert_int_equal(esmt_model_write_tensor(m, t.name, ESMT_BUF_PARAMS, v, t.numel), ESMT_OK);
-    free(v);
-  }
-}
+static void perturb_adapters(esmt_model *m) { head_fixture_set_lora_b(m, 0.01f, 13, 0.06f); }
 
 static void test_reopened_from_checkpoint_alone(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = lora_seq_class();
   esmt_model *m = NULL, *back = NULL;
   if (esmt_model_create(ctx, &c, 3, &m)) fail_msg("%s", esmt_last_error());
@@ -104,7 +75,7 @@ static void test_reopened_from_checkpoint_alone(void **state) {
 
 static void test_other_head_refused(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = lora_seq_class();
   c.lora_rank = 0;
   esmt_model *m = NULL, *other = NULL;
@@ -125,7 +96,7 @@ static void test_other_head_refused(void **state) {
 /* A plain model writes no record; its checkpoint reopens as a plain model. */
 static void test_plain_checkpoint_unchanged(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = lora_seq_class();
   c.head = ESMT_HEAD_NONE;
   c.num_labels = 0;

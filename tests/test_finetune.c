@@ -5,6 +5,7 @@
  * prefix does not hold, and bad configs and batches refused with a
  * message naming the field, row or position. */
 #include "test_util.h"
+#include "head_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -17,28 +18,7 @@
 
 enum { B = 2, T = 8, C = 3 };
 
-static esmt_context *make_ctx(void) {
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 1;
-  o.log_level = ESMT_LOG_WARN;
-  esmt_context *ctx = NULL;
-  if (esmt_context_create(&o, &ctx) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  return ctx;
-}
-
-static esmt_model_config small(esmt_head_kind head) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.max_positions = 16;
-  c.precision = ESMT_PRECISION_FP32;
-  c.head = head;
-  c.num_labels = C;
-  return c;
-}
+static esmt_model_config small(esmt_head_kind head) { return head_fixture_config(head, C); }
 
 static esmt_model *make(esmt_context *ctx, const esmt_model_config *c) {
   esmt_model *m = NULL;
@@ -88,7 +68,7 @@ static int same_tensor(esmt_model *a, esmt_model *b, const char *name) {
 /* head_lr_scale k: the encoder moves as at lr, the head as at k * lr. */
 static void test_head_learning_rate(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   esmt_model *split = make(ctx, &c), *slow = make(ctx, &c), *fast = make(ctx, &c);
   step(split, 1e-3, 10.0);
@@ -115,7 +95,7 @@ static void test_head_learning_rate(void **state) {
  * adapted model computes exactly what the same model without adapters does. */
 static void test_lora_initial_state(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS), cl = c;
   cl.lora_rank = 4;
   cl.lora_alpha = 8.0f;
@@ -153,7 +133,7 @@ static void test_lora_initial_state(void **state) {
  * refused, a trained one's works. */
 static void test_frozen_moments(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_RESIDUE_CLASS);
   c.frozen_layers = 1;
   esmt_model *m = make(ctx, &c);
@@ -227,7 +207,7 @@ static esmt_model *frozen_on_host_trains(esmt_context *ctx, const esmt_model_con
 
 static void test_frozen_master_on_host(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   c.precision = ESMT_PRECISION_BF16;
   c.frozen_layers = 1;
@@ -333,7 +313,7 @@ static void infer_matches_forward(esmt_context *ctx, esmt_model_config *c) {
 
 static void test_infer_head(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   infer_matches_forward(ctx, &c);
   c.pooling = ESMT_POOL_MEAN;
@@ -354,19 +334,7 @@ static void test_infer_head(void **state) {
 }
 
 /* LoRA's B nonzero, so that A's gradient is not zero. */
-static void set_lora_b(esmt_model *m) {
-  int count;
-  assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
-  for (int i = 0; i < count; i++) {
-    esmt_tensor_info t = ESMT_TENSOR_INFO_INIT;
-    assert_int_equal(esmt_model_tensor_info(m, i, &t), ESMT_OK);
-    if (!strstr(t.name, ".lora_B.")) continue;
-    float *v = malloc(t.numel * sizeof *v);
-    for (uint64_t k = 0; k < t.numel; k++) v[k] = 0.05f * (float)((k * 7 + (uint64_t)i) % 11) - 0.25f;
-    assert_int_equal(esmt_model_write_tensor(m, t.name, ESMT_BUF_PARAMS, v, t.numel), ESMT_OK);
-    free(v);
-  }
-}
+static void set_lora_b(esmt_model *m) { head_fixture_set_lora_b(m, 0.05f, 11, 0.25f); }
 
 /* Relative L2 distance of b from a. */
 static double rel_l2(const float *a, const float *b, size_t n) {
@@ -455,7 +423,7 @@ static void half_matches_fp32(esmt_context *ctx, esmt_model_config c) {
 
 static void test_half_precision(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   c.pooling = ESMT_POOL_MEAN;
   half_matches_fp32(ctx, c);
@@ -477,7 +445,7 @@ static void test_half_precision(void **state) {
  * prefix (its buckets cover the whole flat buffer). One rank, TCP. */
 static void test_data_parallel_refused(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   c.frozen_layers = 1;
   esmt_model *m = make(ctx, &c);
@@ -503,7 +471,7 @@ static void expect_create_error(esmt_context *ctx, const esmt_model_config *c, c
 
 static void test_bad_configs(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   c.num_labels = 1;
   expect_create_error(ctx, &c, "num_labels >= 2");
@@ -539,7 +507,7 @@ static void expect_forward_error(esmt_model *m, const esmt_batch *b, const char 
 
 static void test_bad_batches(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model_config c = small(ESMT_HEAD_SEQ_CLASS);
   esmt_model *m = make(ctx, &c);
   esmt_batch b = batch();

@@ -5,6 +5,7 @@
  * are the derivative of the loss the masked forward computes (central
  * differences with the draw held). */
 #include "test_util.h"
+#include "head_fixture.h"
 
 #include <math.h>
 #include <stdlib.h>
@@ -18,45 +19,17 @@ enum { B = 2, T = 8, C = 3 };
 static const int32_t tokens[B * T] = {0, 5, 6, 7, 8, 9, 10, 2, 0, 11, 12, 13, 2, 1, 1, 1};
 static const float targets[B] = {2, 0};
 
-static esmt_context *make_ctx(void) {
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 1;
-  o.log_level = ESMT_LOG_WARN;
-  esmt_context *ctx = NULL;
-  if (esmt_context_create(&o, &ctx) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  return ctx;
-}
-
 /* A 2-layer model with LoRA on query, value and the FFN's down map (whose
  * input gradient crosses the mask), B set nonzero so the adapters count. */
 static esmt_model *make(esmt_context *ctx, float dropout) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
-  c.max_positions = 16;
-  c.precision = ESMT_PRECISION_FP32;
-  c.head = ESMT_HEAD_SEQ_CLASS;
-  c.num_labels = C;
+  esmt_model_config c = head_fixture_config(ESMT_HEAD_SEQ_CLASS, C);
   c.lora_rank = 4;
   c.lora_alpha = 8.0f;
   c.lora_dropout = dropout;
   c.lora_targets = ESMT_LORA_QUERY | ESMT_LORA_VALUE | ESMT_LORA_FFN_DOWN;
   esmt_model *m = NULL;
   if (esmt_model_create(ctx, &c, 7, &m) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  int count = 0;
-  assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
-  for (int i = 0; i < count; i++) {
-    esmt_tensor_info t = ESMT_TENSOR_INFO_INIT;
-    assert_int_equal(esmt_model_tensor_info(m, i, &t), ESMT_OK);
-    if (!strstr(t.name, "lora_B")) continue;
-    float *v = malloc(t.numel * sizeof *v);
-    for (uint64_t k = 0; k < t.numel; k++) v[k] = 0.02f * (float)((k * 7 + (uint64_t)i) % 9) - 0.08f;
-    assert_int_equal(esmt_model_write_tensor(m, t.name, ESMT_BUF_PARAMS, v, t.numel), ESMT_OK);
-    free(v);
-  }
+  head_fixture_set_lora_b(m, 0.02f, 9, 0.08f);
   return m;
 }
 
@@ -87,7 +60,7 @@ static void infer(esmt_model *m, float *out) {
 /* Inference, and evaluation forwards, compute as without dropout, bit for bit. */
 static void test_identity_at_inference(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model *drop = make(ctx, 0.5f), *none = make(ctx, 0.0f);
   float a[B * C], b[B * C];
   infer(drop, a);
@@ -106,7 +79,7 @@ static void test_identity_at_inference(void **state) {
  * same masks (and gradients) for two models of the same seed. */
 static void test_changes_training(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model *d1 = make(ctx, 0.5f), *d2 = make(ctx, 0.5f), *none = make(ctx, 0.0f);
   float a[B * C], b[B * C], z[B * C];
   forward(none, z);
@@ -135,7 +108,7 @@ static void test_changes_training(void **state) {
  * grad . v within 1% (fp32), each forward with the same draw. */
 static void test_gradient(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model *m = make(ctx, 0.3f);
   int count = 0;
   assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);

@@ -6,6 +6,7 @@
  * head and a table without the sequence column are refused with nothing
  * written. */
 #include "test_util.h"
+#include "head_fixture.h"
 
 #include <math.h>
 #include <stdio.h>
@@ -20,26 +21,9 @@ static const char *const seqs[N] = {"MKVLAG", "ACDEFGHIKLMNPQ", "KKRR", "MSTNPKP
                                     "W"};
 static const char *const names[C] = {"H", "E", "C"};
 
-static esmt_context *make_ctx(void) {
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 1;
-  o.log_level = ESMT_LOG_WARN;
-  esmt_context *ctx = NULL;
-  if (esmt_context_create(&o, &ctx) != ESMT_OK) fail_msg("%s", esmt_last_error());
-  return ctx;
-}
-
 static esmt_model *make(esmt_context *ctx, esmt_head_kind head) {
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2;
-  c.hidden_size = 32;
-  c.num_heads = 4;
+  esmt_model_config c = head_fixture_config(head, head == ESMT_HEAD_NONE ? 0 : C);
   c.max_positions = 64;
-  c.precision = ESMT_PRECISION_FP32;
-  c.head = head;
-  c.num_labels = head == ESMT_HEAD_NONE ? 0 : C;
   c.pooling = ESMT_POOL_MEAN;
   esmt_model *m = NULL;
   if (esmt_model_create(ctx, &c, 11, &m)) fail_msg("%s", esmt_last_error());
@@ -93,7 +77,7 @@ static int argmax(const float *y) {
 }
 
 static void check_task(esmt_head_kind head) {
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model *m = make(ctx, head);
   char in[512], out[512];
   snprintf(in, sizeof in, "%s/in.csv", test_tmpdir);
@@ -145,7 +129,7 @@ static void test_residue_class(void **s) { (void)s; check_task(ESMT_HEAD_RESIDUE
 
 static void test_refusals(void **state) {
   (void)state;
-  esmt_context *ctx = make_ctx();
+  esmt_context *ctx = head_fixture_ctx();
   esmt_model *m = make(ctx, ESMT_HEAD_SEQ_CLASS), *plain = make(ctx, ESMT_HEAD_NONE);
   char in[512], out[512], noseq[512];
   snprintf(in, sizeof in, "%s/in.csv", test_tmpdir);
