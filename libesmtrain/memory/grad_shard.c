@@ -13,22 +13,9 @@
 int esmt_test_zero_drop_slot_wait;
 int esmt_test_zero_drop_shard_wait;
 
-static uint64_t part_lo(const esmt_param_env *e, int k) { return e->part_bounds[k]; }
-static uint64_t part_n(const esmt_param_env *e, int k) {
-  return e->part_bounds[k + 1] - e->part_bounds[k];
-}
-static int is_end(const esmt_param_env *e, int k) { return k == 0 || k == e->n_parts - 1; }
-
-static uint64_t largest_middle(const uint64_t *b, int n_parts) {
-  uint64_t slot = 0;
-  for (int k = 1; k + 1 < n_parts; k++)
-    if (b[k + 1] - b[k] > slot) slot = b[k + 1] - b[k];
-  return slot;
-}
-
 uint64_t esmt_grad_shard_bytes(const uint64_t *b, int n_parts, uint64_t shard_n) {
   const uint64_t ends = (b[1] - b[0]) + (b[n_parts] - b[n_parts - 1]);
-  return (ends + 2 * largest_middle(b, n_parts) + shard_n) * sizeof(float);
+  return (ends + 2 * esmt_param_largest_layer(b, n_parts) + shard_n) * sizeof(float);
 }
 
 static esmt_status bfail(esmtb_status bs, const char *what) {
@@ -54,7 +41,8 @@ static void set_view(esmt_param_memory *p) {
   v->win[v->n++].ptr = (char *)(g->ends + g->first_n);
   if (g->cur >= 0) {
     const int k = g->part[g->cur];
-    v->win[v->n].lo = part_lo(e, k), v->win[v->n].hi = part_lo(e, k) + part_n(e, k);
+    v->win[v->n].lo = esmt_param_part_lo(e, k);
+    v->win[v->n].hi = esmt_param_part_lo(e, k) + esmt_param_part_n(e, k);
     v->win[v->n++].ptr = (char *)g->slot[g->cur];
   }
 }
@@ -68,7 +56,7 @@ static esmt_status reduce_part(esmt_param_memory *p, int k, float *buf, esmtb_ev
   if (!g->reduce)
     return esmt_fail(ESMT_ERR_STATE, "ZeRO-2 gradients: the data-parallel group that sums "
                      "them is gone");
-  const uint64_t lo = part_lo(e, k), n = part_n(e, k);
+  const uint64_t lo = esmt_param_part_lo(e, k), n = esmt_param_part_n(e, k);
   esmtb_stream *on = NULL;
   esmt_status st = g->reduce(g->user, buf, lo, n, &on);
   if (st) return st;
@@ -85,7 +73,8 @@ static esmt_status reduce_part(esmt_param_memory *p, int k, float *buf, esmtb_ev
     }
   }
   g->fresh[k] = 0;
-  if (!bs && is_end(e, k)) bs = e->ops->memset_async(e->dev, buf, 0, n * sizeof(float), on);
+  if (!bs && esmt_param_part_is_end(e, k))
+    bs = e->ops->memset_async(e->dev, buf, 0, n * sizeof(float), on);
   if (!bs) bs = e->ops->event_record(e->dev, done, on);
   if (!bs) bs = e->ops->event_record(e->dev, g->tail, on);
   if ((st = bfail(bs, "adding the shard's piece"))) return st;
@@ -106,12 +95,12 @@ static esmt_status gs_grads_ready(esmt_param_memory *p, uint64_t from) {
   const esmt_param_env *e = &p->env;
   esmt_grad_shard *g = p->gshard;
   const int kf = esmt_param_part_at(e, from);
-  if (kf < 0 || part_lo(e, kf) + part_n(e, kf) != g->final_from)
+  if (kf < 0 || esmt_param_part_lo(e, kf) + esmt_param_part_n(e, kf) != g->final_from)
     return esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-2 gradients: final from %llu, which is not the "
                      "part before %llu", (unsigned long long)from,
                      (unsigned long long)g->final_from);
   esmt_status st;
-  if (is_end(e, kf)) {
+  if (esmt_param_part_is_end(e, kf)) {
     st = reduce_part(p, kf, part_buf(p, kf, 0), g->tail);
   } else {
     st = reduce_part(p, kf, g->slot[g->cur], g->reduced[g->cur]);
@@ -138,8 +127,9 @@ static esmt_status gs_grads_ready(esmt_param_memory *p, uint64_t from) {
   if (g->pending[i] && !esmt_test_zero_drop_slot_wait)
     bs = e->ops->stream_wait_event(e->dev, e->stream, g->reduced[i]);
   g->pending[i] = 0;
-  if (!bs) bs = e->ops->memset_async(e->dev, g->slot[i], 0, part_n(e, kn) * sizeof(float),
-                                     e->stream);
+  if (!bs)
+    bs = e->ops->memset_async(e->dev, g->slot[i], 0, esmt_param_part_n(e, kn) * sizeof(float),
+                              e->stream);
   if ((st = bfail(bs, "zeroing a gradient slot"))) return st;
   g->part[i] = kn;
   g->cur = i;
@@ -249,10 +239,10 @@ esmt_status esmt_param_shard_grads(esmt_param_memory *p, uint64_t lo, uint64_t h
   }
   memset(g->fresh, 1, (size_t)e->n_parts);
   g->lo = lo, g->hi = hi, g->reduce = reduce, g->user = user;
-  g->first_n = part_n(e, 0);
-  g->last_lo = part_lo(e, e->n_parts - 1);
-  g->last_n = part_n(e, e->n_parts - 1);
-  g->slot_n = largest_middle(e->part_bounds, e->n_parts);
+  g->first_n = esmt_param_part_n(e, 0);
+  g->last_lo = esmt_param_part_lo(e, e->n_parts - 1);
+  g->last_n = esmt_param_part_n(e, e->n_parts - 1);
+  g->slot_n = esmt_param_largest_layer(e->part_bounds, e->n_parts);
   g->part[0] = g->part[1] = g->cur = -1;
   float *shard = NULL;
   const uint64_t ends = g->first_n + g->last_n;

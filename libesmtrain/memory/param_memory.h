@@ -83,6 +83,27 @@ static inline void *esmt_param_view_at(const esmt_param_view *v, uint64_t off) {
   return NULL;
 }
 
+/* Part k of env's bounds: its first flat element and its size. Parts 0
+ * and n_parts - 1 are the end parts (the embedding's and the head's, read
+ * at both ends of a pass), the others one layer each. */
+static inline uint64_t esmt_param_part_lo(const esmt_param_env *e, int k) {
+  return e->part_bounds[k];
+}
+static inline uint64_t esmt_param_part_n(const esmt_param_env *e, int k) {
+  return e->part_bounds[k + 1] - e->part_bounds[k];
+}
+static inline int esmt_param_part_is_end(const esmt_param_env *e, int k) {
+  return k == 0 || k == e->n_parts - 1;
+}
+
+/* The largest middle part (layer) of bounds b[0..n_parts]: what a slot holds. */
+static inline uint64_t esmt_param_largest_layer(const uint64_t *b, int n_parts) {
+  uint64_t slot = 0;
+  for (int k = 1; k + 1 < n_parts; k++)
+    if (b[k + 1] - b[k] > slot) slot = b[k + 1] - b[k];
+  return slot;
+}
+
 /* The part of env's bounds that starts at flat element `lo`, or -1. */
 static inline int esmt_param_part_at(const esmt_param_env *e, uint64_t lo) {
   int a = 0, b = e->n_parts - 1;

@@ -14,13 +14,7 @@
 int esmt_test_stream_drop_weight_wait;
 int esmt_test_stream_drop_grad_wait;
 
-/* ---- parts ---- */
-
-static uint64_t part_lo(const esmt_param_env *e, int k) { return e->part_bounds[k]; }
-static uint64_t part_n(const esmt_param_env *e, int k) {
-  return e->part_bounds[k + 1] - e->part_bounds[k];
-}
-static int is_end(const esmt_param_env *e, int k) { return k == 0 || k == e->n_parts - 1; }
+/* ---- parts (param_memory.h names them) ---- */
 
 static int part_at(const esmt_param_env *e, uint64_t lo) { return esmt_param_part_at(e, lo); }
 
@@ -60,7 +54,8 @@ static void set_views(esmt_param_memory *p) {
   g->win[g->n++].ptr = (char *)(s->g_ends + s->first_n);
   if (s->g_cur >= 0) {
     const int k = s->g_part[s->g_cur];
-    g->win[g->n].lo = part_lo(e, k), g->win[g->n].hi = part_lo(e, k) + part_n(e, k);
+    g->win[g->n].lo = esmt_param_part_lo(e, k);
+    g->win[g->n].hi = esmt_param_part_lo(e, k) + esmt_param_part_n(e, k);
     g->win[g->n++].ptr = (char *)s->g_slot[s->g_cur];
   }
   if (s->level < ESMT_STREAM_WEIGHTS) return; /* the weights are resident (offload's) */
@@ -72,7 +67,8 @@ static void set_views(esmt_param_memory *p) {
   w->win[w->n++].ptr = s->w_ends + s->first_n * e->esize;
   if (s->w_cur >= 0) {
     const int k = s->w_part[s->w_cur];
-    w->win[w->n].lo = part_lo(e, k), w->win[w->n].hi = part_lo(e, k) + part_n(e, k);
+    w->win[w->n].lo = esmt_param_part_lo(e, k);
+    w->win[w->n].hi = esmt_param_part_lo(e, k) + esmt_param_part_n(e, k);
     w->win[w->n++].ptr = s->w_slot[s->w_cur];
   }
 }
@@ -107,7 +103,9 @@ static esmt_status pull(esmt_param_memory *p) {
   if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
   if ((st = bfail(bs, "gradient download"))) return st;
   for (int k = 1; k + 1 < e->n_parts; k++)
-    if (s->g_fresh[k]) memset(p->grads + part_lo(e, k), 0, (size_t)part_n(e, k) * sizeof(float));
+    if (s->g_fresh[k])
+      memset(p->grads + esmt_param_part_lo(e, k), 0,
+             (size_t)esmt_param_part_n(e, k) * sizeof(float));
   s->host_ends_valid = 1;
   return ESMT_OK;
 }
@@ -126,22 +124,23 @@ static esmt_status st_grads_ready(esmt_param_memory *p, uint64_t from) {
   const esmt_param_env *e = &p->env;
   esmt_stream *s = p->stream;
   const int kf = part_at(e, from);
-  if (kf < 0 || part_lo(e, kf) + part_n(e, kf) != s->g_final_from)
+  if (kf < 0 || esmt_param_part_lo(e, kf) + esmt_param_part_n(e, kf) != s->g_final_from)
     return esmt_fail(ESMT_ERR_INTERNAL, "stream: gradients final from %llu, which is not the part "
                      "before %llu", (unsigned long long)from, (unsigned long long)s->g_final_from);
   esmt_status st = ESMT_OK;
-  if (!is_end(e, kf)) { /* its slot goes down to the host while backward goes on */
+  if (!esmt_param_part_is_end(e, kf)) { /* its slot goes down to the host while backward goes on */
     const int i = s->g_cur;
     st = esmt_host_sums_wait(&s->sums, i); /* the bounce buffer's last sum is done */
     if (!st) st = record(p, s->g_done[i], e->stream);
     if (!st) st = wait_on(p, p->offload->copy, s->g_done[i]);
     if (!st)
       st = bfail(e->ops->copy_async(e->dev, s->g_bounce[i], s->g_slot[i],
-                                    part_n(e, kf) * sizeof(float), ESMTB_COPY_D2H,
+                                    esmt_param_part_n(e, kf) * sizeof(float), ESMTB_COPY_D2H,
                                     p->offload->copy), "gradient copy");
     if (!st) st = record(p, s->g_copied[i], p->offload->copy);
-    const esmt_host_sum_job job = {s->g_copied[i], s->g_bounce[i], p->grads + part_lo(e, kf),
-                                   part_n(e, kf), s->g_fresh[kf]};
+    const esmt_host_sum_job job = {s->g_copied[i], s->g_bounce[i],
+                                   p->grads + esmt_param_part_lo(e, kf),
+                                   esmt_param_part_n(e, kf), s->g_fresh[kf]};
     if (!st) st = esmt_host_sums_push(&s->sums, i, &job);
     if (st) return st;
     s->g_copying[i] = 1;
@@ -161,7 +160,7 @@ static esmt_status st_grads_ready(esmt_param_memory *p, uint64_t from) {
       (st = wait_on(p, e->stream, s->g_copied[i])))
     return st;
   s->g_copying[i] = 0;
-  st = bfail(e->ops->memset_async(e->dev, s->g_slot[i], 0, part_n(e, kn) * sizeof(float),
+  st = bfail(e->ops->memset_async(e->dev, s->g_slot[i], 0, esmt_param_part_n(e, kn) * sizeof(float),
                                   e->stream), "zeroing a gradient slot");
   if (st) return st;
   s->g_part[i] = kn;
@@ -208,8 +207,9 @@ static esmt_status fill(esmt_param_memory *p, int i, int k) {
   esmt_status st = s->w_free_set[i] ? wait_on(p, copy, s->w_free[i]) : ESMT_OK;
   const char *src = e->dtype == ESMTB_F32 ? (const char *)p->master : (const char *)p->offload->staging;
   if (!st)
-    st = bfail(e->ops->copy_async(e->dev, s->w_slot[i], src + part_lo(e, k) * e->esize,
-                                  part_n(e, k) * e->esize, ESMTB_COPY_H2D, copy), "weight upload");
+    st = bfail(e->ops->copy_async(e->dev, s->w_slot[i], src + esmt_param_part_lo(e, k) * e->esize,
+                                  esmt_param_part_n(e, k) * e->esize, ESMTB_COPY_H2D, copy),
+               "weight upload");
   if (!st) st = record(p, s->w_loaded[i], copy);
   if (st) return st;
   s->w_part[i] = k;
@@ -231,11 +231,11 @@ static esmt_status st_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t
   esmt_stream *s = p->stream;
   if (s->level < ESMT_STREAM_WEIGHTS) return ESMT_OK; /* resident */
   const int k = part_at(e, lo);
-  if (k < 0 || hi != lo + part_n(e, k))
+  if (k < 0 || hi != lo + esmt_param_part_n(e, k))
     return esmt_fail(ESMT_ERR_INTERNAL, "stream: weights [%llu, %llu) asked for, not a part",
                      (unsigned long long)lo, (unsigned long long)hi);
   const int n = e->n_parts;
-  if (is_end(e, k)) {
+  if (esmt_param_part_is_end(e, k)) {
     /* The head starts a backward (layers top-down next); the embedding
      * starts a forward (bottom-up), unless it is the head's tied decoder. */
     const int after_head = s->last_part == n - 1;
@@ -406,11 +406,11 @@ esmt_status esmt_stream_setup(esmt_param_memory *p, const esmt_offload_options *
   if (!s) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", fn);
   p->stream = s;
   s->level = o->streamed;
-  s->first_n = part_n(e, 0);
-  s->last_lo = part_lo(e, e->n_parts - 1);
-  s->last_n = part_n(e, e->n_parts - 1);
+  s->first_n = esmt_param_part_n(e, 0);
+  s->last_lo = esmt_param_part_lo(e, e->n_parts - 1);
+  s->last_n = esmt_param_part_n(e, e->n_parts - 1);
   for (int k = 1; k + 1 < e->n_parts; k++)
-    if (part_n(e, k) > s->slot_n) s->slot_n = part_n(e, k);
+    if (esmt_param_part_n(e, k) > s->slot_n) s->slot_n = esmt_param_part_n(e, k);
   s->w_part[0] = s->w_part[1] = s->g_part[0] = s->g_part[1] = -1;
   s->w_cur = s->g_cur = s->last_part = -1;
   s->dir = 1;

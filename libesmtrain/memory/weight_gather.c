@@ -11,22 +11,9 @@
 int esmt_test_zero3_drop_loaded_wait;
 int esmt_test_zero3_drop_ends_wait;
 
-static uint64_t part_lo(const esmt_param_env *e, int k) { return e->part_bounds[k]; }
-static uint64_t part_n(const esmt_param_env *e, int k) {
-  return e->part_bounds[k + 1] - e->part_bounds[k];
-}
-static int is_end(const esmt_param_env *e, int k) { return k == 0 || k == e->n_parts - 1; }
-
-static uint64_t largest_middle(const uint64_t *b, int n_parts) {
-  uint64_t slot = 0;
-  for (int k = 1; k + 1 < n_parts; k++)
-    if (b[k + 1] - b[k] > slot) slot = b[k + 1] - b[k];
-  return slot;
-}
-
 uint64_t esmt_weight_gather_bytes(const uint64_t *b, int n_parts, int esize) {
   const uint64_t ends = (b[1] - b[0]) + (b[n_parts] - b[n_parts - 1]);
-  return (ends + 2 * largest_middle(b, n_parts)) * (uint64_t)esize;
+  return (ends + 2 * esmt_param_largest_layer(b, n_parts)) * (uint64_t)esize;
 }
 
 uint64_t esmt_weight_gather_elems(const uint64_t *b, int n_parts, int micro_batches) {
@@ -58,7 +45,8 @@ static void set_views(esmt_param_memory *p) {
   v->win[v->n++].ptr = w->ends + w->first_n * e->esize;
   if (w->cur >= 0) {
     const int k = w->part[w->cur];
-    v->win[v->n].lo = part_lo(e, k), v->win[v->n].hi = part_lo(e, k) + part_n(e, k);
+    v->win[v->n].lo = esmt_param_part_lo(e, k);
+    v->win[v->n].hi = esmt_param_part_lo(e, k) + esmt_param_part_n(e, k);
     v->win[v->n++].ptr = w->slot[w->cur];
   }
 }
@@ -97,8 +85,8 @@ static esmt_status gather_into(esmt_param_memory *p, char *buf, uint64_t lo, uin
 static esmt_status fill(esmt_param_memory *p, int i, int k) {
   esmt_weight_gather *w = p->wgather;
   w->part[i] = -1;
-  esmt_status st = gather_into(p, w->slot[i], part_lo(&p->env, k), part_n(&p->env, k),
-                               w->loaded[i]);
+  esmt_status st = gather_into(p, w->slot[i], esmt_param_part_lo(&p->env, k),
+                               esmt_param_part_n(&p->env, k), w->loaded[i]);
   if (!st) w->part[i] = k;
   return st;
 }
@@ -115,11 +103,11 @@ esmt_status esmt_weight_gather_needed(esmt_param_memory *p, uint64_t lo, uint64_
   const esmt_param_env *e = &p->env;
   esmt_weight_gather *w = p->wgather;
   const int k = esmt_param_part_at(e, lo);
-  if (k < 0 || hi != lo + part_n(e, k))
+  if (k < 0 || hi != lo + esmt_param_part_n(e, k))
     return esmt_fail(ESMT_ERR_INTERNAL, "ZeRO-3 weights: [%llu, %llu) asked for, not a part",
                      (unsigned long long)lo, (unsigned long long)hi);
   const int n = e->n_parts;
-  if (is_end(e, k)) { /* resident; as stream.c: the head turns the pass, the embedding starts one */
+  if (esmt_param_part_is_end(e, k)) { /* resident; as stream.c: the head turns the pass, the embedding starts one */
     const int after_head = w->last_part == n - 1;
     if (k == n - 1 || !after_head) w->dir = k == n - 1 ? -1 : 1;
     w->last_part = k;
@@ -246,7 +234,7 @@ esmt_status esmt_param_shard_weights(esmt_param_memory *p, uint64_t lo, uint64_t
   w->first_n = b[1];
   w->last_lo = b[e->n_parts - 1];
   w->last_n = e->total - w->last_lo;
-  w->slot_n = largest_middle(b, e->n_parts);
+  w->slot_n = esmt_param_largest_layer(b, e->n_parts);
   w->part[0] = w->part[1] = w->cur = w->last_part = -1;
   w->dir = 1;
   p->wgather = w; /* (esmt_param_shard_master takes the fp32 master with it) */
