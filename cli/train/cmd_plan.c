@@ -69,7 +69,7 @@ static void usage(FILE *f) {
          "key after the flags above\n"
          "--world N plans one of N data-parallel ranks at ZeRO stage --zero (dist.zero) and\n"
          "prints the bytes per rank of every stage and what each sends per update;\n"
-         "--zero auto plans the lowest stage that fits.\n"
+         "--zero auto, and --world N > 1 without --zero, plan the lowest stage that fits.\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
          "Fine-tuning: --head, --frozen-layers and --lora-rank (LoRA on --lora-targets,\n"
          "default query,value) plan a model whose frozen weights hold no gradients or\n"
@@ -148,7 +148,7 @@ int cmd_plan(int argc, char **argv) {
   /* plan's own defaults: rows of 512 tokens, the largest micro-batch that fits */
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
-  int have_overhead = 0, rows = 0, n_sets = 0, world = 1, zero_auto = 0;
+  int have_overhead = 0, rows = 0, n_sets = 0, world = 1, zero_auto = 0, zero_given = 0;
   uint64_t host_mem = 0;
   double link_gbps = 0, tflops = 0, host_gbps = 0;
   const char *sets[32];
@@ -179,6 +179,7 @@ int cmd_plan(int argc, char **argv) {
       }
       model = v;
     }
+    if (!strcmp(a, "--zero")) zero_given = 1;
     if (!strcmp(a, "--zero") && !strcmp(v, "auto")) { /* the planner picks the stage */
       known = 1;
       zero_auto = 1;
@@ -233,6 +234,7 @@ int cmd_plan(int argc, char **argv) {
       return 2;
     }
     snprintf(key, sizeof key, "%.*s", (int)(eq - sets[i]), sets[i]);
+    if (!strcmp(key, "dist.zero")) zero_given = 1;
     if ((st = esmt_config_set(cfg, key, eq + 1))) {
       fprintf(stderr, "plan: --set %s: %s\n", sets[i], esmt_last_error());
       esmt_config_destroy(cfg);
@@ -263,7 +265,8 @@ int cmd_plan(int argc, char **argv) {
   r.link_bandwidth = link_gbps * 1e9;
   r.host_bandwidth = host_gbps * 1e9;
   r.world_size = world;
-  if (zero_auto) r.zero = -1;
+  /* several ranks and no stage named: the lowest stage that fits */
+  if (zero_auto || (world > 1 && !zero_given)) r.zero = -1;
   esmt_plan p = ESMT_PLAN_INIT;
   st = esmt_plan_memory(&r, &p);
   if (st && st != ESMT_ERR_OUT_OF_MEMORY) { cli_error("plan", st); return 2; }
