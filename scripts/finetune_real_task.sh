@@ -15,7 +15,8 @@
 # are scored on the test clusters, both figures printed; RECORD=1 appends
 # them to the table in docs/finetune.md with the commit and this command.
 #   bash scripts/finetune_real_task.sh [CLI]       (env: OUT, PRETRAIN_SECONDS,
-#   PRETRAIN_STEPS, FT_STEPS, FT_LR, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT, THREADS, SEED, RECORD)
+#   PRETRAIN_STEPS, FT_STEPS, POOLING, FT_LR, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT,
+#   THREADS, SEED, RECORD)
 # LIMIT keeps the first N labelled proteins (the CI-sized run of
 # tests/cli/test_finetune_real_task.sh uses a few hundred).
 set -euo pipefail
@@ -28,6 +29,7 @@ pretrain_s=${PRETRAIN_SECONDS:-300}
 # the same checkpoint on any machine (the CI-sized run uses it)
 pretrain_steps=${PRETRAIN_STEPS:-}
 ft_lr=${FT_LR:-3e-4}
+pooling=${POOLING:-mean} # the sequence head's pooling (finetune's own default is cls)
 ft_steps=${FT_STEPS:-600}
 layers=${LAYERS:-4} width=${WIDTH:-128} heads=${HEADS:-4} max_len=${MAX_LEN:-256}
 limit=${LIMIT:-0} threads=${THREADS:-0} seed=${SEED:-1}
@@ -88,6 +90,7 @@ echo "== pre-training on the unlabelled records ($pretrain_what)"
 echo "== fine-tuning the pre-trained checkpoint (${ft_steps} steps)"
 "$cli" finetune --init-from "$out/pretrain" --data "$out/labelled.csv" --split-col split \
   --task seq-class "${shape[@]}" --steps "$ft_steps" --lr "$ft_lr" --warmup 30 --batch-rows 16 \
+  --pooling "$pooling" \
   --eval-every 50 --log-every 0 --best-metric macro_f1 --seed "$seed" --out "$out/finetune" \
   > "$out/finetune.log"
 "$cli" predict "$out/finetune/checkpoints/best" "$out/labelled.csv" -o "$out/predictions.csv" \
@@ -106,7 +109,7 @@ echo "  fine-tuned:                     $ft"
 echo "  logistic regression on embed:   $lr"
 if [ "${RECORD:-0}" = 1 ]; then
   commit=$(git -C "$here" rev-parse --short HEAD)
-  cmd="${pretrain_steps:+PRETRAIN_STEPS=$pretrain_steps }PRETRAIN_SECONDS=$pretrain_s FT_STEPS=$ft_steps LAYERS=$layers WIDTH=$width HEADS=$heads MAX_LEN=$max_len LIMIT=$limit SEED=$seed bash scripts/finetune_real_task.sh"
+  cmd="${pretrain_steps:+PRETRAIN_STEPS=$pretrain_steps }PRETRAIN_SECONDS=$pretrain_s FT_STEPS=$ft_steps POOLING=$pooling LAYERS=$layers WIDTH=$width HEADS=$heads MAX_LEN=$max_len LIMIT=$limit SEED=$seed bash scripts/finetune_real_task.sh"
   printf '| %s | %s | %s | %s | %s | `%s` |\n' "$(date -u +%Y-%m-%d)" "$commit" "$counts" \
     "$(echo "$ft" | awk '{ printf("%s / %s", $2, $4) }')" \
     "$(echo "$lr" | awk '{ printf("%s / %s", $2, $4) }')" "$cmd" >> "$here/docs/finetune.md"

@@ -113,7 +113,7 @@ const esmt_key_def esmt_config_keys[] = {
     {"finetune.class_weights", S, "", NULL, 0, 0,
      "seq-class cross-entropy weights: auto (inverse class frequency in training, sklearn's "
      "balanced) or w1,w2,... in class order; empty = none"},
-    {"finetune.pooling", E, "mean", "mean|cls", 0, 0, "a sequence head's pooling over the residues"},
+    {"finetune.pooling", E, "cls", "mean|cls", 0, 0, "a sequence head's pooling: cls (transformers', exports) or the mean of the residues"},
     {"finetune.freeze", S, "none", NULL, 0, 0,
      "what does not train: none, encoder (the head only) or N (the embedding and first N layers)"},
     {"finetune.lora_rank", I, "0", NULL, 0, 4096, "LoRA rank on the encoder's linear maps; 0 = none"},

@@ -53,16 +53,18 @@ static const char *architecture(const esmt_model *m) {
 }
 
 /* transformers' names for the head: num_labels through id2label/label2id
- * (its default LABEL_i names) and a sequence head's problem_type, which
- * picks the loss EsmForSequenceClassification computes. */
+ * (the model's output names, esmt_model_label_name, else transformers'
+ * default LABEL_i) and a sequence head's problem_type, which picks the loss
+ * EsmForSequenceClassification computes. */
 static int add_head_fields(const esmt_model *m, json_t *c) {
   if (m->cfg.head == ESMT_HEAD_NONE) return 0;
   json_t *id2label = json_object(), *label2id = json_object();
   int bad = !id2label || !label2id;
   for (int i = 0; i < m->cfg.num_labels && !bad; i++) {
-    char id[16], label[32];
+    char id[16], fallback[32];
     snprintf(id, sizeof id, "%d", i);
-    snprintf(label, sizeof label, "LABEL_%d", i);
+    snprintf(fallback, sizeof fallback, "LABEL_%d", i);
+    const char *named = esmt_model_label_name(m, i), *label = named ? named : fallback;
     bad |= json_object_set_new(id2label, id, json_string(label));
     bad |= json_object_set_new(label2id, label, json_integer(i));
   }

@@ -287,6 +287,36 @@ done:
   return st;
 }
 
+/* id2label's names onto the model's outputs (esmt_model_set_label_names),
+ * unless they are transformers' defaults LABEL_0, LABEL_1, ... (names the
+ * model never had). config.json was read and checked already. */
+static esmt_status import_label_names(esmt_model *m, const char *dir) {
+  const int n = m->cfg.num_labels;
+  if (m->cfg.head == ESMT_HEAD_NONE || n < 1) return ESMT_OK;
+  char path[PATH_CAP];
+  snprintf(path, sizeof path, "%s/config.json", dir);
+  json_t *root = NULL;
+  esmt_status st = esmt_json_load_input(path, "Hugging Face config.json", &root);
+  if (st) return st;
+  json_t *id2label = json_object_get(root, "id2label");
+  const char **names = calloc((size_t)n, sizeof *names);
+  int defaults = 1;
+  if (!names) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "%s: out of memory", path);
+  for (int i = 0; !st && json_is_object(id2label) && i < n; i++) {
+    char id[16], fallback[32];
+    snprintf(id, sizeof id, "%d", i);
+    snprintf(fallback, sizeof fallback, "LABEL_%d", i);
+    names[i] = json_string_value(json_object_get(id2label, id));
+    if (!names[i])
+      st = esmt_fail(ESMT_ERR_FORMAT, "%s: id2label has no name for output %d of %d", path, i, n);
+    else if (strcmp(names[i], fallback)) defaults = 0;
+  }
+  if (!st && json_is_object(id2label) && !defaults) st = esmt_model_set_label_names(m, names, n);
+  free(names);
+  json_decref(root);
+  return st;
+}
+
 esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model **out) {
   const char *fn = "esmt_model_import_hf";
   ESMT_CHECK_ARG(out, fn, "out is NULL");
@@ -306,7 +336,7 @@ esmt_status esmt_model_import_hf(esmt_context *ctx, const char *dir, esmt_model 
   }
   esmt_model *m = NULL;
   if ((st = esmt_model_create(ctx, &mc, 0, &m))) return esmt_fail_prefix(st, "%s: ", fn);
-  if ((st = esmt_model_load_hf(m, dir))) {
+  if ((st = esmt_model_load_hf(m, dir)) || (st = import_label_names(m, dir))) {
     esmt_model_destroy(m);
     return esmt_fail_prefix(st, "%s: ", fn);
   }

@@ -4,7 +4,9 @@
 # residues tell (more K+R than D+E) is learnt to validation accuracy well
 # above chance in seconds; metrics.jsonl has the task metrics and the best
 # checkpoint is kept; --resume latest continues; predict gives the learnt
-# classes for the table and FASTA; its checkpoint starts a
+# classes for the table and FASTA; export names the classes in config.json
+# (cls pooling, the default, crosses over) and import-hf keeps them; its
+# checkpoint starts a
 # LoRA model (head and encoder kept); a table with a bad row
 # writes nothing; an existing run is not written over.
 # Usage: test_finetune_cli.sh CLI
@@ -47,6 +49,17 @@ if "$cli" predict "$work/run" "$work/ten.fasta" -o "$work/ten.csv" 2> "$work/exi
 fi
 grep -q "ten.csv exists; not replaced" "$work/exists.err"
 test "$(md5sum < "$work/ten.csv")" = "$sum"
+
+echo "== export names the classes for transformers; import-hf reads them back"
+"$cli" export "$work/run" -o "$work/hf" > /dev/null
+python3 -c 'import json, sys; c = json.load(open(sys.argv[1]))
+sys.exit(c["id2label"] != {"0": "fewer", "1": "more"} or c["label2id"] != {"fewer": 0, "more": 1})' \
+  "$work/hf/config.json" ||
+  { echo "id2label without the class names:"; cat "$work/hf/config.json"; exit 1; }
+"$cli" import-hf "$work/hf" -o "$work/imported" > /dev/null
+"$cli" predict "$work/imported" "$work/ten.fasta" -o "$work/ten-imported.csv" --quiet
+head -1 "$work/ten-imported.csv" | grep -qx 'id,sequence,predicted,p_fewer,p_more'
+cmp <(cut -d, -f1-3 "$work/ten.csv") <(cut -d, -f1-3 "$work/ten-imported.csv")
 
 echo "== a fine-tuned checkpoint starts a LoRA model, its head and encoder kept"
 "$cli" finetune "${common[@]}" --steps 10 --eval-every 10 --warmup 2 --lr 1e-4 --lora-rank 4 \
