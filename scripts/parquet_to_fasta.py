@@ -21,13 +21,15 @@ quietly with 141 like a shell pipeline's writer killed by SIGPIPE.
 """
 import argparse
 import difflib
-import os
 import sys
+
+from parquet_input import die as _die, open_parquet, write_chunks
+
+PROG = "parquet_to_fasta"
 
 
 def die(msg, code=2):
-    print(f"parquet_to_fasta: {msg}", file=sys.stderr)
-    sys.exit(code)
+    _die(PROG, msg, code)
 
 
 def main():
@@ -43,15 +45,7 @@ def main():
     a = ap.parse_args()
     if a.batch_rows < 1:
         die("--batch-rows must be positive")
-    try:
-        import pyarrow.parquet as pq
-    except ImportError as e:
-        die(f"needs pyarrow, which this python3 ({sys.executable}) cannot import ({e}): "
-            "pip install pyarrow (or scripts/setup_reference_env.sh)")
-    try:
-        pf = pq.ParquetFile(a.parquet)
-    except (OSError, ValueError) as e:  # missing file, not Parquet (pyarrow.ArrowInvalid)
-        die(f"{a.parquet}: cannot read as Parquet: {e}")
+    pf = open_parquet(PROG, a.parquet)
     names = list(pf.schema_arrow.names)
 
     def column(want, default, what, option, required):
@@ -71,9 +65,8 @@ def main():
     seq_col = column(a.seq_column, "sequence", "sequence", "--seq-column", True)
     id_col = column(a.id_column, "id", "id", "--id-column", a.id_column is not None)
     cols = [seq_col] + ([id_col] if id_col and id_col != seq_col else [])
-    out = sys.stdout.buffer
-    row = 0
-    try:
+    def chunks():
+        row = 0
         for batch in pf.iter_batches(batch_size=a.batch_rows, columns=cols):
             seqs = batch.column(0).to_pylist()
             ids = batch.column(batch.schema.get_field_index(id_col)).to_pylist() if id_col else None
@@ -93,18 +86,9 @@ def main():
                     die(f"{a.parquet}: row {row}: the sequence column '{seq_col}' holds "
                         f"{type(s).__name__} values, not strings")
                 chunk.append(f">{ident}\n{''.join(s.split())}\n")
-            out.write("".join(chunk).encode("utf-8", "replace"))
-        out.flush()
-    except BrokenPipeError:
-        # the reader stopped (ingest failed or was interrupted): its message says why
-        try:
-            sys.stdout = None
-            os.dup2(os.open(os.devnull, os.O_WRONLY), 1)
-        finally:
-            sys.exit(141)
-    except OSError as e:
-        die(f"{a.parquet}: {e}", 1)
+            yield "".join(chunk)
 
+    write_chunks(PROG, a.parquet, chunks())
 
 if __name__ == "__main__":
     main()

@@ -103,6 +103,10 @@ if "$PY" -c 'import pyarrow' 2>/dev/null; then
   t1=$(date +%s.%N)
   printf '%-12s %s (%.2f s wall)\n' "parquet:" "$(head -1 <<<"$out")" "$(awk -v a="$t0" -v b="$t1" 'BEGIN { print b - a }')"
   sets+=(parquet)
+  # every column as CSV (the bridge for finetune/predict tables), read back by the C reader
+  "$PY" "$SRC/scripts/parquet_to_csv.py" "$W/p.parquet" --batch-rows 256 > "$W/p-parquet.csv"
+  ingest parquet-csv "$W/p-parquet.csv" --seq-column seq --id-column accession
+  sets+=(parquet-csv)
 else
   echo "SKIP parquet: no pyarrow ($PY cannot import it; scripts/setup_reference_env.sh installs it)"
 fi
