@@ -109,7 +109,7 @@ echo "  fine-tuned:                     $ft"
 echo "  logistic regression on embed:   $lr"
 if [ "${RECORD:-0}" = 1 ]; then
   commit=$(git -C "$here" rev-parse --short HEAD)
-  cmd="${pretrain_steps:+PRETRAIN_STEPS=$pretrain_steps }PRETRAIN_SECONDS=$pretrain_s FT_STEPS=$ft_steps POOLING=$pooling LAYERS=$layers WIDTH=$width HEADS=$heads MAX_LEN=$max_len LIMIT=$limit SEED=$seed bash scripts/finetune_real_task.sh"
+  cmd="${pretrain_steps:+PRETRAIN_STEPS=$pretrain_steps }PRETRAIN_SECONDS=$pretrain_s FT_STEPS=$ft_steps FT_LR=$ft_lr POOLING=$pooling LAYERS=$layers WIDTH=$width HEADS=$heads MAX_LEN=$max_len LIMIT=$limit SEED=$seed bash scripts/finetune_real_task.sh"
   printf '| %s | %s | %s | %s | %s | `%s` |\n' "$(date -u +%Y-%m-%d)" "$commit" "$counts" \
     "$(echo "$ft" | awk '{ printf("%s / %s", $2, $4) }')" \
     "$(echo "$lr" | awk '{ printf("%s / %s", $2, $4) }')" "$cmd" >> "$here/docs/finetune.md"
