@@ -13,6 +13,7 @@ typedef struct contacts_args {
   long long threads, min_separation, stride;
   double l2;
   int quiet, windows; /* windows: --long windows (else proteins over the window are refused) */
+  int npy;            /* --format npy: a directory of ID.npy files (esmt_contact_dir) */
 } contacts_args;
 
 /* --train-head: fit the contact head on INPUT's proteins and the pairs
