@@ -54,6 +54,10 @@ static void usage(FILE *f) {
     "  -o, --out FILE      the safetensors file (or --format npy directory) to create\n"
     "                      (required)\n"
     "  --format F          safetensors (default: one file) or npy (a directory)\n"
+    "  --png DIR           also a new directory DIR of ID.png heat maps (900 x 800: residue\n"
+    "                      i down, j across, probability 0..1 with a colour bar, the top\n"
+    "                      L/5 pairs >= 24 apart circled) and index.tsv, renamed whole\n"
+    "                      into place before OUT\n"
     "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
     "  --threads N         CPU threads (default 0: all cores)\n"
     "  --quiet             no progress lines\n"
@@ -93,6 +97,9 @@ static int parse(int argc, char **argv, contacts_args *a) {
     } else if (cli_flag_value("--l2", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_double_arg("contacts", "--l2", v, 0, 1e6, &a->l2)) return 2;
+    } else if (cli_flag_value("--png", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      a->png = v;
     } else if (cli_flag_value("--format", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (strcmp(v, "safetensors") && strcmp(v, "npy")) {
@@ -125,6 +132,14 @@ static int parse(int argc, char **argv, contacts_args *a) {
     continue;
   missing:
     fprintf(stderr, PREFIX "%s needs a value\n", argv[i]);
+    return 2;
+  }
+  if (a->png && a->train_pairs) {
+    fprintf(stderr, PREFIX "--png draws contact maps; --train-head exports a model\n");
+    return 2;
+  }
+  if (a->png && !contacts_png_available()) {
+    fprintf(stderr, PREFIX "--png: this build has no cairo (libcairo2-dev; see `plot`)\n");
     return 2;
   }
   if (a->npy && a->train_pairs) {
@@ -225,9 +240,9 @@ static int keep_id(staged *t, const char *id) {
 }
 
 /* Every protein of the input into the staged arrays, or with dir (--format
- * npy) into the directory. */
+ * npy) into the directory; with png (--png) also drawn there. */
 static int predict_all(const contacts_args *a, esmt_model *model, staged *t,
-                       esmt_contact_dir *dir, int64_t *count) {
+                       esmt_contact_dir *dir, esmt_contact_dir *png, int64_t *count) {
   esmt_sequence_reader *in = NULL;
   esmt_status st = esmt_sequence_reader_open(a->input, NULL, &in);
   if (st) {
@@ -287,6 +302,10 @@ static int predict_all(const contacts_args *a, esmt_model *model, staged *t,
       rc = 1;
       break;
     }
+    if (png && contacts_png_write(png, q.id, map, n)) {
+      rc = 1;
+      break;
+    }
     ++*count;
     if (!a->quiet)
       fprintf(stderr, "contacts: %lld proteins\r", (long long)*count);
@@ -306,8 +325,20 @@ failed:
   return 1;
 }
 
+/* --png: the figures' directory renamed into place; messages printed. */
+static int finish_png(esmt_contact_dir *png, const char *path, int quiet) {
+  if (!png) return 0;
+  esmt_status st = esmt_contact_dir_finish(png);
+  if (st) {
+    cli_error("contacts: --png", st);
+    return 1;
+  }
+  if (!quiet) fprintf(stderr, "contacts: contact map figures into %s\n", cli_esc(path));
+  return 0;
+}
+
 /* --format npy: the maps into a new directory (esmt_contact_dir). */
-static int write_npy_dir(const contacts_args *a, esmt_model *model) {
+static int write_npy_dir(const contacts_args *a, esmt_model *model, esmt_contact_dir *png) {
   esmt_contact_dir *dir = NULL;
   esmt_status st = esmt_contact_dir_begin(a->out, say_removed, NULL, &dir);
   if (st) {
@@ -315,11 +346,12 @@ static int write_npy_dir(const contacts_args *a, esmt_model *model) {
     return 1;
   }
   int64_t count = 0;
-  int rc = predict_all(a, model, NULL, dir, &count);
+  int rc = predict_all(a, model, NULL, dir, png, &count);
   if (!rc && count == 0) {
     fprintf(stderr, PREFIX "%s holds no protein: nothing written\n", cli_esc(a->input));
     rc = 1;
   }
+  if (!rc) rc = finish_png(png, a->png, a->quiet); /* the figures first: OUT last */
   if (!rc && (st = esmt_contact_dir_finish(dir))) {
     cli_error("contacts: output", st);
     rc = 1;
@@ -343,6 +375,19 @@ int cmd_contacts(int argc, char **argv) {
   }
   const char *inputs[3] = {a.model, a.input, a.train_pairs};
   if (cli_output_path_check("contacts", a.out, inputs, a.train_pairs ? 3 : 2)) return 1;
+  if (a.png) {
+    if (lstat(a.png, &sb) == 0) {
+      fprintf(stderr, PREFIX "--png %s exists: nothing written (--png creates a new "
+              "directory; move it away or choose another name)\n", cli_esc(a.png));
+      return 1;
+    }
+    if (!strcmp(a.png, a.out)) {
+      fprintf(stderr, PREFIX "--png %s is OUT too: the figures need a directory of their "
+              "own\n", cli_esc(a.png));
+      return 1;
+    }
+    if (cli_output_path_check("contacts", a.png, inputs, 2)) return 1;
+  }
   esmt_context *ctx = NULL;
   esmt_model *model = NULL;
   if (cli_model_open("contacts", a.model, a.backend, (int)a.threads, &ctx, &model)) return 1;
@@ -353,8 +398,19 @@ int cmd_contacts(int argc, char **argv) {
     return rc;
   }
   cli_signals_catch(NULL);
+  esmt_contact_dir *png = NULL;
+  if (a.png) {
+    esmt_status st = esmt_contact_dir_begin(a.png, say_removed, NULL, &png);
+    if (st) {
+      cli_error("contacts: --png", st);
+      esmt_model_destroy(model);
+      esmt_context_destroy(ctx);
+      return 1;
+    }
+  }
   if (a.npy) {
-    rc = write_npy_dir(&a, model);
+    rc = write_npy_dir(&a, model, png);
+    esmt_contact_dir_close(png);
     esmt_model_destroy(model);
     esmt_context_destroy(ctx);
     return rc;
@@ -363,11 +419,12 @@ int cmd_contacts(int argc, char **argv) {
   staged t = {0};
   int64_t count = 0;
   rc = stage_open(&t, a.out);
-  if (!rc) rc = predict_all(&a, model, &t, NULL, &count);
+  if (!rc) rc = predict_all(&a, model, &t, NULL, png, &count);
   if (!rc && count == 0) {
     fprintf(stderr, PREFIX "%s holds no protein: nothing written\n", cli_esc(a.input));
     rc = 1;
   }
+  if (!rc) rc = finish_png(png, a.png, a.quiet); /* the figures first: OUT last */
   if (!rc) {
     const char *meta[] = {"format", "esmtrain-contacts", "ids", t.ids};
     char tmp[4200];
@@ -380,6 +437,7 @@ int cmd_contacts(int argc, char **argv) {
       fprintf(stderr, "contacts: %lld proteins into %s\n", (long long)count, cli_esc(a.out));
   }
   stage_close(&t);
+  esmt_contact_dir_close(png);
   esmt_model_destroy(model);
   esmt_context_destroy(ctx);
   return rc;

@@ -360,13 +360,13 @@ typedef void (*esmt_removed_fn)(const char *path, void *user);
  * component (trailing slashes ignored), KIND one of kinds[0..n_kinds), and
  * PID a process that no longer runs. A regular file of one link is
  * removed; a directory (not a link) only when it holds nothing but regular
- * files of one link named *.npy or index.tsv (what esmt_contact_dir
+ * files of one link named *.npy, *.png or index.tsv (what esmt_contact_dir
  * writes). Anything else is left alone. Returns how many were removed. */
 ESMT_API int esmt_remove_dead_temporaries(const char *out, const char *const *kinds, int n_kinds,
                                           esmt_removed_fn removed, void *user);
 
 /* A new directory of contact maps, one protein at a time: ID.npy (float32,
- * n x n, row-major) per protein and index.tsv (a header "id length file",
+ * n x n, row-major) or ID.png per protein and index.tsv (a header "id length file",
  * then a line per protein in order, tab-separated; tabs and line breaks of
  * an id as spaces). File names are the ids made safe: bytes other than
  * A-Z a-z 0-9 . _ - as '_', a leading '.' as '_', at most 200 bytes, and
@@ -382,6 +382,12 @@ ESMT_API esmt_status esmt_contact_dir_begin(const char *out, esmt_removed_fn rem
                                             esmt_contact_dir **dir);
 ESMT_API esmt_status esmt_contact_dir_add(esmt_contact_dir *dir, const char *id,
                                           const float *map, int n);
+/* A new file ID.EXT (ext ".npy" or ".png"; the same safe, unique name)
+ * in the directory, listed in index.tsv with n; *fd is open read-write for
+ * the caller to write, fsync and close before esmt_contact_dir_finish
+ * (esmt_contact_dir_add is this with the map as .npy). */
+ESMT_API esmt_status esmt_contact_dir_add_file(esmt_contact_dir *dir, const char *id, int n,
+                                               const char *ext, int *fd);
 /* index.tsv, every file fsync'd, the rename to OUT (ESMT_ERR_STATE when OUT
  * appeared meanwhile). The directory stays open for esmt_contact_dir_close. */
 ESMT_API esmt_status esmt_contact_dir_finish(esmt_contact_dir *dir);

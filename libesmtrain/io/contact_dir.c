@@ -82,24 +82,57 @@ static void safe_name(const char *id, char *out) {
   if (out[0] == '.') out[0] = '_';
 }
 
-esmt_status esmt_contact_dir_add(esmt_contact_dir *d, const char *id, const float *map, int n) {
-  static const char fn[] = "esmt_contact_dir_add";
+/* The new file's path into path[4500] (for messages). */
+static esmt_status add_file(esmt_contact_dir *d, const char *id, int n, const char *ext, int *fd,
+                            char *path) {
+  static const char fn[] = "esmt_contact_dir_add_file";
+  ESMT_CHECK_ARG(fd, fn, "fd is NULL");
+  *fd = -1;
   ESMT_CHECK_ARG(d && d->made && !d->finished, fn, "dir: begun and not finished");
-  ESMT_CHECK_ARG(id && map && n > 0, fn, "id, map and n > 0");
-  char name[NAME_CAP + 1], file[NAME_CAP + 32], path[4500];
+  ESMT_CHECK_ARG(id && n > 0, fn, "id and n > 0");
+  ESMT_CHECK_ARG(ext && (!strcmp(ext, ".npy") || !strcmp(ext, ".png")), fn,
+                 "ext: \".npy\" or \".png\"");
+  char name[NAME_CAP + 1], file[NAME_CAP + 32];
   safe_name(id, name);
   /* the first free name: the directory is this writer's alone */
   struct stat sb;
   for (int k = 1;; k++) {
     if (k == 1)
-      snprintf(file, sizeof file, "%s.npy", name);
+      snprintf(file, sizeof file, "%s%s", name, ext);
     else
-      snprintf(file, sizeof file, "%s~%d.npy", name, k);
-    snprintf(path, sizeof path, "%s/%s", d->tmp, file);
+      snprintf(file, sizeof file, "%s~%d%s", name, k, ext);
+    snprintf(path, 4500, "%s/%s", d->tmp, file);
     if (lstat(path, &sb) != 0) break;
   }
+  esmt_status st = esmt_owned_file_create(path, fd);
+  if (st) return st;
+  for (const char *c = id; *c && !st; c++) {
+    const char ch = (*c == '\t' || *c == '\n' || *c == '\r') ? ' ' : *c;
+    st = index_append(d, &ch, 1);
+  }
+  char line[64];
+  const int len = snprintf(line, sizeof line, "\t%d\t", n);
+  if (!st) st = index_append(d, line, (size_t)len);
+  if (!st) st = index_append(d, file, strlen(file));
+  if (!st) st = index_append(d, "\n", 1);
+  if (st) {
+    close(*fd);
+    *fd = -1;
+  }
+  return st;
+}
+
+esmt_status esmt_contact_dir_add_file(esmt_contact_dir *d, const char *id, int n,
+                                      const char *ext, int *fd) {
+  char path[4500];
+  return add_file(d, id, n, ext, fd, path);
+}
+
+esmt_status esmt_contact_dir_add(esmt_contact_dir *d, const char *id, const float *map, int n) {
+  ESMT_CHECK_ARG(map, "esmt_contact_dir_add", "map is NULL");
   int fd = -1;
-  esmt_status st = esmt_owned_file_create(path, &fd);
+  char path[4500];
+  esmt_status st = add_file(d, id, n, ".npy", &fd, path);
   if (st) return st;
   esmt_npy_stream *s = NULL;
   st = esmt_npy_stream_start(fd, path, ESMT_NPY_F32, n, -1, &s);
@@ -107,17 +140,7 @@ esmt_status esmt_contact_dir_add(esmt_contact_dir *d, const char *id, const floa
   if (!st) st = esmt_npy_stream_commit(s);
   esmt_npy_stream_end(s);
   close(fd);
-  if (st) return st;
-  char line[64];
-  for (const char *c = id; *c; c++) {
-    const char ch = (*c == '\t' || *c == '\n' || *c == '\r') ? ' ' : *c;
-    if ((st = index_append(d, &ch, 1))) return st;
-  }
-  const int len = snprintf(line, sizeof line, "\t%d\t", n);
-  if ((st = index_append(d, line, (size_t)len)) || (st = index_append(d, file, strlen(file))) ||
-      (st = index_append(d, "\n", 1)))
-    return st;
-  return ESMT_OK;
+  return st;
 }
 
 esmt_status esmt_contact_dir_finish(esmt_contact_dir *d) {

@@ -32,7 +32,8 @@ static int dead_name(const char *name, const char *base, size_t bl,
 
 static int contact_file_name(const char *name) {
   const size_t n = strlen(name);
-  return !strcmp(name, "index.tsv") || (n > 4 && !strcmp(name + n - 4, ".npy"));
+  return !strcmp(name, "index.tsv") ||
+         (n > 4 && (!strcmp(name + n - 4, ".npy") || !strcmp(name + n - 4, ".png")));
 }
 
 /* A directory of esmt_contact_dir's files only, emptied and removed. */

@@ -45,6 +45,10 @@ on 5 proteins of 30..1000 residues:
     directory too) refused and kept; a SIGKILL mid-run leaves no OUT, only
     OUT.PID.tmp, which the next run into the same OUT removes (saying so);
     a same-named directory holding another file is left alone.
+(i) `contacts --png DIR` beside each format: one ID.png per protein in the
+    new DIR (and index.tsv), each a valid PNG (chunk CRCs, IHDR 900 x 800,
+    IDAT inflating to its rows); an existing DIR, DIR equal to OUT and DIR
+    in a missing folder are refused with neither DIR nor OUT written.
 (g) scripts/pdb_contacts.py on a handmade PDB file (a second chain, a
     water, a residue without CA, an alternate location: ignored) gives the
     sequence and the C-beta < 8 A pairs >= 6 apart computed here;
@@ -348,6 +352,67 @@ def part_h(work, mdir, recs):
     check(open(os.path.join(other, "notes.txt")).read() == "mine\n", "another directory changed")
 
 
+def png_ok(path, width, height):
+    """A PNG whose chunks' CRCs hold, of width x height, IDAT inflating to
+    its rows (8-bit RGB or RGBA, a filter byte a row)."""
+    import struct
+    import zlib
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return "not a PNG"
+    at, idat, ihdr = 8, b"", None
+    while at < len(data):
+        n, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + n]
+        if zlib.crc32(kind + body) != struct.unpack(">I", data[at + 8 + n:at + 12 + n])[0]:
+            return "bad CRC in %s" % kind
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        at += 12 + n
+    if not ihdr or ihdr[:2] != (width, height) or ihdr[2] != 8 or ihdr[3] not in (2, 6):
+        return "IHDR %s" % (ihdr,)
+    raw = zlib.decompress(idat)
+    bpp = 3 if ihdr[3] == 2 else 4
+    return "" if len(raw) == height * (1 + width * bpp) else "IDAT: %d bytes" % len(raw)
+
+
+def part_i(work, mdir, recs):
+    print("== (i) --png")
+    fasta = os.path.join(work, "png.fasta")
+    named = [("p|1", recs[0][1]), ("p|1", recs[1][1]), ("q", recs[2][1])]
+    write_fasta(fasta, named)
+    for fmt, out in (("safetensors", "png_out.safetensors"), ("npy", "png_out_dir")):
+        out, figs = os.path.join(work, out), os.path.join(work, "figs_" + fmt)
+        t0 = time.time()
+        p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--format", fmt, "--png",
+                            figs, "--quiet"], capture_output=True, text=True)
+        if not check(p.returncode == 0 and os.path.exists(out),
+                     "--png with %s: %d %r" % (fmt, p.returncode, p.stderr)):
+            continue
+        rows = open(os.path.join(figs, "index.tsv")).read().splitlines()[1:]
+        files = [r.split("\t")[2] for r in rows]
+        bad = [(f, png_ok(os.path.join(figs, f), 900, 800)) for f in files]
+        bad = [b for b in bad if b[1]]
+        print("  %s: %s in %.1f s, %d bad" % (fmt, files, time.time() - t0, len(bad)))
+        check(files == ["p_1.png", "p_1~2.png", "q.png"] and not bad,
+              "--png %s: files %s, bad %s" % (fmt, files, bad))
+        check(sorted(os.listdir(figs)) == sorted(files + ["index.tsv"]), "--png extra files")
+    out = os.path.join(work, "png_refused.safetensors")
+    taken = os.path.join(work, "figs_taken")
+    os.mkdir(taken)
+    for tag, figs, words in (("existing DIR", taken, ["figs_taken", "exists"]),
+                             ("DIR is OUT", out, ["OUT too"]),
+                             ("missing folder", os.path.join(work, "no", "figs"),
+                              ["cannot create", "No such file"])):
+        p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--png", figs, "--quiet"],
+                           capture_output=True, text=True)
+        refused("--png " + tag, p, out, words)
+        check(tag == "existing DIR" or not os.path.exists(figs), "%s: DIR written" % tag)
+    check(os.listdir(taken) == [], "existing --png DIR changed")
+
+
 def part_g(work, recs):
     print("== (g) scripts/pdb_contacts.py and scripts/contact_precision.py")
     rng = np.random.default_rng(3)
@@ -625,6 +690,7 @@ def main():
         part_f(work, mdir, recs)
         part_g(work, recs)
         part_h(work, mdir, recs)
+        part_i(work, mdir, recs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
