@@ -14,10 +14,7 @@
  * no longer running, a regular file of one link) are removed by the next
  * run into the same OUT. */
 #define _POSIX_C_SOURCE 200809L
-#include <dirent.h>
 #include <errno.h>
-#include <libgen.h>
-#include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -31,6 +28,7 @@
 static void usage(FILE *f) {
   fprintf(f,
     "usage: esmtrain-example contacts MODEL INPUT -o OUT.safetensors [options]\n"
+    "       esmtrain-example contacts MODEL INPUT --format npy -o OUT_DIR [options]\n"
     "       esmtrain-example contacts MODEL INPUT --train-head PAIRS -o OUT_DIR [options]\n\n"
     "Residue-residue contact probabilities of each protein of INPUT (FASTA or FASTA.gz), as\n"
     "fair-esm's predict_contacts: every layer's attention maps without <cls>/<eos>,\n"
@@ -41,7 +39,11 @@ static void usage(FILE *f) {
     "they overlap (a pair no window holds together is 0); empty records are refused.\n"
     "OUT (new; an existing file is refused) holds 'contacts'\n"
     "(float32, protein k's n x n map at offsets[k]..offsets[k+1]), 'offsets' and 'lengths'\n"
-    "(int64) and the ids in its metadata; on any error it is not created.\n\n"
+    "(int64) and the ids in its metadata; on any error it is not created. With --format npy\n"
+    "OUT is a new directory of ID.npy (float32, n x n) per protein and index.tsv (id, length,\n"
+    "file; ids made safe for file names: other bytes as '_', '~2', '~3' added to repeats),\n"
+    "built as OUT.PID.tmp beside it and renamed at the end, so OUT appears whole or not at\n"
+    "all; what a killed run left is removed by the next run into the same OUT.\n\n"
     "With --train-head the contact head is fitted instead (fair-esm's way: a logistic\n"
     "regression on the frozen model's attention features) on INPUT's proteins and the\n"
     "contacts listed in PAIRS, a text file of lines 'ID I J' (a record id of INPUT, two\n"
@@ -49,7 +51,13 @@ static void usage(FILE *f) {
     "non-contact), and the model with the new head is exported to the new directory OUT_DIR\n"
     "(a Hugging Face EsmForMaskedLM directory, as `export` writes).\n\n"
     "options:\n"
-    "  -o, --out FILE      the safetensors file to create (required)\n"
+    "  -o, --out FILE      the safetensors file (or --format npy directory) to create\n"
+    "                      (required)\n"
+    "  --format F          safetensors (default: one file) or npy (a directory)\n"
+    "  --png DIR           also a new directory DIR of ID.png heat maps (900 x 800: residue\n"
+    "                      i down, j across, probability 0..1 with a colour bar, the top\n"
+    "                      L/5 pairs >= 24 apart circled) and index.tsv, renamed whole\n"
+    "                      into place before OUT\n"
     "  --backend NAME      backend (default: $ESMTRAIN_BACKEND, else the best probed)\n"
     "  --threads N         CPU threads (default 0: all cores)\n"
     "  --quiet             no progress lines\n"
@@ -89,6 +97,16 @@ static int parse(int argc, char **argv, contacts_args *a) {
     } else if (cli_flag_value("--l2", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (!cli_double_arg("contacts", "--l2", v, 0, 1e6, &a->l2)) return 2;
+    } else if (cli_flag_value("--png", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      a->png = v;
+    } else if (cli_flag_value("--format", argc, argv, &i, &v)) {
+      if (!v) goto missing;
+      if (strcmp(v, "safetensors") && strcmp(v, "npy")) {
+        fprintf(stderr, PREFIX "--format '%s': safetensors or npy\n", cli_esc(v));
+        return 2;
+      }
+      a->npy = !strcmp(v, "npy");
     } else if (cli_flag_value("--long", argc, argv, &i, &v)) {
       if (!v) goto missing;
       if (strcmp(v, "refuse") && strcmp(v, "windows")) {
@@ -116,6 +134,18 @@ static int parse(int argc, char **argv, contacts_args *a) {
     fprintf(stderr, PREFIX "%s needs a value\n", argv[i]);
     return 2;
   }
+  if (a->png && a->train_pairs) {
+    fprintf(stderr, PREFIX "--png draws contact maps; --train-head exports a model\n");
+    return 2;
+  }
+  if (a->png && !contacts_png_available()) {
+    fprintf(stderr, PREFIX "--png: this build has no cairo (libcairo2-dev; see `plot`)\n");
+    return 2;
+  }
+  if (a->npy && a->train_pairs) {
+    fprintf(stderr, PREFIX "--format npy writes contact maps; --train-head exports a model\n");
+    return 2;
+  }
   if (npos < 2 || !a->out) {
     usage(stderr);
     return 2;
@@ -129,39 +159,16 @@ static int parse(int argc, char **argv, contacts_args *a) {
  * replacing a file) and removed at the end. */
 static const char *const k_names[3] = {"contacts", "offsets", "lengths"};
 
-/* NAME of a temporary of OUT's (base: OUT's file name) left by a process
- * that no longer runs: "BASE.PID.NAME.tmp", NAME an array's or
- * "safetensors". */
-static int stale_name(const char *name, const char *base) {
-  const size_t bl = strlen(base);
-  if (strncmp(name, base, bl) || name[bl] != '.') return 0;
-  char *end = NULL;
-  errno = 0;
-  const long pid = strtol(name + bl + 1, &end, 10);
-  if (errno || pid <= 0 || end == name + bl + 1 || *end != '.' || pid == (long)getpid()) return 0;
-  const char *what = end + 1;
-  int known = !strcmp(what, "safetensors.tmp");
-  for (int i = 0; i < 3 && !known; i++)
-    known = !strncmp(what, k_names[i], strlen(k_names[i])) &&
-            !strcmp(what + strlen(k_names[i]), ".tmp");
-  return known && kill((pid_t)pid, 0) != 0 && errno == ESRCH;
+static void say_removed(const char *path, void *user) {
+  (void)user;
+  fprintf(stderr, "contacts: removed %s, left by a run that was killed\n", cli_esc(path));
 }
 
 /* The temporaries a killed run into the same OUT left, removed, each said. */
 static void remove_stale(const char *out) {
-  char d[4096], b[4096];
-  snprintf(d, sizeof d, "%s", out);
-  snprintf(b, sizeof b, "%s", out);
-  const char *dir = dirname(d), *base = basename(b);
-  DIR *dd = opendir(dir);
-  if (!dd) return;
-  for (struct dirent *e; (e = readdir(dd));) {
-    char path[8300];
-    snprintf(path, sizeof path, "%s/%s", dir, e->d_name);
-    if (stale_name(e->d_name, base) && esmt_owned_file_is_own(path, NULL) && unlink(path) == 0)
-      fprintf(stderr, "contacts: removed %s, left by a run that was killed\n", cli_esc(path));
-  }
-  closedir(dd);
+  static const char *const kinds[] = {"contacts.tmp", "offsets.tmp", "lengths.tmp",
+                                      "safetensors.tmp"};
+  esmt_remove_dead_temporaries(out, kinds, 4, say_removed, NULL);
 }
 
 /* The finished file, OUT.PID.safetensors.tmp, linked as OUT: a link never
@@ -232,8 +239,10 @@ static int keep_id(staged *t, const char *id) {
   return 0;
 }
 
-/* Every protein of the input into the staged arrays. */
-static int predict_all(const contacts_args *a, esmt_model *model, staged *t, int64_t *count) {
+/* Every protein of the input into the staged arrays, or with dir (--format
+ * npy) into the directory; with png (--png) also drawn there. */
+static int predict_all(const contacts_args *a, esmt_model *model, staged *t,
+                       esmt_contact_dir *dir, esmt_contact_dir *png, int64_t *count) {
   esmt_sequence_reader *in = NULL;
   esmt_status st = esmt_sequence_reader_open(a->input, NULL, &in);
   if (st) {
@@ -243,7 +252,7 @@ static int predict_all(const contacts_args *a, esmt_model *model, staged *t, int
   int64_t offset = 0;
   int rc = 0;
   float *map = NULL;
-  if ((st = esmt_npy_stream_append(t->s[1], &offset, 1))) goto failed;
+  if (!dir && (st = esmt_npy_stream_append(t->s[1], &offset, 1))) goto failed;
   for (;;) {
     esmt_sequence q = ESMT_SEQUENCE_INIT;
     int got = 0;
@@ -282,12 +291,18 @@ static int predict_all(const contacts_args *a, esmt_model *model, staged *t, int
     }
     const int64_t len = n;
     offset += len * len;
-    if ((st = esmt_npy_stream_append(t->s[0], map, (uint64_t)len * len)) ||
+    if (dir) {
+      if ((st = esmt_contact_dir_add(dir, q.id, map, n))) goto failed;
+    } else if ((st = esmt_npy_stream_append(t->s[0], map, (uint64_t)len * len)) ||
         (st = esmt_npy_stream_append(t->s[1], &offset, 1)) ||
         (st = esmt_npy_stream_append(t->s[2], &len, 1)))
       goto failed;
-    if (keep_id(t, q.id)) {
+    if (!dir && keep_id(t, q.id)) {
       fprintf(stderr, PREFIX "out of memory for the ids\n");
+      rc = 1;
+      break;
+    }
+    if (png && contacts_png_write(png, q.id, map, n)) {
       rc = 1;
       break;
     }
@@ -310,6 +325,43 @@ failed:
   return 1;
 }
 
+/* --png: the figures' directory renamed into place; messages printed. */
+static int finish_png(esmt_contact_dir *png, const char *path, int quiet) {
+  if (!png) return 0;
+  esmt_status st = esmt_contact_dir_finish(png);
+  if (st) {
+    cli_error("contacts: --png", st);
+    return 1;
+  }
+  if (!quiet) fprintf(stderr, "contacts: contact map figures into %s\n", cli_esc(path));
+  return 0;
+}
+
+/* --format npy: the maps into a new directory (esmt_contact_dir). */
+static int write_npy_dir(const contacts_args *a, esmt_model *model, esmt_contact_dir *png) {
+  esmt_contact_dir *dir = NULL;
+  esmt_status st = esmt_contact_dir_begin(a->out, say_removed, NULL, &dir);
+  if (st) {
+    cli_error("contacts: output", st);
+    return 1;
+  }
+  int64_t count = 0;
+  int rc = predict_all(a, model, NULL, dir, png, &count);
+  if (!rc && count == 0) {
+    fprintf(stderr, PREFIX "%s holds no protein: nothing written\n", cli_esc(a->input));
+    rc = 1;
+  }
+  if (!rc) rc = finish_png(png, a->png, a->quiet); /* the figures first: OUT last */
+  if (!rc && (st = esmt_contact_dir_finish(dir))) {
+    cli_error("contacts: output", st);
+    rc = 1;
+  }
+  if (!rc && !a->quiet)
+    fprintf(stderr, "contacts: %lld proteins into %s\n", (long long)count, cli_esc(a->out));
+  esmt_contact_dir_close(dir);
+  return rc;
+}
+
 int cmd_contacts(int argc, char **argv) {
   contacts_args a = {.min_separation = 6, .l2 = 1e-3};
   int rc = parse(argc, argv, &a);
@@ -318,11 +370,24 @@ int cmd_contacts(int argc, char **argv) {
   if (lstat(a.out, &sb) == 0) {
     fprintf(stderr, PREFIX "%s exists: nothing written (contacts creates a new %s; move it "
             "away or choose another name)\n", cli_esc(a.out),
-            a.train_pairs ? "directory" : "file");
+            a.train_pairs || a.npy ? "directory" : "file");
     return 1;
   }
   const char *inputs[3] = {a.model, a.input, a.train_pairs};
   if (cli_output_path_check("contacts", a.out, inputs, a.train_pairs ? 3 : 2)) return 1;
+  if (a.png) {
+    if (lstat(a.png, &sb) == 0) {
+      fprintf(stderr, PREFIX "--png %s exists: nothing written (--png creates a new "
+              "directory; move it away or choose another name)\n", cli_esc(a.png));
+      return 1;
+    }
+    if (!strcmp(a.png, a.out)) {
+      fprintf(stderr, PREFIX "--png %s is OUT too: the figures need a directory of their "
+              "own\n", cli_esc(a.png));
+      return 1;
+    }
+    if (cli_output_path_check("contacts", a.png, inputs, 2)) return 1;
+  }
   esmt_context *ctx = NULL;
   esmt_model *model = NULL;
   if (cli_model_open("contacts", a.model, a.backend, (int)a.threads, &ctx, &model)) return 1;
@@ -333,15 +398,33 @@ int cmd_contacts(int argc, char **argv) {
     return rc;
   }
   cli_signals_catch(NULL);
+  esmt_contact_dir *png = NULL;
+  if (a.png) {
+    esmt_status st = esmt_contact_dir_begin(a.png, say_removed, NULL, &png);
+    if (st) {
+      cli_error("contacts: --png", st);
+      esmt_model_destroy(model);
+      esmt_context_destroy(ctx);
+      return 1;
+    }
+  }
+  if (a.npy) {
+    rc = write_npy_dir(&a, model, png);
+    esmt_contact_dir_close(png);
+    esmt_model_destroy(model);
+    esmt_context_destroy(ctx);
+    return rc;
+  }
   remove_stale(a.out);
   staged t = {0};
   int64_t count = 0;
   rc = stage_open(&t, a.out);
-  if (!rc) rc = predict_all(&a, model, &t, &count);
+  if (!rc) rc = predict_all(&a, model, &t, NULL, png, &count);
   if (!rc && count == 0) {
     fprintf(stderr, PREFIX "%s holds no protein: nothing written\n", cli_esc(a.input));
     rc = 1;
   }
+  if (!rc) rc = finish_png(png, a.png, a.quiet); /* the figures first: OUT last */
   if (!rc) {
     const char *meta[] = {"format", "esmtrain-contacts", "ids", t.ids};
     char tmp[4200];
@@ -354,6 +437,7 @@ int cmd_contacts(int argc, char **argv) {
       fprintf(stderr, "contacts: %lld proteins into %s\n", (long long)count, cli_esc(a.out));
   }
   stage_close(&t);
+  esmt_contact_dir_close(png);
   esmt_model_destroy(model);
   esmt_context_destroy(ctx);
   return rc;

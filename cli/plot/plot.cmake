@@ -14,7 +14,8 @@ if(ESMT_WITH_PLOT AND CAIRO_FOUND)
                  ${CMAKE_CURRENT_LIST_DIR}/plot_data.c ${CMAKE_CURRENT_LIST_DIR}/plot_draw.c
                  ${CMAKE_CURRENT_LIST_DIR}/plot_panel.c
                  ${CMAKE_CURRENT_LIST_DIR}/plot_render.c ${CMAKE_CURRENT_LIST_DIR}/plot_ticks.c
-                 ${CMAKE_CURRENT_LIST_DIR}/plot_signature.c)
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_signature.c
+                 ${CMAKE_CURRENT_LIST_DIR}/plot_contact_map.c)
   target_link_libraries(esmtrain-example PRIVATE PkgConfig::CAIRO)
   target_compile_definitions(esmtrain-example PRIVATE ESMT_HAVE_CAIRO=1)
   if(FONTCONFIG_FOUND)

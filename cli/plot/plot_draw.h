@@ -27,4 +27,11 @@ void plot_key_sample(const plot_ctx *c, const plot_key *k, double x, double y, d
 void plot_draw_keys(const plot_ctx *c, const plot_key *k, int n, double x, double y, int boxed);
 void plot_keys_size(const plot_ctx *c, const plot_key *k, int n, double *w, double *h);
 
+/* A width x height PNG (svg: SVG) that draw(cr, user) paints, streamed into
+ * out with the mark of plot_signature.h (plot_render.c). Returns 0, or -1
+ * with the reason in err. */
+typedef void (*plot_draw_fn)(cairo_t *cr, void *user);
+int plot_surface_render(int width, int height, int svg, plot_draw_fn draw, void *user,
+                        plot_signer *out, char *err, size_t cap);
+
 #endif

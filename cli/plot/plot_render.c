@@ -84,23 +84,20 @@ static int failed(cairo_status_t st, const char *what, char *err, size_t cap) {
   return -1;
 }
 
-int plot_render(const plot_figure *fig, plot_signer *out, char *err, size_t cap) {
+int plot_surface_render(int width, int height, int svg, plot_draw_fn draw, void *user,
+                        plot_signer *out, char *err, size_t cap) {
   cairo_surface_t *sf =
-      fig->svg ? cairo_svg_surface_create_for_stream(write_stream, out, fig->width, fig->height)
-               : cairo_image_surface_create(CAIRO_FORMAT_RGB24, fig->width, fig->height);
+      svg ? cairo_svg_surface_create_for_stream(write_stream, out, width, height)
+          : cairo_image_surface_create(CAIRO_FORMAT_RGB24, width, height);
   if (failed(cairo_surface_status(sf), "creating the surface", err, cap)) {
     cairo_surface_destroy(sf);
     return -1;
   }
   cairo_t *cr = cairo_create(sf);
-  const double s = fmin(fig->width / 1600.0, fig->height / 1000.0);
-  plot_ctx c = {.cr = cr, .s = s, .font = fmax(15.0 * pow(s, 0.7), 7.0), .xlabel = fig->xlabel};
-  c.x_how = PLOT_AXIS_TIGHT | (fig->x_integer ? PLOT_AXIS_INTEGER : 0);
-  x_range(fig, &c.x_lo, &c.x_hi);
-  draw_figure(&c, fig);
+  draw(cr, user);
   int rc = failed(cairo_status(cr), "drawing", err, cap);
   cairo_destroy(cr);
-  if (!rc && !fig->svg)
+  if (!rc && !svg)
     rc = failed(cairo_surface_write_to_png_stream(sf, write_stream, out), "writing PNG", err, cap);
   cairo_surface_finish(sf); /* an SVG is written out here */
   if (!rc) rc = failed(cairo_surface_status(sf), "writing SVG", err, cap);
@@ -112,4 +109,18 @@ int plot_render(const plot_figure *fig, plot_signer *out, char *err, size_t cap)
   FcFini();
 #endif
   return rc;
+}
+
+static void draw_plot(cairo_t *cr, void *user) {
+  const plot_figure *fig = user;
+  const double s = fmin(fig->width / 1600.0, fig->height / 1000.0);
+  plot_ctx c = {.cr = cr, .s = s, .font = fmax(15.0 * pow(s, 0.7), 7.0), .xlabel = fig->xlabel};
+  c.x_how = PLOT_AXIS_TIGHT | (fig->x_integer ? PLOT_AXIS_INTEGER : 0);
+  x_range(fig, &c.x_lo, &c.x_hi);
+  draw_figure(&c, fig);
+}
+
+int plot_render(const plot_figure *fig, plot_signer *out, char *err, size_t cap) {
+  return plot_surface_render(fig->width, fig->height, fig->svg, draw_plot, (void *)fig, out, err,
+                             cap);
 }

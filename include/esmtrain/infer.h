@@ -349,6 +349,52 @@ ESMT_API esmt_status esmt_npy_streams_to_safetensors(const char *path,
                                                      const char *const *meta, int meta_count);
 
 /* ------------------------------------------------------------------------ */
+/* Contact-map directories and the temporaries of killed writers            */
+/* ------------------------------------------------------------------------ */
+
+/* Called with the path of each temporary removed (may be NULL). */
+typedef void (*esmt_removed_fn)(const char *path, void *user);
+
+/* Temporaries beside `out` that a writer killed before it finished left:
+ * entries of out's directory named "BASE.PID.KIND", BASE out's last
+ * component (trailing slashes ignored), KIND one of kinds[0..n_kinds), and
+ * PID a process that no longer runs. A regular file of one link is
+ * removed; a directory (not a link) only when it holds nothing but regular
+ * files of one link named *.npy, *.png or index.tsv (what esmt_contact_dir
+ * writes). Anything else is left alone. Returns how many were removed. */
+ESMT_API int esmt_remove_dead_temporaries(const char *out, const char *const *kinds, int n_kinds,
+                                          esmt_removed_fn removed, void *user);
+
+/* A new directory of contact maps, one protein at a time: ID.npy (float32,
+ * n x n, row-major) or ID.png per protein and index.tsv (a header "id length file",
+ * then a line per protein in order, tab-separated; tabs and line breaks of
+ * an id as spaces). File names are the ids made safe: bytes other than
+ * A-Z a-z 0-9 . _ - as '_', a leading '.' as '_', at most 200 bytes, and
+ * "~2", "~3", ... added to a name already taken. The directory is built
+ * under "OUT.PID.tmp" beside OUT and renamed to OUT by
+ * esmt_contact_dir_finish, never replacing anything, so OUT appears whole
+ * or not at all; begin first removes the "OUT.PID.tmp" directories of
+ * killed writers (esmt_remove_dead_temporaries). */
+typedef struct esmt_contact_dir esmt_contact_dir;
+
+/* ESMT_ERR_STATE naming out when it exists (a link included). */
+ESMT_API esmt_status esmt_contact_dir_begin(const char *out, esmt_removed_fn removed, void *user,
+                                            esmt_contact_dir **dir);
+ESMT_API esmt_status esmt_contact_dir_add(esmt_contact_dir *dir, const char *id,
+                                          const float *map, int n);
+/* A new file ID.EXT (ext ".npy" or ".png"; the same safe, unique name)
+ * in the directory, listed in index.tsv with n; *fd is open read-write for
+ * the caller to write, fsync and close before esmt_contact_dir_finish
+ * (esmt_contact_dir_add is this with the map as .npy). */
+ESMT_API esmt_status esmt_contact_dir_add_file(esmt_contact_dir *dir, const char *id, int n,
+                                               const char *ext, int *fd);
+/* index.tsv, every file fsync'd, the rename to OUT (ESMT_ERR_STATE when OUT
+ * appeared meanwhile). The directory stays open for esmt_contact_dir_close. */
+ESMT_API esmt_status esmt_contact_dir_finish(esmt_contact_dir *dir);
+/* Free; unless finished, the temporary directory is removed. NULL accepted. */
+ESMT_API void esmt_contact_dir_close(esmt_contact_dir *dir);
+
+/* ------------------------------------------------------------------------ */
 /* Tables of one's own columns (variants, labels)                           */
 /* ------------------------------------------------------------------------ */
 

@@ -39,6 +39,16 @@ on 5 proteins of 30..1000 residues:
     OUT.PID.NAME.tmp, and no OUT; the next run into the same OUT removes
     them (saying so), leaves alone a same-named file of a running process's
     and a symbolic link, and writes OUT.
+(h) `contacts --format npy`: a new directory of ID.npy per protein and
+    index.tsv whose maps equal (b)'s safetensors maps bit for bit, with
+    ids made safe for file names and unique; an existing OUT (an empty
+    directory too) refused and kept; a SIGKILL mid-run leaves no OUT, only
+    OUT.PID.tmp, which the next run into the same OUT removes (saying so);
+    a same-named directory holding another file is left alone.
+(i) `contacts --png DIR` beside each format: one ID.png per protein in the
+    new DIR (and index.tsv), each a valid PNG (chunk CRCs, IHDR 900 x 800,
+    IDAT inflating to its rows); an existing DIR, DIR equal to OUT and DIR
+    in a missing folder are refused with neither DIR nor OUT written.
 (g) scripts/pdb_contacts.py on a handmade PDB file (a second chain, a
     water, a residue without CA, an alternate location: ignored) gives the
     sequence and the C-beta < 8 A pairs >= 6 apart computed here;
@@ -267,6 +277,140 @@ def part_f(work, mdir, recs):
     check(now == sorted(["killed.safetensors", "killed.safetensors2", os.path.basename(live),
                          os.path.basename(link)]), "files after the next run: %s" % now)
     check(open(live).read() == "not contacts'\n", "the live process's file changed")
+
+
+def npy_load(path):
+    return np.load(path, allow_pickle=False)
+
+
+def part_h(work, mdir, recs):
+    print("== (h) --format npy")
+    ids = ["a/b|c", "a_b_c", ".hidden"] + [i for i, _ in recs[:2]]
+    named = [(i, s) for i, (_, s) in zip(ids, [recs[0], recs[1], recs[0], recs[0], recs[1]])]
+    fasta = os.path.join(work, "npy.fasta")
+    write_fasta(fasta, named)
+    ref = os.path.join(work, "npy_ref.safetensors")
+    check(contacts(mdir, fasta, ref).returncode == 0, "safetensors run for --format npy")
+    got = load_file(ref)
+    out = os.path.join(work, "maps")
+    p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--format", "npy", "--quiet"],
+                       capture_output=True, text=True)
+    if not check(p.returncode == 0, "--format npy exited %d: %r" % (p.returncode, p.stderr)):
+        return
+    rows = [ln.split("\t") for ln in open(os.path.join(out, "index.tsv")).read().splitlines()]
+    want_files = ["a_b_c.npy", "a_b_c~2.npy", "_hidden.npy"] + [
+        i.replace("|", "_") + ".npy" for i in ids[3:]]
+    check(rows[0] == ["id", "length", "file"], "index.tsv header %r" % rows[0])
+    check([r[0] for r in rows[1:]] == ids and [r[2] for r in rows[1:]] == want_files
+          and [int(r[1]) for r in rows[1:]] == [len(s) for _, s in named],
+          "index.tsv rows %r" % rows[1:])
+    check(sorted(os.listdir(out)) == sorted(want_files + ["index.tsv"]),
+          "files %s" % sorted(os.listdir(out)))
+    same = 0
+    for k, (_, s) in enumerate(named):
+        n = len(s)
+        m = npy_load(os.path.join(out, want_files[k]))
+        c = got["contacts"][got["offsets"][k]:got["offsets"][k + 1]].reshape(n, n)
+        same += m.dtype == np.float32 and m.shape == (n, n) and m.tobytes() == c.tobytes()
+    print("  %d/%d maps equal to the safetensors maps bit for bit; files %s"
+          % (same, len(named), want_files))
+    check(same == len(named), "--format npy maps differ from the safetensors maps")
+    # an existing OUT, a file or an empty directory: refused, kept
+    for tag, make in (("file", lambda q: open(q, "w").write("mine\n")), ("empty dir", os.mkdir)):
+        q = os.path.join(work, "taken_" + tag.replace(" ", "_"))
+        make(q)
+        p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", q, "--format", "npy"],
+                           capture_output=True, text=True)
+        kept = open(q).read() == "mine\n" if tag == "file" else os.listdir(q) == []
+        print("  existing OUT (%s): exit %d, %s" % (tag, p.returncode, p.stderr.strip()))
+        check(p.returncode != 0 and "exists" in p.stderr and kept, "existing %s OUT" % tag)
+    # a kill mid-run: no OUT; the next run removes the temporary directory
+    import signal
+    many = os.path.join(work, "npy_kill.fasta")
+    write_fasta(many, [("k%d" % i, s) for i in range(40) for _, s in recs[2:3]])
+    out = os.path.join(work, "killed_maps")
+    other = "%s.999999999.tmp" % out  # not this writer's: holds another file
+    os.mkdir(other)
+    open(os.path.join(other, "notes.txt"), "w").write("mine\n")
+    proc = subprocess.Popen([BIN, "contacts", mdir, many, "-o", out, "--format", "npy",
+                             "--threads", "2", "--quiet"],
+                            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    tmp = "%s.%d.tmp" % (out, proc.pid)
+    t0 = time.time()
+    while not (os.path.isdir(tmp) and len(os.listdir(tmp)) >= 2) and time.time() - t0 < 30:
+        time.sleep(0.005)
+    os.kill(proc.pid, signal.SIGKILL)
+    proc.wait()
+    print("  killed with %d maps written: OUT %s" % (len(os.listdir(tmp)) if os.path.isdir(tmp)
+                                                     else -1, os.path.exists(out)))
+    check(os.path.isdir(tmp) and not os.path.exists(out), "after SIGKILL: no temporary or an OUT")
+    p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--format", "npy", "--quiet"],
+                       capture_output=True, text=True)
+    check(p.returncode == 0 and p.stderr.count("left by a run that was killed") == 1
+          and not os.path.exists(tmp) and os.path.exists(os.path.join(out, "index.tsv")),
+          "next run: %d %r" % (p.returncode, p.stderr))
+    check(open(os.path.join(other, "notes.txt")).read() == "mine\n", "another directory changed")
+
+
+def png_ok(path, width, height):
+    """A PNG whose chunks' CRCs hold, of width x height, IDAT inflating to
+    its rows (8-bit RGB or RGBA, a filter byte a row)."""
+    import struct
+    import zlib
+    data = open(path, "rb").read()
+    if data[:8] != b"\x89PNG\r\n\x1a\n":
+        return "not a PNG"
+    at, idat, ihdr = 8, b"", None
+    while at < len(data):
+        n, kind = struct.unpack(">I4s", data[at:at + 8])
+        body = data[at + 8:at + 8 + n]
+        if zlib.crc32(kind + body) != struct.unpack(">I", data[at + 8 + n:at + 12 + n])[0]:
+            return "bad CRC in %s" % kind
+        if kind == b"IHDR":
+            ihdr = struct.unpack(">IIBBBBB", body)
+        elif kind == b"IDAT":
+            idat += body
+        at += 12 + n
+    if not ihdr or ihdr[:2] != (width, height) or ihdr[2] != 8 or ihdr[3] not in (2, 6):
+        return "IHDR %s" % (ihdr,)
+    raw = zlib.decompress(idat)
+    bpp = 3 if ihdr[3] == 2 else 4
+    return "" if len(raw) == height * (1 + width * bpp) else "IDAT: %d bytes" % len(raw)
+
+
+def part_i(work, mdir, recs):
+    print("== (i) --png")
+    fasta = os.path.join(work, "png.fasta")
+    named = [("p|1", recs[0][1]), ("p|1", recs[1][1]), ("q", recs[2][1])]
+    write_fasta(fasta, named)
+    for fmt, out in (("safetensors", "png_out.safetensors"), ("npy", "png_out_dir")):
+        out, figs = os.path.join(work, out), os.path.join(work, "figs_" + fmt)
+        t0 = time.time()
+        p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--format", fmt, "--png",
+                            figs, "--quiet"], capture_output=True, text=True)
+        if not check(p.returncode == 0 and os.path.exists(out),
+                     "--png with %s: %d %r" % (fmt, p.returncode, p.stderr)):
+            continue
+        rows = open(os.path.join(figs, "index.tsv")).read().splitlines()[1:]
+        files = [r.split("\t")[2] for r in rows]
+        bad = [(f, png_ok(os.path.join(figs, f), 900, 800)) for f in files]
+        bad = [b for b in bad if b[1]]
+        print("  %s: %s in %.1f s, %d bad" % (fmt, files, time.time() - t0, len(bad)))
+        check(files == ["p_1.png", "p_1~2.png", "q.png"] and not bad,
+              "--png %s: files %s, bad %s" % (fmt, files, bad))
+        check(sorted(os.listdir(figs)) == sorted(files + ["index.tsv"]), "--png extra files")
+    out = os.path.join(work, "png_refused.safetensors")
+    taken = os.path.join(work, "figs_taken")
+    os.mkdir(taken)
+    for tag, figs, words in (("existing DIR", taken, ["figs_taken", "exists"]),
+                             ("DIR is OUT", out, ["OUT too"]),
+                             ("missing folder", os.path.join(work, "no", "figs"),
+                              ["cannot create", "No such file"])):
+        p = subprocess.run([BIN, "contacts", mdir, fasta, "-o", out, "--png", figs, "--quiet"],
+                           capture_output=True, text=True)
+        refused("--png " + tag, p, out, words)
+        check(tag == "existing DIR" or not os.path.exists(figs), "%s: DIR written" % tag)
+    check(os.listdir(taken) == [], "existing --png DIR changed")
 
 
 def part_g(work, recs):
@@ -545,6 +689,8 @@ def main():
         part_e(work, mdir, pick_long(db, 1500))
         part_f(work, mdir, recs)
         part_g(work, recs)
+        part_h(work, mdir, recs)
+        part_i(work, mdir, recs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
     print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
