@@ -16,18 +16,6 @@
 #include "trainer.h"
 #include "trainer_finetune.h"
 
-struct esmt_finetune_owned {
-  esmt_labelled *data;
-  esmt_labelled_loader *train, *valid;
-};
-
-void esmt_finetune_owned_free(struct esmt_finetune_owned *o) {
-  if (!o) return;
-  esmt_labelled_loader_destroy(o->train);
-  esmt_labelled_loader_destroy(o->valid);
-  esmt_labelled_free(o->data);
-  free(o);
-}
 
 static int task_of(const char *name) {
   const int head = esmt_head_from_name(name); /* the schema admits the task heads only */
@@ -229,5 +217,5 @@ fail:
 }
 
 const esmt_labelled *esmt_trainer_labelled(const esmt_trainer *t) {
-  return t && t->finetune_owned ? t->finetune_owned->data : NULL;
+  return t ? esmt_finetune_owned_data(t->finetune_owned) : NULL;
 }

@@ -36,9 +36,17 @@ ESMT_HIDDEN esmt_status esmt_trainer_set_best_metric(esmt_trainer *t,
 
 ESMT_HIDDEN void esmt_task_eval_free(esmt_trainer *t);
 
-/* What esmt_finetune_create_from_config gives its trainer (finetune_config.c). */
-struct esmt_finetune_owned;
+/* What esmt_finetune_create_from_config (finetune_config.c) gives its
+ * trainer to own: the labelled table and its two loaders. Freed with the
+ * trainer (finetune_owned.c, which knows nothing of the trainer, so that
+ * trainer.c and the fine-tuning files depend on it and not on each other). */
+struct esmt_finetune_owned {
+  esmt_labelled *data;
+  esmt_labelled_loader *train, *valid;
+};
 ESMT_HIDDEN void esmt_finetune_owned_free(struct esmt_finetune_owned *owned);
+/* The table, or NULL (owned NULL: a trainer not made by finetune_config.c). */
+ESMT_HIDDEN const esmt_labelled *esmt_finetune_owned_data(const struct esmt_finetune_owned *owned);
 
 /* esmt_trainer_init_from for a task head or LoRA model (trainer_task_init.c):
  * the encoder's weights of a checkpoint or "hf:DIR" of the plain model's

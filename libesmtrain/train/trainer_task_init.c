@@ -47,7 +47,7 @@ static esmt_status copy_tensors(esmt_model *from, esmt_model *to) {
 /* The table's label names back on the model after a whole load, with a
  * word when the checkpoint named its outputs otherwise. */
 static esmt_status keep_table_names(esmt_trainer *t, const char *spec) {
-  const esmt_labelled *data = esmt_trainer_labelled(t);
+  const esmt_labelled *data = esmt_finetune_owned_data(t->finetune_owned);
   if (!data) return ESMT_OK;
   const int n = esmt_labelled_num_labels(data);
   const char **names = calloc((size_t)(n > 0 ? n : 1), sizeof *names);
