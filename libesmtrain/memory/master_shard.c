@@ -8,7 +8,6 @@
 
 #include "esmtrain/backend.h"
 #include "param_layer.h"
-#include "weight_gather.h"
 
 int esmt_param_master_sharded(const esmt_param_memory *p) {
   /* ZeRO-3 on one rank holds the whole shard, but its weights are gathered */
@@ -102,86 +101,3 @@ esmt_status esmt_param_shard_master(esmt_param_memory *p, uint64_t lo, uint64_t 
   return ESMT_OK;
 }
 
-esmt_status esmt_param_upload_converted(esmt_param_memory *p, void *dst, const float *host,
-                                       uint64_t n) {
-  const esmt_param_env *e = &p->env;
-  if (!n) return ESMT_OK;
-  if (e->dtype == ESMTB_F32) {
-    esmtb_status bs = e->ops->copy_async(e->dev, dst, host, n * sizeof(float), ESMTB_COPY_H2D,
-                                         e->stream);
-    if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
-    return bs ? esmt_fail_prefix((esmt_status)bs, "uploading weights: ") : ESMT_OK;
-  }
-  if (!e->ops->convert)
-    return esmt_fail(ESMT_ERR_UNSUPPORTED, "uploading weights: backend %s does not implement "
-                     "convert", e->ops->name);
-  enum { CHUNK = 1 << 20 }; /* elements staged at a time */
-  const uint64_t stage_n = n < CHUNK ? n : CHUNK;
-  float *stage = NULL;
-  esmt_status st = esmt_param_dev_alloc(e, stage_n * sizeof(float), (void **)&stage,
-                                        "weight staging buffer");
-  if (st) return st;
-  esmtb_status bs = 0;
-  for (uint64_t at = 0; !bs && at < n; at += stage_n) {
-    const uint64_t k = n - at < stage_n ? n - at : stage_n;
-    bs = e->ops->copy_async(e->dev, stage, host + at, k * sizeof(float), ESMTB_COPY_H2D,
-                            e->stream);
-    esmtb_convert_args c = {sizeof c, k, stage, ESMTB_F32, (char *)dst + at * e->esize, e->dtype};
-    if (!bs) bs = e->ops->convert(e->dev, &c, e->stream);
-    if (!bs) bs = e->ops->stream_sync(e->dev, e->stream); /* the stage is reused */
-  }
-  e->ops->free(e->dev, ESMTB_MEM_DEVICE, stage);
-  return bs ? esmt_fail_prefix((esmt_status)bs, "uploading weights: ") : ESMT_OK;
-}
-
-esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host, uint64_t off,
-                                  uint64_t n) {
-  const char *fn = "writing the sharded weights";
-  const esmt_param_env *e = &p->env;
-  const uint64_t hi = off + n;
-  esmtb_status bs = 0;
-  esmt_param_frozen_write(p, host, off, n);
-  uint64_t a = off > p->master_lo ? off : p->master_lo, b = hi < p->master_hi ? hi : p->master_hi;
-  if (a < b)
-    bs = e->ops->copy_async(e->dev, p->master + (a - p->master_lo), host + (a - off),
-                            (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
-  for (int i = 0; !bs && p->norm_dev && i < e->n_norm; i++) {
-    const uint64_t o = e->norm_offs[i], end = o + (uint64_t)e->d;
-    a = off > o ? off : o;
-    b = hi < end ? hi : end;
-    if (a < b)
-      bs = e->ops->copy_async(e->dev, p->norm_dev + (uint64_t)i * e->d + (a - o), host + (a - off),
-                              (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
-  }
-  if (!bs) bs = e->ops->stream_sync(e->dev, e->stream);
-  if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
-  esmt_status st = ESMT_OK;
-  if (p->compute_lowp) { /* the half copy: whole at ZeRO-2, the shard at ZeRO-3 */
-    const uint64_t c_hi = p->wgather ? p->master_hi : e->total;
-    a = off > p->compute_lo ? off : p->compute_lo;
-    b = hi < c_hi ? hi : c_hi;
-    if (a < b)
-      st = esmt_param_upload_converted(p, (char *)p->compute_lowp + (a - p->compute_lo) * e->esize,
-                                       host + (a - off), b - a);
-  }
-  if (!st && p->wgather) st = esmt_weight_gather_write_ends(p, host, off, n);
-  return st;
-}
-
-esmt_status esmt_param_master_upload(esmt_param_memory *p, const float *host) {
-  return esmt_param_write_host(p, host, 0, p->env.total);
-}
-
-void esmt_param_replicated(const esmt_param_memory *p, const void **buf, uint64_t *bytes) {
-  const esmt_param_env *e = &p->env;
-  if (p->wgather) { /* ZeRO-3: the end parts (the layers are nobody's whole) */
-    *buf = p->wgather->ends;
-    *bytes = (p->wgather->first_n + p->wgather->last_n) * e->esize;
-  } else if (esmt_param_master_sharded(p)) { /* ZeRO-2 in half: the half copy */
-    *buf = p->compute_lowp;
-    *bytes = e->total * e->esize;
-  } else {
-    *buf = p->master;
-    *bytes = e->total * sizeof(float);
-  }
-}

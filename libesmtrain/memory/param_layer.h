@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* The operations of the parameter memory (param_memory.h) that depend on
  * where the buffers live, as a table with two implementations:
- * esmt_device_layer (param_memory.c) and esmt_offload_layer (offload.c, a
+ * esmt_device_layer (device_layer.c) and esmt_offload_layer (offload.c, a
  * layer over the device one). Callers dispatch through mem->layer and
  * never test which layer they have. */
 #ifndef ESMTRAIN_PARAM_LAYER_H

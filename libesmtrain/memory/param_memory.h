@@ -5,7 +5,7 @@
  * checkpoints, ZeRO-1 and the trainer reach these buffers only through
  * this struct and its layer's operations (param_layer.h), never by asking
  * where the bytes are. Two layers implement the operations:
- *   device  (param_memory.c): everything in device memory; the kernels read
+ *   device  (device_layer.c): everything in device memory; the kernels read
  *           the master itself (fp32) or a half copy refreshed from it;
  *   offload (offload.c), a layer over the device one: master weights and
  *           optimizer state in host memory, gradients streamed down to the

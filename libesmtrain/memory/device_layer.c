@@ -9,15 +9,6 @@
 
 #include "registry.h"
 
-esmt_status esmt_param_dev_alloc(const esmt_param_env *env, uint64_t bytes, void **out,
-                                 const char *what) {
-  esmtb_status st = env->ops->alloc(env->dev, ESMTB_MEM_DEVICE, bytes, out);
-  if (!st) return ESMT_OK;
-  esmt_fail_prefix((esmt_status)st, "esmt_model_create: %s (%.1f MiB): ", what,
-                   (double)bytes / 1048576.0);
-  return env->device_oom ? env->device_oom(env->owner, (esmt_status)st) : (esmt_status)st;
-}
-
 static esmt_status dev_sync_compute(esmt_param_memory *p, uint64_t off, uint64_t count) {
   if (!p->compute_lowp) return ESMT_OK; /* fp32: the kernels read the master */
   const esmt_param_env *e = &p->env;
