@@ -137,10 +137,7 @@ static void on_ready(void *user, uint64_t from) {
     esmt_dp_bucket_range(dp, k, &lo, &hi);
     if (esmt_dp_zero(dp)) { /* ZeRO-1: each owner gets the sum of its part of the bucket */
       const int W = esmt_dp_world(dp);
-      for (int j = 0; j <= W; j++) {
-        uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
-        dp->dev_off[j] = (size_t)(o - lo);
-      }
+      esmt_dp_clip_shards(dp, W, lo, hi);
       esmtb_shard_args a = {sizeof a, ESMTB_F32, (size_t)(hi - lo), dp->grads + lo, W,
                             dp->dev_off};
       bs = m->ops->reduce_scatter(m->dev, &a, dp->comm_stream);

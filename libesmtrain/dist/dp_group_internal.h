@@ -58,6 +58,17 @@ static inline void esmt_dp_bucket_range(const esmt_dp *dp, uint64_t k, uint64_t 
   *lo = *hi > dp->bucket_elems ? *hi - dp->bucket_elems : 0;
 }
 
+/* The ranks' shards clipped to the flat range [lo, hi), as offsets from lo
+ * into bucket_off and dev_off (each where allocated): the cuts of a
+ * reduce-scatter or all-gather of that range. */
+static inline void esmt_dp_clip_shards(esmt_dp *dp, int world, uint64_t lo, uint64_t hi) {
+  for (int j = 0; j <= world; j++) {
+    const uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
+    if (dp->bucket_off) dp->bucket_off[j] = o - lo;
+    if (dp->dev_off) dp->dev_off[j] = (size_t)(o - lo);
+  }
+}
+
 /* A gradient bucket of `bytes` was reduced (all-reduced, or
  * reduce-scattered under ZeRO). */
 static inline void esmt_dp_count_bucket(esmt_dp *dp, uint64_t bytes) {

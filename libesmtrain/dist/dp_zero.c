@@ -70,11 +70,7 @@ static esmt_status reduce_part(void *user, float *buf, uint64_t lo, uint64_t n,
   esmt_model *m = dp->sharded_m;
   const int W = esmt_dp_world(dp);
   const uint64_t hi = lo + n;
-  for (int j = 0; j <= W; j++) {
-    const uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
-    dp->bucket_off[j] = o - lo;
-    dp->dev_off[j] = (size_t)(o - lo);
-  }
+  esmt_dp_clip_shards(dp, W, lo, hi);
   const double t0 = esmt_now_s();
   esmtb_status bs = 0;
   esmt_status st = ESMT_OK;
@@ -111,16 +107,12 @@ static esmt_status gather_part(void *user, void *buf, uint64_t lo, uint64_t n,
   esmt_model *m = dp->sharded_m;
   const int W = esmt_dp_world(dp);
   const uint64_t hi = lo + n;
-  for (int j = 0; j <= W; j++) {
-    const uint64_t o = dp->shard_off[j] < lo ? lo : dp->shard_off[j] > hi ? hi : dp->shard_off[j];
-    dp->bucket_off[j] = o - lo;
-  }
+  esmt_dp_clip_shards(dp, W, lo, hi);
   const size_t es = m->mem.env.esize;
   const double t0 = esmt_now_s();
   esmtb_status bs = 0;
   esmt_status st = ESMT_OK;
   if (dp->on_device) {
-    for (int j = 0; j <= W; j++) dp->dev_off[j] = (size_t)dp->bucket_off[j];
     esmtb_shard_args a = {sizeof a, m->mem.env.dtype, (size_t)n, buf, W, dp->dev_off};
     bs = m->ops->event_record(m->dev, dp->ready_event, m->stream);
     if (!bs && !esmt_test_zero3_drop_ready_wait)
