@@ -10,11 +10,16 @@
 #include <math.h>
 #include <stdlib.h>
 #include <string.h>
+#ifdef __GLIBC__
+#include <malloc.h>
+#endif
 
 #include "esmtrain/esmtrain.h"
 #include "comm.h"
 #include "dp_group.h"
 #include "model.h"
+#include "optimizer.h"
+#include "safetensors.h"
 
 enum { B = 2, T = 8, C = 3 };
 
@@ -167,6 +172,36 @@ static void head_outputs(esmt_model *m, float *out) {
   if (esmt_model_forward(m, &b, &r, out)) fail_msg("%s", esmt_last_error());
 }
 
+/* The saved optimizer state of the frozen prefix [0, lo) is zero: no
+ * moments are kept there, and the save must not write whatever the host
+ * buffer held before (main() makes malloc hand out dirty memory). */
+static void assert_frozen_moments_zero(esmt_model *m, const char *dir, uint64_t lo) {
+  char path[1024];
+  snprintf(path, sizeof path, "%s/optimizer.safetensors", dir);
+  esmt_st_file f;
+  if (esmt_st_open(path, &f)) fail_msg("%s", esmt_last_error());
+  int checked = 0;
+  for (int i = 0; i < m->layout.count; i++) {
+    const esmt_tensor_info *t = &m->layout.tensors[i];
+    if (t->offset + t->numel > lo) continue;
+    for (int s = 0; s < esmt_optimizer_state_count(m->cfg.optimizer); s++) {
+      char name[512];
+      snprintf(name, sizeof name, "%s%s", esmt_optimizer_state_prefix(m->cfg.optimizer, s),
+               t->name);
+      const esmt_st_tensor *st = esmt_st_find(&f, name);
+      if (!st) fail_msg("%s: no tensor %s", path, name);
+      float *v = malloc(st->numel * sizeof *v);
+      esmt_st_to_f32(st, v);
+      for (uint64_t k = 0; k < st->numel; k++)
+        if (v[k] != 0.0f) fail_msg("%s[%llu] = %g, not 0", name, (unsigned long long)k, v[k]);
+      free(v);
+      checked++;
+    }
+  }
+  assert_true(checked > 0);
+  esmt_st_close(&f);
+}
+
 /* A frozen prefix in bf16 (LoRA, or frozen layers): the frozen weights'
  * fp32 master is in host memory, the device holding the master of what
  * trains only (docs/finetune.md, Memory); the frozen weights read back
@@ -189,6 +224,7 @@ static esmt_model *frozen_on_host_trains(esmt_context *ctx, const esmt_model_con
   assert_memory_not_equal(before + lo, after + lo, (n - lo) * sizeof *before);
   const char *dir = test_mkdtemp();
   if (esmt_model_save(m, dir, 3)) fail_msg("%s", esmt_last_error());
+  assert_frozen_moments_zero(m, dir, lo);
   esmt_model *back = make(ctx, c);
   if (esmt_model_load(back, dir, 1, NULL)) fail_msg("%s", esmt_last_error());
   test_rmtree(dir);
@@ -550,6 +586,12 @@ static void test_bad_batches(void **state) {
 }
 
 int main(void) {
+#ifdef __GLIBC__
+  /* every allocation from the heap, filled with a non-zero pattern: a
+   * buffer read before it is written shows (assert_frozen_moments_zero) */
+  mallopt(M_MMAP_THRESHOLD, 256 << 20);
+  mallopt(M_PERTURB, 0x5a);
+#endif
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_head_learning_rate),
       cmocka_unit_test(test_lora_initial_state),

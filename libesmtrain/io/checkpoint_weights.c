@@ -12,12 +12,18 @@
 
 /* Copy a whole flat buffer between device and host. The moments cover
  * [opt_lo, opt_hi) of it (a ZeRO-1 shard, else everything): only that part
- * of `host` is copied. */
+ * of `host` is copied; a download zeroes the rest. */
 static esmt_status flat_copy(esmt_model *m, float *host, float *dev_buf, int to_device) {
   uint64_t lo = 0, n = m->layout.total;
   if (dev_buf && (dev_buf == m->mem.moment1 || dev_buf == m->mem.moment2)) {
     lo = m->mem.opt_lo;
     n = m->mem.opt_hi - m->mem.opt_lo;
+    /* a frozen prefix has no moments: they read as zero, never as whatever
+     * the host buffer held before */
+    if (!to_device) {
+      memset(host, 0, (size_t)lo * sizeof(float));
+      memset(host + lo + n, 0, (size_t)(m->layout.total - lo - n) * sizeof(float));
+    }
   }
   if (dev_buf && dev_buf == m->mem.master && esmt_param_master_sharded(&m->mem)) {
     if (to_device) return esmt_param_master_upload(&m->mem, host); /* shard and half copy */
