@@ -46,7 +46,7 @@
 #include "trainer.h"
 
 static void path_of(char *buf, size_t cap, const char *what, int a, int b) {
-  snprintf(buf, cap, "%s/%s-%d-%d", g_dir, what, a, b);
+  snprintf(buf, cap, "%s/%s-%d-%d", test_tmpdir, what, a, b);
 }
 
 static double rel_diff(const float *a, const float *b, size_t n) {
@@ -83,7 +83,7 @@ static void test_split(void **state) {
 /* The communicator halves directly: 3 ranks, shards of 5, 0 and 7. */
 static int rs_rank(int rank) {
   char rdv[512];
-  snprintf(rdv, sizeof rdv, "%s/rdv-rs-%d", g_dir, g_job);
+  snprintf(rdv, sizeof rdv, "%s/rdv-rs-%d", test_tmpdir, g_job);
   esmt_comm_options co = {rank, 3, NULL, 0, rdv, (uint64_t)g_job + 1000, 20.0};
   esmt_comm *c = NULL;
   if (esmt_comm_create(&c, &co)) return 1;
@@ -195,7 +195,7 @@ static void test_zero2_sharded_master_bf16(void **state) {
   }
   char dirs[2][512], ck[2][1024];
   for (int z = 1; z <= 2; z++) {
-    snprintf(dirs[z - 1], sizeof dirs[z - 1], "%s/ck-bf16-z%d", g_dir, z);
+    snprintf(dirs[z - 1], sizeof dirs[z - 1], "%s/ck-bf16-z%d", test_tmpdir, z);
     run_spec s[2] = {{0, 2, z, 3, dirs[z - 1], 3, 0, 0, 0, NULL, NULL, NULL},
                      {1, 2, z, 3, dirs[z - 1], 3, 0, 0, 0, NULL, NULL, NULL}};
     int st[2];
@@ -274,8 +274,8 @@ static void resume_case(int z1, int z2, const float *full, size_t n) {
 static void test_resume(void **state) {
   (void)state;
   char full[512], wf[512];
-  snprintf(full, sizeof full, "%s/full", g_dir);
-  snprintf(wf, sizeof wf, "%s/w-full", g_dir);
+  snprintf(full, sizeof full, "%s/full", test_tmpdir);
+  snprintf(wf, sizeof wf, "%s/w-full", test_tmpdir);
   int st[2];
   run_spec a[2] = {{0, 2, 1, 6, full, 2, 0, 0, 0, wf, NULL, NULL},
                    {1, 2, 1, 6, full, 2, 0, 0, 0, NULL, NULL, NULL}};
@@ -308,7 +308,7 @@ static void test_resume(void **state) {
 static void test_killed_rank(void **state) {
   (void)state;
   char err[512];
-  snprintf(err, sizeof err, "%s/err0", g_dir);
+  snprintf(err, sizeof err, "%s/err0", test_tmpdir);
   run_spec s[2] = {{0, 2, 1, 50, NULL, 0, 0, 0, 0, NULL, err, NULL},
                    {1, 2, 1, 50, NULL, 0, 0, 3, 0, NULL, NULL, NULL}};
   int st[2];
@@ -389,7 +389,7 @@ static void test_offload_refused(void **state) {
   esmt_trainer *t = NULL;
   assert_int_equal(esmt_trainer_create(m, &o, &src, &t), ESMT_OK);
   char rdv[512];
-  snprintf(rdv, sizeof rdv, "%s/rdv-one", g_dir);
+  snprintf(rdv, sizeof rdv, "%s/rdv-one", test_tmpdir);
   esmt_comm_options co = {0, 1, NULL, 0, rdv, 77, 5.0};
   esmt_comm *comm = NULL;
   esmt_dp *dp = NULL;
@@ -469,7 +469,7 @@ static void test_zero2_checkpoint_files(void **state) {
   g_per_update = 1;
   char dirs[3][512], ck[3][1024];
   for (int z = 0; z <= 2; z++) {
-    snprintf(dirs[z], sizeof dirs[z], "%s/ck-z%d", g_dir, z);
+    snprintf(dirs[z], sizeof dirs[z], "%s/ck-z%d", test_tmpdir, z);
     run_spec s[2] = {{0, 2, z, 4, dirs[z], 4, 0, 0, 0, NULL, NULL, NULL},
                      {1, 2, z, 4, dirs[z], 4, 0, 0, 0, NULL, NULL, NULL}};
     int st[2];
@@ -488,21 +488,12 @@ static void test_zero2_plan_matches_ranks(void **state) {
   for (int world = 2; world <= 3; world++) {
     size_t n;
     free(train(world, 2, 0, &n, "p"));
-    esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
-    mc.num_layers = 2; mc.hidden_size = 32; mc.num_heads = 2; mc.max_positions = 64;
-    esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
-    r.model = &mc;
-    r.micro_batch = 2;
-    r.seq_len = MEM_T;
-    r.world_size = world;
-    r.zero = 2;
-    esmt_plan p = ESMT_PLAN_INIT;
-    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    esmt_plan p = plan_of_runs(world, 2, 0);
     assert_int_equal(p.parameters, n);
     uint64_t most = 0, most_g = 0; /* the largest shard's: the rank the plan is for */
     for (int rk = 0; rk < world; rk++) {
       char path[600];
-      snprintf(path, sizeof path, "%s/p-info%d-z2-r%d", g_dir, world, rk);
+      snprintf(path, sizeof path, "%s/p-info%d-z2-r%d", test_tmpdir, world, rk);
       unsigned long long lo, hi, total, glo, ghi, gbytes;
       long long o, sk;
       double nm;
@@ -524,8 +515,7 @@ static void test_zero2_plan_matches_ranks(void **state) {
     esmt_zero_volume v;
     esmt_zero_comm_volume(2, n, world, 1, 4, &v);
     assert_int_equal(p.comm_bytes, v.sent_per_rank);
-    r.zero = 0; /* one process's moments whole */
-    assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+    p = plan_of_runs(world, 0, 0); /* one process's moments whole */
     assert_int_equal(p.device[ESMT_MEM_MOMENTS], 8 * n);
   }
 }
@@ -549,5 +539,5 @@ int main(void) {
       cmocka_unit_test(test_zero2_checkpoint_files),
       cmocka_unit_test(test_zero2_plan_matches_ranks),
   };
-  return cmocka_run_group_tests(tests, zero_fixture_setup, zero_fixture_teardown);
+  return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

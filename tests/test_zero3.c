@@ -91,7 +91,7 @@ static void test_zero3_uneven_eval(void **state) {
     run_spec s[2];
     memset(s, 0, sizeof s);
     for (int r = 0; r < 2; r++) {
-      snprintf(w[r], sizeof w[r], "%s/ev-z%d-r%d", g_dir, z, r);
+      snprintf(w[r], sizeof w[r], "%s/ev-z%d-r%d", test_tmpdir, z, r);
       run_spec one = {r, 2, z, 2, NULL, 0, 0, 0, 0, w[r], NULL, NULL};
       s[r] = one;
     }
@@ -121,7 +121,7 @@ static void test_zero3_checkpoint_resume(void **state) {
   char dirs[2][512], ck[2][1024];
   const int levels[2] = {1, 3};
   for (int i = 0; i < 2; i++) {
-    snprintf(dirs[i], sizeof dirs[i], "%s/ck3-z%d", g_dir, levels[i]);
+    snprintf(dirs[i], sizeof dirs[i], "%s/ck3-z%d", test_tmpdir, levels[i]);
     run_spec s[2] = {{0, 2, levels[i], 3, dirs[i], 3, 0, 0, 0, NULL, NULL, NULL},
                      {1, 2, levels[i], 3, dirs[i], 3, 0, 0, 0, NULL, NULL, NULL}};
     int st[2];
@@ -148,5 +148,5 @@ int main(void) {
       cmocka_unit_test(test_zero3_checkpoint_resume),
       cmocka_unit_test(test_zero3_uneven_eval),
   };
-  return cmocka_run_group_tests(tests, zero_fixture_setup, zero_fixture_teardown);
+  return cmocka_run_group_tests(tests, test_tmpdir_setup, test_tmpdir_teardown);
 }

@@ -21,7 +21,6 @@
 #include "rank_runner.h"
 #include "trainer.h"
 
-char g_dir[256];
 int g_job;
 double g_clip;
 int g_bf16;
@@ -112,7 +111,7 @@ static esmt_status run(const run_spec *s) {
   esmt_status st = esmt_trainer_create(m, &o, &src, &t);
   if (!st && (s->world > 1 || s->zero >= 3)) { /* one process: no group, but ZeRO-3's gathers */
     char rdv[512];
-    snprintf(rdv, sizeof rdv, "%s/rdv-%d", g_dir, g_job);
+    snprintf(rdv, sizeof rdv, "%s/rdv-%d", test_tmpdir, g_job);
     esmt_comm_options co = {s->rank, s->world, NULL, 0, rdv, (uint64_t)g_job + 1, 20.0};
     esmt_comm *comm = NULL;
     esmt_dp *dp = NULL;
@@ -205,8 +204,8 @@ float *train(int world, int zero, int scaling, size_t *n, const char *tag) {
   memset(specs, 0, sizeof specs); /* GCC under ASan cannot see every rank filled */
   char w[3][512], info[3][512];
   for (int r = 0; r < world; r++) {
-    snprintf(w[r], sizeof w[r], "%s/%s-w%d-z%d-r%d", g_dir, tag, world, zero, r);
-    snprintf(info[r], sizeof info[r], "%s/%s-info%d-z%d-r%d", g_dir, tag, world, zero, r);
+    snprintf(w[r], sizeof w[r], "%s/%s-w%d-z%d-r%d", test_tmpdir, tag, world, zero, r);
+    snprintf(info[r], sizeof info[r], "%s/%s-info%d-z%d-r%d", test_tmpdir, tag, world, zero, r);
     run_spec s = {r, world, zero, STEPS, NULL, 0, 0, 0, scaling, w[r], NULL, info[r]};
     specs[r] = s;
   }
@@ -326,9 +325,7 @@ void same_checkpoint_files(const char *a, const char *b, const char *what) {
   }
 }
 
-/* The planner's master bytes for `world` ranks at `zero` in bf16 against
- * the largest shard the ranks of run `tag` held (4 bytes each). */
-void check_plan_master(const char *tag, int world, int zero, size_t n) {
+esmt_plan plan_of_runs(int world, int zero, int bf16) {
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   mc.num_layers = 2; mc.hidden_size = 32; mc.num_heads = 2; mc.max_positions = 64;
   esmt_plan_request r = ESMT_PLAN_REQUEST_INIT;
@@ -337,13 +334,20 @@ void check_plan_master(const char *tag, int world, int zero, size_t n) {
   r.seq_len = MEM_T;
   r.world_size = world;
   r.zero = zero;
-  r.precision = ESMT_PRECISION_BF16;
+  if (bf16) r.precision = ESMT_PRECISION_BF16;
   esmt_plan p = ESMT_PLAN_INIT;
   assert_int_equal(esmt_plan_memory(&r, &p), ESMT_OK);
+  return p;
+}
+
+/* The planner's master bytes for `world` ranks at `zero` in bf16 against
+ * the largest shard the ranks of run `tag` held (4 bytes each). */
+void check_plan_master(const char *tag, int world, int zero, size_t n) {
+  const esmt_plan p = plan_of_runs(world, zero, 1);
   uint64_t most = 0;
   for (int rk = 0; rk < world; rk++) {
     char path[600];
-    snprintf(path, sizeof path, "%s/%s-info%d-z%d-r%d", g_dir, tag, world, zero, rk);
+    snprintf(path, sizeof path, "%s/%s-info%d-z%d-r%d", test_tmpdir, tag, world, zero, rk);
     unsigned long long lo, hi;
     FILE *f = fopen(path, "r");
     assert_non_null(f);
@@ -362,7 +366,7 @@ void check_plan_master(const char *tag, int world, int zero, size_t n) {
  * against esmt_zero_comm_volume's per-update figures. */
 void check_volume(const char *tag, int world, int zero, int k, size_t n) {
   char path[600];
-  snprintf(path, sizeof path, "%s/%s-info%d-z%d-r0.vol", g_dir, tag, world, zero);
+  snprintf(path, sizeof path, "%s/%s-info%d-z%d-r0.vol", test_tmpdir, tag, world, zero);
   unsigned long long ar, rs, ag, sent;
   long long steps;
   FILE *f = fopen(path, "r");
@@ -391,15 +395,4 @@ void check_volume(const char *tag, int world, int zero, int k, size_t n) {
   assert_int_equal(ar, want.allreduced * STEPS);
   assert_int_equal(rs, want.reduce_scattered * STEPS);
   assert_int_equal(ag, want.allgathered * STEPS);
-}
-
-int zero_fixture_setup(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "%s", test_mkdtemp());
-  return 0;
-}
-int zero_fixture_teardown(void **state) {
-  (void)state;
-  test_rmtree(g_dir);
-  return 0;
 }

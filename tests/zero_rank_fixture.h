@@ -4,7 +4,7 @@
  * communicator, the checks every run gets (train: the ranks agree, each
  * holds its shard, the start-up log says so) and the comparisons of
  * volumes, plans and checkpoint files. Set the g_ knobs before the ranks
- * fork; zero_fixture_setup and _teardown make and remove g_dir. */
+ * fork; their files go to test_tmpdir (test_util's group setup). */
 #ifndef ESMT_TEST_ZERO_RANK_FIXTURE_H
 #define ESMT_TEST_ZERO_RANK_FIXTURE_H
 
@@ -21,7 +21,6 @@ enum { STEPS = 5 }; /* updates of a train() run */
  * accumulating them (test_data_parallel's bound) */
 #define ACCUMULATION_MAX_ABS_DIFF 1e-6
 
-extern char g_dir[256];    /* the runs' files */
 extern int g_job;          /* counts rank groups: each its own rendezvous */
 extern double g_clip;      /* train.grad_clip of the runs */
 extern int g_bf16;         /* 1: bf16 compute on half_emu_backend (the cpu ops, bf16 emulated) */
@@ -57,13 +56,14 @@ float *train(int world, int zero, int scaling, size_t *n, const char *tag);
 double max_abs_diff(const float *a, const float *b, size_t n);
 /* Two checkpoints' model and optimizer files are the same bytes. */
 void same_checkpoint_files(const char *a, const char *b, const char *what);
+/* The planner's figures for one rank of `world` at dist.zero `zero` of the
+ * runs' model and micro-batch (in bf16 when bf16 is set). */
+esmt_plan plan_of_runs(int world, int zero, int bf16);
 /* The planner's master bytes for `world` ranks at `zero` in bf16 against
  * the largest shard the ranks of run `tag` held (4 bytes each). */
 void check_plan_master(const char *tag, int world, int zero, size_t n);
 /* Rank 0's bytes per collective over STEPS updates of run `tag` against
  * esmt_zero_comm_volume's (esmt_zero3_comm_volume's) per-update figures. */
 void check_volume(const char *tag, int world, int zero, int k, size_t n);
-int zero_fixture_setup(void **state);
-int zero_fixture_teardown(void **state);
 
 #endif
