@@ -46,7 +46,8 @@ int test_dir_entries(const char *dir) {
   DIR *d = opendir(dir);
   if (!d) return -1;
   int n = 0;
-  for (struct dirent *de; (de = readdir(d));) n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+  for (struct dirent *de; (de = readdir(d));)
+    n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
   closedir(d);
   return n;
 }

@@ -120,7 +120,8 @@ static void unpacked_batches(esmt_batch_order *bo, int m) {
     while (i < m) {
       uint64_t longest = bo->lengths[i];
       int cap_rows = bo->o->batch_rows > 0 ? bo->o->batch_rows : 1 << 30;
-      if (rows > 0 && ((uint64_t)(rows + 1) * longest > bo->o->tokens_per_batch || rows >= cap_rows))
+      if (rows > 0 &&
+          ((uint64_t)(rows + 1) * longest > bo->o->tokens_per_batch || rows >= cap_rows))
         break;
       rows++;
       i++;
@@ -263,7 +264,6 @@ static esmt_status stream_advance(esmt_batch_order *bo, esmt_batch_pos *p, uint6
     }
   }
 }
-
 
 /* Where this rank's batch of the round at `round` is: `rank` batches on,
  * or, past the end of the last epoch, as many from that epoch's start

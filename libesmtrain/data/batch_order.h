@@ -31,9 +31,8 @@ static inline double esmt_order_rng_unit(esmt_order_rng *r) {
 }
 static inline esmt_order_rng esmt_order_rng_for(uint64_t seed, uint64_t a, uint64_t b,
                                                 uint64_t c) {
-  esmt_order_rng r = {esmt_order_mix(seed ^ esmt_order_mix(a * 0x9E3779B97F4A7C15ull ^
-                                                           esmt_order_mix(b + 0x632BE59BD9B4E019ull) ^
-                                                           esmt_order_mix(c)))};
+  const uint64_t ab = a * 0x9E3779B97F4A7C15ull ^ esmt_order_mix(b + 0x632BE59BD9B4E019ull);
+  esmt_order_rng r = {esmt_order_mix(seed ^ esmt_order_mix(ab ^ esmt_order_mix(c)))};
   return r;
 }
 
