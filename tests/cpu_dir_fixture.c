@@ -31,6 +31,16 @@ int cpu_dir_teardown(void **s) {
   return 0;
 }
 
+esmt_status cpu_dir_small_model(int hidden, int max_positions, esmt_model **out) {
+  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
+  c.num_layers = 2;
+  c.hidden_size = hidden;
+  c.num_heads = 2;
+  c.max_positions = max_positions;
+  c.precision = ESMT_PRECISION_FP32;
+  return esmt_model_create(g_ctx, &c, 11, out);
+}
+
 const char *path_in(const char *name) {
   static char buf[8][600];
   static int k;
@@ -39,12 +49,7 @@ const char *path_in(const char *name) {
   return buf[k];
 }
 
-void write_text(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
+void write_text(const char *path, const char *text) { test_put_text(path, text); }
 
 int ingest_random_proteins(const char *prefix, int records, int min_len, int len_spread,
                            unsigned seed, double valid_fraction, char *data, size_t cap) {

@@ -15,6 +15,10 @@ extern char g_dir[256];     /* the group's temporary directory */
 int cpu_dir_setup(void **state);
 int cpu_dir_teardown(void **state);
 
+/* The small fp32 model the inference suites share, on g_ctx: 2 layers of
+ * `hidden` units and 2 heads, max_positions positions, weights from seed 11. */
+esmt_status cpu_dir_small_model(int hidden, int max_positions, esmt_model **out);
+
 /* g_dir/name; each result lives for 8 calls. */
 const char *path_in(const char *name);
 

@@ -1,7 +1,7 @@
 /* SPDX-License-Identifier: MIT */
 /* What the multi-process data-parallel tests (test_data_parallel,
- * test_dp_device, test_zero1) share: running each rank's spec in a fork()ed
- * process, passing results back through small files (an error text, the
+ * test_dp_device, test_zero1, test_zero3) share: running each rank's spec
+ * in a fork()ed process, passing results back through small files (an error text, the
  * trained fp32 weights), and what a killed rank must leave behind. */
 #ifndef ESMT_TEST_RANK_RUNNER_H
 #define ESMT_TEST_RANK_RUNNER_H

@@ -6,7 +6,6 @@
 #define _DEFAULT_SOURCE
 #include "test_util.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -14,37 +13,6 @@
 #include <unistd.h>
 
 #include "esmtrain/esmtrain.h"
-
-static char g_dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/esmt-contactdir-XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd);
-}
-
-static void put(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
-
-static int entries(const char *dir) {
-  DIR *d = opendir(dir);
-  if (!d) return -1;
-  int n = 0;
-  for (struct dirent *de; (de = readdir(d));) n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-  closedir(d);
-  return n;
-}
 
 static int exists(const char *path) {
   struct stat sb;
@@ -54,7 +22,7 @@ static int exists(const char *path) {
 static void test_whole_or_nothing(void **state) {
   (void)state;
   char out[128], p[256];
-  snprintf(out, sizeof out, "%s/maps", g_dir);
+  snprintf(out, sizeof out, "%s/maps", test_tmpdir);
   const float map[4] = {0.1f, 0.2f, 0.3f, 0.4f};
   esmt_contact_dir *d = NULL;
   assert_int_equal(esmt_contact_dir_begin(out, NULL, NULL, &d), ESMT_OK);
@@ -66,13 +34,13 @@ static void test_whole_or_nothing(void **state) {
   assert_false(exists(out)); /* not before finish */
   assert_int_equal(esmt_contact_dir_finish(d), ESMT_OK);
   esmt_contact_dir_close(d);
-  assert_int_equal(entries(g_dir), 1); /* maps only: no temporary left */
+  assert_int_equal(test_dir_entries(test_tmpdir), 1); /* maps only: no temporary left */
   const char *names[] = {"a_b_c.npy", "a_b_c~2.npy", "_x.npy", "protein.npy", "index.tsv"};
   for (int i = 0; i < 5; i++) {
     snprintf(p, sizeof p, "%s/%s", out, names[i]);
     assert_true(exists(p));
   }
-  assert_int_equal(entries(out), 5);
+  assert_int_equal(test_dir_entries(out), 5);
   /* 128-byte .npy header, then 4 floats */
   snprintf(p, sizeof p, "%s/a_b_c~2.npy", out);
   struct stat sb;
@@ -83,14 +51,14 @@ static void test_whole_or_nothing(void **state) {
    * an empty directory, at finish; closing removes the temporary */
   assert_int_equal(esmt_contact_dir_begin(out, NULL, NULL, &d), ESMT_ERR_STATE);
   assert_null(d);
-  snprintf(out, sizeof out, "%s/late", g_dir);
+  snprintf(out, sizeof out, "%s/late", test_tmpdir);
   assert_int_equal(esmt_contact_dir_begin(out, NULL, NULL, &d), ESMT_OK);
   assert_int_equal(esmt_contact_dir_add(d, "p", map, 2), ESMT_OK);
   assert_int_equal(mkdir(out, 0755), 0);
   assert_int_equal(esmt_contact_dir_finish(d), ESMT_ERR_STATE);
   esmt_contact_dir_close(d);
-  assert_int_equal(entries(out), 0);
-  assert_int_equal(entries(g_dir), 2); /* maps and late */
+  assert_int_equal(test_dir_entries(out), 0);
+  assert_int_equal(test_dir_entries(test_tmpdir), 2); /* maps and late */
 }
 
 static int g_removed;
@@ -102,23 +70,23 @@ static void count_removed(const char *path, void *user) {
 static void test_dead_temporaries(void **state) {
   (void)state;
   char out[128], p[256], q[256];
-  snprintf(out, sizeof out, "%s/maps", g_dir);
+  snprintf(out, sizeof out, "%s/maps", test_tmpdir);
   /* a dead writer's directory (pid 999999999 runs nowhere), one holding
    * another file, a running process's (pid 1) and a file temporary */
   snprintf(p, sizeof p, "%s.999999999.tmp", out);
   assert_int_equal(mkdir(p, 0755), 0);
   snprintf(q, sizeof q, "%s/a.npy", p);
-  put(q, "x");
+  test_put_text(q, "x");
   snprintf(q, sizeof q, "%s/index.tsv", p);
-  put(q, "x");
+  test_put_text(q, "x");
   snprintf(p, sizeof p, "%s.999999998.tmp", out);
   assert_int_equal(mkdir(p, 0755), 0);
   snprintf(q, sizeof q, "%s/notes.txt", p);
-  put(q, "mine");
+  test_put_text(q, "mine");
   snprintf(p, sizeof p, "%s.1.tmp", out);
   assert_int_equal(mkdir(p, 0755), 0);
   snprintf(p, sizeof p, "%s.999999997.other.tmp", out);
-  put(p, "x");
+  test_put_text(p, "x");
   esmt_contact_dir *d = NULL;
   g_removed = 0;
   assert_int_equal(esmt_contact_dir_begin(out, count_removed, NULL, &d), ESMT_OK);
@@ -126,16 +94,18 @@ static void test_dead_temporaries(void **state) {
   snprintf(p, sizeof p, "%s.999999999.tmp", out);
   assert_false(exists(p));
   esmt_contact_dir_close(d);
-  assert_int_equal(entries(g_dir), 3);
+  assert_int_equal(test_dir_entries(test_tmpdir), 3);
   const char *kinds[] = {"other.tmp"};
   assert_int_equal(esmt_remove_dead_temporaries(out, kinds, 1, NULL, NULL), 1);
-  assert_int_equal(entries(g_dir), 2);
+  assert_int_equal(test_dir_entries(test_tmpdir), 2);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_whole_or_nothing, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_dead_temporaries, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_whole_or_nothing, test_tmpdir_setup,
+                                      test_tmpdir_teardown),
+      cmocka_unit_test_setup_teardown(test_dead_temporaries, test_tmpdir_setup,
+                                      test_tmpdir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -23,14 +23,7 @@ static const char *const k_seqs[] = {"MKTAYIAKQR", "GLSD", "MKTAYIAKQRQISFVKSHF"
 static const int k_layers[] = {2};
 
 static int setup(void **state) {
-  if (cpu_dir_setup(state)) return -1;
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2;
-  c.hidden_size = D;
-  c.num_heads = 2;
-  c.max_positions = MAXPOS;
-  c.precision = ESMT_PRECISION_FP32;
-  if (esmt_model_create(g_ctx, &c, 11, &g_model)) return -1;
+  if (cpu_dir_setup(state) || cpu_dir_small_model(D, MAXPOS, &g_model)) return -1;
   write_text(path_in("in.fa"), ">a\nMKTAYIAKQR\n>b\nGLSD\n>c\nMKTAYIAKQRQISFVKSHF\n");
   return 0;
 }

@@ -8,6 +8,7 @@
  * through the API equal, digit for digit, to `esmtrain-example score`'s
  * CSV (the CLI's path in ESMT_TEST_CLI). */
 #define _POSIX_C_SOURCE 200809L
+#include "cpu_dir_fixture.h"
 #include "esmtrain/esmtrain.h"
 #include "test_util.h"
 
@@ -20,31 +21,17 @@
 
 enum { D = 16, MAXPOS = 12, W = MAXPOS - 2 };
 
-static esmt_context *g_ctx;
 static esmt_model *g_model;
 
+/* The context's one thread (ESMT_TEST_THREADS, set for this suite) is the
+ * CLI's --threads 1 in test_cli_equal. */
 static int setup(void **state) {
-  (void)state;
-  esmt_context_options o = ESMT_CONTEXT_OPTIONS_INIT;
-  o.backend_path = test_backend_dir();
-  o.backend = "cpu";
-  o.num_threads = 1;
-  o.log_level = ESMT_LOG_ERROR;
-  if (esmt_context_create(&o, &g_ctx)) return -1;
-  esmt_model_config c = ESMT_MODEL_CONFIG_INIT;
-  c.num_layers = 2;
-  c.hidden_size = D;
-  c.num_heads = 2;
-  c.max_positions = MAXPOS;
-  c.precision = ESMT_PRECISION_FP32;
-  return esmt_model_create(g_ctx, &c, 11, &g_model) == ESMT_OK ? 0 : -1;
+  return cpu_dir_setup(state) || cpu_dir_small_model(D, MAXPOS, &g_model) ? -1 : 0;
 }
 
 static int teardown(void **state) {
-  (void)state;
   esmt_model_destroy(g_model);
-  esmt_context_destroy(g_ctx);
-  return 0;
+  return cpu_dir_teardown(state);
 }
 
 static const char *const k_proteins[] = {"MKTAYIAKQR", "GLSD", "MKTAYIAKQRQISFVKSHFSRQLEERLGLIEVQ",

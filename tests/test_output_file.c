@@ -5,35 +5,12 @@
 #define _DEFAULT_SOURCE
 #include "test_util.h"
 
-#include <dirent.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
 
 #include "esmtrain/esmtrain.h"
-
-static char g_dir[64];
-
-static int setup(void **state) {
-  (void)state;
-  snprintf(g_dir, sizeof g_dir, "/tmp/esmt-outfile-XXXXXX");
-  return mkdtemp(g_dir) ? 0 : -1;
-}
-
-static int teardown(void **state) {
-  (void)state;
-  char cmd[128];
-  snprintf(cmd, sizeof cmd, "rm -rf '%s'", g_dir);
-  return system(cmd);
-}
-
-static void put(const char *path, const char *text) {
-  FILE *f = fopen(path, "w");
-  assert_non_null(f);
-  fputs(text, f);
-  fclose(f);
-}
 
 static void expect_text(const char *path, const char *text) {
   char buf[64] = "";
@@ -42,15 +19,6 @@ static void expect_text(const char *path, const char *text) {
   buf[fread(buf, 1, sizeof buf - 1, f)] = '\0';
   fclose(f);
   assert_string_equal(buf, text);
-}
-
-/* Entries of g_dir besides . and .. (a temporary left behind shows here). */
-static int entries(void) {
-  DIR *d = opendir(g_dir);
-  int n = 0;
-  for (struct dirent *de; (de = readdir(d));) n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
-  closedir(d);
-  return n;
 }
 
 static esmt_status write_file(const char *path, esmt_output_replace_fn fn, const char *text) {
@@ -72,41 +40,43 @@ static int accept_mine(int fd, void *user, char *why, size_t cap) {
 static void test_new_replace_refuse(void **state) {
   (void)state;
   char out[128], link_path[128];
-  snprintf(out, sizeof out, "%s/out.txt", g_dir);
+  snprintf(out, sizeof out, "%s/out.txt", test_tmpdir);
   assert_int_equal(write_file(out, NULL, "MINE 1"), ESMT_OK);
   expect_text(out, "MINE 1");
   assert_int_equal(write_file(out, NULL, "MINE 2"), ESMT_ERR_STATE); /* exists */
   assert_non_null(strstr(esmt_last_error(), "exists; not replaced"));
   assert_int_equal(write_file(out, accept_mine, "MINE 3"), ESMT_OK);
   expect_text(out, "MINE 3");
-  put(out, "the user's");
+  test_put_text(out, "the user's");
   assert_int_equal(write_file(out, accept_mine, "MINE 4"), ESMT_ERR_STATE);
   assert_non_null(strstr(esmt_last_error(), "is not mine"));
   expect_text(out, "the user's");
-  snprintf(link_path, sizeof link_path, "%s/link.txt", g_dir);
+  snprintf(link_path, sizeof link_path, "%s/link.txt", test_tmpdir);
   assert_int_equal(symlink("out.txt", link_path), 0);
   assert_int_equal(write_file(link_path, accept_mine, "MINE 5"), ESMT_ERR_STATE);
   assert_non_null(strstr(esmt_last_error(), "symbolic link"));
   expect_text(out, "the user's");
-  assert_int_equal(entries(), 2); /* out.txt and link.txt: no temporary left */
+  assert_int_equal(test_dir_entries(test_tmpdir), 2); /* out.txt and link.txt: no temporary left */
 }
 
 static void test_abort_leaves_nothing(void **state) {
   (void)state;
   char out[128];
-  snprintf(out, sizeof out, "%s/new.txt", g_dir);
+  snprintf(out, sizeof out, "%s/new.txt", test_tmpdir);
   esmt_output_file *f = NULL;
   assert_int_equal(esmt_output_file_begin(out, NULL, NULL, &f), ESMT_OK);
   assert_int_equal(access(esmt_output_file_temp_path(f), F_OK), 0);
   esmt_output_file_abort(f);
-  assert_int_equal(entries(), 0);
+  assert_int_equal(test_dir_entries(test_tmpdir), 0);
   assert_int_equal(esmt_output_file_commit(NULL), ESMT_ERR_INVALID_ARGUMENT);
 }
 
 int main(void) {
   const struct CMUnitTest tests[] = {
-      cmocka_unit_test_setup_teardown(test_new_replace_refuse, setup, teardown),
-      cmocka_unit_test_setup_teardown(test_abort_leaves_nothing, setup, teardown),
+      cmocka_unit_test_setup_teardown(test_new_replace_refuse, test_tmpdir_setup,
+                                      test_tmpdir_teardown),
+      cmocka_unit_test_setup_teardown(test_abort_leaves_nothing, test_tmpdir_setup,
+                                      test_tmpdir_teardown),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

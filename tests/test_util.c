@@ -2,6 +2,7 @@
 #define _GNU_SOURCE
 #include "test_util.h"
 
+#include <dirent.h>
 #include <dlfcn.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -32,6 +33,23 @@ void test_rmtree(const char *dir) {
   if (!dir || strncmp(dir, "/tmp/", 5) != 0) return; /* only what we made */
   snprintf(cmd, sizeof cmd, "rm -rf '%s'", dir);
   if (system(cmd) != 0) fprintf(stderr, "warning: could not remove %s\n", dir);
+}
+
+void test_put_text(const char *path, const char *text) {
+  FILE *f = fopen(path, "w");
+  assert_non_null(f);
+  fputs(text, f);
+  fclose(f);
+}
+
+int test_dir_entries(const char *dir) {
+  DIR *d = opendir(dir);
+  if (!d) return -1;
+  int n = 0;
+  for (struct dirent *de; (de = readdir(d));)
+    n += strcmp(de->d_name, ".") && strcmp(de->d_name, "..");
+  closedir(d);
+  return n;
 }
 
 char test_tmpdir[256];

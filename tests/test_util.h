@@ -41,6 +41,14 @@ extern char test_tmpdir[256];
 int test_tmpdir_setup(void **state);
 int test_tmpdir_teardown(void **state);
 
+/* Writes text to path, creating or truncating it (fails the test when it
+ * cannot). */
+void test_put_text(const char *path, const char *text);
+
+/* The entries of dir besides . and .. (a temporary left behind shows
+ * here); -1 when dir cannot be opened. */
+int test_dir_entries(const char *dir);
+
 /* 1 in a build with AddressSanitizer, whose shadow memory reserves
  * terabytes of address space: a test under `ulimit -v` cannot run there. */
 #if defined(__SANITIZE_ADDRESS__)

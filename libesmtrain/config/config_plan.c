@@ -37,11 +37,7 @@ esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context 
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
   esmt_plan_request pr = ESMT_PLAN_REQUEST_INIT;
   pr.model = model;
-  mc.num_layers = (int)esmt_cfg_int(c, "model.num_layers");
-  mc.hidden_size = (int)esmt_cfg_int(c, "model.hidden_size");
-  mc.num_heads = (int)esmt_cfg_int(c, "model.num_heads");
-  mc.ffn_size = (int)esmt_cfg_int(c, "model.ffn_size");
-  mc.max_positions = (int)esmt_cfg_int(c, "model.max_positions");
+  esmt_cfg_model_shape(c, &mc);
   mc.precision = ESMT_PRECISION_FP32;
   /* the loader's greedy batches hold up to tokens_per_batch tokens in any
    * shape, and the activation arena depends on the token count only */

@@ -55,3 +55,11 @@ esmt_status esmt_cfg_status(const esmt_config_reader *r, const char *fn) {
   if (!r->status) return ESMT_OK;
   return esmt_fail(r->status, "%s: internal error (please report it): %s", fn, r->first_error);
 }
+
+void esmt_cfg_model_shape(esmt_config_reader *r, esmt_model_config *mc) {
+  mc->num_layers = (int)esmt_cfg_int(r, "model.num_layers");
+  mc->hidden_size = (int)esmt_cfg_int(r, "model.hidden_size");
+  mc->num_heads = (int)esmt_cfg_int(r, "model.num_heads");
+  mc->ffn_size = (int)esmt_cfg_int(r, "model.ffn_size");
+  mc->max_positions = (int)esmt_cfg_int(r, "model.max_positions");
+}

@@ -26,6 +26,11 @@ ESMT_HIDDEN const char *esmt_cfg_string(esmt_config_reader *r, const char *key);
 ESMT_HIDDEN int esmt_cfg_bool(esmt_config_reader *r, const char *key);
 ESMT_HIDDEN uint64_t esmt_cfg_bytes(esmt_config_reader *r, const char *key);
 
+/* The model's shape (model.num_layers, hidden_size, num_heads, ffn_size,
+ * max_positions) into mc: the trainer, fine-tuning and the planner read it
+ * alike. */
+ESMT_HIDDEN void esmt_cfg_model_shape(esmt_config_reader *r, esmt_model_config *mc);
+
 /* offload.stream's value as an esmt_stream_level; -1 for "auto". */
 ESMT_HIDDEN int esmt_config_stream_level(const char *value);
 

@@ -137,20 +137,12 @@ esmt_status esmt_finetune_create_from_config(esmt_context *ctx, const esmt_confi
                                              const esmt_trainer_options *base,
                                              esmt_trainer **out) {
   const char *fn = "esmt_finetune_create_from_config";
-  ESMT_CHECK_ARG(out, fn, "out is NULL");
-  *out = NULL;
-  ESMT_CHECK_ARG(ctx && cfg, fn, "ctx and cfg must not be NULL");
-  esmt_status st = esmt_config_validate(cfg);
-  if (st) return esmt_fail_prefix(st, "%s: ", fn);
   esmt_config_reader reader, *rd = &reader;
-  esmt_cfg_reader_init(rd, cfg);
+  esmt_status st = esmt_trainer_config_begin(fn, ctx, cfg, out, rd);
+  if (st) return st;
   const int task = task_of(esmt_cfg_string(rd, "finetune.task"));
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
-  mc.num_layers = (int)esmt_cfg_int(rd, "model.num_layers");
-  mc.hidden_size = (int)esmt_cfg_int(rd, "model.hidden_size");
-  mc.num_heads = (int)esmt_cfg_int(rd, "model.num_heads");
-  mc.ffn_size = (int)esmt_cfg_int(rd, "model.ffn_size");
-  mc.max_positions = (int)esmt_cfg_int(rd, "model.max_positions");
+  esmt_cfg_model_shape(rd, &mc);
   mc.precision = esmt_cfg_precision(rd);
   mc.head = task;
   mc.pooling = strcmp(esmt_cfg_string(rd, "finetune.pooling"), "cls") ? ESMT_POOL_MEAN

@@ -85,6 +85,13 @@ typedef struct esmt_trainer_config_options {
 } esmt_trainer_config_options;
 
 struct esmt_config_reader;
+/* The start of esmt_trainer_create_from_config and
+ * esmt_finetune_create_from_config (trainer_config.c): the arguments
+ * checked, *out cleared, the configuration validated, and rd reading it;
+ * errors name fn. */
+ESMT_HIDDEN esmt_status esmt_trainer_config_begin(const char *fn, const esmt_context *ctx,
+                                                  const esmt_config *cfg, esmt_trainer **out,
+                                                  struct esmt_config_reader *rd);
 /* backend.precision as esmt_model_config.precision (trainer_config.c). */
 ESMT_HIDDEN esmt_precision esmt_cfg_precision(struct esmt_config_reader *rd);
 ESMT_HIDDEN esmt_status esmt_trainer_options_from_config(struct esmt_config_reader *rd,

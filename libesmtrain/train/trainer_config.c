@@ -38,6 +38,18 @@ esmt_precision esmt_cfg_precision(struct esmt_config_reader *rd) {
        : !strcmp(p, "bf16") ? ESMT_PRECISION_BF16 : ESMT_PRECISION_AUTO;
 }
 
+esmt_status esmt_trainer_config_begin(const char *fn, const esmt_context *ctx,
+                                      const esmt_config *cfg, esmt_trainer **out,
+                                      esmt_config_reader *rd) {
+  ESMT_CHECK_ARG(out, fn, "out is NULL");
+  *out = NULL;
+  ESMT_CHECK_ARG(ctx && cfg, fn, "ctx and cfg must not be NULL");
+  esmt_status st = esmt_config_validate(cfg);
+  if (st) return esmt_fail_prefix(st, "%s: ", fn);
+  esmt_cfg_reader_init(rd, cfg);
+  return ESMT_OK;
+}
+
 /* The micro-batch shape the planner sees: data.micro_batch rows (or
  * data.tokens_per_batch / data.max_len, rounded up: the loader's greedy
  * batches hold up to tokens_per_batch tokens in any shape, and the arena
@@ -251,24 +263,16 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
                                             const esmt_trainer_options *base,
                                             esmt_trainer **out) {
   const char *fn = "esmt_trainer_create_from_config";
-  ESMT_CHECK_ARG(out, fn, "out is NULL");
-  *out = NULL;
-  ESMT_CHECK_ARG(ctx && cfg, fn, "ctx and cfg must not be NULL");
-  esmt_status st = esmt_config_validate(cfg);
-  if (st) return esmt_fail_prefix(st, "%s: ", fn);
   esmt_config_reader reader, *rd = &reader; /* a mistyped key fails loudly */
-  esmt_cfg_reader_init(rd, cfg);
+  esmt_status st = esmt_trainer_config_begin(fn, ctx, cfg, out, rd);
+  if (st) return st;
   const char *data = esmt_cfg_string(rd, "data.train_dir");
   if (!*data) return esmt_fail(ESMT_ERR_CONFIG, "%s: data.train_dir is not set", fn);
   const int64_t fast_dev = esmt_cfg_int(rd, "train.fast_dev_run"), overfit = esmt_cfg_int(rd, "train.overfit_batches");
   const int64_t steps = fast_dev > 0 ? fast_dev : esmt_cfg_int(rd, "train.max_steps");
 
   esmt_model_config mc = ESMT_MODEL_CONFIG_INIT;
-  mc.num_layers = (int)esmt_cfg_int(rd, "model.num_layers");
-  mc.hidden_size = (int)esmt_cfg_int(rd, "model.hidden_size");
-  mc.num_heads = (int)esmt_cfg_int(rd, "model.num_heads");
-  mc.ffn_size = (int)esmt_cfg_int(rd, "model.ffn_size");
-  mc.max_positions = (int)esmt_cfg_int(rd, "model.max_positions");
+  esmt_cfg_model_shape(rd, &mc);
   mc.precision = esmt_cfg_precision(rd);
   const char *opt_kind = esmt_cfg_string(rd, "optimizer.kind");
   const uint64_t bucket = esmt_cfg_bytes(rd, "dist.bucket_size");

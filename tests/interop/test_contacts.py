@@ -11,7 +11,8 @@ a window of 1022 residues; LayerNorms and biases perturbed) with a random
 contact head, saved as a Hugging Face directory and imported by esmtrain,
 on 5 proteins of 30..1000 residues:
 (a) esmt_model_infer's attention probabilities (ESMT_INFER_ATTENTION, via
-    interop_tool) of right-padded rows and of packed rows against
+    interop_tool) of right-padded rows (the three shortest proteins) and of
+    packed rows (the four shortest) against
     transformers' output_attentions and fair-esm's need_head_weights (one
     protein a forward pass, no padding): relative error <= 1e-5 per
     protein;
@@ -70,7 +71,7 @@ try:
     import torch
     from safetensors.numpy import load_file
     from safetensors.torch import load_file as load_torch, save_file as save_torch
-    from transformers import EsmConfig, EsmForMaskedLM
+    from transformers import EsmForMaskedLM
 except Exception as e:  # pragma: no cover
     print("skipped: numpy, torch, transformers, fair-esm or safetensors not importable (%s); "
           "run scripts/setup_reference_env.sh" % e)
@@ -80,23 +81,14 @@ BIN, TOOL, SRC = sys.argv[1], sys.argv[2], sys.argv[3]
 DB = os.environ.get("ESMT_CONTACTS_TEST_FASTA", "/usr/share/doc/mmseqs2/example-data/DB.fasta.gz")
 TOL_REL = 1e-5
 LENGTHS = [30, 97, 250, 512, 1000]
+ATTENTION_PROTEINS = 4  # (a) compares the maps of the four shortest: the references hold these
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 from esm_fasta import CLS, EOS, PAD, read_fasta, tokens, write_fasta  # noqa: E402
 import esm_fasta  # noqa: E402
 import fair_esm_model  # noqa: E402
+from interop_checks import check, pick_near, random_esm  # noqa: E402
+import interop_checks  # noqa: E402
 import ref_cache  # noqa: E402
-
-failures = passed = 0
-
-
-def check(ok, what):
-    global failures, passed
-    if ok:
-        passed += 1
-    else:
-        failures += 1
-        print("FAILED: %s" % what)
-    return ok
 
 
 def rel(a, b):
@@ -105,20 +97,8 @@ def rel(a, b):
 
 
 def make_model():
-    cfg = EsmConfig(vocab_size=33, hidden_size=64, num_hidden_layers=3, num_attention_heads=4,
-                    intermediate_size=256, max_position_embeddings=1026,
-                    position_embedding_type="rotary", token_dropout=True, pad_token_id=1,
-                    mask_token_id=32, emb_layer_norm_before=False, layer_norm_eps=1e-5,
-                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(42)
-    hf = EsmForMaskedLM(cfg).eval()
+    hf = random_esm(64, 3, 4, 256, 1026, 42)
     with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
-                p.add_(torch.randn_like(p) * 0.05)
-            if name.endswith("attention.self.query.weight") or name.endswith(
-                    "attention.self.key.weight"):
-                p.mul_(4.0)  # sharper attention than the initialiser's near-uniform maps
         hf.esm.contact_head.regression.weight.copy_(
             torch.randn_like(hf.esm.contact_head.regression.weight) * 0.5)
         hf.esm.contact_head.regression.bias.fill_(-1.5)
@@ -126,14 +106,16 @@ def make_model():
 
 
 def reference(hf64, seqs):
-    """Per protein: attention [L, H, n+2, n+2] and contacts [n, n], float64."""
+    """Per protein: attention [L, H, n+2, n+2] (the first ATTENTION_PROTEINS)
+    and contacts [n, n], float64."""
     out = {}
     with torch.no_grad():
         for k, s in enumerate(seqs):
             ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
             mask = torch.ones_like(ids)
-            att = hf64.esm(ids, attention_mask=mask, output_attentions=True).attentions
-            out["att%d" % k] = torch.stack([a[0] for a in att]).numpy()
+            if k < ATTENTION_PROTEINS:
+                att = hf64.esm(ids, attention_mask=mask, output_attentions=True).attentions
+                out["att%d" % k] = torch.stack([a[0] for a in att]).numpy()
             out["con%d" % k] = hf64.predict_contacts(ids, mask)[0].numpy()
     return out
 
@@ -153,14 +135,16 @@ def cached_reference(hf64, seqs):
 
 
 def fair_reference(fair, seqs):
-    """fair-esm's attention [L, H, n+2, n+2] and contacts [n, n] per protein,
-    and "bat%d": contacts of the three shortest from one padded batch."""
+    """fair-esm's attention [L, H, n+2, n+2] (the first ATTENTION_PROTEINS)
+    and contacts [n, n] per protein, and "bat%d": contacts of the three
+    shortest from one padded batch."""
     out = {}
     with torch.no_grad():
         for k, s in enumerate(seqs):
             ids = torch.tensor([[CLS] + tokens(s) + [EOS]])
             r = fair(ids, need_head_weights=True, return_contacts=True)
-            out["att%d" % k] = r["attentions"][0].numpy()
+            if k < ATTENTION_PROTEINS:
+                out["att%d" % k] = r["attentions"][0].numpy()
             out["con%d" % k] = r["contacts"][0].numpy()
         T = max(len(seqs[k]) for k in range(3)) + 2
         ids = torch.full((3, T), PAD, dtype=torch.long)
@@ -228,17 +212,6 @@ def part_e(work, mdir, rec):
           % (n, esm_fasta.window_starts(n, 1022, 511), e, m, int((ref == 0).sum())))
     check(e <= TOL_REL, "--long windows: relative error %.2e" % e)
     check(bool(np.all(c[ref == 0] == 0)), "--long windows: a pair in no window is not 0")
-
-
-def pick(recs):
-    out, used = [], set()
-    for n in LENGTHS:
-        best = min((i for i in range(len(recs)) if i not in used and
-                    all(c.upper() in esm_fasta.TOK for c in recs[i][1])),
-                   key=lambda i: (abs(len(recs[i][1]) - n), i))
-        used.add(best)
-        out.append((recs[best][0].split()[0], recs[best][1]))
-    return out
 
 
 def part_f(work, mdir, recs):
@@ -468,12 +441,6 @@ def part_g(work, recs):
               "contact_precision.py with %s: %r" % (tag, p.stdout + p.stderr))
 
 
-def pick_long(recs, n):
-    ok = [r for r in recs if all(c.upper() in esm_fasta.TOK for c in r[1])]
-    best = min(ok, key=lambda r: abs(len(r[1]) - n))
-    return (best[0].split()[0], best[1])
-
-
 def part_a(work, mdir, seqs, refs):
     print("== (a) attention probabilities, padded and packed rows")
     H, L = 4, 3
@@ -676,7 +643,7 @@ def main():
     torch.set_num_threads(2)
     t0 = time.time()
     db = read_fasta(DB)
-    recs = pick(db)
+    recs = pick_near(db, LENGTHS)
     seqs = [s for _, s in recs]
     hf = make_model()
     with tempfile.TemporaryDirectory() as work:
@@ -686,15 +653,14 @@ def main():
         refs = [("transformers", ref), ("fair-esm", cached_fair_reference(hf, seqs))]
         part_a(work, mdir, seqs, refs)
         part_b(work, mdir, recs, refs)
-        part_e(work, mdir, pick_long(db, 1500))
+        part_e(work, mdir, pick_near(db, [1500])[0])
         part_f(work, mdir, recs)
         part_g(work, recs)
         part_h(work, mdir, recs)
         part_i(work, mdir, recs)
         part_c(work, hf, mdir, recs)
         part_d(work, hf, recs, ref)
-    print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
-    return 1 if failures else 0
+    return interop_checks.summary(time.time() - t0)
 
 
 if __name__ == "__main__":

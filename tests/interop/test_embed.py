@@ -64,6 +64,8 @@ sys.path.insert(0, os.path.join(os.path.dirname(os.path.abspath(__file__)), ".."
 from esm_fasta import (CLS, EOS, TOKENS, UNK, read_fasta, tokens, window_starts,  # noqa: E402
                        write_fasta)
 import esm_fasta  # noqa: E402
+from interop_checks import check  # noqa: E402
+import interop_checks  # noqa: E402
 import ref_cache  # noqa: E402
 
 # The loading snippet for the README (OUT and layer substituted below).
@@ -79,25 +81,6 @@ rows = np.load(f"{out}/per_tok.layer{layer}.npy", mmap_mode="r")  # [R, d], all 
 per_residue = [rows[off[k]:off[k + 1]] for k in range(len(ids))]  # protein k: [residues, d]
 # --format safetensors: safetensors.numpy.load_file(f"{out}/embeddings.safetensors")["mean.layer6"]
 '''
-
-failures = 0
-passed = 0
-
-
-def check(ok, what):
-    global failures, passed
-    if ok:
-        passed += 1
-    else:
-        failures += 1
-        print("FAILED: %s" % what)
-    return ok
-
-
-
-
-
-
 
 
 def pick(recs, lengths, used):
@@ -527,8 +510,7 @@ def main():
         hf, mdir = esm2_8m(work)
         part_bc(work, recs, hf, mdir)
         part_d(work, recs)
-    print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
-    return 1 if failures else 0
+    return interop_checks.summary(time.time() - t0)
 
 
 if __name__ == "__main__":

@@ -30,7 +30,7 @@ try:
     import numpy as np
     import torch
     from safetensors.numpy import load_file
-    from transformers import EsmConfig, EsmForMaskedLM
+    import transformers  # noqa: F401  (interop_checks.random_esm)
 except Exception as e:  # pragma: no cover
     print("skipped: numpy, torch, transformers or safetensors not importable (%s); "
           "run scripts/setup_reference_env.sh" % e)
@@ -43,48 +43,12 @@ W = 64
 LENGTHS = [10, 33, 64, 80, 100]
 sys.path.insert(0, os.path.join(SRC, "tests", "reference"))
 from esm_fasta import CLS, EOS, read_fasta, tokens, write_fasta  # noqa: E402
-import esm_fasta  # noqa: E402
-
-failures = passed = 0
-
-
-def check(ok, what):
-    global failures, passed
-    if ok:
-        passed += 1
-    else:
-        failures += 1
-        print("FAILED: %s" % what)
-    return ok
+from interop_checks import check, pick_near, random_esm  # noqa: E402
+import interop_checks  # noqa: E402
 
 
 def make_model():
-    cfg = EsmConfig(vocab_size=33, hidden_size=32, num_hidden_layers=2, num_attention_heads=4,
-                    intermediate_size=128, max_position_embeddings=W + 4,
-                    position_embedding_type="rotary", token_dropout=True, pad_token_id=1,
-                    mask_token_id=32, emb_layer_norm_before=False, layer_norm_eps=1e-5,
-                    hidden_dropout_prob=0.0, attention_probs_dropout_prob=0.0)
-    torch.manual_seed(7)
-    hf = EsmForMaskedLM(cfg).eval()
-    with torch.no_grad():
-        for name, p in hf.named_parameters():
-            if "LayerNorm" in name or "layer_norm" in name or name.endswith("bias"):
-                p.add_(torch.randn_like(p) * 0.05)
-            if name.endswith("attention.self.query.weight") or name.endswith(
-                    "attention.self.key.weight"):
-                p.mul_(4.0)
-    return hf
-
-
-def pick(recs):
-    out, used = [], set()
-    ok = [i for i in range(len(recs)) if len(recs[i][1]) <= 2 * max(LENGTHS) and
-          all(c.upper() in esm_fasta.TOK for c in recs[i][1])]
-    for n in LENGTHS:
-        best = min((i for i in ok if i not in used), key=lambda i: (abs(len(recs[i][1]) - n), i))
-        used.add(best)
-        out.append((recs[best][0].split()[0], recs[best][1]))
-    return out
+    return random_esm(32, 2, 4, 128, W + 4, 7)
 
 
 def embed(mdir, fasta, out, *extra):
@@ -200,7 +164,7 @@ def main():
         return 77
     torch.set_num_threads(2)
     t0 = time.time()
-    recs = pick(read_fasta(DB)) + [("blank", "")]
+    recs = pick_near(read_fasta(DB), LENGTHS, 2 * max(LENGTHS)) + [("blank", "")]
     hf = make_model()
     with tempfile.TemporaryDirectory() as work:
         mdir = os.path.join(work, "model")
@@ -208,8 +172,7 @@ def main():
         part_a(work, mdir, recs, make_model().double().eval())
         part_b(work, mdir, recs)
         part_c(work, mdir, recs)
-    print("%d passed, %d failed (%.0f s)" % (passed, failures, time.time() - t0))
-    return 1 if failures else 0
+    return interop_checks.summary(time.time() - t0)
 
 
 if __name__ == "__main__":
