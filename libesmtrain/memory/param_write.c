@@ -59,7 +59,9 @@ void esmt_param_replicated(const esmt_param_memory *p, const void **buf, uint64_
   if (p->wgather) { /* ZeRO-3: the end parts (the layers are nobody's whole) */
     *buf = p->wgather->ends;
     *bytes = (p->wgather->first_n + p->wgather->last_n) * e->esize;
-  } else if (esmt_param_master_sharded(p)) { /* ZeRO-2 in half, offload: the compute copy */
+  } else if (esmt_param_master_sharded(p) || (p->offload && !p->stream)) {
+    /* ZeRO-2 in half: the half copy; offload: the device's compute copy
+     * (the master is in host memory, and under ZeRO a shard) */
     *buf = p->compute_lowp ? p->compute_lowp : (void *)p->compute32;
     *bytes = e->total * e->esize;
   } else {
