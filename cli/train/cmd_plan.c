@@ -310,9 +310,10 @@ int cmd_plan(int argc, char **argv) {
   if (world > 1) /* the ranks of one host share its memory */
     snprintf(box, sizeof box, " a rank, %s for the %d ranks of a host",
              cli_bytes(p.host_pinned * (uint64_t)on_host, avail, 32), on_host);
-  printf("  %-16s %12s%s  (offload: fp32 master weights, moments, gradients; half: the weight "
-         "staging copy%s%s)\n", "host pinned", cli_bytes(p.host_pinned, buf, 32), box,
-         host_mem ? "; available " : "", host_mem ? cli_bytes(host_mem, avail, 32) : "");
+  printf("  %-16s %12s%s  (%llu bytes; offload: fp32 master weights, moments, gradients; half: "
+         "the weight staging copy%s%s)\n", "host pinned", cli_bytes(p.host_pinned, buf, 32), box,
+         (unsigned long long)p.host_pinned, host_mem ? "; available " : "",
+         host_mem ? cli_bytes(host_mem, avail, 32) : "");
   if (p.stream) {
     printf("  %-16s %12s  per micro-batch (%s)", "host link", cli_bytes(p.stream_bytes, buf, 32),
            p.stream == ESMT_STREAM_WEIGHTS ? "every layer's weights up twice, its gradients down"

@@ -27,11 +27,14 @@ static void figures(const esmt_plan_request *r, const esmt_plan *p, char *out, s
   const int W = r->world_size > 1 ? r->world_size : 1;
   const int on_host = r->ranks_per_host > 0 && r->ranks_per_host < W ? r->ranks_per_host : W;
   const char *stage = strstr(p->advice, "ZeRO-");
+  char host[96] = "";
+  if (p->host_pinned)
+    snprintf(host, sizeof host, ", %.1f GiB of host memory for the %d rank(s) of a host",
+             (double)p->host_pinned * on_host / GIB, on_host);
   snprintf(out, cap, "micro-batch %d x %d%s%.6s, offload %s, recompute %s: %.1f GiB of device "
-           "memory a rank, %.1f GiB of host memory for the %d rank(s) of a host",
-           p->micro_batch, r->seq_len, stage ? " at " : "", stage ? stage : "",
+           "memory a rank%s", p->micro_batch, r->seq_len, stage ? " at " : "", stage ? stage : "",
            p->offload_optimizer ? "on" : "off", p->recompute ? "on" : "off",
-           (double)p->device_total / GIB, (double)p->host_pinned * on_host / GIB, on_host);
+           (double)p->device_total / GIB, host);
 }
 
 int esmt_plan_suggest(const esmt_plan_request *r, char *out, size_t cap) {
