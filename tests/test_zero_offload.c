@@ -129,12 +129,15 @@ static esmt_status run(const void *spec) {
   if (st) write_text(path, esmt_last_error());
   if (!st) {
     const esmt_offload *off = m->mem.offload;
-    char info[700];
-    snprintf(info, sizeof info, "%llu %llu %llu %llu %llu\n%s",
+    esmt_zero_volume v; /* the bytes each collective moved */
+    esmt_dp_volume(t->dp, &v);
+    char info[800];
+    snprintf(info, sizeof info, "%llu %llu %llu %llu %llu %llu\n%s",
              (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
              (unsigned long long)m->layout.total,
              (unsigned long long)(off ? off->pinned_bytes + off->pageable_bytes : 0),
-             (unsigned long long)(off ? off->hi - off->lo : 0), g_zero_line);
+             (unsigned long long)(off ? off->hi - off->lo : 0),
+             (unsigned long long)v.allgathered, g_zero_line);
     snprintf(path, sizeof path, "%s.info", s->out);
     write_text(path, info);
     snprintf(path, sizeof path, "%s.w", s->out);
@@ -177,12 +180,16 @@ static result train(int world, int zero, int offload, int per_update) {
   result res = {NULL, 0};
   uint64_t covered = 0;
   for (int r = 0; r < world; r++) {
-    char path[300], info[700];
+    char path[300], info[800];
     snprintf(path, sizeof path, "%s.info", specs[r].out);
     read_rank_text(path, info, sizeof info);
-    unsigned long long lo, hi, total, host_bytes, host_n;
-    assert_int_equal(sscanf(info, "%llu %llu %llu %llu %llu", &lo, &hi, &total, &host_bytes,
-                            &host_n), 5);
+    unsigned long long lo, hi, total, host_bytes, host_n, gathered;
+    assert_int_equal(sscanf(info, "%llu %llu %llu %llu %llu %llu", &lo, &hi, &total, &host_bytes,
+                            &host_n, &gathered), 6);
+    /* one all-gather of the fp32 compute copy an update (as the planner counts) */
+    esmt_zero_volume vol;
+    esmt_zero_comm_volume(zero, total, world, per_update, 4, &vol);
+    assert_int_equal(gathered, STEPS * vol.allgathered);
     snprintf(path, sizeof path, "%s.w", specs[r].out);
     size_t n;
     float *w = read_weights(path, &n);

@@ -178,11 +178,12 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   if (!st && m->mem.offload && (m->mem.offload->zero_level < 1 ||
                                 m->mem.master_lo != split_lo || m->mem.master_hi != split_hi))
     st = esmt_fail(ESMT_ERR_UNSUPPORTED,
-                   "dist.zero %d with offload.optimizer: this rank's host holds the fp32 "
-                   "master and moments [%llu, %llu), not its shard [%llu, %llu) of %d rank(s): "
-                   "create the model for the shard (esmt_offload_options zero_level, zero_rank, "
+                   "dist.zero %d with offload.optimizer: this rank's host buffers were sized "
+                   "for [%llu, %llu)%s, not for its shard [%llu, %llu) of %d rank(s): create "
+                   "the model for the shard (esmt_offload_options zero_level, zero_rank, "
                    "zero_world; the trainer's configuration does)", dp->zero,
                    (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
+                   m->mem.offload->zero_level < 1 ? " without ZeRO" : "",
                    (unsigned long long)split_lo, (unsigned long long)split_hi, W);
   if (st) {
     dp->zero = 0;

@@ -173,7 +173,8 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
                            (t.micro_batches + W - 1) / W, (int)es, &v);
   else
     esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W,
-                          esmt_zero_gathered_bytes(r->zero, W, (int)es), &v);
+                          pol.offload ? (int)es /* the compute copy (dp_zero.c) */
+                                      : esmt_zero_gathered_bytes(r->zero, W, (int)es), &v);
   p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
   p->allreduced_bytes = r->world_size > 1 ? v.allreduced : 0;
   p->reduce_scattered_bytes = r->world_size > 1 ? v.reduce_scattered : 0;
