@@ -4,9 +4,11 @@
 #include "test_util.h"
 
 #include <stddef.h>
+#include <stdio.h>
 #include <string.h>
 
 #include "model.h"
+#include "param_shard.h"
 #include "stream.h"
 
 #define GIB (1024ull * 1024ull * 1024ull)
@@ -292,7 +294,12 @@ static void test_request_from_config(void **state) {
   assert_int_equal(esmt_config_plan_request(c, ctx, &mc, &r), ESMT_OK);
   assert_int_equal(r.precision, ESMT_PRECISION_FP32);
   assert_int_equal(r.offload_optimizer, -1);
+  /* ZeRO-1/2 may offload each rank's shard (auto stays auto); ZeRO-3 may not */
   assert_int_equal(esmt_config_set(c, "dist.zero", "1"), ESMT_OK);
+  assert_int_equal(esmt_config_plan_request(c, ctx, &mc, &r), ESMT_OK);
+  assert_int_equal(r.offload_optimizer, -1);
+  assert_int_equal(r.stream, ESMT_STREAM_NONE);
+  assert_int_equal(esmt_config_set(c, "dist.zero", "3"), ESMT_OK);
   assert_int_equal(esmt_config_plan_request(c, ctx, &mc, &r), ESMT_OK);
   assert_int_equal(r.offload_optimizer, 0);
   esmt_context_destroy(ctx);
@@ -406,6 +413,60 @@ static void test_timed_plan_rates(void **state) {
   assert_int_equal(esmt_plan_memory(&r, &p), ESMT_ERR_INVALID_ARGUMENT);
 }
 
+/* ZeRO-1/2 with the optimizer offloaded: a rank's host holds its shard
+ * (about 1/N of one process's offloaded state), the ranks of one host
+ * share its budget (ranks_per_host), ZeRO-3 and streaming do not combine
+ * with ZeRO's offload, and the 3 x 10 GiB box with 12 GiB of host memory
+ * is told why 3B cannot train there and what can. */
+static void test_zero_offload_per_rank(void **state) {
+  (void)state;
+  esmt_plan_request r = req_for("esm2_t33_650M", 1, 512, ESMT_PRECISION_BF16, 0);
+  r.offload_optimizer = 1;
+  r.recompute = 0;
+  r.stream = 0;
+  esmt_plan one = ESMT_PLAN_INIT, two = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &one), ESMT_OK);
+  r.world_size = 2;
+  r.zero = 1;
+  assert_int_equal(esmt_plan_memory(&r, &two), ESMT_OK);
+  assert_true(two.offload_optimizer);
+  /* the shard's master, gradients, moments and staging; the LayerNorm image whole */
+  const esmt_offload_shape sh = {(esmt_zero_shard_max(one.parameters, 2)),
+                                 esmt_norm_tensor_count(&g_model), g_model.hidden_size,
+                                 g_model.optimizer, 2};
+  assert_int_equal(two.host_pinned, esmt_offload_host_bytes(&sh));
+  assert_true(two.host_pinned * 2 < one.host_pinned + (1u << 20)); /* 2 LayerNorm images */
+  assert_int_equal(two.device_total, one.device_total); /* the device keeps what it did */
+  printf("650M bf16 offloaded: host %.2f GiB for one process, %.2f GiB a rank of 2\n",
+         (double)one.host_pinned / GIB, (double)two.host_pinned / GIB);
+  /* one host's budget for both ranks, or for one with ranks_per_host 1 */
+  r.host_budget = 2 * two.host_pinned;
+  assert_int_equal(esmt_plan_memory(&r, &two), ESMT_OK);
+  r.host_budget = 2 * two.host_pinned - 1;
+  assert_int_equal(esmt_plan_memory(&r, &two), ESMT_ERR_OUT_OF_MEMORY);
+  r.ranks_per_host = 1;
+  assert_int_equal(esmt_plan_memory(&r, &two), ESMT_OK);
+  /* what the ranks refuse */
+  r.zero = 3;
+  assert_int_equal(esmt_plan_memory(&r, &two), ESMT_ERR_UNSUPPORTED);
+  r.zero = 2;
+  r.stream = ESMT_STREAM_GRADIENTS;
+  assert_int_equal(esmt_plan_memory(&r, &two), ESMT_ERR_UNSUPPORTED);
+  /* 3B on 3 x 10 GiB with 12 GiB of host memory: 16 bytes a parameter of
+   * fp32 state (42.3 GiB) against 42 GiB; nothing of this engine fits 3B
+   * there, and the advice names the largest ESM-2 that does */
+  r = req_for("esm2_t36_3B", 0, 512, ESMT_PRECISION_BF16, 10 * GIB);
+  r.world_size = 3;
+  r.zero = -1;
+  r.host_budget = 12 * GIB;
+  esmt_plan box = ESMT_PLAN_INIT;
+  assert_int_equal(esmt_plan_memory(&r, &box), ESMT_ERR_OUT_OF_MEMORY);
+  printf("3 x 10 GiB + 12 GiB: %s\n", box.advice);
+  assert_non_null(strstr(box.advice, "keep 16 bytes each"));
+  assert_non_null(strstr(box.advice, "no precision or optimizer of this engine fits"));
+  assert_non_null(strstr(box.advice, "esm2_t33_650M"));
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_650m_on_8gb),
@@ -421,6 +482,7 @@ int main(void) {
       cmocka_unit_test(test_host_budget),
       cmocka_unit_test(test_timed_plan_prefers_hidden_transfers),
       cmocka_unit_test(test_timed_plan_rates),
+      cmocka_unit_test(test_zero_offload_per_rank),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -25,24 +25,33 @@ static int parse_policy(const char *s, int *out) {
   return 1;
 }
 
-/* Per rank at every ZeRO stage, with the policy and micro-batch of `chosen`. */
+/* Per rank at every ZeRO stage, with the micro-batch and recompute of
+ * `chosen`: the state on the device, and at stages 1 and 2 each rank's
+ * shard of it on its host (optimizer offload), the host figure a rank's
+ * and the total of the ranks that share a host. */
 static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
-  char a[32], b[32], c[32];
-  printf("  per rank of %d   %12s %12s %12s  %s\n", r->world_size, "moments", "device total",
-         "sent/update", "(dist.zero)");
-  for (int z = 0; z <= 3; z++) {
+  char a[32], b[32], c[32], d[32], e[32];
+  const int on_host = r->ranks_per_host > 0 && r->ranks_per_host < r->world_size
+                          ? r->ranks_per_host : r->world_size;
+  printf("  per rank of %d   %12s %12s %12s %12s %12s  %s\n", r->world_size, "moments",
+         "device total", "host/rank", "host/host", "sent/update", "(dist.zero)");
+  for (int row = 0; row < 6; row++) {
+    static const int zero[] = {0, 1, 1, 2, 2, 3}, offload[] = {-1, 0, 1, 0, 1, 0};
+    const int z = zero[row];
     esmt_plan_request q = *r;
     q.zero = z;
     q.micro_batch = chosen->micro_batch;
-    q.offload_optimizer = z ? 0 : chosen->offload_optimizer;
+    q.offload_optimizer = offload[row] < 0 ? chosen->offload_optimizer : offload[row];
     q.recompute = chosen->recompute;
     q.stream = z ? 0 : chosen->stream;
     esmt_plan p = ESMT_PLAN_INIT;
     if (esmt_plan_memory(&q, &p) && !p.device_total) continue; /* an invalid stage here */
-    char name[16];
-    snprintf(name, sizeof name, "ZeRO-%d", z);
-    printf("  %-16s %12s %12s %12s  %s\n", name, cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
-           cli_bytes(p.comm_bytes, c, 32), p.fits ? "fits" : "does not fit");
+    char name[32];
+    snprintf(name, sizeof name, "ZeRO-%d%s", z, offload[row] == 1 ? " + offload" : "");
+    printf("  %-16s %12s %12s %12s %12s %12s  %s\n", name,
+           cli_bytes(p.device[ESMT_MEM_MOMENTS], a, 32), cli_bytes(p.device_total, b, 32),
+           cli_bytes(p.host_pinned, c, 32), cli_bytes(p.host_pinned * (uint64_t)on_host, d, 32),
+           cli_bytes(p.comm_bytes, e, 32), p.fits ? "fits" : "does not fit");
   }
 }
 
@@ -51,7 +60,7 @@ static void usage(FILE *f) {
          "         [--precision fp32|fp16|bf16] [--device-mem BYTES] [--offload auto|on|off]\n"
          "         [--recompute auto|on|off] [--stream auto|off|gradients|weights]\n"
          "         [--runtime-overhead BYTES] [--link GB/s] [--tflops T] [--host-bw GB/s]\n"
-         "         [--host-mem BYTES] [--world N] [--zero 0|1|2|3|auto]\n"
+         "         [--host-mem BYTES] [--world N] [--zero 0|1|2|3|auto] [--ranks-per-host N]\n"
          "         [--head none|seq-class|multilabel|regression|residue-class]\n"
          "         [--num-labels C] [--frozen-layers N|encoder] [--lora-rank R]\n"
          "         [--lora-targets query,key,value,attention-output,ffn-down,ffn-up]\n"
@@ -68,7 +77,9 @@ static void usage(FILE *f) {
          "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
          "key after the flags above\n"
          "--world N plans one of N data-parallel ranks at ZeRO stage --zero (dist.zero) and\n"
-         "prints the bytes per rank of every stage and what each sends per update;\n"
+         "prints the bytes per rank of every stage (at stages 1 and 2 also with each rank's\n"
+         "shard of the optimizer state offloaded to its host) and what each sends per update;\n"
+         "--host-mem is one host's memory, shared by --ranks-per-host of the ranks (default all).\n"
          "--zero auto, and --world N > 1 without --zero, plan the lowest stage that fits.\n"
          "(e.g. a custom shape: --set model.num_layers=4 --set model.hidden_size=2560 ...).\n"
          "Fine-tuning: --head, --frozen-layers and --lora-rank (LoRA on --lora-targets,\n"
@@ -149,6 +160,7 @@ int cmd_plan(int argc, char **argv) {
   esmt_config_set(cfg, "data.max_len", "512");
   const char *model = "esm2_t6_8M";
   int have_overhead = 0, rows = 0, n_sets = 0, world = 1, zero_auto = 0, zero_given = 0;
+  int ranks_per_host = 0; /* 0: every rank on one host */
   uint64_t host_mem = 0;
   double link_gbps = 0, tflops = 0, host_gbps = 0;
   const char *sets[32];
@@ -189,6 +201,12 @@ int cmd_plan(int argc, char **argv) {
       ok = cli_int_arg("plan", a, v, 1, 65536, &x);
       if (!ok) { esmt_config_destroy(cfg); return 2; }
       world = (int)x;
+    } else if (!strcmp(a, "--ranks-per-host")) {
+      known = 1;
+      long long x = 0;
+      ok = cli_int_arg("plan", a, v, 1, 65536, &x);
+      if (!ok) { esmt_config_destroy(cfg); return 2; }
+      ranks_per_host = (int)x;
     } else if (!strcmp(a, "--host-mem")) {
       known = 1;
       ok = parse_bytes(v, &host_mem) && host_mem > 0;
@@ -265,6 +283,7 @@ int cmd_plan(int argc, char **argv) {
   r.link_bandwidth = link_gbps * 1e9;
   r.host_bandwidth = host_gbps * 1e9;
   r.world_size = world;
+  r.ranks_per_host = ranks_per_host;
   /* several ranks and no stage named: the lowest stage that fits */
   if (zero_auto || (world > 1 && !zero_given)) r.zero = -1;
   esmt_plan p = ESMT_PLAN_INIT;
@@ -286,10 +305,15 @@ int cmd_plan(int argc, char **argv) {
            cli_bytes(p.device[i], buf, 32));
   printf("  %-16s %12s  (%llu bytes)\n", "device total", cli_bytes(p.device_total, buf, 32),
          (unsigned long long)p.device_total);
-  char avail[32];
-  printf("  %-16s %12s  (offload: fp32 master weights, moments, gradients; half: the weight "
-         "staging copy%s%s)\n", "host pinned", cli_bytes(p.host_pinned, buf, 32),
-         host_mem ? "; available " : "", host_mem ? cli_bytes(host_mem, avail, 32) : "");
+  char avail[32], box[96] = "";
+  const int on_host = ranks_per_host > 0 && ranks_per_host < world ? ranks_per_host : world;
+  if (world > 1) /* the ranks of one host share its memory */
+    snprintf(box, sizeof box, " a rank, %s for the %d ranks of a host",
+             cli_bytes(p.host_pinned * (uint64_t)on_host, avail, 32), on_host);
+  printf("  %-16s %12s%s  (%llu bytes; offload: fp32 master weights, moments, gradients; half: "
+         "the weight staging copy%s%s)\n", "host pinned", cli_bytes(p.host_pinned, buf, 32), box,
+         (unsigned long long)p.host_pinned, host_mem ? "; available " : "",
+         host_mem ? cli_bytes(host_mem, avail, 32) : "");
   if (p.stream) {
     printf("  %-16s %12s  per micro-batch (%s)", "host link", cli_bytes(p.stream_bytes, buf, 32),
            p.stream == ESMT_STREAM_WEIGHTS ? "every layer's weights up twice, its gradients down"

@@ -71,10 +71,17 @@ typedef struct esmt_plan_request {
    * the fp32 master of the shard; stage 3 also the compute weights of the
    * shard, the embedding's and head's whole and two layers' gather slots.
    * zero -1 (auto) plans the lowest stage that fits (the advice names it).
-   * offload_optimizer auto stays off (the ranks refuse the two together).
+   * At stages 1 and 2 the optimizer may be offloaded (offload_optimizer on
+   * or auto): each rank's host holds the fp32 master, the moments and the
+   * fp32 gradients of its shard (host_pinned is one rank's); stage 3 and
+   * the streamed levels do not combine with ZeRO (auto plans them off).
    * A caller whose struct ends before them plans one process. */
   int world_size;
   int zero;
+  /* Appended (0.2, issue #38): how many of the ranks share one host's
+   * memory (0: all world_size of them, one machine). host_budget is that
+   * host's: a policy fits when ranks_per_host x host_pinned is within it. */
+  int ranks_per_host;
 } esmt_plan_request;
 
 /* Memory levels beyond optimizer offload: the parameter memory keeps only
@@ -91,7 +98,7 @@ typedef enum esmt_stream_level {
 
 #define ESMT_PLAN_REQUEST_INIT \
   { sizeof(esmt_plan_request), NULL, 0, 512, ESMT_PRECISION_FP32, 0, -1, -1, 0, ESMT_STREAM_NONE, \
-    0, 0, 0, 0, 0, 1, 0 }
+    0, 0, 0, 0, 0, 1, 0, 0 }
 
 typedef struct esmt_plan {
   uint32_t struct_size;

@@ -102,7 +102,8 @@ static esmt_status check_hardware(esmt_config_reader *c) {
 }
 
 /* Streaming from host memory sits on the optimizer's host side, and does
- * not combine with ZeRO yet (each rank would stream its own copy). */
+ * not combine with ZeRO (each rank would stream the whole model's layers);
+ * ZeRO-1/2 combine with optimizer offload (dist/dp_zero.c). */
 static esmt_status check_memory_levels(esmt_config_reader *c) {
   const char *stream = esmt_cfg_string(c, "offload.stream");
   const char *opt = esmt_cfg_string(c, "offload.optimizer");
@@ -114,8 +115,9 @@ static esmt_status check_memory_levels(esmt_config_reader *c) {
                      "offload.optimizer on (or auto), or offload.stream off", stream);
   if (zero)
     return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s does not combine with dist.zero %lld "
-                     "(ZeRO shards the optimizer state on the device): set one of them off",
-                     stream, zero);
+                     "(a rank would stream the whole model's layers): set one of them off; "
+                     "dist.zero 1 or 2 combine with offload.optimizer on (each rank's shard on "
+                     "its host)", stream, zero);
   return ESMT_OK;
 }
 

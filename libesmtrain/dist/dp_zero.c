@@ -17,11 +17,18 @@
  * into the whole gradient buffer. Stage 2 on the device layer has no whole
  * buffer: the parameter memory's gradient slots (memory/grad_shard.h) call
  * reduce_part below as backward finishes each part, and the rank adds its
- * piece into its shard. For a memory layer that keeps its own gradients
- * (none today: offload and streaming are refused with ZeRO) stage 2 would
- * reduce every micro-batch's buckets and then clear the other shards'
- * partial sums (esmt_dp_zero_keep_shard), so that the next backward adds
- * onto the shard's running sum only. */
+ * piece into its shard. The offload layer keeps its own whole device
+ * gradient buffer (backward's working buffer): there stage 2 reduces every
+ * micro-batch's buckets and then clears the other shards' partial sums
+ * (esmt_dp_zero_keep_shard), so that the next backward adds onto the
+ * shard's running sum only.
+ *
+ * With optimizer offload (stages 1 and 2) each rank's host holds the fp32
+ * master, the moments and the fp32 gradients of its shard only (the model
+ * is created for it: esmt_offload_options.zero_level); the host optimizer
+ * updates the shard and pushes its compute weights into the whole device
+ * compute copy, which the ranks then all-gather (gather_compute). The
+ * streamed levels and stage 3 do not combine with offload: refused. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -30,6 +37,7 @@
 #include "checkpoint.h"
 #include "dp_group_internal.h"
 #include "grad_shard.h"
+#include "offload.h"
 #include "param_layer.h"
 #include "registry.h"
 #include "weight_gather.h"
@@ -133,11 +141,17 @@ static esmt_status gather_part(void *user, void *buf, uint64_t lo, uint64_t n,
 }
 
 static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
-  if (m->mem.offload)
+  if (m->mem.stream)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "dist.zero %d does not combine with offload.optimizer (the offloaded "
-                     "optimizer keeps the whole fp32 master and moments in host memory): turn "
-                     "one of them off", dp->zero);
+                     "dist.zero %d does not combine with offload.stream (a rank would stream "
+                     "the whole model's layers): use dist.zero 1 or 2 with offload.optimizer on "
+                     "and offload.stream off, or dist.zero 3 without offload, or one process "
+                     "with offload.stream", dp->zero);
+  if (m->mem.offload && dp->zero >= 3)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED,
+                     "dist.zero %d does not combine with offload.optimizer (the ranks gather "
+                     "each layer's weights from device shards): use dist.zero 1 or 2 with "
+                     "offload.optimizer on, or dist.zero 3 with offload.optimizer off", dp->zero);
   if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d: backend %s (ABI %u.%u) sums gradients on the device but "
@@ -152,6 +166,25 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   const int W = esmt_dp_world(dp), r = esmt_dp_rank(dp);
   /* every rank refuses alike (same config, same backend) */
   esmt_status st = refuse(dp, m);
+  /* this rank's shard: the offloaded host must have been sized for it */
+  uint64_t split_lo = 0, split_hi = m->layout.total;
+  if (!st && m->mem.offload && W > 1) {
+    uint64_t *off = calloc((size_t)W + 1, sizeof *off);
+    if (!off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+    if (off) esmt_zero_split(m->layout.total, W, off);
+    if (off) split_lo = off[r], split_hi = off[r + 1];
+    free(off);
+  }
+  if (!st && m->mem.offload && (m->mem.offload->zero_level < 1 ||
+                                m->mem.master_lo != split_lo || m->mem.master_hi != split_hi))
+    st = esmt_fail(ESMT_ERR_UNSUPPORTED,
+                   "dist.zero %d with offload.optimizer: this rank's host buffers were sized "
+                   "for [%llu, %llu)%s, not for its shard [%llu, %llu) of %d rank(s): create "
+                   "the model for the shard (esmt_offload_options zero_level, zero_rank, "
+                   "zero_world; the trainer's configuration does)", dp->zero,
+                   (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
+                   m->mem.offload->zero_level < 1 ? " without ZeRO" : "",
+                   (unsigned long long)split_lo, (unsigned long long)split_hi, W);
   if (st) {
     dp->zero = 0;
     return st;
@@ -177,6 +210,12 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
     if (!st && dp->zero >= 3 && !dp->sharded_m)
       st = esmt_fail(ESMT_ERR_UNSUPPORTED, "dist.zero 3 needs the parameters in device memory "
                      "(ZeRO-2's gradient slots)");
+    /* offload in half: the ranks gather norm_dev's LayerNorm w/b by rank */
+    if (!st && m->mem.offload && m->mem.compute_lowp) {
+      dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
+      if (!dp->norm_off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
+      else esmt_param_norm_split(&m->mem, dp->shard_off, W, dp->norm_off);
+    }
     /* ...and with a half compute copy the fp32 master too: the kernels
      * read the half copy, which is what the ranks all-gather; ZeRO-3
      * keeps the shard of the compute weights only and gathers per part */
@@ -212,7 +251,12 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   char master[200];
   snprintf(master, sizeof master, "%s", level >= 2 ? "fp32 weights stay whole"
                                                    : "fp32 weights and gradients stay whole");
-  if (m->mem.wgather)
+  const uint64_t host = (m->mem.moment2 ? 4 : 3) * (hi - lo) * sizeof(float); /* Lion: one moment */
+  if (m->mem.offload)
+    snprintf(master, sizeof master, "fp32 master weights, moments and gradients %llu bytes "
+             "(%.2f MiB) for this shard in host memory, the compute copy whole on the device "
+             "and all-gathered after each step", (unsigned long long)host, (double)host * mib);
+  else if (m->mem.wgather)
     snprintf(master, sizeof master, "fp32 master and compute weights for this shard only (fp32 "
              "master %llu bytes), each layer's all-gathered before it runs into two slots",
              (unsigned long long)((hi - lo) * sizeof(float)));
@@ -290,9 +334,36 @@ static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
   return ESMT_OK;
 }
 
+/* Optimizer offload: the host step pushed this shard's compute weights
+ * (and in half its LayerNorm w/b in norm_dev) into the device compute
+ * copy; the ranks all-gather the rest of it. */
+static esmt_status gather_compute(esmt_dp *dp, esmt_model *m) {
+  const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
+  const size_t es = m->mem.env.esize;
+  void *w = m->mem.compute_lowp ? m->mem.compute_lowp : (void *)m->mem.compute32;
+  float *norms = m->mem.compute_lowp ? m->mem.norm_dev : NULL;
+  esmt_status st = ESMT_OK;
+  if (dp->on_device) {
+    st = esmt_dp_device_allgather_as(dp, m, w, m->mem.env.dtype, total, dp->shard_off);
+    if (!st && norms) st = esmt_dp_device_allgather_as(dp, m, norms, ESMTB_F32, nn, dp->norm_off);
+  } else {
+    esmtb_status bs = m->ops->stream_sync(m->dev, m->stream); /* the shard's upload */
+    if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
+    if (!st) st = esmt_comm_allgather_shards(dp->comm, w, (size_t)total, dp->shard_off, es);
+    if (!st && norms)
+      st = esmt_comm_allgather_shards(dp->comm, norms, (size_t)nn, dp->norm_off, sizeof(float));
+  }
+  if (st) return esmt_fail_prefix(st, "ZeRO-%d: all-gather of the updated compute weights: ",
+                                  dp->zero);
+  dp->vol.allgathered += total * es; /* the LayerNorm copies (nn floats) are not counted */
+  m->have_forward = 0;
+  return ESMT_OK;
+}
+
 esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   uint64_t lo, hi;
   const uint64_t total = m->layout.total;
+  if (m->mem.offload) return gather_compute(dp, m);
   if (esmt_param_master_sharded(&m->mem)) return gather_half(dp, m);
   esmt_dp_shard(dp, total, &lo, &hi);
   esmt_status st = dp->on_device

@@ -6,6 +6,7 @@
 
 #include "dtype.h"
 #include "param_layer.h"
+#include "param_shard.h"
 #include "registry.h"
 
 #include <stdio.h>
@@ -27,14 +28,66 @@ uint64_t esmt_offload_host_bytes(const esmt_offload_shape *s) {
          (s->esize == 4 ? 0 : esmt_offload_compute_bytes(s));
 }
 
-static esmt_offload_shape shape_of(const esmt_param_env *e) {
-  return (esmt_offload_shape){e->total, e->n_norm, e->d, e->optimizer, (int)e->esize};
+uint64_t esmt_offload_host_bytes_sharded(const esmt_offload_shape *s, int zero_level,
+                                         int world) {
+  esmt_offload_shape shard = *s;
+  if (zero_level >= 1 && world > 1) shard.params = esmt_zero_shard_max(s->params, world);
+  return esmt_offload_host_bytes(&shard);
+}
+
+int esmt_offload_sharded(const esmt_param_memory *p) {
+  return p->offload && (p->offload->lo != 0 || p->offload->hi != p->env.total);
+}
+
+/* The host buffers' shape: `params` elements (the whole buffer or a shard). */
+static esmt_offload_shape shape_of(const esmt_param_env *e, uint64_t params) {
+  return (esmt_offload_shape){params, e->n_norm, e->d, e->optimizer, (int)e->esize};
+}
+
+/* The elements of [*a, *b) the host holds: 0 when none. */
+static int clip_held(const esmt_offload *o, uint64_t *a, uint64_t *b) {
+  if (*a < o->lo) *a = o->lo;
+  if (*b > o->hi) *b = o->hi;
+  return *a < *b;
+}
+
+/* The LayerNorm elements of the held range: norm_dev[*nlo, *nhi). */
+static void held_norms(const esmt_param_memory *p, uint64_t *nlo, uint64_t *nhi) {
+  const uint64_t cut[2] = {p->offload->lo, p->offload->hi};
+  uint64_t n[2];
+  esmt_param_norm_split(p, cut, 1, n);
+  *nlo = n[0];
+  *nhi = n[1];
+}
+
+/* ZeRO with offload: the rank's shard [*lo, *hi) of the options' split. */
+static esmt_status shard_of(const esmt_param_env *e, const esmt_offload_options *opt,
+                            uint64_t *lo, uint64_t *hi) {
+  *lo = 0;
+  *hi = e->total;
+  if (opt->zero_level < 1 || opt->zero_world <= 1 || opt->streamed != ESMT_STREAM_NONE)
+    return ESMT_OK;
+  if (opt->zero_rank < 0 || opt->zero_rank >= opt->zero_world)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "esmt_model_create: offload: ZeRO rank %d of %d",
+                     opt->zero_rank, opt->zero_world);
+  /* the ranks gather norm_dev by rank: its tensors must be in flat order */
+  for (int i = 1; e->dtype != ESMTB_F32 && i < e->n_norm; i++)
+    if (e->norm_offs[i] < e->norm_offs[i - 1] + (uint64_t)e->d)
+      return esmt_fail(ESMT_ERR_UNSUPPORTED, "esmt_model_create: offload with ZeRO: the "
+                       "LayerNorm tensors are not in flat order");
+  uint64_t *off = calloc((size_t)opt->zero_world + 1, sizeof *off);
+  if (!off) return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_model_create: out of memory");
+  esmt_zero_split(e->total, opt->zero_world, off);
+  *lo = off[opt->zero_rank];
+  *hi = off[opt->zero_rank + 1];
+  free(off);
+  return ESMT_OK;
 }
 
 int esmt_offload_is_master(const esmt_param_memory *p, const void *buf) {
   if (!p->offload || !buf) return 0;
   const char *b = buf;
-  const uint64_t bytes = p->env.total * sizeof(float);
+  const uint64_t bytes = (p->offload->hi - p->offload->lo) * sizeof(float);
   const float *mb[3] = {p->master, p->moment1, p->moment2};
   for (int i = 0; i < 3; i++)
     if (mb[i] && b >= (const char *)mb[i] && b < (const char *)mb[i] + bytes) return 1;
@@ -116,17 +169,28 @@ esmt_status esmt_offload_setup_host(esmt_param_memory *p, const esmt_offload_opt
   if (!bs) bs = e->ops->stream_create(e->dev, &o->copy);
   if (!bs) bs = e->ops->event_create(e->dev, &o->ready);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "%s: ", fn);
+  esmt_status st = shard_of(e, opt, &o->lo, &o->hi);
+  if (st) return st;
+  o->zero_level = opt->streamed == ESMT_STREAM_NONE && opt->zero_level > 0 ? opt->zero_level : 0;
+  /* the master and the moments of the held range (ZeRO: the rank's shard) */
+  p->master_lo = p->opt_lo = o->lo;
+  p->master_hi = p->opt_hi = o->hi;
 
-  const uint64_t P = e->total, bytes = P * sizeof(float);
+  const uint64_t P = o->hi - o->lo, bytes = (P ? P : 1) * sizeof(float);
   const int es = (int)e->esize;
-  const esmt_offload_shape shape = shape_of(e);
+  const esmt_offload_shape shape = shape_of(e, P);
   const uint64_t need = esmt_offload_host_bytes(&shape);
   const int nstate = esmt_optimizer_state_count(e->optimizer);
+  char held[160] = "";
+  if (P != e->total)
+    snprintf(held, sizeof held, " for this rank's ZeRO-%d shard [%llu, %llu) of %llu",
+             opt->zero_level, (unsigned long long)o->lo, (unsigned long long)o->hi,
+             (unsigned long long)e->total);
   esmt_logger_log(&e->ctx->logger, ESMT_LOG_INFO,
-                  "offload: optimizer on the host (%s %s): %.1f MiB of host RAM (fp32 master "
+                  "offload: optimizer on the host (%s %s): %.1f MiB of host RAM%s (fp32 master "
                   "weights, %s, fp32 gradients%s), pinned %s %.1f MiB; the device "
                   "keeps the %s weights and fp32 gradients",
-                  o->hops->name, esmt_optimizer_name(e->optimizer), MIB(need),
+                  o->hops->name, esmt_optimizer_name(e->optimizer), MIB(need), held,
                   nstate > 1 ? "its two moments" : "its moment", es == 4 ? "" : ", the compute-weight staging copy",
                   o->pinned_limit ? "up to offload.pinned_memory_limit" : "all (no cap):",
                   MIB(o->pinned_limit ? o->pinned_limit : need), esmt_dtype_name(e->dtype));
@@ -134,7 +198,7 @@ esmt_status esmt_offload_setup_host(esmt_param_memory *p, const esmt_offload_opt
    * and the upload source (the staging image in half, the master in fp32);
    * the moments are only touched by the host AdamW, so under a cap they are
    * the first to go pageable. */
-  esmt_status st = esmt_offload_host_alloc(p, bytes, "host gradients", (void **)&o->grads);
+  st = esmt_offload_host_alloc(p, bytes, "host gradients", (void **)&o->grads);
   if (!st && es != 4) {
     o->staging_bytes = esmt_offload_compute_bytes(&shape);
     st = esmt_offload_host_alloc(p, o->staging_bytes, "compute-weight staging", &o->staging);
@@ -153,13 +217,13 @@ esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offload_options 
 esmt_status esmt_offload_setup_device(esmt_param_memory *p) {
   esmt_status st;
   const esmt_param_env *e = &p->env;
-  esmt_offload *o = p->offload;
   const uint64_t P = e->total, bytes = P * sizeof(float);
   const int es = (int)e->esize;
+  const esmt_offload_shape whole = shape_of(e, P); /* the compute copy is whole on every rank */
   if (es == 4) {
     st = esmt_param_dev_alloc(e, bytes, (void **)&p->compute32, "fp32 compute weights");
   } else {
-    st = esmt_param_dev_alloc(e, o->staging_bytes, &p->compute_lowp,
+    st = esmt_param_dev_alloc(e, esmt_offload_compute_bytes(&whole), &p->compute_lowp,
                               "half-precision weights and norms");
     if (!st) p->norm_dev = (float *)(void *)((char *)p->compute_lowp + ALIGN256(P * (uint64_t)es));
   }
@@ -193,32 +257,48 @@ static esmt_status h2d(esmt_param_memory *p, void *dst, const void *src, uint64_
 
 float *esmt_offload_gather_norms(esmt_param_memory *p) {
   esmt_offload *o = p->offload;
-  float *dst = (float *)(void *)((char *)o->staging +
-                                 ALIGN256(p->env.total * (uint64_t)p->env.esize));
-  for (int i = 0; i < p->env.n_norm; i++)
-    memcpy(dst + (uint64_t)i * p->env.d, p->master + p->env.norm_offs[i], (size_t)p->env.d * sizeof(float));
+  const esmt_param_env *e = &p->env;
+  float *dst = (float *)(void *)((char *)o->staging + ALIGN256((o->hi - o->lo) * (uint64_t)e->esize));
+  for (int i = 0; i < e->n_norm; i++) { /* what the host holds of each (a shard: a part) */
+    uint64_t a = e->norm_offs[i], b = a + (uint64_t)e->d;
+    if (clip_held(o, &a, &b))
+      memcpy(dst + (uint64_t)i * e->d + (a - e->norm_offs[i]), p->master + (a - o->lo),
+             (size_t)(b - a) * sizeof(float));
+  }
   return dst;
 }
 
 esmt_status esmt_offload_stage(esmt_param_memory *p, uint64_t offset, uint64_t count) {
   esmt_offload *o = p->offload;
-  esmtb_convert_args c = {sizeof c, count, p->master + offset, ESMTB_F32,
-                          (char *)o->staging + offset * p->env.esize, p->env.dtype};
+  uint64_t a = offset, b = offset + count;
+  if (!clip_held(o, &a, &b)) return ESMT_OK;
+  esmtb_convert_args c = {sizeof c, b - a, p->master + (a - o->lo), ESMTB_F32,
+                          (char *)o->staging + (a - o->lo) * p->env.esize, p->env.dtype};
   esmtb_status bs = o->hops->convert(o->hdev, &c, NULL);
   return bs ? esmt_fail_prefix((esmt_status)bs, "offload: converting the weights: ") : ESMT_OK;
 }
 
+/* The held LayerNorm elements from the staging image to norm_dev. */
+static esmt_status push_norms(esmt_param_memory *p, const float *norms) {
+  uint64_t nlo, nhi;
+  held_norms(p, &nlo, &nhi);
+  return nhi > nlo ? h2d(p, p->norm_dev + nlo, norms + nlo, (nhi - nlo) * sizeof(float)) : ESMT_OK;
+}
+
 esmt_status esmt_offload_push_weights(esmt_param_memory *p, uint64_t offset, uint64_t count) {
   esmt_offload *o = p->offload;
-  esmt_status st;
+  esmt_status st = ESMT_OK;
+  uint64_t a = offset, b = offset + count; /* a shard pushes what it holds; the ranks gather */
+  if (!clip_held(o, &a, &b)) return ESMT_OK;
+  const size_t es = p->env.esize;
   if (!p->compute_lowp) {
-    st = h2d(p, p->compute32 + offset, p->master + offset, count * sizeof(float));
+    st = h2d(p, p->compute32 + a, p->master + (a - o->lo), (b - a) * sizeof(float));
   } else {
-    if ((st = esmt_offload_stage(p, offset, count))) return st;
+    if ((st = esmt_offload_stage(p, a, b - a))) return st;
     const float *norms = esmt_offload_gather_norms(p);
-    st = h2d(p, (char *)p->compute_lowp + offset * p->env.esize, (char *)o->staging + offset * p->env.esize,
-             count * p->env.esize);
-    if (!st) st = h2d(p, p->norm_dev, norms, (uint64_t)p->env.n_norm * p->env.d * sizeof(float));
+    st = h2d(p, (char *)p->compute_lowp + a * es, (char *)o->staging + (a - o->lo) * es,
+             (b - a) * es);
+    if (!st) st = push_norms(p, norms);
   }
   esmtb_status ss = st ? 0 : p->env.ops->stream_sync(p->env.dev, p->env.stream);
   if (ss) st = esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ");
@@ -227,6 +307,8 @@ esmt_status esmt_offload_push_weights(esmt_param_memory *p, uint64_t offset, uin
 
 esmt_status esmt_offload_arm(esmt_param_memory *p) {
   esmt_offload *o = p->offload;
+  /* a shard pulls its gradients once they are reduced (data parallel) */
+  if (esmt_offload_sharded(p)) return ESMT_OK;
   /* The copy stream may still hold nothing: every update ends in finish. */
   o->armed = 1;
   o->pending_end = p->env.total;
@@ -274,8 +356,9 @@ void esmt_offload_grads_changed(esmt_param_memory *p) {
 esmt_status esmt_offload_pull_grads(esmt_param_memory *p) {
   esmt_offload *o = p->offload;
   if (o->host_grads_valid) return ESMT_OK;
-  esmtb_status bs = p->env.ops->copy_async(p->env.dev, o->grads, p->grads, p->env.total * sizeof(float),
-                                       ESMTB_COPY_D2H, p->env.stream);
+  esmtb_status bs = p->env.ops->copy_async(p->env.dev, o->grads, p->grads + (o->lo - p->grads_lo),
+                                           (o->hi - o->lo) * sizeof(float), ESMTB_COPY_D2H,
+                                           p->env.stream);
   if (!bs) bs = p->env.ops->stream_sync(p->env.dev, p->env.stream);
   if (bs) return esmt_fail_prefix((esmt_status)bs, "offload: gradient download: ");
   o->host_grads_valid = 1;
@@ -291,7 +374,7 @@ esmt_status esmt_offload_grad_sumsq(esmt_param_memory *p, float *sum) {
 esmt_status esmt_offload_host_sumsq(esmt_param_memory *p, float *sum) {
   esmt_offload *o = p->offload;
   *sum = 0.0f;
-  esmtb_sumsq_args s = {sizeof s, p->env.total, o->grads, sum};
+  esmtb_sumsq_args s = {sizeof s, o->hi - o->lo, o->grads, sum};
   esmtb_status bs = o->hops->sumsq(o->hdev, &s, NULL);
   return bs ? esmt_fail_prefix((esmt_status)bs, "offload: host gradient norm: ") : ESMT_OK;
 }
@@ -305,11 +388,16 @@ esmt_status esmt_offload_step(esmt_param_memory *p, esmt_optim_step *s) {
 esmt_status esmt_offload_upload(esmt_param_memory *p) {
   esmt_offload *o = p->offload;
   esmt_status st;
+  const uint64_t n = o->hi - o->lo;
   if (!p->compute_lowp) {
-    st = h2d(p, p->compute32, p->master, p->env.total * sizeof(float));
-  } else {
+    st = h2d(p, p->compute32 + o->lo, p->master, n * sizeof(float));
+  } else if (!esmt_offload_sharded(p)) { /* the image is the device buffer's: one copy */
     esmt_offload_gather_norms(p);
     st = h2d(p, p->compute_lowp, o->staging, o->staging_bytes);
+  } else { /* the shard's half weights and LayerNorm elements (the ranks gather the rest) */
+    const float *norms = esmt_offload_gather_norms(p);
+    st = h2d(p, (char *)p->compute_lowp + o->lo * p->env.esize, o->staging, n * p->env.esize);
+    if (!st) st = push_norms(p, norms);
   }
   esmtb_status ss = st ? 0 : p->env.ops->stream_sync(p->env.dev, p->env.stream);
   return ss ? esmt_fail_prefix((esmt_status)ss, "offload: weight upload: ") : st;

@@ -56,11 +56,14 @@ typedef struct esmt_offload_options {
    * host as backward produces them), WEIGHTS (that, and each layer's
    * compute weights come in as it runs). */
   int streamed;
-  /* Without `enabled`: the ZeRO stage (dist/dp_zero.c) the data-parallel
-   * group of zero_world ranks will run, this being zero_rank. From stage 1
-   * the moments are allocated for the rank's shard only, from stage 2 the
-   * gradients as slots and the shard (grad_shard.h), so that the whole
-   * buffers are never allocated; 0: whole. */
+  /* The ZeRO stage (dist/dp_zero.c) the data-parallel group of zero_world
+   * ranks will run, this being zero_rank. From stage 1 the moments are
+   * allocated for the rank's shard only, from stage 2 the gradients as
+   * slots and the shard (grad_shard.h), so that the whole buffers are never
+   * allocated; 0: whole. With `enabled` (stages 1 and 2, not streamed) the
+   * host buffers hold the rank's shard: fp32 master, moments, gradients
+   * and the staging image; the device keeps the whole compute copy, which
+   * the ranks all-gather after each step. */
   int zero_level, zero_rank, zero_world;
 } esmt_offload_options;
 
@@ -73,8 +76,14 @@ struct esmt_offload {
   esmtb_device *hdev;
   esmtb_stream *copy;         /* device stream for the gradient D2H copies */
   esmtb_event *ready;         /* recorded on the compute stream per bucket */
-  float *grads;               /* host fp32 gradients, layout.total */
-  void *staging;              /* F16/BF16: host image of the device compute buffer */
+  /* The flat elements the host buffers hold, [lo, hi): all of them, or
+   * the rank's ZeRO shard (esmt_offload_options.zero_level). The master,
+   * the moments, the gradients and the staging image start at lo. */
+  uint64_t lo, hi;
+  int zero_level;             /* the ZeRO stage the buffers were sized for; 0: none */
+  float *grads;               /* host fp32 gradients of [lo, hi) */
+  void *staging;              /* F16/BF16: host image of [lo, hi) of the device compute
+                               * buffer, then the fp32 LayerNorm w/b (norm_dev's image) */
   uint64_t staging_bytes;
   struct {
     void *ptr;
@@ -104,6 +113,14 @@ typedef struct esmt_offload_shape {
 /* Host bytes an offloaded model allocates (master weights, moments, host
  * gradients, and for F16/BF16 the staging image): the planner's figure. */
 ESMT_HIDDEN uint64_t esmt_offload_host_bytes(const esmt_offload_shape *s);
+
+/* The host bytes of one rank's shard under ZeRO (stage >= 1, `world`
+ * ranks: the largest shard's), or of the whole buffer. */
+ESMT_HIDDEN uint64_t esmt_offload_host_bytes_sharded(const esmt_offload_shape *s, int zero_level,
+                                                     int world);
+
+/* Whether the host buffers hold a shard only (ZeRO with offload). */
+ESMT_HIDDEN int esmt_offload_sharded(const esmt_param_memory *p);
 
 /* Bytes of the device compute-weight buffer under offload in F16/BF16:
  * the half weights (padded to 256 bytes) then the fp32 LayerNorm w/b. */

@@ -106,9 +106,11 @@ ESMT_HIDDEN esmt_status esmt_param_master_upload(esmt_param_memory *p, const flo
 /* The same for the flat range [off, off + n) from host[0, n): what this
  * rank holds of it (master shard, half copy, norm_dev, ZeRO-3's end parts)
  * written; synced. Model initialisation under a sharded master. */
-/* A device (or host, under offload) buffer every rank holds whole, for
- * the data-parallel start's check that the ranks agree: the fp32 master,
- * the half copy under ZeRO-2's sharded master, ZeRO-3's end parts. */
+/* A buffer every rank holds whole, for the data-parallel start's check
+ * that the ranks agree: the fp32 master, the half copy under ZeRO-2's
+ * sharded master, the device's compute copy under optimizer offload (the
+ * master in host memory, a shard under ZeRO), ZeRO-3's end parts; the
+ * host master under streaming. */
 ESMT_HIDDEN void esmt_param_replicated(const esmt_param_memory *p, const void **buf,
                                        uint64_t *bytes);
 ESMT_HIDDEN esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host,

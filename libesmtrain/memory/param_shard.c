@@ -67,13 +67,14 @@ static esmtb_status alloc_zeroed(const esmt_param_env *e, uint64_t n, float **ou
 esmt_status esmt_param_shard_optimizer(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
   const char *fn = "esmt_model_shard_optimizer";
   const esmt_param_env *e = &p->env;
+  if (lo == p->opt_lo && hi == p->opt_hi) return ESMT_OK; /* sized for it at creation */
   if (p->offload)
-    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: not with optimizer offload", fn);
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: not with optimizer offload (its host buffers "
+                     "are sized for the shard when the model is created)", fn);
   if (lo > hi || hi > e->total || lo < p->opt_lo || hi > p->opt_hi)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: [%llu, %llu) is not within the held "
                      "[%llu, %llu)", fn, (unsigned long long)lo, (unsigned long long)hi,
                      (unsigned long long)p->opt_lo, (unsigned long long)p->opt_hi);
-  if (lo == p->opt_lo && hi == p->opt_hi) return ESMT_OK;
   const uint64_t n = hi - lo, skip = lo - p->opt_lo;
   float *nm = NULL, *nv = NULL;
   esmtb_status bs = alloc_zeroed(e, n, &nm);

@@ -4,6 +4,8 @@
  * the fp32 LayerNorm copy, the half compute copy and ZeRO-3's end parts
  * (weight_gather.c); and what every rank holds whole, for the start's
  * check that the ranks agree. */
+#include <string.h>
+
 #include "esmtrain/backend.h"
 #include "param_layer.h"
 #include "weight_gather.h"
@@ -16,9 +18,15 @@ esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host, uint6
   esmtb_status bs = 0;
   esmt_param_frozen_write(p, host, off, n);
   uint64_t a = off > p->master_lo ? off : p->master_lo, b = hi < p->master_hi ? hi : p->master_hi;
-  if (a < b)
+  if (a < b && p->offload) /* the master's shard in host memory (offload.c) */
+    memcpy(p->master + (a - p->master_lo), host + (a - off), (size_t)(b - a) * sizeof(float));
+  else if (a < b)
     bs = e->ops->copy_async(e->dev, p->master + (a - p->master_lo), host + (a - off),
                             (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
+  /* a compute copy of its own in fp32 (offload): whole on the device */
+  if (!bs && n && p->compute32 && p->compute32 != p->master)
+    bs = e->ops->copy_async(e->dev, p->compute32 + off, host, n * sizeof(float), ESMTB_COPY_H2D,
+                            e->stream);
   for (int i = 0; !bs && p->norm_dev && i < e->n_norm; i++) {
     const uint64_t o = e->norm_offs[i], end = o + (uint64_t)e->d;
     a = off > o ? off : o;
@@ -51,8 +59,10 @@ void esmt_param_replicated(const esmt_param_memory *p, const void **buf, uint64_
   if (p->wgather) { /* ZeRO-3: the end parts (the layers are nobody's whole) */
     *buf = p->wgather->ends;
     *bytes = (p->wgather->first_n + p->wgather->last_n) * e->esize;
-  } else if (esmt_param_master_sharded(p)) { /* ZeRO-2 in half: the half copy */
-    *buf = p->compute_lowp;
+  } else if (esmt_param_master_sharded(p) || (p->offload && !p->stream)) {
+    /* ZeRO-2 in half: the half copy; offload: the device's compute copy
+     * (the master is in host memory, and under ZeRO a shard) */
+    *buf = p->compute_lowp ? p->compute_lowp : (void *)p->compute32;
     *bytes = e->total * e->esize;
   } else {
     *buf = p->master;

@@ -72,6 +72,8 @@ ESMT_HIDDEN uint64_t esmt_lora_layer_params(const esmt_model_config *cfg);
 
 /* Number of LayerNorm w/b tensors of a config (each hidden_size floats). */
 ESMT_HIDDEN int esmt_norm_tensor_count(const esmt_model_config *cfg);
+/* The i-th ESM-2 size preset's name, smallest first; NULL past the last. */
+ESMT_HIDDEN const char *esmt_model_preset_name(int i);
 
 /* Build the layout of a validated config; frees with esmt_layout_free. */
 ESMT_HIDDEN esmt_status esmt_layout_build(const esmt_model_config *cfg, esmt_layout *out);

@@ -19,6 +19,10 @@ static const preset k_presets[] = {
 };
 #define N_PRESETS ((int)(sizeof k_presets / sizeof k_presets[0]))
 
+const char *esmt_model_preset_name(int i) {
+  return i >= 0 && i < N_PRESETS ? k_presets[i].name : NULL;
+}
+
 esmt_status esmt_model_config_preset(const char *name, esmt_model_config *cfg) {
   const char *fn = "esmt_model_config_preset";
   ESMT_CHECK_ARG(name && cfg, fn, "name and cfg must not be NULL");

@@ -11,6 +11,7 @@
 #include "grad_shard.h"
 #include "model.h"
 #include "param_shard.h"
+#include "plan_suggest.h"
 #include "plan_time.h"
 #include "stream.h"
 #include "weight_gather.h"
@@ -78,6 +79,12 @@ static int frozen_master_on_host(const plan_ctx *c, policy pol, uint64_t es) {
   return c->train_lo && es != 4 && !pol.offload && c->r->zero == 0;
 }
 
+/* The ranks that share one host's memory (host_budget's). */
+static uint64_t ranks_on_host(const esmt_plan_request *r) {
+  const int W = r->world_size > 1 ? r->world_size : 1;
+  return (uint64_t)(r->ranks_per_host > 0 && r->ranks_per_host < W ? r->ranks_per_host : W);
+}
+
 /* Fill plan->device for one concrete policy and micro-batch. */
 static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const esmt_plan_request *r = c->r;
@@ -141,9 +148,12 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   p->device_total = 0;
   for (int i = 0; i < ESMT_MEM_CLASS_COUNT; i++) p->device_total += p->device[i];
   /* Host: master, moments, fp32 gradients (and the F16/BF16 staging image)
-   * live there under offload, and streaming adds its bounce buffers:
-   * exactly what offload.c and stream.c allocate. */
-  p->host_pinned = pol.offload ? esmt_offload_host_bytes(&shape) + sb.host_extra : 0;
+   * live there under offload, for the rank's shard at ZeRO-1/2, and
+   * streaming adds its bounce buffers: exactly what offload.c and stream.c
+   * allocate. */
+  const int W = r->world_size > 1 ? r->world_size : 1;
+  p->host_pinned =
+      pol.offload ? esmt_offload_host_bytes_sharded(&shape, r->zero, W) + sb.host_extra : 0;
   /* Over the host link per micro-batch: every layer's weights up for the
    * forward and again for backward (its recompute reuses the slot), every
    * layer's gradients down. */
@@ -151,20 +161,20 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   p->stream_bytes = (pol.stream >= ESMT_STREAM_GRADIENTS ? layers * 4 : 0) +
                     (pol.stream >= ESMT_STREAM_WEIGHTS ? 2 * layers * es : 0);
   p->fits = (!r->device_budget || p->device_total <= r->device_budget) &&
-            (!r->host_budget || p->host_pinned <= r->host_budget);
+            (!r->host_budget || p->host_pinned * ranks_on_host(r) <= r->host_budget);
   const esmt_plan_shape shp = {r->model, B, r->seq_len, (int)es, pol.offload, pol.recompute,
                                pol.stream, P, c->layout.part_bounds[2] - c->layout.part_bounds[1]};
   esmt_plan_time t;
   esmt_plan_time_of(&shp, &c->rates, &t); /* zeros when the rates cannot time it */
   p->micro_batches = t.micro_batches;
-  esmt_zero_volume v;
-  const int W = r->world_size > 1 ? r->world_size : 1; /* the update's micro-batches, shared */
+  esmt_zero_volume v; /* the update's micro-batches, shared by the W ranks */
   if (r->zero >= 3)
     esmt_zero3_comm_volume(c->layout.part_bounds, c->layout.n_parts, W,
                            (t.micro_batches + W - 1) / W, (int)es, &v);
   else
     esmt_zero_comm_volume(r->zero, P, W, (t.micro_batches + W - 1) / W,
-                          esmt_zero_gathered_bytes(r->zero, W, (int)es), &v);
+                          pol.offload ? (int)es /* the compute copy (dp_zero.c) */
+                                      : esmt_zero_gathered_bytes(r->zero, W, (int)es), &v);
   p->comm_bytes = r->world_size > 1 ? v.sent_per_rank : 0;
   p->allreduced_bytes = r->world_size > 1 ? v.allreduced : 0;
   p->reduce_scattered_bytes = r->world_size > 1 ? v.reduce_scattered : 0;
@@ -199,7 +209,24 @@ static const char *stream_name(int level) {
                                                                                    : "off";
 }
 
+static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan);
+
 esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
+  esmt_status st = plan_memory(r, plan);
+  if (st != ESMT_ERR_OUT_OF_MEMORY) return st;
+  /* what would fit instead, with its figures (plan_suggest.c) */
+  char why[sizeof plan->advice];
+  snprintf(why, sizeof why, "%s", plan->advice);
+  if (esmt_plan_suggest(r, plan->advice, sizeof plan->advice)) /* the advice replaced */
+    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_plan_memory: %s", plan->advice);
+  return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_plan_memory: %s", why);
+}
+
+esmt_status esmt_plan_memory_only(const esmt_plan_request *r, esmt_plan *plan) {
+  return plan_memory(r, plan);
+}
+
+static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   const char *fn = "esmt_plan_memory";
   ESMT_CHECK_ARG(r && plan, fn, "request and plan must not be NULL");
   /* the oldest layouts: before `stream` was appended to either */
@@ -248,17 +275,35 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
       q.zero = z;
       if (q.offload_optimizer < 0) q.offload_optimizer = 0;
       if (q.stream < 0) q.stream = 0;
-      if ((zs = esmt_plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
+      if ((zs = plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
+    }
+    /* then each rank's shard of the state on its host (ZeRO-1: one
+     * reduce-scatter an update; stage 2 holds the same bytes there) */
+    if (req.offload_optimizer != 0 && req.stream <= 0 && req.world_size > 1) {
+      esmt_plan_request q = req;
+      q.zero = 1;
+      q.offload_optimizer = 1;
+      q.stream = 0;
+      if ((zs = plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
     }
     req.zero = 0;
     if (req.offload_optimizer == 0 && req.stream <= 0) return zs; /* tried already */
-    return esmt_plan_memory(&req, plan);
+    return plan_memory(&req, plan);
   }
   if (req.zero < 0 || req.zero > 3)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1, 2, 3 or -1 (auto)", fn,
                      req.zero);
-  /* the ranks refuse ZeRO with offload (dp_zero.c): auto keeps it off */
-  if (req.zero > 0 && req.offload_optimizer < 0) req.offload_optimizer = 0;
+  /* the ranks combine offload with ZeRO-1/2 only, and stream under none
+   * (dp_zero.c): auto keeps those off */
+  if (req.zero > 0 && req.stream > 0)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: streaming %s does not combine with ZeRO-%d: "
+                     "use ZeRO-1 or 2 with the optimizer offloaded, or one process", fn,
+                     stream_name(req.stream), req.zero);
+  if (req.zero >= 3 && req.offload_optimizer == 1)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: ZeRO-3 does not combine with optimizer offload: "
+                     "use ZeRO-1 or 2 with it, or ZeRO-3 with the state on the device", fn);
+  if (req.zero >= 3 && req.offload_optimizer < 0) req.offload_optimizer = 0;
+  if (req.zero > 0 && req.stream < 0) req.stream = ESMT_STREAM_NONE;
   if (!(req.device_flops >= 0) || !(req.link_bandwidth >= 0) || !(req.host_bandwidth >= 0))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: device_flops, link_bandwidth and "
                      "host_bandwidth must be >= 0 (0: unknown)", fn);
@@ -341,15 +386,23 @@ esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
                req.world_size, req.zero,
                req.zero ? " (the optimizer state of this rank's shard)" : "");
     }
+    if (best.offload_optimizer && req.world_size > 1) {
+      const size_t n = strlen(best.advice);
+      snprintf(best.advice + n, sizeof best.advice - n, "; host memory %.2f GiB a rank, "
+               "%.2f GiB for the %llu ranks of a host", (double)best.host_pinned / (1024.0 * MIB),
+               (double)(best.host_pinned * ranks_on_host(&req)) / (1024.0 * MIB),
+               (unsigned long long)ranks_on_host(&req));
+    }
     memcpy(plan, &best, size < sizeof best ? size : sizeof best);
     return ESMT_OK;
   }
   best.fits = 0;
-  const int host_short = r->host_budget && best.host_pinned > r->host_budget &&
+  const int host_short = r->host_budget && best.host_pinned * ranks_on_host(&req) > r->host_budget &&
                          (!r->device_budget || best.device_total <= r->device_budget);
   if (host_short) { /* the device would hold it; the host cannot hold the offloaded state */
     char host[32], host_avail[32];
-    snprintf(host, sizeof host, "%.1f GiB", (double)best.host_pinned / (1024.0 * MIB));
+    snprintf(host, sizeof host, "%.1f GiB", (double)(best.host_pinned * ranks_on_host(&req)) /
+                                             (1024.0 * MIB));
     snprintf(host_avail, sizeof host_avail, "%.1f GiB", (double)r->host_budget / (1024.0 * MIB));
     snprintf(best.advice, sizeof best.advice,
              "does not fit: the smallest plan (micro-batch %d x %d, offload on, recompute %s, "

@@ -197,12 +197,17 @@ int esmt_trainer_data_parallel(const esmt_trainer *t, char *buf, size_t cap) {
   char how[640];
   esmt_comm_describe(esmt_dp_comm(dp), how, sizeof how);
   const int zero = esmt_dp_zero(dp);
-  char zero_text[64];
+  char zero_text[64], host[160] = "";
   snprintf(zero_text, sizeof zero_text, "reduce-scattered (ZeRO-%d)", zero);
-  snprintf(buf, cap, "%d rank%s, gradients %s %s%s", world, world == 1 ? "" : "s",
+  const esmt_param_memory *p = &t->m->mem;
+  if (zero && p->offload) /* ZeRO with offload: what this rank's host holds */
+    snprintf(host, sizeof host, "; optimizer offloaded: fp32 master, moments and gradients of "
+             "[%llu, %llu) on this rank's host", (unsigned long long)p->master_lo,
+             (unsigned long long)p->master_hi);
+  snprintf(buf, cap, "%d rank%s, gradients %s %s%s%s", world, world == 1 ? "" : "s",
            zero ? zero_text : "summed",
            esmt_dp_on_device(dp) ? "on the device by " : "over ",
-           esmt_dp_on_device(dp) ? t->m->ops->name : how);
+           esmt_dp_on_device(dp) ? t->m->ops->name : how, host);
   return world;
 }
 

@@ -85,7 +85,7 @@ static esmt_status memory_policy(esmt_context *ctx, esmt_config_reader *rd, int 
   int stream = esmt_config_stream_level(esmt_cfg_string(rd, "offload.stream"));
   esmt_status st = esmt_cfg_status(rd, "memory policy");
   if (st) return st;
-  if (zero && off < 0) { /* the two do not combine (dp_zero.c); ZeRO was asked for by name */
+  if (zero && off < 0) { /* ZeRO was asked for by name; offload by name combines (dp_zero.c) */
     esmt_logger_log(&ctx->logger, ESMT_LOG_INFO,
                     "offload.optimizer auto: off (dist.zero %d shards the optimizer state "
                     "instead)", zero);
@@ -300,11 +300,12 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   if (dp && oo.streamed) { /* the all-reduce reads the device gradients whole */
     st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: offload.stream %s does not run with data "
                    "parallelism yet (its ranks all-reduce gradients the device no longer "
-                   "holds): use one process, or offload.stream off", fn,
+                   "holds): use one process, or offload.stream off (dist.zero 1 or 2 combine "
+                   "with offload.optimizer on: each rank's shard on its host)", fn,
                    oo.streamed == ESMT_STREAM_WEIGHTS ? "weights" : "gradients");
     goto fail;
   }
-  if (dp && zero && !oo.enabled) { /* the shards only, from the start: no whole buffer peaks */
+  if (dp && zero) { /* the shards only, from the start (device or host): no whole buffer peaks */
     oo.zero_level = zero;
     oo.zero_rank = esmt_dp_rank(dp);
     oo.zero_world = esmt_dp_world(dp);

@@ -11,7 +11,11 @@
 #  - 3 ranks -> 2 ranks at dist.zero 2, 2 ranks at dist.zero 2 -> 1 rank, and
 #    dist.zero 2 -> 0 -> 2 at 2 ranks end where the uninterrupted runs end:
 #    the same cursor (no batch seen twice or skipped), weights within
-#    rounding, and the change recorded with its reason in resume_changes.
+#    rounding, and the change recorded with its reason in resume_changes;
+#  - 3 ranks at dist.zero 2 with offload.optimizer on (each rank's shard on
+#    its host) write the same content, and their checkpoint resumed on one
+#    process with offload.stream gradients, and weights, ends where the
+#    uninterrupted run ends.
 # Usage: test_resume_world.sh CLI
 set -euo pipefail
 cli=$1
@@ -100,4 +104,24 @@ train r202 2 2 8 --resume latest --save-every 2
 same "$(ckpt w2z2 8)" "$(ckpt r202 8)"
 [ "$(field "$(ckpt r202 8)" changes | grep -c '^dist.zero')" -eq 2 ] \
   || { field "$(ckpt r202 8)" changes; exit 1; }
+echo "== ZeRO-2 with each rank's shard offloaded, and 3 ranks -> 1 process streaming"
+train w3z2o 3 2 8 --set offload.optimizer=on
+grep -q "(ZeRO-2) .*optimizer offloaded: fp32 master, moments and gradients of \[0, " \
+  "$work/w3z2o.log" || { head -3 "$work/w3z2o.log"; exit 1; }
+same "$(ckpt w1 4)" "$(ckpt w3z2o 4)"
+same "$(ckpt w1 8)" "$(ckpt w3z2o 8)"
+for level in gradients weights; do
+  cp -r "$work/w3z2o" "$work/r31$level" && back "r31$level" 4
+  train "r31$level" 1 0 8 --resume latest --set offload.stream="$level"
+  same "$(ckpt w1 8)" "$(ckpt "r31$level" 8)"
+  grep -q "^world_size 3 -> 1 : " <(field "$(ckpt "r31$level" 8)" changes) \
+    || { field "$(ckpt "r31$level" 8)" changes; exit 1; }
+done
+# the ranks do not stream: refused, naming what combines
+if "$cli" launch -n 2 train "${common[@]}" --set dist.zero=2 --set offload.stream=gradients \
+     --steps 4 --out "$work/refused" > "$work/refused.log" 2>&1; then
+  echo "dist.zero 2 with offload.stream ran"; exit 1
+fi
+grep -q "does not combine with dist.zero 2.*dist.zero 1 or 2 combine with offload.optimizer on" "$work/refused.log" \
+  || { tail -5 "$work/refused.log"; exit 1; }
 echo "resume across world sizes ok"
