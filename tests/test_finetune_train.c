@@ -65,7 +65,11 @@ typedef struct setup_t {
   esmt_model *model;
 } setup_t;
 
-static void make(setup_t *s) {
+static void make_frozen(setup_t *s, int frozen_layers);
+
+static void make(setup_t *s) { make_frozen(s, 0); }
+
+static void make_frozen(setup_t *s, int frozen_layers) {
   esmt_labelled_options lo = ESMT_LABELLED_OPTIONS_INIT;
   lo.path = write_task();
   lo.valid_fraction = 0.25;
@@ -89,6 +93,7 @@ static void make(setup_t *s) {
   c.head = ESMT_HEAD_SEQ_CLASS;
   c.num_labels = 2;
   c.pooling = ESMT_POOL_MEAN;
+  c.frozen_layers = frozen_layers;
   assert_int_equal(esmt_model_create(g_ctx, &c, 7, &s->model), ESMT_OK);
 }
 
@@ -369,6 +374,7 @@ static esmt_trainer *warmup_trainer(setup_t *s, const char *run, esmt_optimizer_
   o.max_steps = 6;
   o.schedule = sc;
   o.optimizer = oc;
+  o.grad_clip = 1e-3; /* always clipped: the norm decides every update's size */
   o.log_every = 0;
   esmt_trainer *t = NULL;
   assert_int_equal(esmt_trainer_create(s->model, &o, &s->train_src, &t), ESMT_OK);
@@ -382,8 +388,10 @@ static void step_to(esmt_trainer *t, int64_t step) {
 }
 
 /* finetune.freeze_encoder_steps (esmt_optimizer_config.head_only_steps 3):
- * updates 1-3 move the head alone, the encoder bit for bit as it was; from
- * update 4 the encoder trains too. A run resumed from its checkpoint at
+ * updates 1-3 move the head alone, the encoder bit for bit as it was, and
+ * the head exactly as with the encoder frozen (--freeze encoder: no
+ * encoder gradient, in the norm or anywhere); from update 4 the encoder
+ * trains too. A run resumed from its checkpoint at
  * update 2, inside the warm-up, continues the schedule: at update 6 its
  * weights are those of the run that never stopped, bit for bit. */
 static void test_head_warmup(void **state) {
@@ -403,6 +411,17 @@ static void test_head_warmup(void **state) {
   float *enc3 = params_of(s.model, 0, &ne), *head3 = params_of(s.model, 1, &nh);
   assert_memory_equal(enc0, enc3, ne * sizeof *enc0);
   assert_memory_not_equal(head0, head3, nh * sizeof *head0);
+  setup_t f;
+  make_frozen(&f, ESMT_FREEZE_ENCODER);
+  char frozen_run[600];
+  snprintf(frozen_run, sizeof frozen_run, "%s/frozen", test_tmpdir);
+  esmt_trainer *ft = warmup_trainer(&f, frozen_run, &oc, &sc);
+  step_to(ft, 3);
+  float *head3f = params_of(f.model, 1, &nh);
+  assert_memory_equal(head3, head3f, nh * sizeof *head3);
+  esmt_trainer_destroy(ft);
+  free(head3f);
+  unmake(&f);
   step_to(t, 6);
   float *enc6 = params_of(s.model, 0, &ne), *head6 = params_of(s.model, 1, &nh);
   assert_memory_not_equal(enc3, enc6, ne * sizeof *enc3);
