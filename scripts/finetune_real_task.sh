@@ -19,11 +19,11 @@
 #   PRETRAIN_STEPS, FT_STEPS, POOLING, FT_LR, CLASS_WEIGHTS, FREEZE, FREEZE_ENCODER_STEPS,
 #   HEAD_LR_SCALE, LAYERS, WIDTH, HEADS, MAX_LEN, LIMIT, THREADS, SEED, RECORD,
 #   PRETRAINED)
-# PRETRAINED=DIR takes the pre-trained checkpoint of an earlier run of this
-# script (its OUT/pretrain, same shape, LIMIT and SEED) instead of pre-training
-# again: other fine-tuning recipes on the same checkpoint and the same split
-# (set PRETRAIN_STEPS or PRETRAIN_SECONDS to what made it: RECORD writes the
-# command that makes it again).
+# PRETRAINED=DIR takes an earlier run of this script (its OUT, the same
+# shape, LIMIT and SEED): its pre-trained checkpoint and its split, instead
+# of pre-training and drawing again; other fine-tuning recipes on the same
+# checkpoint and the same clusters (set PRETRAIN_STEPS or PRETRAIN_SECONDS to
+# what made it: RECORD writes the command that makes it again).
 # The fine-tuning recipe (the defaults below) was chosen on the validation
 # clusters only; the test clusters are scored once, at the end.
 # LIMIT keeps the first N labelled proteins (the CI-sized run of
@@ -78,17 +78,22 @@ zcat "$fasta" | awk -v limit="$limit" -v lab="$out/labelled.fasta" -v rest="$out
 # the ambiguous ones are neither labelled nor pre-trained on
 grep -v "ambiguous" "$out/labels.tsv" > "$out/labels.clean.tsv" || true
 
-echo "== clusters (MMseqs2, 30% identity, 80% coverage) and a split by cluster"
-mmseqs easy-cluster "$out/labelled.fasta" "$out/clu" "$out/mmseqs-tmp" --min-seq-id 0.3 -c 0.8 \
-  -v 1 > /dev/null
-awk -v seed="$seed" 'BEGIN { srand(seed) }
-  FNR == NR { if (!($1 in part)) { r = rand(); part[$1] = r < 0.2 ? "test" : r < 0.3 ? "valid" : "train" }
-              of[$2] = part[$1]; next }
-  FILENAME ~ /labels/ { label[$1] = $2; next }
-  /^>/ { id = substr($0, 2); next }
-  id in label { printf("%s,%s,%s,%s\n", id, $0, label[id], of[id]) }' \
-  "$out/clu_cluster.tsv" "$out/labels.clean.tsv" "$out/labelled.fasta" \
-  | { echo "id,sequence,label,split"; cat; } > "$out/labelled.csv"
+if [ -n "$pretrained" ]; then
+  echo "== the split of $pretrained"
+  cp "$pretrained/labelled.csv" "$out/labelled.csv"
+else
+  echo "== clusters (MMseqs2, 30% identity, 80% coverage) and a split by cluster"
+  mmseqs easy-cluster "$out/labelled.fasta" "$out/clu" "$out/mmseqs-tmp" --min-seq-id 0.3 -c 0.8 \
+    -v 1 > /dev/null
+  awk -v seed="$seed" 'BEGIN { srand(seed) }
+    FNR == NR { if (!($1 in part)) { r = rand(); part[$1] = r < 0.2 ? "test" : r < 0.3 ? "valid" : "train" }
+                of[$2] = part[$1]; next }
+    FILENAME ~ /labels/ { label[$1] = $2; next }
+    /^>/ { id = substr($0, 2); next }
+    id in label { printf("%s,%s,%s,%s\n", id, $0, label[id], of[id]) }' \
+    "$out/clu_cluster.tsv" "$out/labels.clean.tsv" "$out/labelled.fasta" \
+    | { echo "id,sequence,label,split"; cat; } > "$out/labelled.csv"
+fi
 # embed and predict read the table's proteins, in its order
 awk -F, 'NR > 1 { printf(">%s\n%s\n", $1, $2) }' "$out/labelled.csv" > "$out/labelled.table.fasta"
 counts=$(awk -F, 'NR > 1 { n[$4]++ } END { printf("train %d, valid %d, test %d", n["train"], n["valid"], n["test"]) }' "$out/labelled.csv")
@@ -97,8 +102,8 @@ echo "$counts; classes: $(awk -F, 'NR > 1 { n[$3]++ } END { for (c in n) printf(
 if [ -n "$pretrain_steps" ]; then pretrain_limit=(--steps "$pretrain_steps"); pretrain_what="$pretrain_steps updates"
 else pretrain_limit=(--steps 1000000 --max-time "$pretrain_s"); pretrain_what="$pretrain_s s"; fi
 if [ -n "$pretrained" ]; then
-  echo "== the pre-trained checkpoint $pretrained"
-  pre=$(realpath "$pretrained")
+  echo "== the pre-trained checkpoint $pretrained/pretrain"
+  pre=$(realpath "$pretrained/pretrain")
 else
   echo "== pre-training on the unlabelled records ($pretrain_what)"
   "$cli" ingest "$out/rest.fasta" -o "$out/pretrain-data" --valid-fraction 0.02 --quiet > /dev/null
