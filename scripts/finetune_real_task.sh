@@ -85,13 +85,15 @@ else
   echo "== clusters (MMseqs2, 30% identity, 80% coverage) and a split by cluster"
   mmseqs easy-cluster "$out/labelled.fasta" "$out/clu" "$out/mmseqs-tmp" --min-seq-id 0.3 -c 0.8 \
     -v 1 > /dev/null
+  # clusters in sorted order: MMseqs2 writes them in an order that varies
+  # from run to run, and each draws its part in turn
   awk -v seed="$seed" 'BEGIN { srand(seed) }
     FNR == NR { if (!($1 in part)) { r = rand(); part[$1] = r < 0.2 ? "test" : r < 0.3 ? "valid" : "train" }
                 of[$2] = part[$1]; next }
     FILENAME ~ /labels/ { label[$1] = $2; next }
     /^>/ { id = substr($0, 2); next }
     id in label { printf("%s,%s,%s,%s\n", id, $0, label[id], of[id]) }' \
-    "$out/clu_cluster.tsv" "$out/labels.clean.tsv" "$out/labelled.fasta" \
+    <(LC_ALL=C sort "$out/clu_cluster.tsv") "$out/labels.clean.tsv" "$out/labelled.fasta" \
     | { echo "id,sequence,label,split"; cat; } > "$out/labelled.csv"
 fi
 # embed and predict read the table's proteins, in its order
