@@ -1,19 +1,21 @@
 # SPDX-License-Identifier: MIT
 """The held-out figures of scripts/finetune_real_task.sh.
 
-  finetune_real_task.py score TABLE PRED          accuracy and macro-F1 of `predict`'s
-                                                  classes on TABLE's test rows
-  finetune_real_task.py majority TABLE -         the most frequent training class, on test
-  finetune_real_task.py logreg TABLE EMBED_DIR    a multinomial logistic regression on the
-                                                  mean embeddings (`embed`), L2 strength
-                                                  chosen on the valid rows, scored on test
+  finetune_real_task.py score TABLE PRED [SPLIT]       accuracy and macro-F1 of `predict`'s
+                                                       classes on TABLE's SPLIT rows (test)
+  finetune_real_task.py majority TABLE - [SPLIT]      the most frequent training class
+  finetune_real_task.py logreg TABLE EMBED_DIR [SPLIT] a multinomial logistic regression on
+                                                       the mean embeddings (`embed`), L2
+                                                       strength chosen on the valid rows
 
-Both print "accuracy A macro_f1 F n N". numpy only (no scikit-learn here): macro-F1 is
+Each prints "accuracy A macro_f1 F n N" on SPLIT (test unless named: valid shows what the
+choices were made on). numpy only (no scikit-learn here): macro-F1 is
 the mean F1 over the classes in the labels or the predictions, as f1_score(average="macro").
 """
 import csv
 import glob
 import os
+import re
 import sys
 
 import numpy as np
@@ -37,18 +39,18 @@ def figures(truth, pred):
     return acc, float(np.mean(f1s)), len(truth)
 
 
-def score(table, pred):
+def score(table, pred, which):
     split = {r["id"]: r["split"] for r in read_table(table)}
-    rows = [r for r in read_table(pred) if split[r["id"]] == "test"]
+    rows = [r for r in read_table(pred) if split[r["id"]] == which]
     return figures([r["label"] for r in rows], [r["predicted"] for r in rows])
 
 
-def majority(table):
+def majority(table, which):
     """Always the most frequent training class: the floor both must clear."""
     rows = read_table(table)
     train = [r["label"] for r in rows if r["split"] == "train"]
     top = max(sorted(set(train)), key=train.count)
-    test = [r["label"] for r in rows if r["split"] == "test"]
+    test = [r["label"] for r in rows if r["split"] == which]
     return figures(test, [top] * len(test))
 
 
@@ -68,17 +70,19 @@ def fit(x, y, k, l2, steps=500, lr=0.5):
     return w, b
 
 
-def logreg(table, embed_dir):
+def logreg(table, embed_dir, which):
     rows = read_table(table)
     ids = open(os.path.join(embed_dir, "ids.txt")).read().split()
-    means = sorted(glob.glob(os.path.join(embed_dir, "mean.layer*.npy")))
+    # the last layer's (numerically: layer10 comes after layer9)
+    means = sorted(glob.glob(os.path.join(embed_dir, "mean.layer*.npy")),
+                   key=lambda p: int(re.search(r"layer(\d+)", p).group(1)))
     x = np.load(means[-1]).astype(np.float64)
     by_id = {r["id"]: r for r in rows}
     labels = sorted({r["label"] for r in rows if r["split"] == "train"})
     index = {c: i for i, c in enumerate(labels)}
     split = np.array([by_id[i]["split"] for i in ids])
     y = np.array([index.get(by_id[i]["label"], -1) for i in ids])
-    tr, va, te = split == "train", split == "valid", split == "test"
+    tr, va, te = split == "train", split == "valid", split == which
     mu, sd = x[tr].mean(axis=0), x[tr].std(axis=0) + 1e-6
     x = (x - mu) / sd
     best = None
@@ -94,10 +98,11 @@ def logreg(table, embed_dir):
 
 def main():
     what, table, other = sys.argv[1:4]
+    which = sys.argv[4] if len(sys.argv) > 4 else "test"
     if what == "majority":
-        acc, f1, n = majority(table)
+        acc, f1, n = majority(table, which)
     else:
-        acc, f1, n = score(table, other) if what == "score" else logreg(table, other)
+        acc, f1, n = score(table, other, which) if what == "score" else logreg(table, other, which)
     print(f"accuracy {acc:.4f} macro_f1 {f1:.4f} n {n}")
 
 

@@ -3,7 +3,8 @@
  * sources, a tiny model with a sequence-class head that learns a task it
  * can only learn from the residues (is K+R more than D+E?) to validation
  * accuracy well above chance in seconds, the task metrics in metrics.jsonl,
- * the best checkpoint by a named metric and early stopping. */
+ * the best checkpoint by a named metric, early stopping and a head warm-up
+ * with the encoder held. */
 #define _POSIX_C_SOURCE 200809L
 #include "esmtrain/esmtrain.h"
 #include "test_util.h"
@@ -64,7 +65,11 @@ typedef struct setup_t {
   esmt_model *model;
 } setup_t;
 
-static void make(setup_t *s) {
+static void make_frozen(setup_t *s, int frozen_layers);
+
+static void make(setup_t *s) { make_frozen(s, 0); }
+
+static void make_frozen(setup_t *s, int frozen_layers) {
   esmt_labelled_options lo = ESMT_LABELLED_OPTIONS_INIT;
   lo.path = write_task();
   lo.valid_fraction = 0.25;
@@ -88,6 +93,7 @@ static void make(setup_t *s) {
   c.head = ESMT_HEAD_SEQ_CLASS;
   c.num_labels = 2;
   c.pooling = ESMT_POOL_MEAN;
+  c.frozen_layers = frozen_layers;
   assert_int_equal(esmt_model_create(g_ctx, &c, 7, &s->model), ESMT_OK);
 }
 
@@ -335,10 +341,118 @@ static void test_class_weights(void **state) {
   esmt_labelled_free(d);
 }
 
+/* Every parameter of `m` in the head ("classifier.*") or out of it (the
+ * encoder and the masked-LM head), concatenated; *n receives the count. */
+static float *params_of(esmt_model *m, int head, size_t *n) {
+  int count = 0;
+  assert_int_equal(esmt_model_tensor_count(m, &count), ESMT_OK);
+  float *all = NULL;
+  *n = 0;
+  for (int i = 0; i < count; i++) {
+    esmt_tensor_info info = ESMT_TENSOR_INFO_INIT;
+    assert_int_equal(esmt_model_tensor_info(m, i, &info), ESMT_OK);
+    if ((strncmp(info.name, "classifier.", 11) == 0) != head) continue;
+    all = realloc(all, (*n + info.numel) * sizeof *all);
+    assert_non_null(all);
+    assert_int_equal(esmt_model_read_tensor(m, info.name, ESMT_BUF_PARAMS, all + *n, info.numel),
+                     ESMT_OK);
+    *n += info.numel;
+  }
+  return all;
+}
+
+static esmt_trainer *warmup_trainer(setup_t *s, const char *run, esmt_optimizer_config *oc,
+                                    esmt_schedule *sc) {
+  *sc = (esmt_schedule)ESMT_SCHEDULE_INIT;
+  sc->kind = ESMT_SCHEDULE_CONSTANT;
+  sc->peak_lr = 1e-2;
+  sc->warmup_steps = 0;
+  *oc = (esmt_optimizer_config)ESMT_OPTIMIZER_CONFIG_INIT;
+  oc->head_only_steps = 3;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.run_dir = run;
+  o.max_steps = 6;
+  o.schedule = sc;
+  o.optimizer = oc;
+  o.grad_clip = 1e-3; /* always clipped: the norm decides every update's size */
+  o.log_every = 0;
+  esmt_trainer *t = NULL;
+  assert_int_equal(esmt_trainer_create(s->model, &o, &s->train_src, &t), ESMT_OK);
+  return t;
+}
+
+static void step_to(esmt_trainer *t, int64_t step) {
+  esmt_train_metrics tm = ESMT_TRAIN_METRICS_INIT;
+  while (esmt_trainer_step_count(t) < step)
+    if (esmt_trainer_step(t, &tm)) fail_msg("%s", esmt_last_error());
+}
+
+/* finetune.freeze_encoder_steps (esmt_optimizer_config.head_only_steps 3):
+ * updates 1-3 move the head alone, the encoder bit for bit as it was, and
+ * the head exactly as with the encoder frozen (--freeze encoder: no
+ * encoder gradient, in the norm or anywhere); from update 4 the encoder
+ * trains too. A run resumed from its checkpoint at
+ * update 2, inside the warm-up, continues the schedule: at update 6 its
+ * weights are those of the run that never stopped, bit for bit. */
+static void test_head_warmup(void **state) {
+  (void)state;
+  setup_t s, r;
+  make(&s);
+  char run[600], ckpt[1024];
+  snprintf(run, sizeof run, "%s/warmup", test_tmpdir);
+  esmt_optimizer_config oc;
+  esmt_schedule sc;
+  esmt_trainer *t = warmup_trainer(&s, run, &oc, &sc);
+  size_t ne = 0, nh = 0;
+  float *enc0 = params_of(s.model, 0, &ne), *head0 = params_of(s.model, 1, &nh);
+  step_to(t, 2);
+  assert_int_equal(esmt_trainer_save(t, ckpt, sizeof ckpt), ESMT_OK);
+  step_to(t, 3);
+  float *enc3 = params_of(s.model, 0, &ne), *head3 = params_of(s.model, 1, &nh);
+  assert_memory_equal(enc0, enc3, ne * sizeof *enc0);
+  assert_memory_not_equal(head0, head3, nh * sizeof *head0);
+  setup_t f;
+  make_frozen(&f, ESMT_FREEZE_ENCODER);
+  char frozen_run[600];
+  snprintf(frozen_run, sizeof frozen_run, "%s/frozen", test_tmpdir);
+  esmt_trainer *ft = warmup_trainer(&f, frozen_run, &oc, &sc);
+  step_to(ft, 3);
+  float *head3f = params_of(f.model, 1, &nh);
+  assert_memory_equal(head3, head3f, nh * sizeof *head3);
+  esmt_trainer_destroy(ft);
+  free(head3f);
+  unmake(&f);
+  step_to(t, 6);
+  float *enc6 = params_of(s.model, 0, &ne), *head6 = params_of(s.model, 1, &nh);
+  assert_memory_not_equal(enc3, enc6, ne * sizeof *enc3);
+  esmt_trainer_destroy(t);
+  /* the same run resumed at update 2 */
+  make(&r);
+  esmt_trainer *u = warmup_trainer(&r, run, &oc, &sc);
+  if (esmt_trainer_resume(u, ckpt)) fail_msg("%s", esmt_last_error());
+  assert_int_equal(esmt_trainer_step_count(u), 2);
+  step_to(u, 6);
+  float *enc6r = params_of(r.model, 0, &ne), *head6r = params_of(r.model, 1, &nh);
+  assert_memory_equal(enc6, enc6r, ne * sizeof *enc6);
+  assert_memory_equal(head6, head6r, nh * sizeof *head6);
+  esmt_trainer_destroy(u);
+  /* a negative count is refused */
+  oc.head_only_steps = -1;
+  esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
+  o.optimizer = &oc;
+  assert_int_equal(esmt_trainer_create(r.model, &o, &r.train_src, &u), ESMT_ERR_INVALID_ARGUMENT);
+  assert_non_null(strstr(esmt_last_error(), "head_only_steps -1 must be >= 0"));
+  free(enc0), free(head0), free(enc3), free(head3), free(enc6), free(head6), free(enc6r),
+      free(head6r);
+  unmake(&s);
+  unmake(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_learns_charge),
                                      cmocka_unit_test(test_early_stop),
                                      cmocka_unit_test(test_init_from_pretrained),
-                                     cmocka_unit_test(test_class_weights)};
+                                     cmocka_unit_test(test_class_weights),
+                                     cmocka_unit_test(test_head_warmup)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

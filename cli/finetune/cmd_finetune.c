@@ -59,6 +59,7 @@ static void usage(FILE *f) {
       "                        model.*: --model NAME or --layers/--width/--heads)\n"
       "  --model NAME --layers L --width D --heads H --max-len N\n"
       "  --pooling mean|cls --freeze none|encoder|N --head-lr-scale S\n"
+      "  --freeze-encoder-steps N  the first N updates train the head alone (a warm-up)\n"
       "  --lora-rank R --lora-alpha A --lora-dropout P --lora-targets q,k,v,o,up,down\n"
       "  --class-weights auto|W1,W2,...  seq-class loss weights (auto: balanced)\n"
       "  --best-metric NAME --patience N --batch-rows N\n"
@@ -79,6 +80,7 @@ static const struct { const char *flag, *key, *key2; } k_flags[] = {
     {"--lora-alpha", "finetune.lora_alpha", NULL}, {"--lora-targets", "finetune.lora_targets", NULL},
     {"--lora-dropout", "finetune.lora_dropout", NULL},
     {"--head-lr-scale", "finetune.head_lr_scale", NULL},
+    {"--freeze-encoder-steps", "finetune.freeze_encoder_steps", NULL},
     {"--class-weights", "finetune.class_weights", NULL},
     {"--best-metric", "finetune.best_metric", NULL}, {"--patience", "finetune.patience", NULL},
     {"--out", "train.out_dir", NULL},            {"--model", "model.preset", NULL},

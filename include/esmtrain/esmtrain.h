@@ -637,10 +637,17 @@ typedef struct esmt_optimizer_config {
   /* Appended: a task head's (classifier.*) learning rate is the step's
    * times this; 1 (and a caller whose struct ends before it): the same. */
   double head_lr_scale;
+  /* Appended: the first this many updates (esmt_model_optimizer_step's
+   * step 1..N) step the task head alone, the encoder (or its LoRA
+   * adapters) held as they are; from update N + 1 they train too, their
+   * step count starting again at 1 so that their first update is
+   * bias-corrected as a fresh one (a head warm-up, then full fine-tuning).
+   * 0 (and a caller whose struct ends before it): none. */
+  int64_t head_only_steps;
 } esmt_optimizer_config;
 
 #define ESMT_OPTIMIZER_CONFIG_INIT \
-  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1, 1.0 }
+  { sizeof(esmt_optimizer_config), ESMT_OPTIMIZER_ADAMW, 0.9, 0.98, 1e-8, 0.01, 1, 1.0, 0 }
 
 /* Same as assigning ESMT_OPTIMIZER_CONFIG_INIT with `kind` and its defaults. */
 ESMT_API esmt_status esmt_optimizer_config_init(esmt_optimizer_kind kind,

@@ -123,6 +123,8 @@ const esmt_key_def esmt_config_keys[] = {
     {"finetune.lora_targets", S, "q,k,v,o", NULL, 0, 0,
      "LoRA target modules among q,k,v,o,up,down"},
     {"finetune.head_lr_scale", D, "1", NULL, 0, 1e6, "the head's learning rate relative to optimizer.lr"},
+    {"finetune.freeze_encoder_steps", I, "0", NULL, 0, BIG,
+     "updates that train the head alone before the encoder (or its LoRA adapters) joins; 0 = none"},
     {"finetune.best_metric", S, "loss", NULL, 0, 0,
      "evaluation figure that picks the best checkpoint: loss, accuracy, macro_f1, auroc, auprc, "
      "pearson, spearman, rmse"},

@@ -260,6 +260,8 @@ struct esmt_model {
   int base_frozen;           /* LoRA: every encoder weight frozen, backward still runs */
   uint64_t train_lo;
   int train_from_layer;
+  /* a head warm-up's update (esmt_model_hold_encoder): backward stops at the head */
+  int hold_encoder;
   esmt_tensor_info *opt_tensors; /* the encoder's (or adapters') first, n_opt_body of them, */
   int n_opt_tensors, n_opt_body; /* then the task head's */
 };
@@ -306,6 +308,12 @@ ESMT_HIDDEN void esmt_head_free(esmt_model *m);
  * optimizer's tensors from the config and the layout (before the
  * parameter memory, which holds moments from train_lo on). */
 ESMT_HIDDEN esmt_status esmt_model_setup_training(esmt_model *m);
+/* 1: the next backward passes differentiate the task head alone (the
+ * encoder is held: an update of esmt_optimizer_config.head_only_steps);
+ * 0: what the config trains. */
+ESMT_HIDDEN void esmt_model_hold_encoder(esmt_model *m, int hold);
+/* The first layer backward differentiates; past num_layers: none. */
+ESMT_HIDDEN int esmt_model_backward_from_layer(const esmt_model *m);
 /* The first element that trains in a config's layout (what the planner
  * holds moments from). */
 ESMT_HIDDEN uint64_t esmt_layout_train_lo(const esmt_model_config *cfg, const esmt_layout *ly);

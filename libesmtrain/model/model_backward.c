@@ -96,7 +96,8 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
   if ((st = esmt_model_need_weights(m, ESMT_PART_HEAD))) return st;
   if ((st = m->cfg.head != ESMT_HEAD_NONE ? esmt_head_run_backward(m) : lm_head_backward(m)))
     return st;
-  if (m->train_from_layer > m->L) return grads_ready(m, 0); /* the encoder is frozen */
+  const int from_layer = esmt_model_backward_from_layer(m);
+  if (from_layer > m->L) return grads_ready(m, 0); /* the encoder is frozen or held */
   if ((st = layernorm_backward(m, a->res[m->L], ly->lnf_w, ly->lnf_b, a->lnf_mean, a->lnf_rstd,
                                a->d_narrow, a->d_resid, 0, N, "backward: final LayerNorm")))
     return st;
@@ -104,7 +105,7 @@ esmt_status esmt_model_run_backward(esmt_model *m) {
 
   /* Layers below train_from_layer are frozen and nothing below them
    * trains: backward stops there. */
-  for (int l = m->L - 1; l >= m->train_from_layer; l--) {
+  for (int l = m->L - 1; l >= from_layer; l--) {
     const esmt_layer_offsets *o = &ly->layers[l];
     /* Recompute: refill the shared set with layer l's intermediates from
      * res[l] (the forward left the last layer's there already). */

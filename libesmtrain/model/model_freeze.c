@@ -47,3 +47,9 @@ esmt_status esmt_model_setup_training(esmt_model *m) {
   }
   return ESMT_OK;
 }
+
+void esmt_model_hold_encoder(esmt_model *m, int hold) { m->hold_encoder = hold != 0; }
+
+int esmt_model_backward_from_layer(const esmt_model *m) {
+  return m->hold_encoder ? m->L + 1 : m->train_from_layer;
+}

@@ -357,7 +357,7 @@ esmt_status esmt_head_run_backward(esmt_model *m) {
   if ((st = esmt_model_linear_backward(m, h->pooled, ly->cls_dense_w, ly->cls_dense_b, h->dh,
                                        h->dpooled, B, d, d, "backward: classifier dense")))
     return st;
-  if (m->train_from_layer > m->L) return ESMT_OK; /* nothing below the head trains */
+  if (esmt_model_backward_from_layer(m) > m->L) return ESMT_OK; /* nothing below the head trains */
   /* d lnf [N, d] = P^T . d pooled */
   return matmul(m, 1, N, d, B, h->pool, N, h->dpooled, m->act.d_narrow, "backward: head pooling");
 }

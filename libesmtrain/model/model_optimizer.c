@@ -33,11 +33,20 @@ static esmt_status optimizer_step_unguarded(esmt_model *m, const esmt_optimizer_
                      esmt_optimizer_name(m->cfg.optimizer), esmt_optimizer_name(cfg->kind));
   /* the task head at its own rate: a second update over its tensors (the
    * optimizers are elementwise, so this is one update with two rates) */
-  const double scale = cfg->struct_size >= sizeof *cfg ? cfg->head_lr_scale : 1.0;
-  const int split = scale != 1.0 && m->n_opt_body < m->n_opt_tensors;
+  const double scale = ESMT_OPTIMIZER_CONFIG_HAS(cfg, head_lr_scale) ? cfg->head_lr_scale : 1.0;
+  const int64_t head_only = ESMT_OPTIMIZER_CONFIG_HAS(cfg, head_only_steps) ? cfg->head_only_steps
+                                                                             : 0;
+  const int has_head = m->n_opt_body < m->n_opt_tensors;
+  if (head_only > 0 && !has_head)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: head_only_steps %lld needs a model with a "
+                     "task head that trains", fn, (long long)head_only);
+  const int split = (scale != 1.0 || head_only > 0) && has_head;
   const int body = split ? m->n_opt_body : m->n_opt_tensors;
   const double t0 = esmt_profile_begin(m);
-  st = step_tensors(m, cfg, m->opt_tensors, body, lr, grad_scale, step, fn);
+  /* the encoder's step count restarts when it joins: its moments are zero
+   * there, and the bias correction of step 1 keeps its first update sized */
+  if (step > head_only)
+    st = step_tensors(m, cfg, m->opt_tensors, body, lr, grad_scale, step - head_only, fn);
   if (!st && split)
     st = step_tensors(m, cfg, m->opt_tensors + body, m->n_opt_tensors - body, lr * scale,
                       grad_scale, step, fn);

@@ -60,9 +60,13 @@ esmt_status esmt_optimizer_config_check(const esmt_optimizer_config *c, const ch
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: %s needs 0 <= beta1, beta2 < 1, eps > 0 "
                      "and a finite weight_decay >= 0 (got %g, %g, %g, %g)", fn,
                      esmt_optimizer_name(c->kind), c->beta1, c->beta2, c->eps, c->weight_decay);
-  if (c->struct_size >= sizeof *c && (!(c->head_lr_scale >= 0) || !isfinite(c->head_lr_scale)))
+  if (ESMT_OPTIMIZER_CONFIG_HAS(c, head_lr_scale) &&
+      (!(c->head_lr_scale >= 0) || !isfinite(c->head_lr_scale)))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: head_lr_scale %g must be finite and >= 0",
                      fn, c->head_lr_scale);
+  if (ESMT_OPTIMIZER_CONFIG_HAS(c, head_only_steps) && c->head_only_steps < 0)
+    return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: head_only_steps %lld must be >= 0", fn,
+                     (long long)c->head_only_steps);
   return ESMT_OK;
 }
 

@@ -23,6 +23,10 @@
  * head_lr_scale was appended (that caller gets 1). */
 #define ESMT_OPTIMIZER_CONFIG_MIN_SIZE offsetof(esmt_optimizer_config, head_lr_scale)
 
+/* Whether a caller's esmt_optimizer_config of struct_size holds `field`. */
+#define ESMT_OPTIMIZER_CONFIG_HAS(c, field)                                                 \
+  ((c)->struct_size >= offsetof(esmt_optimizer_config, field) + sizeof (c)->field)
+
 /* Most state buffers any optimizer keeps (AdamW's two moments). */
 #define ESMT_OPTIMIZER_MAX_STATE 2
 

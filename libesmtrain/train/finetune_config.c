@@ -3,7 +3,8 @@
  * from a configuration's finetune.* keys: the labelled table read and
  * split, a model of the model.* shape with the task head, freezing and
  * LoRA asked for, the training split shuffled endlessly, the validation
- * split as one pass per evaluation, and the trainer options every run
+ * split as one pass per evaluation, a head warm-up with the encoder held
+ * (finetune.freeze_encoder_steps), and the trainer options every run
  * shares (esmt_trainer_options_from_config). The trainer owns all of it. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
@@ -187,6 +188,7 @@ esmt_status esmt_finetune_create_from_config(esmt_context *ctx, const esmt_confi
                                              has_eval ? eval_every : 0, 0, fn, &tco)))
     goto fail;
   tco.oc.head_lr_scale = esmt_cfg_double(rd, "finetune.head_lr_scale");
+  tco.oc.head_only_steps = esmt_cfg_int(rd, "finetune.freeze_encoder_steps");
   tco.to.best_metric = esmt_cfg_string(rd, "finetune.best_metric");
   tco.to.patience = (int)esmt_cfg_int(rd, "finetune.patience");
   if ((st = esmt_cfg_status(rd, fn))) goto fail;

@@ -58,6 +58,9 @@ esmt_status esmt_run_update(esmt_model *m, const esmt_micro_batch *mbs, int n,
   r->selected = selected;
   r->real_tokens = counts[1];
   if ((st = esmt_model_zero_grad(m))) return st;
+  /* a head warm-up's update: the encoder is not stepped, so its backward
+   * is not run either (its gradients stay zero, out of the norm) */
+  esmt_model_hold_encoder(m, adam_step <= p->optimizer.head_only_steps);
   double loss_sum = 0;
   for (int i = 0; i < n; i++) {
     esmt_batch b = ESMT_BATCH_INIT;
