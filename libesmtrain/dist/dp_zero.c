@@ -27,8 +27,13 @@
  * master, the moments and the fp32 gradients of its shard only (the model
  * is created for it: esmt_offload_options.zero_level); the host optimizer
  * updates the shard and pushes its compute weights into the whole device
- * compute copy, which the ranks then all-gather (gather_compute). The
- * streamed levels and stage 3 do not combine with offload: refused. */
+ * compute copy, which the ranks then all-gather (gather_compute). At
+ * stage 3 with offload (memory/offload_zero3.c) the device keeps ZeRO-3's
+ * shard of the compute weights and ZeRO-2's gradient slots and shard: the
+ * host step pulls the shard's gradients once per update and uploads its
+ * compute weights, and the ranks gather the end parts and the LayerNorm
+ * copies as without offload (gather_half). The streamed levels do not
+ * combine with ZeRO: refused. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -147,11 +152,11 @@ static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
                      "the whole model's layers): use dist.zero 1 or 2 with offload.optimizer on "
                      "and offload.stream off, or dist.zero 3 without offload, or one process "
                      "with offload.stream", dp->zero);
-  if (m->mem.offload && dp->zero >= 3)
+  if (m->mem.offload && dp->zero >= 3 && !m->mem.wgather)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "dist.zero %d does not combine with offload.optimizer (the ranks gather "
-                     "each layer's weights from device shards): use dist.zero 1 or 2 with "
-                     "offload.optimizer on, or dist.zero 3 with offload.optimizer off", dp->zero);
+                     "dist.zero %d with offload.optimizer: the model was not created for "
+                     "ZeRO-3 (esmt_offload_options zero_level 3, zero_rank, zero_world; the "
+                     "trainer's configuration does)", dp->zero);
   if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d: backend %s (ABI %u.%u) sums gradients on the device but "
@@ -211,7 +216,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
       st = esmt_fail(ESMT_ERR_UNSUPPORTED, "dist.zero 3 needs the parameters in device memory "
                      "(ZeRO-2's gradient slots)");
     /* offload in half: the ranks gather norm_dev's LayerNorm w/b by rank */
-    if (!st && m->mem.offload && m->mem.compute_lowp) {
+    if (!st && m->mem.offload && m->mem.compute_lowp && !dp->norm_off) {
       dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
       if (!dp->norm_off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
       else esmt_param_norm_split(&m->mem, dp->shard_off, W, dp->norm_off);
@@ -220,7 +225,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
      * read the half copy, which is what the ranks all-gather; ZeRO-3
      * keeps the shard of the compute weights only and gathers per part */
     if (!st && dp->sharded_m && (m->mem.compute_lowp || dp->zero >= 3)) {
-      dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
+      if (!dp->norm_off) dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
       if (!dp->norm_off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
       else if (dp->zero >= 3) st = esmt_param_shard_weights(&m->mem, lo, hi, gather_part, dp);
       else st = esmt_param_shard_master(&m->mem, lo, hi);
@@ -248,14 +253,16 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   dp->vol.allgathered = before;
   const double mib = 1.0 / (1 << 20);
   const uint64_t full = 2 * m->layout.total * sizeof(float), mine = 2 * (hi - lo) * sizeof(float);
-  char master[200];
+  char master[320];
   snprintf(master, sizeof master, "%s", level >= 2 ? "fp32 weights stay whole"
                                                    : "fp32 weights and gradients stay whole");
   const uint64_t host = (m->mem.moment2 ? 4 : 3) * (hi - lo) * sizeof(float); /* Lion: one moment */
   if (m->mem.offload)
     snprintf(master, sizeof master, "fp32 master weights, moments and gradients %llu bytes "
-             "(%.2f MiB) for this shard in host memory, the compute copy whole on the device "
-             "and all-gathered after each step", (unsigned long long)host, (double)host * mib);
+             "(%.2f MiB) for this shard in host memory, %s", (unsigned long long)host,
+             (double)host * mib, m->mem.wgather ? "the compute weights of this shard on the "
+             "device, each layer's all-gathered before it runs into two slots"
+             : "the compute copy whole on the device and all-gathered after each step");
   else if (m->mem.wgather)
     snprintf(master, sizeof master, "fp32 master and compute weights for this shard only (fp32 "
              "master %llu bytes), each layer's all-gathered before it runs into two slots",
@@ -299,9 +306,10 @@ esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm) {
 static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
   const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
   const size_t es = m->mem.env.esize;
-  esmt_status st = m->mem.norm_dev ? esmt_param_norms_from_master(&m->mem, m->mem.master_lo,
-                                                                  m->mem.master_hi)
-                                   : ESMT_OK;
+  /* (offloaded: the host step pushed this shard's LayerNorm elements) */
+  esmt_status st = m->mem.norm_dev && !m->mem.offload
+      ? esmt_param_norms_from_master(&m->mem, m->mem.master_lo, m->mem.master_hi)
+      : ESMT_OK;
   if (!st && m->mem.wgather) { /* ZeRO-3: the LayerNorm w/b (half), then the end parts */
     if (m->mem.norm_dev && dp->on_device)
       st = esmt_dp_device_allgather_as(dp, m, m->mem.norm_dev, ESMTB_F32, nn, dp->norm_off);
@@ -363,7 +371,7 @@ static esmt_status gather_compute(esmt_dp *dp, esmt_model *m) {
 esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   uint64_t lo, hi;
   const uint64_t total = m->layout.total;
-  if (m->mem.offload) return gather_compute(dp, m);
+  if (m->mem.offload && !m->mem.wgather) return gather_compute(dp, m);
   if (esmt_param_master_sharded(&m->mem)) return gather_half(dp, m);
   esmt_dp_shard(dp, total, &lo, &hi);
   esmt_status st = dp->on_device
