@@ -149,9 +149,8 @@ static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
   if (m->mem.stream)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d does not combine with offload.stream (a rank would stream "
-                     "the whole model's layers): use dist.zero 1 or 2 with offload.optimizer on "
-                     "and offload.stream off, or dist.zero 3 without offload, or one process "
-                     "with offload.stream", dp->zero);
+                     "the whole model's layers): use dist.zero 1, 2 or 3 with offload.optimizer "
+                     "on and offload.stream off, or one process with offload.stream", dp->zero);
   if (m->mem.offload && dp->zero >= 3 && !m->mem.wgather)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d with offload.optimizer: the model was not created for "
