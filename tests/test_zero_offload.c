@@ -18,6 +18,9 @@
  *    weights (equal to the master shard after each update); bit-identical
  *    to ZeRO-3 on the device (the same reduce-scatter order, the same
  *    AdamW op), with the same bytes all-gathered per update;
+ *  - a checkpoint save gathers the master and the moments to rank 0 only:
+ *    the other ranks' largest allocation during the save is a shard, not
+ *    the whole buffer (3 ranks, ZeRO-3 offloaded; malloc wrapped);
  *  - an offloaded model not created for the shard (ZeRO-2) or for ZeRO-3
  *    is refused with a message naming what to do. */
 #define _GNU_SOURCE
@@ -44,6 +47,16 @@ static char g_dir[256];
 static int g_job;
 static char g_zero_line[512]; /* this process's "ZeRO-N: rank ..." log line */
 
+/* The largest malloc while g_track is set (linked with --wrap=malloc). */
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+static int g_track;
+static size_t g_largest;
+void *__wrap_malloc(size_t n) {
+  if (g_track && n > g_largest) g_largest = n;
+  return __real_malloc(n);
+}
+
 static void on_log(void *user, esmt_log_level level, const char *message) {
   (void)user;
   (void)level;
@@ -67,6 +80,7 @@ typedef struct run_spec {
   int per_update;       /* micro-batches per rank per update */
   int sized_for_shard;  /* 0: the model is created without the ZeRO options */
   char out[256];        /* this rank's files: out.w (master shard), .c (compute), .info */
+  int save;             /* 1: save a checkpoint after training, its largest malloc in .info */
 } run_spec;
 
 /* A batch has 40..48 real tokens (test_zero1's budget): k per rank. */
@@ -115,6 +129,9 @@ static esmt_status run(const void *spec) {
   o.log_every = 0;
   o.max_steps = STEPS;
   o.tokens_per_update = budget_of(s->world, s->per_update);
+  char run_dir[300];
+  snprintf(run_dir, sizeof run_dir, "%s/run-%d", g_dir, g_job);
+  if (s->save) o.run_dir = run_dir;
   esmt_trainer *t = NULL;
   if (!st) st = esmt_trainer_create(m, &o, &src, &t);
   if (!st) {
@@ -132,6 +149,12 @@ static esmt_status run(const void *spec) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
   }
+  g_largest = 0;
+  if (!st && s->save) {
+    g_track = 1;
+    st = esmt_trainer_save(t, NULL, 0);
+    g_track = 0;
+  }
   char path[300];
   snprintf(path, sizeof path, "%s.err", s->out);
   if (st) write_text(path, esmt_last_error());
@@ -140,12 +163,12 @@ static esmt_status run(const void *spec) {
     esmt_zero_volume v; /* the bytes each collective moved */
     esmt_dp_volume(t->dp, &v);
     char info[800];
-    snprintf(info, sizeof info, "%llu %llu %llu %llu %llu %llu\n%s",
+    snprintf(info, sizeof info, "%llu %llu %llu %llu %llu %llu %llu\n%s",
              (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
              (unsigned long long)m->layout.total,
              (unsigned long long)(off ? off->pinned_bytes + off->pageable_bytes : 0),
              (unsigned long long)(off ? off->hi - off->lo : 0),
-             (unsigned long long)v.allgathered, g_zero_line);
+             (unsigned long long)v.allgathered, (unsigned long long)g_largest, g_zero_line);
     snprintf(path, sizeof path, "%s.info", s->out);
     write_text(path, info);
     snprintf(path, sizeof path, "%s.w", s->out);
@@ -167,13 +190,15 @@ typedef struct result {
 
 /* world ranks at `zero`, offload on or off; every rank's compute copy must
  * equal the master the shards make, and an offloaded rank must hold its
- * shard only on the host. */
-static result train(int world, int zero, int offload, int per_update) {
+ * shard only on the host. With `save`, the ranks save a checkpoint and
+ * largest[r] is rank r's largest allocation during the save. */
+static result train_saving(int world, int zero, int offload, int per_update, int save,
+                           unsigned long long *largest) {
   run_spec specs[3];
   memset(specs, 0, sizeof specs);
   g_job++;
   for (int r = 0; r < world; r++) {
-    specs[r] = (run_spec){r, world, zero, offload, per_update, 1, ""};
+    specs[r] = (run_spec){r, world, zero, offload, per_update, 1, "", save};
     snprintf(specs[r].out, sizeof specs[r].out, "%s/j%d-r%d", g_dir, g_job, r);
   }
   int status[3];
@@ -192,9 +217,10 @@ static result train(int world, int zero, int offload, int per_update) {
     char path[300], info[800];
     snprintf(path, sizeof path, "%s.info", specs[r].out);
     read_rank_text(path, info, sizeof info);
-    unsigned long long lo, hi, total, host_bytes, host_n, gathered;
-    assert_int_equal(sscanf(info, "%llu %llu %llu %llu %llu %llu", &lo, &hi, &total, &host_bytes,
-                            &host_n, &gathered), 6);
+    unsigned long long lo, hi, total, host_bytes, host_n, gathered, big;
+    assert_int_equal(sscanf(info, "%llu %llu %llu %llu %llu %llu %llu", &lo, &hi, &total,
+                            &host_bytes, &host_n, &gathered, &big), 7);
+    if (largest) largest[r] = big;
     /* one all-gather of the fp32 compute copy an update (as the planner
      * counts); ZeRO-3's per-layer gathers: compared with the device run */
     esmt_zero_volume vol;
@@ -252,6 +278,10 @@ static result train(int world, int zero, int offload, int per_update) {
   return res;
 }
 
+static result train(int world, int zero, int offload, int per_update) {
+  return train_saving(world, zero, offload, per_update, 0, NULL);
+}
+
 static double max_abs_diff(const float *a, const float *b, size_t n) {
   double worst = 0;
   for (size_t i = 0; i < n; i++) {
@@ -297,13 +327,29 @@ static void test_zero3_two_ranks(void **state) {
   same_as_device(2, 3, 2, 1);
 }
 
+/* A save gathers the master and the moments to rank 0: the others hold a
+ * shard of one buffer at a time (the whole was 4 P bytes a buffer). */
+static void test_save_gathers_to_rank0(void **state) {
+  (void)state;
+  unsigned long long largest[3];
+  result res = train_saving(3, 3, 1, 1, 1, largest);
+  const unsigned long long whole = res.n * sizeof(float);
+  const unsigned long long shard = esmt_zero_shard_max(res.n, 3) * sizeof(float);
+  printf("  save, 3 ranks at ZeRO-3 offloaded: largest allocation %llu bytes on rank 0, %llu "
+         "and %llu on ranks 1 and 2 (a shard: %llu; the whole: %llu)\n", largest[0], largest[1],
+         largest[2], shard, whole);
+  assert_true(largest[0] >= whole);
+  for (int r = 1; r < 3; r++) assert_true(largest[r] < whole && largest[r] >= shard);
+  free(res.master);
+}
+
 /* A refused combination: rank 0's message must name `want`. */
 static void refused(int zero, int sized_for_shard, const char *want) {
   run_spec specs[2];
   memset(specs, 0, sizeof specs);
   g_job++;
   for (int r = 0; r < 2; r++) {
-    specs[r] = (run_spec){r, 2, zero, 1, 1, sized_for_shard, ""};
+    specs[r] = (run_spec){r, 2, zero, 1, 1, sized_for_shard, "", 0};
     snprintf(specs[r].out, sizeof specs[r].out, "%s/j%d-r%d", g_dir, g_job, r);
   }
   int status[2];
@@ -340,6 +386,7 @@ int main(void) {
       cmocka_unit_test(test_zero2_three_ranks),
       cmocka_unit_test(test_zero2_accumulation),
       cmocka_unit_test(test_zero3_two_ranks),
+      cmocka_unit_test(test_save_gathers_to_rank0),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

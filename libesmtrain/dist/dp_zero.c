@@ -386,44 +386,50 @@ esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   return st;
 }
 
-esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w) {
-  const esmt_param_memory *p = &m->mem;
-  /* this rank's shard into its place; the all-gather fills in the rest */
-  esmt_status st = p->master_hi > p->master_lo
-      ? esmt_master_copy(m, host_w + p->master_lo, p->master,
-                         (p->master_hi - p->master_lo) * sizeof(float), 0)
-      : ESMT_OK;
-  uint64_t failed = st != ESMT_OK;
+uint64_t esmt_dp_zero_save_elems(const esmt_dp *dp, uint64_t total) {
+  if (!esmt_dp_zero(dp) || esmt_dp_rank(dp) == 0) return total;
+  return esmt_zero_shard_max(total, esmt_dp_world(dp));
+}
+
+/* This rank's shard of `src` (the memory's buffer of [lo, hi), device or
+ * host) into rank 0's `host` at its place, the ranks in turn broadcasting
+ * theirs (no gather-to-root collective: the others receive a shard they
+ * drop, as an all-gather would have sent it to them). A rank other than 0
+ * holds one shard at a time in `host`: its own is read again just before
+ * its turn, and any other's overwrites it. Collective. */
+static esmt_status shards_to_root(esmt_dp *dp, esmt_model *m, float *src, float *host,
+                                  const char *what) {
+  const int W = esmt_dp_world(dp), r = esmt_dp_rank(dp);
+  const uint64_t *off = dp->shard_off;
+  esmt_status st = ESMT_OK;
   char own[1024] = "";
-  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
+  for (int k = 0; k < W; k++) {
+    const uint64_t n = off[k + 1] - off[k];
+    float *at = r == 0 ? host + off[k] : host;
+    if (k == r && n && !st) /* (rank 0: in place; its turn sends nothing) */
+      st = esmt_master_copy(m, at, src, n * sizeof(float), 0);
+    if (st && !own[0]) snprintf(own, sizeof own, "%s", esmt_last_error());
+    esmt_status cs = k && n ? esmt_comm_broadcast(dp->comm, at, (size_t)n * sizeof(float), k)
+                            : ESMT_OK;
+    if (cs) return esmt_fail_prefix(cs, "ZeRO: sending the %s to rank 0: ", what);
+  }
+  uint64_t failed = st != ESMT_OK;
   esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
-  if (st) return esmt_fail(st, "ZeRO: reading the master shard: %s", own);
+  if (st) return esmt_fail(st, "ZeRO: reading this rank's %s: %s", what, own);
   if (cs) return esmt_fail_prefix(cs, "ZeRO: ");
   if (failed)
-    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their master "
-                     "shard", (unsigned long long)failed);
-  st = esmt_comm_allgather_shards(dp->comm, host_w, (size_t)m->layout.total, dp->shard_off,
-                                  sizeof(float));
-  return st ? esmt_fail_prefix(st, "ZeRO: gathering the master weights: ") : ESMT_OK;
+    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their %s",
+                     (unsigned long long)failed, what);
+  return ESMT_OK;
+}
+
+esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w) {
+  return shards_to_root(dp, m, m->mem.master, host_w, "master shard");
 }
 
 esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,
                                         float *host_v) {
-  const uint64_t total = m->layout.total;
-  /* this rank's shard into its place; the all-gathers fill in the rest */
-  esmt_status st = esmt_flat_download(m, host_m, m->mem.moment1);
-  if (!st && host_v) st = esmt_flat_download(m, host_v, m->mem.moment2); /* NULL: Lion */
-  uint64_t failed = st != ESMT_OK;
-  char own[1024] = "";
-  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
-  esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
-  if (st) return esmt_fail(st, "ZeRO: reading the moments: %s", own);
-  if (cs) return esmt_fail_prefix(cs, "ZeRO: ");
-  if (failed)
-    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their moments",
-                     (unsigned long long)failed);
-  st = esmt_comm_allgather_shards(dp->comm, host_m, (size_t)total, dp->shard_off, sizeof(float));
-  if (!st && host_v) st = esmt_comm_allgather_shards(dp->comm, host_v, (size_t)total, dp->shard_off,
-                                           sizeof(float));
-  return st ? esmt_fail_prefix(st, "ZeRO: gathering the moments: ") : ESMT_OK;
+  esmt_status st = shards_to_root(dp, m, m->mem.moment1, host_m, "first moments");
+  if (!st && host_v) st = shards_to_root(dp, m, m->mem.moment2, host_v, "second moments");
+  return st; /* NULL host_v: Lion */
 }
