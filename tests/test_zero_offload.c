@@ -13,7 +13,7 @@
  *    shard's partial sums in another order (whole device gradients, the
  *    other shards cleared between micro-batches): within the data-parallel
  *    bound of the device run;
- *  - ZeRO-3 with offload (2 ranks, fp32): the host holds the shard's
+ *  - ZeRO-3 with offload (2 ranks and 1, fp32): the host holds the shard's
  *    master, moments and gradients, the device the shard's compute
  *    weights (equal to the master shard after each update); bit-identical
  *    to ZeRO-3 on the device (the same reduce-scatter order, the same
@@ -321,10 +321,12 @@ static void test_zero2_accumulation(void **state) {
 }
 
 /* two micro-batches a rank: the shard sums its pieces in the same order
- * as on the device, so still bit-identical */
-static void test_zero3_two_ranks(void **state) {
+ * as on the device, so still bit-identical; and one rank (dist.force: the
+ * gathers of one rank, the model created for them) */
+static void test_zero3(void **state) {
   (void)state;
   same_as_device(2, 3, 2, 1);
+  same_as_device(1, 3, 1, 1);
 }
 
 /* A save gathers the master and the moments to rank 0: the others hold a
@@ -385,7 +387,7 @@ int main(void) {
       cmocka_unit_test(test_zero1_two_ranks),
       cmocka_unit_test(test_zero2_three_ranks),
       cmocka_unit_test(test_zero2_accumulation),
-      cmocka_unit_test(test_zero3_two_ranks),
+      cmocka_unit_test(test_zero3),
       cmocka_unit_test(test_save_gathers_to_rank0),
       cmocka_unit_test(test_refusals),
   };
