@@ -369,10 +369,10 @@ static void test_killed_mid_collective(void **state) {
   killed_mid_collective(0, ESMT_COMM_OP_ALLREDUCE, 80, "an all-reduce of update 3");
   /* stage 2: a part's gradients reduce-scattered in update 3 */
   killed_mid_collective(2, ESMT_COMM_OP_REDUCE_SCATTER, 10, "a reduce-scatter of update 3");
-  /* stage 1: all-gathers 1, 2 update the weights, 3, 4 gather the moments
-   * for the save at update 2, 5, 6 the weights again; 8 is the second
-   * moment's gather of the save at update 4, after the first's */
-  killed_mid_collective(1, ESMT_COMM_OP_ALLGATHER_SHARDS, 8, "the save's moment all-gather");
+  /* stage 1: a save sends rank 1's first, then second moments to rank 0
+   * (one broadcast each); 4 is the second moment's of the save at update
+   * 4, after the first's */
+  killed_mid_collective(1, ESMT_COMM_OP_BROADCAST, 4, "the save's moment broadcast");
 }
 
 static void test_offload_refused(void **state) {

@@ -13,8 +13,16 @@
  *    shard's partial sums in another order (whole device gradients, the
  *    other shards cleared between micro-batches): within the data-parallel
  *    bound of the device run;
- *  - ZeRO-3 with offload, and an offloaded model not created for the
- *    shard, are refused with messages naming what combines. */
+ *  - ZeRO-3 with offload (2 ranks and 1, fp32): the host holds the shard's
+ *    master, moments and gradients, the device the shard's compute
+ *    weights (equal to the master shard after each update); bit-identical
+ *    to ZeRO-3 on the device (the same reduce-scatter order, the same
+ *    AdamW op), with the same bytes all-gathered per update;
+ *  - a checkpoint save gathers the master and the moments to rank 0 only:
+ *    the other ranks' largest allocation during the save is a shard, not
+ *    the whole buffer (3 ranks, ZeRO-3 offloaded; malloc wrapped);
+ *  - an offloaded model not created for the shard (ZeRO-2) or for ZeRO-3
+ *    is refused with a message naming what to do. */
 #define _GNU_SOURCE
 #include "test_util.h"
 
@@ -39,6 +47,16 @@ static char g_dir[256];
 static int g_job;
 static char g_zero_line[512]; /* this process's "ZeRO-N: rank ..." log line */
 
+/* The largest malloc while g_track is set (linked with --wrap=malloc). */
+void *__real_malloc(size_t n);
+void *__wrap_malloc(size_t n);
+static int g_track;
+static size_t g_largest;
+void *__wrap_malloc(size_t n) {
+  if (g_track && n > g_largest) g_largest = n;
+  return __real_malloc(n);
+}
+
 static void on_log(void *user, esmt_log_level level, const char *message) {
   (void)user;
   (void)level;
@@ -62,6 +80,7 @@ typedef struct run_spec {
   int per_update;       /* micro-batches per rank per update */
   int sized_for_shard;  /* 0: the model is created without the ZeRO options */
   char out[256];        /* this rank's files: out.w (master shard), .c (compute), .info */
+  int save;             /* 1: save a checkpoint after training, its largest malloc in .info */
 } run_spec;
 
 /* A batch has 40..48 real tokens (test_zero1's budget): k per rank. */
@@ -69,11 +88,14 @@ static uint64_t budget_of(int world, int k) {
   return k <= 1 ? 0 : (uint64_t)(48 * (world * k - 1) + 1);
 }
 
+/* The device's fp32 compute weights: whole, or ZeRO-3's shard at its
+ * place (zeros elsewhere). */
 static void write_compute(esmt_model *m, const char *path) {
-  const uint64_t n = m->layout.total;
+  const uint64_t n = m->layout.total, lo = m->mem.compute_lo;
+  const uint64_t held = m->mem.wgather ? m->mem.master_hi - lo : n;
   float *w = calloc(n, sizeof *w);
   const void *src = m->mem.compute32;
-  esmtb_status bs = !w || !src ? 1 : m->ops->copy_async(m->dev, w, src, n * sizeof *w,
+  esmtb_status bs = !w || !src ? 1 : m->ops->copy_async(m->dev, w + lo, src, held * sizeof *w,
                                                          ESMTB_COPY_D2H, m->stream);
   if (!bs) bs = m->ops->stream_sync(m->dev, m->stream);
   FILE *f = bs ? NULL : fopen(path, "wb");
@@ -107,6 +129,9 @@ static esmt_status run(const void *spec) {
   o.log_every = 0;
   o.max_steps = STEPS;
   o.tokens_per_update = budget_of(s->world, s->per_update);
+  char run_dir[300];
+  snprintf(run_dir, sizeof run_dir, "%s/run-%d", g_dir, g_job);
+  if (s->save) o.run_dir = run_dir;
   esmt_trainer *t = NULL;
   if (!st) st = esmt_trainer_create(m, &o, &src, &t);
   if (!st) {
@@ -124,6 +149,12 @@ static esmt_status run(const void *spec) {
     esmt_train_metrics mt = {.struct_size = sizeof mt};
     st = esmt_trainer_step(t, &mt);
   }
+  g_largest = 0;
+  if (!st && s->save) {
+    g_track = 1;
+    st = esmt_trainer_save(t, NULL, 0);
+    g_track = 0;
+  }
   char path[300];
   snprintf(path, sizeof path, "%s.err", s->out);
   if (st) write_text(path, esmt_last_error());
@@ -132,12 +163,12 @@ static esmt_status run(const void *spec) {
     esmt_zero_volume v; /* the bytes each collective moved */
     esmt_dp_volume(t->dp, &v);
     char info[800];
-    snprintf(info, sizeof info, "%llu %llu %llu %llu %llu %llu\n%s",
+    snprintf(info, sizeof info, "%llu %llu %llu %llu %llu %llu %llu\n%s",
              (unsigned long long)m->mem.master_lo, (unsigned long long)m->mem.master_hi,
              (unsigned long long)m->layout.total,
              (unsigned long long)(off ? off->pinned_bytes + off->pageable_bytes : 0),
              (unsigned long long)(off ? off->hi - off->lo : 0),
-             (unsigned long long)v.allgathered, g_zero_line);
+             (unsigned long long)v.allgathered, (unsigned long long)g_largest, g_zero_line);
     snprintf(path, sizeof path, "%s.info", s->out);
     write_text(path, info);
     snprintf(path, sizeof path, "%s.w", s->out);
@@ -154,17 +185,20 @@ static esmt_status run(const void *spec) {
 typedef struct result {
   float *master;  /* the ranks' master shards put together (malloc'ed) */
   size_t n;
+  unsigned long long gathered; /* rank 0's all-gathered bytes */
 } result;
 
 /* world ranks at `zero`, offload on or off; every rank's compute copy must
  * equal the master the shards make, and an offloaded rank must hold its
- * shard only on the host. */
-static result train(int world, int zero, int offload, int per_update) {
+ * shard only on the host. With `save`, the ranks save a checkpoint and
+ * largest[r] is rank r's largest allocation during the save. */
+static result train_saving(int world, int zero, int offload, int per_update, int save,
+                           unsigned long long *largest) {
   run_spec specs[3];
   memset(specs, 0, sizeof specs);
   g_job++;
   for (int r = 0; r < world; r++) {
-    specs[r] = (run_spec){r, world, zero, offload, per_update, 1, ""};
+    specs[r] = (run_spec){r, world, zero, offload, per_update, 1, "", save};
     snprintf(specs[r].out, sizeof specs[r].out, "%s/j%d-r%d", g_dir, g_job, r);
   }
   int status[3];
@@ -177,19 +211,22 @@ static result train(int world, int zero, int offload, int per_update) {
       fail_msg("rank %d: status %d: %s", r, status[r], err);
     }
   }
-  result res = {NULL, 0};
+  result res = {NULL, 0, 0};
   uint64_t covered = 0;
   for (int r = 0; r < world; r++) {
     char path[300], info[800];
     snprintf(path, sizeof path, "%s.info", specs[r].out);
     read_rank_text(path, info, sizeof info);
-    unsigned long long lo, hi, total, host_bytes, host_n, gathered;
-    assert_int_equal(sscanf(info, "%llu %llu %llu %llu %llu %llu", &lo, &hi, &total, &host_bytes,
-                            &host_n, &gathered), 6);
-    /* one all-gather of the fp32 compute copy an update (as the planner counts) */
+    unsigned long long lo, hi, total, host_bytes, host_n, gathered, big;
+    assert_int_equal(sscanf(info, "%llu %llu %llu %llu %llu %llu %llu", &lo, &hi, &total,
+                            &host_bytes, &host_n, &gathered, &big), 7);
+    if (largest) largest[r] = big;
+    /* one all-gather of the fp32 compute copy an update (as the planner
+     * counts); ZeRO-3's per-layer gathers: compared with the device run */
     esmt_zero_volume vol;
     esmt_zero_comm_volume(zero, total, world, per_update, 4, &vol);
-    assert_int_equal(gathered, STEPS * vol.allgathered);
+    if (zero < 3) assert_int_equal(gathered, STEPS * vol.allgathered);
+    if (r == 0) res.gathered = gathered;
     snprintf(path, sizeof path, "%s.w", specs[r].out);
     size_t n;
     float *w = read_weights(path, &n);
@@ -222,16 +259,27 @@ static result train(int world, int zero, int offload, int per_update) {
     }
   }
   if (offload) assert_int_equal(covered, res.n);
-  for (int r = 0; r < world; r++) { /* the all-gather filled every rank's compute copy */
+  for (int r = 0; r < world && (zero < 3 || offload); r++) {
+    /* the all-gather filled every rank's compute copy; ZeRO-3 offloaded:
+     * the upload wrote the shard's (ZeRO-3 on the device reads the master) */
     char path[300];
     snprintf(path, sizeof path, "%s.c", specs[r].out);
     size_t n;
     float *cw = read_weights(path, &n);
     assert_int_equal(n, res.n);
-    assert_memory_equal(cw, res.master, n * sizeof *cw);
+    uint64_t lo = 0, hi = n, off[4];
+    if (zero >= 3) {
+      esmt_zero_split(n, world, off);
+      lo = off[r], hi = off[r + 1];
+    }
+    assert_memory_equal(cw + lo, res.master + lo, (hi - lo) * sizeof *cw);
     free(cw);
   }
   return res;
+}
+
+static result train(int world, int zero, int offload, int per_update) {
+  return train_saving(world, zero, offload, per_update, 0, NULL);
 }
 
 static double max_abs_diff(const float *a, const float *b, size_t n) {
@@ -252,6 +300,7 @@ static void same_as_device(int world, int zero, int per_update, int bit_identica
          world, zero, per_update, diff);
   if (bit_identical) assert_memory_equal(dev.master, off.master, dev.n * sizeof *dev.master);
   else assert_true(diff <= ACCUMULATION_MAX_ABS_DIFF);
+  assert_int_equal(dev.gathered, off.gathered); /* the same collectives */
   free(dev.master);
   free(off.master);
 }
@@ -271,13 +320,38 @@ static void test_zero2_accumulation(void **state) {
   same_as_device(2, 2, 2, 0);
 }
 
+/* two micro-batches a rank: the shard sums its pieces in the same order
+ * as on the device, so still bit-identical; and one rank (dist.force: the
+ * gathers of one rank, the model created for them) */
+static void test_zero3(void **state) {
+  (void)state;
+  same_as_device(2, 3, 2, 1);
+  same_as_device(1, 3, 1, 1);
+}
+
+/* A save gathers the master and the moments to rank 0: the others hold a
+ * shard of one buffer at a time (the whole was 4 P bytes a buffer). */
+static void test_save_gathers_to_rank0(void **state) {
+  (void)state;
+  unsigned long long largest[3];
+  result res = train_saving(3, 3, 1, 1, 1, largest);
+  const unsigned long long whole = res.n * sizeof(float);
+  const unsigned long long shard = esmt_zero_shard_max(res.n, 3) * sizeof(float);
+  printf("  save, 3 ranks at ZeRO-3 offloaded: largest allocation %llu bytes on rank 0, %llu "
+         "and %llu on ranks 1 and 2 (a shard: %llu; the whole: %llu)\n", largest[0], largest[1],
+         largest[2], shard, whole);
+  assert_true(largest[0] >= whole);
+  for (int r = 1; r < 3; r++) assert_true(largest[r] < whole && largest[r] >= shard);
+  free(res.master);
+}
+
 /* A refused combination: rank 0's message must name `want`. */
 static void refused(int zero, int sized_for_shard, const char *want) {
   run_spec specs[2];
   memset(specs, 0, sizeof specs);
   g_job++;
   for (int r = 0; r < 2; r++) {
-    specs[r] = (run_spec){r, 2, zero, 1, 1, sized_for_shard, ""};
+    specs[r] = (run_spec){r, 2, zero, 1, 1, sized_for_shard, "", 0};
     snprintf(specs[r].out, sizeof specs[r].out, "%s/j%d-r%d", g_dir, g_job, r);
   }
   int status[2];
@@ -292,7 +366,7 @@ static void refused(int zero, int sized_for_shard, const char *want) {
 
 static void test_refusals(void **state) {
   (void)state;
-  refused(3, 1, "use dist.zero 1 or 2 with offload.optimizer on");
+  refused(3, 0, "not created for ZeRO-3");
   refused(2, 0, "create the model for the shard");
 }
 
@@ -313,6 +387,8 @@ int main(void) {
       cmocka_unit_test(test_zero1_two_ranks),
       cmocka_unit_test(test_zero2_three_ranks),
       cmocka_unit_test(test_zero2_accumulation),
+      cmocka_unit_test(test_zero3),
+      cmocka_unit_test(test_save_gathers_to_rank0),
       cmocka_unit_test(test_refusals),
   };
   return cmocka_run_group_tests(tests, setup, teardown);

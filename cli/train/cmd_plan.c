@@ -26,7 +26,7 @@ static int parse_policy(const char *s, int *out) {
 }
 
 /* Per rank at every ZeRO stage, with the micro-batch and recompute of
- * `chosen`: the state on the device, and at stages 1 and 2 each rank's
+ * `chosen`: the state on the device, and at stages 1 to 3 each rank's
  * shard of it on its host (optimizer offload), the host figure a rank's
  * and the total of the ranks that share a host. */
 static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
@@ -35,8 +35,8 @@ static void print_stages(const esmt_plan_request *r, const esmt_plan *chosen) {
                           ? r->ranks_per_host : r->world_size;
   printf("  per rank of %d   %12s %12s %12s %12s %12s  %s\n", r->world_size, "moments",
          "device total", "host/rank", "host/host", "sent/update", "(dist.zero)");
-  for (int row = 0; row < 6; row++) {
-    static const int zero[] = {0, 1, 1, 2, 2, 3}, offload[] = {-1, 0, 1, 0, 1, 0};
+  for (int row = 0; row < 7; row++) {
+    static const int zero[] = {0, 1, 1, 2, 2, 3, 3}, offload[] = {-1, 0, 1, 0, 1, 0, 1};
     const int z = zero[row];
     esmt_plan_request q = *r;
     q.zero = z;
@@ -77,7 +77,7 @@ static void usage(FILE *f) {
          "policy whose offloaded state the host cannot hold. --set takes any configuration\n"
          "key after the flags above\n"
          "--world N plans one of N data-parallel ranks at ZeRO stage --zero (dist.zero) and\n"
-         "prints the bytes per rank of every stage (at stages 1 and 2 also with each rank's\n"
+         "prints the bytes per rank of every stage (at stages 1 to 3 also with each rank's\n"
          "shard of the optimizer state offloaded to its host) and what each sends per update;\n"
          "--host-mem is one host's memory, shared by --ranks-per-host of the ranks (default all).\n"
          "--zero auto, and --world N > 1 without --zero, plan the lowest stage that fits.\n"

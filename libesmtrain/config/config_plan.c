@@ -74,8 +74,6 @@ esmt_status esmt_config_plan_request(const esmt_config *cfg, const esmt_context 
   pr.device_budget = budget;
   if ((st = esmt_optimizer_from_name(opt_kind, &mc.optimizer))) return st;
   pr.zero = (int)zero; /* the world size is the launcher's: the caller sets it */
-  if (zero >= 3 && pr.offload_optimizer < 0)
-    pr.offload_optimizer = 0; /* ZeRO-3 gathers from device shards; 1 and 2 may offload them */
   if ((zero > 0 || pr.offload_optimizer == 0) && pr.stream < 0)
     pr.stream = ESMT_STREAM_NONE; /* streaming needs the optimizer on the host, alone */
   *model = mc;

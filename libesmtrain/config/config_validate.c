@@ -116,8 +116,8 @@ static esmt_status check_memory_levels(esmt_config_reader *c) {
   if (zero)
     return esmt_fail(ESMT_ERR_CONFIG, "offload.stream %s does not combine with dist.zero %lld "
                      "(a rank would stream the whole model's layers): set one of them off; "
-                     "dist.zero 1 or 2 combine with offload.optimizer on (each rank's shard on "
-                     "its host)", stream, zero);
+                     "dist.zero 1, 2 or 3 combine with offload.optimizer on (each rank's shard "
+                     "on its host)", stream, zero);
   return ESMT_OK;
 }
 

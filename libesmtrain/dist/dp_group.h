@@ -128,12 +128,14 @@ ESMT_HIDDEN esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, doubl
  * ZeRO-2's sharded master the half copy and the fp32 LayerNorm weights
  * only, the fp32 master staying a shard). */
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m);
-/* The whole fp32 master (layout.total floats) into host_w on every rank,
- * where each holds its shard (esmt_param_master_sharded), for a
- * checkpoint in the usual format. Collective. */
+/* For a checkpoint in the usual format, which rank 0 writes: the whole
+ * fp32 master (layout.total floats) into rank 0's host_w, where each rank
+ * holds its shard (esmt_param_master_sharded), and the whole moments into
+ * rank 0's host_m/host_v (NULL host_v: Lion). Every other rank sends its
+ * shard and needs only esmt_dp_zero_save_elems floats in each buffer (a
+ * shard, not the whole), whose content is then undefined. Collective. */
+ESMT_HIDDEN uint64_t esmt_dp_zero_save_elems(const esmt_dp *dp, uint64_t total);
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w);
-/* The whole moments (layout.total floats each) into host_m/host_v on
- * every rank, for a checkpoint in the usual format. Collective. */
 ESMT_HIDDEN esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,
                                                     float *host_v);
 

@@ -27,8 +27,13 @@
  * master, the moments and the fp32 gradients of its shard only (the model
  * is created for it: esmt_offload_options.zero_level); the host optimizer
  * updates the shard and pushes its compute weights into the whole device
- * compute copy, which the ranks then all-gather (gather_compute). The
- * streamed levels and stage 3 do not combine with offload: refused. */
+ * compute copy, which the ranks then all-gather (gather_compute). At
+ * stage 3 with offload (memory/offload_zero3.c) the device keeps ZeRO-3's
+ * shard of the compute weights and ZeRO-2's gradient slots and shard: the
+ * host step pulls the shard's gradients once per update and uploads its
+ * compute weights, and the ranks gather the end parts and the LayerNorm
+ * copies as without offload (gather_half). The streamed levels do not
+ * combine with ZeRO: refused. */
 #define _POSIX_C_SOURCE 200809L
 #include <math.h>
 #include <stdio.h>
@@ -144,14 +149,13 @@ static esmt_status refuse(esmt_dp *dp, const esmt_model *m) {
   if (m->mem.stream)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d does not combine with offload.stream (a rank would stream "
-                     "the whole model's layers): use dist.zero 1 or 2 with offload.optimizer on "
-                     "and offload.stream off, or dist.zero 3 without offload, or one process "
-                     "with offload.stream", dp->zero);
-  if (m->mem.offload && dp->zero >= 3)
+                     "the whole model's layers): use dist.zero 1, 2 or 3 with offload.optimizer "
+                     "on and offload.stream off, or one process with offload.stream", dp->zero);
+  if (m->mem.offload && dp->zero >= 3 && !m->mem.wgather)
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
-                     "dist.zero %d does not combine with offload.optimizer (the ranks gather "
-                     "each layer's weights from device shards): use dist.zero 1 or 2 with "
-                     "offload.optimizer on, or dist.zero 3 with offload.optimizer off", dp->zero);
+                     "dist.zero %d with offload.optimizer: the model was not created for "
+                     "ZeRO-3 (esmt_offload_options zero_level 3, zero_rank, zero_world; the "
+                     "trainer's configuration does)", dp->zero);
   if (dp->on_device && !esmt_ops_has_shard_comm(m->ops))
     return esmt_fail(ESMT_ERR_UNSUPPORTED,
                      "dist.zero %d: backend %s (ABI %u.%u) sums gradients on the device but "
@@ -211,7 +215,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
       st = esmt_fail(ESMT_ERR_UNSUPPORTED, "dist.zero 3 needs the parameters in device memory "
                      "(ZeRO-2's gradient slots)");
     /* offload in half: the ranks gather norm_dev's LayerNorm w/b by rank */
-    if (!st && m->mem.offload && m->mem.compute_lowp) {
+    if (!st && m->mem.offload && m->mem.compute_lowp && !dp->norm_off) {
       dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
       if (!dp->norm_off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
       else esmt_param_norm_split(&m->mem, dp->shard_off, W, dp->norm_off);
@@ -220,7 +224,7 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
      * read the half copy, which is what the ranks all-gather; ZeRO-3
      * keeps the shard of the compute weights only and gathers per part */
     if (!st && dp->sharded_m && (m->mem.compute_lowp || dp->zero >= 3)) {
-      dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
+      if (!dp->norm_off) dp->norm_off = calloc((size_t)W + 1, sizeof *dp->norm_off);
       if (!dp->norm_off) st = esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "out of memory");
       else if (dp->zero >= 3) st = esmt_param_shard_weights(&m->mem, lo, hi, gather_part, dp);
       else st = esmt_param_shard_master(&m->mem, lo, hi);
@@ -248,14 +252,16 @@ esmt_status esmt_dp_zero_start(esmt_dp *dp, esmt_model *m) {
   dp->vol.allgathered = before;
   const double mib = 1.0 / (1 << 20);
   const uint64_t full = 2 * m->layout.total * sizeof(float), mine = 2 * (hi - lo) * sizeof(float);
-  char master[200];
+  char master[320];
   snprintf(master, sizeof master, "%s", level >= 2 ? "fp32 weights stay whole"
                                                    : "fp32 weights and gradients stay whole");
   const uint64_t host = (m->mem.moment2 ? 4 : 3) * (hi - lo) * sizeof(float); /* Lion: one moment */
   if (m->mem.offload)
     snprintf(master, sizeof master, "fp32 master weights, moments and gradients %llu bytes "
-             "(%.2f MiB) for this shard in host memory, the compute copy whole on the device "
-             "and all-gathered after each step", (unsigned long long)host, (double)host * mib);
+             "(%.2f MiB) for this shard in host memory, %s", (unsigned long long)host,
+             (double)host * mib, m->mem.wgather ? "the compute weights of this shard on the "
+             "device, each layer's all-gathered before it runs into two slots"
+             : "the compute copy whole on the device and all-gathered after each step");
   else if (m->mem.wgather)
     snprintf(master, sizeof master, "fp32 master and compute weights for this shard only (fp32 "
              "master %llu bytes), each layer's all-gathered before it runs into two slots",
@@ -299,9 +305,10 @@ esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm) {
 static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
   const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
   const size_t es = m->mem.env.esize;
-  esmt_status st = m->mem.norm_dev ? esmt_param_norms_from_master(&m->mem, m->mem.master_lo,
-                                                                  m->mem.master_hi)
-                                   : ESMT_OK;
+  /* (offloaded: the host step pushed this shard's LayerNorm elements) */
+  esmt_status st = m->mem.norm_dev && !m->mem.offload
+      ? esmt_param_norms_from_master(&m->mem, m->mem.master_lo, m->mem.master_hi)
+      : ESMT_OK;
   if (!st && m->mem.wgather) { /* ZeRO-3: the LayerNorm w/b (half), then the end parts */
     if (m->mem.norm_dev && dp->on_device)
       st = esmt_dp_device_allgather_as(dp, m, m->mem.norm_dev, ESMTB_F32, nn, dp->norm_off);
@@ -363,7 +370,7 @@ static esmt_status gather_compute(esmt_dp *dp, esmt_model *m) {
 esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   uint64_t lo, hi;
   const uint64_t total = m->layout.total;
-  if (m->mem.offload) return gather_compute(dp, m);
+  if (m->mem.offload && !m->mem.wgather) return gather_compute(dp, m);
   if (esmt_param_master_sharded(&m->mem)) return gather_half(dp, m);
   esmt_dp_shard(dp, total, &lo, &hi);
   esmt_status st = dp->on_device
@@ -379,44 +386,50 @@ esmt_status esmt_dp_zero_gather_params(esmt_dp *dp, esmt_model *m) {
   return st;
 }
 
-esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w) {
-  const esmt_param_memory *p = &m->mem;
-  /* this rank's shard into its place; the all-gather fills in the rest */
-  esmt_status st = p->master_hi > p->master_lo
-      ? esmt_master_copy(m, host_w + p->master_lo, p->master,
-                         (p->master_hi - p->master_lo) * sizeof(float), 0)
-      : ESMT_OK;
-  uint64_t failed = st != ESMT_OK;
+uint64_t esmt_dp_zero_save_elems(const esmt_dp *dp, uint64_t total) {
+  if (!esmt_dp_zero(dp) || esmt_dp_rank(dp) == 0) return total;
+  return esmt_zero_shard_max(total, esmt_dp_world(dp));
+}
+
+/* This rank's shard of `src` (the memory's buffer of [lo, hi), device or
+ * host) into rank 0's `host` at its place, the ranks in turn broadcasting
+ * theirs (no gather-to-root collective: the others receive a shard they
+ * drop, as an all-gather would have sent it to them). A rank other than 0
+ * holds one shard at a time in `host`: its own is read again just before
+ * its turn, and any other's overwrites it. Collective. */
+static esmt_status shards_to_root(esmt_dp *dp, esmt_model *m, float *src, float *host,
+                                  const char *what) {
+  const int W = esmt_dp_world(dp), r = esmt_dp_rank(dp);
+  const uint64_t *off = dp->shard_off;
+  esmt_status st = ESMT_OK;
   char own[1024] = "";
-  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
+  for (int k = 0; k < W; k++) {
+    const uint64_t n = off[k + 1] - off[k];
+    float *at = r == 0 ? host + off[k] : host;
+    if (k == r && n && !st) /* (rank 0: in place; its turn sends nothing) */
+      st = esmt_master_copy(m, at, src, n * sizeof(float), 0);
+    if (st && !own[0]) snprintf(own, sizeof own, "%s", esmt_last_error());
+    esmt_status cs = k && n ? esmt_comm_broadcast(dp->comm, at, (size_t)n * sizeof(float), k)
+                            : ESMT_OK;
+    if (cs) return esmt_fail_prefix(cs, "ZeRO: sending the %s to rank 0: ", what);
+  }
+  uint64_t failed = st != ESMT_OK;
   esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
-  if (st) return esmt_fail(st, "ZeRO: reading the master shard: %s", own);
+  if (st) return esmt_fail(st, "ZeRO: reading this rank's %s: %s", what, own);
   if (cs) return esmt_fail_prefix(cs, "ZeRO: ");
   if (failed)
-    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their master "
-                     "shard", (unsigned long long)failed);
-  st = esmt_comm_allgather_shards(dp->comm, host_w, (size_t)m->layout.total, dp->shard_off,
-                                  sizeof(float));
-  return st ? esmt_fail_prefix(st, "ZeRO: gathering the master weights: ") : ESMT_OK;
+    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their %s",
+                     (unsigned long long)failed, what);
+  return ESMT_OK;
+}
+
+esmt_status esmt_dp_zero_gather_master(esmt_dp *dp, esmt_model *m, float *host_w) {
+  return shards_to_root(dp, m, m->mem.master, host_w, "master shard");
 }
 
 esmt_status esmt_dp_zero_gather_moments(esmt_dp *dp, esmt_model *m, float *host_m,
                                         float *host_v) {
-  const uint64_t total = m->layout.total;
-  /* this rank's shard into its place; the all-gathers fill in the rest */
-  esmt_status st = esmt_flat_download(m, host_m, m->mem.moment1);
-  if (!st && host_v) st = esmt_flat_download(m, host_v, m->mem.moment2); /* NULL: Lion */
-  uint64_t failed = st != ESMT_OK;
-  char own[1024] = "";
-  if (st) snprintf(own, sizeof own, "%s", esmt_last_error());
-  esmt_status cs = esmt_dp_sum_u64(dp, &failed, 1);
-  if (st) return esmt_fail(st, "ZeRO: reading the moments: %s", own);
-  if (cs) return esmt_fail_prefix(cs, "ZeRO: ");
-  if (failed)
-    return esmt_fail(ESMT_ERR_BACKEND, "ZeRO: %llu other rank(s) could not read their moments",
-                     (unsigned long long)failed);
-  st = esmt_comm_allgather_shards(dp->comm, host_m, (size_t)total, dp->shard_off, sizeof(float));
-  if (!st && host_v) st = esmt_comm_allgather_shards(dp->comm, host_v, (size_t)total, dp->shard_off,
-                                           sizeof(float));
-  return st ? esmt_fail_prefix(st, "ZeRO: gathering the moments: ") : ESMT_OK;
+  esmt_status st = shards_to_root(dp, m, m->mem.moment1, host_m, "first moments");
+  if (!st && host_v) st = shards_to_root(dp, m, m->mem.moment2, host_v, "second moments");
+  return st; /* NULL host_v: Lion */
 }

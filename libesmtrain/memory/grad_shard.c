@@ -7,6 +7,7 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "offload.h"
 #include "param_layer.h"
 #include "weight_gather.h"
 
@@ -89,6 +90,7 @@ static void gs_grads_changed(esmt_param_memory *p) {
   g->final_from = p->env.total;
   g->cur = -1;
   set_view(p);
+  if (p->offload) esmt_offload_grads_changed(p); /* the host copy is pulled again */
 }
 
 static esmt_status gs_grads_ready(esmt_param_memory *p, uint64_t from) {
@@ -170,6 +172,7 @@ static void gs_release(esmt_param_memory *p) {
       if (dev[i]) e->ops->free(e->dev, ESMTB_MEM_DEVICE, dev[i]);
   }
   esmt_weight_gather_release(p);
+  esmt_offload_zero3_release_host(p); /* offloaded: the host side (offload_zero3.c) */
   if (p->norm_dev && e->dev) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->norm_dev);
   p->norm_dev = NULL; /* a sharded master's (param_shard.c) */
   if (g) free(g->fresh);
@@ -178,19 +181,24 @@ static void gs_release(esmt_param_memory *p) {
   esmt_device_layer.release(p); /* the master, the shard (p->grads), moments, half copy */
 }
 
+/* Offloaded (ZeRO-3, offload_zero3.c): the master and the moments are the
+ * offload layer's, in host memory. */
+static const esmt_param_layer *master_layer(const esmt_param_memory *p) {
+  return p->offload ? &esmt_offload_layer : &esmt_device_layer;
+}
 static esmt_status gs_sync_compute(esmt_param_memory *p, uint64_t off, uint64_t count) {
-  return esmt_device_layer.sync_compute(p, off, count);
+  return master_layer(p)->sync_compute(p, off, count);
 }
 static esmt_status gs_copy(esmt_param_memory *p, void *host, void *buf, uint64_t bytes,
                            int to_buf) {
-  return esmt_device_layer.copy(p, host, buf, bytes, to_buf);
+  return master_layer(p)->copy(p, host, buf, bytes, to_buf);
 }
 static esmt_status gs_weights_needed(esmt_param_memory *p, uint64_t lo, uint64_t hi) {
   if (p->wgather) return esmt_weight_gather_needed(p, lo, hi); /* ZeRO-3 */
   return esmt_device_layer.weights_needed(p, lo, hi);
 }
 static esmt_status gs_step(esmt_param_memory *p, esmt_optim_step *s) {
-  return esmt_device_layer.step(p, s);
+  return master_layer(p)->step(p, s); /* offloaded: pull the shard, host step, upload it */
 }
 
 const esmt_param_layer esmt_grad_shard_layer = {

@@ -292,11 +292,13 @@ esmt_status esmt_offload_push_weights(esmt_param_memory *p, uint64_t offset, uin
   if (!clip_held(o, &a, &b)) return ESMT_OK;
   const size_t es = p->env.esize;
   if (!p->compute_lowp) {
-    st = h2d(p, p->compute32 + a, p->master + (a - o->lo), (b - a) * sizeof(float));
+    st = h2d(p, p->compute32 + (a - p->compute_lo), p->master + (a - o->lo),
+             (b - a) * sizeof(float));
   } else {
     if ((st = esmt_offload_stage(p, a, b - a))) return st;
     const float *norms = esmt_offload_gather_norms(p);
-    st = h2d(p, (char *)p->compute_lowp + a * es, (char *)o->staging + (a - o->lo) * es,
+    st = h2d(p, (char *)p->compute_lowp + (a - p->compute_lo) * es,
+             (char *)o->staging + (a - o->lo) * es,
              (b - a) * es);
     if (!st) st = push_norms(p, norms);
   }
@@ -390,13 +392,14 @@ esmt_status esmt_offload_upload(esmt_param_memory *p) {
   esmt_status st;
   const uint64_t n = o->hi - o->lo;
   if (!p->compute_lowp) {
-    st = h2d(p, p->compute32 + o->lo, p->master, n * sizeof(float));
+    st = h2d(p, p->compute32 + (o->lo - p->compute_lo), p->master, n * sizeof(float));
   } else if (!esmt_offload_sharded(p)) { /* the image is the device buffer's: one copy */
     esmt_offload_gather_norms(p);
     st = h2d(p, p->compute_lowp, o->staging, o->staging_bytes);
   } else { /* the shard's half weights and LayerNorm elements (the ranks gather the rest) */
     const float *norms = esmt_offload_gather_norms(p);
-    st = h2d(p, (char *)p->compute_lowp + o->lo * p->env.esize, o->staging, n * p->env.esize);
+    st = h2d(p, (char *)p->compute_lowp + (o->lo - p->compute_lo) * p->env.esize, o->staging,
+             n * p->env.esize);
     if (!st) st = push_norms(p, norms);
   }
   esmtb_status ss = st ? 0 : p->env.ops->stream_sync(p->env.dev, p->env.stream);

@@ -137,6 +137,14 @@ ESMT_HIDDEN esmt_status esmt_offload_setup(esmt_param_memory *p, const esmt_offl
  * The device side is the caller's. */
 ESMT_HIDDEN esmt_status esmt_offload_setup_host(esmt_param_memory *p,
                                                 const esmt_offload_options *o);
+/* ZeRO-3 with offload (offload_zero3.c): the host side for the rank's
+ * shard, the device side ZeRO-3's (the shard's compute weights, the weight
+ * and gradient slots, the shard's gradients), run by ZeRO-2's layer
+ * (grad_shard.c), whose release hands the host side back through
+ * esmt_offload_zero3_release_host (with the fp32 compute shard). */
+ESMT_HIDDEN esmt_status esmt_offload_setup_zero3(esmt_param_memory *p,
+                                                 const esmt_offload_options *o);
+ESMT_HIDDEN void esmt_offload_zero3_release_host(esmt_param_memory *p);
 /* The offload layer's device side: the compute weights (fp32, or half
  * with the fp32 LayerNorm w/b after them in norm_dev). */
 ESMT_HIDDEN esmt_status esmt_offload_setup_device(esmt_param_memory *p);

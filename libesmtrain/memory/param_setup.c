@@ -41,7 +41,11 @@ esmt_status esmt_param_memory_setup(esmt_param_memory *p, const esmt_param_env *
   esmt_status st = ESMT_OK;
   if (streamed) /* parts of the gradients and weights leave the device (stream.c) */
     return esmt_stream_setup(p, o);
-  if (o && o->enabled) { /* host master and moments, device compute weights (offload.c) */
+  if (o && o->enabled && o->zero_level >= 3 && o->zero_world >= 1) {
+    /* ZeRO-3 offloaded: the shard's master and moments on the host, its
+     * compute weights and gradients on the device (offload.c) */
+    return esmt_offload_setup_zero3(p, o);
+  } else if (o && o->enabled) { /* host master and moments, device compute weights (offload.c) */
     st = esmt_offload_setup(p, o);
   } else {
     /* ZeRO: the rank's shard of the moments (and at stage 2 of the gradients) only */

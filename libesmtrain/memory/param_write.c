@@ -23,10 +23,16 @@ esmt_status esmt_param_write_host(esmt_param_memory *p, const float *host, uint6
   else if (a < b)
     bs = e->ops->copy_async(e->dev, p->master + (a - p->master_lo), host + (a - off),
                             (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
-  /* a compute copy of its own in fp32 (offload): whole on the device */
-  if (!bs && n && p->compute32 && p->compute32 != p->master)
-    bs = e->ops->copy_async(e->dev, p->compute32 + off, host, n * sizeof(float), ESMTB_COPY_H2D,
-                            e->stream);
+  /* a compute copy of its own in fp32 (offload): whole on the device, or
+   * ZeRO-3's shard */
+  if (!bs && n && p->compute32 && p->compute32 != p->master) {
+    const uint64_t c_hi = p->wgather ? p->master_hi : e->total;
+    a = off > p->compute_lo ? off : p->compute_lo;
+    b = hi < c_hi ? hi : c_hi;
+    if (a < b)
+      bs = e->ops->copy_async(e->dev, p->compute32 + (a - p->compute_lo), host + (a - off),
+                              (b - a) * sizeof(float), ESMTB_COPY_H2D, e->stream);
+  }
   for (int i = 0; !bs && p->norm_dev && i < e->n_norm; i++) {
     const uint64_t o = e->norm_offs[i], end = o + (uint64_t)e->d;
     a = off > o ? off : o;

@@ -54,6 +54,7 @@ static void set_views(esmt_param_memory *p) {
 /* The compute weights of the shard, at flat element o. */
 static char *shard_at(const esmt_param_memory *p, uint64_t o) {
   if (p->compute_lowp) return (char *)p->compute_lowp + (o - p->compute_lo) * p->env.esize;
+  if (p->compute32) return (char *)(p->compute32 + (o - p->compute_lo)); /* offload: its own */
   return (char *)(p->master + (o - p->master_lo));
 }
 

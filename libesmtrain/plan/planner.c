@@ -109,7 +109,7 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   const uint64_t held = r->zero > 0 ? esmt_zero_shard_max(trained, r->world_size) : trained;
   /* ZeRO-2 with a half copy: the master's shard, and the fp32 LayerNorm
    * w/b the kernels read beside the half weights as workspace (master_shard.c) */
-  const int zero3 = !pol.offload && r->zero >= 3;
+  const int zero3 = r->zero >= 3; /* offloaded too: offload_zero3.c */
   const int master_shard =
       zero3 || (!pol.offload && esmt_zero_shards_master(r->zero, r->world_size, (int)es));
   /* a frozen prefix in half: its fp32 master in host memory, the device's
@@ -118,11 +118,11 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   p->device[ESMT_MEM_MASTER_WEIGHTS] = pol.offload ? 0
                                      : master_shard ? held * 4
                                      : frozen_host  ? trained * 4 : P * 4;
-  /* ZeRO-3: the compute weights of the shard (in fp32 the master itself),
-   * the end parts whole and two gather slots (weight_gather.c) */
+  /* ZeRO-3: the compute weights of the shard (in fp32 without offload the
+   * master itself), the end parts whole and two gather slots (weight_gather.c) */
   if (zero3)
     p->device[ESMT_MEM_COMPUTE_WEIGHTS] =
-        (es == 4 ? 0 : held * es) +
+        (es == 4 && !pol.offload ? 0 : held * es) +
         esmt_weight_gather_bytes(c->layout.part_bounds, c->layout.n_parts, (int)es);
   p->device[ESMT_MEM_MOMENTS] =
       pol.offload ? 0 : esmt_optimizer_state_bytes(r->model->optimizer, held);
@@ -133,7 +133,7 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
    * shard, the end parts and two layers' slots (grad_shard.c); past a
    * frozen prefix what trains only. */
   p->device[ESMT_MEM_GRADIENTS] =
-      r->zero >= 2 && !pol.offload
+      (r->zero >= 2 && !pol.offload) || zero3
           ? esmt_grad_shard_bytes(c->layout.part_bounds, c->layout.n_parts, held)
           : c->train_lo ? trained * 4 : sb.device_grads;
   p->device[ESMT_MEM_ACTIVATIONS] =
@@ -141,7 +141,7 @@ static void account(const plan_ctx *c, int B, policy pol, esmt_plan *p) {
   uint64_t half = (uint64_t)(r->model->hidden_size / r->model->num_heads) / 2;
   p->device[ESMT_MEM_WORKSPACE] = GEMM_WORKSPACE + 2 * (uint64_t)r->model->max_positions * half * 4 +
                                   attention_scratch_bytes(r->model, B, r->seq_len, es);
-  if (pol.offload) /* the LayerNorm w/b (and alignment) beside the compute weights */
+  if (pol.offload && !zero3) /* the LayerNorm w/b (and alignment) beside the compute weights */
     p->device[ESMT_MEM_WORKSPACE] += sb.device_weights - p->device[ESMT_MEM_COMPUTE_WEIGHTS];
   if (master_shard || frozen_host) p->device[ESMT_MEM_WORKSPACE] += norms; /* 0 in fp32 */
   p->device[ESMT_MEM_RUNTIME] = r->runtime_overhead;
@@ -278,10 +278,12 @@ static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
       if ((zs = plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
     }
     /* then each rank's shard of the state on its host (ZeRO-1: one
-     * reduce-scatter an update; stage 2 holds the same bytes there) */
-    if (req.offload_optimizer != 0 && req.stream <= 0 && req.world_size > 1) {
+     * reduce-scatter an update; stage 2 holds the same bytes there), and
+     * with it ZeRO-3's shard of the compute weights and gradients */
+    for (int z = 1; req.offload_optimizer != 0 && req.stream <= 0 && req.world_size > 1 && z <= 3;
+         z += 2) {
       esmt_plan_request q = req;
-      q.zero = 1;
+      q.zero = z;
       q.offload_optimizer = 1;
       q.stream = 0;
       if ((zs = plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
@@ -293,16 +295,12 @@ static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   if (req.zero < 0 || req.zero > 3)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1, 2, 3 or -1 (auto)", fn,
                      req.zero);
-  /* the ranks combine offload with ZeRO-1/2 only, and stream under none
-   * (dp_zero.c): auto keeps those off */
+  /* the ranks combine offload with every stage, and stream under none
+   * (dp_zero.c): auto keeps streaming off */
   if (req.zero > 0 && req.stream > 0)
     return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: streaming %s does not combine with ZeRO-%d: "
-                     "use ZeRO-1 or 2 with the optimizer offloaded, or one process", fn,
+                     "use ZeRO with the optimizer offloaded, or one process", fn,
                      stream_name(req.stream), req.zero);
-  if (req.zero >= 3 && req.offload_optimizer == 1)
-    return esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: ZeRO-3 does not combine with optimizer offload: "
-                     "use ZeRO-1 or 2 with it, or ZeRO-3 with the state on the device", fn);
-  if (req.zero >= 3 && req.offload_optimizer < 0) req.offload_optimizer = 0;
   if (req.zero > 0 && req.stream < 0) req.stream = ESMT_STREAM_NONE;
   if (!(req.device_flops >= 0) || !(req.link_bandwidth >= 0) || !(req.host_bandwidth >= 0))
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: device_flops, link_bandwidth and "

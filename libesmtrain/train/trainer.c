@@ -494,24 +494,25 @@ static esmt_status step_impl(esmt_trainer *t, esmt_train_metrics *out) {
 static esmt_status save_here(esmt_trainer *t, char *path, size_t cap, float *const *host);
 static esmt_status save_files(esmt_trainer *t, char *path, size_t cap, float *const *host);
 
-/* ZeRO: every rank's moments into host buffers (all ranks take part), and
- * under ZeRO-2's sharded master the master weights too (hw). */
+/* ZeRO: every rank's moments into rank 0's host buffers (all ranks take
+ * part; the others' hold a shard), and under a sharded master the master
+ * weights too (hw). */
 static esmt_status gather_moments(esmt_trainer *t, float **hw, float **hm, float **hv) {
   *hw = *hm = *hv = NULL;
   if (!esmt_dp_zero(t->dp)) return ESMT_OK;
+  const uint64_t n = esmt_dp_zero_save_elems(t->dp, t->m->layout.total);
   if (esmt_param_master_sharded(&t->m->mem)) {
-    *hw = malloc(t->m->layout.total * sizeof **hw);
+    *hw = malloc((n ? n : 1) * sizeof **hw);
     if (!*hw)
       return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_trainer_save: ZeRO-2: no host memory to "
                        "gather the master weights (%llu bytes)",
-                       (unsigned long long)(t->m->layout.total * sizeof(float)));
+                       (unsigned long long)(n * sizeof(float)));
     esmt_status st = esmt_dp_zero_gather_master(t->dp, t->m, *hw);
     if (st) return st;
   }
-  const uint64_t n = t->m->layout.total;
   const int nstate = esmt_optimizer_state_count(t->m->cfg.optimizer); /* Lion: m only */
-  *hm = malloc(n * sizeof **hm);
-  if (nstate > 1) *hv = malloc(n * sizeof **hv);
+  *hm = malloc((n ? n : 1) * sizeof **hm);
+  if (nstate > 1) *hv = malloc((n ? n : 1) * sizeof **hv);
   /* a rank without the memory cannot take part: it fails, and its abort
    * reaches the others in the gather */
   if (!*hm || (nstate > 1 && !*hv))

@@ -300,7 +300,7 @@ esmt_status esmt_trainer_create_from_config(esmt_context *ctx, const esmt_config
   if (dp && oo.streamed) { /* the all-reduce reads the device gradients whole */
     st = esmt_fail(ESMT_ERR_UNSUPPORTED, "%s: offload.stream %s does not run with data "
                    "parallelism yet (its ranks all-reduce gradients the device no longer "
-                   "holds): use one process, or offload.stream off (dist.zero 1 or 2 combine "
+                   "holds): use one process, or offload.stream off (dist.zero 1, 2 or 3 combine "
                    "with offload.optimizer on: each rank's shard on its host)", fn,
                    oo.streamed == ESMT_STREAM_WEIGHTS ? "weights" : "gradients");
     goto fail;

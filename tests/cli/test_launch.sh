@@ -4,9 +4,9 @@
 #  - 2 ranks train; only rank 0 writes the log, metrics and checkpoints;
 #  - dist.zero 1, 2 and 3 (ZeRO-1, ZeRO-2, ZeRO-3 with the weights sharded
 #    from the model's creation: one micro-batch per rank) write the same
-#    checkpoint as dist.zero 0, the banner names the stage; dist.zero 1 and
-#    2 with offload.optimizer on (each rank's shard on its host) write it
-#    too, and dist.zero 3 with offload is refused, naming what combines;
+#    checkpoint as dist.zero 0, the banner names the stage; dist.zero 1, 2
+#    and 3 with offload.optimizer on (each rank's shard on its host) write
+#    it too;
 #  - 2 ranks stopped at update 4 and resumed by 2 ranks end bit-identical
 #    to an uninterrupted 2-rank run;
 #  - Ctrl-C (SIGINT to the launcher) reaches every rank: they stop after the
@@ -50,8 +50,8 @@ for z in 1 2 3; do
         "$work/zero$z/checkpoints/step-00000008/$f.safetensors"
   done
 done
-echo "== dist.zero 1 and 2 with offload.optimizer on: the same checkpoint; 3: refused"
-for z in 1 2; do
+echo "== dist.zero 1, 2 and 3 with offload.optimizer on: the same checkpoint"
+for z in 1 2 3; do
   "$cli" launch -n 2 train "${common[@]}" --steps 8 --out "$work/zoff$z" --set dist.zero=$z \
     --set train.grad_clip=0 --set offload.optimizer=on > "$work/zoff$z.log" 2>&1 \
     || { cat "$work/zoff$z.log"; exit 1; }
@@ -62,14 +62,6 @@ for z in 1 2; do
         "$work/zoff$z/checkpoints/step-00000008/$f.safetensors"
   done
 done
-set +e
-"$cli" launch -n 2 train "${common[@]}" --steps 8 --out "$work/zoff3" --set dist.zero=3 \
-  --set offload.optimizer=on > "$work/zoff3.log" 2>&1
-rc=$?
-set -e
-[ "$rc" -ne 0 ] || { echo "ZeRO-3 with offload was not refused"; exit 1; }
-grep -qi "zero.3 does not combine with .*offload.*use \(dist.zero \|ZeRO-\)1 or 2 with" \
-  "$work/zoff3.log" || { cat "$work/zoff3.log"; exit 1; }
 
 echo "== SIGINT to the launcher mid-run, then 2 ranks --resume latest: bit-identical"
 "$cli" launch -n 2 train "${common[@]}" --steps 40 --save-every 5 --out "$work/ref" > /dev/null 2>&1

@@ -27,7 +27,7 @@ check "15B at --zero 0 as named: stage 0, the optimizer offloaded" \
 "$CLI" plan --world 8 --device-mem 80GiB --model esm2_t48_15B --set dist.zero=2 > /dev/null
 rc=$?
 check "15B at --set dist.zero=2 as named: does not fit (exit 3)" '[ $rc -eq 3 ]'
-# ZeRO-1/2 with each rank's shard offloaded: the table shows those rows
+# ZeRO-1/2/3 with each rank's shard offloaded: the table shows those rows
 # with a rank's host bytes and the host's; the 3 x 10 GiB box with 12 GiB
 # of host memory gets a plan saying why 3B cannot train there (16 bytes a
 # parameter of fp32 state, 42.3 GiB, against 30 + 12 GiB) and what can.
@@ -37,7 +37,14 @@ echo "$out"
 check "650M at --zero 1 on 2 x 6 GiB fits with each rank's shard offloaded" \
   '[ $rc -eq 0 ] && echo "$out" | grep -q "optimizer offload on.*per rank of 2, ZeRO-1.*host memory .* GiB a rank, .* GiB for the 2 ranks of a host"'
 check "the table has the offloaded rows" \
-  'echo "$out" | grep -q "^  ZeRO-1 + offload .*GiB.*GiB.*GiB.*fits" && echo "$out" | grep -q "^  ZeRO-2 + offload"'
+  'echo "$out" | grep -q "^  ZeRO-1 + offload .*GiB.*GiB.*GiB.*fits" && echo "$out" | grep -q "^  ZeRO-2 + offload" && echo "$out" | grep -q "^  ZeRO-3 + offload .*GiB.*GiB.*GiB.*fits"'
+# ZeRO-3 with each rank's shard offloaded: neither weights, gradients nor
+# state whole on the device; 15B on 8 x 80 GiB fits it too
+out=$("$CLI" plan --world 8 --device-mem 80GiB --model esm2_t48_15B --zero 3 --offload on)
+rc=$?
+echo "$out" | tail -1
+check "15B at --zero 3 --offload on fits per rank with its host shard" \
+  '[ $rc -eq 0 ] && echo "$out" | grep -q "optimizer offload on.*per rank of 8, ZeRO-3" && echo "$out" | grep -q "^  master weights *0 B" && echo "$out" | grep -q "^  AdamW moments *0 B"'
 out=$("$CLI" plan --world 3 --device-mem 10GiB --host-mem 12GiB --model esm2_t36_3B)
 rc=$?
 echo "$out"

@@ -15,7 +15,10 @@
 #  - 3 ranks at dist.zero 2 with offload.optimizer on (each rank's shard on
 #    its host) write the same content, and their checkpoint resumed on one
 #    process with offload.stream gradients, and weights, ends where the
-#    uninterrupted run ends.
+#    uninterrupted run ends;
+#  - 3 ranks at dist.zero 3 with offload.optimizer on write the same
+#    content, and their checkpoint resumed by 2 ranks at dist.zero 3 ends
+#    where the uninterrupted run ends.
 # Usage: test_resume_world.sh CLI
 set -euo pipefail
 cli=$1
@@ -117,11 +120,22 @@ for level in gradients weights; do
   grep -q "^world_size 3 -> 1 : " <(field "$(ckpt "r31$level" 8)" changes) \
     || { field "$(ckpt "r31$level" 8)" changes; exit 1; }
 done
+echo "== ZeRO-3 with each rank's shard offloaded, and 3 ranks -> 2 ranks at ZeRO-3"
+train w3z3o 3 3 8 --set offload.optimizer=on
+grep -q "(ZeRO-3) .*optimizer offloaded: fp32 master, moments and gradients of \[0, " \
+  "$work/w3z3o.log" || { head -3 "$work/w3z3o.log"; exit 1; }
+same "$(ckpt w1 4)" "$(ckpt w3z3o 4)"
+same "$(ckpt w1 8)" "$(ckpt w3z3o 8)"
+cp -r "$work/w3z3o" "$work/r32z3" && back r32z3 4
+train r32z3 2 3 8 --resume latest --set offload.optimizer=on
+same "$(ckpt w1 8)" "$(ckpt r32z3 8)"
+grep -q "^world_size 3 -> 2 : .*no batch seen twice or skipped" <(field "$(ckpt r32z3 8)" changes) \
+  || { field "$(ckpt r32z3 8)" changes; exit 1; }
 # the ranks do not stream: refused, naming what combines
 if "$cli" launch -n 2 train "${common[@]}" --set dist.zero=2 --set offload.stream=gradients \
      --steps 4 --out "$work/refused" > "$work/refused.log" 2>&1; then
   echo "dist.zero 2 with offload.stream ran"; exit 1
 fi
-grep -q "does not combine with dist.zero 2.*dist.zero 1 or 2 combine with offload.optimizer on" "$work/refused.log" \
+grep -q "does not combine with dist.zero 2.*dist.zero 1, 2 or 3 combine with offload.optimizer on" "$work/refused.log" \
   || { tail -5 "$work/refused.log"; exit 1; }
 echo "resume across world sizes ok"

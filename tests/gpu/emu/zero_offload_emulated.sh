@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # SPDX-License-Identifier: MIT
-# ZeRO-1/2 with optimizer offload on emulated GPUs (nccl_dp through
+# ZeRO-1/2/3 with optimizer offload on emulated GPUs (nccl_dp through
 # `launch`, the host CUDA emulator with strict stream-order checking):
 # each rank's host holds the fp32 master, the moments and the fp32
 # gradients of its shard; the host AdamW (cpu.so) updates the shard and
@@ -18,8 +18,12 @@
 #     reduce-scatter and all-reduce add the three values in one order);
 #   - 2 ranks, dist.zero 2, bf16 compute (the half copy and the fp32
 #     LayerNorm w/b all-gathered): bit for bit;
+#   - 2 ranks, dist.zero 3, bf16 (the device keeps the shard's half
+#     weights, each layer all-gathered into a slot before it runs, the
+#     gradients reduce-scattered per layer into the shard, pulled to the
+#     host once an update): bit for bit against the same stage-0 run;
 # the banner names rank 0's shard on its host, and the emulator reports nothing;
-# and one allocate-only run against the planner (below).
+# and allocate-only runs at stages 2 and 3 against the planner (below).
 # Usage: zero_offload_emulated.sh CLI
 set -euo pipefail
 cli=$1
@@ -75,35 +79,46 @@ offloaded z1 3 1 fp32
 same z1-z0 z1 0
 offloaded z2bf16 2 2 bf16
 same z2bf16-z0 z2bf16 0
+echo "== 2 ranks, dist.zero 3, bf16, offload.optimizer on"
+check "z3bf16: each rank's shard on its host, its layers gathered" launch z3bf16 2 \
+  --set dist.zero=3 --set backend.precision=bf16 --set offload.optimizer=on
+check "z3bf16: the banner names the rank's shard on its host" \
+  grep -q "(ZeRO-3) .*optimizer offloaded: fp32 master, moments and gradients of \[0, " \
+  "$work/z3bf16.log"
+same z2bf16-z0 z3bf16 0
 
 # Allocate-only (the emulator allocates for real and skips the arithmetic):
 # esm2_t36_3B's layer shape at 2 layers, bf16, 1 x 512, recompute, 8 GiB,
-# ZeRO-2 with the optimizer offloaded on 2 ranks: each rank's device peak
-# and its pinned host peak within 5% of `plan --world 2 --zero 2 --offload on`.
-echo "== allocate-only: 3B's layer shape, 2 layers, ZeRO-2 + offload on 2 ranks"
+# ZeRO-2 and ZeRO-3 with the optimizer offloaded on 2 ranks: each rank's
+# device peak and its pinned host peak within 5% of
+# `plan --world 2 --zero Z --offload on`.
 awk 'BEGIN { srand(5); aa = "ACDEFGHIKLMNPQRSTVWY"; for (r = 0; r < 8; r++) { printf(">p%d\n", r);
   for (i = 0; i < 700; i++) printf("%s", substr(aa, 1 + int(rand() * 20), 1)); printf("\n") } }' \
   > "$work/long.fa"
 "$cli" ingest "$work/long.fa" -o "$work/long" --valid-fraction 0 --quiet >/dev/null
-"$cli" plan --model esm2_t36_3B --set model.num_layers=2 --micro-batch 1 --seq 512 \
-  --device-mem 8GiB --precision bf16 --offload on --recompute on --stream off \
-  --runtime-overhead 0 --world 2 --zero 2 > "$work/alloc.plan"
-planned=$(sed -n 's/.*device total.*(\([0-9]*\) bytes).*/\1/p' "$work/alloc.plan")
-planned_host=$(sed -n 's/.*host pinned.*(\([0-9]*\) bytes;.*/\1/p' "$work/alloc.plan")
-check "the plan: ZeRO-2 with the optimizer offloaded" \
-  grep -q "optimizer offload on.*per rank of 2, ZeRO-2" "$work/alloc.plan"
-check "allocate-only run, 2 ranks" env ESMT_EMU_DEVICES=2 ESMT_EMU_NO_COMPUTE=1 ESMT_EMU_MEM=8GiB \
-  ESMT_EMU_STATS="$work/alloc.json" "$cli" launch -n 2 train --data "$work/long" \
-  --model esm2_t36_3B --layers 2 --max-len 512 --batch-tokens 512 --set data.micro_batch=1 \
-  --set data.pack=off --set backend.name=nccl_dp --set backend.precision=bf16 \
-  --set backend.device_memory_limit=8GiB --fast-dev-run 1 --no-mfu --set dist.zero=2 \
-  --set offload.optimizer=on --set offload.recompute=on --set offload.stream=off --threads 1 \
-  --out "$work/alloc-run"
-check "each rank's device and pinned host peaks within 5% of the plan" python3 - \
-  "$work/alloc.json" "$planned" "$planned_host" <<'PY'
+allocate_only() {  # ZERO
+  local z=$1
+  echo "== allocate-only: 3B's layer shape, 2 layers, ZeRO-$z + offload on 2 ranks"
+  "$cli" plan --model esm2_t36_3B --set model.num_layers=2 --micro-batch 1 --seq 512 \
+    --device-mem 8GiB --precision bf16 --offload on --recompute on --stream off \
+    --runtime-overhead 0 --world 2 --zero "$z" > "$work/alloc$z.plan"
+  local planned planned_host
+  planned=$(sed -n 's/.*device total.*(\([0-9]*\) bytes).*/\1/p' "$work/alloc$z.plan")
+  planned_host=$(sed -n 's/.*host pinned.*(\([0-9]*\) bytes;.*/\1/p' "$work/alloc$z.plan")
+  check "the plan: ZeRO-$z with the optimizer offloaded" \
+    grep -q "optimizer offload on.*per rank of 2, ZeRO-$z" "$work/alloc$z.plan"
+  check "allocate-only run, 2 ranks, ZeRO-$z" env ESMT_EMU_DEVICES=2 ESMT_EMU_NO_COMPUTE=1 \
+    ESMT_EMU_MEM=8GiB ESMT_EMU_STATS="$work/alloc$z.json" "$cli" launch -n 2 train \
+    --data "$work/long" --model esm2_t36_3B --layers 2 --max-len 512 --batch-tokens 512 \
+    --set data.micro_batch=1 --set data.pack=off --set backend.name=nccl_dp \
+    --set backend.precision=bf16 --set backend.device_memory_limit=8GiB --fast-dev-run 1 \
+    --no-mfu --set dist.zero="$z" --set offload.optimizer=on --set offload.recompute=on \
+    --set offload.stream=off --threads 1 --out "$work/alloc-run$z"
+  check "ZeRO-$z: each rank's device and pinned host peaks within 5% of the plan" python3 - \
+    "$work/alloc$z.json" "$planned" "$planned_host" "$z" <<'PY'
 import json, sys
 rows = [json.loads(l) for l in open(sys.argv[1])]
-planned, host = int(sys.argv[2]), int(sys.argv[3])
+planned, host, z = int(sys.argv[2]), int(sys.argv[3]), sys.argv[4]
 assert len(rows) == 2, f"{len(rows)} ranks reported"
 ok = True
 for r, row in enumerate(rows):
@@ -112,9 +127,13 @@ for r, row in enumerate(rows):
     rd, rh = (peak - planned) / planned, (pinned - host) / host
     good = abs(rd) <= 0.05 and abs(rh) <= 0.05
     ok &= good
-    print(f"ZERO_OFFLOAD_RESULT rank {r} of 2: device planned {planned} peak {peak} ({rd:+.2%}), "
-          f"pinned host planned {host} peak {pinned} ({rh:+.2%}) {'ok' if good else 'FAIL'}")
+    print(f"ZERO_OFFLOAD_RESULT ZeRO-{z} rank {r} of 2: device planned {planned} peak {peak} "
+          f"({rd:+.2%}), pinned host planned {host} peak {pinned} ({rh:+.2%}) "
+          f"{'ok' if good else 'FAIL'}")
 sys.exit(0 if ok else 1)
 PY
+}
+allocate_only 2
+allocate_only 3
 echo "$pass passed, $fail failed"
 [ "$fail" -eq 0 ]
