@@ -172,7 +172,7 @@ static void gs_release(esmt_param_memory *p) {
       if (dev[i]) e->ops->free(e->dev, ESMTB_MEM_DEVICE, dev[i]);
   }
   esmt_weight_gather_release(p);
-  esmt_offload_zero3_release_host(p); /* offloaded: the host side (offload_zero3.c) */
+  esmt_offload_zero3_release_host(p); /* offloaded: the host side (offload.c) */
   if (p->norm_dev && e->dev) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->norm_dev);
   p->norm_dev = NULL; /* a sharded master's (param_shard.c) */
   if (g) free(g->fresh);

@@ -471,3 +471,13 @@ const esmt_param_layer esmt_offload_layer = {
     esmt_offload_step,
     off_release,
 };
+
+/* ZeRO-3 offloaded (offload_zero3.c): what its layer (grad_shard.c) hands
+ * back on release, the host side and the fp32 compute shard. */
+void esmt_offload_zero3_release_host(esmt_param_memory *p) {
+  const esmt_param_env *e = &p->env;
+  if (!p->offload) return;
+  if (p->compute32 && e->dev) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->compute32);
+  p->compute32 = NULL;
+  esmt_offload_destroy(p); /* the host buffers; master and moments become NULL */
+}

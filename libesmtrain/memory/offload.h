@@ -141,7 +141,7 @@ ESMT_HIDDEN esmt_status esmt_offload_setup_host(esmt_param_memory *p,
  * shard, the device side ZeRO-3's (the shard's compute weights, the weight
  * and gradient slots, the shard's gradients), run by ZeRO-2's layer
  * (grad_shard.c), whose release hands the host side back through
- * esmt_offload_zero3_release_host (with the fp32 compute shard). */
+ * esmt_offload_zero3_release_host (offload.c; with the fp32 compute shard). */
 ESMT_HIDDEN esmt_status esmt_offload_setup_zero3(esmt_param_memory *p,
                                                  const esmt_offload_options *o);
 ESMT_HIDDEN void esmt_offload_zero3_release_host(esmt_param_memory *p);

@@ -42,11 +42,3 @@ esmt_status esmt_offload_setup_zero3(esmt_param_memory *p, const esmt_offload_op
   }
   return st ? st : esmt_param_shard_weights(p, lo, hi, NULL, NULL);
 }
-
-void esmt_offload_zero3_release_host(esmt_param_memory *p) {
-  const esmt_param_env *e = &p->env;
-  if (!p->offload) return;
-  if (p->compute32 && e->dev) e->ops->free(e->dev, ESMTB_MEM_DEVICE, p->compute32);
-  p->compute32 = NULL;
-  esmt_offload_destroy(p); /* the host buffers; master and moments become NULL */
-}

@@ -6,6 +6,7 @@
 #include "model.h"
 #include "optimizer.h"
 #include "plan_suggest.h"
+#include "planner.h"
 
 #define GIB (1024.0 * 1024.0 * 1024.0)
 

@@ -10,9 +10,6 @@
 #include "esmtrain/esmtrain.h"
 #include "internal.h"
 
-/* The planner without this advice (what the suggestions try). */
-ESMT_HIDDEN esmt_status esmt_plan_memory_only(const esmt_plan_request *r, esmt_plan *plan);
-
 /* For a request that does not fit, write into out (cap bytes) why and the
  * first of these that fits on the same ranks, budgets and stage choice:
  * Lion (one moment instead of two), bf16 compute, both, then the largest

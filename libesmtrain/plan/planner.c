@@ -11,7 +11,7 @@
 #include "grad_shard.h"
 #include "model.h"
 #include "param_shard.h"
-#include "plan_suggest.h"
+#include "planner.h"
 #include "plan_time.h"
 #include "stream.h"
 #include "weight_gather.h"
@@ -209,24 +209,8 @@ static const char *stream_name(int level) {
                                                                                    : "off";
 }
 
-static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan);
-
-esmt_status esmt_plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
-  esmt_status st = plan_memory(r, plan);
-  if (st != ESMT_ERR_OUT_OF_MEMORY) return st;
-  /* what would fit instead, with its figures (plan_suggest.c) */
-  char why[sizeof plan->advice];
-  snprintf(why, sizeof why, "%s", plan->advice);
-  if (esmt_plan_suggest(r, plan->advice, sizeof plan->advice)) /* the advice replaced */
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_plan_memory: %s", plan->advice);
-  return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "esmt_plan_memory: %s", why);
-}
-
+/* The planner without the advice of plan_suggest.c (plan_memory.c adds it). */
 esmt_status esmt_plan_memory_only(const esmt_plan_request *r, esmt_plan *plan) {
-  return plan_memory(r, plan);
-}
-
-static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
   const char *fn = "esmt_plan_memory";
   ESMT_CHECK_ARG(r && plan, fn, "request and plan must not be NULL");
   /* the oldest layouts: before `stream` was appended to either */
@@ -275,7 +259,7 @@ static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
       q.zero = z;
       if (q.offload_optimizer < 0) q.offload_optimizer = 0;
       if (q.stream < 0) q.stream = 0;
-      if ((zs = plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
+      if ((zs = esmt_plan_memory_only(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
     }
     /* then each rank's shard of the state on its host (ZeRO-1: one
      * reduce-scatter an update; stage 2 holds the same bytes there), and
@@ -286,11 +270,11 @@ static esmt_status plan_memory(const esmt_plan_request *r, esmt_plan *plan) {
       q.zero = z;
       q.offload_optimizer = 1;
       q.stream = 0;
-      if ((zs = plan_memory(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
+      if ((zs = esmt_plan_memory_only(&q, plan)) != ESMT_ERR_OUT_OF_MEMORY) return zs;
     }
     req.zero = 0;
     if (req.offload_optimizer == 0 && req.stream <= 0) return zs; /* tried already */
-    return plan_memory(&req, plan);
+    return esmt_plan_memory_only(&req, plan);
   }
   if (req.zero < 0 || req.zero > 3)
     return esmt_fail(ESMT_ERR_INVALID_ARGUMENT, "%s: zero %d: need 0, 1, 2, 3 or -1 (auto)", fn,
