@@ -37,7 +37,7 @@ void test_tables_split(const esmtb_ops *f, test_backend_tables *t) {
                                    f->layernorm_forward, f->layernorm_backward, f->add,
                                    f->gelu_backward, f->bias_grad, f->attention_forward,
                                    f->attention_backward, f->xent, f->sumsq, f->scale,
-                                   f->convert, f->attention_probs};
+                                   f->convert, f->attention_probs, f->dropout};
   t->optimizer = (esmtb_optimizer_ops){sizeof t->optimizer, ESMTB_OPTIMIZER_OPS_VERSION,
                                        f->adamw, f->lion};
   t->comm = (esmtb_comm_ops){sizeof t->comm, ESMTB_COMM_OPS_VERSION, f->allreduce,

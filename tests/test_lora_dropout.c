@@ -3,7 +3,8 @@
  * at inference and under esmt_model_set_training(m, 0), a change in
  * training forwards, the same masks from the same seed, and gradients that
  * are the derivative of the loss the masked forward computes (central
- * differences with the draw held). */
+ * differences with the draw held), and a refusal on a backend without the
+ * dropout op. */
 #include "test_util.h"
 #include "head_fixture.h"
 
@@ -149,11 +150,35 @@ static void test_gradient(void **state) {
   esmt_context_destroy(ctx);
 }
 
+/* A backend without the dropout op (an ABI 2.2 plugin) is refused for
+ * training with dropout, naming it; its inference still runs. */
+static void test_backend_without_op(void **state) {
+  (void)state;
+  esmt_context *ctx = head_fixture_ctx();
+  esmt_model *m = make(ctx, 0.5f);
+  const esmtb_ops *real = m->ops;
+  esmtb_ops old = *real;
+  old.dropout = NULL;
+  m->ops = &old;
+  esmt_batch b = batch();
+  esmt_forward_result r = ESMT_FORWARD_RESULT_INIT;
+  const esmt_status st = esmt_model_forward(m, &b, &r, NULL);
+  const int named = strstr(esmt_last_error(), "backend cpu has no dropout op") != NULL;
+  float out[B * C];
+  infer(m, out);
+  m->ops = real;
+  assert_int_equal(st, ESMT_ERR_UNSUPPORTED);
+  assert_true(named);
+  esmt_model_destroy(m);
+  esmt_context_destroy(ctx);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {
       cmocka_unit_test(test_identity_at_inference),
       cmocka_unit_test(test_changes_training),
       cmocka_unit_test(test_gradient),
+      cmocka_unit_test(test_backend_without_op),
   };
   return cmocka_run_group_tests(tests, NULL, NULL);
 }

@@ -128,6 +128,29 @@ static void test_compute_2_2(void **state) {
   assert_null(ops.attention_probs);
 }
 
+static esmtb_status op_dropout(esmtb_device *d, const esmtb_dropout_args *a, esmtb_stream *s) {
+  (void)d, (void)a, (void)s;
+  return ESMTB_OK;
+}
+
+/* dropout (ABI 2.3) likewise: a 2.2 plugin's compute group ends before it. */
+static void test_compute_2_3(void **state) {
+  (void)state;
+  esmtb_backend b = make_backend();
+  g_compute.dropout = op_dropout;
+  esmtb_ops ops;
+  char why[256] = "";
+  assert_int_equal(esmt_ops_resolve(&b, &ops, why, sizeof why), ESMT_OK);
+  assert_ptr_equal(ops.dropout, op_dropout);
+  b = make_backend();
+  g_compute.attention_probs = op_probs;
+  g_compute.dropout = op_dropout;
+  g_compute.struct_size = (uint32_t)offsetof(esmtb_compute_ops, dropout);
+  assert_int_equal(esmt_ops_resolve(&b, &ops, why, sizeof why), ESMT_OK);
+  assert_ptr_equal(ops.attention_probs, op_probs);
+  assert_null(ops.dropout);
+}
+
 static void test_required_groups(void **state) {
   (void)state;
   esmtb_backend b = make_backend();
@@ -194,6 +217,7 @@ int main(void) {
       cmocka_unit_test(test_groups_resolved),
       cmocka_unit_test(test_optional_groups_absent),
       cmocka_unit_test(test_compute_2_2),
+      cmocka_unit_test(test_compute_2_3),
       cmocka_unit_test(test_required_groups),
       cmocka_unit_test(test_other_major_refused),
       cmocka_unit_test(test_appended_device_ops),

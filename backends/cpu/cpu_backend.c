@@ -231,6 +231,7 @@ static const esmtb_compute_ops g_cpu_compute = {
     .sumsq = cpu_sumsq,
     .scale = cpu_scale,
     .convert = cpu_convert,
+    .dropout = cpu_dropout,
 };
 
 static const esmtb_optimizer_ops g_cpu_optimizer = {

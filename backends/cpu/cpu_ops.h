@@ -63,5 +63,7 @@ CPU_HIDDEN esmtb_status cpu_sumsq(esmtb_device *dev, const esmtb_sumsq_args *a, 
 CPU_HIDDEN esmtb_status cpu_scale(esmtb_device *dev, const esmtb_scale_args *a, esmtb_stream *s);
 CPU_HIDDEN esmtb_status cpu_convert(esmtb_device *dev, const esmtb_convert_args *a,
                                     esmtb_stream *s);
+CPU_HIDDEN esmtb_status cpu_dropout(esmtb_device *dev, const esmtb_dropout_args *a,
+                                    esmtb_stream *s);
 
 #endif

@@ -6,8 +6,10 @@
 #include <stdint.h>
 #include <string.h>
 
+#include "cpu_half.h"
 #include "cpu_vec.h"
 #include "isa_kernels.h"
+#include "esmtrain/philox.h"
 
 /* The GELU loops use explicit vectors (cpu_vec.h): a fast reciprocal and
  * exp that the vectoriser would not produce from scalar code. A tail
@@ -190,7 +192,45 @@ static int f16_to_f32(const uint16_t *src, float *dst, long n) {
 #endif
 }
 
+/* Philox words for the block's groups of four first (independent counters
+ * in plain scalars, which the vectoriser widens), then the mask and scale
+ * as a flat loop. `first` is a multiple of 4. */
+static void dropout(const float *x, float *y, long n, uint64_t first,
+                    const esmtb_dropout_args *a) {
+  uint32_t w[CPU_BLOCK + 4];
+  const uint64_t g0 = first >> 2;
+  const long groups = (n + 3) / 4;
+  const uint32_t k0 = (uint32_t)a->seed, k1 = (uint32_t)(a->seed >> 32);
+  const uint32_t s0 = (uint32_t)a->stream, s1 = (uint32_t)(a->stream >> 32);
+#pragma omp simd
+  for (long j = 0; j < groups; j++) {
+    const uint64_t g = g0 + (uint64_t)j;
+    uint32_t c0 = (uint32_t)g, c1 = (uint32_t)(g >> 32), c2 = s0, c3 = s1;
+    esmt_philox4x32_10(&c0, &c1, &c2, &c3, k0, k1);
+    w[4 * j] = c0;
+    w[4 * j + 1] = c1;
+    w[4 * j + 2] = c2;
+    w[4 * j + 3] = c3;
+  }
+  const uint32_t thr = a->threshold;
+  const float scale = a->scale;
+  /* the kept values' bits under an all-ones mask: a select without a
+   * branch, which the vectoriser takes */
+  float v[CPU_BLOCK];
+  for (long i = 0; i < n; i++) {
+    uint32_t bits;
+    const float s = scale * x[i];
+    memcpy(&bits, &s, sizeof bits);
+    bits &= 0u - (uint32_t)(w[i] >= thr);
+    memcpy(&v[i], &bits, sizeof bits);
+  }
+  if (a->accumulate) /* y is read only here: otherwise it may hold anything */
+    for (long i = 0; i < n; i++) y[i] += v[i];
+  else
+    memcpy(y, v, (size_t)n * sizeof *y);
+}
+
 const cpu_isa_elementwise ISA_SYMBOL(cpu_isa_elementwise) = {
     gelu,  gelu_backward, add,        layernorm_row, layernorm_back_row, adamw,
-    sumsq, f32_to_bf16,   bf16_to_f32, f32_to_f16,   f16_to_f32,
+    sumsq, f32_to_bf16,   bf16_to_f32, f32_to_f16,   f16_to_f32,         dropout,
 };

@@ -52,6 +52,9 @@ typedef struct cpu_isa_elementwise {
   /* 0 when the variant has no hardware fp16 conversion (the caller falls back) */
   int (*f32_to_f16)(const float *src, uint16_t *dst, long n);
   int (*f16_to_f32)(const uint16_t *src, float *dst, long n);
+  /* Elements [first, first + n) of esmtb_dropout_args a (n <= CPU_BLOCK):
+   * y = (a->accumulate ? y : 0) + mask * a->scale * x on fp32 views. */
+  void (*dropout)(const float *x, float *y, long n, uint64_t first, const esmtb_dropout_args *a);
 } cpu_isa_elementwise;
 
 typedef struct cpu_isa_table {

@@ -43,7 +43,7 @@ typedef struct cuda_tables {
 CUDA_HIDDEN void cuda_fill_common_ops(cuda_tables *t);
 
 /* Fill the ESM-2 compute ops shared by the single-GPU backends: gemm
- * (cuBLASLt), embed, layernorm, add, gelu_backward, bias_grad, xent and
+ * (cuBLASLt), embed, layernorm, add, gelu_backward, bias_grad, xent, dropout and
  * the optimizer group (adamw, lion), for f32/f16/bf16 activations. Attention and allreduce are not
  * among them. */
 CUDA_HIDDEN void cuda_fill_compute_ops(cuda_tables *t);

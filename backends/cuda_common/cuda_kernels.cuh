@@ -186,5 +186,6 @@ esmtb_status cuda_bias_grad(esmtb_device *, const esmtb_bias_grad_args *, esmtb_
 esmtb_status cuda_xent(esmtb_device *, const esmtb_xent_args *, esmtb_stream *);
 esmtb_status cuda_adamw(esmtb_device *, const esmtb_adamw_args *, esmtb_stream *);
 esmtb_status cuda_lion(esmtb_device *, const esmtb_lion_args *, esmtb_stream *);
+esmtb_status cuda_dropout(esmtb_device *, const esmtb_dropout_args *, esmtb_stream *);
 
 #endif

@@ -240,6 +240,7 @@ void cuda_fill_compute_ops(cuda_tables *t) {
   c->gelu_backward = cuda_gelu_backward;
   c->bias_grad = cuda_bias_grad;
   c->xent = cuda_xent;
+  c->dropout = cuda_dropout;
   t->optimizer.adamw = cuda_adamw;
   t->optimizer.lion = cuda_lion;
   cuda_fill_attention_ops(c);

@@ -49,7 +49,7 @@ extern "C" {
 #endif
 
 #define ESMTB_ABI_MAJOR 2
-#define ESMTB_ABI_MINOR 2
+#define ESMTB_ABI_MINOR 3
 
 #if defined(__GNUC__)
 #  define ESMTB_EXPORT __attribute__((visibility("default")))
@@ -400,6 +400,25 @@ typedef struct esmtb_scale_args {
   float factor;
 } esmtb_scale_args;
 
+/* ABI 2.3. Inverted dropout with a mask drawn where the data is, by the
+ * counter-based generator of esmtrain/philox.h (keep(i) =
+ * esmt_dropout_keep(seed, stream, i, threshold)), over n values of dtype:
+ *   y[i] = (accumulate ? y[i] : 0) + (keep(i) ? scale * x[i] : 0)
+ * scale is 1 / (1 - p) for threshold esmt_dropout_threshold(p). y may
+ * alias x. The same (seed, stream) gives the same mask on every backend, so
+ * a backward pass redraws the forward's instead of storing it. */
+typedef struct esmtb_dropout_args {
+  uint32_t struct_size;
+  esmtb_dtype dtype;
+  size_t n;
+  const void *x;
+  void *y;
+  uint64_t seed, stream;
+  uint32_t threshold;
+  float scale;
+  int accumulate;
+} esmtb_dropout_args;
+
 /* dst = src converted between dtypes (e.g. fp32 master -> fp16 copy). */
 typedef struct esmtb_convert_args {
   uint32_t struct_size;
@@ -554,6 +573,9 @@ typedef struct esmtb_compute_ops {
    * for the inference path; training never calls it. */
   esmtb_status (*attention_probs)(esmtb_device *dev, const esmtb_attention_args *a,
                                   esmtb_stream *s);
+  /* ABI 2.3, optional (NULL: the core refuses LoRA dropout on this
+   * backend): esmtb_dropout_args. */
+  esmtb_status (*dropout)(esmtb_device *dev, const esmtb_dropout_args *a, esmtb_stream *s);
 } esmtb_compute_ops;
 
 /* Parameter updates. Without adamw the core refuses optimizer.kind adamw

@@ -113,6 +113,8 @@ esmt_status esmt_ops_resolve(const esmtb_backend *b, esmtb_ops *out, char *why, 
   out->convert = cmp->convert;
   if (cmp->struct_size >= offsetof(esmtb_compute_ops, attention_probs) + sizeof(void *))
     out->attention_probs = cmp->attention_probs; /* ABI 2.2 */
+  if (cmp->struct_size >= offsetof(esmtb_compute_ops, dropout) + sizeof(void *))
+    out->dropout = cmp->dropout; /* ABI 2.3 */
 
   if (opt) {
     out->adamw = opt->adamw;

@@ -85,6 +85,8 @@ typedef struct esmtb_ops {
   /* "compute", ABI 2.2: NULL when the plugin's group ends before it. */
   esmtb_status (*attention_probs)(esmtb_device *dev, const esmtb_attention_args *a,
                                   esmtb_stream *s);
+  /* "compute", ABI 2.3: NULL when the plugin's group ends before it. */
+  esmtb_status (*dropout)(esmtb_device *dev, const esmtb_dropout_args *a, esmtb_stream *s);
 } esmtb_ops;
 
 /* Checks `b` (the ABI major, its size, a name and probe, the required

@@ -286,6 +286,9 @@ ESMT_HIDDEN void esmt_lora_free(esmt_model *m);
 /* Called by esmt_model_forward before the graph: the pass's LoRA dropout
  * on (a new draw) or off; esmt_model_infer turns it off. */
 ESMT_HIDDEN void esmt_lora_begin_pass(esmt_model *m, int training);
+/* The Philox stream (esmtrain/philox.h) of adapter (layer l, target t)'s
+ * dropout mask in training forward number `draw`; the key is the model seed. */
+ESMT_HIDDEN uint64_t esmt_lora_dropout_stream(uint64_t draw, int l, int t);
 /* esmt_model_lora_merge's W += s B A on a host copy of the flat weights
  * (`host`, layout offsets), in double; the adapters stay as they are. */
 ESMT_HIDDEN void esmt_lora_merge_host(const esmt_model *m, float *host);

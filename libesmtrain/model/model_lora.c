@@ -5,14 +5,16 @@
  * trained, D dropout in training forwards (identity otherwise). The GEMMs
  * run on the backend. The forward keeps u = D(x) A^T [N, rank] of every
  * adapter for backward (rank values per token and adapter, a small fraction
- * of a layer's activations). Dropout's masks are not kept: each is a hash
- * of (model seed, draw, layer, target, element), redrawn in backward; no
- * backend op applies a mask, so D runs on the host over a copy of x (one
- * [N, in] download and upload per adapter and pass, a memcpy on cpu.so). */
+ * of a layer's activations). Dropout's masks are not kept: the backend's
+ * dropout op draws each where the data is, from a counter-based generator
+ * (esmtrain/philox.h) keyed by the model seed, the draw (one a training
+ * pass), the adapter (layer, target) and the element, and backward redraws
+ * the forward's mask. */
 #include <stdlib.h>
 #include <string.h>
 
 #include "esmtrain/backend.h"
+#include "esmtrain/philox.h"
 #include "model.h"
 #include "param_layer.h"
 
@@ -22,9 +24,8 @@ struct esmt_lora {
   void **u;             /* [L * ESMT_LORA_TARGETS] -> [N, rank] (NULL: no adapter) */
   void *du;             /* [N, rank] backward scratch */
   float *discard;       /* [2 d] fp32 */
-  /* dropout (lora_dropout > 0 only): device [N, in_max] x 2, host staging */
+  /* dropout (lora_dropout > 0 only): device [N, in_max] x 2 */
   void *xd, *dxd;
-  void *stage;
   uint64_t drop_N;
 };
 
@@ -54,7 +55,6 @@ void esmt_lora_free(esmt_model *m) {
   if (!z) return;
   if (z->buf && m->dev) m->ops->free(m->dev, ESMTB_MEM_DEVICE, z->buf);
   if (z->xd && m->dev) m->ops->free(m->dev, ESMTB_MEM_DEVICE, z->xd);
-  free(z->stage);
   free(z->u);
   free(z);
   m->lora = NULL;
@@ -122,17 +122,13 @@ static float scaling(const esmt_model *m) {
   return m->cfg.lora_alpha / (float)m->cfg.lora_rank;
 }
 
+uint64_t esmt_lora_dropout_stream(uint64_t draw, int l, int t) {
+  return draw << 16 | (uint64_t)(l * ESMT_LORA_TARGETS + t);
+}
+
 void esmt_lora_begin_pass(esmt_model *m, int training) {
   m->lora_dropout_on = training && m->layout.lora && m->cfg.lora_dropout > 0.0f;
   if (m->lora_dropout_on) m->lora_draw++;
-}
-
-/* splitmix64's finaliser: a counter to 64 well-mixed bits. */
-static uint64_t mix(uint64_t z) {
-  z += 0x9e3779b97f4a7c15ull;
-  z = (z ^ (z >> 30)) * 0xbf58476d1ce4e5b9ull;
-  z = (z ^ (z >> 27)) * 0x94d049bb133111ebull;
-  return z ^ (z >> 31);
 }
 
 /* The widest adapter input (the FFN's down map reads F values). */
@@ -140,17 +136,17 @@ static int widest_input(const esmt_model *m) {
   return m->cfg.lora_targets & ESMT_LORA_FFN_DOWN ? m->F : m->d;
 }
 
-/* Room for dropout's two [N, in_max] device buffers and the host staging. */
+/* Room for dropout's two [N, in_max] device buffers. */
 static esmt_status reserve_dropout(esmt_model *m) {
   struct esmt_lora *z = m->lora;
   const uint64_t N = (uint64_t)m->B * (uint64_t)m->T;
+  if (!m->ops->dropout)
+    return esmt_fail(ESMT_ERR_UNSUPPORTED, "LoRA dropout: backend %s has no dropout op (backend "
+                     "ABI 2.3); set lora_dropout 0 or use another backend", m->ops->name);
   if (z->xd && z->drop_N >= N) return ESMT_OK;
   const uint64_t n = N * (uint64_t)widest_input(m);
   if (z->xd) m->ops->free(m->dev, ESMTB_MEM_DEVICE, z->xd);
   z->xd = NULL;
-  free(z->stage);
-  if (!(z->stage = malloc((size_t)n * m->esize)))
-    return esmt_fail(ESMT_ERR_OUT_OF_MEMORY, "LoRA dropout: out of host memory");
   esmt_status st = esmt_model_dev_alloc(m, 2 * n * m->esize, &z->xd, "LoRA dropout buffers");
   if (st) return st;
   z->dxd = (char *)z->xd + n * m->esize;
@@ -158,35 +154,24 @@ static esmt_status reserve_dropout(esmt_model *m) {
   return ESMT_OK;
 }
 
-/* dst [N, in] = x with adapter (l, t)'s mask of this draw applied, kept
- * values scaled by 1 / (1 - p) (dst may be x). */
+/* dst [N, in] (+)= x with adapter (l, t)'s mask of this draw applied, kept
+ * values scaled by 1 / (1 - p) (peft's nn.Dropout on the adapter input). */
 static esmt_status apply_dropout(esmt_model *m, int l, int t, const void *x, void *dst, int in,
-                                 const char *where) {
-  struct esmt_lora *z = m->lora;
-  const uint64_t n = (uint64_t)m->B * (uint64_t)m->T * (uint64_t)in;
+                                 int accumulate, const char *where) {
   const double p = m->cfg.lora_dropout;
-  const float keep_scale = (float)(1.0 / (1.0 - p));
-  const uint64_t threshold = (uint64_t)(p * 16777216.0); /* p in 24-bit units */
-  const uint64_t key = mix(m->seed ^ mix(m->lora_draw << 16 ^ (uint64_t)(l * ESMT_LORA_TARGETS + t)));
-  esmtb_status cs = m->ops->copy_async(m->dev, z->stage, x, n * m->esize, ESMTB_COPY_D2H, m->stream);
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream);
-  if (cs) return esmt_fail_prefix((esmt_status)cs, "%s: ", where);
-  float chunk[1024];
-  for (uint64_t i0 = 0; i0 < n; i0 += 1024) {
-    const uint64_t c = n - i0 < 1024 ? n - i0 : 1024;
-    char *at = (char *)z->stage + i0 * m->esize;
-    esmt_to_f32(m->dtype, at, chunk, c);
-    for (uint64_t i = 0; i < c; i++)
-      chunk[i] = (mix(key + i0 + i) >> 40) >= threshold ? chunk[i] * keep_scale : 0.0f;
-    if (m->dtype == ESMTB_F32) memcpy(at, chunk, (size_t)c * sizeof *chunk);
-    else
-      for (uint64_t i = 0; i < c; i++)
-        ((uint16_t *)at)[i] = m->dtype == ESMTB_BF16 ? esmt_f32_to_bf16(chunk[i])
-                                                     : esmt_f32_to_f16(chunk[i]);
-  }
-  cs = m->ops->copy_async(m->dev, dst, z->stage, n * m->esize, ESMTB_COPY_H2D, m->stream);
-  if (!cs) cs = m->ops->stream_sync(m->dev, m->stream); /* the staging is reused */
-  return cs ? esmt_fail_prefix((esmt_status)cs, "%s: ", where) : ESMT_OK;
+  esmtb_dropout_args a = {0};
+  a.struct_size = sizeof a;
+  a.dtype = m->dtype;
+  a.n = (size_t)m->B * (size_t)m->T * (size_t)in;
+  a.x = x;
+  a.y = dst;
+  a.seed = m->seed;
+  a.stream = esmt_lora_dropout_stream(m->lora_draw, l, t);
+  a.threshold = esmt_dropout_threshold(p);
+  a.scale = (float)(1.0 / (1.0 - p));
+  a.accumulate = accumulate;
+  ESMT_OP(m, dropout, a, where);
+  return ESMT_OK;
 }
 
 /* The adapter's input: x, or D(x) in z->xd during a training pass. */
@@ -195,7 +180,7 @@ static esmt_status adapter_input(esmt_model *m, int l, int t, const void *x, int
   *xa = x;
   if (!m->lora_dropout_on) return ESMT_OK;
   esmt_status st = reserve_dropout(m);
-  if (!st) st = apply_dropout(m, l, t, x, m->lora->xd, in, "LoRA dropout");
+  if (!st) st = apply_dropout(m, l, t, x, m->lora->xd, in, 0, "LoRA dropout");
   if (!st) *xa = m->lora->xd;
   return st;
 }
@@ -292,16 +277,7 @@ esmt_status esmt_lora_backward(esmt_model *m, int l, int t, const void *x, const
   if ((st = gemm(m, 0, 0, N, in, r, 1.0f, du, r, esmt_weight(m, o->a[t]), in, 0.0f, tmp, in, 0,
                  "backward: LoRA dx")))
     return st;
-  if ((st = apply_dropout(m, l, t, tmp, tmp, in, "backward: LoRA dropout"))) return st;
-  esmtb_add_args a = {0};
-  a.struct_size = sizeof a;
-  a.dtype = m->dtype;
-  a.n = (size_t)N * (size_t)in;
-  a.a = dx;
-  a.b = tmp;
-  a.y = dx;
-  ESMT_OP(m, add, a, "backward: LoRA dx");
-  return ESMT_OK;
+  return apply_dropout(m, l, t, tmp, dx, in, 1, "backward: LoRA dropout");
 }
 
 /* Element offset of the weight that layer l's target t adapts. */

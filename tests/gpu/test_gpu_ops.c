@@ -9,6 +9,7 @@
  * arithmetic and output rounding differ. Checks:
  *  - ||gpu - cpu|| / ||cpu|| <= 1e-2 (f16), 2e-2 (bf16), 1e-5 (f32; 1e-3
  *    for the TF32 gemm); one "RESULT" line per op and dtype with the error;
+ *  - dropout drops the CPU's elements exactly (the same Philox mask);
  *  - the reductions (embed/layernorm/bias/xent gradients and loss) give the
  *    same bits when run twice;
  *  - bad arguments return non-zero with a message naming the op.
@@ -464,6 +465,54 @@ static void test_add(void **state) {
   CHECKS_END();
 }
 
+/* dropout (ABI 2.3): the mask is Philox's (esmtrain/philox.h) on both, so
+ * the GPU drops exactly the CPU's elements (checked bit for bit on which
+ * are zero) and keeps the rest within the dtype's rounding; accumulate
+ * adds into y; y may alias x. n ends inside a group of four. */
+static void dropout_case(const gpu *g, esmtb_dtype dt, size_t n, int accumulate, int inplace) {
+  float *x = randf(n, 1.0, 0.5), *y0 = randf(n, 1.0, 0), *cy = copyf(y0, n);
+  round_to(x, n, dt);
+  round_to(y0, n, dt);
+  round_to(cy, n, dt);
+  esmtb_dropout_args a = {sizeof a, ESMTB_F32, n, x, cy, 0x9e3779b97f4a7c15ull,
+                          (uint64_t)3 << 16 | 5, 0x40000000u, 4.0f / 3.0f, accumulate};
+  if (inplace) {
+    memcpy(cy, x, n * sizeof *cy);
+    a.x = cy;
+  }
+  cpu_ok(cpu->dropout(cdev, &a, NULL), "dropout");
+  void *gx = gup(g, x, n, dt), *gy = inplace ? gx : gup(g, y0, n, dt);
+  a.dtype = dt;
+  a.x = gx;
+  a.y = gy;
+  gpu_ok(g, g->ops->dropout(g->dev, &a, g->st), "dropout");
+  float *hy = gdown(g, gy, n, dt);
+  size_t differ = 0, dropped = 0;
+  for (size_t i = 0; !accumulate && i < n; i++) {
+    differ += (hy[i] == 0.0f) != (cy[i] == 0.0f);
+    dropped += cy[i] == 0.0f;
+  }
+  char what[96];
+  snprintf(what, sizeof what, "dropout n=%zu%s%s: %zu of %zu dropped elements differ", n,
+           accumulate ? " accumulate" : "", inplace ? " (y aliases x)" : "", differ, dropped);
+  report(g, what, dt, differ ? 1.0 : relerr(hy, cy, n), dt_tol(dt));
+  gfree(g, gx);
+  if (!inplace) gfree(g, gy);
+  free(x); free(y0); free(cy); free(hy);
+}
+
+static void test_dropout(void **state) {
+  (void)state;
+  CHECKS_BEGIN();
+  FOR_EACH_GPU_DTYPE(g, dt) {
+    dropout_case(g, dt, 1024 * 320 + 7, 0, 0);
+    dropout_case(g, dt, 1024 * 320 + 7, 1, 0);
+    dropout_case(g, dt, 4099, 0, 1);
+    dropout_case(g, dt, 3, 0, 0);
+  }
+  CHECKS_END();
+}
+
 static void gelu_backward_case(const gpu *g, esmtb_dtype dt, size_t n, int off) {
   float *pre = randf(n, 4.0, 0), *dout = randf(n, 1.0, 0), *cd = malloc(n * sizeof *cd);
   assert_non_null(cd);
@@ -845,6 +894,7 @@ int main(void) {
       cmocka_unit_test(test_gemm),      cmocka_unit_test(test_embed),
       cmocka_unit_test(test_layernorm), cmocka_unit_test(test_add),
       cmocka_unit_test(test_gelu_backward), cmocka_unit_test(test_convert_scale),
+      cmocka_unit_test(test_dropout),
       cmocka_unit_test(test_bias_grad),
       cmocka_unit_test(test_xent),      cmocka_unit_test(test_adamw),
       cmocka_unit_test(test_lion),

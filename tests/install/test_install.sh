@@ -17,6 +17,7 @@ test -f "$stage/include/esmtrain/data.h"
 test -f "$stage/include/esmtrain/config.h"
 test -f "$stage/include/esmtrain/trainer.h"
 test -f "$stage/include/esmtrain/base.h"
+test -f "$stage/include/esmtrain/philox.h" # the dropout op's generator, for backend plugins
 # plugins in a directory of their version: two versions in one prefix coexist
 test -f "$stage/lib/esmtrain-0.2/backends/cpu.so" || test -f "$stage"/lib*/esmtrain-0.2/backends/cpu.so
 libdir=$(dirname "$(ls "$stage"/lib*/libesmtrain.so | head -1)")

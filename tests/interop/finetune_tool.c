@@ -3,7 +3,7 @@
  *   finetune_tool IN_DIR OUT_DIR
  * IN_DIR/case.txt: layers hidden heads ffn max_positions head num_labels
  * pooling frozen_layers B T steps lora_rank lora_alpha lora_targets
- * (esmt_model_config / esmt_batch values);
+ * [lora_dropout] (esmt_model_config / esmt_batch values; the model seed is 1);
  * tokens.i32 and labels.i32 [B*T], targets.f32 (sequence heads),
  * class_weights.f32 (optional), tensors.txt ("name numel" lines) with
  * tensors.f32 (their values, concatenated) written into the model.
@@ -93,7 +93,8 @@ int main(int argc, char **argv) {
   if (!cf || fscanf(cf, "%d %d %d %d %d %d %d %d %d %d %d %d %d %f %u", &cfg.num_layers,
                     &cfg.hidden_size, &cfg.num_heads, &cfg.ffn_size, &cfg.max_positions, &head,
                     &cfg.num_labels, &pooling, &cfg.frozen_layers, &B, &T, &steps,
-                    &cfg.lora_rank, &cfg.lora_alpha, &cfg.lora_targets) != 15) {
+                    &cfg.lora_rank, &cfg.lora_alpha, &cfg.lora_targets) != 15 ||
+      fscanf(cf, "%f", &cfg.lora_dropout) > 1) {
     fprintf(stderr, "cannot read %s\n", path);
     return 1;
   }

@@ -17,7 +17,12 @@ ignored row; mean pooling), multi-label (BCE), regression (1 and 2
 targets, mean pooling, the first layer frozen), per-residue classification
 (-100 residues ignored; full, and with the encoder frozen); LoRA against
 peft on four target sets (query+value; key+attention output+FFN down; all
-six; FFN up alone), its B nonzero.
+six; FFN up alone; all six with dropout 0.25), its B nonzero. With dropout
+both sides drop the same elements: peft's lora_dropout modules are replaced
+by the mask esmtrain's first training forward draws (Philox4x32-10 as
+include/esmtrain/philox.h defines it, recomputed here in numpy), times
+1 / (1 - p), on the adapter input only; the merge and resume checks, which
+need a forward without dropout or a second draw, are left to the other cases.
 The float64 references are cached across builds (tests/reference/ref_cache.py,
 keyed by their inputs and this file's reference code); esmtrain runs every
 time. Usage: test_finetune_reference.py FINETUNE_TOOL SOURCE_DIR. Exit 77 =
@@ -89,7 +94,10 @@ CASES = [
          frozen=0, lora=(3, 6.0, 63)),
     dict(name="LoRA r2 on FFN up, multi-label", head=MULTILABEL, C=4, pooling=POOL_CLS,
          frozen=0, lora=(2, 2.0, LORA_FFN_UP)),
+    dict(name="LoRA r3 on all six, dropout 0.25, seq-class, mean", head=SEQ_CLASS, C=3,
+         pooling=POOL_MEAN, frozen=0, lora=(3, 6.0, 63), dropout=0.25),
 ]
+MODEL_SEED, FIRST_DRAW = 1, 1  # finetune_tool's esmt_model_create seed; its first forward
 PROBLEM = {SEQ_CLASS: "single_label_classification", MULTILABEL: "multi_label_classification",
            REGRESSION: "regression"}
 
@@ -165,6 +173,62 @@ def make_weights(case, seed):
     return out
 
 
+def philox_words(seed, stream, groups):
+    """Philox4x32-10 of counters {g, g >> 32, stream, stream >> 32} for g in
+    [0, groups), key {seed, seed >> 32}: [groups, 4] uint32 words."""
+    m32 = np.uint64(0xFFFFFFFF)
+    g = np.arange(groups, dtype=np.uint64)
+    c0, c1 = g & m32, g >> np.uint64(32)
+    c2 = np.full_like(g, stream & 0xFFFFFFFF)
+    c3 = np.full_like(g, stream >> 32)
+    k0, k1 = seed & 0xFFFFFFFF, seed >> 32
+    for r in range(10):
+        if r:
+            k0, k1 = (k0 + 0x9E3779B9) & 0xFFFFFFFF, (k1 + 0xBB67AE85) & 0xFFFFFFFF
+        p0, p1 = np.uint64(0xD2511F53) * c0, np.uint64(0xCD9E8D57) * c2
+        c0, c1, c2, c3 = ((p1 >> np.uint64(32)) ^ c1 ^ np.uint64(k0), p1 & m32,
+                          (p0 >> np.uint64(32)) ^ c3 ^ np.uint64(k1), p0 & m32)
+    return np.stack([c0, c1, c2, c3], axis=1)
+
+
+def dropout_mask(p, layer, target, n):
+    """The kept elements (1 / (1 - p)) or dropped ones (0) of the [B*T, in]
+    input of adapter (layer, target) in esmtrain's first training forward:
+    element i is word i mod 4 of counter i / 4, stream = draw << 16 |
+    (layer * 6 + target), dropped below floor(p 2^32) (p as the float32
+    esmt_model_config holds)."""
+    p = float(np.float32(p))
+    words = philox_words(MODEL_SEED, FIRST_DRAW << 16 | (layer * 6 + target), (n + 3) // 4)
+    keep = words.reshape(-1)[:n] >= np.uint64(int(p * 4294967296.0))
+    return keep.astype(np.float64) / (1.0 - p)
+
+
+class MaskedDropout(torch.nn.Module):
+    """peft's lora_dropout with a given mask: x * mask (mask holds 1 / (1 - p)
+    where kept)."""
+    def __init__(self, mask):
+        super().__init__()
+        self.mask = mask
+
+    def forward(self, x):
+        return x * self.mask.reshape(x.shape)
+
+
+def use_masks(top, p):
+    """Every adapter's dropout in `top` (a peft model) set to esmtrain's mask."""
+    n = 0
+    for name, mod in top.named_modules():
+        if not hasattr(mod, "lora_dropout") or "default" not in mod.lora_dropout:
+            continue
+        layer = int(name.split(".layer.")[1].split(".")[0])
+        target = next(t for t, m in enumerate(LORA_NAMES) if name.endswith(".%d.%s" % (layer, m)))
+        fan_in = FFN if LORA_NAMES[target] == "output.dense" else HIDDEN
+        mask = dropout_mask(p, layer, target, B * T * fan_in)
+        mod.lora_dropout["default"] = MaskedDropout(torch.from_numpy(mask))
+        n += 1
+    assert n > 0
+
+
 def lora_config(case):
     rank, alpha, bits = case["lora"]
     mods = "|".join(m for t, m in enumerate(LORA_MODULES) if bits >> t & 1)
@@ -200,6 +264,8 @@ def reference(case, weights, tokens, labels, targets, class_weights):
     if case.get("lora"):
         top = get_peft_model(model, lora_config(case)).double().eval()
         model = top.base_model.model
+        if case.get("dropout"):
+            use_masks(top, case["dropout"])
         with torch.no_grad():
             for name, p in top.named_parameters():
                 if ".lora_" in name:
@@ -253,6 +319,8 @@ def cached_reference(case, weights, tokens, labels, targets, class_weights):
     key.add((torch.__version__, transformers.__version__, peft and peft.__version__,
              np.__version__))
     key.add(inspect.getsource(lora_config)).add(inspect.getsource(esmt_name))
+    for f in (philox_words, dropout_mask, MaskedDropout, use_masks):
+        key.add(inspect.getsource(f))
     key.add(sorted((k, v) for k, v in case.items() if k != "frozen"))
     for k in sorted(weights):
         key.add(k).add(weights[k])
@@ -294,9 +362,9 @@ def run_case(case, seed, work):
     os.makedirs(d_out)
     with open(os.path.join(d_in, "case.txt"), "w") as f:
         rank, alpha, bits = case.get("lora", (0, 0.0, 0))
-        f.write("%d %d %d %d %d %d %d %d %d %d %d %d %d %.9g %d\n" % (
+        f.write("%d %d %d %d %d %d %d %d %d %d %d %d %d %.9g %d %.9g\n" % (
             LAYERS, HIDDEN, HEADS, FFN, MAX_POS, case["head"], case["C"], case["pooling"],
-            case["frozen"], B, T, STEPS, rank, alpha, bits))
+            case["frozen"], B, T, STEPS, rank, alpha, bits, case.get("dropout", 0.0)))
     tokens.tofile(os.path.join(d_in, "tokens.i32"))
     labels.tofile(os.path.join(d_in, "labels.i32"))
     if targets is not None:
@@ -352,7 +420,7 @@ def run_case(case, seed, work):
             fails.append("gradient of %s: rel err %.2e" % (name, err))
         if name.endswith(".weight") and np.array_equal(w0, w1):
             fails.append("trainable %s did not change" % name)
-    if case.get("lora"):  # esmt_model_lora_merge against peft's merge_and_unload
+    if case.get("lora") and not case.get("dropout"):  # esmt_model_lora_merge vs merge_and_unload
         merged = np.fromfile(os.path.join(d_out, "merged.f32"), np.float32)
         mout = np.fromfile(os.path.join(d_out, "merged_outputs.f32"), np.float32)
         if case["head"] == RESIDUE:
@@ -373,7 +441,7 @@ def run_case(case, seed, work):
             fails.append("merged weights rel err %.2e" % wworst)
         print("    merged: outputs rel err %.1e, weights worst %.1e" % (merr, wworst))
     ra = open(os.path.join(d_out, "resumed_a.f32"), "rb").read()
-    if ra != open(os.path.join(d_out, "resumed_b.f32"), "rb").read():
+    if not case.get("dropout") and ra != open(os.path.join(d_out, "resumed_b.f32"), "rb").read():
         fails.append("a model loaded from esmt_model_save's checkpoint steps differently")
     print("%-60s loss %.6f (rel %.1e) outputs %.1e grads worst %.1e; %d trained, %d frozen "
           "bit-identical" % (case["name"], loss, lerr, oerr, worst, n_train, n_frozen))
