@@ -65,11 +65,13 @@ typedef struct setup_t {
   esmt_model *model;
 } setup_t;
 
-static void make_frozen(setup_t *s, int frozen_layers);
+static void make_model(setup_t *s, int frozen_layers, float lora_dropout);
 
-static void make(setup_t *s) { make_frozen(s, 0); }
+static void make(setup_t *s) { make_model(s, 0, 0.0f); }
+static void make_frozen(setup_t *s, int frozen_layers) { make_model(s, frozen_layers, 0.0f); }
 
-static void make_frozen(setup_t *s, int frozen_layers) {
+/* lora_dropout > 0: rank-4 LoRA on every target, that dropout */
+static void make_model(setup_t *s, int frozen_layers, float lora_dropout) {
   esmt_labelled_options lo = ESMT_LABELLED_OPTIONS_INIT;
   lo.path = write_task();
   lo.valid_fraction = 0.25;
@@ -94,6 +96,12 @@ static void make_frozen(setup_t *s, int frozen_layers) {
   c.num_labels = 2;
   c.pooling = ESMT_POOL_MEAN;
   c.frozen_layers = frozen_layers;
+  if (lora_dropout > 0.0f) {
+    c.lora_rank = 4;
+    c.lora_alpha = 8.0f;
+    c.lora_targets = ESMT_LORA_QUERY | ESMT_LORA_VALUE | ESMT_LORA_FFN_DOWN;
+    c.lora_dropout = lora_dropout;
+  }
   assert_int_equal(esmt_model_create(g_ctx, &c, 7, &s->model), ESMT_OK);
 }
 
@@ -361,14 +369,14 @@ static float *params_of(esmt_model *m, int head, size_t *n) {
   return all;
 }
 
-static esmt_trainer *warmup_trainer(setup_t *s, const char *run, esmt_optimizer_config *oc,
-                                    esmt_schedule *sc) {
+static esmt_trainer *trainer_of(setup_t *s, const char *run, esmt_optimizer_config *oc,
+                                esmt_schedule *sc, int head_only_steps) {
   *sc = (esmt_schedule)ESMT_SCHEDULE_INIT;
   sc->kind = ESMT_SCHEDULE_CONSTANT;
   sc->peak_lr = 1e-2;
   sc->warmup_steps = 0;
   *oc = (esmt_optimizer_config)ESMT_OPTIMIZER_CONFIG_INIT;
-  oc->head_only_steps = 3;
+  oc->head_only_steps = head_only_steps;
   esmt_trainer_options o = ESMT_TRAINER_OPTIONS_INIT;
   o.run_dir = run;
   o.max_steps = 6;
@@ -402,7 +410,7 @@ static void test_head_warmup(void **state) {
   snprintf(run, sizeof run, "%s/warmup", test_tmpdir);
   esmt_optimizer_config oc;
   esmt_schedule sc;
-  esmt_trainer *t = warmup_trainer(&s, run, &oc, &sc);
+  esmt_trainer *t = trainer_of(&s, run, &oc, &sc, 3);
   size_t ne = 0, nh = 0;
   float *enc0 = params_of(s.model, 0, &ne), *head0 = params_of(s.model, 1, &nh);
   step_to(t, 2);
@@ -415,7 +423,7 @@ static void test_head_warmup(void **state) {
   make_frozen(&f, ESMT_FREEZE_ENCODER);
   char frozen_run[600];
   snprintf(frozen_run, sizeof frozen_run, "%s/frozen", test_tmpdir);
-  esmt_trainer *ft = warmup_trainer(&f, frozen_run, &oc, &sc);
+  esmt_trainer *ft = trainer_of(&f, frozen_run, &oc, &sc, 3);
   step_to(ft, 3);
   float *head3f = params_of(f.model, 1, &nh);
   assert_memory_equal(head3, head3f, nh * sizeof *head3);
@@ -428,7 +436,7 @@ static void test_head_warmup(void **state) {
   esmt_trainer_destroy(t);
   /* the same run resumed at update 2 */
   make(&r);
-  esmt_trainer *u = warmup_trainer(&r, run, &oc, &sc);
+  esmt_trainer *u = trainer_of(&r, run, &oc, &sc, 3);
   if (esmt_trainer_resume(u, ckpt)) fail_msg("%s", esmt_last_error());
   assert_int_equal(esmt_trainer_step_count(u), 2);
   step_to(u, 6);
@@ -448,11 +456,43 @@ static void test_head_warmup(void **state) {
   unmake(&r);
 }
 
+/* LoRA dropout draws a new mask every training pass (model_lora.c): a run
+ * resumed from its checkpoint at update 2 draws what the run that never
+ * stopped drew, so at update 5 the two are bit-identical. */
+static void test_lora_dropout_resume(void **state) {
+  (void)state;
+  setup_t s, r;
+  make_model(&s, 0, 0.3f);
+  char run[600], ckpt[1024];
+  snprintf(run, sizeof run, "%s/lora-dropout", test_tmpdir);
+  esmt_optimizer_config oc;
+  esmt_schedule sc;
+  esmt_trainer *t = trainer_of(&s, run, &oc, &sc, 0);
+  step_to(t, 2);
+  assert_int_equal(esmt_trainer_save(t, ckpt, sizeof ckpt), ESMT_OK);
+  step_to(t, 5);
+  size_t n = 0, nh = 0;
+  float *all = params_of(s.model, 0, &n), *head = params_of(s.model, 1, &nh);
+  esmt_trainer_destroy(t);
+  make_model(&r, 0, 0.3f);
+  esmt_trainer *u = trainer_of(&r, run, &oc, &sc, 0);
+  if (esmt_trainer_resume(u, ckpt)) fail_msg("%s", esmt_last_error());
+  step_to(u, 5);
+  float *all_r = params_of(r.model, 0, &n), *head_r = params_of(r.model, 1, &nh);
+  assert_memory_equal(all, all_r, n * sizeof *all);
+  assert_memory_equal(head, head_r, nh * sizeof *head);
+  esmt_trainer_destroy(u);
+  free(all), free(head), free(all_r), free(head_r);
+  unmake(&s);
+  unmake(&r);
+}
+
 int main(void) {
   const struct CMUnitTest tests[] = {cmocka_unit_test(test_learns_charge),
                                      cmocka_unit_test(test_early_stop),
                                      cmocka_unit_test(test_init_from_pretrained),
                                      cmocka_unit_test(test_class_weights),
-                                     cmocka_unit_test(test_head_warmup)};
+                                     cmocka_unit_test(test_head_warmup),
+                                     cmocka_unit_test(test_lora_dropout_resume)};
   return cmocka_run_group_tests(tests, setup, teardown);
 }

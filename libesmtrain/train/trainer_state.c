@@ -23,6 +23,10 @@ esmt_status esmt_trainer_state_to_json(esmt_trainer *t, char **json) {
   json_object_set_new(root, "adam_step", json_integer(t->adam_step));
   json_object_set_new(root, "skipped", json_integer(t->skipped));
   json_object_set_new(root, "tokens", json_integer((json_int_t)t->tokens));
+  /* LoRA dropout's masks are keyed by the training passes so far
+   * (model_lora.c): a resume draws on from there */
+  if (t->m->lora_draw)
+    json_object_set_new(root, "lora_draw", json_integer((json_int_t)t->m->lora_draw));
   json_object_set_new(root, "elapsed_s", json_real(t->elapsed_before + (esmt_now_s() - t->t_start)));
   json_object_set_new(root, "best_eval_loss",
                       isfinite(t->best_eval_loss) ? json_real(t->best_eval_loss) : json_null());
@@ -134,6 +138,11 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
                      "one is %d-layer d=%d H=%d", (long long)L, (long long)d, (long long)H, t->m->L,
                      t->m->d, t->m->H);
   }
+  json_int_t lora_draw = 0;
+  if (!st && json_object_get(root, "lora_draw") &&
+      (!get_int(root, "lora_draw", &lora_draw) || lora_draw < 0))
+    st = esmt_fail(ESMT_ERR_FORMAT, "trainer state lora_draw is not a count (an integer >= 0): "
+                   "the checkpoint is damaged");
   json_t *cur = json_object_get(root, "train_cursor");
   if (!st && cur && t->train.restore_cursor) {
     char *ctext = json_dumps(cur, JSON_COMPACT | JSON_ENCODE_ANY);
@@ -147,6 +156,7 @@ esmt_status esmt_trainer_state_from_json(esmt_trainer *t, const char *text) {
     t->adam_step = adam;
     t->skipped = skipped;
     t->tokens = (uint64_t)tokens;
+    t->m->lora_draw = (uint64_t)lora_draw;
     json_t *e = json_object_get(root, "elapsed_s");
     t->elapsed_before = json_is_number(e) ? json_number_value(e) : 0.0;
     t->best_eval_loss = json_is_number(best) ? json_number_value(best) : INFINITY;
