@@ -2,8 +2,9 @@
 /* The harness of test_gpu_ops: the GPU backends under test and cpu.so,
  * host helpers (random inputs, fp16/bf16 rounding, relative error), device
  * helpers (allocate, copy in and out in a dtype) and the RESULT lines each
- * check prints. Shared by test_gpu_ops.c (the compute ops, errors, main)
- * and gpu_ops_optimizer.c (AdamW, Lion). */
+ * check prints. Shared by test_gpu_ops.c (gemm, embed, layernorm, the
+ * reductions, errors, main), gpu_ops_elementwise.c (add, dropout,
+ * gelu_backward, convert, scale) and gpu_ops_optimizer.c (AdamW, Lion). */
 #ifndef ESMT_TEST_GPU_OPS_HARNESS_H
 #define ESMT_TEST_GPU_OPS_HARNESS_H
 
@@ -74,6 +75,11 @@ void cpu_ok(esmtb_status st, const char *op);
 void gpu_ok(const gpu *g, esmtb_status st, const char *op);
 int has_dtype(const gpu *g, esmtb_dtype dt);
 
+/* The element-wise ops' tests (gpu_ops_elementwise.c). */
+void test_add(void **state);
+void test_dropout(void **state);
+void test_gelu_backward(void **state);
+void test_convert_scale(void **state);
 /* The optimizer tests (gpu_ops_optimizer.c). */
 void test_adamw(void **state);
 void test_lion(void **state);
