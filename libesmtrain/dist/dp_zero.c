@@ -299,12 +299,33 @@ esmt_status esmt_dp_zero_grad_norm(esmt_dp *dp, esmt_model *m, double *norm) {
   return ESMT_OK;
 }
 
+/* The ranks all-gather the compute copy `w` (the model's compute dtype,
+ * every rank's shard written by its update) and, when not NULL, the fp32
+ * LayerNorm w/b `norms` the half kernels read; on the host path after the
+ * stream that wrote them has finished. */
+static esmt_status allgather_copy(esmt_dp *dp, esmt_model *m, void *w, float *norms) {
+  const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
+  const size_t es = m->mem.env.esize;
+  esmt_status st = ESMT_OK;
+  if (dp->on_device) {
+    st = esmt_dp_device_allgather_as(dp, m, w, m->mem.env.dtype, total, dp->shard_off);
+    if (!st && norms) st = esmt_dp_device_allgather_as(dp, m, norms, ESMTB_F32, nn, dp->norm_off);
+  } else {
+    esmtb_status bs = m->ops->stream_sync(m->dev, m->stream);
+    if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
+    if (!st) st = esmt_comm_allgather_shards(dp->comm, w, (size_t)total, dp->shard_off, es);
+    if (!st && norms)
+      st = esmt_comm_allgather_shards(dp->comm, norms, (size_t)nn, dp->norm_off, sizeof(float));
+  }
+  if (!st) dp->vol.allgathered += total * es; /* the LayerNorm copies (nn floats) are not counted */
+  return st;
+}
+
 /* A sharded master: AdamW wrote this shard's half copy; the ranks
  * all-gather the half copy and the fp32 LayerNorm weights the kernels read
  * (the LayerNorm ones from the master first). */
 static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
-  const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
-  const size_t es = m->mem.env.esize;
+  const uint64_t nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
   /* (offloaded: the host step pushed this shard's LayerNorm elements) */
   esmt_status st = m->mem.norm_dev && !m->mem.offload
       ? esmt_param_norms_from_master(&m->mem, m->mem.master_lo, m->mem.master_hi)
@@ -323,20 +344,8 @@ static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
     m->have_forward = 0;
     return ESMT_OK;
   }
-  if (!st && dp->on_device) {
-    st = esmt_dp_device_allgather_as(dp, m, m->mem.compute_lowp, m->mem.env.dtype, total,
-                                     dp->shard_off);
-    if (!st) st = esmt_dp_device_allgather_as(dp, m, m->mem.norm_dev, ESMTB_F32, nn, dp->norm_off);
-  } else if (!st) {
-    esmtb_status bs = m->ops->stream_sync(m->dev, m->stream); /* AdamW and the copies above */
-    if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
-    if (!st) st = esmt_comm_allgather_shards(dp->comm, m->mem.compute_lowp, (size_t)total,
-                                             dp->shard_off, es);
-    if (!st) st = esmt_comm_allgather_shards(dp->comm, m->mem.norm_dev, (size_t)nn, dp->norm_off,
-                                             sizeof(float));
-  }
+  if (!st) st = allgather_copy(dp, m, m->mem.compute_lowp, m->mem.norm_dev);
   if (st) return esmt_fail_prefix(st, "ZeRO-%d: all-gather of the updated weights: ", dp->zero);
-  dp->vol.allgathered += total * es; /* the LayerNorm copies (nn floats) are not counted */
   m->have_forward = 0;
   return ESMT_OK;
 }
@@ -345,24 +354,10 @@ static esmt_status gather_half(esmt_dp *dp, esmt_model *m) {
  * (and in half its LayerNorm w/b in norm_dev) into the device compute
  * copy; the ranks all-gather the rest of it. */
 static esmt_status gather_compute(esmt_dp *dp, esmt_model *m) {
-  const uint64_t total = m->layout.total, nn = (uint64_t)m->mem.env.n_norm * m->mem.env.d;
-  const size_t es = m->mem.env.esize;
   void *w = m->mem.compute_lowp ? m->mem.compute_lowp : (void *)m->mem.compute32;
-  float *norms = m->mem.compute_lowp ? m->mem.norm_dev : NULL;
-  esmt_status st = ESMT_OK;
-  if (dp->on_device) {
-    st = esmt_dp_device_allgather_as(dp, m, w, m->mem.env.dtype, total, dp->shard_off);
-    if (!st && norms) st = esmt_dp_device_allgather_as(dp, m, norms, ESMTB_F32, nn, dp->norm_off);
-  } else {
-    esmtb_status bs = m->ops->stream_sync(m->dev, m->stream); /* the shard's upload */
-    if (bs) st = esmt_fail_prefix((esmt_status)bs, "%s: ", m->ops->name);
-    if (!st) st = esmt_comm_allgather_shards(dp->comm, w, (size_t)total, dp->shard_off, es);
-    if (!st && norms)
-      st = esmt_comm_allgather_shards(dp->comm, norms, (size_t)nn, dp->norm_off, sizeof(float));
-  }
+  esmt_status st = allgather_copy(dp, m, w, m->mem.compute_lowp ? m->mem.norm_dev : NULL);
   if (st) return esmt_fail_prefix(st, "ZeRO-%d: all-gather of the updated compute weights: ",
                                   dp->zero);
-  dp->vol.allgathered += total * es; /* the LayerNorm copies (nn floats) are not counted */
   m->have_forward = 0;
   return ESMT_OK;
 }
